@@ -1,0 +1,32 @@
+# `make run` and `make test` create .venv on first use and install the project into it.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# torch 2.13.0 is served locally as a CPU build on these machines; the pin keeps pip off CUDA wheels.
+PIP_INSTALL := $(BIN)/python -m pip install --disable-pip-version-check -q
+
+.PHONY: run test lint bench screenshots clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(PIP_INSTALL) -e '.[test,dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/branchscope
+
+test: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	$(PIP_INSTALL) -e '.[bench]'
+	$(BIN)/python benchmarks/bench_load_trace.py
+	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/bench_timeline.py
+	$(BIN)/python benchmarks/bench_fork_speedup.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,58 @@
+"""Bind flow endpoints (`ac2g` launch -> kernel, `fwdbwd`) to the events they point at.
+
+Done lazily, on first use of `Trace.flows`, because most views never draw arrows and binding
+costs a pass over every endpoint.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from profiling.trace_model import Flows, Trace
+
+
+def _bind(trace: Trace, lane: int, ts: int, enclosing: bool) -> int:
+    """Chrome's rule: bind to the deepest slice enclosing `ts`, or (for a plain 'f') the next slice."""
+    sl = trace.lane_slice(lane)
+    starts = trace.start_ns[sl]
+    if starts.size == 0:
+        return -1
+    k = int(np.searchsorted(starts, ts, side="right")) - 1
+    ends = trace.end_ns[sl]
+    # The last-starting slice at or before ts is the deepest one when it still covers ts;
+    # otherwise walk back to its enclosing ancestors.
+    j = k
+    while j >= 0 and j > k - 256:
+        if ends[j] > ts or (starts[j] == ts):
+            return sl.start + j
+        j -= 1
+    if not enclosing and k + 1 < starts.size:
+        return sl.start + k + 1
+    return -1
+
+
+def bind_flows(trace: Trace) -> Flows:
+    from profiling.trace_reader import flow_point_columns
+
+    points = flow_point_columns(*trace._flow_points) if trace._flow_points is not None else None
+    if points is None:
+        empty = np.zeros(0, dtype=np.int64)
+        return Flows(cats=[], cat_id=np.zeros(0, dtype=np.int32), flow_id=empty, src=empty, dst=empty)
+    phase, flow_id, cat, lane, ts, enclosing, cat_names = points
+    src: dict[tuple[int, int], int] = {}
+    dst: dict[tuple[int, int], int] = {}
+    for i in range(phase.size):
+        key = (int(cat[i]), int(flow_id[i]))
+        ev = _bind(trace, int(lane[i]), int(ts[i]), bool(enclosing[i]))
+        if phase[i] == 0:
+            src.setdefault(key, ev)
+        elif phase[i] == 2:
+            dst[key] = ev
+    keys = [k for k in src if k in dst]
+    return Flows(
+        cats=[str(c) for c in cat_names],
+        cat_id=np.array([k[0] for k in keys], dtype=np.int32),
+        flow_id=np.array([k[1] for k in keys], dtype=np.int64),
+        src=np.array([src[k] for k in keys], dtype=np.int64),
+        dst=np.array([dst[k] for k in keys], dtype=np.int64),
+    )

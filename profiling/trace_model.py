@@ -1,0 +1,326 @@
+"""The in-memory model of one profiler trace: events as numpy columns grouped into lanes.
+
+Everything branchscope draws or computes reads this model, never the JSON. Events are stored
+column-wise (one numpy array per field) because a real trace holds millions of events and every
+consumer (level-of-detail drawing, busy-time unions, occupancy) is a vectorised pass over them.
+Names and categories are interned: an event stores an int id into `Trace.names` / `Trace.cats`.
+
+Events are sorted by (lane, start, longest first), so the events of lane `i` are the contiguous
+slice `lane_offsets[i]:lane_offsets[i + 1]` and, within a lane, a parent precedes its children.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal
+
+import numpy as np
+
+LaneKind = Literal["cpu", "gpu"]
+#: What a lane's thread does. GPU lanes are always "stream".
+LaneRole = Literal["main", "interop", "autograd", "other", "stream"]
+
+ROLE_ORDER: tuple[LaneRole, ...] = ("main", "interop", "autograd", "other", "stream")
+
+
+class TraceFormatError(ValueError):
+    """A file that is not a readable torch.profiler / Chrome trace; the message names the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """One horizontal track: a CPU thread, or one stream of one GPU."""
+
+    index: int
+    kind: LaneKind
+    pid: int
+    #: OS thread id for CPU lanes (as written in the trace, possibly negative); stream id for GPU lanes.
+    tid: int
+    name: str
+    role: LaneRole
+    #: GPU device index for GPU lanes; -1 for CPU lanes.
+    device: int = -1
+
+    @property
+    def label(self) -> str:
+        if self.kind == "gpu":
+            return f"GPU {self.device} stream {self.tid}"
+        return self.name or f"thread {self.tid}"
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySeries:
+    """Allocator events of one device in time order; `total_bytes` is the allocated total after each."""
+
+    device: str  # "cpu" or "cuda:N"
+    ts_ns: np.ndarray  # int64
+    delta_bytes: np.ndarray  # int64, negative for frees
+    total_bytes: np.ndarray  # int64
+
+    @property
+    def events(self) -> int:
+        return int(self.ts_ns.size)
+
+    @property
+    def peak_bytes(self) -> int:
+        return int(self.total_bytes.max()) if self.total_bytes.size else 0
+
+    @property
+    def peak_ts_ns(self) -> int:
+        return int(self.ts_ns[int(np.argmax(self.total_bytes))]) if self.total_bytes.size else 0
+
+
+@dataclass(frozen=True, slots=True)
+class CounterTrack:
+    """One series of a Chrome counter event ("ph": "C"), e.g. a sampled thread's CPU use."""
+
+    name: str
+    pid: int
+    tid: int
+    key: str  # the args key this series was read from
+    ts_ns: np.ndarray  # int64, sorted
+    values: np.ndarray  # float64
+    cat: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Flows:
+    """Arrows between events (`ac2g` CPU launch -> GPU kernel, `fwdbwd`); -1 where an end is unbound."""
+
+    cats: list[str]
+    cat_id: np.ndarray  # int32
+    flow_id: np.ndarray  # int64, the id written in the trace
+    src: np.ndarray  # int64 event index
+    dst: np.ndarray  # int64 event index
+
+    def __len__(self) -> int:
+        return int(self.src.size)
+
+
+@dataclass(frozen=True, slots=True)
+class EventView:
+    """One event, materialised for display (hover, details panel)."""
+
+    index: int
+    name: str
+    cat: str
+    lane: Lane
+    start_ns: int
+    dur_ns: int
+    depth: int
+    args: dict[str, Any]
+
+    @property
+    def end_ns(self) -> int:
+        return self.start_ns + self.dur_ns
+
+    @property
+    def shapes(self) -> Any:
+        return self.args.get("Input Dims")
+
+
+@dataclass(eq=False)
+class Trace:
+    """A loaded trace. Build one with `profiling.load_trace` or `build_trace`, not directly."""
+
+    path: str
+    start_ns: np.ndarray  # int64
+    dur_ns: np.ndarray  # int64
+    lane: np.ndarray  # int32
+    depth: np.ndarray  # int32
+    name_id: np.ndarray  # int32
+    cat_id: np.ndarray  # int32
+    names: list[str]
+    cats: list[str]
+    lanes: list[Lane]
+    lane_offsets: np.ndarray  # int64, len(lanes) + 1
+    memory: list[MemorySeries] = field(default_factory=list)
+    counters: list[CounterTrack] = field(default_factory=list)
+    #: Top-level trace keys other than traceEvents (deviceProperties, distributedInfo, ...).
+    metadata: dict[str, Any] = field(default_factory=dict)
+    #: Per-event raw JSON of `args` (msgspec.Raw or bytes or dict), decoded on demand; None if absent.
+    _raw_args: list[Any] | None = None
+    #: Flow events as read and the (pid, tid) -> lane map, bound lazily by `flows`.
+    _flow_points: tuple[Any, ...] | None = None
+
+    # ---- sizes and clock -------------------------------------------------------------------
+    def __len__(self) -> int:
+        return int(self.start_ns.size)
+
+    @cached_property
+    def end_ns(self) -> np.ndarray:
+        return self.start_ns + self.dur_ns
+
+    def span(self) -> tuple[int, int]:
+        """(first start, last end) over all events, in the trace's own clock (ns)."""
+        if len(self) == 0:
+            return (0, 0)
+        return (int(self.start_ns.min()), int(self.end_ns.max()))
+
+    @property
+    def rank(self) -> int | None:
+        info = self.metadata.get("distributedInfo")
+        if isinstance(info, dict) and isinstance(info.get("rank"), int):
+            return info["rank"]
+        return None
+
+    @property
+    def base_time_ns(self) -> int | None:
+        base = self.metadata.get("baseTimeNanoseconds")
+        return int(base) if isinstance(base, (int, float)) else None
+
+    # ---- lanes ------------------------------------------------------------------------------
+    def lane_slice(self, lane_index: int) -> slice:
+        return slice(int(self.lane_offsets[lane_index]), int(self.lane_offsets[lane_index + 1]))
+
+    def lane_event_count(self, lane_index: int) -> int:
+        return int(self.lane_offsets[lane_index + 1] - self.lane_offsets[lane_index])
+
+    def lanes_of(self, kind: LaneKind | None = None, role: LaneRole | None = None) -> list[Lane]:
+        return [ln for ln in self.lanes if (kind is None or ln.kind == kind) and (role is None or ln.role == role)]
+
+    # ---- events -----------------------------------------------------------------------------
+    def event_name(self, i: int) -> str:
+        return self.names[int(self.name_id[i])]
+
+    def event_args(self, i: int) -> dict[str, Any]:
+        """The event's `args`, decoded now: reading them at load time would double load time."""
+        if self._raw_args is None:
+            return {}
+        raw = self._raw_args[i]
+        if raw is None or len(raw) == 0:
+            return {}
+        if isinstance(raw, dict):
+            return raw
+        import msgspec
+
+        try:
+            value = msgspec.json.decode(raw)
+        except msgspec.DecodeError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    def event(self, i: int) -> EventView:
+        return EventView(
+            index=int(i),
+            name=self.names[int(self.name_id[i])],
+            cat=self.cats[int(self.cat_id[i])],
+            lane=self.lanes[int(self.lane[i])],
+            start_ns=int(self.start_ns[i]),
+            dur_ns=int(self.dur_ns[i]),
+            depth=int(self.depth[i]),
+            args=self.event_args(i),
+        )
+
+    def find(self, substring: str) -> np.ndarray:
+        """Indices of events whose name contains `substring` (case-insensitive)."""
+        needle = substring.lower()
+        hit = np.fromiter((needle in n.lower() for n in self.names), dtype=bool, count=len(self.names))
+        return np.flatnonzero(hit[self.name_id]) if hit.size else np.zeros(0, dtype=np.int64)
+
+    def event_at(self, lane_index: int, t_ns: int) -> int:
+        """The deepest event of a lane that covers time `t_ns`, or -1."""
+        sl = self.lane_slice(lane_index)
+        starts = self.start_ns[sl]
+        k = int(np.searchsorted(starts, t_ns, side="right")) - 1
+        ends = self.end_ns[sl]
+        best, best_depth = -1, -1
+        # Walk back over earlier-starting events: the first few usually contain the deepest hit.
+        lo = max(0, k - 4096)
+        cand = np.flatnonzero(ends[lo : k + 1] > t_ns)
+        if cand.size:
+            idx = cand + lo + sl.start
+            d = self.depth[idx]
+            j = int(np.argmax(d))
+            best, best_depth = int(idx[j]), int(d[j])
+        return best if best_depth >= 0 else -1
+
+    # ---- flows ------------------------------------------------------------------------------
+    @cached_property
+    def flows(self) -> Flows:
+        from profiling.trace_flows import bind_flows
+
+        return bind_flows(self)
+
+
+def compute_lane_order(lane: np.ndarray, start_ns: np.ndarray, dur_ns: np.ndarray) -> np.ndarray:
+    """Sort key order: by lane, then start, then longest first (so parents precede children)."""
+    return np.lexsort((-dur_ns, start_ns, lane))
+
+
+def compute_depth(start_ns: np.ndarray, dur_ns: np.ndarray, lane_offsets: np.ndarray) -> np.ndarray:
+    """Nesting depth of every event within its lane, vectorised.
+
+    Depth = how many earlier events of the lane are still open when this one starts; for properly
+    nested events that is the call-stack depth, and for events that overlap without nesting (real
+    traces round timestamps) it still gives each one a row that does not hide its neighbour.
+    Zero-length events count as 1 ns long so they never contain what starts right after them.
+    """
+    n = start_ns.size
+    depth = np.zeros(n, dtype=np.int32)
+    end = start_ns + np.maximum(dur_ns, 1)
+    for i in range(lane_offsets.size - 1):
+        a, b = int(lane_offsets[i]), int(lane_offsets[i + 1])
+        if b - a < 2:
+            continue
+        s = start_ns[a:b]
+        e = np.sort(end[a:b])
+        closed_before = np.searchsorted(e, s, side="right")
+        depth[a:b] = np.arange(b - a, dtype=np.int64) - closed_before
+    return depth
+
+
+def build_trace(
+    *,
+    path: str,
+    start_ns: np.ndarray,
+    dur_ns: np.ndarray,
+    lane: np.ndarray,
+    name_id: np.ndarray,
+    cat_id: np.ndarray,
+    names: list[str],
+    cats: list[str],
+    lanes: list[Lane],
+    memory: list[MemorySeries] | None = None,
+    counters: list[CounterTrack] | None = None,
+    metadata: dict[str, Any] | None = None,
+    raw_args: list[Any] | None = None,
+    flow_points: tuple[Any, ...] | None = None,
+) -> Trace:
+    """Sort events into lane order, compute nesting depth, and assemble a `Trace`.
+
+    Used by the reader and by anything that synthesises traces (benchmarks, tests).
+    `lanes[i].index` must equal i; `lane` holds indices into `lanes`.
+    """
+    start_ns = np.asarray(start_ns, dtype=np.int64)
+    dur_ns = np.maximum(np.asarray(dur_ns, dtype=np.int64), 0)
+    lane = np.asarray(lane, dtype=np.int32)
+    order = compute_lane_order(lane, start_ns, dur_ns)
+    start_ns, dur_ns, lane = start_ns[order], dur_ns[order], lane[order]
+    name_id = np.asarray(name_id, dtype=np.int32)[order]
+    cat_id = np.asarray(cat_id, dtype=np.int32)[order]
+    if raw_args is not None:
+        raw_args = [raw_args[i] for i in order.tolist()]
+    counts = np.bincount(lane, minlength=len(lanes)) if lane.size else np.zeros(len(lanes), dtype=np.int64)
+    lane_offsets = np.zeros(len(lanes) + 1, dtype=np.int64)
+    np.cumsum(counts, out=lane_offsets[1:])
+    depth = compute_depth(start_ns, dur_ns, lane_offsets)
+    return Trace(
+        path=path,
+        start_ns=start_ns,
+        dur_ns=dur_ns,
+        lane=lane,
+        depth=depth,
+        name_id=name_id,
+        cat_id=cat_id,
+        names=names,
+        cats=cats,
+        lanes=lanes,
+        lane_offsets=lane_offsets,
+        memory=memory or [],
+        counters=counters or [],
+        metadata=metadata or {},
+        _raw_args=raw_args,
+        _flow_points=flow_points,
+    )

@@ -1,0 +1,21 @@
+"""Shared fixtures. Tests run headless: Qt uses the offscreen platform whatever the caller set."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+#: Real traces from public projects, beside the checkout (never copied into it).
+SHARED_TRACES = PROJECT_ROOT.parent / "shared" / "traces"
+
+
+@pytest.fixture(scope="session")
+def shared_traces() -> Path:
+    if not SHARED_TRACES.is_dir():
+        pytest.skip("../shared/traces is absent")
+    return SHARED_TRACES
