@@ -90,7 +90,7 @@ class Flows:
 
     cats: list[str]
     cat_id: np.ndarray  # int32
-    flow_id: np.ndarray  # int64, the id written in the trace
+    flow_id: np.ndarray  # int64: the trace's flow id, interned
     src: np.ndarray  # int64 event index
     dst: np.ndarray  # int64 event index
 

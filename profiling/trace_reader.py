@@ -214,6 +214,8 @@ def _ns_column(values: list[Any], what: str) -> np.ndarray:
     try:
         # Fast path: integer µs (most traces). numpy rejects float text, which takes the slow path.
         col = np.array(values, dtype=np.int64)
+        if col.ndim != 1:  # nested lists of equal length make a matrix: let the slow path name it
+            raise TypeError
     except (ValueError, TypeError, OverflowError):
         out = [_to_ns(v) for v in values]
         if out and (max(out) >= _MAX_ABS_NS or min(out) <= -_MAX_ABS_NS):
@@ -498,22 +500,38 @@ def _counter_tracks(events: list[_Event]) -> list[CounterTrack]:
     return tracks
 
 
+def _flow_ts(e: _Event) -> int | None:
+    try:
+        return _to_ns(e.ts)
+    except (ValueError, OverflowError):
+        return None
+
+
 def flow_point_columns(
     raws: list[msgspec.Raw], lane_lookup: dict[tuple[Any, Any], int]
 ) -> tuple[np.ndarray, ...] | None:
     """Flow endpoints as columns (phase, id, cat, lane, ts_ns, binds_enclosing, cat names).
 
-    Called on first use of `Trace.flows`, not at load time: most views never draw arrows.
+    Called on first use of `Trace.flows`, not at load time: most views never draw arrows. An
+    endpoint with a broken id or time is dropped (its arrow is not drawn) rather than failing a
+    trace that has already loaded.
     """
     events = list(map(_EVENT_DECODER.decode, raws))
-    pts = [e for e in events if e.id is not None and (e.pid, e.tid) in lane_lookup]
+    pts, ts_list = [], []
+    for e in events:
+        if type(e.id) in (int, str) and (e.pid, e.tid) in lane_lookup:
+            t = _flow_ts(e)
+            if t is not None and abs(t) < _MAX_ABS_NS:
+                pts.append(e)
+                ts_list.append(t)
     if not pts:
         return None
     phase = np.array([{"s": 0, "t": 1, "f": 2}[e.ph] for e in pts], dtype=np.int8)
-    flow_id = np.array([hash(e.id) if not isinstance(e.id, int) else e.id for e in pts], dtype=np.int64)
+    ids: dict[Any, int] = {}
+    flow_id = np.array([ids.setdefault(e.id, len(ids)) for e in pts], dtype=np.int64)
     cat_names: dict[str, int] = {}
     cat = np.array([cat_names.setdefault(e.cat, len(cat_names)) for e in pts], dtype=np.int32)
     lane = np.array([lane_lookup[(e.pid, e.tid)] for e in pts], dtype=np.int32)
-    ts = _ns_column([e.ts for e in pts], "flow timestamp")
+    ts = np.array(ts_list, dtype=np.int64)
     enclosing = np.array([e.ph != "f" or e.bp == "e" for e in pts], dtype=bool)
     return (phase, flow_id, cat, lane, ts, enclosing, np.array(list(cat_names), dtype=object))

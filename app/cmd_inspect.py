@@ -1,0 +1,97 @@
+"""`branchscope inspect TRACE [--json]`: what a trace holds, as a table or as JSON for scripts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from profiling import TraceFormatError, load_trace
+from profiling.analyses import interop_occupancy, lane_busy_ns, memory_imbalance, parallelism
+from profiling.trace_model import Trace
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("inspect", help="summarise a profiler trace: lanes, busy time, memory peaks")
+    p.add_argument("trace", help="a torch.profiler / Chrome trace (.json, .json.gz)")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(handler=run)
+
+
+def summary(trace: Trace) -> dict[str, Any]:
+    """The `--json` document: the keys the issue fixes first, then extras."""
+    start, end = trace.span()
+    busy = lane_busy_ns(trace)
+    occupancy = interop_occupancy(trace)
+    return {
+        "events": len(trace),
+        "span_us": (end - start) / 1000.0,
+        "lanes": [
+            {
+                "kind": ln.kind,
+                "pid": ln.pid,
+                "tid": ln.tid,
+                "name": ln.name,
+                "events": trace.lane_event_count(ln.index),
+                "busy_us": int(busy[ln.index]) / 1000.0,
+                "role": ln.role,
+                "device": ln.device,
+            }
+            for ln in trace.lanes
+        ],
+        "memory": [{"device": m.device, "events": m.events, "peak_bytes": m.peak_bytes} for m in trace.memory],
+        "rank": trace.rank,
+        "parallelism": parallelism(trace),
+        "interop_pool": {"size": occupancy.capacity, "max_busy": int(occupancy.value.max())},
+        "memory_imbalance_cuda": memory_imbalance(trace, "cuda"),
+    }
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def format_table(doc: dict[str, Any], path: str) -> str:
+    lines = [
+        f"{path}",
+        f"  {doc['events']:,} events over {doc['span_us'] / 1000:.3f} ms"
+        + (f", rank {doc['rank']}" if doc["rank"] is not None else "")
+        + f", parallelism {doc['parallelism']:.2f}",
+        "",
+        f"  {'kind':<4} {'role':<9} {'pid':>8} {'tid':>12}  {'events':>9} {'busy ms':>10}  name",
+    ]
+    for ln in doc["lanes"]:
+        lines.append(
+            f"  {ln['kind']:<4} {ln['role']:<9} {ln['pid']:>8} {ln['tid']:>12}  {ln['events']:>9,} "
+            f"{ln['busy_us'] / 1000:>10.3f}  {ln['name']}"
+        )
+    if doc["memory"]:
+        lines += ["", f"  {'device':<8} {'events':>9} {'peak':>12}"]
+        for m in doc["memory"]:
+            lines.append(f"  {m['device']:<8} {m['events']:>9,} {_bytes(m['peak_bytes']):>12}")
+        if doc["memory_imbalance_cuda"] is not None:
+            lines.append(f"  CUDA memory imbalance (max peak / mean peak): {doc['memory_imbalance_cuda']:.2f}")
+    pool = doc["interop_pool"]
+    if pool["size"]:
+        lines += ["", f"  inter-op pool: {pool['size']} threads, at most {pool['max_busy']} busy at once"]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        trace = load_trace(args.trace)
+    except TraceFormatError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    doc = summary(trace)
+    if args.json:
+        json.dump(doc, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print(format_table(doc, args.trace))
+    return 0

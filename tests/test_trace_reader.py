@@ -1,0 +1,206 @@
+"""The reader against real traces: ones torch writes now, and public ones from real GPU runs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from profiling import load_trace
+from profiling.analyses import lane_busy_ns
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="session")
+def torch_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("torch_traces")
+    subprocess.run(
+        [sys.executable, str(HERE / "fixtures" / "traces" / "write_torch_traces.py"), str(out)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return out
+
+
+def _raw_events(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+# ---- traces torch writes at test time --------------------------------------------------------
+
+
+def test_sequential_trace_has_every_complete_event_once(torch_traces: Path) -> None:
+    path = torch_traces / "sequential.json"
+    raw = [e for e in _raw_events(path) if e.get("ph") == "X" and isinstance(e.get("pid"), int)]
+    trace = load_trace(path)
+    assert len(trace) == len(raw)
+    assert sorted(trace.names[i] for i in trace.name_id) == sorted(e["name"] for e in raw)
+    main = trace.lanes_of("cpu", "main")
+    assert len(main) == 1 and main[0].tid == main[0].pid
+    steps = [i for i in range(len(trace)) if trace.event_name(i).startswith("step ")]
+    assert len(steps) == 3
+    assert all(trace.depth[i] == 0 for i in steps)
+    # Ops inside a step are nested under it.
+    assert int(trace.depth.max()) >= 1
+
+
+def test_forked_trace_shows_inter_op_pool_lanes(torch_traces: Path) -> None:
+    trace = load_trace(torch_traces / "forked.pt.trace.json.gz")
+    pool = trace.lanes_of("cpu", "interop")
+    assert pool, [ln.name for ln in trace.lanes]
+    assert all("PTThreadPool" in ln.name for ln in pool)
+    # The forked branch ran on a pool thread while the main thread ran the other branch.
+    branch_lanes = {int(trace.lane[i]) for i in range(len(trace)) if trace.event_name(i) == "branch: mm"}
+    assert any(trace.lanes[i].role == "interop" for i in branch_lanes)
+    assert any(trace.lanes[i].role == "main" for i in branch_lanes)
+
+
+def test_lane_order_groups_main_then_pool(torch_traces: Path) -> None:
+    trace = load_trace(torch_traces / "forked.pt.trace.json.gz")
+    roles = [ln.role for ln in trace.lanes]
+    assert roles == sorted(roles, key=["main", "interop", "autograd", "other"].index)
+
+
+def test_timestamps_keep_nanoseconds(torch_traces: Path) -> None:
+    path = torch_traces / "sequential.json"
+    raw = [e for e in _raw_events(path) if e.get("ph") == "X" and isinstance(e.get("pid"), int)]
+    trace = load_trace(path)
+    # Compare against the decimal text, which keeps 3 decimals of µs: exact ns.
+    expected = sorted(round(float(repr(e["ts"])) * 1000) for e in raw)
+    got = sorted(trace.start_ns.tolist())
+    assert max(abs(a - b) for a, b in zip(expected, got)) <= 1
+
+
+def test_cpu_memory_events_read(torch_traces: Path) -> None:
+    trace = load_trace(torch_traces / "sequential.json")
+    (cpu,) = [m for m in trace.memory if m.device == "cpu"]
+    assert cpu.events > 0 and cpu.peak_bytes > 0
+    assert np.all(np.diff(cpu.ts_ns) >= 0)
+
+
+def test_event_args_decode_lazily_with_shapes(torch_traces: Path) -> None:
+    trace = load_trace(torch_traces / "sequential.json")
+    addmm = [i for i in range(len(trace)) if trace.event_name(i) == "aten::addmm"]
+    assert addmm
+    view = trace.event(addmm[0])
+    assert [32, 64] in view.shapes
+
+
+# ---- public traces from real runs: facts in ../shared/traces/README.md ------------------------
+
+FACTS = {
+    "hta_amd_mi250_relative_ts.json.gz": (112, [43, 51], [18]),
+    "hta_cpu_only.pt.trace.json.gz": (15, [5, 5, 5], []),
+    "hta_event_sync_multi_stream.json.gz": (56, [45], [2, 2, 3, 4]),
+    "hta_gpu_6streams_rank0.json.gz": (67216, [42, 66, 66, 135, 25470, 33690], [22, 22, 35, 36, 370, 7262]),
+    "hta_gpu_memory_2streams.json.gz": (123378, [31538, 69550], [2020, 20270]),
+    "hta_ns_resolution_fwdbwd.pt.trace.json.gz": (45419, [58, 18815, 20436], [6110]),
+    "kineto_legacy_resnet50_v100.pt.trace.json.gz": (44665, [13992, 21577], [9096]),
+    "hta_two_ranks/rank-0.json.gz": (4810, [1778, 1828], [2, 8, 16, 126, 1052]),
+    "hta_two_ranks/rank-1.json.gz": (4675, [1742, 1779], [2, 8, 16, 126, 1002]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FACTS))
+def test_public_trace_lanes_match_readme(shared_traces: Path, name: str) -> None:
+    events, cpu, gpu = FACTS[name]
+    trace = load_trace(shared_traces / name)
+    assert len(trace) == events
+    assert sorted(trace.lane_event_count(ln.index) for ln in trace.lanes_of("cpu")) == cpu
+    assert sorted(trace.lane_event_count(ln.index) for ln in trace.lanes_of("gpu")) == gpu
+    # Lane slices really hold their lane's events, start-sorted.
+    for ln in trace.lanes:
+        sl = trace.lane_slice(ln.index)
+        assert np.all(trace.lane[sl] == ln.index)
+        assert np.all(np.diff(trace.start_ns[sl]) >= 0)
+
+
+def test_memory_peak_from_total_allocated(shared_traces: Path) -> None:
+    trace = load_trace(shared_traces / "hta_gpu_memory_2streams.json.gz")
+    cuda = {m.device: m for m in trace.memory if m.device.startswith("cuda")}
+    assert list(cuda) == ["cuda:1"]
+    assert cuda["cuda:1"].events == 26770
+    assert cuda["cuda:1"].peak_bytes == 6_629_508_096
+
+
+def test_legacy_memory_is_running_sum_of_bytes(shared_traces: Path) -> None:
+    path = shared_traces / "kineto_legacy_resnet50_v100.pt.trace.json.gz"
+    trace = load_trace(path)
+    raw = [e for e in _raw_events(path) if e.get("name") == "[memory]"]
+    for m in trace.memory:
+        dev = [e for e in raw if (e["args"]["Device Type"] == 0) == (m.device == "cpu")]
+        dev.sort(key=lambda e: e["ts"])
+        assert m.events == len(dev)
+        assert m.peak_bytes == max(np.cumsum([e["args"]["Bytes"] for e in dev]))
+
+
+def test_legacy_stream_tids_become_gpu_lanes(shared_traces: Path) -> None:
+    trace = load_trace(shared_traces / "kineto_legacy_resnet50_v100.pt.trace.json.gz")
+    (gpu,) = trace.lanes_of("gpu")
+    assert (gpu.device, gpu.tid) == (0, 7)
+
+
+def test_negative_tids_kept(shared_traces: Path) -> None:
+    trace = load_trace(shared_traces / "hta_gpu_6streams_rank0.json.gz")
+    tids = {ln.tid for ln in trace.lanes_of("cpu")}
+    assert -1220540864 in tids and -1107294656 in tids
+
+
+def test_ns_decimals_exact_on_float_timestamps(shared_traces: Path) -> None:
+    path = shared_traces / "hta_ns_resolution_fwdbwd.pt.trace.json.gz"
+    trace = load_trace(path)
+    with gzip.open(path, "rb") as f:
+        text = f.read()
+    # The first complete event's ts as written, parsed as a decimal.
+    doc = json.loads(text, parse_float=str)
+    first = next(e for e in doc["traceEvents"] if e.get("ph") == "X" and isinstance(e.get("pid"), int))
+    whole, _, frac = str(first["ts"]).partition(".")
+    expected = int(whole) * 1000 + int((frac + "000")[:3])
+    assert expected in set(trace.start_ns.tolist())
+
+
+def test_roles_and_autograd_thread(shared_traces: Path) -> None:
+    trace = load_trace(shared_traces / "hta_ns_resolution_fwdbwd.pt.trace.json.gz")
+    roles = {ln.role for ln in trace.lanes_of("cpu")}
+    assert {"main", "autograd"} <= roles
+    assert [ln.name for ln in trace.lanes_of("cpu", "autograd")] == ["thread 1262 (pt_autograd_0)"]
+
+
+def test_metadata_rank_and_base_time(shared_traces: Path) -> None:
+    assert load_trace(shared_traces / "hta_two_ranks/rank-1.json.gz").rank == 1
+    amd = load_trace(shared_traces / "hta_amd_mi250_relative_ts.json.gz")
+    assert amd.base_time_ns is not None
+    assert len(amd.metadata["deviceProperties"]) > 0
+
+
+def test_flows_bind_launches_to_kernels(shared_traces: Path) -> None:
+    trace = load_trace(shared_traces / "hta_gpu_memory_2streams.json.gz")
+    flows = trace.flows
+    ac2g = flows.cat_id == flows.cats.index("ac2g")
+    src, dst = flows.src[ac2g], flows.dst[ac2g]
+    assert src.size > 20000
+    bound = (src >= 0) & (dst >= 0)
+    assert bound.mean() > 0.99
+    kinds = np.array([ln.kind for ln in trace.lanes])
+    assert np.all(kinds[trace.lane[src[bound]]] == "cpu")
+    assert np.all(kinds[trace.lane[dst[bound]]] == "gpu")
+    assert np.all(trace.start_ns[dst[bound]] >= trace.start_ns[src[bound]])
+
+
+def test_busy_time_is_union_of_top_level(shared_traces: Path) -> None:
+    trace = load_trace(shared_traces / "hta_cpu_only.pt.trace.json.gz")
+    busy = lane_busy_ns(trace)
+    for ln in trace.lanes:
+        sl = trace.lane_slice(ln.index)
+        top = trace.depth[sl] == 0
+        # Top-level events of a well-nested lane don't overlap: busy = their summed durations.
+        assert busy[ln.index] == int(trace.dur_ns[sl][top].sum())
