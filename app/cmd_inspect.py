@@ -7,14 +7,16 @@ import json
 import sys
 from typing import Any
 
-from profiling import TraceFormatError, load_trace
+from profiling import TraceFormatError, load_traces
 from profiling.analyses import interop_occupancy, lane_busy_ns, memory_imbalance, parallelism
 from profiling.trace_model import Trace
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="summarise a profiler trace: lanes, busy time, memory peaks")
-    p.add_argument("trace", help="a torch.profiler / Chrome trace (.json, .json.gz)")
+    p.add_argument(
+        "trace", nargs="+", help="a torch.profiler / Chrome trace (.json, .json.gz); several ranks' traces merge"
+    )
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(handler=run)
 
@@ -37,6 +39,7 @@ def summary(trace: Trace) -> dict[str, Any]:
                 "busy_us": int(busy[ln.index]) / 1000.0,
                 "role": ln.role,
                 "device": ln.device,
+                "rank": ln.rank,
             }
             for ln in trace.lanes
         ],
@@ -84,7 +87,7 @@ def format_table(doc: dict[str, Any], path: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        trace = load_trace(args.trace)
+        trace = load_traces(args.trace)
     except TraceFormatError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -93,5 +96,5 @@ def run(args: argparse.Namespace) -> int:
         json.dump(doc, sys.stdout)
         sys.stdout.write("\n")
     else:
-        print(format_table(doc, args.trace))
+        print(format_table(doc, " + ".join(args.trace)))
     return 0

@@ -4,7 +4,17 @@ Nothing here imports Qt; only `profiling.worker` (run in its own process) import
 time, so the GUI can use this package without paying for torch.
 """
 
+from profiling.trace_merge import load_traces, merge_traces
 from profiling.trace_model import Lane, MemorySeries, Trace, TraceFormatError, build_trace
 from profiling.trace_reader import load_trace
 
-__all__ = ["Lane", "MemorySeries", "Trace", "TraceFormatError", "build_trace", "load_trace"]
+__all__ = [
+    "Lane",
+    "MemorySeries",
+    "Trace",
+    "TraceFormatError",
+    "build_trace",
+    "load_trace",
+    "load_traces",
+    "merge_traces",
+]

@@ -112,9 +112,14 @@ def memory_peaks(trace: Trace) -> dict[str, int]:
     return {m.device: m.peak_bytes for m in trace.memory}
 
 
+def device_type_of(device: str) -> str:
+    """'cuda:1' -> 'cuda'; merged ranks name devices 'rank1/cuda:1'."""
+    return device.rsplit("/", 1)[-1].split(":")[0]
+
+
 def memory_imbalance(trace: Trace, device_type: str = "cuda") -> float | None:
     """Max peak / mean peak across the devices of one type (1.0 = balanced); None without any."""
-    peaks = [m.peak_bytes for m in trace.memory if m.device.split(":")[0] == device_type]
+    peaks = [m.peak_bytes for m in trace.memory if device_type_of(m.device) == device_type]
     if not peaks or max(peaks) <= 0:
         return None
     return float(max(peaks)) / float(np.mean(peaks))

@@ -41,12 +41,13 @@ class Lane:
     role: LaneRole
     #: GPU device index for GPU lanes; -1 for CPU lanes.
     device: int = -1
+    #: The distributed rank this lane belongs to, when several ranks' traces are merged.
+    rank: int | None = None
 
     @property
     def label(self) -> str:
-        if self.kind == "gpu":
-            return f"GPU {self.device} stream {self.tid}"
-        return self.name or f"thread {self.tid}"
+        text = f"GPU {self.device} stream {self.tid}" if self.kind == "gpu" else (self.name or f"thread {self.tid}")
+        return text if self.rank is None else f"rank {self.rank} · {text}"
 
 
 @dataclass(frozen=True, slots=True)

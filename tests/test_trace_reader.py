@@ -204,3 +204,18 @@ def test_busy_time_is_union_of_top_level(shared_traces: Path) -> None:
         top = trace.depth[sl] == 0
         # Top-level events of a well-nested lane don't overlap: busy = their summed durations.
         assert busy[ln.index] == int(trace.dur_ns[sl][top].sum())
+
+
+def test_two_ranks_merge_side_by_side(shared_traces: Path) -> None:
+    from profiling import load_traces
+
+    paths = [shared_traces / "hta_two_ranks/rank-0.json.gz", shared_traces / "hta_two_ranks/rank-1.json.gz"]
+    merged = load_traces(paths)
+    assert len(merged) == 4810 + 4675
+    assert {ln.rank for ln in merged.lanes} == {0, 1}
+    assert sorted(merged.lane_event_count(ln.index) for ln in merged.lanes if ln.rank == 1) == sorted(
+        [1742, 1779, 2, 8, 16, 126, 1002]
+    )
+    assert all(ln.label.startswith(f"rank {ln.rank} ") for ln in merged.lanes)
+    one = load_trace(paths[1])
+    assert merged.span()[1] == max(load_trace(paths[0]).span()[1], one.span()[1])

@@ -1,0 +1,510 @@
+"""Finding a model's parallel branches with torch.fx: fork-join regions, nested regions, two-tower inputs.
+
+A *region* is a place where independent work could run at the same time: two or more *branches*
+(chains of graph nodes) that read values computed before the region and share nothing with one
+another until their results meet again (a `cat`, an `add`, the model's output). Branches may start
+from one value (Inception: four branches read `x`) or from different inputs (a two-tower model), and
+a branch may hold regions of its own (each bidirectional member of an LSTM ensemble runs its forward
+and backward LSTMs side by side).
+
+How regions are found, for one scope (the whole graph, then each branch in turn):
+
+* A *root* is either one value with two or more users in the scope, or the scope's inputs as a whole
+  (the values it reads from outside, which is how two towers fed by different inputs are found).
+* Walking the nodes in graph order, every node whose in-scope inputs all come from the root starts a
+  chain; a node whose inputs come from one chain joins it; a node reading two or more chains that do
+  real work *merges* them (chains doing only bookkeeping such as `x.size(0)` are absorbed instead).
+* The last merge is the region: its chains are the branches and the merge node is the join. Chains
+  that merged earlier without doing anything after the merge (`a + b + c + d` written as a chain of
+  adds at the same module level) are lifted into the region, so an ensemble summed pairwise still has
+  one branch per member.
+* The branches' nodes are then searched in the same way for regions nested inside them.
+
+This module imports torch, so it runs in the worker process only.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+#: Functions and methods that only reshape, index or describe a value: a chain made of them alone is
+#: bookkeeping, not work worth a thread.
+_BOOKKEEPING = {
+    "getitem",
+    "getattr",
+    "size",
+    "dim",
+    "numel",
+    "view",
+    "view_as",
+    "reshape",
+    "flatten",
+    "unflatten",
+    "unsqueeze",
+    "squeeze",
+    "permute",
+    "transpose",
+    "t",
+    "expand",
+    "expand_as",
+    "contiguous",
+    "chunk",
+    "split",
+    "unbind",
+    "narrow",
+    "select",
+    "detach",
+    "type_as",
+    "to",
+    "float",
+    "half",
+    "int",
+    "long",
+    "len",
+}
+_PASSIVE_MODULES = (torch.nn.Identity, torch.nn.Dropout, torch.nn.Flatten, torch.nn.Unflatten)
+
+
+@dataclass
+class Branch:
+    """One chain of a region: its nodes in graph order (nested regions' nodes included)."""
+
+    name: str
+    nodes: list[fx.Node]
+    regions: list[Region] = field(default_factory=list)
+
+    @property
+    def ops(self) -> int:
+        return len(self.nodes)
+
+
+@dataclass
+class Region:
+    """Branches that can run at the same time. `id` is "1", "2"... at the top, "1.1" nested in region 1."""
+
+    id: str
+    #: The value the branches start from (an fx node name), or "inputs" when they start from the
+    #: scope's inputs (e.g. the two towers of a two-input model).
+    fork: str
+    #: The node(s) where the branches meet again ("output" when that is the model's output).
+    join: str
+    branches: list[Branch]
+    depth: int
+
+
+@dataclass
+class BranchAnalysis:
+    """Result of branch discovery. `graph_module` is None when fx could not trace; `fx_error` says why."""
+
+    graph_module: fx.GraphModule | None
+    regions: list[Region]
+    fx_error: str | None = None
+    #: TorchScript type of each node's value from one example run (e.g. "Tensor", "List[int]").
+    value_types: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def walk(self) -> list[tuple[Region, Branch, str | None]]:
+        """Every (region, branch, name of the enclosing branch or None) in pre-order."""
+        out: list[tuple[Region, Branch, str | None]] = []
+
+        def visit(regions: list[Region], parent: str | None) -> None:
+            for region in regions:
+                for branch in region.branches:
+                    out.append((region, branch, parent))
+                for branch in region.branches:
+                    visit(branch.regions, branch.name)
+
+        visit(self.regions, None)
+        return out
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """The `branches` list of run.json and of the trace's `branchscope` object."""
+        return [
+            {
+                "name": branch.name,
+                "region": region.id,
+                "ops": branch.ops,
+                "fork": region.fork,
+                "join": region.join,
+                "depth": region.depth,
+                "parent": parent,
+            }
+            for region, branch, parent in self.walk()
+        ]
+
+
+# ---------------------------------------------------------------- node classification
+
+
+def _op_name(node: fx.Node) -> str:
+    if node.op == "call_method":
+        return str(node.target)
+    if node.op == "call_function":
+        return getattr(node.target, "__name__", str(node.target))
+    return node.op
+
+
+def _is_work(node: fx.Node, gm: fx.GraphModule, value_types: dict[str, str]) -> bool:
+    """Does this node compute something worth running on its own thread (not just reshape or index)?"""
+    if node.op == "call_module":
+        return not isinstance(gm.get_submodule(str(node.target)), _PASSIVE_MODULES)
+    if node.op not in ("call_function", "call_method"):
+        return False
+    if _op_name(node) in _BOOKKEEPING or node.target in (operator.getitem, getattr):
+        return False
+    kind = value_types.get(node.name)
+    return kind is None or "Tensor" in kind
+
+
+def _mutated_input(node: fx.Node) -> fx.Node | None:
+    """The node an in-place op writes into (`x.add_(...)`, `F.relu(x, inplace=True)`), if any."""
+    name = _op_name(node)
+    inplace = node.kwargs.get("inplace") is True or (
+        node.op in ("call_method", "call_function") and name.endswith("_") and not name.endswith("__")
+    )
+    if inplace and node.args and isinstance(node.args[0], fx.Node):
+        return node.args[0]
+    return None
+
+
+def _scope(node: fx.Node) -> tuple[str, ...]:
+    """The module path of the code that issued this node (the caller, for call_module nodes)."""
+    stack = list((node.meta.get("nn_module_stack") or {}).keys())
+    if node.op == "call_module" and stack and stack[-1] == node.target:
+        stack.pop()
+    return tuple(stack)
+
+
+# ---------------------------------------------------------------- chains and merges
+
+
+class _Group:
+    """A chain of nodes; when chains merge, the new group keeps them as `children`."""
+
+    __slots__ = ("own", "children", "merge", "work")
+
+    def __init__(self, first: fx.Node | None, work: bool) -> None:
+        self.own: list[fx.Node] = [first] if first is not None else []
+        self.children: list[_Group] = []
+        self.merge: fx.Node | None = None
+        self.work = work
+
+    def nodes(self) -> list[fx.Node]:
+        out = list(self.own)
+        for child in self.children:
+            out.extend(child.nodes())
+        return out
+
+
+class _Finder:
+    def __init__(self, gm: fx.GraphModule, value_types: dict[str, str]) -> None:
+        self.gm = gm
+        self.value_types = value_types
+        self.order = {node: i for i, node in enumerate(gm.graph.nodes)}
+        self.work = {node: _is_work(node, gm, value_types) for node in gm.graph.nodes}
+        self.notes: list[str] = []
+
+    # The top merge of the chains grown from `root` (None: the scope's inputs), or None.
+    def _grow(self, root: fx.Node | None, scope_nodes: list[fx.Node], scope: set[fx.Node]) -> _Group | None:
+        group_of: dict[fx.Node, _Group] = {}
+        parent: dict[_Group, _Group] = {}
+
+        def find(g: _Group) -> _Group:
+            while g in parent:
+                g = parent[g]
+            return g
+
+        start = self.order[root] + 1 if root is not None else -1
+        roots_seen: list[_Group] = []
+        for node in scope_nodes:
+            if self.order[node] < start:
+                continue
+            ins = [i for i in node.all_input_nodes if i in scope or i is root]
+            if root is not None:
+                if not any(i is root or i in group_of for i in ins):
+                    continue  # not downstream of the root
+            chained = {id(g): g for g in (find(group_of[i]) for i in ins if i in group_of)}
+            groups = list(chained.values())
+            if not groups:
+                g = _Group(node, self.work[node])
+                roots_seen.append(g)
+            elif len(groups) == 1:
+                g = groups[0]
+                g.own.append(node)
+                g.work = g.work or self.work[node]
+            else:
+                working = [x for x in groups if x.work]
+                if len(working) >= 2:
+                    g = _Group(None, True)
+                    g.merge = node
+                    g.children = working
+                    for x in groups:
+                        if not x.work:
+                            g.own.extend(x.nodes())
+                        parent[x] = g
+                    g.own.append(node)
+                else:
+                    g = working[0] if working else groups[0]
+                    for x in groups:
+                        if x is not g:
+                            g.own.extend(x.nodes())
+                            parent[x] = g
+                    g.own.append(node)
+                    g.work = g.work or self.work[node]
+            group_of[node] = g
+        finals = list({id(find(g)): find(g) for g in roots_seen}.values())
+        working = [g for g in finals if g.work]
+        if len(working) >= 2:
+            top = _Group(None, True)  # the branches meet only at the scope's output
+            top.children = working
+            return top
+        if len(working) == 1 and working[0].merge is not None:
+            return working[0]
+        return None
+
+    def _lift(self, top: _Group) -> list[_Group]:
+        """Branches of the region at `top`: children, with pure same-level merges flattened."""
+        level = _scope(top.merge) if top.merge is not None else None
+        out: list[_Group] = []
+        for child in top.children:
+            pure = child.merge is not None and child.own == [child.merge]
+            if pure and (level is None or _scope(child.merge) == level):
+                out.extend(self._lift(child))
+            else:
+                out.append(child)
+        return out
+
+    def find(self, scope_nodes: list[fx.Node], depth: int, prefix: str) -> list[Region]:
+        scope = set(scope_nodes)
+        claimed: set[fx.Node] = set()
+        found: list[tuple[int, fx.Node | None, _Group, list[list[fx.Node]]]] = []
+        candidates: list[fx.Node | None] = [None]
+        candidates += [v for v in scope_nodes if sum(1 for u in v.users if u in scope) >= 2]
+        if depth == 0:
+            # Graph inputs are outside every scope but are forks too (x read by four branches).
+            candidates[1:1] = [
+                p for p in self.gm.graph.nodes if p.op == "placeholder" and sum(1 for u in p.users if u in scope) >= 2
+            ]
+        for root in candidates:
+            if root is not None and root in claimed:
+                continue
+            free = [n for n in scope_nodes if n not in claimed]
+            top = self._grow(root, free, scope - claimed)
+            if top is None:
+                continue
+            children = self._lift(top)
+            if len(children) < 2:
+                continue
+            branch_nodes = [sorted(c.nodes(), key=self.order.__getitem__) for c in children]
+            if self._unsafe(branch_nodes):
+                continue
+            for nodes in branch_nodes:
+                claimed.update(nodes)
+            first = min(self.order[n] for nodes in branch_nodes for n in nodes)
+            found.append((first, root, top, branch_nodes))
+        found.sort(key=lambda f: f[0])
+        regions = []
+        for k, (_, root, top, branch_nodes) in enumerate(found, start=1):
+            rid = f"{prefix}{k}"
+            branches = [Branch("", nodes) for nodes in branch_nodes]
+            join = top.merge.name if top.merge is not None else ("output" if depth == 0 else "branch end")
+            regions.append(Region(rid, self._fork_label(root, branch_nodes), join, branches, depth))
+            for branch in branches:
+                branch.regions = self.find(branch.nodes, depth + 1, f"{rid}.")
+        return regions
+
+    @staticmethod
+    def _fork_label(root: fx.Node | None, branch_nodes: list[list[fx.Node]]) -> str:
+        """The value the branches start from; for branches fed by several inputs, their names."""
+        if root is not None:
+            return root.name
+        inside = {n for nodes in branch_nodes for n in nodes}
+        outside = {
+            i.name: None
+            for nodes in branch_nodes
+            for n in nodes
+            for i in n.all_input_nodes
+            if i not in inside and i.op != "get_attr"
+        }
+        return ", ".join(outside) if outside else "inputs"
+
+    def _unsafe(self, branch_nodes: list[list[fx.Node]]) -> bool:
+        for nodes in branch_nodes:
+            members = set(nodes)
+            for node in nodes:
+                target = _mutated_input(node)
+                if target is not None and target not in members:
+                    self.notes.append(
+                        f"not parallel: {node.name} writes in place into {target.name}, which other branches read"
+                    )
+                    return True
+        return False
+
+
+# ---------------------------------------------------------------- names
+
+
+def _module_targets(nodes: list[fx.Node]) -> list[list[str]]:
+    return [str(n.target).split(".") for n in nodes if n.op == "call_module"]
+
+
+def _common_prefix(paths: list[list[str]]) -> list[str]:
+    """Leading path components shared by every module of a region (never a whole path)."""
+    if not paths:
+        return []
+    k = 0
+    while all(len(p) > k + 1 for p in paths) and len({p[k] for p in paths}) == 1:
+        k += 1
+    return paths[0][:k]
+
+
+def _chain_label(labels: list[str]) -> str:
+    dedup: list[str] = []
+    for label in labels:
+        if not dedup or dedup[-1] != label:
+            dedup.append(label)
+    if len(dedup) > 4:
+        dedup = [dedup[0], dedup[1], "…", dedup[-1]]
+    return " → ".join(dedup)
+
+
+def _branch_names(nodes: list[fx.Node], prefix: list[str]) -> tuple[str, str]:
+    """(short name, qualified name) of a branch: its modules below the region's common prefix.
+
+    `branch5x5_1.conv, branch5x5_1.bn, branch5x5_2.conv, ...` -> "branch5x5_1 → branch5x5_2"; a
+    ModuleList index keeps its list's name ("members.0"). The qualified name keeps the prefix too
+    ("members.0.fwd"), for names that would otherwise repeat across regions. Branches without
+    modules are named from their functions ("flip → mm").
+    """
+    short, full = [], []
+    for path in _module_targets(nodes):
+        rest = path[len(prefix) :]
+        head = rest[0] if rest else path[-1]
+        short.append(f"{prefix[-1]}.{head}" if head.isdigit() and prefix else head)
+        full.append(".".join(prefix + [head]))
+    if short:
+        return _chain_label(short), _chain_label(full)
+    ops = [_op_name(n) for n in nodes if n.op in ("call_function", "call_method")]
+    ops = [o for o in ops if o not in _BOOKKEEPING] or [nodes[0].name]
+    name = _chain_label(ops)
+    return name, name
+
+
+def _name_regions(regions: list[Region]) -> None:
+    """Names every branch; names are unique over the whole model (they mark the trace's branch events)."""
+    proposals: list[tuple[Branch, str, str]] = []
+
+    def collect(regs: list[Region]) -> None:
+        for region in regs:
+            prefix = _common_prefix([p for b in region.branches for p in _module_targets(b.nodes)])
+            for branch in region.branches:
+                proposals.append((branch, *_branch_names(branch.nodes, prefix)))
+            for branch in region.branches:
+                collect(branch.regions)
+
+    collect(regions)
+    counts: dict[str, int] = {}
+    for _, short, _ in proposals:
+        counts[short] = counts.get(short, 0) + 1
+    used: set[str] = set()
+    for branch, short, full in proposals:
+        base = short if counts[short] == 1 else full
+        name, k = base, 2
+        while name in used:
+            name = f"{base} #{k}"
+            k += 1
+        used.add(name)
+        branch.name = name
+
+
+# ---------------------------------------------------------------- types from one example run
+
+
+def ts_type(value: Any) -> str:
+    """The TorchScript type of a value, as written in an annotation (used by the generated plans)."""
+    if isinstance(value, torch.Tensor):
+        return "Tensor"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    if value is None:
+        return "Optional[Tensor]"
+    if isinstance(value, torch.device):
+        return "Device"
+    if isinstance(value, torch.dtype):
+        return "int"
+    if isinstance(value, torch.Size):
+        return "List[int]"
+    if isinstance(value, tuple):
+        return f"Tuple[{', '.join(ts_type(v) for v in value)}]" if value else "Tuple[()]"
+    if isinstance(value, list):
+        kinds = {ts_type(v) for v in value}
+        return f"List[{kinds.pop()}]" if len(kinds) == 1 else "List[Tensor]"
+    if isinstance(value, dict):
+        keys = {ts_type(k) for k in value} or {"str"}
+        vals = {ts_type(v) for v in value.values()} or {"Tensor"}
+        return f"Dict[{keys.pop()}, {vals.pop()}]"
+    return type(value).__name__
+
+
+class _TypeRecorder(fx.Interpreter):
+    def __init__(self, gm: fx.GraphModule) -> None:
+        super().__init__(gm)
+        self.types: dict[str, str] = {}
+
+    def run_node(self, n: fx.Node) -> Any:
+        result = super().run_node(n)
+        self.types[n.name] = ts_type(result)
+        return result
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def _number_regions(regions: list[Region], prefix: str) -> None:
+    """Ids in pre-order: "1", "2" at the top; "1.1", "1.2"... for the regions inside region 1's branches."""
+    for k, region in enumerate(regions, start=1):
+        region.id = f"{prefix}{k}"
+        _number_regions([r for b in region.branches for r in b.regions], f"{region.id}.")
+
+
+def _fx_error_text(model: Any, exc: BaseException) -> str:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"torch.fx could not trace {type(model).__name__}: {type(exc).__name__}: {first}".rstrip(": ")
+
+
+def find_branches(model: Any, inputs: tuple[Any, ...]) -> BranchAnalysis:
+    """Traces `model` with torch.fx and finds its fork-join regions.
+
+    Never raises for a model fx cannot handle: the analysis then has no graph and `fx_error` says why
+    (the sequential mode still runs the model as it is).
+    """
+    if isinstance(model, torch.jit.ScriptModule):
+        return BranchAnalysis(None, [], "torch.fx cannot trace a TorchScript module; only sequential mode runs it")
+    try:
+        gm = fx.symbolic_trace(model)
+    except Exception as exc:  # fx raises many kinds (TraceError, TypeError, NotImplementedError...)
+        return BranchAnalysis(None, [], _fx_error_text(model, exc))
+    recorder = _TypeRecorder(gm)
+    try:
+        with torch.no_grad():
+            recorder.run(*inputs)
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return BranchAnalysis(None, [], f"the graph torch.fx traced does not run: {type(exc).__name__}: {first}")
+    finder = _Finder(gm, recorder.types)
+    compute = [n for n in gm.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
+    regions = finder.find(compute, 0, "")
+    _number_regions(regions, "")
+    _name_regions(regions)
+    return BranchAnalysis(gm, regions, None, recorder.types, finder.notes)
