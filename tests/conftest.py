@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,3 +21,12 @@ def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():
         pytest.skip("../shared/traces is absent")
     return SHARED_TRACES
+
+
+@pytest.fixture(scope="session")
+def torch_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Real traces torch writes now (a sequential MLP; TorchScript with fork), in their own process."""
+    out = tmp_path_factory.mktemp("torch_traces")
+    script = PROJECT_ROOT / "tests" / "fixtures" / "traces" / "write_torch_traces.py"
+    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True, timeout=300)
+    return out

@@ -216,3 +216,31 @@ def test_mutated_real_trace_bytes(shared_traces: Path, tmp_path: Path, cut: floa
             assert isinstance(load_trace(path), Trace)
         except TraceFormatError:
             pass
+
+
+@st.composite
+def _field_edits(draw: st.DrawFn) -> list[tuple[int, str, object]]:
+    return draw(
+        st.lists(
+            st.tuples(st.integers(0, 10**6), st.sampled_from(FIELDS), json_values), min_size=1, max_size=5
+        )
+    )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=_field_edits())
+def test_mutated_torch_written_trace(torch_traces: Path, tmp_path: Path, edits) -> None:
+    """Structure-aware mutations of a trace torch wrote in this test session."""
+    doc = json.loads((torch_traces / "sequential.json").read_text())
+    events = doc["traceEvents"]
+    for index, field, value in edits:
+        events[index % len(events)][field] = value
+    path = tmp_path / "mutated.json"
+    path.write_text(json.dumps(doc))
+    try:
+        trace = load_trace(path)
+    except TraceFormatError as exc:
+        assert str(path) in str(exc)
+        return
+    trace.span()
+    _ = trace.flows

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,20 +11,6 @@ import pytest
 
 from profiling import load_trace
 from profiling.analyses import lane_busy_ns
-
-HERE = Path(__file__).resolve().parent
-
-
-@pytest.fixture(scope="session")
-def torch_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("torch_traces")
-    subprocess.run(
-        [sys.executable, str(HERE / "fixtures" / "traces" / "write_torch_traces.py"), str(out)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return out
 
 
 def _raw_events(path: Path) -> list[dict]:
