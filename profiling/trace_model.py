@@ -250,13 +250,32 @@ def compute_lane_order(lane: np.ndarray, start_ns: np.ndarray, dur_ns: np.ndarra
     return np.lexsort((-dur_ns, start_ns, lane))
 
 
-def compute_depth(start_ns: np.ndarray, dur_ns: np.ndarray, lane_offsets: np.ndarray) -> np.ndarray:
-    """Nesting depth of every event within its lane, vectorised.
+def _stack_depth(start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
+    """Call-stack depth of one lane's start-sorted events, the way Perfetto assigns rows.
 
-    Depth = how many earlier events of the lane are still open when this one starts; for properly
-    nested events that is the call-stack depth, and for events that overlap without nesting (real
-    traces round timestamps) it still gives each one a row that does not hide its neighbour.
-    Zero-length events count as 1 ns long so they never contain what starts right after them.
+    An event goes one row below the latest-started event still open; events that ended are
+    popped only from the top, so a child that outlives its parent by a rounding error keeps its
+    parent's row below it and nothing overlaps on one row.
+    """
+    depth = np.zeros(start_ns.size, dtype=np.int32)
+    stack: list[int] = []
+    for i, (s, e) in enumerate(zip(start_ns.tolist(), end_ns.tolist())):
+        while stack and stack[-1] <= s:
+            stack.pop()
+        depth[i] = len(stack)
+        stack.append(e)
+    return depth
+
+
+def compute_depth(start_ns: np.ndarray, dur_ns: np.ndarray, lane_offsets: np.ndarray) -> np.ndarray:
+    """Nesting depth of every event within its lane.
+
+    Vectorised first: depth = how many earlier events of the lane are still open when an event
+    starts, which is the call-stack depth when events nest properly. Real traces round times, so
+    a child can end a little after its parent; there the count can put two overlapping events on
+    one row. Such lanes (found by checking every event against the parent the count implies) are
+    redone with an explicit stack. Zero-length events count as 1 ns long so that they never
+    contain what starts right after them.
     """
     n = start_ns.size
     depth = np.zeros(n, dtype=np.int32)
@@ -265,11 +284,33 @@ def compute_depth(start_ns: np.ndarray, dur_ns: np.ndarray, lane_offsets: np.nda
         a, b = int(lane_offsets[i]), int(lane_offsets[i + 1])
         if b - a < 2:
             continue
-        s = start_ns[a:b]
-        e = np.sort(end[a:b])
-        closed_before = np.searchsorted(e, s, side="right")
-        depth[a:b] = np.arange(b - a, dtype=np.int64) - closed_before
+        s, e = start_ns[a:b], end[a:b]
+        closed_before = np.searchsorted(np.sort(e), s, side="right")
+        d = (np.arange(b - a, dtype=np.int64) - closed_before).astype(np.int32)
+        if not _nests_properly(s, e, d):
+            d = _stack_depth(s, e)
+        depth[a:b] = d
     return depth
+
+
+def _nests_properly(start: np.ndarray, end: np.ndarray, depth: np.ndarray) -> bool:
+    """True when every event lies inside its implied parent: the last earlier event one row up."""
+    order = np.arange(depth.size)
+    for level in range(1, int(depth.max()) + 1 if depth.size else 0):
+        children = order[depth == level]
+        parents = order[depth == level - 1]
+        k = np.searchsorted(parents, children) - 1
+        if np.any(k < 0):
+            return False
+        p = parents[k]
+        if np.any(end[children] > end[p]) or np.any(start[children] < start[p]):
+            return False
+    # Events on one row must not overlap either.
+    for level in range(int(depth.max()) + 1 if depth.size else 0):
+        row = order[depth == level]
+        if row.size > 1 and np.any(start[row[1:]] < end[row[:-1]]):
+            return False
+    return True
 
 
 def build_trace(

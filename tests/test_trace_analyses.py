@@ -114,3 +114,15 @@ def test_branch_assignment_by_enclosing_annotation_per_lane():
 def test_step_durations_in_order():
     t = _trace([(0, "step 1", 200, 30), (0, "step 0", 0, 20), (0, "step 10", 500, 1)], [MAIN])
     assert step_durations_ns(t).tolist() == [20, 30, 1]
+
+
+def test_child_outliving_parent_gets_its_own_row():
+    # Rounding makes "inner" end 1 ns after "outer"; "late" starts after outer ended but inside inner.
+    events = [(0, "outer", 0, 100), (0, "inner", 10, 91), (0, "late", 100, 1)]
+    t = _trace(events, [MAIN])
+    by_name = {t.event_name(i): int(t.depth[i]) for i in range(len(t))}
+    assert by_name == {"outer": 0, "inner": 1, "late": 2}
+    # No two events on one row overlap.
+    for d in set(by_name.values()):
+        rows = sorted((int(t.start_ns[i]), int(t.end_ns[i])) for i in range(len(t)) if t.depth[i] == d)
+        assert all(a[1] <= b[0] for a, b in zip(rows, rows[1:]))
