@@ -1,0 +1,151 @@
+"""`branchscope` (the window) and `branchscope open TRACE...`; `--screenshot OUT.png` for pictures.
+
+Qt is imported only inside the handlers, so `branchscope inspect` and `branchscope profile` stay
+Qt-free. `--screenshot` draws the window offscreen at 1600x1000 (after the run, or after opening
+the traces), saves it and exits: for the README, teaching material, and checking the GUI where
+there is no display.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+SCREENSHOT_SIZE = (1600, 1000)
+#: How long `--screenshot` waits for the run it draws.
+SCREENSHOT_RUN_TIMEOUT_S = 900
+MODE_CHOICES = ["sequential", "fork", "streams", "multi-stream"]
+
+
+def add_window_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("window (without a command)")
+    g.add_argument("--demo", metavar="NAME", help="the demo to run first (default: inception)")
+    g.add_argument("--mode", choices=MODE_CHOICES, help="the mode of the first run (default: sequential)")
+    g.add_argument("--interop", type=int, metavar="N", help="inter-op threads of the first run")
+    g.add_argument("--intra", type=int, metavar="N", help="intra-op threads of the first run")
+    g.add_argument("--steps", type=int, metavar="K", help="profiled steps of the first run (default 5)")
+    g.add_argument(
+        "--screenshot",
+        metavar="OUT.png",
+        type=Path,
+        help="draw the window offscreen at 1600x1000 once the first run is shown, save it, and exit",
+    )
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "open", help="open trace files in the window", description="Open trace files in the window."
+    )
+    p.add_argument(
+        "traces", nargs="+", metavar="TRACE", help="torch.profiler / Chrome trace (.json, .json.gz)"
+    )
+    p.add_argument(
+        "--screenshot",
+        metavar="OUT.png",
+        type=Path,
+        help="draw the window offscreen at 1600x1000, save it, and exit",
+    )
+    p.set_defaults(handler=run_open)
+
+
+def display_available() -> bool:
+    platform = os.environ.get("QT_QPA_PLATFORM", "")
+    if platform.startswith(("offscreen", "minimal", "vnc", "eglfs", "linuxfb")):
+        return True
+    if sys.platform.startswith("linux") or "bsd" in sys.platform:
+        return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    return True
+
+
+def _no_display(screenshot_hint: str) -> int:
+    print(
+        "branchscope: no display to open the window on (DISPLAY and WAYLAND_DISPLAY are unset); "
+        f"for a picture of it instead run: {screenshot_hint}",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def run_default(args: argparse.Namespace) -> int:
+    """The window on a demo (inception, sequential unless told otherwise), or its screenshot."""
+    if not getattr(args, "screenshot", None) and not display_available():
+        return _no_display("branchscope --screenshot window.png")
+    return _run_window(args, traces=[])
+
+
+def run_open(args: argparse.Namespace) -> int:
+    if not args.screenshot and not display_available():
+        return _no_display("branchscope open TRACE --screenshot window.png")
+    missing = [t for t in args.traces if not os.path.exists(t)]
+    if missing:
+        print(f"error: no such file: {missing[0]}", file=sys.stderr)
+        return 2
+    return _run_window(args, traces=list(args.traces))
+
+
+def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
+    screenshot: Path | None = getattr(args, "screenshot", None)
+    if screenshot is not None:
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    from PySide6.QtCore import QEventLoop, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from app.main_window import MainWindow
+
+    app = QApplication.instance() or QApplication([sys.argv[0]])
+    app.setApplicationName("branchscope")
+    app.setOrganizationName("branchscope")
+    window = MainWindow()
+    if screenshot is not None:
+        window.resize(*SCREENSHOT_SIZE)
+    window.show()
+
+    if traces:
+        opened = window.open_trace_files(traces)
+        if screenshot is not None and opened < len(traces):
+            box = window.message_box
+            print(f"error: {box.text() if box else 'a trace could not be opened'}", file=sys.stderr)
+            return 2
+    else:
+        try:
+            window.set_controls(
+                demo=getattr(args, "demo", None) or "inception",
+                mode=getattr(args, "mode", None) or "sequential",
+                interop=getattr(args, "interop", None),
+                intra=getattr(args, "intra", None),
+                steps=getattr(args, "steps", None),
+            )
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if screenshot is not None:
+            outcome: dict[str, str] = {}
+            loop = QEventLoop()
+            window.controller.finished.connect(lambda _r: loop.quit())
+            window.controller.failed.connect(lambda m, _d: (outcome.setdefault("error", m), loop.quit()))
+            QTimer.singleShot(
+                SCREENSHOT_RUN_TIMEOUT_S * 1000,
+                lambda: (outcome.setdefault("error", "timed out"), loop.quit()),
+            )
+            window.start_run()
+            loop.exec()
+            if "error" in outcome:
+                window.controller.shutdown()
+                print(f"error: the run failed: {outcome['error']}", file=sys.stderr)
+                return 1
+        else:
+            QTimer.singleShot(0, window.start_run)
+
+    if screenshot is None:
+        return app.exec()
+    app.processEvents()
+    ok = window.save_screenshot(screenshot)
+    window.controller.shutdown()
+    window.close()
+    if not ok:
+        print(f"error: could not write {screenshot}", file=sys.stderr)
+        return 1
+    print(f"wrote {screenshot} ({SCREENSHOT_SIZE[0]}x{SCREENSHOT_SIZE[1]})")
+    return 0

@@ -1,0 +1,265 @@
+"""Runs models for the window: one `python -m profiling.runner ... --jsonl` process per run.
+
+The window never imports torch: every run is a fresh runner process (which spawns the worker),
+started with QProcess so the event loop keeps the window responsive. The runner reports on stdout
+one JSON object per line (ARCHITECTURE.md, "Contracts"): progress, error, and finally done with
+the output folder and run.json's content; this controller turns those lines into signals.
+
+One run at a time: starting a run while one is going cancels the old one. Cancelling sends
+SIGTERM, on which the runner kills its worker's process group before exiting, and SIGKILL if the
+runner has not exited a few seconds later.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+#: How long a cancelled runner gets to kill its worker and exit before it is killed.
+CANCEL_GRACE_MS = 3000
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What to run: a demo or a model file, a mode and thread counts (the runner's arguments)."""
+
+    mode: str
+    interop: int
+    intra: int
+    steps: int = 5
+    demo: str | None = None
+    model: str | None = None
+    warmup: int | None = None
+    input_shapes: tuple[str, ...] = ()
+    dtype: str | None = None
+
+    @property
+    def model_key(self) -> str:
+        """Identifies the model across runs (the speedup column compares runs of one model)."""
+        return f"demo:{self.demo}" if self.demo else f"file:{os.path.abspath(self.model or '')}"
+
+    @property
+    def model_label(self) -> str:
+        return self.demo or os.path.basename(self.model or "?")
+
+    def runner_arguments(self, out: Path) -> list[str]:
+        args = ["--demo", self.demo] if self.demo else ["--model", str(self.model)]
+        args += ["--mode", self.mode, "--interop", str(self.interop), "--intra", str(self.intra)]
+        args += ["--steps", str(self.steps)]
+        if self.warmup is not None:
+            args += ["--warmup", str(self.warmup)]
+        for shape in self.input_shapes:
+            args += ["--input-shape", shape]
+        if self.dtype:
+            args += ["--dtype", self.dtype]
+        return args + ["--out", str(out), "--jsonl"]
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    spec: RunSpec
+    out: Path
+    run: dict[str, Any]
+
+    @property
+    def trace_path(self) -> Path:
+        return self.out / "trace.json.gz"
+
+
+@dataclass
+class _Job:
+    spec: RunSpec
+    out: Path
+    process: QProcess
+    stdout: bytes = b""
+    stderr: bytes = b""
+    done: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    progress: tuple[int, int] = (0, 0)
+    canceled: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+class RunController(QObject):
+    """Starts, follows and cancels runner processes (see the module docstring)."""
+
+    #: A run began (its RunSpec).
+    started = Signal(object)
+    #: Profiled step i of K finished.
+    progress = Signal(int, int)
+    #: The run succeeded (a FinishedRun).
+    finished = Signal(object)
+    #: The run failed: one-line message, then the details (the model's traceback, or stderr).
+    failed = Signal(str, str)
+    #: The run was cancelled (its RunSpec), by `cancel()` or by a newer run.
+    canceled = Signal(object)
+
+    def __init__(
+        self, parent: QObject | None = None, *, command: list[str] | None = None, runs_dir: Path | None = None
+    ):
+        super().__init__(parent)
+        #: The program and leading arguments; the run's arguments follow. Tests point it elsewhere.
+        self.command = list(command) if command else [sys.executable, "-m", "profiling.runner"]
+        self._runs_dir = Path(runs_dir) if runs_dir else None
+        self._job: _Job | None = None
+        self._retired: list[_Job] = []
+        self._count = 0
+        #: The arguments of the last process started (program first).
+        self.last_command: list[str] = []
+
+    # ---- state ------------------------------------------------------------------------------
+    def runs_dir(self) -> Path:
+        if self._runs_dir is None:
+            self._runs_dir = Path(tempfile.mkdtemp(prefix="branchscope-runs-"))
+        self._runs_dir.mkdir(parents=True, exist_ok=True)
+        return self._runs_dir
+
+    def is_running(self) -> bool:
+        return self._job is not None
+
+    def active_processes(self) -> int:
+        """Runner processes not yet exited: the current one and cancelled ones still stopping."""
+        jobs = ([self._job] if self._job else []) + self._retired
+        return sum(1 for j in jobs if j.process.state() != QProcess.ProcessState.NotRunning)
+
+    @property
+    def current(self) -> RunSpec | None:
+        return self._job.spec if self._job else None
+
+    # ---- control ----------------------------------------------------------------------------
+    def start(self, spec: RunSpec) -> None:
+        """Start a run; one already going is cancelled first."""
+        if self._job is not None:
+            self.cancel()
+        self._count += 1
+        name = re.sub(
+            r"[^A-Za-z0-9_.-]+",
+            "_",
+            f"{self._count:03d}-{spec.model_label}-{spec.mode}-{spec.interop}x{spec.intra}",
+        )
+        out = self.runs_dir() / name
+        proc = QProcess(self)
+        args = self.command[1:] + spec.runner_arguments(out)
+        proc.setProgram(self.command[0])
+        proc.setArguments(args)
+        proc.setWorkingDirectory(str(PROJECT_ROOT))
+        env = QProcessEnvironment.systemEnvironment()
+        pythonpath = env.value("PYTHONPATH", "")
+        env.insert("PYTHONPATH", str(PROJECT_ROOT) + (os.pathsep + pythonpath if pythonpath else ""))
+        env.insert("PYTHONUNBUFFERED", "1")
+        proc.setProcessEnvironment(env)
+        job = _Job(spec, out, proc)
+        proc.readyReadStandardOutput.connect(lambda: self._read_stdout(job))
+        proc.readyReadStandardError.connect(lambda: self._read_stderr(job))
+        proc.finished.connect(lambda code, status: self._on_finished(job, code, status))
+        proc.errorOccurred.connect(lambda err: self._on_error(job, err))
+        self._job = job
+        self.last_command = [self.command[0], *args]
+        proc.start()
+        self.started.emit(spec)
+
+    def cancel(self) -> None:
+        """Stop the current run (SIGTERM, then SIGKILL after a grace period)."""
+        job = self._job
+        if job is None:
+            return
+        self._job = None
+        job.canceled = True
+        self._retired.append(job)
+        proc = job.process
+        if proc.state() != QProcess.ProcessState.NotRunning:
+            proc.terminate()
+            QTimer.singleShot(CANCEL_GRACE_MS, lambda: self._kill_if_running(job))
+        self.canceled.emit(job.spec)
+
+    def _kill_if_running(self, job: _Job) -> None:
+        if job.process.state() != QProcess.ProcessState.NotRunning:
+            job.process.kill()
+
+    def shutdown(self, wait_ms: int = 5000) -> None:
+        """Cancel and wait for every runner (the window is closing)."""
+        self.cancel()
+        for job in list(self._retired):
+            if job.process.state() != QProcess.ProcessState.NotRunning:
+                if not job.process.waitForFinished(wait_ms):
+                    job.process.kill()
+                    job.process.waitForFinished(1000)
+
+    # ---- process output ---------------------------------------------------------------------
+    def _read_stdout(self, job: _Job) -> None:
+        job.stdout += bytes(job.process.readAllStandardOutput())
+        *lines, job.stdout = job.stdout.split(b"\n")
+        for line in lines:
+            self._handle_line(job, line)
+
+    def _read_stderr(self, job: _Job) -> None:
+        job.stderr += bytes(job.process.readAllStandardError())
+        if len(job.stderr) > 256_000:
+            job.stderr = job.stderr[-128_000:]
+
+    def _handle_line(self, job: _Job, line: bytes) -> None:
+        line = line.strip()
+        if not line.startswith(b"{"):
+            return
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(event, dict):
+            return
+        kind = event.get("event")
+        if kind == "progress":
+            step, of = int(event.get("step", 0)), int(event.get("of", 0))
+            job.progress = (step, of)
+            if job is self._job:
+                self.progress.emit(step, of)
+        elif kind == "error":
+            job.error = event
+        elif kind == "done":
+            job.done = event
+
+    def _on_finished(self, job: _Job, code: int, status) -> None:
+        self._read_stdout(job)
+        if job.stdout:
+            self._handle_line(job, job.stdout)
+            job.stdout = b""
+        self._read_stderr(job)
+        if job in self._retired:
+            self._retired.remove(job)
+        job.process.deleteLater()
+        if job.canceled or job is not self._job:
+            return
+        self._job = None
+        if job.done is not None:
+            run = job.done.get("run") if isinstance(job.done.get("run"), dict) else {}
+            out = Path(job.done.get("out") or job.out)
+            self.finished.emit(FinishedRun(job.spec, out, run))
+            return
+        stderr = job.stderr.decode("utf-8", "replace").strip()
+        if job.error is not None:
+            message = str(job.error.get("message") or "the run failed")
+            details = str(job.error.get("traceback") or "") or stderr
+        else:
+            crashed = status == QProcess.ExitStatus.CrashExit
+            message = "the runner crashed" if crashed else f"the runner exited with code {code}"
+            last = [ln for ln in stderr.splitlines() if ln.strip()]
+            if last:
+                message += f": {last[-1]}"
+            details = stderr
+        self.failed.emit(message, details)
+
+    def _on_error(self, job: _Job, error) -> None:
+        if error != QProcess.ProcessError.FailedToStart or job is not self._job:
+            return  # other errors are followed by finished()
+        self._job = None
+        job.process.deleteLater()
+        self.failed.emit(f"could not start the runner ({self.command[0]}): {job.process.errorString()}", "")

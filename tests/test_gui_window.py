@@ -1,0 +1,239 @@
+"""The workbench window: controls start runs through the run controller, results become entries,
+failures show a dialog and the window carries on (pytest-qt, offscreen, a fake runner)."""
+
+from __future__ import annotations
+
+import gzip
+import sys
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QMimeData, QPoint, QSettings, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from app.main_window import MainWindow
+from app.run_controller import RunController, RunSpec
+from profiling import TraceFormatError, load_trace
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gui"
+FAKE_RUNNER = [sys.executable, str(FIXTURES / "fake_runner.py")]
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    controller = RunController(command=FAKE_RUNNER, runs_dir=tmp_path / "runs")
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(controller=controller, settings=settings, cores=2, check_cuda=False)
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitExposed(win)
+    yield win
+    controller.shutdown()
+
+
+def _args(win) -> list[str]:
+    return win.controller.last_command
+
+
+def _value_after(args: list[str], flag: str) -> str:
+    return args[args.index(flag) + 1]
+
+
+def test_slider_release_starts_a_run_with_the_right_arguments(window, qtbot):
+    slider = window.interop_slider
+    assert (slider.minimum(), slider.maximum()) == (1, 4)  # 1 to 2x the cores
+    window.intra_slider.setValue(1)
+    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+        slider.setSliderDown(True)
+        slider.setValue(3)
+        assert window.interop_label.text() == "3"
+        slider.setSliderDown(False)  # the release
+    args = _args(window)
+    assert args[:2] == FAKE_RUNNER
+    assert _value_after(args, "--demo") == "inception"
+    assert _value_after(args, "--mode") == "sequential"
+    assert _value_after(args, "--interop") == "3"
+    assert _value_after(args, "--intra") == "1"
+    assert _value_after(args, "--steps") == "5"
+    assert "--jsonl" in args and Path(_value_after(args, "--out")).parent == window.controller.runs_dir()
+    # the finished run is listed and shown
+    assert window.runs.topLevelItemCount() == 1
+    row = window.runs.topLevelItem(0)
+    assert [row.text(c) for c in range(5)] == ["1", "inception · sequential", "3×1", "40.0 ms", "1.00×"]
+    assert window.timeline.trace is window.entries[0].trace
+    lanes = list(range(len(window.entries[0].trace.lanes)))
+    qtbot.waitUntil(lambda: sorted(window.timeline.painted_lanes) == lanes)
+
+
+def test_changing_the_mode_starts_a_run_and_speedup_compares_with_the_first_sequential_run(window, qtbot):
+    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+        window.run_button.click()
+    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+        window.mode_combo.setCurrentIndex(1)
+        window.mode_combo.activated.emit(1)
+    assert _value_after(_args(window), "--mode") == "fork"
+    assert window.runs.topLevelItem(1).text(1) == "inception · fork"
+    assert window.runs.topLevelItem(1).text(4) == "2.00×"  # 40 ms sequential / 20 ms fork
+    # selecting the first run shows it again
+    with qtbot.waitSignal(window.entryShown) as sig:
+        window.runs.setCurrentItem(window.runs.topLevelItem(0))
+    assert sig.args == [0]
+    assert window.timeline.trace is window.entries[0].trace
+
+
+def test_progress_shows_and_cancel_stops_the_run(window, qtbot):
+    window.steps_spin.setValue(500)  # the fake runner then waits until it is stopped
+    with qtbot.waitSignal(window.controller.progress, timeout=20_000) as sig:
+        window.run_button.click()
+    assert sig.args == [1, 500]
+    assert window.cancel_button.isEnabled()
+    assert window.progress.value() == 1 and window.progress.maximum() == 500
+    assert window.controller.active_processes() == 1
+    with qtbot.waitSignal(window.controller.canceled):
+        window.cancel_button.click()
+    qtbot.waitUntil(lambda: window.controller.active_processes() == 0, timeout=10_000)
+    assert not window.controller.is_running()
+    assert not window.cancel_button.isEnabled()
+    assert window.progress.format() == "cancelled"
+
+
+def test_a_new_run_cancels_the_one_going(window, qtbot):
+    controller = window.controller
+    finished, canceled = [], []
+    controller.finished.connect(finished.append)
+    controller.canceled.connect(canceled.append)
+    window.steps_spin.setValue(500)
+    with qtbot.waitSignal(controller.progress, timeout=20_000):
+        window.run_button.click()
+    window.steps_spin.setValue(2)
+    with qtbot.waitSignal(controller.finished, timeout=20_000):
+        window.run_button.click()
+    qtbot.waitUntil(lambda: controller.active_processes() == 0, timeout=10_000)
+    assert [s.steps for s in canceled] == [500]
+    assert [r.spec.steps for r in finished] == [2]
+    assert window.runs.topLevelItemCount() == 1
+
+
+def test_a_failed_run_shows_the_message_and_traceback_and_the_window_keeps_working(window, qtbot, tmp_path):
+    window.model_combo.addItem("demo: raising", ("demo", "raising"))
+    window.model_combo.setCurrentIndex(window.model_combo.count() - 1)
+    with qtbot.waitSignal(window.controller.failed, timeout=20_000):
+        window.run_button.click()
+    box = window.message_box
+    assert isinstance(box, QMessageBox) and box.isVisible()
+    assert "broken on purpose" in box.text()
+    assert "Traceback" in box.detailedText() and "build_model" in box.detailedText()
+    assert window.progress.format() == "failed"
+    box.close()
+    # still usable: the next run works
+    window.model_combo.setCurrentIndex(0)
+    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+        window.run_button.click()
+    assert window.runs.topLevelItemCount() == 1
+
+
+def test_a_broken_trace_shows_the_readers_message(window, tmp_path):
+    bad = tmp_path / "broken.json.gz"
+    bad.write_bytes(gzip.compress(b'{"traceEvents": [{"ph": "X", "ts": '))
+    with pytest.raises(TraceFormatError) as err:
+        load_trace(bad)
+    assert window.open_trace_files([str(bad)]) == 0
+    assert window.message_box is not None and window.message_box.text() == str(err.value)
+    assert window.runs.topLevelItemCount() == 0
+
+
+def test_open_trace_files_and_recent_files(window, tmp_path):
+    spec = __import__("importlib.util").util.spec_from_file_location(
+        "small_trace", FIXTURES / "small_trace.py"
+    )
+    mod = __import__("importlib.util").util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    a = mod.write(tmp_path / "a.json", "fork")
+    b = mod.write(tmp_path / "b.json.gz", "sequential")
+    assert window.open_trace_files([str(a), str(b)]) == 2
+    assert window.current == 1
+    assert [window.runs.topLevelItem(k).text(1) for k in range(2)] == ["a.json", "b.json.gz"]
+    assert window.recent_files()[:2] == [str(b), str(a)]
+    assert [act.text() for act in window.recent_menu.actions()][:2] == [str(b), str(a)]
+    # drag and drop opens traces too
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(a))])
+    drop = QDropEvent(
+        QPoint(10, 10).toPointF(),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    enter = QDragEnterEvent(
+        QPoint(10, 10),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    QApplication.sendEvent(window, enter)
+    assert enter.isAccepted()
+    QApplication.sendEvent(window, drop)
+    assert window.runs.topLevelItemCount() == 3
+
+
+def test_multi_stream_is_disabled_with_the_reason_without_cuda(window):
+    window._on_cuda(False, "multi-stream needs CUDA: no NVIDIA driver on this machine")
+    item = window.mode_combo.model().item(2)
+    assert not item.isEnabled()
+    assert "needs CUDA" in item.toolTip()
+    window._on_cuda  # noqa: B018 - the check itself runs without torch (tests/test_gui_cli.py)
+
+
+def test_clicking_an_event_shows_it_in_the_details_panel(window, qtbot, tmp_path):
+    spec = __import__("importlib.util").util.spec_from_file_location(
+        "small_trace", FIXTURES / "small_trace.py"
+    )
+    mod = __import__("importlib.util").util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    window.open_trace_files([str(mod.write(tmp_path / "a.json", "fork"))])
+    trace = window.timeline.trace
+    i = int(trace.find("aten::add")[0])
+    window.timeline.select_event(i)
+    assert ("Name", "aten::add") in window.details.rows
+    assert ("Shapes", "64×256, 64×256, –") in window.details.rows
+    window.timeline.select_event(-1)
+    assert window.details.title.text() == "Trace"
+
+
+def test_run_spec_arguments_for_a_torchscript_file():
+    spec = RunSpec(mode="fork", interop=2, intra=1, steps=3, model="/m/net.pt", input_shapes=("8x3", "8x4"))
+    args = spec.runner_arguments(Path("/o"))
+    assert args == [
+        "--model",
+        "/m/net.pt",
+        "--mode",
+        "fork",
+        "--interop",
+        "2",
+        "--intra",
+        "1",
+        "--steps",
+        "3",
+        "--input-shape",
+        "8x3",
+        "--input-shape",
+        "8x4",
+        "--out",
+        "/o",
+        "--jsonl",
+    ]
+
+
+def test_rank_files_open_merged_side_by_side(window, shared_traces):
+    ranks = [str(shared_traces / "hta_two_ranks" / f"rank-{r}.json.gz") for r in (0, 1)]
+    assert window.open_trace_files(ranks) == 2
+    entry = window.entries[-1]
+    assert entry.label == "ranks 0, 1"
+    assert {ln.rank for ln in entry.trace.lanes} == {0, 1}
+    # Dropped from the cache and shown again, it reloads both ranks.
+    entry.trace = None
+    window.show_entry(len(window.entries) - 1)
+    assert len(entry.trace) == 4810 + 4675

@@ -1,0 +1,142 @@
+"""Colours of the views: one palette of RGB32 values, indexed by a small per-event colour key.
+
+The timeline paints through numpy (`palette[key[event]]`), so colours are plain uint32 values
+0xFFRRGGBB and an event's colour is decided once, at load time, by `event_color_keys`:
+
+- CPU events inside a branch get the branch's colour; when the trace has branches, everything else
+  is grey (so branches stand out); when it has none, events are coloured by a hash of their name.
+- `step N` / `ProfilerStep#N` annotations are light grey.
+- GPU events are coloured by kind (kernel, memcpy, memset, sync, annotation); kernels launched from
+  a branch take the branch's colour.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+
+import numpy as np
+
+from profiling.trace_model import Trace
+
+BRANCH_HEX = [
+    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2",
+    "#edc948", "#ff9da7", "#9c755f", "#86bcb6", "#d37295", "#a0cbe8",
+]  # fmt: skip
+NEUTRAL_HEX = ["#7f8fa1", "#98a6b5", "#b0bbc7", "#c6ced8"]
+STEP_HEX = "#d9dadd"
+GPU_KINDS = ("kernel", "memcpy", "memset", "sync", "annotation", "other")
+GPU_HEX = ["#2a9d8f", "#e9a23b", "#8e6bbf", "#c0392b", "#b8bcc4", "#7f8c8d"]
+HASH_HEX = [
+    "#6a8fb3", "#c98b5b", "#6fa86a", "#c46f6f", "#9a82b5", "#5fa3a0", "#c2a84f", "#c98aa0",
+    "#8d7a66", "#7fa7c9", "#a3a05a", "#b57fb0", "#6c9c85", "#b59474", "#8592c4", "#a8746e",
+]  # fmt: skip
+HIGHLIGHT_HEX = "#ffcc00"
+
+BRANCH_BASE = 0
+NEUTRAL_BASE = BRANCH_BASE + len(BRANCH_HEX)
+STEP_KEY = NEUTRAL_BASE + len(NEUTRAL_HEX)
+GPU_BASE = STEP_KEY + 1
+HASH_BASE = GPU_BASE + len(GPU_HEX)
+HIGHLIGHT_KEY = HASH_BASE + len(HASH_HEX)
+
+BACKGROUND = 0xFFFFFFFF
+LANE_BG = (0xFFFFFFFF, 0xFFF4F6F8)
+SEPARATOR = 0xFFD5DAE0
+
+_STEP_NAME = re.compile(r"^(step \d+|ProfilerStep#\d+)$")
+
+
+def hex_to_rgb32(h: str) -> int:
+    return 0xFF000000 | int(h.lstrip("#"), 16)
+
+
+def _palette() -> np.ndarray:
+    hexes = BRANCH_HEX + NEUTRAL_HEX + [STEP_HEX] + GPU_HEX + HASH_HEX + [HIGHLIGHT_HEX]
+    return np.array([hex_to_rgb32(h) for h in hexes], dtype=np.uint32)
+
+
+#: key -> 0xFFRRGGBB
+PALETTE = _palette()
+
+
+def _luminance(c: np.ndarray) -> np.ndarray:
+    r = ((c >> 16) & 0xFF).astype(np.float64)
+    g = ((c >> 8) & 0xFF).astype(np.float64)
+    b = (c & 0xFF).astype(np.float64)
+    return (0.299 * r + 0.587 * g + 0.114 * b) / 255.0
+
+
+#: key -> True where labels on that colour should be dark
+DARK_TEXT = _luminance(PALETTE) > 0.55
+
+
+def blend(colors: np.ndarray, toward: int, amount: float) -> np.ndarray:
+    """Mix RGB32 colours toward another colour (amount 0: unchanged, 1: `toward`)."""
+    out = np.full(colors.shape, 0xFF000000, dtype=np.uint32)
+    for shift in (16, 8, 0):
+        a = ((colors >> shift) & 0xFF).astype(np.float64)
+        b = (toward >> shift) & 0xFF
+        out |= (np.rint(a + (b - a) * amount).astype(np.uint32) & 0xFF) << shift
+    return out
+
+
+#: The palette faded toward white: what is not a find match while a search is shown.
+DIMMED_PALETTE = blend(PALETTE, BACKGROUND, 0.72)
+
+
+def branch_color(index: int) -> str:
+    return BRANCH_HEX[index % len(BRANCH_HEX)]
+
+
+def gpu_kind_of_category(cat: str) -> int:
+    c = cat.lower()
+    if c in ("kernel", "gpu_op"):
+        return 0
+    if "memcpy" in c:
+        return 1
+    if "memset" in c:
+        return 2
+    if "sync" in c:
+        return 3
+    if "annotation" in c:
+        return 4
+    return 5
+
+
+def event_color_keys(trace: Trace, event_branch: np.ndarray | None, n_branches: int) -> np.ndarray:
+    """One palette key per event (uint8), as described in the module docstring."""
+    n = len(trace)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint8)
+    is_step_name = np.fromiter(
+        (bool(_STEP_NAME.match(s)) for s in trace.names), dtype=bool, count=len(trace.names)
+    )
+    if n_branches > 0:
+        keys = (NEUTRAL_BASE + np.minimum(trace.depth, len(NEUTRAL_HEX) - 1)).astype(np.uint8)
+    else:
+        name_hash = np.fromiter(
+            (zlib.crc32(s.encode("utf-8", "replace")) % len(HASH_HEX) for s in trace.names),
+            dtype=np.int64,
+            count=len(trace.names),
+        )
+        keys = (HASH_BASE + name_hash[trace.name_id]).astype(np.uint8)
+    branch = None
+    if event_branch is not None and n_branches > 0 and event_branch.size == n:
+        branch = np.asarray(event_branch)
+        in_branch = branch >= 0
+        keys[in_branch] = (BRANCH_BASE + branch[in_branch] % len(BRANCH_HEX)).astype(np.uint8)
+    keys[is_step_name[trace.name_id]] = STEP_KEY
+    gpu_lane = np.array([ln.kind == "gpu" for ln in trace.lanes], dtype=bool)
+    if gpu_lane.any():
+        kind_of_cat = np.array([gpu_kind_of_category(c) for c in trace.cats], dtype=np.int64)
+        on_gpu = gpu_lane[trace.lane]
+        kind = kind_of_cat[trace.cat_id]
+        gpu_keys = (GPU_BASE + kind).astype(np.uint8)
+        if branch is not None:
+            kernel_in_branch = (kind == 0) & (branch >= 0)
+            gpu_keys[kernel_in_branch] = (BRANCH_BASE + branch[kernel_in_branch] % len(BRANCH_HEX)).astype(
+                np.uint8
+            )
+        keys[on_gpu] = gpu_keys[on_gpu]
+    return keys

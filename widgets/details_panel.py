@@ -1,0 +1,133 @@
+"""The details panel: the selected event (the same fields as the tooltip), else the trace's summary."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
+
+from profiling.analyses import lane_busy_ns, memory_imbalance, parallelism
+from profiling.trace_model import Trace
+from widgets.event_info import describe_event, rows_to_html
+from widgets.units import format_bytes, format_duration
+
+
+def trace_summary_rows(trace: Trace, run: dict[str, Any] | None = None) -> list[tuple[str, str]]:
+    start, end = trace.span()
+    cpu = trace.lanes_of("cpu")
+    gpu = trace.lanes_of("gpu")
+    rows = [
+        ("File", os.path.basename(trace.path) or trace.path),
+        ("Events", f"{len(trace):,}"),
+        ("Span", format_duration(end - start)),
+        ("Lanes", f"{len(cpu)} CPU threads, {len(gpu)} GPU streams"),
+        ("Parallelism", f"{parallelism(trace):.2f} lanes busy on average"),
+    ]
+    pool = trace.lanes_of("cpu", "interop")
+    if pool:
+        busy = lane_busy_ns(trace)
+        share = [busy[ln.index] / max(end - start, 1) for ln in pool]
+        rows.append(
+            ("Inter-op pool", f"{len(pool)} threads, each busy {np.mean(share) * 100:.0f}% of the span")
+        )
+    for m in trace.memory:
+        rows.append((f"Memory {m.device}", f"peak {format_bytes(m.peak_bytes)}"))
+    imb = memory_imbalance(trace)
+    if imb is not None and len([m for m in trace.memory if "cuda" in m.device]) > 1:
+        rows.append(("GPU memory imbalance", f"{imb:.2f}× (max peak ÷ mean peak)"))
+    info = trace.metadata.get("branchscope")
+    if isinstance(info, dict):
+        if info.get("mode"):
+            rows.append(("Mode", str(info["mode"])))
+        if isinstance(info.get("interop"), int) and isinstance(info.get("intra"), int):
+            rows.append(
+                (
+                    "Threads",
+                    f"inter-op {info['interop']} × intra-op {info['intra']} on {info.get('cores', '?')} cores",
+                )
+            )
+        branches = info.get("branches") or []
+        if branches:
+            names = [str(b.get("name", "?")) for b in branches if isinstance(b, dict)]
+            rows.append(("Branches", ", ".join(names)))
+    if run:
+        if isinstance(run.get("median_ms"), (int, float)):
+            rows.append(("Median step", f"{run['median_ms']:.2f} ms (profiled)"))
+        if isinstance(run.get("unprofiled_median_ms"), (int, float)):
+            rows.append(("Without profiler", f"{run['unprofiled_median_ms']:.2f} ms"))
+        if isinstance(run.get("max_abs_diff"), (int, float)):
+            rows.append(("Max |Δ| vs model", f"{run['max_abs_diff']:.2e}"))
+    return rows
+
+
+class DetailsPanel(QWidget):
+    """Shows `describe_event` rows for the selected event, or the trace summary."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.title = QLabel("Details", self)
+        f = self.title.font()
+        f.setBold(True)
+        self.title.setFont(f)
+        self.body = QLabel(self)
+        self.body.setTextFormat(Qt.TextFormat.RichText)
+        self.body.setWordWrap(True)
+        self.body.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.body.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        scroll = QScrollArea(self)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setWidget(self.body)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(8, 8, 8, 8)
+        lay.addWidget(self.title)
+        lay.addWidget(scroll, 1)
+        self.setMinimumWidth(220)
+        self.rows: list[tuple[str, str]] = []
+        self._trace: Trace | None = None
+        self._run: dict[str, Any] | None = None
+        self.show_summary(None)
+
+    def set_trace(self, trace: Trace | None, run: dict[str, Any] | None = None) -> None:
+        self._trace, self._run = trace, run
+        self.show_summary(trace, run)
+
+    def show_summary(self, trace: Trace | None, run: dict[str, Any] | None = None) -> None:
+        if trace is None:
+            self.title.setText("Details")
+            self.rows = []
+            self.body.setText(
+                "<p style='color:#5b6570'>Pick a demo and press Run, or open a trace.</p>"
+                "<p style='color:#5b6570'><b>Navigate</b>: wheel zooms at the cursor, drag pans, "
+                "W/S zoom, A/D pan, 0 shows all, double-click zooms to an event, Ctrl+F finds events.</p>"
+            )
+            return
+        self.title.setText("Trace")
+        self.rows = trace_summary_rows(trace, run)
+        self.body.setText(
+            rows_to_html(self.rows)
+            + "<p style='color:#77828d'>Click an event for its details; hover for a quick look.</p>"
+        )
+
+    def show_event(self, trace: Trace, i: int, branch_names=None, event_branch=None) -> None:
+        if i < 0:
+            self.show_summary(self._trace, self._run)
+            return
+        self.title.setText("Event")
+        self.rows = describe_event(trace, i, branch_names, event_branch)
+        args = trace.event_args(i)
+        extra = [(k, _short(v)) for k, v in args.items() if k not in ("Input Dims",)][:12]
+        body = rows_to_html(self.rows)
+        if extra:
+            body += "<p style='color:#5b6570;margin-bottom:2px'><b>args</b></p>" + rows_to_html(extra)
+        self.body.setText(body)
+
+
+def _short(v: Any) -> str:
+    text = v if isinstance(v, str) else repr(v)
+    return text if len(text) <= 160 else text[:157] + "…"

@@ -1,0 +1,765 @@
+"""The timeline: one lane per CPU thread and per GPU stream, every event drawn by one painter.
+
+Like pyqtgraph's BarGraphItem, one item draws all shapes: `TimelineView.paintEvent` asks the
+level-of-detail index (`widgets.lod`) for what is visible in the visible rows, paints it into one
+RGB32 buffer with numpy (a few array passes the size of the visible pixels), and hands that to
+Qt as a single image; only then are the few things that need Qt's text engine drawn on top
+(names inside events wide enough to hold them, lane labels, the time ruler). So a frame costs what
+the pixels cost whether the trace holds ten thousand events or ten million.
+
+Lanes are grouped main thread / inter-op pool / autograd / other threads for CPU and by device
+for GPU streams. Events are coloured by branch, and by kind on GPU lanes (`widgets.colors`).
+Hover shows an event's details, click selects it (`eventSelected`), double-click zooms to it,
+Ctrl+F finds events by name and highlights them; navigation is `TimePanel`'s.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+from PySide6.QtCore import QPoint, QRect, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QKeySequence, QPainter, QPen
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QLineEdit, QToolButton, QToolTip, QWidget
+
+from profiling.trace_model import ROLE_ORDER, Trace
+from widgets import colors
+from widgets.event_info import describe_event, rows_to_html, rows_to_text
+from widgets.lod import TimelineLod, pixel_spans, rasterize
+from widgets.time_axis import AXIS_TEXT, GUTTER, RIGHT_MARGIN, TimeAxis, TimePanel
+from widgets.units import format_duration, time_ticks
+
+RULER_H = 24
+GROUP_H = 20
+LANE_PAD = 6
+ROW_H = 16
+#: An event needs this many pixels before its name is drawn inside it.
+LABEL_MIN_PX = 30
+MAX_LABELS = 3000
+
+_GROUP_TITLES = {
+    "main": "main thread",
+    "interop": "inter-op pool",
+    "autograd": "autograd",
+    "other": "other threads",
+}
+#: Extra lines appended below the painted rows, addressed by negative codes in the y map.
+_BG_A, _BG_B, _SEP, _HEADER = -1, -2, -3, -4
+_CODE_COLORS = {
+    _BG_A: colors.LANE_BG[0],
+    _BG_B: colors.LANE_BG[1],
+    _SEP: colors.SEPARATOR,
+    _HEADER: 0xFFE8ECF0,
+}
+_GRID_RGB = 0xFFE6EAEE
+
+
+@dataclass(frozen=True, slots=True)
+class LaneRow:
+    """Where a lane sits: `top`/`height` in content pixels (below the ruler, before scrolling)."""
+
+    lane: int
+    top: int
+    height: int
+    rows: range  # its rows in the level-of-detail index, one per nesting depth
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupHeader:
+    title: str
+    top: int
+
+
+def group_of(trace: Trace, lane_index: int, multi_pid: bool) -> tuple[tuple, str]:
+    """Sort key and title of the group a lane is shown in."""
+    lane = trace.lanes[lane_index]
+    prefix = f"pid {lane.pid} · " if multi_pid else ""
+    if lane.kind == "gpu":
+        return (1, lane.device, lane.pid), f"{prefix}GPU {lane.device}"
+    return (0, lane.pid, ROLE_ORDER.index(lane.role)), f"{prefix}{_GROUP_TITLES.get(lane.role, lane.role)}"
+
+
+class FindBar(QFrame):
+    """Ctrl+F: a name to look for, the number of matches, Enter for the next one."""
+
+    def __init__(self, parent: TimelineView):
+        super().__init__(parent)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setAutoFillBackground(True)
+        self.edit = QLineEdit(self)
+        self.edit.setPlaceholderText("Find events by name (Enter: next)")
+        self.edit.setClearButtonEnabled(True)
+        self.count = QLabel("", self)
+        close = QToolButton(self)
+        close.setText("✕")
+        close.setAutoRaise(True)
+        close.clicked.connect(parent.close_find)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(6, 3, 3, 3)
+        lay.addWidget(self.edit, 1)
+        lay.addWidget(self.count)
+        lay.addWidget(close)
+        self.edit.returnPressed.connect(parent._find_return)
+        self.setFixedWidth(360)
+        self.hide()
+
+    def keyPressEvent(self, event):  # noqa: N802 (Qt API)
+        if event.key() == Qt.Key.Key_Escape:
+            self.parent().close_find()
+            return
+        super().keyPressEvent(event)
+
+
+class TimelineView(TimePanel):
+    """Lanes of events over the shared time axis (see the module docstring)."""
+
+    #: The selected event's index, or -1 when the selection is cleared.
+    eventSelected = Signal(int)
+    #: The event under the mouse, or -1.
+    eventHovered = Signal(int)
+    #: Number of find matches (0 when the search is cleared).
+    findChanged = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None, axis: TimeAxis | None = None):
+        super().__init__(parent, axis)
+        self.trace: Trace | None = None
+        self.lod: TimelineLod | None = None
+        self.branch_names: list[str] = []
+        self.event_branch: np.ndarray | None = None
+        self.row_height = ROW_H
+        self.lane_rows: list[LaneRow] = []
+        self.group_headers: list[GroupHeader] = []
+        self.content_height = 0
+        self.selected = -1
+        self.hovered_event = -1
+        self.hover_text = ""
+        #: Lane indices that had at least one pixel row on screen in the last paint.
+        self.painted_lanes: list[int] = []
+        self.matches = np.zeros(0, dtype=np.int64)
+        self._match_lod: TimelineLod | None = None
+        self._match_pos = -1
+        self._match_text = ""
+        self._keys = np.zeros(0, dtype=np.uint8)
+        self._scroll = 0
+        self._tops: list[int] = []
+        self._label_font = QFont(self.font())
+        self._label_font.setPointSizeF(max(6.5, self.font().pointSizeF() * 0.82))
+        self._label_fm = QFontMetrics(self._label_font)
+        self._name_width: dict[int, int] = {}
+        self._elided: dict[tuple[int, int], str] = {}
+        self._scroll_drag: tuple[int, int] | None = None
+        self._gutter_cache: tuple[tuple, QImage] | None = None
+        self._find_bar = FindBar(self)
+        self.setMinimumHeight(140)
+
+    # ---- data -------------------------------------------------------------------------------
+    def set_trace(self, trace: Trace | None, branches=None) -> None:
+        """Show `trace`; `branches` is a `profiling.analyses.BranchAssignment` (computed if None)."""
+        self.trace = trace
+        self.selected = self.hovered_event = -1
+        self.matches = np.zeros(0, dtype=np.int64)
+        self._match_lod = None
+        self._name_width.clear()
+        self._elided.clear()
+        if trace is None:
+            self.lod = None
+            self.lane_rows, self.group_headers = [], []
+            self.update()
+            return
+        if branches is None:
+            from profiling.analyses import branch_assignment
+
+            branches = branch_assignment(trace)
+        self.branch_names = list(branches.names)
+        self.event_branch = np.asarray(branches.event_branch)
+        self._keys = colors.event_color_keys(trace, self.event_branch, len(self.branch_names))
+        self.lod = TimelineLod(trace)
+        start, end = trace.span()
+        if (self.axis.origin_ns, self.axis.span_ns) != (start, float(max(end - start, 1))):
+            self.axis.set_bounds(start, end)
+        else:
+            self.axis.reset()
+        self._layout()
+        self.update()
+
+    def set_time_range(self, start_ns: int, end_ns: int) -> None:
+        """Show [start_ns, end_ns] of the trace's clock (the clock of `Trace.span()`)."""
+        self.axis.set_view_abs(start_ns, end_ns)
+
+    def time_range(self) -> tuple[int, int]:
+        return self.axis.view_abs()
+
+    def set_row_height(self, pixels: int) -> None:
+        """Height of one nesting row; below 12 pixels lanes are packed tighter too."""
+        self.row_height = max(4, int(pixels))
+        self._layout()
+        self.update()
+
+    @property
+    def lane_pad(self) -> int:
+        return LANE_PAD if self.row_height >= 12 else 2
+
+    def _layout(self) -> None:
+        trace, lod = self.trace, self.lod
+        self.lane_rows, self.group_headers = [], []
+        if trace is None or lod is None:
+            return
+        multi_pid = len({ln.pid for ln in trace.lanes if ln.kind == "cpu"}) > 1 or (
+            len({ln.pid for ln in trace.lanes if ln.kind == "gpu"})
+            > len({ln.device for ln in trace.lanes if ln.kind == "gpu"})
+        )
+        order = sorted(
+            range(len(trace.lanes)),
+            key=lambda i: (
+                group_of(trace, i, multi_pid)[0],
+                trace.lanes[i].tid if trace.lanes[i].kind == "gpu" else 0,
+                i,
+            ),
+        )
+        y = 0
+        current = None
+        counts: dict[tuple, int] = {}
+        for i in order:
+            key, _ = group_of(trace, i, multi_pid)
+            counts[key] = counts.get(key, 0) + 1
+        for i in order:
+            key, title = group_of(trace, i, multi_pid)
+            if key != current:
+                current = key
+                n = counts[key]
+                unit = "streams" if trace.lanes[i].kind == "gpu" else "threads"
+                self.group_headers.append(GroupHeader(f"{title} · {n} {unit}" if n > 1 else title, y))
+                y += GROUP_H
+            rows = lod.rows_of_lane(i)
+            h = len(rows) * self.row_height + self.lane_pad
+            self.lane_rows.append(LaneRow(i, y, h, rows, trace.lanes[i].label))
+            y += h
+        self.content_height = y
+        self._tops = [lr.top for lr in self.lane_rows]
+        self._gutter_cache = None
+        self._set_scroll(self._scroll)
+
+    # ---- geometry ---------------------------------------------------------------------------
+    def _image_height(self) -> int:
+        return max(1, self.height() - RULER_H)
+
+    # Vertical scrolling is painted in the right margin (a QScrollBar child would be repainted,
+    # at a cost of milliseconds, with every frame of the timeline).
+    def max_scroll(self) -> int:
+        return max(0, self.content_height - self._image_height())
+
+    def _set_scroll(self, value: int) -> None:
+        value = min(max(0, int(value)), self.max_scroll())
+        if value != self._scroll:
+            self._scroll = value
+            self.update()
+
+    def scroll_vertical(self, pixels: int) -> bool:
+        if self.max_scroll() <= 0:
+            return False
+        self._set_scroll(self._scroll + pixels)
+        return True
+
+    def _scroll_handle(self) -> QRect | None:
+        over = self.max_scroll()
+        if over <= 0:
+            return None
+        h = self._image_height()
+        handle = max(24, h * h // max(self.content_height, 1))
+        y = RULER_H + (h - handle) * self._scroll // over
+        return QRect(self.width() - RIGHT_MARGIN + 3, y, RIGHT_MARGIN - 6, handle)
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        x = event.position().x()
+        if x >= GUTTER + self.plot_width() and self.max_scroll() > 0:
+            y = int(event.position().y())
+            handle = self._scroll_handle()
+            if handle is not None and not (handle.top() <= y <= handle.bottom()):
+                # Click on the track: jump so that the handle centres there.
+                frac = (y - RULER_H - handle.height() / 2) / max(1, self._image_height() - handle.height())
+                self._set_scroll(round(frac * self.max_scroll()))
+            self._scroll_drag = (y, self._scroll)
+            return
+        super().mousePressEvent(event)
+
+    def mouseMoveEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        if self._scroll_drag is not None:
+            y0, s0 = self._scroll_drag
+            handle = self._scroll_handle()
+            track = max(1, self._image_height() - (handle.height() if handle else 0))
+            self._set_scroll(s0 + (int(event.position().y()) - y0) * self.max_scroll() / track)
+            return
+        super().mouseMoveEvent(event)
+
+    def mouseReleaseEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        if self._scroll_drag is not None:
+            self._scroll_drag = None
+            return
+        super().mouseReleaseEvent(event)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        self._gutter_cache = None
+        self._set_scroll(self._scroll)
+        self._place_find_bar()
+        super().resizeEvent(event)
+
+    def lane_rect(self, lane_index: int) -> QRect | None:
+        """The lane's rectangle in widget coordinates (may lie outside the widget when scrolled)."""
+        for lr in self.lane_rows:
+            if lr.lane == lane_index:
+                return QRect(GUTTER, RULER_H + lr.top - self._scroll, self.plot_width(), lr.height)
+        return None
+
+    def _row_top(self, lr: LaneRow, k: int) -> int:
+        """Widget y of the k-th row of a lane."""
+        return RULER_H + lr.top - self._scroll + self.lane_pad // 2 + k * self.row_height
+
+    def event_rect(self, i: int) -> QRect | None:
+        """Where event `i` is drawn (widget coordinates), or None if its lane is not laid out."""
+        if self.trace is None or self.lod is None:
+            return None
+        lane = int(self.trace.lane[i])
+        for lr in self.lane_rows:
+            if lr.lane == lane:
+                k = min(int(self.trace.depth[i]), len(lr.rows) - 1)
+                s = float(self.trace.start_ns[i] - self.axis.origin_ns)
+                x0 = self.x_of(s)
+                x1 = self.x_of(s + float(self.trace.dur_ns[i]))
+                return QRect(
+                    int(np.floor(x0)),
+                    self._row_top(lr, k),
+                    max(1, int(np.ceil(x1 - x0))),
+                    self.row_height - 1,
+                )
+        return None
+
+    # ---- painting ---------------------------------------------------------------------------
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        p = QPainter(self)
+        try:
+            self._paint(p)
+        finally:
+            p.end()
+
+    def _visible_rows(self, img_h: int):
+        """(rows, row_y, lane_of_row, y_map) for what is on screen; y in image coordinates."""
+        y_map = np.full(img_h, _BG_A, dtype=np.int64)
+        rows: list[int] = []
+        row_y: list[int] = []
+        row_bg: list[int] = []
+        painted: list[int] = []
+        scroll = self._scroll
+        rh = self.row_height
+        for gh in self.group_headers:
+            a, b = gh.top - scroll, gh.top - scroll + GROUP_H
+            if b > 0 and a < img_h:
+                y_map[max(a, 0) : min(b, img_h)] = _HEADER
+        start = max(0, bisect.bisect_right(self._tops, scroll) - 1)
+        for n, lr in enumerate(self.lane_rows[start:], start):
+            a = lr.top - scroll
+            if a >= img_h:
+                break
+            b = a + lr.height
+            if b <= 0:
+                continue
+            code = _BG_A if n % 2 == 0 else _BG_B
+            y_map[max(a, 0) : min(b, img_h)] = code
+            if b - 1 < img_h and b - 1 >= 0:
+                y_map[b - 1] = _SEP
+            drew = False
+            for k, r in enumerate(lr.rows):
+                y = a + self.lane_pad // 2 + k * rh
+                if y + rh <= 0 or y >= img_h:
+                    continue
+                y_map[max(y, 0) : min(y + rh - 1, img_h)] = len(rows)
+                rows.append(r)
+                row_y.append(y)
+                row_bg.append(colors.LANE_BG[n % 2])
+                drew = True
+            if drew:
+                painted.append(lr.lane)
+        return rows, row_y, row_bg, y_map, painted
+
+    def _paint(self, p: QPainter) -> None:
+        w_px = self.plot_width()
+        img_h = self._image_height()
+        if self.trace is None or self.lod is None:
+            p.fillRect(self.rect(), QColor("#ffffff"))
+            self.painted_lanes = []
+            self.draw_gutter(p, 0)
+            p.setPen(AXIS_TEXT)
+            p.drawText(
+                self.plot_rect(RULER_H),
+                Qt.AlignmentFlag.AlignCenter,
+                "Open a trace (File → Open trace…, or drop a file here) or run a model.",
+            )
+            return
+        lo, hi = self.axis.lo, self.axis.hi
+        nspp = (hi - lo) / w_px
+        rows, row_y, row_bg, y_map, painted = self._visible_rows(img_h)
+        self.painted_lanes = painted
+        n_rows = len(rows)
+        rows_arr = np.asarray(rows, dtype=np.int64)
+        find_on = self._match_lod is not None or self._match_text != ""
+        vis = None
+        if n_rows:
+            vis = self.lod.visible(rows_arr, lo, hi, nspp)
+            x0, x1 = pixel_spans(vis.start_rel, vis.end_rel, lo, nspp, w_px)
+            rep = vis.level.rep[vis.index]
+            keys = self._keys[rep]
+            palette = colors.DIMMED_PALETTE if find_on else colors.PALETTE
+            lines, _ = rasterize(
+                vis.row_pos, x0, x1, palette[keys], n_rows, w_px, np.asarray(row_bg, np.uint32)
+            )
+            if self._match_lod is not None:
+                mv = self._match_lod.visible(rows_arr, lo, hi, nspp)
+                mx0, mx1 = pixel_spans(mv.start_rel, mv.end_rel, lo, nspp, w_px)
+                hl = np.full(mx0.size, colors.PALETTE[colors.HIGHLIGHT_KEY], dtype=np.uint32)
+                _, mcov = rasterize(mv.row_pos, mx0, mx1, hl, n_rows, w_px, 0)
+                lines[mcov] = colors.PALETTE[colors.HIGHLIGHT_KEY]
+        else:
+            lines = np.zeros((0, w_px), dtype=np.uint32)
+        extra = np.array([_CODE_COLORS[c] for c in (_BG_A, _BG_B, _SEP, _HEADER)], dtype=np.uint32)
+        ext = np.concatenate([lines, np.repeat(extra[:, None], w_px, axis=1)], axis=0)
+        idx = np.where(y_map >= 0, y_map, n_rows - 1 - y_map)
+        img = np.ascontiguousarray(ext[idx])
+        ticks, unit, scale, decimals = time_ticks(lo, hi, max(2, w_px // 110))
+        cols = np.array([int(round((t - lo) / nspp)) for t in ticks], dtype=np.int64)
+        cols = cols[(cols >= 0) & (cols < w_px)]
+        if cols.size:
+            sub = img[:, cols]
+            sub[(sub == colors.LANE_BG[0]) | (sub == colors.LANE_BG[1])] = _GRID_RGB
+            img[:, cols] = sub
+        qimg = QImage(img.data, w_px, img_h, w_px * 4, QImage.Format.Format_RGB32)
+        p.drawImage(GUTTER, RULER_H, qimg)
+        del qimg
+        if vis is not None and vis.index.size:
+            self._draw_labels(p, vis, x0, x1, keys, row_y, find_on)
+        self._draw_marks(p)
+        self._draw_ruler(p, ticks, unit, scale, decimals)
+        self._draw_gutter_cached(p, img_h)
+        self._draw_scroll(p, img_h)
+
+    def _draw_scroll(self, p: QPainter, img_h: int) -> None:
+        x = GUTTER + self.plot_width()
+        p.fillRect(x, RULER_H, self.width() - x, img_h, QColor("#eef1f4"))
+        handle = self._scroll_handle()
+        if handle is not None:
+            p.fillRect(handle, QColor("#b4bdc7"))
+
+    def _draw_gutter_cached(self, p: QPainter, img_h: int) -> None:
+        """Lane labels change only with scrolling or layout, so they are drawn once into an image."""
+        dpr = self.devicePixelRatioF()
+        key = (
+            self._scroll,
+            img_h,
+            self.content_height,
+            id(self.trace),
+            self.row_height,
+            dpr,
+            len(self.lane_rows),
+        )
+        if self._gutter_cache is None or self._gutter_cache[0] != key:
+            image = QImage(int(GUTTER * dpr), int(img_h * dpr), QImage.Format.Format_ARGB32_Premultiplied)
+            image.setDevicePixelRatio(dpr)
+            gp = QPainter(image)
+            gp.translate(0, -RULER_H)
+            self._draw_lane_labels(gp, img_h)
+            gp.end()
+            self._gutter_cache = (key, image)
+        p.drawImage(0, RULER_H, self._gutter_cache[1])
+
+    def _draw_labels(self, p: QPainter, vis, x0, x1, keys, row_y, find_on: bool) -> None:
+        # Room for a name ends where the next item of the same row begins (rows can overlap when
+        # a trace's events overlap without nesting).
+        room = x1.copy()
+        if x0.size > 1:
+            same_row = vis.row_pos[1:] == vis.row_pos[:-1]
+            room[:-1] = np.where(same_row, np.minimum(x1[:-1], x0[1:]), x1[:-1])
+        width = room - x0
+        cand = np.flatnonzero(width >= LABEL_MIN_PX)
+        if cand.size == 0:
+            return
+        if not vis.raw:
+            rep = vis.level.rep[vis.index[cand]]
+            own = self.trace.dur_ns[rep]
+            run = vis.end_rel[cand] - vis.start_rel[cand]
+            cand = cand[own >= 0.8 * run]
+        if cand.size > MAX_LABELS:
+            cand = cand[:MAX_LABELS]
+        p.setFont(self._label_font)
+        fm = self._label_fm
+        ascent = fm.ascent()
+        rh = self.row_height
+        if rh - 1 < fm.height() - 3:
+            return
+        dark, light = QColor("#1d2329"), QColor("#ffffff")
+        reps = vis.level.rep[vis.index[cand]]
+        name_ids = self.trace.name_id[reps]
+        names = self.trace.names
+        dark_text = colors.DARK_TEXT[keys[cand]] | find_on
+        for c, nid, dk in zip(cand.tolist(), name_ids.tolist(), dark_text.tolist(), strict=True):
+            avail = int(room[c] - x0[c]) - 6
+            nw = self._name_width.get(nid)
+            if nw is None:
+                nw = fm.horizontalAdvance(names[nid])
+                self._name_width[nid] = nw
+            if nw <= avail:
+                text = names[nid]
+            else:
+                bucket = (avail // 8) * 8
+                if bucket < 18:
+                    continue
+                text = self._elided.get((nid, bucket))
+                if text is None:
+                    text = fm.elidedText(names[nid], Qt.TextElideMode.ElideRight, bucket)
+                    self._elided[(nid, bucket)] = text
+            p.setPen(dark if dk else light)
+            y = RULER_H + row_y[int(vis.row_pos[c])] + (rh - 1 + ascent - fm.descent()) // 2
+            p.drawText(GUTTER + int(x0[c]) + 3, y, text)
+
+    def _draw_marks(self, p: QPainter) -> None:
+        p.setClipRect(QRect(GUTTER, RULER_H, self.plot_width(), self._image_height()))
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        if self.hovered_event >= 0 and self.hovered_event != self.selected:
+            r = self.event_rect(self.hovered_event)
+            if r is not None:
+                p.setPen(QPen(QColor("#39424c"), 1))
+                p.drawRect(r.adjusted(0, 0, -1, -1))
+        if self.selected >= 0:
+            r = self.event_rect(self.selected)
+            if r is not None:
+                p.setPen(QPen(QColor("#111111"), 2))
+                p.drawRect(r.adjusted(0, 0, -1, -1))
+        p.setClipping(False)
+
+    def _draw_ruler(self, p: QPainter, ticks, unit, scale, decimals) -> None:
+        p.fillRect(0, 0, self.width(), RULER_H, QColor("#f7f8fa"))
+        p.fillRect(0, RULER_H - 1, self.width(), 1, QColor("#cfd5dc"))
+        p.setFont(self.font())
+        p.setPen(AXIS_TEXT)
+        right = GUTTER + self.plot_width()
+        fm = QFontMetrics(self.font())
+        for t in ticks:
+            x = int(round(self.x_of(t)))
+            if not GUTTER <= x < right:
+                continue
+            p.drawLine(x, RULER_H - 6, x, RULER_H - 1)
+            label = f"{t / scale:.{decimals}f} {unit}"
+            if x + 3 + fm.horizontalAdvance(label) < right:
+                p.drawText(x + 3, RULER_H - 8, label)
+        p.drawText(
+            QRect(6, 0, GUTTER - 10, RULER_H - 1),
+            Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
+            f"showing {format_duration(self.axis.hi - self.axis.lo)}",
+        )
+
+    def _draw_lane_labels(self, p: QPainter, img_h: int) -> None:
+        p.fillRect(0, RULER_H, GUTTER, img_h, QColor("#eef1f4"))
+        p.fillRect(GUTTER - 1, RULER_H, 1, img_h, QColor("#cfd5dc"))
+        fm = QFontMetrics(self.font())
+        bold = QFont(self.font())
+        bold.setBold(True)
+        fmb = QFontMetrics(bold)
+        scroll = self._scroll
+        p.setFont(bold)
+        p.setPen(QColor("#2c3640"))
+        for gh in self.group_headers:
+            y = RULER_H + gh.top - scroll
+            if y + GROUP_H < RULER_H or y > self.height():
+                continue
+            p.fillRect(0, y, GUTTER - 1, GROUP_H, QColor("#dde3e9"))
+            p.drawText(
+                QRect(6, y, GUTTER - 12, GROUP_H),
+                Qt.AlignmentFlag.AlignVCenter,
+                fmb.elidedText(gh.title, Qt.TextElideMode.ElideRight, GUTTER - 12),
+            )
+        p.setFont(self.font())
+        for lr in self.lane_rows:
+            y = RULER_H + lr.top - scroll
+            if y + lr.height < RULER_H:
+                continue
+            if y > self.height():
+                break
+            p.fillRect(0, y + lr.height - 1, GUTTER - 1, 1, QColor("#d5dae0"))
+            p.setPen(QColor("#1f2933"))
+            text = fm.elidedText(lr.label, Qt.TextElideMode.ElideMiddle, GUTTER - 20)
+            line_h = min(lr.height, fm.height() + 6)
+            p.drawText(QRect(14, y + 1, GUTTER - 20, line_h), Qt.AlignmentFlag.AlignVCenter, text)
+            if lr.height >= 2 * fm.height() + 6:
+                p.setPen(QColor("#77828d"))
+                n = self.trace.lane_event_count(lr.lane)
+                p.drawText(
+                    QRect(14, y + line_h - 2, GUTTER - 20, fm.height() + 2),
+                    Qt.AlignmentFlag.AlignVCenter,
+                    f"{n:,} events",
+                )
+
+    # ---- hit testing, hover, selection ------------------------------------------------------
+    def event_at(self, pos: QPoint) -> int:
+        """The event drawn at a widget position (within 3 pixels), or -1."""
+        if self.trace is None or self.lod is None:
+            return -1
+        x, y = pos.x(), pos.y()
+        if x < GUTTER or x >= GUTTER + self.plot_width() or y < RULER_H:
+            return -1
+        cy = y - RULER_H + self._scroll
+        n = bisect.bisect_right(self._tops, cy) - 1
+        if n < 0:
+            return -1
+        lr = self.lane_rows[n]
+        if cy >= lr.top + lr.height:
+            return -1
+        k = (cy - lr.top - self.lane_pad // 2) // self.row_height
+        if k < 0 or k >= len(lr.rows):
+            return -1
+        return self._hit(lr.rows.start + k, self.t_of(x + 0.5), 3 * self.ns_per_px())
+
+    def _hit(self, row: int, t: float, tol: float) -> int:
+        lod = self.lod
+        level = lod.levels[0]
+        base = row * lod.stride
+        j = int(np.searchsorted(level.key_start, base + t + tol, side="right")) - 1
+        best, best_d = -1, np.inf
+        stop = max(-1, j - 256)
+        while j > stop:
+            ks = int(level.key_start[j])
+            if ks < base or int(level.key_end[j]) < base + t - tol:
+                break
+            ev = int(level.rep[j])
+            s = ks - base
+            e = s + int(self.trace.dur_ns[ev])
+            d = 0.0 if s <= t <= e else min(abs(t - s), abs(t - e))
+            if d < best_d or (d == best_d == 0.0 and e - s < int(self.trace.dur_ns[best])):
+                best, best_d = ev, d
+            j -= 1
+        return best if best_d <= tol else -1
+
+    def tooltip_rows(self, i: int) -> list[tuple[str, str]]:
+        return describe_event(self.trace, i, self.branch_names, self.event_branch)
+
+    def on_hover(self, pos: QPoint) -> None:
+        i = self.event_at(pos)
+        if i == self.hovered_event:
+            return
+        self.hovered_event = i
+        if i >= 0:
+            rows = self.tooltip_rows(i)
+            self.hover_text = rows_to_text(rows)
+            QToolTip.showText(self.mapToGlobal(pos), rows_to_html(rows), self)
+        else:
+            self.hover_text = ""
+            QToolTip.hideText()
+        self.eventHovered.emit(i)
+        self.update()
+
+    def leaveEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        if self.hovered_event >= 0:
+            self.hovered_event = -1
+            self.hover_text = ""
+            self.eventHovered.emit(-1)
+            self.update()
+        super().leaveEvent(event)
+
+    def select_event(self, i: int) -> None:
+        self.selected = int(i)
+        self.eventSelected.emit(self.selected)
+        self.update()
+
+    def on_click(self, pos: QPoint) -> None:
+        self.select_event(self.event_at(pos))
+
+    def on_double_click(self, pos: QPoint) -> None:
+        i = self.event_at(pos)
+        if i >= 0:
+            self.select_event(i)
+            self.zoom_to_event(i)
+
+    def zoom_to_event(self, i: int) -> None:
+        s = float(self.trace.start_ns[i] - self.axis.origin_ns)
+        d = float(self.trace.dur_ns[i])
+        pad = max(0.1 * d, 500.0)
+        self.axis.set_view(s - pad, s + d + pad)
+        self.reveal_lane(int(self.trace.lane[i]))
+
+    def reveal_lane(self, lane_index: int) -> None:
+        for lr in self.lane_rows:
+            if lr.lane == lane_index:
+                h = self._image_height()
+                if lr.top < self._scroll or lr.top + lr.height > self._scroll + h:
+                    self._set_scroll(lr.top - h // 3)
+                return
+
+    # ---- find -------------------------------------------------------------------------------
+    def _place_find_bar(self) -> None:
+        bar = self._find_bar
+        bar.adjustSize()
+        bar.move(max(GUTTER, self.width() - RIGHT_MARGIN - bar.width() - 8), RULER_H + 6)
+
+    def open_find(self) -> None:
+        self._place_find_bar()
+        self._find_bar.show()
+        self._find_bar.raise_()
+        self._find_bar.edit.setFocus()
+        self._find_bar.edit.selectAll()
+
+    def close_find(self) -> None:
+        self._find_bar.hide()
+        self.find("")
+        self.setFocus()
+
+    def _find_return(self) -> None:
+        text = self._find_bar.edit.text()
+        if text != self._match_text:
+            self.find(text)
+        self.find_next()
+
+    def find(self, text: str) -> int:
+        """Highlight events whose name contains `text` (case-insensitive); returns the count."""
+        self._match_text = text
+        self._match_pos = -1
+        if not text or self.trace is None:
+            self._match_text = ""
+            self.matches = np.zeros(0, dtype=np.int64)
+            self._match_lod = None
+            self._find_bar.count.setText("")
+        else:
+            self.matches = self.trace.find(text)
+            self._match_lod = TimelineLod(self.trace, subset=self.matches) if self.matches.size else None
+            n = int(self.matches.size)
+            self._find_bar.count.setText(f"{n:,} match" + ("" if n == 1 else "es"))
+        self.findChanged.emit(int(self.matches.size))
+        self.update()
+        return int(self.matches.size)
+
+    def find_next(self) -> int:
+        """Select and show the next match (in time order); returns its index or -1."""
+        if self.matches.size == 0:
+            return -1
+        order = self.matches[np.argsort(self.trace.start_ns[self.matches], kind="stable")]
+        self._match_pos = (self._match_pos + 1) % order.size
+        i = int(order[self._match_pos])
+        self.select_event(i)
+        s = float(self.trace.start_ns[i] - self.axis.origin_ns)
+        d = float(self.trace.dur_ns[i])
+        width = self.axis.hi - self.axis.lo
+        if d > width * 0.8:
+            self.zoom_to_event(i)
+        else:
+            self.axis.pan(s + d / 2 - (self.axis.lo + width / 2))
+            self.reveal_lane(int(self.trace.lane[i]))
+        self._find_bar.count.setText(f"{self._match_pos + 1:,} of {order.size:,}")
+        return i
+
+    def keyPressEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        if event.matches(QKeySequence.StandardKey.Find):
+            self.open_find()
+            event.accept()
+            return
+        if event.key() == Qt.Key.Key_Escape and self.selected >= 0:
+            self.select_event(-1)
+            event.accept()
+            return
+        super().keyPressEvent(event)
