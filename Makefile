@@ -28,5 +28,12 @@ bench: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/bench_timeline.py
 	$(BIN)/python benchmarks/bench_fork_speedup.py
 
+# The README's pictures: the inception demo sequential and forked (2 inter-op x 1 intra-op threads).
+screenshots: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(BIN)/branchscope --demo inception --mode sequential --interop 2 --intra 1 \
+	  --screenshot assets/screenshots/inception-sequential.png
+	QT_QPA_PLATFORM=offscreen $(BIN)/branchscope --demo inception --mode fork --interop 2 --intra 1 \
+	  --screenshot assets/screenshots/inception-fork.png
+
 clean:
 	rm -rf $(VENV) build *.egg-info
