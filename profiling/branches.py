@@ -440,7 +440,7 @@ def ts_type(value: Any) -> str:
     if value is None:
         return "Optional[Tensor]"
     if isinstance(value, torch.device):
-        return "Device"
+        return "torch.device"
     if isinstance(value, torch.dtype):
         return "int"
     if isinstance(value, torch.Size):

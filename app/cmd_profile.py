@@ -1,0 +1,72 @@
+"""`branchscope demos` and `branchscope profile`: run a model in a worker and report, without the GUI.
+
+The engine is `profiling.runner`; this module only parses, prints progress and the summary, and
+turns failures into one last `error: …` line on stderr (the model's own traceback, when there is
+one, above it). No torch here: the worker process is the only one that imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from profiling.model_source import list_demos
+from profiling.runner import (
+    add_run_arguments,
+    format_summary,
+    print_failure,
+    request_from_args,
+    run_profile,
+)
+
+
+def register(subparsers: Any) -> None:
+    demos = subparsers.add_parser("demos", help="list the built-in demo models", description="List the built-in demos.")
+    demos.set_defaults(handler=run_demos)
+
+    profile = subparsers.add_parser(
+        "profile",
+        help="profile a model sequentially, forked or on CUDA streams",
+        description=(
+            "Run a model (a .py file with build_model() and example_inputs(), a TorchScript archive, or a "
+            "demo) in a fresh worker process with the chosen thread counts, under torch.profiler; write "
+            "DIR/trace.json.gz and DIR/run.json. Exit codes: 0 ok, 2 bad arguments or model, 3 mode cannot "
+            "run here, 4 worker died or timed out."
+        ),
+    )
+    add_run_arguments(profile)
+    profile.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    profile.set_defaults(handler=run_profile_command)
+
+
+def run_demos(args: argparse.Namespace) -> int:
+    demos = list_demos()
+    width = max((len(d.name) for d in demos), default=0)
+    for demo in demos:
+        needs = f" [needs {demo.requires_cuda_devices} CUDA devices]" if demo.requires_cuda_devices else ""
+        print(f"{demo.name:<{width}}  {demo.description}{needs}")
+    return 0
+
+
+def run_profile_command(args: argparse.Namespace) -> int:
+    request = request_from_args(args)
+    interactive = sys.stderr.isatty() and not args.quiet
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event.get("event") == "progress" and interactive:
+            end = "\n" if event.get("step") == event.get("of") else "\r"
+            print(f"profiling step {event.get('step')}/{event.get('of')}", end=end, file=sys.stderr, flush=True)
+
+    try:
+        result = run_profile(request, on_event)
+    except KeyboardInterrupt:
+        print("error: interrupted; the worker was stopped", file=sys.stderr)
+        return 130
+    if not result.ok:
+        print_failure(result)
+        return result.exit_code
+    print(format_summary(result.run or {}, result.out))
+    for note in result.notes:
+        print(f"note: {note}")
+    return 0

@@ -1,0 +1,332 @@
+"""Where a model comes from: a user's .py file, a TorchScript archive, or a built-in demo.
+
+A .py model (demos included) defines `build_model() -> torch.nn.Module` and
+`example_inputs() -> tuple` of tensors. A TorchScript archive carries no example inputs, so the
+caller gives their shapes (`--input-shape 8x64x35x35`, repeatable) and `--dtype`.
+
+Listing demos and checking arguments must not import torch: the GUI and the runner call them and
+stay light. torch is imported only inside `load_model`, which runs in the worker process.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import sys
+import traceback
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: The built-in demos: one file each, following the .py convention.
+DEMOS_DIR = Path(__file__).resolve().parent.parent / "assets" / "demos"
+
+#: dtypes accepted by --dtype (names as torch spells them).
+DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
+
+_TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ts", ".zip", ".jit", ".ptl")
+
+
+class ModelSourceError(ValueError):
+    """The model cannot be loaded as given: a missing file or function, a bad shape or dtype.
+
+    The message is one line that names what is missing; it is what the CLI prints after `error:`.
+    """
+
+
+class DemoUnavailableError(ModelSourceError):
+    """A demo that needs hardware this machine lacks (e.g. two CUDA devices): the run cannot happen here."""
+
+
+class ModelCodeError(Exception):
+    """The user's own code raised (while importing the file, building the model or making inputs).
+
+    `model_traceback` is the traceback of the user's exception, shown above the one-line error.
+    """
+
+    def __init__(self, message: str, model_traceback: str) -> None:
+        super().__init__(message)
+        self.model_traceback = model_traceback
+
+
+@dataclass(frozen=True)
+class DemoInfo:
+    name: str
+    path: Path
+    description: str
+    #: How many CUDA devices the demo needs (0: runs anywhere).
+    requires_cuda_devices: int = 0
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the user asked for: exactly one of `demo` and `path`."""
+
+    demo: str | None = None
+    path: Path | None = None
+    input_shapes: tuple[tuple[int, ...], ...] = ()
+    dtype: str = "float32"
+
+    @property
+    def label(self) -> str:
+        return f"demo {self.demo}" if self.demo else str(self.path)
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to run: on its device, in eval mode, with inputs on the same device."""
+
+    model: Any  # torch.nn.Module or torch.jit.ScriptModule
+    inputs: tuple[Any, ...]
+    label: str
+    kind: str  # "py" | "demo" | "torchscript"
+    is_scripted: bool
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- demos (no torch)
+
+
+def _demo_name(path: Path) -> str:
+    return path.stem.replace("_", "-")
+
+
+def _module_constants(path: Path) -> dict[str, Any]:
+    """Module-level literal assignments of a .py file, read with `ast` so nothing is executed."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        targets: list[ast.expr] = []
+        value: ast.expr | None = None
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        for target in targets:
+            if isinstance(target, ast.Name) and value is not None:
+                try:
+                    out[target.id] = ast.literal_eval(value)
+                except ValueError:
+                    pass
+    return out
+
+
+def list_demos() -> list[DemoInfo]:
+    """The built-in demos, sorted by name. Parses each file's DESCRIPTION without importing it (or torch)."""
+    demos = []
+    for path in sorted(DEMOS_DIR.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        consts = _module_constants(path)
+        description = consts.get("DESCRIPTION")
+        if not isinstance(description, str):
+            continue  # not a demo
+        needs = consts.get("REQUIRES_CUDA_DEVICES", 0)
+        demos.append(DemoInfo(_demo_name(path), path, " ".join(description.split()), int(needs or 0)))
+    return sorted(demos, key=lambda d: d.name)
+
+
+def demo_info(name: str) -> DemoInfo:
+    for demo in list_demos():
+        if demo.name == name:
+            return demo
+    names = ", ".join(d.name for d in list_demos())
+    raise ModelSourceError(f"no demo named {name!r}; the demos are: {names}")
+
+
+# ---------------------------------------------------------------- argument checks (no torch)
+
+
+def parse_input_shape(text: str) -> tuple[int, ...]:
+    """'8x64x35x35' -> (8, 64, 35, 35). Also accepts commas; every dimension must be a positive int."""
+    if not text.strip():
+        raise ModelSourceError(f"--input-shape {text!r} is empty; write it like 8x64x35x35")
+    parts = [p.strip() for p in re.split(r"[x,×*]", text.strip().lower())]
+    dims = []
+    for part in parts:
+        try:
+            dim = int(part)
+        except ValueError:
+            raise ModelSourceError(f"--input-shape {text!r}: {part!r} is not an integer; write it like 8x64x35x35") from None
+        if dim <= 0:
+            raise ModelSourceError(f"--input-shape {text!r}: dimensions must be positive")
+        dims.append(dim)
+    return tuple(dims)
+
+
+def is_torchscript_archive(path: Path) -> bool:
+    """A `torch.jit.save` archive is a zip file; anything ending in .py is Python source."""
+    if path.suffix == ".py":
+        return False
+    if path.suffix.lower() in _TORCHSCRIPT_SUFFIXES:
+        return True
+    return zipfile.is_zipfile(path)
+
+
+def check_spec(spec: ModelSpec) -> None:
+    """Checks that need no torch: exactly one source, the file exists, shapes only for archives, dtype known.
+
+    The runner calls this before it spawns a worker, so a typo fails in milliseconds.
+    """
+    if (spec.demo is None) == (spec.path is None):
+        raise ModelSourceError("give exactly one of --demo NAME and --model PATH")
+    if spec.dtype not in DTYPES:
+        raise ModelSourceError(f"--dtype {spec.dtype!r} is not one of: {', '.join(DTYPES)}")
+    if spec.demo is not None:
+        demo_info(spec.demo)
+        if spec.input_shapes:
+            raise ModelSourceError("--input-shape is for TorchScript archives; a demo makes its own inputs")
+        return
+    path = Path(spec.path)  # type: ignore[arg-type]
+    if not path.exists():
+        raise ModelSourceError(f"model file {path} does not exist")
+    if not path.is_file():
+        raise ModelSourceError(f"model path {path} is not a file")
+    if is_torchscript_archive(path):
+        if not spec.input_shapes:
+            raise ModelSourceError(
+                f"{path} is a TorchScript archive, which carries no example inputs: give --input-shape "
+                "(e.g. --input-shape 8x64x35x35, once per input) and optionally --dtype"
+            )
+    elif spec.input_shapes:
+        raise ModelSourceError(
+            "--input-shape is for TorchScript archives; a .py model gives its inputs with example_inputs()"
+        )
+
+
+# ---------------------------------------------------------------- loading (torch, worker only)
+
+
+def user_traceback(exc: BaseException, user_file: Path) -> str:
+    """The exception's traceback without branchscope's own frames above the user's file."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    user = str(user_file.resolve())
+    start = 0
+    for i, frame in enumerate(frames):
+        if str(Path(frame.filename).resolve()) == user:
+            start = i
+            break
+    lines = ["Traceback (most recent call last):\n"]
+    lines += traceback.format_list(frames[start:])
+    lines += traceback.format_exception_only(type(exc), exc)
+    return "".join(lines)
+
+
+def _import_file(path: Path) -> Any:
+    name = f"branchscope_model_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ModelSourceError(f"cannot import {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:  # noqa: BLE001 - any failure in user code is reported, not raised further
+        sys.modules.pop(name, None)
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            raise
+        raise ModelCodeError(
+            f"importing {path.name} raised {type(exc).__name__}: {exc}", user_traceback(exc, path)
+        ) from exc
+    return module
+
+
+def _cuda_device_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _to_device(value: Any, device: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, tuple):
+        return tuple(_to_device(v, device) for v in value)
+    if isinstance(value, list):
+        return [_to_device(v, device) for v in value]
+    if isinstance(value, dict):
+        return {k: _to_device(v, device) for k, v in value.items()}
+    return value
+
+
+def _load_py(path: Path, device: str, label: str, kind: str) -> LoadedModel:
+    import torch
+
+    module = _import_file(path)
+    missing = [fn for fn in ("build_model", "example_inputs") if not callable(getattr(module, fn, None))]
+    if missing:
+        what = "neither build_model() nor example_inputs()" if len(missing) == 2 else f"no {missing[0]}()"
+        raise ModelSourceError(f"{path.name} defines {what}; a model file needs build_model() and example_inputs()")
+    needs = int(getattr(module, "REQUIRES_CUDA_DEVICES", 0) or 0)
+    if needs:
+        have = _cuda_device_count()
+        if have < needs:
+            raise DemoUnavailableError(f"{label} needs at least {needs} CUDA devices; this machine has {have}")
+    try:
+        model = module.build_model()
+    except Exception as exc:
+        raise ModelCodeError(f"build_model() raised {type(exc).__name__}: {exc}", user_traceback(exc, path)) from exc
+    if not isinstance(model, torch.nn.Module):
+        raise ModelSourceError(f"build_model() in {path.name} returned {type(model).__name__}, not a torch.nn.Module")
+    try:
+        inputs = module.example_inputs()
+    except Exception as exc:
+        raise ModelCodeError(f"example_inputs() raised {type(exc).__name__}: {exc}", user_traceback(exc, path)) from exc
+    if isinstance(inputs, torch.Tensor):
+        inputs = (inputs,)
+    elif isinstance(inputs, list):
+        inputs = tuple(inputs)
+    if not isinstance(inputs, tuple):
+        raise ModelSourceError(
+            f"example_inputs() in {path.name} returned {type(inputs).__name__}; it must return a tuple of tensors"
+        )
+    if needs:
+        model = model.to("cuda:0")
+        inputs = _to_device(inputs, "cuda:0")
+    else:
+        model = model.to(device)
+        inputs = _to_device(inputs, device)
+    model.eval()
+    return LoadedModel(model, inputs, label, kind, isinstance(model, torch.jit.ScriptModule))
+
+
+def _load_torchscript(path: Path, shapes: tuple[tuple[int, ...], ...], dtype_name: str, device: str) -> LoadedModel:
+    import torch
+
+    try:
+        model = torch.jit.load(str(path), map_location=device)
+    except Exception as exc:
+        raise ModelSourceError(f"{path} is not a loadable TorchScript archive: {exc}".splitlines()[0]) from exc
+    dtype = getattr(torch, dtype_name)
+    gen = torch.Generator().manual_seed(0)
+    inputs: list[Any] = []
+    for shape in shapes:
+        if dtype.is_floating_point:
+            t = torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype)
+        elif dtype == torch.bool:
+            t = torch.randint(0, 2, shape, generator=gen).bool()
+        else:
+            t = torch.randint(0, 10, shape, generator=gen).to(dtype)
+        inputs.append(t.to(device))
+    model.eval()
+    return LoadedModel(model, tuple(inputs), str(path), "torchscript", True)
+
+
+def load_model(spec: ModelSpec, device: str = "cpu") -> LoadedModel:
+    """Loads the model and its inputs onto `device` in eval mode. Imports torch; call it in the worker.
+
+    Raises ModelSourceError (bad arguments or files), DemoUnavailableError (hardware missing), or
+    ModelCodeError (the user's code raised; carries its traceback).
+    """
+    check_spec(spec)
+    if spec.demo is not None:
+        info = demo_info(spec.demo)
+        return _load_py(info.path, device, f"demo {info.name}", "demo")
+    path = Path(spec.path)  # type: ignore[arg-type]
+    if is_torchscript_archive(path):
+        return _load_torchscript(path, spec.input_shapes, spec.dtype, device)
+    return _load_py(path, device, str(path), "py")

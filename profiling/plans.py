@@ -1,0 +1,486 @@
+"""Execution plans: the same model run sequentially, forked over the inter-op pool, or on CUDA streams.
+
+* `sequential` runs the model's own forward.
+* `fork` generates Python source for a module in which each branch of a region is a method, launched
+  with `torch.jit.fork` and joined with `torch.jit.wait`, and compiles it with TorchScript (`fork` runs
+  in parallel only inside TorchScript; in eager Python it runs the branch inline).
+* `streams` generates the same structure as eager Python in which each branch runs on its own
+  `torch.cuda.Stream`: the side stream first waits for the launching stream, inputs are marked with
+  `record_stream` so the caching allocator does not reuse them early, and the launching stream waits
+  for an event recorded after the branch.
+
+Every branch runs inside `record_function("branch: NAME")`, so the trace shows where it ran. The code
+is generated from the fx graph that `profiling.branches` analysed, node for node, so outputs match the
+model's (the worker measures the largest difference). This module imports torch: worker only.
+"""
+
+from __future__ import annotations
+
+import builtins
+import heapq
+import itertools
+import keyword
+import linecache
+import math
+import operator
+import re
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from profiling.branches import Branch, BranchAnalysis, Region
+
+MODES = ("sequential", "fork", "streams")
+
+
+class ModeUnavailable(Exception):
+    """The mode cannot run this model here (no branches, fx failed, no CUDA...); the message says why."""
+
+
+@dataclass
+class Plan:
+    mode: str
+    module: Callable[..., Any]
+    #: The generated Python source (fork and streams modes), for the user to read.
+    source: str | None = None
+
+    def __call__(self, *inputs: Any) -> Any:
+        return self.module(*inputs)
+
+
+# ---------------------------------------------------------------- comparing outputs
+
+
+def _flatten(value: Any) -> list[Any]:
+    if isinstance(value, list | tuple):
+        return [x for v in value for x in _flatten(v)]
+    if isinstance(value, dict):
+        return [x for k in sorted(value, key=str) for x in _flatten(value[k])]
+    return [value]
+
+
+def max_abs_diff(expected: Any, actual: Any) -> float:
+    """Largest absolute difference over all tensors of two (nested) outputs; inf if their structure differs."""
+    a, b = _flatten(expected), _flatten(actual)
+    if len(a) != len(b):
+        return math.inf
+    worst = 0.0
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            if x.shape != y.shape:
+                return math.inf
+            if x.numel():
+                diff = (x.detach().double().cpu() - y.detach().double().cpu()).abs()
+                worst = max(worst, float(torch.nan_to_num(diff, nan=math.inf).max()))
+        elif isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            return math.inf
+        elif isinstance(x, int | float) and isinstance(y, int | float):
+            worst = max(worst, abs(float(x) - float(y)))
+        elif x != y:
+            return math.inf
+    return worst
+
+
+# ---------------------------------------------------------------- CUDA stream operations
+
+
+class CudaStreamApi:
+    """The stream operations the `streams` plan calls; tests swap in a fake to check the plan on CPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def new_stream(self) -> Any:
+        return torch.cuda.Stream(device=self.device)
+
+    def current_stream(self) -> Any:
+        return torch.cuda.current_stream(self.device)
+
+    def stream(self, s: Any) -> Any:
+        return torch.cuda.stream(s)
+
+    def new_event(self) -> Any:
+        return torch.cuda.Event()
+
+    def record(self, value: Any, stream: Any) -> None:
+        """`record_stream` on every tensor of a (nested) value: it is in use on `stream` too."""
+        for t in _flatten(value):
+            if isinstance(t, torch.Tensor) and t.is_cuda:
+                t.record_stream(stream)
+
+
+# ---------------------------------------------------------------- code generation
+
+_BINARY = {
+    operator.add: "+",
+    operator.sub: "-",
+    operator.mul: "*",
+    operator.truediv: "/",
+    operator.floordiv: "//",
+    operator.mod: "%",
+    operator.pow: "**",
+    operator.matmul: "@",
+    operator.and_: "&",
+    operator.or_: "|",
+    operator.xor: "^",
+    operator.lshift: "<<",
+    operator.rshift: ">>",
+    operator.eq: "==",
+    operator.ne: "!=",
+    operator.lt: "<",
+    operator.le: "<=",
+    operator.gt: ">",
+    operator.ge: ">=",
+}
+_UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~", operator.not_: "not "}
+
+
+def _ident(text: str) -> str:
+    name = re.sub(r"\W", "_", text)
+    if not name or name[0].isdigit() or keyword.iskeyword(name):
+        name = "_" + name
+    return name
+
+
+class _Codegen:
+    """Writes the plan module's source from an fx graph and its regions."""
+
+    def __init__(self, analysis: BranchAnalysis, mode: str) -> None:
+        assert analysis.graph_module is not None
+        self.gm = analysis.graph_module
+        self.types = analysis.value_types
+        self.mode = mode
+        self.order = {n: i for i, n in enumerate(self.gm.graph.nodes)}
+        self.attrs: dict[str, Any] = {}
+        self._attr_names: dict[str, str] = {}
+        self.globals: dict[str, Any] = {}
+        self._global_names: dict[int, str] = {}
+        self.methods: list[list[str]] = []
+        self.branch_count = 0
+        self._tmp = itertools.count()
+
+    # ---- names
+
+    def attr(self, target: str, kind: str) -> str:
+        """A flat attribute of the plan module for a submodule or parameter path of the model."""
+        if target not in self._attr_names:
+            name = f"{kind}_{_ident(target)}"
+            while name in self.attrs:
+                name += "_"
+            self._attr_names[target] = name
+            obj: Any = self.gm
+            for part in target.split("."):
+                obj = getattr(obj, part)
+            self.attrs[name] = obj
+        return self._attr_names[target]
+
+    def global_fn(self, fn: Any) -> str:
+        key = id(fn)
+        if key not in self._global_names:
+            base = _ident(getattr(fn, "__name__", "fn"))
+            name = f"_fn{len(self._global_names)}_{base}"
+            self._global_names[key] = name
+            self.globals[name] = fn
+        return self._global_names[key]
+
+    def var(self, node: fx.Node) -> str:
+        if node.op == "get_attr":
+            return f"self.{self.attr(str(node.target), 'p')}"
+        return f"v_{node.name}"
+
+    def ts_type(self, node: fx.Node) -> str:
+        return self.types.get(node.name, "Tensor")
+
+    # ---- values
+
+    def fmt(self, a: Any) -> str:
+        if isinstance(a, fx.Node):
+            return self.var(a)
+        if isinstance(a, tuple):
+            inner = ", ".join(self.fmt(x) for x in a)
+            return f"({inner},)" if len(a) == 1 else f"({inner})"
+        if isinstance(a, list):
+            return "[" + ", ".join(self.fmt(x) for x in a) + "]"
+        if isinstance(a, dict):
+            return "{" + ", ".join(f"{self.fmt(k)}: {self.fmt(v)}" for k, v in a.items()) + "}"
+        if isinstance(a, bool) or a is None or isinstance(a, int | str):
+            return repr(a)
+        if isinstance(a, float):
+            if math.isinf(a):
+                return "float('inf')" if a > 0 else "float('-inf')"
+            if math.isnan(a):
+                return "float('nan')"
+            return repr(a)
+        if isinstance(a, torch.dtype | torch.layout | torch.memory_format):
+            return str(a)  # "torch.float32", "torch.strided", "torch.contiguous_format"
+        if isinstance(a, torch.device):
+            return f"torch.device({str(a)!r})"
+        if a is Ellipsis:
+            return "..."
+        if isinstance(a, slice):
+            return f"slice({self.fmt(a.start)}, {self.fmt(a.stop)}, {self.fmt(a.step)})"
+        raise ModeUnavailable(f"cannot write a plan for an argument of type {type(a).__name__}: {a!r}")
+
+    def fmt_index(self, idx: Any) -> str:
+        if isinstance(idx, slice):
+            parts = ["" if v is None else self.fmt(v) for v in (idx.start, idx.stop, idx.step)]
+            return ":".join(parts[:2]) + (f":{parts[2]}" if parts[2] else "")
+        if isinstance(idx, tuple):
+            return ", ".join(self.fmt_index(i) for i in idx) or "()"
+        return self.fmt(idx)
+
+    def call_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        parts = [self.fmt(a) for a in args] + [f"{k}={self.fmt(v)}" for k, v in kwargs.items()]
+        return ", ".join(parts)
+
+    # ---- statements
+
+    def statement(self, node: fx.Node) -> str:
+        lhs = self.var(node)
+        if node.op == "call_module":
+            name = self.attr(str(node.target), "m")
+            return f"{lhs} = self.{name}({self.call_args(node.args, node.kwargs)})"
+        if node.op == "call_method":
+            obj, *rest = node.args
+            return f"{lhs} = {self.fmt(obj)}.{node.target}({self.call_args(tuple(rest), node.kwargs)})"
+        if node.op != "call_function":
+            raise ModeUnavailable(f"cannot write a plan for graph node {node.name} ({node.op})")
+        target = node.target
+        if target in _BINARY and len(node.args) == 2 and not node.kwargs:
+            return f"{lhs} = {self.fmt(node.args[0])} {_BINARY[target]} {self.fmt(node.args[1])}"
+        if target in _UNARY and len(node.args) == 1 and not node.kwargs:
+            return f"{lhs} = {_UNARY[target]}{self.fmt(node.args[0])}"
+        if target is operator.getitem:
+            return f"{lhs} = {self.fmt(node.args[0])}[{self.fmt_index(node.args[1])}]"
+        if target is builtins.getattr and len(node.args) == 2 and isinstance(node.args[1], str):
+            return f"{lhs} = {self.fmt(node.args[0])}.{node.args[1]}"
+        return f"{lhs} = {self.global_fn(target)}({self.call_args(node.args, node.kwargs)})"
+
+    # ---- blocks
+
+    def block(self, nodes: list[fx.Node], regions: list[Region], indent: str) -> list[str]:
+        """Statements for `nodes` (graph order) with each region's branches replaced by one launch."""
+        owner: dict[fx.Node, int] = {}
+        for k, region in enumerate(regions):
+            for branch in region.branches:
+                for n in branch.nodes:
+                    owner[n] = k
+        items: list[Any] = []  # fx.Node or Region
+        item_of: dict[fx.Node, int] = {}
+        first: list[int] = []
+        region_item: dict[int, int] = {}
+        for n in nodes:
+            if n in owner:
+                k = owner[n]
+                if k not in region_item:
+                    region_item[k] = len(items)
+                    items.append(regions[k])
+                    first.append(self.order[n])
+                item_of[n] = region_item[k]
+            else:
+                item_of[n] = len(items)
+                items.append(n)
+                first.append(self.order[n])
+        deps: list[set[int]] = [set() for _ in items]
+        for n in nodes:
+            for i in n.all_input_nodes:
+                if i in item_of and item_of[i] != item_of[n]:
+                    deps[item_of[n]].add(item_of[i])
+        users: list[list[int]] = [[] for _ in items]
+        for k, ds in enumerate(deps):
+            for d in ds:
+                users[d].append(k)
+        pending = [len(ds) for ds in deps]
+        ready = [(first[k], k) for k in range(len(items)) if pending[k] == 0]
+        heapq.heapify(ready)
+        lines: list[str] = []
+        emitted = 0
+        while ready:
+            _, k = heapq.heappop(ready)
+            emitted += 1
+            item = items[k]
+            if isinstance(item, Region):
+                lines += self.region(item, indent)
+            else:
+                lines.append(indent + self.statement(item))
+            for u in users[k]:
+                pending[u] -= 1
+                if pending[u] == 0:
+                    heapq.heappush(ready, (first[u], u))
+        if emitted != len(items):
+            raise ModeUnavailable("the branches found overlap in a way no plan can order")
+        return lines
+
+    def interface(self, branch: Branch) -> tuple[list[fx.Node], list[fx.Node]]:
+        """(values the branch reads from outside, its values used outside), in graph order."""
+        inside = set(branch.nodes)
+        ins: dict[fx.Node, None] = {}
+        outs: list[fx.Node] = []
+        for n in branch.nodes:
+            for i in n.all_input_nodes:
+                if i not in inside and i.op != "get_attr":
+                    ins[i] = None
+            if any(u not in inside for u in n.users):
+                outs.append(n)
+        return sorted(ins, key=self.order.__getitem__), outs
+
+    def branch_method(self, branch: Branch, ins: list[fx.Node], outs: list[fx.Node]) -> str:
+        name = f"_branch{self.branch_count}"
+        self.branch_count += 1
+        params = ", ".join(f"{self.var(i)}: {self.ts_type(i)}" for i in ins)
+        ret = f"Tuple[{', '.join(self.ts_type(o) for o in outs)}]" if outs else "Tuple[()]"
+        body = self.block(branch.nodes, branch.regions, " " * 12)
+        result = ", ".join(self.var(o) for o in outs)
+        lines = [
+            f"    def {name}(self{', ' if params else ''}{params}) -> {ret}:",
+            f"        with torch.autograd.profiler.record_function({('branch: ' + branch.name)!r}):",
+            *(body or [" " * 12 + "pass"]),
+            f"        return ({result}{',' if len(outs) == 1 else ''})",
+        ]
+        self.methods.append(lines)
+        return name
+
+    def region(self, region: Region, indent: str) -> list[str]:
+        launched = []
+        for branch in region.branches:
+            ins, outs = self.interface(branch)
+            launched.append((self.branch_method(branch, ins, outs), ins, outs, next(self._tmp)))
+        lines = [f"{indent}# region {region.id}: {len(region.branches)} branches from {region.fork}, joined at {region.join}"]
+        if self.mode == "fork":
+            for method, ins, _, t in launched:
+                args = "".join(f", {self.var(i)}" for i in ins)
+                lines.append(f"{indent}_fut{t} = torch.jit.fork(self.{method}{args})")
+            for _, _, outs, t in launched:
+                lines.append(f"{indent}_res{t} = torch.jit.wait(_fut{t})")
+                lines += [f"{indent}{self.var(o)} = _res{t}[{j}]" for j, o in enumerate(outs)]
+            return lines
+        # streams: each branch on its own stream, after the launching stream's work so far
+        lines.append(f"{indent}_cur{launched[0][3]} = _api.current_stream()")
+        cur = f"_cur{launched[0][3]}"
+        for method, ins, _, t in launched:
+            args = ", ".join(self.var(i) for i in ins)
+            stream = f"self._streams[{t}]"
+            lines += [
+                f"{indent}{stream}.wait_stream({cur})",
+                f"{indent}with _api.stream({stream}):",
+                f"{indent}    _res{t} = self.{method}({args})",
+                f"{indent}_api.record(({args}{',' if ins else ''}), {stream})",
+                f"{indent}_ev{t} = _api.new_event()",
+                f"{indent}_ev{t}.record({stream})",
+            ]
+        for _, _, outs, t in launched:
+            lines += [f"{indent}{cur}.wait_event(_ev{t})", f"{indent}_api.record(_res{t}, {cur})"]
+            lines += [f"{indent}{self.var(o)} = _res{t}[{j}]" for j, o in enumerate(outs)]
+        return lines
+
+    def module_source(self, class_name: str) -> str:
+        graph = self.gm.graph
+        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        compute = [n for n in graph.nodes if n.op in ("call_module", "call_function", "call_method")]
+        output = next(n for n in graph.nodes if n.op == "output")
+        params = []
+        for p in placeholders:
+            default = f" = {self.fmt(p.args[0])}" if p.args else ""
+            params.append(f"{self.var(p)}: {self.ts_type(p)}{default}")
+        body = self.block(compute, self.regions, " " * 8)
+        forward = [
+            f"    def forward(self{', ' if params else ''}{', '.join(params)}):",
+            *body,
+            f"        return {self.fmt(output.args[0])}",
+        ]
+        head = [f"class {class_name}(_PlanModule):", f'    """Generated by branchscope ({self.mode} mode)."""', ""]
+        parts = head + forward
+        for method in sorted(self.methods, key=lambda m: int(m[0].split("(")[0].rsplit("_branch", 1)[1])):
+            parts += [""] + method
+        return "\n".join(parts) + "\n"
+
+    regions: list[Region] = []
+
+
+class _PlanModule(torch.nn.Module):
+    """Base of generated plans: holds the model's modules and tensors under flat attribute names."""
+
+    def __init__(self, attrs: dict[str, Any]) -> None:
+        super().__init__()
+        for name, value in attrs.items():
+            if isinstance(value, torch.nn.Module):
+                self.add_module(name, value)
+            elif isinstance(value, torch.nn.Parameter):
+                self.register_parameter(name, value)
+            elif isinstance(value, torch.Tensor):
+                self.register_buffer(name, value)
+            else:
+                setattr(self, name, value)
+
+
+_plan_counter = itertools.count()
+
+
+def generate_plan_module(analysis: BranchAnalysis, mode: str, api: CudaStreamApi | None = None) -> tuple[Any, str]:
+    """The plan as an (unscripted) nn.Module and its source. `mode` is "fork" or "streams"."""
+    if analysis.graph_module is None:
+        raise ModeUnavailable(f"{mode} mode needs the model's graph, but {analysis.fx_error}")
+    if not analysis.regions:
+        why = "; ".join(analysis.notes)
+        raise ModeUnavailable(
+            f"{mode} mode needs parallel branches, and torch.fx found none in this model" + (f" ({why})" if why else "")
+        )
+    gen = _Codegen(analysis, mode)
+    gen.regions = analysis.regions
+    class_name = f"BranchscopePlan{next(_plan_counter)}"
+    source = gen.module_source(class_name)
+    filename = f"<branchscope-{mode}-plan-{class_name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    namespace: dict[str, Any] = {
+        "__name__": f"branchscope_plans_{class_name}",
+        "torch": torch,
+        "Tensor": torch.Tensor,
+        "_PlanModule": _PlanModule,
+        "_api": api,
+        **{k: getattr(__import__("typing"), k) for k in ("List", "Tuple", "Optional", "Dict")},
+        **gen.globals,
+    }
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own generated source
+    module = namespace[class_name](gen.attrs)
+    if mode == "streams":
+        module._streams = [api.new_stream() for _ in range(gen.branch_count)] if api is not None else []
+    module.eval()
+    return module, source
+
+
+def build_fork_plan(analysis: BranchAnalysis) -> Plan:
+    module, source = generate_plan_module(analysis, "fork")
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*torch.jit.script.*deprecated", category=DeprecationWarning)
+            scripted = torch.jit.script(module)
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise ModeUnavailable(f"fork mode: TorchScript could not compile the generated plan: {first}") from exc
+    return Plan("fork", scripted, source)
+
+
+def build_streams_plan(analysis: BranchAnalysis, device: Any, api: CudaStreamApi | None = None) -> Plan:
+    if api is None:
+        if not torch.cuda.is_available() or torch.device(device).type != "cuda":
+            raise ModeUnavailable("multi-stream needs CUDA: this machine has no CUDA device torch can use")
+        api = CudaStreamApi(torch.device(device))
+    module, source = generate_plan_module(analysis, "streams", api)
+    return Plan("streams", module, source)
+
+
+def build_plan(mode: str, model: Any, analysis: BranchAnalysis, device: Any = "cpu") -> Plan:
+    """The plan for `mode`; raises ModeUnavailable with a one-line reason when it cannot apply."""
+    if mode == "sequential":
+        return Plan("sequential", model)
+    if mode == "streams":
+        if not torch.cuda.is_available() or torch.device(device).type != "cuda":
+            raise ModeUnavailable("multi-stream needs CUDA: this machine has no CUDA device torch can use")
+        return build_streams_plan(analysis, device)
+    if mode == "fork":
+        return build_fork_plan(analysis)
+    raise ModeUnavailable(f"unknown mode {mode!r}; the modes are {', '.join(MODES)}")

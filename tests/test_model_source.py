@@ -1,0 +1,137 @@
+"""Model sources: .py files, TorchScript archives and demos; clear errors naming what is missing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from profiling.model_source import (
+    DemoUnavailableError,
+    ModelCodeError,
+    ModelSourceError,
+    ModelSpec,
+    check_spec,
+    list_demos,
+    load_model,
+    parse_input_shape,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
+CPU_DEMOS = ["inception", "lstm-ensemble", "twin-mm"]
+
+
+def test_list_demos_names_descriptions_and_requirements():
+    demos = {d.name: d for d in list_demos()}
+    assert sorted(demos) == ["dataparallel-imbalance", "inception", "lstm-ensemble", "twin-mm"]
+    for demo in demos.values():
+        assert demo.path.is_file() and demo.path.suffix == ".py"
+        assert len(demo.description) > 20 and "\n" not in demo.description
+    assert demos["dataparallel-imbalance"].requires_cuda_devices == 2
+    assert demos["inception"].requires_cuda_devices == 0
+
+
+def test_list_demos_and_checks_do_not_import_torch():
+    code = (
+        "import sys; from profiling.model_source import list_demos, check_spec, ModelSpec;"
+        "list_demos(); check_spec(ModelSpec(demo='twin-mm'));"
+        "sys.exit(1 if 'torch' in sys.modules else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "shape"), [("8x64x35x35", (8, 64, 35, 35)), ("3", (3,)), ("2,5", (2, 5)), (" 4X7 ", (4, 7))]
+)
+def test_parse_input_shape(text, shape):
+    assert parse_input_shape(text) == shape
+
+
+@pytest.mark.parametrize("text", ["", "8xx", "8x-1", "axb", "0x3"])
+def test_parse_input_shape_rejects(text):
+    with pytest.raises(ModelSourceError, match="--input-shape"):
+        parse_input_shape(text)
+
+
+def test_check_spec_errors_name_the_problem(tmp_path):
+    with pytest.raises(ModelSourceError, match="exactly one of --demo"):
+        check_spec(ModelSpec())
+    with pytest.raises(ModelSourceError, match="no demo named 'nope'.*twin-mm"):
+        check_spec(ModelSpec(demo="nope"))
+    with pytest.raises(ModelSourceError, match="does not exist"):
+        check_spec(ModelSpec(path=tmp_path / "missing.py"))
+    with pytest.raises(ModelSourceError, match="--input-shape is for TorchScript archives"):
+        check_spec(ModelSpec(path=MODELS / "two_tower.py", input_shapes=((2, 3),)))
+    archive = tmp_path / "m.pt"
+    archive.write_bytes(b"PK\x03\x04")
+    with pytest.raises(ModelSourceError, match="TorchScript archive.*--input-shape"):
+        check_spec(ModelSpec(path=archive))
+    with pytest.raises(ModelSourceError, match="--dtype 'float7'"):
+        check_spec(ModelSpec(demo="twin-mm", dtype="float7"))
+
+
+def test_missing_build_model_is_named():
+    with pytest.raises(ModelSourceError, match=r"no_build_model.py defines no build_model\(\)"):
+        load_model(ModelSpec(path=MODELS / "no_build_model.py"))
+    with pytest.raises(ModelSourceError, match=r"neither build_model\(\) nor example_inputs\(\)"):
+        load_model(ModelSpec(path=MODELS / "empty_model.py"))
+
+
+def test_build_model_raising_carries_the_model_traceback():
+    with pytest.raises(ModelCodeError, match="build_model.. raised RuntimeError: weights file missing") as info:
+        load_model(ModelSpec(path=MODELS / "raises_in_build.py"))
+    tb = info.value.model_traceback
+    assert "raises_in_build.py" in tb and 'raise RuntimeError("weights file missing' in tb
+    assert "model_source.py" not in tb  # branchscope's own frames are left out
+
+
+def test_py_model_loads_in_eval_mode_with_all_inputs():
+    loaded = load_model(ModelSpec(path=MODELS / "two_tower.py"))
+    assert loaded.kind == "py" and not loaded.model.training
+    assert [tuple(t.shape) for t in loaded.inputs] == [(8, 32), (8, 32)]
+
+
+def test_torchscript_archive_with_shapes_and_dtype(tmp_path):
+    import torch
+
+    loaded = load_model(ModelSpec(path=MODELS / "two_tower.py"))
+    archive = tmp_path / "two_tower.pt"
+    torch.jit.save(torch.jit.script(loaded.model), str(archive))
+    ts = load_model(ModelSpec(path=archive, input_shapes=((4, 32), (4, 32)), dtype="float64"))
+    assert ts.kind == "torchscript" and ts.is_scripted
+    assert [tuple(t.shape) for t in ts.inputs] == [(4, 32), (4, 32)]
+    assert all(t.dtype == torch.float64 for t in ts.inputs)
+    with torch.no_grad():
+        out = ts.model.double()(*ts.inputs)
+    assert tuple(out.shape) == (4, 1)
+
+
+def test_not_an_archive_is_reported(tmp_path):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a zip at all")
+    with pytest.raises(ModelSourceError, match="not a loadable TorchScript archive"):
+        load_model(ModelSpec(path=bad, input_shapes=((2,),)))
+
+
+def test_dataparallel_demo_says_it_needs_two_gpus():
+    import torch
+
+    if torch.cuda.device_count() >= 2:
+        pytest.skip("this machine has 2 CUDA devices")
+    with pytest.raises(DemoUnavailableError, match="needs at least 2 CUDA devices"):
+        load_model(ModelSpec(demo="dataparallel-imbalance"))
+
+
+@pytest.mark.parametrize("name", CPU_DEMOS)
+def test_cpu_demos_build_and_run(name):
+    import torch
+
+    loaded = load_model(ModelSpec(demo=name))
+    assert loaded.kind == "demo"
+    with torch.no_grad():
+        out = loaded.model(*loaded.inputs)
+    assert isinstance(out, torch.Tensor) and torch.isfinite(out).all()

@@ -1,0 +1,184 @@
+"""Execution plans: generated fork / streams modules give the model's outputs and mark their branches."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from profiling.branches import find_branches
+from profiling.model_source import ModelSpec, load_model
+from profiling.plans import (
+    ModeUnavailable,
+    build_plan,
+    build_streams_plan,
+    generate_plan_module,
+    max_abs_diff,
+)
+
+MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
+CPU_DEMOS = ["inception", "lstm-ensemble", "twin-mm"]
+
+
+def _prepare(spec):
+    loaded = load_model(spec)
+    return loaded, find_branches(loaded.model, loaded.inputs)
+
+
+def _outputs(fn, inputs):
+    with torch.no_grad():
+        return fn(*inputs)
+
+
+@pytest.mark.parametrize("name", CPU_DEMOS)
+def test_fork_plan_matches_the_model_for_every_cpu_demo(name):
+    loaded, analysis = _prepare(ModelSpec(demo=name))
+    plan = build_plan("fork", loaded.model, analysis)
+    assert isinstance(plan.module, torch.jit.ScriptModule)
+    diff = max_abs_diff(_outputs(loaded.model, loaded.inputs), _outputs(plan, loaded.inputs))
+    assert diff <= 1e-5
+
+
+def test_fork_plan_matches_a_two_input_model():
+    loaded, analysis = _prepare(ModelSpec(path=MODELS / "two_tower.py"))
+    plan = build_plan("fork", loaded.model, analysis)
+    assert max_abs_diff(_outputs(loaded.model, loaded.inputs), _outputs(plan, loaded.inputs)) <= 1e-5
+
+
+def test_fork_source_forks_waits_and_marks_every_branch():
+    loaded, analysis = _prepare(ModelSpec(demo="lstm-ensemble"))
+    plan = build_plan("fork", loaded.model, analysis)
+    names = [row["name"] for row in analysis.to_json()]
+    assert plan.source.count("torch.jit.fork(") == len(names) == 12
+    assert plan.source.count("torch.jit.wait(") == 12
+    for name in names:
+        assert f"record_function('branch: {name}')" in plan.source
+
+
+def test_forked_branches_run_on_inter_op_threads():
+    import threading
+
+    loaded, analysis = _prepare(ModelSpec(demo="twin-mm"))
+    plan = build_plan("fork", loaded.model, analysis)
+    _outputs(plan, loaded.inputs)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        _outputs(plan, loaded.inputs)
+    branch_threads = {
+        e.name: e.thread for e in prof.events() if e.name in ("branch: Wy", "branch: Wz")
+    }
+    assert set(branch_threads) == {"branch: Wy", "branch: Wz"}
+    main = threading.get_native_id()
+    assert all(tid != main for tid in branch_threads.values())
+
+
+def test_sequential_plan_is_the_model_itself():
+    loaded, analysis = _prepare(ModelSpec(demo="twin-mm"))
+    plan = build_plan("sequential", loaded.model, analysis)
+    assert plan.module is loaded.model and plan.source is None
+
+
+def test_streams_without_cuda_cannot_run():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    loaded, analysis = _prepare(ModelSpec(demo="twin-mm"))
+    with pytest.raises(ModeUnavailable, match="multi-stream needs CUDA"):
+        build_plan("streams", loaded.model, analysis)
+
+
+class _FakeStream:
+    def __init__(self, log, k):
+        self.log, self.k = log, k
+
+    def wait_stream(self, other):
+        self.log.append(("wait_stream", self.k, other.k))
+
+    def wait_event(self, event):
+        self.log.append(("wait_event", self.k, event.stream))
+
+    def __repr__(self):
+        return f"stream{self.k}"
+
+
+class _FakeEvent:
+    def __init__(self, log):
+        self.log, self.stream = log, None
+
+    def record(self, stream):
+        self.stream = stream.k
+        self.log.append(("record_event", stream.k))
+
+
+class _FakeStreamApi:
+    """CUDA's stream calls, logged: checks the streams plan's ordering on a CPU-only machine."""
+
+    def __init__(self):
+        self.log, self.current, self.count = [], None, 0
+        self.main = _FakeStream(self.log, "main")
+        self.current = self.main
+
+    def new_stream(self):
+        self.count += 1
+        return _FakeStream(self.log, self.count - 1)
+
+    def current_stream(self):
+        return self.current
+
+    @contextlib.contextmanager
+    def stream(self, s):
+        previous, self.current = self.current, s
+        self.log.append(("enter", s.k))
+        try:
+            yield
+        finally:
+            self.current = previous
+            self.log.append(("exit", s.k))
+
+    def new_event(self):
+        return _FakeEvent(self.log)
+
+    def record(self, value, stream):
+        self.log.append(("record_stream", stream.k, len(value) if isinstance(value, tuple) else 1))
+
+
+def test_streams_plan_orders_each_branch_on_its_own_stream():
+    loaded, analysis = _prepare(ModelSpec(demo="inception"))
+    api = _FakeStreamApi()
+    plan = build_streams_plan(analysis, "cpu", api)
+    assert max_abs_diff(_outputs(loaded.model, loaded.inputs), _outputs(plan, loaded.inputs)) <= 1e-5
+    entered = [k for op, k, *_ in api.log if op == "enter"]
+    assert entered == [0, 1, 2, 3]  # four branches, four streams
+    for k in range(4):
+        before = api.log.index(("enter", k))
+        assert api.log[before - 1] == ("wait_stream", k, "main")  # starts after the launching stream
+        assert ("record_event", k) in api.log
+        assert ("wait_event", "main", k) in api.log  # the join waits for the branch
+    assert "_api.record(" in plan.source
+
+
+def test_fork_needs_branches_and_says_why():
+    loaded, analysis = _prepare(ModelSpec(path=MODELS / "no_branches.py"))
+    with pytest.raises(ModeUnavailable, match="found none"):
+        build_plan("fork", loaded.model, analysis)
+    loaded, analysis = _prepare(ModelSpec(path=MODELS / "data_dependent.py"))
+    with pytest.raises(ModeUnavailable, match="control flow"):
+        build_plan("fork", loaded.model, analysis)
+
+
+def test_generated_source_is_plain_python_with_flat_attributes():
+    _, analysis = _prepare(ModelSpec(demo="inception"))
+    module, source = generate_plan_module(analysis, "fork")
+    assert "self.m_branch5x5_1_conv(" in source
+    assert isinstance(module, nn.Module)
+    compile(source, "<plan>", "exec")
+
+
+def test_max_abs_diff_over_nested_outputs():
+    a = (torch.zeros(2), [torch.ones(3)], {"k": torch.full((1,), 2.0)})
+    b = (torch.zeros(2), [torch.ones(3) + 0.25], {"k": torch.full((1,), 2.0)})
+    assert max_abs_diff(a, a) == 0.0
+    assert max_abs_diff(a, b) == pytest.approx(0.25)
+    assert max_abs_diff(a, (torch.zeros(2),)) == float("inf")
+    assert max_abs_diff(torch.zeros(2), torch.zeros(3)) == float("inf")

@@ -1,0 +1,175 @@
+"""`branchscope demos` / `branchscope profile` and the runner engine: exit codes, messages, cleanup."""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from app import cmd_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
+
+
+def cli(argv: list[str]) -> int:
+    """The sub-commands as app/cli.py wires them: register() on a subparsers action, then handler(args)."""
+    parser = argparse.ArgumentParser(prog="branchscope")
+    cmd_profile.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    return int(args.handler(args))
+
+
+def profile(out: Path, *args: str) -> list[str]:
+    return ["profile", *args, "--steps", "2", "--warmup", "1", "--out", str(out)]
+
+
+def _last_line(text: str) -> str:
+    return text.rstrip("\n").splitlines()[-1]
+
+
+def _no_children_left() -> None:
+    alive = [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+
+
+def test_demos_prints_one_line_per_demo(capsys):
+    assert cli(["demos"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["dataparallel-imbalance", "inception", "lstm-ensemble", "twin-mm"]
+    assert "needs 2 CUDA devices" in lines[0]
+
+
+def test_cli_and_runner_modules_do_not_import_torch():
+    code = (
+        "import sys, app.cmd_profile, profiling.runner, profiling.cpu_sampler;"
+        "sys.exit(1 if 'torch' in sys.modules else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--demo", "twin-mm", "--mode", "fork", "--interop", "0", "--intra", "1"], "--interop must be at least 1"),
+        (["--demo", "nope", "--mode", "fork", "--interop", "1", "--intra", "1"], "no demo named 'nope'"),
+        (["--model", "missing.py", "--mode", "fork", "--interop", "1", "--intra", "1"], "does not exist"),
+    ],
+)
+def test_bad_arguments_exit_2_before_any_worker(tmp_path, capsys, args, message):
+    assert cli(profile(tmp_path, *args)) == 2
+    err = capsys.readouterr().err
+    assert _last_line(err).startswith("error: ") and message in _last_line(err)
+    assert "Traceback" not in err
+    assert not (tmp_path / "worker.log").exists()
+
+
+@pytest.mark.slow
+def test_profile_writes_trace_with_cpu_samples_and_prints_summary(tmp_path, capsys):
+    assert cli(profile(tmp_path, "--demo", "twin-mm", "--mode", "sequential", "--interop", "1", "--intra", "1")) == 0
+    out = capsys.readouterr().out
+    assert "sequential mode, 1 inter-op × 1 intra-op" in out and "median" in out and "Wy" in out
+    run = json.loads((tmp_path / "run.json").read_text())
+    with gzip.open(tmp_path / "trace.json.gz", "rt") as f:
+        trace = json.load(f)
+    samples = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_sample"]
+    main = [e for e in samples if e["tid"] == run["main_tid"]]
+    assert main and all(e["ph"] == "C" and e["pid"] == run["pid"] for e in samples)
+    assert main[0]["name"].startswith(f"thread {run['main_tid']} (")
+    assert all(0.0 <= e["args"]["cpu_pct"] <= 100.0 for e in samples)
+    assert trace["branchscope"]["main_tid"] == run["main_tid"]
+    _no_children_left()
+
+
+@pytest.mark.slow
+def test_missing_build_model_exits_2_naming_it(tmp_path, capsys):
+    code = cli(profile(tmp_path, "--model", str(MODELS / "no_build_model.py"), "--mode", "sequential", "--interop", "1", "--intra", "1"))
+    assert code == 2
+    err = capsys.readouterr().err
+    assert _last_line(err) == (
+        "error: no_build_model.py defines no build_model(); a model file needs build_model() and example_inputs()"
+    )
+    assert "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_model_raising_exits_2_with_its_traceback_above_the_error(tmp_path, capsys):
+    code = cli(profile(tmp_path, "--model", str(MODELS / "raises_in_forward.py"), "--mode", "sequential", "--interop", "1", "--intra", "1"))
+    assert code == 2
+    err = capsys.readouterr().err
+    lines = err.rstrip("\n").splitlines()
+    assert lines[-1].startswith("error: the model raised ValueError") and "expected 4 dims" in lines[-1]
+    assert lines[0] == "Traceback (most recent call last):"
+    assert any("raises_in_forward.py" in line and "check_shape" in line for line in lines)
+    assert not any("profiling/" in line for line in lines[:-1])  # no branchscope frames
+
+
+@pytest.mark.slow
+def test_streams_without_cuda_exits_3(tmp_path, capsys):
+    import shutil
+
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine may have CUDA")
+    assert cli(profile(tmp_path, "--demo", "twin-mm", "--mode", "streams", "--interop", "1", "--intra", "1")) == 3
+    assert _last_line(capsys.readouterr().err).startswith("error: multi-stream needs CUDA")
+
+
+@pytest.mark.slow
+def test_fork_without_branches_exits_3_saying_why(tmp_path, capsys):
+    assert cli(profile(tmp_path, "--model", str(MODELS / "no_branches.py"), "--mode", "fork", "--interop", "2", "--intra", "1")) == 3
+    assert "found none" in _last_line(capsys.readouterr().err)
+
+
+@pytest.mark.slow
+def test_worker_killed_by_a_signal_exits_4_naming_it(tmp_path, capsys):
+    assert cli(profile(tmp_path, "--model", str(MODELS / "segfault.py"), "--mode", "sequential", "--interop", "1", "--intra", "1")) == 4
+    err = capsys.readouterr().err
+    assert "SIGSEGV" in _last_line(err) and _last_line(err).startswith("error: ")
+    assert "segfault.py" in err  # the crash report (faulthandler) names the model's line
+    _no_children_left()
+
+
+@pytest.mark.slow
+def test_timeout_exits_4_and_leaves_nothing_running(tmp_path, capsys, monkeypatch):
+    marker = f"branchscope-test-{uuid.uuid4().hex}"
+    monkeypatch.setenv("BRANCHSCOPE_TEST_MARKER", marker)
+    args = profile(tmp_path, "--model", str(MODELS / "hangs.py"), "--mode", "sequential", "--interop", "1", "--intra", "1")
+    assert cli([*args, "--timeout", "5"]) == 4
+    assert "--timeout 5 s" in _last_line(capsys.readouterr().err)
+    _no_children_left()
+    leftovers = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        if marker in (p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE:
+            leftovers.append(p.pid)
+    assert leftovers == []  # the model's own child process was killed with the worker's group
+
+
+@pytest.mark.slow
+def test_runner_jsonl_for_the_gui(tmp_path):
+    cmd = [sys.executable, "-m", "profiling.runner", "--demo", "twin-mm", "--mode", "fork", "--interop", "2",
+           "--intra", "1", "--steps", "3", "--warmup", "1", "--out", str(tmp_path), "--jsonl"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert events[:3] == [{"event": "progress", "step": i, "of": 3} for i in (1, 2, 3)]
+    assert events[3]["event"] == "done" and events[3]["out"] == str(tmp_path)
+    assert events[3]["run"]["mode"] == "fork" and events[3]["run"]["max_abs_diff"] <= 1e-5
+    assert len(events) == 4
+
+
+@pytest.mark.slow
+def test_runner_jsonl_error_line(tmp_path):
+    cmd = [sys.executable, "-m", "profiling.runner", "--model", str(MODELS / "no_build_model.py"), "--mode",
+           "sequential", "--interop", "1", "--intra", "1", "--out", str(tmp_path), "--jsonl"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    (event,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert event["event"] == "error" and "build_model()" in event["message"]
