@@ -178,7 +178,8 @@ class RunController(QObject):
         proc = job.process
         if proc.state() != QProcess.ProcessState.NotRunning:
             proc.terminate()
-            QTimer.singleShot(CANCEL_GRACE_MS, lambda: self._kill_if_running(job))
+            # The process is the timer's context: if it is deleted first, the timer never fires.
+            QTimer.singleShot(CANCEL_GRACE_MS, proc, lambda: self._kill_if_running(job))
         self.canceled.emit(job.spec)
 
     def _kill_if_running(self, job: _Job) -> None:
