@@ -137,7 +137,8 @@ def branch_assignment(trace: Trace) -> BranchAssignment:
     branch_name_ids = [i for i, name in enumerate(trace.names) if name.startswith(BRANCH_PREFIX)]
     if not branch_name_ids:
         return BranchAssignment([], event_branch)
-    names = [trace.names[i][len(BRANCH_PREFIX):] for i in branch_name_ids]
+    # Labels are ASCII in traces ("a -> b": TorchScript drops other labels); show the arrow.
+    names = [trace.names[i][len(BRANCH_PREFIX):].replace(" -> ", " → ") for i in branch_name_ids]
     branch_of_name = np.full(len(trace.names), -1, dtype=np.int32)
     branch_of_name[branch_name_ids] = np.arange(len(branch_name_ids), dtype=np.int32)
     annotations = np.flatnonzero(branch_of_name[trace.name_id] >= 0)

@@ -337,7 +337,7 @@ class _Codegen:
         result = ", ".join(self.var(o) for o in outs)
         lines = [
             f"    def {name}(self{', ' if params else ''}{params}) -> {ret}:",
-            f"        with torch.autograd.profiler.record_function({('branch: ' + branch.name)!r}):",
+            f"        with torch.autograd.profiler.record_function({branch_label(branch.name)!r}):",
             *(body or [" " * 12 + "pass"]),
             f"        return ({result}{',' if len(outs) == 1 else ''})",
         ]
@@ -473,9 +473,55 @@ def build_streams_plan(analysis: BranchAnalysis, device: Any, api: CudaStreamApi
     return Plan("streams", module, source)
 
 
+def branch_label(name: str) -> str:
+    """The `record_function` label of a branch in traces.
+
+    ASCII only: a TorchScript `record_function` with a non-ASCII name ("a → b") shows up in the
+    trace as "unknown", so the arrow is written "->" (the views turn it back into "→").
+    """
+    return "branch: " + name.replace(" → ", " -> ")
+
+
+def annotate_branches_with_hooks(model: Any, analysis: BranchAnalysis) -> list[Any]:
+    """Mark each branch in the model's *own* forward with `record_function("branch: NAME")`.
+
+    Sequential mode runs the model as it is, so its branches are marked from outside: a
+    forward pre-hook on the branch's first submodule opens the range and a forward hook on its
+    last submodule closes it. Branches with no submodule (plain functions on parameters) stay
+    unmarked. Returns the hook handles (call `.remove()` to take them off).
+    """
+    if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
+        return []
+    handles: list[Any] = []
+    for _region, branch, _parent in analysis.walk():
+        modules = [n.target for n in branch.nodes if n.op == "call_module"]
+        if not modules:
+            continue
+        try:
+            first, last = model.get_submodule(modules[0]), model.get_submodule(modules[-1])
+        except AttributeError:
+            continue
+        label = branch_label(branch.name)
+        open_ranges: list[Any] = []
+
+        def enter(_module: Any, _args: Any, label: str = label, open_ranges: list[Any] = open_ranges) -> None:
+            rf = torch.autograd.profiler.record_function(label)
+            rf.__enter__()
+            open_ranges.append(rf)
+
+        def leave(_module: Any, _args: Any, _out: Any, open_ranges: list[Any] = open_ranges) -> None:
+            if open_ranges:
+                open_ranges.pop().__exit__(None, None, None)
+
+        handles.append(first.register_forward_pre_hook(enter))
+        handles.append(last.register_forward_hook(leave))
+    return handles
+
+
 def build_plan(mode: str, model: Any, analysis: BranchAnalysis, device: Any = "cpu") -> Plan:
     """The plan for `mode`; raises ModeUnavailable with a one-line reason when it cannot apply."""
     if mode == "sequential":
+        annotate_branches_with_hooks(model, analysis)
         return Plan("sequential", model)
     if mode == "streams":
         if not torch.cuda.is_available() or torch.device(device).type != "cuda":

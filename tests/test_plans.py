@@ -182,3 +182,38 @@ def test_max_abs_diff_over_nested_outputs():
     assert max_abs_diff(a, b) == pytest.approx(0.25)
     assert max_abs_diff(a, (torch.zeros(2),)) == float("inf")
     assert max_abs_diff(torch.zeros(2), torch.zeros(3)) == float("inf")
+
+
+def _profiled_branch_labels(plan, inputs, tmp_path):
+    from torch.profiler import ProfilerActivity, profile
+
+    from profiling import load_trace
+    from profiling.analyses import branch_assignment
+
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        plan(*inputs)
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    trace = load_trace(path)
+    return trace, branch_assignment(trace)
+
+
+@pytest.mark.parametrize("mode", ["sequential", "fork"])
+def test_every_inception_branch_is_marked_by_name_in_the_trace(mode, tmp_path):
+    loaded, analysis = _prepare(ModelSpec(demo="inception"))
+    plan = build_plan(mode, loaded.model, analysis)
+    trace, assignment = _profiled_branch_labels(plan, loaded.inputs, tmp_path)
+    expected = {branch.name for _, branch, _ in analysis.walk()}
+    assert len(expected) == 4
+    assert set(assignment.names) == expected
+    assert "unknown" not in trace.names
+    # The convolutions of each branch are attributed to it.
+    convs = [i for i in range(len(trace)) if trace.event_name(i) == "aten::conv2d"]
+    assert convs and all(assignment.event_branch[i] >= 0 for i in convs)
+
+
+def test_sequential_plan_still_runs_the_models_own_forward():
+    loaded, analysis = _prepare(ModelSpec(demo="inception"))
+    plan = build_plan("sequential", loaded.model, analysis)
+    assert plan.module is loaded.model
+    assert max_abs_diff(_outputs(loaded.model, loaded.inputs), _outputs(plan, loaded.inputs)) == 0.0
