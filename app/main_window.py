@@ -643,15 +643,16 @@ class MainWindow(QMainWindow):
         self.entryShown.emit(k)
 
     def _centre_sizes(self) -> list[int]:
-        """The timeline gets what its lanes need (up to most of the height), the charts the rest."""
+        """The timeline gets what its lanes need (up to what leaves the charts readable); the
+        thread-pool and memory charts share the rest, 60:40, so a one-lane run leaves no blank."""
         total = sum(self.centre.sizes()) or 900
-        mem = max(80, min(72 * max(1, len(self.memory.series)) + 10, total // 4))
-        pool = max(200, total // 4)
+        mem_min = max(80, min(72 * max(1, len(self.memory.series)) + 10, total // 4))
+        pool_min = max(200, total // 4)
         need = self.timeline.content_height + 40
-        timeline = max(220, min(need, total - mem - pool))
-        # Lanes that fit leave room: the thread-pool charts may grow to 45% of the height.
-        pool = max(pool, min(total - mem - timeline, int(total * 0.45)))
-        return [total - mem - pool, pool, mem]
+        timeline = max(120, min(need, total - mem_min - pool_min))
+        rest = total - timeline
+        pool = max(pool_min, int(rest * 0.6))
+        return [timeline, pool, rest - pool]
 
     def _on_event_selected(self, i: int) -> None:
         if self.timeline.trace is None:
