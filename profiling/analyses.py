@@ -108,10 +108,6 @@ def parallelism(trace: Trace) -> float:
     return float(lane_busy_ns(trace).sum()) / float(end - start)
 
 
-def memory_peaks(trace: Trace) -> dict[str, int]:
-    return {m.device: m.peak_bytes for m in trace.memory}
-
-
 def device_type_of(device: str) -> str:
     """'cuda:1' -> 'cuda'; merged ranks name devices 'rank1/cuda:1'."""
     return device.rsplit("/", 1)[-1].split(":")[0]
@@ -165,14 +161,3 @@ def branch_assignment(trace: Trace) -> BranchAssignment:
 def cpu_sample_tracks(trace: Trace) -> list[CounterTrack]:
     """The runner's sampled CPU use per OS thread (OpenMP workers included), in % of one core."""
     return [c for c in trace.counters if c.cat == CPU_SAMPLE_CAT]
-
-
-def step_durations_ns(trace: Trace) -> np.ndarray:
-    """Durations of the `step N` annotations our worker writes, in step order."""
-    ids = [i for i, name in enumerate(trace.names) if name.startswith("step ") and name[5:].isdigit()]
-    if not ids:
-        return np.zeros(0, dtype=np.int64)
-    mask = np.isin(trace.name_id, ids)
-    idx = np.flatnonzero(mask)
-    idx = idx[np.argsort(trace.start_ns[idx], kind="stable")]
-    return trace.dur_ns[idx]

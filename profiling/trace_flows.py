@@ -13,21 +13,14 @@ from profiling.trace_model import Flows, Trace
 
 def _bind(trace: Trace, lane: int, ts: int, enclosing: bool) -> int:
     """Chrome's rule: bind to the deepest slice enclosing `ts`, or (for a plain 'f') the next slice."""
+    hit = trace.event_at(lane, ts)
+    if hit >= 0:
+        return hit
     sl = trace.lane_slice(lane)
-    starts = trace.start_ns[sl]
-    if starts.size == 0:
-        return -1
-    k = int(np.searchsorted(starts, ts, side="right")) - 1
-    ends = trace.end_ns[sl]
-    # The last-starting slice at or before ts is the deepest one when it still covers ts;
-    # otherwise walk back to its enclosing ancestors.
-    j = k
-    while j >= 0 and j > k - 256:
-        if ends[j] > ts or (starts[j] == ts):
-            return sl.start + j
-        j -= 1
-    if not enclosing and k + 1 < starts.size:
-        return sl.start + k + 1
+    # A slice starting exactly at ts with zero length still counts as the one the arrow meets.
+    k = int(np.searchsorted(trace.start_ns[sl], ts, side="left"))
+    if k < sl.stop - sl.start and (trace.start_ns[sl.start + k] == ts or not enclosing):
+        return sl.start + k
     return -1
 
 

@@ -220,22 +220,37 @@ class Trace:
         hit = np.fromiter((needle in n.lower() for n in self.names), dtype=bool, count=len(self.names))
         return np.flatnonzero(hit[self.name_id]) if hit.size else np.zeros(0, dtype=np.int64)
 
+    @cached_property
+    def parent(self) -> np.ndarray:
+        """Index of each event's enclosing event on its lane (-1 at the top).
+
+        The parent is the last earlier event of the lane one row up: true both for properly nested
+        lanes and for the call-stack rows `compute_depth` falls back to.
+        """
+        parent = np.full(len(self), -1, dtype=np.int64)
+        if len(self) == 0:
+            return parent
+        # A (lane, depth) key orders rows; searching within each row finds the last earlier one.
+        order = np.arange(len(self), dtype=np.int64)
+        for level in range(1, int(self.depth.max()) + 1):
+            children = order[self.depth == level]
+            rows = order[self.depth == level - 1]
+            k = np.searchsorted(rows, children) - 1
+            ok = k >= 0
+            cand = rows[np.maximum(k, 0)]
+            ok &= self.lane[cand] == self.lane[children]
+            parent[children[ok]] = cand[ok]
+        return parent
+
     def event_at(self, lane_index: int, t_ns: int) -> int:
-        """The deepest event of a lane that covers time `t_ns`, or -1."""
+        """The deepest event of a lane covering time `t_ns` (start <= t < end), or -1."""
         sl = self.lane_slice(lane_index)
-        starts = self.start_ns[sl]
-        k = int(np.searchsorted(starts, t_ns, side="right")) - 1
-        ends = self.end_ns[sl]
-        best, best_depth = -1, -1
-        # Walk back over earlier-starting events: the first few usually contain the deepest hit.
-        lo = max(0, k - 4096)
-        cand = np.flatnonzero(ends[lo : k + 1] > t_ns)
-        if cand.size:
-            idx = cand + lo + sl.start
-            d = self.depth[idx]
-            j = int(np.argmax(d))
-            best, best_depth = int(idx[j]), int(d[j])
-        return best if best_depth >= 0 else -1
+        k = int(np.searchsorted(self.start_ns[sl], t_ns, side="right")) - 1
+        i = sl.start + k if k >= 0 else -1
+        # The last event starting at or before t is the deepest candidate; climb while it ended.
+        while i >= 0 and self.end_ns[i] <= t_ns:
+            i = int(self.parent[i])
+        return i
 
     # ---- flows ------------------------------------------------------------------------------
     @cached_property

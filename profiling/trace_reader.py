@@ -356,31 +356,42 @@ def _build(path: str, raw_events: list[msgspec.Raw], metadata: dict[str, Any]) -
         else np.zeros(0)
     )
 
-    # Describe every (pid, tid) key as a lane, then order lanes: CPU by pid/role/tid, GPU by device/stream.
+    # One lane per (pid, tid) as numbers: 123 and "123" are the same thread, "stream 7" is stream 7.
+    norm_of_key: list[tuple[int, int]] = []
+    for raw_pid, raw_tid in raw_keys:
+        norm_of_key.append((_real_id(raw_pid), _lane_tid(raw_tid, synthetic_tids)))
+    keys_of_norm: dict[tuple[int, int], list[int]] = {}
+    for k, norm in enumerate(norm_of_key):
+        keys_of_norm.setdefault(norm, []).append(k)
+    stream_tid_keys = {
+        k for k, (_, raw_tid) in enumerate(raw_keys) if isinstance(raw_tid, str) and _STREAM_TID.match(raw_tid.strip())
+    }
+
+    # Describe each thread or stream as a lane, then order lanes: CPU by pid/role/tid, GPU by device/stream.
     cpu_label_pids = {pid for pid, label in process_labels.items() if label.strip().upper() == "CPU"}
+    own_tid_pids = {pid for pid, tid in keys_of_norm if pid == tid}
     lane_specs = []
-    own_tid_pids = {_real_id(p) for p, t in raw_keys if _real_id(p) == _real_id(t)}
-    for (raw_pid, raw_tid), k in raw_keys.items():
-        pid = _real_id(raw_pid)
-        tid = _lane_tid(raw_tid, synthetic_tids)
+    for (pid, tid), keys in keys_of_norm.items():
         label = process_labels.get(pid, "")
         gpu_label = _GPU_LABEL.search(label)
-        is_stream_tid = isinstance(raw_tid, str) and bool(_STREAM_TID.match(raw_tid.strip()))
-        is_gpu = gpu_hits[k] > 0 or is_stream_tid or (gpu_label is not None and pid not in cpu_label_pids)
+        is_gpu = (
+            any(gpu_hits[k] > 0 or k in stream_tid_keys for k in keys)
+            or (gpu_label is not None and pid not in cpu_label_pids)
+        )
         if is_gpu:
             device = int(gpu_label.group(1)) if gpu_label else max(pid, 0)
-            lane_specs.append(((1, device, tid, 0), k, "gpu", pid, tid, f"stream {tid}", "stream", device))
+            lane_specs.append(((1, device, tid, 0), keys, "gpu", pid, tid, f"stream {tid}", "stream", device))
         else:
             tnames = thread_names.get((pid, tid), [])
             role = _role(pid, tid, tnames, interop_tids, pid in own_tid_pids)
             name = _best_name(tnames, role, tid)
             order_key = (0, pid, ("main", "interop", "autograd", "other").index(role), tid)
-            lane_specs.append((order_key, k, "cpu", pid, tid, name, role, -1))
+            lane_specs.append((order_key, keys, "cpu", pid, tid, name, role, -1))
     lane_specs.sort(key=lambda s: s[0])
     key_to_lane = np.zeros(len(raw_keys), dtype=np.int32)
     lanes: list[Lane] = []
-    for index, (_, k, kind, pid, tid, name, role, device) in enumerate(lane_specs):
-        key_to_lane[k] = index
+    for index, (_, keys, kind, pid, tid, name, role, device) in enumerate(lane_specs):
+        key_to_lane[keys] = index
         lanes.append(Lane(index=index, kind=kind, pid=pid, tid=tid, name=name, role=role, device=device))
     lane = key_to_lane[key_ids_arr] if key_ids_arr.size else np.zeros(0, dtype=np.int32)
 
@@ -437,6 +448,15 @@ def _read_metadata_events(
     return process_labels, thread_names
 
 
+#: c10::DeviceType values seen in `[memory]` events (ROCm reports its GPUs as CUDA, type 1).
+_DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia", 20: "privateuseone"}
+
+
+def _device_name(device_type: int, device_id: int) -> str:
+    kind = _DEVICE_TYPES.get(device_type, f"device{device_type}")
+    return kind if kind == "cpu" else f"{kind}:{device_id}"
+
+
 def _memory_series(events: list[_Event]) -> list[MemorySeries]:
     """Allocator events per device; the legacy format lacks `Total Allocated`: sum `Bytes` instead."""
     if not events:
@@ -449,7 +469,7 @@ def _memory_series(events: list[_Event]) -> list[MemorySeries]:
     ts = _ns_column([e.ts for e in events], "memory timestamp")
     by_device: dict[str, list[int]] = {}
     for i, a in enumerate(args):
-        device = "cpu" if a.device_type == 0 else f"cuda:{a.device_id}"
+        device = _device_name(a.device_type, a.device_id)
         by_device.setdefault(device, []).append(i)
     series = []
     for device in sorted(by_device, key=lambda d: (d != "cpu", len(d), d)):

@@ -12,7 +12,6 @@ from profiling.analyses import (
     memory_imbalance,
     merged_intervals,
     parallelism,
-    step_durations_ns,
 )
 from profiling.trace_model import Lane, MemorySeries, build_trace
 
@@ -111,11 +110,6 @@ def test_branch_assignment_by_enclosing_annotation_per_lane():
     assert by_name["aten::cat"] == -1 and by_name["step 0"] == -1
 
 
-def test_step_durations_in_order():
-    t = _trace([(0, "step 1", 200, 30), (0, "step 0", 0, 20), (0, "step 10", 500, 1)], [MAIN])
-    assert step_durations_ns(t).tolist() == [20, 30, 1]
-
-
 def test_child_outliving_parent_gets_its_own_row():
     # Rounding makes "inner" end 1 ns after "outer"; "late" starts after outer ended but inside inner.
     events = [(0, "outer", 0, 100), (0, "inner", 10, 91), (0, "late", 100, 1)]
@@ -126,3 +120,14 @@ def test_child_outliving_parent_gets_its_own_row():
     for d in set(by_name.values()):
         rows = sorted((int(t.start_ns[i]), int(t.end_ns[i])) for i in range(len(t)) if t.depth[i] == d)
         assert all(a[1] <= b[0] for a, b in zip(rows, rows[1:]))
+
+
+def test_event_at_finds_the_deepest_event_even_inside_a_long_parent():
+    children = [(0, f"op{i}", 10 + 3 * i, 2) for i in range(6000)]
+    t = _trace([(0, "step 1", 0, 20_000), *children], [MAIN])
+    step = next(i for i in range(len(t)) if t.event_name(i) == "step 1")
+    assert t.event_at(0, 13) == next(i for i in range(len(t)) if t.event_name(i) == "op1")
+    # Between two children, and far from the parent's start: the parent.
+    assert t.event_at(0, 10 + 3 * 5000 + 2) == step
+    assert t.event_at(0, 20_000) == -1 and t.event_at(0, -1) == -1
+    assert t.parent[t.event_at(0, 13)] == step

@@ -244,3 +244,18 @@ def test_mutated_torch_written_trace(torch_traces: Path, tmp_path: Path, edits) 
         return
     trace.span()
     _ = trace.flows
+
+
+def test_numeric_string_pid_and_int_pid_are_one_lane(tmp_path: Path) -> None:
+    events = [GOOD_EVENT, {**GOOD_EVENT, "pid": "1", "tid": "1", "ts": 20}]
+    trace = load_trace(_write(tmp_path, "mixed.json", _doc(events)))
+    assert len(trace.lanes) == 1 and trace.lane_event_count(0) == 2
+
+
+def test_memory_device_types_are_named(tmp_path: Path) -> None:
+    def mem(device_type: int, device_id: int) -> dict:
+        args = {"Device Type": device_type, "Device Id": device_id, "Bytes": 8, "Total Allocated": 8}
+        return {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1, "args": args}
+
+    trace = load_trace(_write(tmp_path, "m.json", _doc([GOOD_EVENT, mem(0, -1), mem(1, 0), mem(12, 1), mem(99, 0)])))
+    assert sorted(m.device for m in trace.memory) == sorted(["cpu", "cuda:0", "xpu:1", "device99:0"])
