@@ -18,6 +18,7 @@ from profiling.runner import (
     print_failure,
     request_from_args,
     run_profile,
+    stop_on_signals,
 )
 
 
@@ -58,11 +59,10 @@ def run_profile_command(args: argparse.Namespace) -> int:
             end = "\n" if event.get("step") == event.get("of") else "\r"
             print(f"profiling step {event.get('step')}/{event.get('of')}", end=end, file=sys.stderr, flush=True)
 
-    try:
-        result = run_profile(request, on_event)
-    except KeyboardInterrupt:
-        print("error: interrupted; the worker was stopped", file=sys.stderr)
-        return 130
+    # Ctrl-C or SIGTERM stop the run through a flag the engine polls, so its cleanup (killing the
+    # worker's group, removing temporary files) always runs; the result says it was cancelled.
+    with stop_on_signals() as cancel:
+        result = run_profile(request, on_event, cancel)
     if not result.ok:
         print_failure(result)
         return result.exit_code

@@ -2,7 +2,7 @@
 
 torch.profiler records only threads that run profiled ops: OpenMP intra-op workers never appear in
 its traces, and a thread waiting on a lock looks the same as one that is not there. So while the
-worker profiles, the runner (its parent) reads each thread's CPU time every millisecond or so and
+worker profiles, the runner (its parent) reads each thread's CPU time every 2 ms or so and
 turns the differences into "percent of one core" samples.
 
 Per-thread CPU time comes from `/proc/PID/task/TID/schedstat` (nanoseconds on CPU). The kernel
@@ -42,6 +42,26 @@ def _read(path: str) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+def read_thread_name(pid: int | str, tid: int) -> str | None:
+    """The OS name (`comm`) of thread `tid` of process `pid` ("self" for this one); None once it is gone."""
+    comm = _read(f"/proc/{pid}/task/{tid}/comm")
+    return comm.strip() if comm else None
+
+
+def read_thread_names(pid: int | str = "self") -> dict[int, str]:
+    """{tid: OS name} of every thread of process `pid` ("self" for this one); {} where /proc is missing."""
+    try:
+        entries = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return {}
+    names = {}
+    for entry in entries:
+        name = read_thread_name(pid, int(entry))
+        if name is not None:
+            names[int(entry)] = name
+    return names
 
 
 @dataclass
@@ -96,19 +116,56 @@ class ThreadSeries:
 
 
 class ThreadCpuSampler:
-    """Samples the CPU time of each thread of process `pid`. Call `sample()` at the rate you want."""
+    """Samples the CPU time of each thread of process `pid`. Call `sample()` at the rate you want.
 
-    def __init__(self, pid: int) -> None:
+    Every tick competes with the worker for the same few cores, so a tick does little: the
+    schedstat and stat files of each thread stay open and are re-read with `os.pread`, and the list
+    of threads is read again only every `rescan_every` ticks (a new thread shows up within that
+    many ticks, ~20 ms at the default 1 ms to 2 ms period). Call `close()` when done.
+    """
+
+    def __init__(self, pid: int, rescan_every: int = 20) -> None:
         self.pid = pid
         self.task_dir = f"/proc/{pid}/task"
         self.series: dict[int, ThreadSeries] = {}
         self.alive = True
+        self.rescan_every = max(1, rescan_every)
         self.use_schedstat = _read(f"/proc/{pid}/schedstat") is not None
         self._psutil = None if self.use_schedstat else psutil.Process(pid)
+        #: tid -> (schedstat fd, stat fd), kept open between ticks.
+        self._fds: dict[int, tuple[int, int]] = {}
+        self._ticks = 0
 
-    def _name(self, tid: int) -> str:
-        comm = _read(f"{self.task_dir}/{tid}/comm")
-        return comm.strip() if comm else "?"
+    def _rescan(self) -> bool:
+        """Opens the files of threads that appeared and forgets those that ended; False once the process is gone."""
+        try:
+            tids = {int(entry) for entry in os.listdir(self.task_dir)}
+        except OSError:
+            return False
+        for tid in list(self._fds):
+            if tid not in tids:
+                self._drop(tid)
+        for tid in tids - self._fds.keys():
+            try:
+                sched = os.open(f"{self.task_dir}/{tid}/schedstat", os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                stat = os.open(f"{self.task_dir}/{tid}/stat", os.O_RDONLY)
+            except OSError:
+                os.close(sched)
+                continue
+            self._fds[tid] = (sched, stat)
+        return True
+
+    def _drop(self, tid: int) -> None:
+        for fd in self._fds.pop(tid, ()):
+            os.close(fd)
+
+    def close(self) -> None:
+        """Closes the files kept open between ticks (the series stay)."""
+        for tid in list(self._fds):
+            self._drop(tid)
 
     def sample(self) -> bool:
         """Takes one sample of every thread; False once the process is gone."""
@@ -117,17 +174,24 @@ class ThreadCpuSampler:
         t0 = time.time_ns()
         readings: list[tuple[int, int, bool | None]] = []
         if self.use_schedstat:
-            try:
-                tids = os.listdir(self.task_dir)
-            except OSError:
+            if self._ticks % self.rescan_every == 0 and not self._rescan():
                 self.alive = False
+                self.close()
                 return False
-            for entry in tids:
-                text = _read(f"{self.task_dir}/{entry}/schedstat")
-                stat = _read(f"{self.task_dir}/{entry}/stat")
-                if text:
-                    state = stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] if stat else ""
-                    readings.append((int(entry), int(text.split()[0]), state == "R" if state else None))
+            self._ticks += 1
+            for tid, (sched, stat) in list(self._fds.items()):
+                try:
+                    text = os.pread(sched, 64, 0)
+                    head = os.pread(stat, 64, 0)  # "TID (comm) S ...": the state follows the last ")"
+                except OSError:  # the thread ended (ESRCH)
+                    self._drop(tid)
+                    continue
+                if not text:
+                    self._drop(tid)
+                    continue
+                close = head.rfind(b")")
+                state = head[close + 2 : close + 3] if close >= 0 else b""
+                readings.append((tid, int(text.split()[0]), state == b"R" if state else None))
         else:
             try:
                 threads = self._psutil.threads()  # type: ignore[union-attr]
@@ -138,12 +202,13 @@ class ThreadCpuSampler:
         t1 = time.time_ns()
         if not readings:
             self.alive = False
+            self.close()
             return False
         stamp = (t0 + t1) // 2
         for tid, cpu, running in readings:
             series = self.series.get(tid)
             if series is None:
-                series = self.series[tid] = ThreadSeries(tid, self._name(tid))
+                series = self.series[tid] = ThreadSeries(tid, read_thread_name(self.pid, tid) or "?")
             series.ts_ns.append(stamp)
             series.cpu_ns.append(cpu)
             series.running.append(running)
@@ -152,13 +217,9 @@ class ThreadCpuSampler:
     def refresh_names(self) -> None:
         """Threads may rename themselves after they start (torch's pool threads do); read names again."""
         for tid, series in self.series.items():
-            comm = _read(f"{self.task_dir}/{tid}/comm")
-            if comm:
-                series.name = comm.strip()
-
-    @property
-    def sample_count(self) -> int:
-        return max((len(s.ts_ns) for s in self.series.values()), default=0)
+            name = read_thread_name(self.pid, tid)
+            if name:
+                series.name = name
 
     def to_counter_events(self, base_time_ns: int, pid: int | None = None) -> list[dict[str, Any]]:
         """Chrome counter events, one track per thread, `ts` in µs relative to `base_time_ns`.

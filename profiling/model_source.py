@@ -214,6 +214,13 @@ def user_traceback(exc: BaseException, user_file: Path) -> str:
     return "".join(lines)
 
 
+def _describe(exc: BaseException) -> str:
+    """`ValueError: bad shape`; for sys.exit(), `SystemExit (sys.exit(3))`."""
+    if isinstance(exc, SystemExit):
+        return f"SystemExit (sys.exit({exc.code!r}))"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def _import_file(path: Path) -> Any:
     name = f"branchscope_model_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
@@ -225,11 +232,9 @@ def _import_file(path: Path) -> Any:
         spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - any failure in user code is reported, not raised further
         sys.modules.pop(name, None)
-        if isinstance(exc, KeyboardInterrupt | SystemExit):
+        if isinstance(exc, KeyboardInterrupt):
             raise
-        raise ModelCodeError(
-            f"importing {path.name} raised {type(exc).__name__}: {exc}", user_traceback(exc, path)
-        ) from exc
+        raise ModelCodeError(f"importing {path.name} raised {_describe(exc)}", user_traceback(exc, path)) from exc
     return module
 
 
@@ -268,14 +273,14 @@ def _load_py(path: Path, device: str, label: str, kind: str) -> LoadedModel:
             raise DemoUnavailableError(f"{label} needs at least {needs} CUDA devices; this machine has {have}")
     try:
         model = module.build_model()
-    except Exception as exc:
-        raise ModelCodeError(f"build_model() raised {type(exc).__name__}: {exc}", user_traceback(exc, path)) from exc
+    except (Exception, SystemExit) as exc:  # sys.exit() in the model is a model error like any other
+        raise ModelCodeError(f"build_model() raised {_describe(exc)}", user_traceback(exc, path)) from exc
     if not isinstance(model, torch.nn.Module):
         raise ModelSourceError(f"build_model() in {path.name} returned {type(model).__name__}, not a torch.nn.Module")
     try:
         inputs = module.example_inputs()
-    except Exception as exc:
-        raise ModelCodeError(f"example_inputs() raised {type(exc).__name__}: {exc}", user_traceback(exc, path)) from exc
+    except (Exception, SystemExit) as exc:
+        raise ModelCodeError(f"example_inputs() raised {_describe(exc)}", user_traceback(exc, path)) from exc
     if isinstance(inputs, torch.Tensor):
         inputs = (inputs,)
     elif isinstance(inputs, list):

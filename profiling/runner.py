@@ -5,6 +5,15 @@ process group, forwards its progress, samples the CPU time of each of its OS thr
 profiles, enforces the timeout, and merges the samples into OUT/trace.json.gz. Whatever happens, the
 worker's whole process group is killed before it returns, so nothing is left running.
 
+The worker writes OUT/trace.json uncompressed, with "traceEvents" as its last key; the runner copies
+it into OUT/trace.json.gz once, inserting the CPU-sample counter events before the array's closing
+bracket, and removes trace.json: the trace is parsed once (in the worker) and compressed once.
+
+Cancelling: `run_profile(..., cancel=flag)` polls `flag` while it waits for the worker; `main()`
+(and `branchscope profile`) set it from SIGTERM/SIGINT with `stop_on_signals()`. A signal never
+raises inside the engine, so the worker's group is always killed and temporary files always removed.
+The worker dies with the runner even when the runner is SIGKILLed (see profiling.worker).
+
 `python -m profiling.runner ARGS [--jsonl]` is the same as a command; with --jsonl it prints one JSON
 object per line for the GUI (which starts it with QProcess):
     {"event": "progress", "step": i, "of": K}
@@ -22,15 +31,17 @@ import gzip
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from profiling.cpu_sampler import ThreadCpuSampler
 from profiling.model_source import ModelSourceError, ModelSpec, check_spec, parse_input_shape
@@ -38,6 +49,12 @@ from profiling.model_source import ModelSourceError, ModelSpec, check_spec, pars
 EXIT_OK, EXIT_BAD_INPUT, EXIT_MODE, EXIT_WORKER = 0, 2, 3, 4
 MODES = ("sequential", "fork", "streams")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+#: --device values: auto (CUDA when available), cpu, cuda, cuda:N.
+DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?")
+#: The worker checks its parent is still this process right after asking to die with it.
+RUNNER_PID_ENV = "BRANCHSCOPE_RUNNER_PID"
+#: Files a run leaves only while it is in progress (or when a worker was killed while writing them).
+_TEMP_FILES = ("trace.json", "trace.json.tmp", "trace.raw.json", "trace.json.gz.tmp", "run.json.tmp")
 
 #: Once the worker says it finished, how long it may take to exit before it is killed (results are safe).
 _EXIT_GRACE_S = 10.0
@@ -60,7 +77,7 @@ class RunRequest:
     dtype: str = "float32"
     device: str = "auto"
     #: Period of the CPU samples of the worker's threads (the issue asks for at most 2 ms).
-    sample_interval_ms: float = 1.0
+    sample_interval_ms: float = 2.0
 
 
 @dataclass
@@ -75,6 +92,8 @@ class RunResult:
     traceback: str | None = None
     samples: int = 0
     notes: list[str] = field(default_factory=list)
+    #: The signal that cancelled the run (see CancelFlag), if one did.
+    cancelled_by: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -85,6 +104,46 @@ class RunError(Exception):
     def __init__(self, exit_code: int, message: str) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class CancelFlag:
+    """Set (from a signal handler or another thread) to stop a run; `run_profile` polls it."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def set(self, signum: int = signal.SIGTERM) -> None:
+        self.signum = int(signum)
+
+    def is_set(self) -> bool:
+        return self.signum is not None
+
+
+@contextmanager
+def stop_on_signals(signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[CancelFlag]:
+    """Within the block, these signals set the flag instead of raising (main thread only)."""
+    flag = CancelFlag()
+    previous = {signum: signal.signal(signum, lambda num, _frame: flag.set(num)) for signum in signums}
+    try:
+        yield flag
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def write_atomic(path: Path, write: Callable[[BinaryIO], None], *, gz: bool = False) -> None:
+    """Writes `path` through `write(file)` into PATH.tmp, then renames it: readers never see half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with gzip.open(tmp, "wb", compresslevel=3) if gz else open(tmp, "wb") as f:
+            write(f)  # type: ignore[arg-type]
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_json_atomic(path: Path, data: Any, indent: int | None = None) -> None:
+    write_atomic(path, lambda f: f.write(json.dumps(data, indent=indent).encode("utf-8")))
 
 
 def validate(req: RunRequest) -> None:
@@ -98,6 +157,8 @@ def validate(req: RunRequest) -> None:
         raise RunError(EXIT_BAD_INPUT, f"--warmup must be 0 or more, not {req.warmup}")
     if req.timeout <= 0:
         raise RunError(EXIT_BAD_INPUT, f"--timeout must be positive, not {req.timeout}")
+    if not DEVICE_PATTERN.fullmatch(req.device):
+        raise RunError(EXIT_BAD_INPUT, f"--device {req.device!r} is not one of: auto, cpu, cuda, cuda:N")
     if not 0 < req.sample_interval_ms <= 2.0:
         raise RunError(EXIT_BAD_INPUT, "the CPU sample interval must be more than 0 and at most 2 ms")
     try:
@@ -127,6 +188,7 @@ def _worker_env(req: RunRequest) -> dict[str, str]:
     env["MKL_NUM_THREADS"] = str(req.intra)
     env["OPENBLAS_NUM_THREADS"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
+    env[RUNNER_PID_ENV] = str(os.getpid())
     return env
 
 
@@ -174,35 +236,72 @@ def _complete_run(out: Path) -> dict[str, Any] | None:
     return run if isinstance(run, dict) and run.get("complete") is True else None
 
 
-def merge_samples(trace_path: Path, sampler: ThreadCpuSampler) -> int:
-    """Adds the sampler's counter events to the trace (on its clock); returns how many were added."""
-    with gzip.open(trace_path, "rt", encoding="utf-8") as f:
-        trace = json.load(f, strict=False)  # kineto may write raw control characters in strings
-    base = trace.get("baseTimeNanoseconds")
-    if not isinstance(base, int | float):
-        return 0
-    events = sampler.to_counter_events(int(base))
-    spans = [
-        (float(e["ts"]), float(e["ts"]) + float(e.get("dur") or 0.0))
-        for e in trace.get("traceEvents", [])
-        if e.get("ph") in ("X", "i", "C") and isinstance(e.get("ts"), int | float)
-    ]
-    if spans:  # keep samples over the profiled time (and a margin), not the profiler's start-up
-        lo = min(s for s, _ in spans) - _SAMPLE_MARGIN_US
-        hi = max(e for _, e in spans) + _SAMPLE_MARGIN_US
-        events = [e for e in events if lo <= e["ts"] <= hi]
-    trace.setdefault("traceEvents", []).extend(events)
-    tmp = trace_path.with_name(trace_path.name + ".tmp")
-    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=3) as f:
-        json.dump(trace, f)
-    os.replace(tmp, trace_path)
+def _array_close(f: BinaryIO, size: int) -> tuple[int, bool]:
+    """Offset of the `]` that closes "traceEvents" (the last key, so the file ends `]}`), and whether the array is empty."""
+    f.seek(max(0, size - 256))
+    tail = f.read()
+    body = tail.rstrip()
+    if not body.endswith(b"}") or not body[:-1].rstrip().endswith(b"]"):
+        raise ValueError("the worker's trace.json does not end with its traceEvents array")
+    body = body[:-1].rstrip()
+    return size - len(tail) + len(body) - 1, body[:-1].rstrip().endswith(b"[")
+
+
+def finish_trace(out: Path, sampler: ThreadCpuSampler, clock: dict[str, Any] | None) -> int:
+    """Writes OUT/trace.json.gz from the worker's OUT/trace.json plus the CPU samples; returns how many.
+
+    `clock` is run.json's "trace_clock": the trace's baseTimeNanoseconds and the span of its events
+    (µs), so the samples go on the trace's clock and only those over the profiled time (and a margin)
+    are kept, without parsing the trace again. The events are inserted as text before the
+    traceEvents array's closing bracket; the uncompressed trace.json is removed once the .gz exists.
+    """
+    src = out / "trace.json"
+    clock = clock or {}
+    base = clock.get("base_time_ns")
+    events = sampler.to_counter_events(int(base)) if isinstance(base, int | float) else []
+    lo, hi = clock.get("first_us"), clock.get("last_us")
+    if isinstance(lo, int | float) and isinstance(hi, int | float):
+        events = [e for e in events if lo - _SAMPLE_MARGIN_US <= e["ts"] <= hi + _SAMPLE_MARGIN_US]
+    with open(src, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        close, empty = _array_close(f, size)
+
+        def write(gz: BinaryIO) -> None:
+            f.seek(0)
+            left = close
+            while left > 0:
+                chunk = f.read(min(left, 1 << 20))
+                if not chunk:
+                    raise ValueError("trace.json changed while it was being compressed")
+                gz.write(chunk)
+                left -= len(chunk)
+            if events:
+                gz.write(b"" if empty else b", ")
+                gz.write(", ".join(json.dumps(e) for e in events).encode("utf-8"))
+            gz.write(f.read())  # "]}" and whatever followed
+
+        write_atomic(out / "trace.json.gz", write, gz=True)
+    src.unlink()
     return len(events)
 
 
-def run_profile(req: RunRequest, on_event: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
+def _remove_temp_files(out: Path) -> None:
+    for name in _TEMP_FILES:
+        try:
+            (out / name).unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def run_profile(
+    req: RunRequest,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    cancel: CancelFlag | None = None,
+) -> RunResult:
     """Runs one profiling run to the end; never raises for a failed run (see RunResult.exit_code).
 
     `on_event` receives the worker's progress events ({"event": "progress", "step", "of"}) as they come.
+    Once `cancel` is set the worker's group is killed and the result says so (exit code 128 + signal).
     """
     out = Path(req.out)
     try:
@@ -211,11 +310,13 @@ def run_profile(req: RunRequest, on_event: Callable[[dict[str, Any]], None] | No
         return RunResult(exc.exit_code, out, message=str(exc))
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for stale in ("run.json", "trace.json.gz", "plan.py", "worker.log"):
+        for stale in ("run.json", "trace.json.gz", "plan.py", "worker.log", *_TEMP_FILES):
             (out / stale).unlink(missing_ok=True)
     except OSError as exc:
         return RunResult(EXIT_BAD_INPUT, out, message=f"cannot write to --out {out}: {exc.strerror}")
 
+    if cancel is not None and cancel.is_set():
+        return _cancelled(out, cancel)
     log_path = out / "worker.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
@@ -231,8 +332,7 @@ def run_profile(req: RunRequest, on_event: Callable[[dict[str, Any]], None] | No
     pgid = proc.pid
     events: queue.Queue[dict[str, Any] | None] = queue.Queue()
     reader = threading.Thread(target=_read_lines, args=(proc.stdout, events), daemon=True)
-    reader.start()
-    sampler = ThreadCpuSampler(proc.pid)
+    sampler: ThreadCpuSampler | None = None
     interval = req.sample_interval_ms / 1000.0
     deadline = time.monotonic() + req.timeout
     finished_at: float | None = None
@@ -242,7 +342,9 @@ def run_profile(req: RunRequest, on_event: Callable[[dict[str, Any]], None] | No
     timed_out = False
     stream_open = True
     try:
-        while True:
+        reader.start()
+        sampler = ThreadCpuSampler(proc.pid)
+        while cancel is None or not cancel.is_set():
             batch: list[dict[str, Any] | None] = []
             if stream_open and not sampling:
                 try:
@@ -291,9 +393,14 @@ def run_profile(req: RunRequest, on_event: Callable[[dict[str, Any]], None] | No
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             pass
-        reader.join(timeout=5)
+        if reader.is_alive():
+            reader.join(timeout=5)
         if proc.stdout is not None:
             proc.stdout.close()
+        if sampler is not None:
+            sampler.close()
+        if _complete_run(out) is None:
+            _remove_temp_files(out)  # a worker killed while writing; the uncompressed trace of a failed run
     while True:  # events that arrived after the loop ended
         try:
             event = events.get_nowait()
@@ -303,8 +410,11 @@ def run_profile(req: RunRequest, on_event: Callable[[dict[str, Any]], None] | No
             error = event
         elif event and event.get("event") == "progress" and on_event is not None:
             on_event({"event": "progress", "step": event.get("step"), "of": event.get("of")})
+    assert sampler is not None  # the try block above raised otherwise
     sampler.refresh_names()
 
+    if cancel is not None and cancel.is_set():
+        return _cancelled(out, cancel)
     if timed_out:
         return RunResult(
             EXIT_WORKER,
@@ -320,9 +430,11 @@ def run_profile(req: RunRequest, on_event: Callable[[dict[str, Any]], None] | No
                 f"the worker ended with {_describe_exit(proc.returncode)} after writing complete results"
             )
         try:
-            result.samples = merge_samples(out / "trace.json.gz", sampler)
+            result.samples = finish_trace(out, sampler, run.get("trace_clock"))
         except (OSError, ValueError) as exc:
-            result.notes.append(f"could not add CPU samples to the trace: {exc}")
+            _remove_temp_files(out)
+            (out / "run.json").unlink(missing_ok=True)
+            return RunResult(EXIT_WORKER, out, message=f"could not write {out / 'trace.json.gz'}: {exc}")
         return result
     if error is not None:
         code = int(error.get("exit_code") or 1)
@@ -338,6 +450,15 @@ def run_profile(req: RunRequest, on_event: Callable[[dict[str, Any]], None] | No
         out,
         message=f"the worker died ({_describe_exit(rc)}) before writing its results",
         traceback=_tail(log_path) or None,
+    )
+
+
+def _cancelled(out: Path, cancel: CancelFlag) -> RunResult:
+    _remove_temp_files(out)
+    (out / "run.json").unlink(missing_ok=True)  # a cancelled run has no results, even if they were complete
+    signum = cancel.signum or signal.SIGTERM
+    return RunResult(
+        128 + signum, out, message=f"cancelled by {_signal_name(-signum)}; the worker was stopped", cancelled_by=signum
     )
 
 
@@ -377,8 +498,9 @@ def format_summary(run: dict[str, Any], out: Path) -> str:
     return "\n".join(lines)
 
 
-def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of a run, shared by `branchscope profile` and `python -m profiling.runner`."""
+def add_run_arguments(p: argparse.ArgumentParser, *, timeout: bool = True) -> None:
+    """The options of a run, shared by `branchscope profile`, `python -m profiling.runner` and the
+    worker (which gets them from the runner, all but --timeout: `timeout=False`)."""
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--demo", metavar="NAME", help="a built-in demo (see `branchscope demos`)")
     src.add_argument("--model", metavar="PATH", type=Path, help="a .py file (build_model, example_inputs) or a TorchScript archive")
@@ -387,7 +509,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--intra", type=int, required=True, metavar="N", help="intra-op threads (torch.set_num_threads)")
     p.add_argument("--steps", type=int, default=10, metavar="K", help="profiled steps (default 10)")
     p.add_argument("--warmup", type=int, default=3, metavar="W", help="warm-up steps before timing (default 3)")
-    p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="stop the worker after S seconds (default 600)")
+    if timeout:
+        p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="stop the worker after S seconds (default 600)")
     p.add_argument("--input-shape", action="append", default=[], dest="input_shapes", metavar="SHAPE",
                    help="input shape of a TorchScript archive, like 8x64x35x35 (once per input)")
     p.add_argument("--dtype", default="float32", help="input dtype of a TorchScript archive (default float32)")
@@ -427,16 +550,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jsonl", action="store_true", help="print JSON lines (progress, error, done) for the GUI")
     args = p.parse_args(argv)
 
-    def on_term(signum: int, _frame: Any) -> None:
-        raise SystemExit(128 + signum)  # unwinds through run_profile's cleanup, which kills the worker
-
-    signal.signal(signal.SIGTERM, on_term)
-
     def emit(event: dict[str, Any]) -> None:
         if args.jsonl:
             print(json.dumps(event), flush=True)
 
-    result = run_profile(request_from_args(args), emit)
+    with stop_on_signals() as cancel:  # SIGTERM (the GUI's cancel) and SIGINT stop the run, never raise
+        result = run_profile(request_from_args(args), emit, cancel)
     if result.ok:
         if args.jsonl:
             emit({"event": "done", "out": str(result.out), "run": result.run})

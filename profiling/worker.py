@@ -6,8 +6,10 @@ Then: load the model, find its branches, build the mode's plan, check the plan's
 model's, warm up W steps, time K steps without the profiler, and profile K more, each inside
 `record_function("step N")`.
 
-Results: OUT/trace.json.gz (a Chrome trace with a top-level "branchscope" object), OUT/run.json (timings,
-branches, thread ids; written last, atomically, with "complete": true), OUT/plan.py (generated plans).
+Results: OUT/trace.json (a Chrome trace with a top-level "branchscope" object, and "traceEvents" as its
+last key so the runner can append the CPU samples and compress it in one pass into OUT/trace.json.gz),
+OUT/run.json (timings, branches, thread ids, the trace's clock; written last, atomically, with
+"complete": true), OUT/plan.py (generated plans).
 
 Protocol with the runner: JSON lines on the *original* stdout. The worker points file descriptor 1 at
 stderr before loading anything, so whatever the model prints cannot corrupt the protocol.
@@ -19,6 +21,13 @@ Exit codes: 0 ok, 2 bad model or model code raised, 3 mode cannot run here, 1 an
 
 A forked TorchScript run may abort at interpreter exit ("terminate called without an active
 exception") once its work is done, so the worker leaves with os._exit after flushing its results.
+
+Dying with the runner: before anything else the worker asks the kernel for SIGKILL when its parent
+dies (PR_SET_PDEATHSIG) and checks its parent is still the runner ($BRANCHSCOPE_RUNNER_PID). Processes
+the model starts would survive that, so a worker that leads its own process group (the runner starts
+it so) forks a tiny reaper first: it waits, blocked in sigwait, for its own death signal, sent when
+the worker dies, and then SIGKILLs the whole group. Being a separate single-threaded process, it works
+even while the worker's main thread is stuck in native code.
 """
 
 from __future__ import annotations
@@ -26,7 +35,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import faulthandler
-import gzip
 import json
 import os
 import signal
@@ -38,23 +46,16 @@ import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
+from profiling.cpu_sampler import read_thread_names
+from profiling.runner import RUNNER_PID_ENV, add_run_arguments, write_json_atomic
+
 EXIT_OK, EXIT_FAILED, EXIT_BAD_MODEL, EXIT_MODE = 0, 1, 2, 3
+_PR_SET_PDEATHSIG = 1
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m profiling.worker", description="One branchscope profiling run.")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--demo")
-    src.add_argument("--model", type=Path)
-    p.add_argument("--mode", choices=("sequential", "fork", "streams"), required=True)
-    p.add_argument("--interop", type=int, required=True)
-    p.add_argument("--intra", type=int, required=True)
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--input-shape", action="append", default=[], dest="input_shapes")
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda or cuda:N")
-    p.add_argument("--out", type=Path, required=True)
+    add_run_arguments(p, timeout=False)  # the runner's own options (it enforces --timeout itself)
     return p
 
 
@@ -78,27 +79,40 @@ class RunFailure(Exception):
         self.tb = tb
 
 
-def _die_with_parent() -> None:
-    """Linux: SIGKILL this worker when the runner dies, so a killed GUI run leaves nothing behind."""
+def _set_death_signal(signum: int) -> bool:
+    """Linux: the kernel sends `signum` to this process when its parent dies; False where unsupported."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signum)) == 0
     except (OSError, AttributeError):
-        pass
+        return False
 
 
-def _thread_names() -> dict[int, str]:
-    names = {}
+def _die_with_parent() -> None:
+    """SIGKILL this worker when the runner dies, and its process group with it (see the module docstring)."""
+    expected = os.environ.get(RUNNER_PID_ENV, "")
+    if _set_death_signal(signal.SIGKILL) and expected.isdigit() and os.getppid() != int(expected):
+        os._exit(EXIT_FAILED)  # the runner died before the request took effect: nobody waits for this run
+    if os.getpgrp() == os.getpid():  # leads its own group (never when run by hand in a shell's group)
+        _start_group_reaper(os.getpid())
+
+
+def _start_group_reaper(worker: int) -> None:
+    """Forks the reaper (single-threaded here: nothing has started a thread yet)."""
+    if os.fork() != 0:
+        return
+    code = 0
     try:
-        for entry in os.listdir("/proc/self/task"):
-            try:
-                with open(f"/proc/self/task/{entry}/comm", encoding="utf-8") as f:
-                    names[int(entry)] = f.read().strip()
-            except OSError:
-                continue
-    except OSError:
-        pass
-    return names
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)  # never hold the runner's end of the protocol pipe open
+        os.closerange(3, 1024)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        if _set_death_signal(signal.SIGTERM) and os.getppid() == worker:
+            signal.sigwait({signal.SIGTERM})  # the worker died (or someone asked the group to stop)
+        os.killpg(worker, signal.SIGKILL)  # the worker, what the model started, and this reaper
+    except BaseException:  # noqa: BLE001 - the reaper must never return into the worker's code
+        code = 1
+    os._exit(code)
 
 
 def _interop_tids_from_trace(trace: dict[str, Any]) -> set[int]:
@@ -110,14 +124,48 @@ def _interop_tids_from_trace(trace: dict[str, Any]) -> set[int]:
     return tids
 
 
-def _write_json_atomic(path: Path, data: Any, gz: bool = False) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    if gz:
-        with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=3) as f:
-            json.dump(data, f)
-    else:
-        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+def _trace_clock(trace: dict[str, Any]) -> dict[str, Any]:
+    """What the runner needs to put CPU samples on the trace's clock without parsing the trace again."""
+    lo, hi = float("inf"), float("-inf")
+    for e in trace.get("traceEvents", []):
+        ts = e.get("ts")
+        if e.get("ph") in ("X", "i", "C") and isinstance(ts, int | float):
+            dur = e.get("dur")
+            lo = min(lo, ts)
+            hi = max(hi, ts + (dur if isinstance(dur, int | float) else 0))
+    base = trace.get("baseTimeNanoseconds")
+    return {
+        "base_time_ns": base if isinstance(base, int | float) else None,
+        "first_us": lo if lo <= hi else None,
+        "last_us": hi if lo <= hi else None,
+    }
+
+
+def _write_trace(path: Path, trace: dict[str, Any]) -> None:
+    """Uncompressed JSON with "traceEvents" last, so the file ends with the array's `]}` (see the runner)."""
+    ordered = {k: v for k, v in trace.items() if k != "traceEvents"}
+    ordered["traceEvents"] = trace.get("traceEvents", [])
+    write_json_atomic(path, ordered)
+
+
+def _resolve_device(torch: Any, requested: str) -> str:
+    """"cpu" or "cuda:N" (made the current CUDA device, so synchronize() and the like use it)."""
+    if requested == "auto":
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cpu":
+        return "cpu"
+    if requested != "cuda" and not (requested.startswith("cuda:") and requested[5:].isdigit()):
+        raise RunFailure(EXIT_BAD_MODEL, f"--device {requested!r} is not one of: auto, cpu, cuda, cuda:N")
+    if not torch.cuda.is_available():
+        raise RunFailure(EXIT_MODE, f"--device {requested} needs CUDA, and torch sees no CUDA device here")
+    count = torch.cuda.device_count()
+    index = int(requested[5:]) if ":" in requested else torch.cuda.current_device()
+    if index >= count:
+        raise RunFailure(
+            EXIT_MODE, f"--device {requested}: torch sees only {count} CUDA device(s) here (cuda:0 to cuda:{count - 1})"
+        )
+    torch.cuda.set_device(index)
+    return f"cuda:{index}"
 
 
 def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
@@ -141,12 +189,7 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
     )
     from profiling.plans import ModeUnavailable, build_plan, max_abs_diff
 
-    if args.device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    else:
-        device = args.device
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RunFailure(EXIT_MODE, f"--device {device} needs CUDA, and torch sees no CUDA device here")
+    device = _resolve_device(torch, args.device)
     if args.mode == "streams" and not device.startswith("cuda"):
         raise RunFailure(EXIT_MODE, "multi-stream needs CUDA: this machine has no CUDA device torch can use")
 
@@ -170,16 +213,26 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
         isinstance(t, torch.Tensor) and t.is_cuda for t in loaded.inputs
     )
 
+    # The chosen device (made current by _resolve_device), and any other the inputs live on (a demo
+    # needing several GPUs puts them on cuda:0 whatever --device says).
+    sync_devices = (
+        sorted({torch.cuda.current_device()} | {t.device.index for t in loaded.inputs if isinstance(t, torch.Tensor) and t.is_cuda})
+        if is_cuda
+        else []
+    )
+
     def sync() -> None:
-        if is_cuda:
-            torch.cuda.synchronize()
+        for index in sync_devices:
+            torch.cuda.synchronize(index)
 
     def call(fn: Any, what: str) -> Any:
         try:
             with torch.no_grad():
                 return fn(*loaded.inputs)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in the model is a model error like any other
             tb = user_traceback(exc, user_file) if user_file.suffix == ".py" else traceback.format_exc()
+            if isinstance(exc, SystemExit):
+                raise RunFailure(EXIT_BAD_MODEL, f"the model called sys.exit({exc.code!r}) while {what}", tb) from None
             first = (str(exc).strip().splitlines() or [""])[0]
             raise RunFailure(EXIT_BAD_MODEL, f"the model raised {type(exc).__name__} while {what}: {first}", tb) from exc
 
@@ -230,13 +283,13 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
         trace = json.load(f, strict=False)  # kineto may write raw control characters in strings
     raw.unlink()
 
-    threads = _thread_names()
+    threads = read_thread_names()
     interop = sorted(
         _interop_tids_from_trace(trace) | {tid for tid, name in threads.items() if name == "PTThreadPool"}
     )
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     branches = analysis.to_json()
-    device_label = device if not is_cuda else f"{device} ({torch.cuda.get_device_name(0)})"
+    device_label = device if not is_cuda else f"{device} ({torch.cuda.get_device_name()})"
     trace["branchscope"] = {
         "mode": args.mode,
         "interop": args.interop,
@@ -247,7 +300,7 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
         "interop_tids": interop,
         "branches": branches,
     }
-    _write_json_atomic(args.out / "trace.json.gz", trace, gz=True)
+    _write_trace(args.out / "trace.json", trace)
 
     median = statistics.median(steps_ms)
     unprofiled_median = statistics.median(unprofiled)
@@ -279,24 +332,33 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
         "notes": analysis.notes,
         "plan": "plan.py" if plan.source else None,
         "trace": "trace.json.gz",
+        "trace_clock": _trace_clock(trace),
         "complete": True,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
+    _die_with_parent()  # first: a runner killed from here on takes this worker with it
     args = build_arg_parser().parse_args(argv)
     proto = _Protocol()
     faulthandler.enable()  # a crash in native code still leaves a Python stack in the log
-    _die_with_parent()
     code = EXIT_OK
     try:
         args.out.mkdir(parents=True, exist_ok=True)
         result = run(args, proto)
-        _write_json_atomic(args.out / "run.json", result)
+        write_json_atomic(args.out / "run.json", result, indent=1)
         proto.emit(event="finished", run=str(args.out / "run.json"))
     except RunFailure as exc:
         proto.emit(event="error", message=str(exc), traceback=exc.tb, exit_code=exc.exit_code)
         code = exc.exit_code
+    except SystemExit as exc:  # the model called sys.exit() where we did not expect it (fx tracing, plans)
+        proto.emit(
+            event="error",
+            message=f"the model called sys.exit({exc.code!r})",
+            traceback=traceback.format_exc(),
+            exit_code=EXIT_BAD_MODEL,
+        )
+        code = EXIT_BAD_MODEL
     except Exception as exc:  # a bug of ours, or torch failing: report it, never hang
         proto.emit(
             event="error",

@@ -89,6 +89,16 @@ def test_build_model_raising_carries_the_model_traceback():
     assert "model_source.py" not in tb  # branchscope's own frames are left out
 
 
+def test_sys_exit_in_build_model_is_a_model_error_not_an_exit(tmp_path):
+    with pytest.raises(ModelCodeError, match=r"build_model\(\) raised SystemExit \(sys.exit\(3\)\)") as info:
+        load_model(ModelSpec(path=MODELS / "exits_in_build.py"))
+    assert "exits_in_build.py" in info.value.model_traceback
+    at_import = tmp_path / "exits_at_import.py"
+    at_import.write_text("import sys\nsys.exit('no weights')\n")
+    with pytest.raises(ModelCodeError, match=r"importing exits_at_import.py raised SystemExit"):
+        load_model(ModelSpec(path=at_import))
+
+
 def test_py_model_loads_in_eval_mode_with_all_inputs():
     loaded = load_model(ModelSpec(path=MODELS / "two_tower.py"))
     assert loaded.kind == "py" and not loaded.model.training

@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+import profiling
 from app import cmd_profile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,6 +63,10 @@ def test_cli_and_runner_modules_do_not_import_torch():
         (["--demo", "twin-mm", "--mode", "fork", "--interop", "0", "--intra", "1"], "--interop must be at least 1"),
         (["--demo", "nope", "--mode", "fork", "--interop", "1", "--intra", "1"], "no demo named 'nope'"),
         (["--model", "missing.py", "--mode", "fork", "--interop", "1", "--intra", "1"], "does not exist"),
+        (["--demo", "twin-mm", "--mode", "fork", "--interop", "1", "--intra", "1", "--device", "gpu"],
+         "--device 'gpu' is not one of: auto, cpu, cuda, cuda:N"),
+        (["--demo", "twin-mm", "--mode", "fork", "--interop", "1", "--intra", "1", "--device", "cuda:x"],
+         "--device 'cuda:x' is not one of"),
     ],
 )
 def test_bad_arguments_exit_2_before_any_worker(tmp_path, capsys, args, message):
@@ -86,6 +91,12 @@ def test_profile_writes_trace_with_cpu_samples_and_prints_summary(tmp_path, caps
     assert main[0]["name"].startswith(f"thread {run['main_tid']} (")
     assert all(0.0 <= e["args"]["cpu_pct"] <= 100.0 for e in samples)
     assert trace["branchscope"]["main_tid"] == run["main_tid"]
+    # Written once by the runner from the worker's uncompressed trace, which is gone; the reader agrees.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json", "trace.json.gz", "worker.log"]
+    loaded = profiling.load_trace(tmp_path / "trace.json.gz")
+    tracks = [c for c in loaded.counters if c.cat == "cpu_sample" and c.tid == run["main_tid"]]
+    assert len(tracks) == 1 and len(tracks[0].ts_ns) == len(main)
+    assert loaded.metadata["branchscope"]["main_tid"] == run["main_tid"]
     _no_children_left()
 
 
@@ -110,6 +121,27 @@ def test_model_raising_exits_2_with_its_traceback_above_the_error(tmp_path, caps
     assert lines[0] == "Traceback (most recent call last):"
     assert any("raises_in_forward.py" in line and "check_shape" in line for line in lines)
     assert not any("profiling/" in line for line in lines[:-1])  # no branchscope frames
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["exits_in_build.py", "exits_in_forward.py"])
+def test_model_calling_sys_exit_is_a_model_error_exit_2(tmp_path, capsys, model):
+    code = cli(profile(tmp_path, "--model", str(MODELS / model), "--mode", "sequential", "--interop", "1", "--intra", "1"))
+    assert code == 2
+    err = capsys.readouterr().err
+    assert _last_line(err).startswith("error: ") and "sys.exit(" in _last_line(err)
+    assert model in err  # the model's traceback, above the error line
+    assert not (tmp_path / "run.json").exists()
+    _no_children_left()
+
+
+@pytest.mark.slow
+def test_cuda_device_that_cannot_be_used_exits_3(tmp_path, capsys):
+    # No CUDA here, or fewer than 65 devices: either way the mode cannot run on this machine.
+    args = profile(tmp_path, "--demo", "twin-mm", "--mode", "sequential", "--interop", "1", "--intra", "1")
+    assert cli([*args, "--device", "cuda:64"]) == 3
+    err = capsys.readouterr().err
+    assert _last_line(err).startswith("error: --device cuda:64") and "Traceback" not in err
 
 
 @pytest.mark.slow

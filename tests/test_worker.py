@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +37,7 @@ def twin_fork(tmp_path_factory):
     out = tmp_path_factory.mktemp("twin_fork")
     proc = _worker(out, "--demo", "twin-mm", "--mode", "fork", "--interop", "2", "--intra", "1")
     assert proc.returncode == 0, proc.stderr
-    with gzip.open(out / "trace.json.gz", "rt") as f:
+    with open(out / "trace.json", encoding="utf-8") as f:
         trace = json.load(f)
     return out, proc, json.loads((out / "run.json").read_text()), trace
 
@@ -75,9 +75,20 @@ def test_trace_marks_steps_and_branches_on_the_right_threads(twin_fork):
     assert branch_tids and branch_tids <= set(run["interop_tids"])
 
 
+def test_trace_is_written_once_uncompressed_with_its_events_last_for_the_runner(twin_fork):
+    out, _, run, trace = twin_fork
+    assert not (out / "trace.json.gz").exists()  # the runner compresses it, adding the CPU samples
+    assert list(trace)[-1] == "traceEvents" and (out / "trace.json").read_bytes().endswith(b"]}")
+    clock = run["trace_clock"]
+    assert clock["base_time_ns"] == trace["baseTimeNanoseconds"]
+    spans = [(e["ts"], e["ts"] + e.get("dur", 0)) for e in trace["traceEvents"] if e.get("ph") == "X"]
+    assert clock["first_us"] <= min(s for s, _ in spans) and clock["last_us"] >= max(e for _, e in spans)
+    assert not [p.name for p in out.iterdir() if p.name.endswith((".tmp", ".raw.json"))]
+
+
 def test_trace_reader_sees_the_inter_op_lanes(twin_fork):
     out, _, run, _ = twin_fork
-    trace = profiling.load_trace(out / "trace.json.gz")
+    trace = profiling.load_trace(out / "trace.json")
     roles = {lane.tid: lane.role for lane in trace.lanes if lane.kind == "cpu"}
     assert roles[run["main_tid"]] == "main"
     assert {tid for tid, role in roles.items() if role == "interop"} <= set(run["interop_tids"])
@@ -94,3 +105,76 @@ def test_model_prints_do_not_break_the_protocol_and_errors_carry_the_traceback(t
     assert "raises_in_forward.py" in error["traceback"] and "check_shape" in error["traceback"]
     assert "model output on stdout" in proc.stderr
     assert not (tmp_path / "run.json").exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
+def test_worker_whose_runner_is_already_gone_exits_before_doing_anything():
+    # No arguments at all: a worker that went on would fail in argparse (exit 2, usage on stderr).
+    cmd = [sys.executable, "-m", "profiling.worker"]
+    env = dict(os.environ, BRANCHSCOPE_RUNNER_PID=str(os.getpid() + 1_000_000))  # not its parent
+    orphan = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert (orphan.returncode, orphan.stdout, orphan.stderr) == (1, "", "")
+    env["BRANCHSCOPE_RUNNER_PID"] = str(os.getpid())  # its real parent: it goes on to argparse
+    adopted = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert adopted.returncode == 2 and "usage:" in adopted.stderr
+
+
+def test_worker_rejects_a_cuda_device_it_cannot_use_with_exit_3(tmp_path):
+    proc = _worker(tmp_path, "--demo", "twin-mm", "--mode", "sequential", "--interop", "1", "--intra", "1",
+                   "--device", "cuda:64")  # fmt: skip
+    assert proc.returncode == 3
+    (error,) = _events(proc.stdout)
+    assert error["event"] == "error" and error["message"].startswith("--device cuda:64")
+    assert "no CUDA device" in error["message"] or "torch sees only" in error["message"]
+
+
+class _FakeCuda:
+    """torch.cuda as _resolve_device sees it, on a machine with `count` GPUs (none here)."""
+
+    def __init__(self, count: int) -> None:
+        self.count, self.current = count, 0
+
+    def is_available(self) -> bool:
+        return self.count > 0
+
+    def device_count(self) -> int:
+        return self.count
+
+    def current_device(self) -> int:
+        return self.current
+
+    def set_device(self, index: int) -> None:
+        self.current = index
+
+
+@pytest.mark.parametrize(
+    ("count", "requested", "resolved"),
+    [(0, "auto", "cpu"), (0, "cpu", "cpu"), (2, "auto", "cuda:0"), (2, "cuda", "cuda:0"), (2, "cuda:1", "cuda:1")],
+)
+def test_resolved_cuda_device_becomes_the_current_one(count, requested, resolved):
+    from types import SimpleNamespace
+
+    from profiling.worker import _resolve_device
+
+    fake = SimpleNamespace(cuda=_FakeCuda(count))
+    assert _resolve_device(fake, requested) == resolved
+    if resolved.startswith("cuda:"):  # synchronize(), get_device_name() and friends then use it
+        assert fake.cuda.current == int(resolved[5:])
+
+
+@pytest.mark.parametrize(
+    ("count", "requested", "code", "message"),
+    [
+        (0, "cuda", 3, "--device cuda needs CUDA, and torch sees no CUDA device here"),
+        (1, "cuda:1", 3, "--device cuda:1: torch sees only 1 CUDA device(s) here (cuda:0 to cuda:0)"),
+        (1, "gpu", 2, "--device 'gpu' is not one of: auto, cpu, cuda, cuda:N"),
+    ],
+)
+def test_unusable_devices_are_refused_with_the_runners_exit_codes(count, requested, code, message):
+    from types import SimpleNamespace
+
+    from profiling.worker import RunFailure, _resolve_device
+
+    with pytest.raises(RunFailure) as info:
+        _resolve_device(SimpleNamespace(cuda=_FakeCuda(count)), requested)
+    assert (info.value.exit_code, str(info.value)) == (code, message)

@@ -1,0 +1,170 @@
+"""Stopping a run: SIGTERM/SIGINT to the runner (the GUI's cancel), and a runner that is SIGKILLed.
+
+Either way nothing may be left running: the worker, the reaper it forks, and whatever the model
+started (hangs.py starts a child carrying $BRANCHSCOPE_TEST_MARKER on its command line).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from profiling.runner import RunRequest, run_profile, stop_on_signals
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
+
+
+def _wait_until(condition: Callable[[], object], timeout: float, what: str) -> object:
+    """Polls `condition` until it returns something true; a bounded loop, not a timing assertion."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _with_marker(marker: str) -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if marker in (p.info["cmdline"] or []) and _alive(p):
+            found.append(p)
+    return found
+
+
+def _start_hanging_runner(tmp_path: Path, marker: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "profiling.runner", "--model", str(MODELS / "hangs.py"), "--mode", "sequential",
+           "--interop", "1", "--intra", "1", "--out", str(tmp_path), "--jsonl"]  # fmt: skip
+    env = dict(os.environ, BRANCHSCOPE_TEST_MARKER=marker)
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _descendants_once_the_model_runs(runner: subprocess.Popen[str], marker: str) -> list[psutil.Process]:
+    """The runner's descendants once the worker runs the model and the model's child exists."""
+    _wait_until(lambda: _with_marker(marker), 120, "the model's child process")
+    descendants = psutil.Process(runner.pid).children(recursive=True)
+    assert any("profiling.worker" in " ".join(p.cmdline()) for p in descendants)
+    return descendants
+
+
+def _kill_leftovers(processes: list[psutil.Process]) -> None:
+    for p in processes:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_to_the_runner_stops_the_run_and_leaves_nothing_running(tmp_path, signum):
+    marker = f"branchscope-test-{uuid.uuid4().hex}"
+    runner = _start_hanging_runner(tmp_path, marker)
+    descendants: list[psutil.Process] = []
+    try:
+        descendants = _descendants_once_the_model_runs(runner, marker)
+        runner.send_signal(signum)
+        stdout, stderr = runner.communicate(timeout=60)  # a guard against a hang, not a timing assertion
+        assert runner.returncode == 128 + signum
+        name = signal.Signals(signum).name
+        assert json.loads(stdout.splitlines()[-1]) == {
+            "event": "error", "message": f"cancelled by {name}; the worker was stopped", "traceback": None,
+        }  # fmt: skip
+        assert stderr.splitlines()[-1] == f"error: cancelled by {name}; the worker was stopped"
+        _wait_until(lambda: not [p for p in descendants if _alive(p)], 30, "the runner's descendants to end")
+        assert _with_marker(marker) == []
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["worker.log"]  # no results, no temporary files
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+        _kill_leftovers(descendants)
+
+
+@pytest.mark.slow
+def test_runner_killed_outright_still_takes_the_worker_and_the_models_children(tmp_path):
+    marker = f"branchscope-test-{uuid.uuid4().hex}"
+    runner = _start_hanging_runner(tmp_path, marker)
+    descendants: list[psutil.Process] = []
+    try:
+        descendants = _descendants_once_the_model_runs(runner, marker)
+        runner.kill()  # no cleanup of its own: the worker's death signal and its reaper must do it
+        runner.communicate(timeout=60)
+        _wait_until(lambda: not [p for p in descendants if _alive(p)], 30, "the runner's descendants to end")
+        assert _with_marker(marker) == []
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+        _kill_leftovers(descendants)
+
+
+def _fake_worker(monkeypatch: pytest.MonkeyPatch, code: str) -> None:
+    """The runner starts `python -c code` instead of the worker (no torch: quick)."""
+    monkeypatch.setattr("profiling.runner.worker_command", lambda req: [sys.executable, "-c", code])
+
+
+def test_cancelled_run_returns_128_plus_the_signal_and_kills_the_group(tmp_path, monkeypatch):
+    marker = f"branchscope-test-{uuid.uuid4().hex}"
+    _fake_worker(monkeypatch, (
+        "import json, subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {marker!r}])\n"
+        "print(json.dumps({'event': 'progress', 'step': 1, 'of': 2}), flush=True)\n"
+        "time.sleep(600)\n"
+    ))  # fmt: skip
+    with stop_on_signals((signal.SIGUSR1,)) as cancel:
+
+        def on_event(event):
+            _wait_until(lambda: _with_marker(marker), 60, "the fake worker's child")
+            os.kill(os.getpid(), signal.SIGUSR1)  # as the GUI's SIGTERM would, through the handler
+
+        result = run_profile(RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, demo="twin-mm"), on_event, cancel)
+    assert result.exit_code == 128 + signal.SIGUSR1 and result.cancelled_by == signal.SIGUSR1
+    assert result.message == "cancelled by SIGUSR1; the worker was stopped"
+    _wait_until(lambda: not _with_marker(marker), 30, "the fake worker's child to end")
+    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # the handler is put back
+
+
+def test_worker_that_fails_after_writing_its_trace_leaves_no_partial_files(tmp_path, monkeypatch):
+    _fake_worker(monkeypatch, (
+        "import json, sys\n"
+        f"open({str(tmp_path / 'trace.json')!r}, 'w').write(json.dumps({{'traceEvents': []}}))\n"
+        f"open({str(tmp_path / 'run.json.tmp')!r}, 'w').write('{{')\n"
+        "sys.exit(1)\n"
+    ))  # fmt: skip
+    result = run_profile(RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, demo="twin-mm"))
+    assert result.exit_code == 4 and result.message == "the worker died (exit code 1) before writing its results"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["worker.log"]
+
+
+def test_complete_run_with_a_trace_the_runner_cannot_extend_is_a_failure_not_a_half_trace(tmp_path, monkeypatch):
+    run = {"complete": True, "trace_clock": {"base_time_ns": 0, "first_us": 0.0, "last_us": 1.0}}
+    _fake_worker(monkeypatch, (
+        "import json\n"
+        f"open({str(tmp_path / 'trace.json')!r}, 'w').write('{{\"traceEvents\": [], \"x\": 1}}')\n"
+        f"open({str(tmp_path / 'run.json')!r}, 'w').write({json.dumps(run)!r})\n"
+    ))  # fmt: skip
+    result = run_profile(RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, demo="twin-mm"))
+    assert result.exit_code == 4 and "does not end with its traceEvents array" in (result.message or "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["worker.log"]
