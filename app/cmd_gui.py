@@ -59,7 +59,14 @@ def display_available() -> bool:
     return True
 
 
+def _program() -> str:
+    """How the user invoked us (`.venv/bin/branchscope` from `make run`), for hints they can paste."""
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else "branchscope"
+    return argv0 if os.path.basename(argv0) == "branchscope" else "branchscope"
+
+
 def _no_display(screenshot_hint: str) -> int:
+    screenshot_hint = screenshot_hint.replace("branchscope", _program(), 1)
     print(
         "branchscope: no display to open the window on (DISPLAY and WAYLAND_DISPLAY are unset); "
         f"for a picture of it instead run: {screenshot_hint}",
@@ -130,10 +137,17 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
                 lambda: (outcome.setdefault("error", "timed out"), loop.quit()),
             )
             window.start_run()
-            loop.exec()
+            # A runner that cannot start fails inside start_run(): then there is nothing to wait for.
+            if window.controller.is_running():
+                loop.exec()
             if "error" in outcome:
                 window.controller.shutdown()
                 print(f"error: the run failed: {outcome['error']}", file=sys.stderr)
+                return 1
+            if not window.entries:
+                window.controller.shutdown()
+                box = window.message_box
+                print(f"error: {box.text() if box else 'the run left nothing to show'}", file=sys.stderr)
                 return 1
         else:
             QTimer.singleShot(0, window.start_run)

@@ -75,6 +75,20 @@ class Entry:
         return float(m) if isinstance(m, (int, float)) else None
 
 
+def is_model_file(path: str) -> bool:
+    """A dropped model: Python source, or a TorchScript archive (a zip file, whatever its name).
+
+    Traces are JSON (plain or gzipped), never zip, so the magic bytes settle .zip/.pt/.pth.
+    """
+    if path.endswith(".py"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
 class MainWindow(QMainWindow):
     """branchscope's window (see the module docstring)."""
 
@@ -93,7 +107,9 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.setWindowTitle("branchscope")
         self.setAcceptDrops(True)
-        self.cores = int(cores or os.cpu_count() or 1)
+        # The CPUs this process may use, as the worker counts them (a container may allow fewer).
+        usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        self.cores = int(cores or usable or 1)
         self.settings = settings if settings is not None else QSettings("branchscope", "branchscope")
         self.controller = controller if controller is not None else RunController(self)
         self.controller.setParent(self)
@@ -101,6 +117,8 @@ class MainWindow(QMainWindow):
         self.current: int = -1
         #: The last dialog shown (failures, unreadable files); tests look at it.
         self.message_box: QMessageBox | None = None
+        #: Entry indices, least recently shown first (the trace cache evicts from the front).
+        self._shown_order: list[int] = []
         self.model_files: list[tuple[str, tuple[str, ...]]] = []
         if demos is None:
             from profiling.model_source import list_demos
@@ -430,7 +448,7 @@ class MainWindow(QMainWindow):
 
     def dropEvent(self, event) -> None:  # noqa: N802 (Qt API)
         paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
-        models = [p for p in paths if p.endswith((".py", ".pt", ".pth"))]
+        models = [p for p in paths if is_model_file(p)]
         traces = [p for p in paths if p not in models]
         for m in models:
             self.add_model_file(m)
@@ -636,10 +654,11 @@ class MainWindow(QMainWindow):
         self.centre.setSizes(self._centre_sizes())
         title = e.label if e.spec is None else f"{e.label} · {e.spec.mode} · {e.spec.interop}×{e.spec.intra}"
         self.setWindowTitle(f"branchscope — {title}")
-        # Keep the few most recent traces in memory.
-        kept = [i for i, x in enumerate(self.entries) if x.trace is not None and i != k]
-        for i in kept[: -(TRACE_CACHE - 1)] if len(kept) >= TRACE_CACHE else []:
+        # Keep the traces of the few most recently shown entries in memory.
+        self._shown_order = [i for i in self._shown_order if i != k] + [k]
+        for i in self._shown_order[:-TRACE_CACHE]:
             self.entries[i].trace = None
+        self._shown_order = self._shown_order[-TRACE_CACHE:]
         self.entryShown.emit(k)
 
     def _centre_sizes(self) -> list[int]:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
-import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,31 @@ class _Job:
     notes: list[str] = field(default_factory=list)
 
 
+#: Run folders kept in the default runs folder; older ones are removed when a window starts.
+KEEP_RUNS = 40
+
+
+def default_runs_dir() -> Path:
+    """~/.cache/branchscope/runs/<time>-<pid>: one window's runs together, named so they sort by age."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "branchscope" / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+
+
+def prune_runs(session_dir: Path, keep: int) -> None:
+    """Keep the newest `keep` run folders of earlier windows under the runs root; remove the rest."""
+    root = session_dir.parent
+    if not root.is_dir():
+        return
+    sessions = [d for d in root.iterdir() if d.is_dir() and d != session_dir]
+    runs = [run for session in sessions for run in session.iterdir() if run.is_dir()]
+    runs.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in runs[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
+    for session in sessions:
+        if not any(session.iterdir()):
+            session.rmdir()
+
+
 class RunController(QObject):
     """Starts, follows and cancels runner processes (see the module docstring)."""
 
@@ -118,8 +144,14 @@ class RunController(QObject):
 
     # ---- state ------------------------------------------------------------------------------
     def runs_dir(self) -> Path:
+        """Where runs write their trace and run.json.
+
+        By default a per-user cache folder that keeps the most recent runs (so a trace shown in
+        the window is still there after it closes) and prunes older ones (so runs do not pile up).
+        """
         if self._runs_dir is None:
-            self._runs_dir = Path(tempfile.mkdtemp(prefix="branchscope-runs-"))
+            self._runs_dir = default_runs_dir()
+            prune_runs(self._runs_dir, keep=KEEP_RUNS)
         self._runs_dir.mkdir(parents=True, exist_ok=True)
         return self._runs_dir
 
@@ -164,8 +196,10 @@ class RunController(QObject):
         proc.errorOccurred.connect(lambda err: self._on_error(job, err))
         self._job = job
         self.last_command = [self.command[0], *args]
-        proc.start()
+        # `started` first: a program that cannot start fails inside proc.start(), and listeners
+        # must see started -> failed, never the reverse.
         self.started.emit(spec)
+        proc.start()
 
     def cancel(self) -> None:
         """Stop the current run (SIGTERM, then SIGKILL after a grace period)."""

@@ -4,6 +4,7 @@ failures show a dialog and the window carries on (pytest-qt, offscreen, a fake r
 from __future__ import annotations
 
 import gzip
+import json
 import sys
 from pathlib import Path
 
@@ -237,3 +238,67 @@ def test_rank_files_open_merged_side_by_side(window, shared_traces):
     entry.trace = None
     window.show_entry(len(window.entries) - 1)
     assert len(entry.trace) == 4810 + 4675
+
+
+def test_a_runner_that_cannot_start_fails_after_started_and_the_window_stays_usable(qtbot, tmp_path):
+    controller = RunController(command=[str(tmp_path / "no-such-program")], runs_dir=tmp_path / "runs")
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(controller=controller, settings=settings, cores=2, check_cuda=False)
+    qtbot.addWidget(win)
+    order: list[str] = []
+    controller.started.connect(lambda _spec: order.append("started"))
+    controller.failed.connect(lambda _m, _d: order.append("failed"))
+    win.start_run()
+    qtbot.waitUntil(lambda: "failed" in order)
+    assert order == ["started", "failed"]
+    assert not controller.is_running()
+    assert win.message_box is not None and "could not start" in win.message_box.text()
+
+
+def test_dropped_torchscript_archive_is_a_model_not_a_trace(tmp_path):
+    import zipfile
+
+    from app.main_window import is_model_file
+
+    archive = tmp_path / "model.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("model/data.pkl", b"x")
+    trace = tmp_path / "trace.json.gz"
+    trace.write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    assert is_model_file(str(archive)) and is_model_file(str(tmp_path / "m.py"))
+    assert not is_model_file(str(trace))
+
+
+def test_trace_cache_keeps_the_most_recently_shown(window, tmp_path):
+    from app.main_window import TRACE_CACHE
+
+    paths = []
+    for k in range(TRACE_CACHE + 2):
+        p = tmp_path / f"t{k}.json"
+        event = {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": k, "dur": 1}
+        p.write_text(json.dumps({"traceEvents": [event]}))
+        paths.append(str(p))
+    window.open_trace_files(paths)
+    for k in range(len(paths)):
+        window.show_entry(k)
+        window.show_entry(0)  # entry 0 is used all the time: it must stay cached
+    cached = [k for k, e in enumerate(window.entries) if e.trace is not None]
+    assert 0 in cached and len(cached) <= TRACE_CACHE
+
+
+def test_old_runs_are_pruned_but_recent_ones_kept(tmp_path):
+    import os
+
+    from app.run_controller import prune_runs
+
+    root = tmp_path / "runs"
+    for s in range(3):
+        for r in range(5):
+            run = root / f"2026010{s}-000000-{s}" / f"{r:03d}-run"
+            run.mkdir(parents=True)
+            os.utime(run, (1_000_000 + s * 10 + r, 1_000_000 + s * 10 + r))
+    current = root / "20260109-000000-9"
+    prune_runs(current, keep=4)
+    left = sorted(p.name for s in root.iterdir() for p in s.iterdir())
+    assert len(left) == 4
+    assert sorted(s.name for s in root.iterdir()) == ["20260102-000000-2"]
