@@ -270,3 +270,29 @@ def test_views_share_one_time_axis(small_trace, qtbot):
         assert pool.x_of(t) == tl.x_of(t) == mem.x_of(t)
     qtbot.keyClick(pool, Qt.Key.Key_W)  # navigating any view moves all
     assert tl.axis.hi - tl.axis.lo < 800_000
+
+
+def test_showing_a_trace_again_reuses_its_index(qtbot, monkeypatch):
+    import widgets.timeline as tl
+    from profiling.trace_model import Lane, build_trace
+
+    trace = build_trace(
+        path="t", start_ns=np.arange(100) * 10, dur_ns=np.full(100, 5), lane=np.zeros(100),
+        name_id=np.zeros(100), cat_id=np.zeros(100), names=["op"], cats=["cpu_op"],
+        lanes=[Lane(0, "cpu", 1, 1, "main", "main")],
+    )
+    other = build_trace(
+        path="u", start_ns=np.arange(10) * 10, dur_ns=np.full(10, 5), lane=np.zeros(10),
+        name_id=np.zeros(10), cat_id=np.zeros(10), names=["op"], cats=["cpu_op"],
+        lanes=[Lane(0, "cpu", 1, 1, "main", "main")],
+    )
+    builds = []
+    real = tl.TimelineLod
+    monkeypatch.setattr(tl, "TimelineLod", lambda t: builds.append(t.path) or real(t))
+    view = tl.TimelineView()
+    qtbot.addWidget(view)
+    view.set_trace(trace)
+    view.set_trace(other)
+    view.set_trace(trace)
+    assert builds == ["t", "u"]
+    assert view.lod is not None and view.trace is trace

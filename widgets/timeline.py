@@ -16,6 +16,7 @@ Ctrl+F finds events by name and highlights them; navigation is `TimePanel`'s.
 from __future__ import annotations
 
 import bisect
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,6 +113,11 @@ class FindBar(QFrame):
         super().keyPressEvent(event)
 
 
+#: What the timeline derives from a trace at load (branches, colour keys, level-of-detail index),
+#: kept while the trace lives.
+_DERIVED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 class TimelineView(TimePanel):
     """Lanes of events over the shared time axis (see the module docstring)."""
 
@@ -168,14 +174,19 @@ class TimelineView(TimePanel):
             self.lane_rows, self.group_headers = [], []
             self.update()
             return
-        if branches is None:
-            from profiling.analyses import branch_assignment
+        derived = _DERIVED.get(trace)
+        if derived is None or branches is not None:
+            # Built once per trace: re-selecting a run in the list must be instant.
+            if branches is None:
+                from profiling.analyses import branch_assignment
 
-            branches = branch_assignment(trace)
+                branches = branch_assignment(trace)
+            keys = colors.event_color_keys(trace, np.asarray(branches.event_branch), len(branches.names))
+            derived = (branches, keys, TimelineLod(trace))
+            _DERIVED[trace] = derived
+        branches, self._keys, self.lod = derived
         self.branch_names = list(branches.names)
         self.event_branch = np.asarray(branches.event_branch)
-        self._keys = colors.event_color_keys(trace, self.event_branch, len(self.branch_names))
-        self.lod = TimelineLod(trace)
         start, end = trace.span()
         if (self.axis.origin_ns, self.axis.span_ns) != (start, float(max(end - start, 1))):
             self.axis.set_bounds(start, end)
