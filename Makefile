@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_load_trace.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/bench_timeline.py
 	$(BIN)/python benchmarks/bench_fork_speedup.py
+	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/bench_startup.py
 
 # The README's pictures: the inception demo sequential and forked (2 inter-op x 1 intra-op threads).
 screenshots: $(STAMP)

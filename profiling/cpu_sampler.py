@@ -64,6 +64,30 @@ def read_thread_names(pid: int | str = "self") -> dict[int, str]:
     return names
 
 
+def read_thread_state(pid: int | str, tid: int) -> str | None:
+    """The scheduler state letter of a thread (R running, S sleeping, ...); None once it is gone."""
+    stat = _read(f"/proc/{pid}/task/{tid}/stat")
+    if not stat:
+        return None
+    close = stat.rfind(")")
+    return stat[close + 2 : close + 3] if close >= 0 else None
+
+
+def wait_until_threads_sleep(tids: list[int], timeout_s: float = 1.0, settle: int = 5) -> bool:
+    """Wait until every thread in `tids` has been asleep for `settle` checks in a row (at most
+    `timeout_s`); True if they settled. Used by the worker to let the inter-op pool finish the
+    tail of its tasks (ending their profiler ranges) before the profiler stops."""
+    deadline = time.monotonic() + timeout_s
+    quiet = 0
+    while time.monotonic() < deadline:
+        states = [read_thread_state("self", tid) for tid in tids]
+        quiet = quiet + 1 if all(s in (None, "S", "D", "T", "t", "Z", "X") for s in states) else 0
+        if quiet >= settle:
+            return True
+        time.sleep(0.001)
+    return False
+
+
 @dataclass
 class ThreadSeries:
     tid: int

@@ -46,7 +46,7 @@ import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
-from profiling.cpu_sampler import read_thread_names
+from profiling.cpu_sampler import read_thread_names, wait_until_threads_sleep
 from profiling.runner import RUNNER_PID_ENV, add_run_arguments, write_json_atomic
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_MODEL, EXIT_MODE = 0, 1, 2, 3
@@ -275,6 +275,11 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
                 sync()
             steps_ms.append((time.perf_counter() - t0) * 1000.0)
             proto.emit(event="progress", step=i, of=args.steps)
+        # A forked task's future completes before its pool thread has finished the task (and
+        # closed its profiler ranges). Stopping the profiler then races with that thread: seen
+        # here as heap corruption (glibc malloc abort) and garbage bytes in the exported trace.
+        pool = [tid for tid, name in read_thread_names().items() if name == "PTThreadPool"]
+        wait_until_threads_sleep(pool)
     proto.emit(event="phase", phase="export")
 
     raw = args.out / "trace.raw.json"

@@ -110,3 +110,34 @@ def test_busy_op_lines_up_with_its_threads_samples(tmp_path):
         assert len(inside) >= 0.5 * (end - start - 2 * slack) / period
         assert len(before) >= 0.25 * (WINDOW_US - slack) / period and len(after) >= 0.25 * (WINDOW_US - slack) / period
         assert statistics.median(inside) >= BUSY_PCT
+
+
+def test_wait_until_threads_sleep_tells_busy_from_idle_threads():
+    import threading
+
+    from profiling.cpu_sampler import wait_until_threads_sleep
+
+    stop = threading.Event()
+    tids: dict[str, int] = {}
+
+    def spin() -> None:
+        tids["busy"] = threading.get_native_id()
+        while not stop.is_set():
+            pass
+
+    def idle() -> None:
+        tids["idle"] = threading.get_native_id()
+        stop.wait()
+
+    threads = [threading.Thread(target=spin), threading.Thread(target=idle)]
+    for t in threads:
+        t.start()
+    try:
+        while len(tids) < 2:
+            stop.wait(0.001)
+        assert wait_until_threads_sleep([tids["idle"]], timeout_s=5.0)
+        assert not wait_until_threads_sleep([tids["idle"], tids["busy"]], timeout_s=0.05)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
