@@ -57,13 +57,6 @@ class MemoryView(TimePanel):
         return [QRect(GUTTER, 4 + k * h, self.plot_width(), h) for k in range(n)]
 
     # ---- painting ---------------------------------------------------------------------------
-    def paintEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        p = QPainter(self)
-        try:
-            self._paint(p)
-        finally:
-            p.end()
-
     def _paint(self, p: QPainter) -> None:
         p.fillRect(self.rect(), QColor("#ffffff"))
         self.draw_grid(p, 0, self.height())

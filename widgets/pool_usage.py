@@ -149,13 +149,6 @@ class PoolUsageView(TimePanel):
         return a, b
 
     # ---- painting ---------------------------------------------------------------------------
-    def paintEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        p = QPainter(self)
-        try:
-            self._paint(p)
-        finally:
-            p.end()
-
     def _paint(self, p: QPainter) -> None:
         p.fillRect(self.rect(), QColor("#ffffff"))
         self.draw_grid(p, 0, self.height())

@@ -109,6 +109,18 @@ class TimePanel(QWidget):
         axis.changed.connect(self.update)
         self.update()
 
+    # ---- painting ---------------------------------------------------------------------------
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        """Every panel paints in `_paint`; the painter is always ended, even if painting fails."""
+        p = QPainter(self)
+        try:
+            self._paint(p)
+        finally:
+            p.end()
+
+    def _paint(self, p: QPainter) -> None:
+        raise NotImplementedError
+
     # ---- geometry ---------------------------------------------------------------------------
     def plot_left(self) -> int:
         return GUTTER

@@ -347,13 +347,6 @@ class TimelineView(TimePanel):
         return None
 
     # ---- painting ---------------------------------------------------------------------------
-    def paintEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        p = QPainter(self)
-        try:
-            self._paint(p)
-        finally:
-            p.end()
-
     def _visible_rows(self, img_h: int):
         """(rows, row_y, lane_of_row, y_map) for what is on screen; y in image coordinates."""
         y_map = np.full(img_h, _BG_A, dtype=np.int64)
