@@ -219,6 +219,16 @@ def test_ctrl_f_finds_events_by_name_and_highlights_them(small_trace, qtbot):
     assert not (_render(view) == highlight).any()
 
 
+def test_find_highlights_while_typing(small_trace, qtbot):
+    view = _show(qtbot, TimelineView())
+    view.set_trace(small_trace)
+    view.open_find()
+    with qtbot.waitSignal(view.findChanged) as sig:
+        qtbot.keyClicks(view._find_bar.edit, "mm")  # no Enter
+    assert sig.args == [small_trace.find("mm").size]
+    assert view.selected == -1  # typing highlights; only Enter jumps to a match
+
+
 def test_set_time_range_uses_the_trace_clock(small_trace, qtbot):
     view = _show(qtbot, TimelineView())
     view.set_trace(small_trace)

@@ -20,7 +20,7 @@ import weakref
 from dataclasses import dataclass
 
 import numpy as np
-from PySide6.QtCore import QPoint, QRect, Qt, Signal
+from PySide6.QtCore import QPoint, QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QKeySequence, QPainter, QPen
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QLineEdit, QToolButton, QToolTip, QWidget
 
@@ -82,6 +82,10 @@ def group_of(trace: Trace, lane_index: int, multi_pid: bool) -> tuple[tuple, str
     return (0, lane.pid, ROLE_ORDER.index(lane.role)), f"{prefix}{_GROUP_TITLES.get(lane.role, lane.role)}"
 
 
+#: Pause in typing after which Find highlights the matches.
+FIND_DEBOUNCE_MS = 150
+
+
 class FindBar(QFrame):
     """Ctrl+F: a name to look for, the number of matches, Enter for the next one."""
 
@@ -90,7 +94,7 @@ class FindBar(QFrame):
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setAutoFillBackground(True)
         self.edit = QLineEdit(self)
-        self.edit.setPlaceholderText("Find events by name (Enter: next)")
+        self.edit.setPlaceholderText("Find events by name (Enter: next match)")
         self.edit.setClearButtonEnabled(True)
         self.count = QLabel("", self)
         close = QToolButton(self)
@@ -103,6 +107,12 @@ class FindBar(QFrame):
         lay.addWidget(self.count)
         lay.addWidget(close)
         self.edit.returnPressed.connect(parent._find_return)
+        # Highlight while typing, once the typing pauses: a search builds an index of the matches.
+        self.debounce = QTimer(self)
+        self.debounce.setSingleShot(True)
+        self.debounce.setInterval(FIND_DEBOUNCE_MS)
+        self.debounce.timeout.connect(lambda: parent.find(self.edit.text()))
+        self.edit.textEdited.connect(lambda _text: self.debounce.start())
         self.setFixedWidth(360)
         self.hide()
 
@@ -715,6 +725,7 @@ class TimelineView(TimePanel):
         self.setFocus()
 
     def _find_return(self) -> None:
+        self._find_bar.debounce.stop()
         text = self._find_bar.edit.text()
         if text != self._match_text:
             self.find(text)
