@@ -662,16 +662,31 @@ class MainWindow(QMainWindow):
         self.entryShown.emit(k)
 
     def _centre_sizes(self) -> list[int]:
-        """The timeline gets what its lanes need (up to what leaves the charts readable); the
-        thread-pool and memory charts share the rest, 60:40, so a one-lane run leaves no blank."""
+        """Heights of timeline, thread-pool charts and memory chart.
+
+        A chart with nothing to show (a trace without pool threads or CPU samples, or without
+        memory events) keeps only room for its one-line explanation. The timeline gets what its
+        lanes need; what is left goes to the charts that have data (60:40), or to the timeline.
+        """
+        from profiling.analyses import cpu_sample_tracks
+
         total = sum(self.centre.sizes()) or 900
-        mem_min = max(80, min(72 * max(1, len(self.memory.series)) + 10, total // 4))
-        pool_min = max(200, total // 4)
+        trace = self.timeline.trace
+        has_pool = trace is not None and bool(trace.lanes_of("cpu", "interop") or cpu_sample_tracks(trace))
+        has_memory = trace is not None and bool(trace.memory)
+        pool_min = max(200, total // 4) if has_pool else 90
+        mem_min = max(80, min(72 * max(1, len(self.memory.series)) + 10, total // 4)) if has_memory else 60
         need = self.timeline.content_height + 40
         timeline = max(120, min(need, total - mem_min - pool_min))
         rest = total - timeline
-        pool = max(pool_min, int(rest * 0.6))
-        return [timeline, pool, rest - pool]
+        if has_pool and has_memory:
+            pool = max(pool_min, int(rest * 0.6))
+            return [timeline, pool, rest - pool]
+        if has_pool:
+            return [timeline, rest - mem_min, mem_min]
+        if has_memory:
+            return [timeline, pool_min, rest - pool_min]
+        return [total - pool_min - mem_min, pool_min, mem_min]
 
     def _on_event_selected(self, i: int) -> None:
         if self.timeline.trace is None:
