@@ -140,14 +140,18 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
             # A runner that cannot start fails inside start_run(): then there is nothing to wait for.
             if window.controller.is_running():
                 loop.exec()
+            # A failed run, or one whose trace cannot be read, makes no picture (one of an empty
+            # window would pass for a result in a docs build): say why on stderr and exit 1.
+            failure = None
             if "error" in outcome:
-                window.controller.shutdown()
-                print(f"error: the run failed: {outcome['error']}", file=sys.stderr)
-                return 1
-            if not window.entries:
-                window.controller.shutdown()
+                failure = f"the run failed: {outcome['error']}"
+            elif not window.entries:
                 box = window.message_box
-                print(f"error: {box.text() if box else 'the run left nothing to show'}", file=sys.stderr)
+                failure = box.text() if box else "the run left nothing to show"
+            if failure is not None:
+                window.controller.shutdown()
+                window.close()
+                print(f"error: {failure}", file=sys.stderr)
                 return 1
         else:
             QTimer.singleShot(0, window.start_run)

@@ -44,6 +44,7 @@ from app.cuda_check import CudaCheck
 from app.run_controller import FinishedRun, RunController, RunSpec
 from profiling.trace_model import Trace, TraceFormatError
 from widgets.details_panel import DetailsPanel
+from widgets.machine import usable_cores
 from widgets.memory_view import MemoryView
 from widgets.pool_usage import PoolUsageView
 from widgets.time_axis import TimeAxis
@@ -108,8 +109,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("branchscope")
         self.setAcceptDrops(True)
         # The CPUs this process may use, as the worker counts them (a container may allow fewer).
-        usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        self.cores = int(cores or usable or 1)
+        self.cores = int(cores or usable_cores())
         self.settings = settings if settings is not None else QSettings("branchscope", "branchscope")
         self.controller = controller if controller is not None else RunController(self)
         self.controller.setParent(self)

@@ -105,7 +105,9 @@ def prune_runs(session_dir: Path, keep: int) -> None:
     root = session_dir.parent
     if not root.is_dir():
         return
-    sessions = [d for d in root.iterdir() if d.is_dir() and d != session_dir]
+    # Sessions of windows still open are left alone: their runs are on screen (and reloaded
+    # from disk when selected again).
+    sessions = [d for d in root.iterdir() if d.is_dir() and d != session_dir and not _session_alive(d)]
     runs = [run for session in sessions for run in session.iterdir() if run.is_dir()]
     runs.sort(key=lambda p: p.stat().st_mtime, reverse=True)
     for old in runs[keep:]:
@@ -113,6 +115,22 @@ def prune_runs(session_dir: Path, keep: int) -> None:
     for session in sessions:
         if not any(session.iterdir()):
             session.rmdir()
+
+
+def _session_alive(session: Path) -> bool:
+    """Whether the window that made `session` (named <time>-<pid>) may still be running."""
+    pid = session.name.rsplit("-", 1)[-1]
+    if not pid.isdigit() or int(pid) <= 1:
+        return False
+    if int(pid) == os.getpid():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
 
 
 class RunController(QObject):
@@ -199,6 +217,11 @@ class RunController(QObject):
         # `started` first: a program that cannot start fails inside proc.start(), and listeners
         # must see started -> failed, never the reverse.
         self.started.emit(spec)
+        if self._job is not job:  # a slot of `started` cancelled or replaced this run: never start it
+            if job in self._retired:
+                self._retired.remove(job)
+            proc.deleteLater()
+            return
         proc.start()
 
     def cancel(self) -> None:

@@ -169,3 +169,90 @@ def test_screenshot_of_a_demo_run(tmp_path):
     assert proc.returncode == 0, proc.stderr
     image = QImage(str(out))
     assert (image.width(), image.height()) == (1600, 1000)
+
+
+FAKE_RUNNER = [sys.executable, str(FIXTURES / "fake_runner.py")]
+
+
+def _screenshot_in_process(monkeypatch, tmp_path, command: list[str]):
+    """`branchscope --demo inception --screenshot OUT` in this process, its runner replaced."""
+    import argparse
+
+    import app.main_window as main_window
+    from app import cmd_gui
+
+    class Controller(RunController):
+        def __init__(self, parent=None):
+            super().__init__(parent, command=command, runs_dir=tmp_path / "runs")
+
+    monkeypatch.setattr(main_window, "RunController", Controller)
+    monkeypatch.setattr(
+        main_window, "QSettings", lambda *a: QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
+    )
+    out = tmp_path / "shot.png"
+    args = argparse.Namespace(
+        screenshot=out, demo="inception", mode="sequential", interop=1, intra=1, steps=2
+    )
+    return cmd_gui._run_window(args, traces=[]), out
+
+
+# A missing program fails after QProcess.start() returns; an empty one fails inside it (Qt emits
+# errorOccurred synchronously), which used to quit the wait loop before it ran: a 900 s hang. It
+# runs in its own process so that a hang fails the test (the timeout) instead of stalling pytest.
+_CANNOT_START = """
+import argparse, sys
+from pathlib import Path
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QApplication
+import app.main_window as main_window
+from app import cmd_gui
+from app.run_controller import RunController
+
+tmp, program = Path(sys.argv[1]), sys.argv[2]
+
+class Controller(RunController):
+    def __init__(self, parent=None):
+        super().__init__(parent, command=[program], runs_dir=tmp / "runs")
+
+main_window.RunController = Controller
+main_window.QSettings = lambda *a: QSettings(str(tmp / "s.ini"), QSettings.Format.IniFormat)
+app = QApplication([])
+args = argparse.Namespace(
+    screenshot=tmp / "shot.png", demo="inception", mode="sequential", interop=1, intra=1, steps=2
+)
+sys.exit(cmd_gui._run_window(args, traces=[]))
+"""
+
+
+@pytest.mark.parametrize("program", ["missing", "empty"])
+def test_screenshot_with_a_runner_that_cannot_start_exits_1_promptly(program, tmp_path):
+    runner = str(tmp_path / "no-such-runner") if program == "missing" else ""
+    proc = subprocess.run(
+        [sys.executable, "-c", _CANNOT_START, str(tmp_path), runner],
+        cwd=ROOT,
+        env=_env(QT_QPA_PLATFORM="offscreen"),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: the run failed: could not start the runner"), last
+    assert not (tmp_path / "shot.png").exists()
+
+
+@pytest.mark.timeout(120)
+def test_screenshot_exits_1_when_the_runs_trace_cannot_be_read(qapp, monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("BRANCHSCOPE_FAKE_TRACE", "broken")
+    code, out = _screenshot_in_process(monkeypatch, tmp_path, FAKE_RUNNER)
+    assert code == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "trace.json.gz" in last, last
+    assert not out.exists()
+
+
+@pytest.mark.timeout(120)
+def test_screenshot_of_a_successful_run_exits_0(qapp, monkeypatch, tmp_path, capsys):
+    code, out = _screenshot_in_process(monkeypatch, tmp_path, FAKE_RUNNER)
+    assert code == 0, capsys.readouterr().err
+    assert (QImage(str(out)).width(), QImage(str(out)).height()) == (1600, 1000)

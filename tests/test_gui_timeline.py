@@ -287,13 +287,25 @@ def test_showing_a_trace_again_reuses_its_index(qtbot, monkeypatch):
     from profiling.trace_model import Lane, build_trace
 
     trace = build_trace(
-        path="t", start_ns=np.arange(100) * 10, dur_ns=np.full(100, 5), lane=np.zeros(100),
-        name_id=np.zeros(100), cat_id=np.zeros(100), names=["op"], cats=["cpu_op"],
+        path="t",
+        start_ns=np.arange(100) * 10,
+        dur_ns=np.full(100, 5),
+        lane=np.zeros(100),
+        name_id=np.zeros(100),
+        cat_id=np.zeros(100),
+        names=["op"],
+        cats=["cpu_op"],
         lanes=[Lane(0, "cpu", 1, 1, "main", "main")],
     )
     other = build_trace(
-        path="u", start_ns=np.arange(10) * 10, dur_ns=np.full(10, 5), lane=np.zeros(10),
-        name_id=np.zeros(10), cat_id=np.zeros(10), names=["op"], cats=["cpu_op"],
+        path="u",
+        start_ns=np.arange(10) * 10,
+        dur_ns=np.full(10, 5),
+        lane=np.zeros(10),
+        name_id=np.zeros(10),
+        cat_id=np.zeros(10),
+        names=["op"],
+        cats=["cpu_op"],
         lanes=[Lane(0, "cpu", 1, 1, "main", "main")],
     )
     builds = []
@@ -306,3 +318,116 @@ def test_showing_a_trace_again_reuses_its_index(qtbot, monkeypatch):
     view.set_trace(trace)
     assert builds == ["t", "u"]
     assert view.lod is not None and view.trace is trace
+
+
+def _lane_trace(path: str, n: int):
+    from profiling.trace_model import Lane, build_trace
+
+    return build_trace(
+        path=path, start_ns=np.arange(n) * 10, dur_ns=np.full(n, 5), lane=np.zeros(n),
+        name_id=np.zeros(n), cat_id=np.zeros(n), names=["op"], cats=["cpu_op"],
+        lanes=[Lane(0, "cpu", 1, 1, "main", "main")],
+    )  # fmt: skip
+
+
+def test_a_trace_the_views_no_longer_show_is_freed_with_what_they_derived(qtbot):
+    import gc
+    import weakref
+
+    view, pool = TimelineView(), PoolUsageView()
+    qtbot.addWidget(view)
+    qtbot.addWidget(pool)
+    trace = _lane_trace("t", 50)
+    ref = weakref.ref(trace)
+    for v in (view, pool):
+        v.set_trace(trace)
+        v.set_trace(_lane_trace("u", 5))
+    del trace
+    gc.collect()
+    assert ref() is None  # the cache of derived data must not keep the window's evicted traces
+
+
+def test_pool_usage_derives_a_trace_once(small_trace, qtbot, monkeypatch):
+    import widgets.pool_usage as pu
+
+    builds = []
+    real = pu.interop_occupancy
+    monkeypatch.setattr(pu, "interop_occupancy", lambda t: builds.append(t.path) or real(t))
+    other = _lane_trace("other", 5)
+    pool = PoolUsageView()
+    qtbot.addWidget(pool)
+    pool.set_trace(small_trace)
+    first = (pool.threads, pool.cpu_ymax, pool.occupancy)
+    pool.set_trace(other)
+    pool.set_trace(small_trace)
+    assert builds == [small_trace.path, "other"]
+    assert (pool.threads, pool.cpu_ymax, pool.occupancy) == first and pool.threads
+
+
+def test_hover_between_children_of_a_long_parent_in_a_folded_row_finds_the_parent(qtbot):
+    """Depths past the row cap share the last row: a parent there can have thousands of children
+    between its start and the cursor, and between two of them only the parent is under it."""
+    from profiling.trace_model import Lane, build_trace
+    from widgets.lod import DEFAULT_ROW_CAP
+
+    span, n_children, pitch, width = 1_000_000_000, 6000, 150_000, 100_000
+    deep = DEFAULT_ROW_CAP - 1  # the parent's depth: the last row, where deeper events fold
+    starts = [k for k in range(deep)] + [100] + [1000 + i * pitch for i in range(n_children)]
+    durs = [span - 2 * k for k in range(deep)] + [span - 200] + [width] * n_children
+    names = [0] * deep + [1] + [2] * n_children
+    trace = build_trace(
+        path="deep", start_ns=np.array(starts), dur_ns=np.array(durs), lane=np.zeros(len(starts)),
+        name_id=np.array(names), cat_id=np.zeros(len(starts)), names=["outer", "step 1", "aten::op"],
+        cats=["cpu_op"], lanes=[Lane(0, "cpu", 1, 1, "main", "main")],
+    )  # fmt: skip
+    parent = int(np.flatnonzero(trace.name_id == 1)[0])
+    assert int(trace.depth[parent]) == deep and int(trace.depth.max()) == deep + 1
+    view = _show(qtbot, TimelineView(), 1200, 500)
+    view.set_trace(trace)
+    y = view.event_rect(parent).center().y()
+    child = 1000 + 5000 * pitch  # the 5001st child's start
+    for lo, hi in [(child - 500_000, child + 500_000), (0, span)]:  # zoomed in, and all of it
+        view.set_time_range(lo, hi)
+        gap = view.x_of(child + width + (pitch - width) / 2)  # between two children
+        assert view.event_at(QPoint(int(gap), y)) == parent, (lo, hi)
+    view.set_time_range(child - 500_000, child + 500_000)
+    hit = view.event_at(QPoint(int(view.x_of(child + width / 2)), y))
+    assert trace.event_name(hit) == "aten::op" and int(trace.start_ns[hit]) == child  # the deepest
+    top = view.event_rect(int(np.flatnonzero(trace.depth == 0)[0])).center().y()
+    assert trace.event_name(view.event_at(QPoint(int(view.x_of(child)), top))) == "outer"
+
+
+def _jittery_cpu_trace(path: Path) -> Path:
+    """Two sampled threads on 2 cores for 60 ms, one sample a millisecond: thread 1 at 100%;
+    thread 2 alternating 0% / 200% (tick-quantised sampling) for 30 ms, then a steady 100%."""
+    ev = [
+        {"ph": "X", "cat": "cpu_op", "name": "work", "pid": 1, "tid": t, "ts": 0, "dur": 60_000}
+        for t in (1, 2)
+    ]
+    for k in range(1, 61):
+        for tid in (1, 2):
+            pct = 100.0 if tid == 1 or k > 30 else (200.0 if k % 2 else 0.0)
+            ev.append({"ph": "C", "cat": "cpu_sample", "name": f"thread {tid} (python)", "pid": 1,
+                       "tid": tid, "ts": k * 1000, "args": {"cpu_pct": pct}})  # fmt: skip
+    info = {"mode": "fork", "interop": 2, "intra": 1, "cores": 2, "main_tid": 1, "interop_tids": [2]}
+    path.write_text(json.dumps({"traceEvents": ev, "branchscope": info}))
+    return path
+
+
+def test_cpu_per_thread_is_smoothed_over_samples_without_hiding_saturation(tmp_path, qtbot):
+    from widgets.series import column_mean_step
+
+    trace = load_trace(_jittery_cpu_trace(tmp_path / "cpu.json"))
+    pool = _show(qtbot, PoolUsageView(), 1200, 300)
+    pool.set_trace(trace)
+    assert len(pool.threads) == 2 and pool.cores == 2
+    pool.axis.set_view(0.0, 60e6)  # about 60 µs a pixel: single samples span many columns
+    edges = pool.axis.lo + np.arange(pool.plot_width() + 1) * pool.ns_per_px()
+    mid = (edges[:-1] + edges[1:]) / 2
+    jitter, steady = (mid > 5e6) & (mid < 25e6), (mid > 35e6) & (mid < 55e6)
+    raw = sum(column_mean_step(th.t, th.v, edges, th.cum) for th in pool.threads)
+    assert raw[jitter].max() >= 2.9  # unsmoothed, the stack pokes a core above the core line
+    drawn = sum(pool.cpu_columns(edges))
+    assert drawn[jitter].max() <= 2.0 + 1e-6 and drawn[jitter].min() >= 2.0 - 1e-6
+    assert np.allclose(drawn[steady], 2.0)  # the steady saturation keeps its height
+    assert pool.cpu_ymax <= 2.0 + 1e-6

@@ -269,21 +269,35 @@ def test_dropped_torchscript_archive_is_a_model_not_a_trace(tmp_path):
     assert not is_model_file(str(trace))
 
 
-def test_trace_cache_keeps_the_most_recently_shown(window, tmp_path):
-    from app.main_window import TRACE_CACHE
-
+def _tiny_traces(tmp_path, n: int) -> list[str]:
     paths = []
-    for k in range(TRACE_CACHE + 2):
+    for k in range(n):
         p = tmp_path / f"t{k}.json"
         event = {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": k, "dur": 1}
         p.write_text(json.dumps({"traceEvents": [event]}))
         paths.append(str(p))
-    window.open_trace_files(paths)
-    for k in range(len(paths)):
-        window.show_entry(k)
-        window.show_entry(0)  # entry 0 is used all the time: it must stay cached
+    return paths
+
+
+def test_trace_cache_evicts_the_least_recently_shown(window, tmp_path):
+    from app.main_window import TRACE_CACHE
+
+    paths = _tiny_traces(tmp_path, TRACE_CACHE + 1)
+    window.open_trace_files(paths[:TRACE_CACHE])  # entries 0..3, shown in that order
+    first = window.entries[0].trace
+    window.show_entry(0)  # now entry 1 is the least recently shown
+    window.open_trace_files(paths[TRACE_CACHE:])  # a fifth entry: one trace must go
     cached = [k for k, e in enumerate(window.entries) if e.trace is not None]
-    assert 0 in cached and len(cached) <= TRACE_CACHE
+    assert cached == [0, *range(2, TRACE_CACHE + 1)]
+    assert window.entries[0].trace is first  # kept, not read again
+
+
+def _dead_pid() -> int:
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
 
 
 def test_old_runs_are_pruned_but_recent_ones_kept(tmp_path):
@@ -292,13 +306,114 @@ def test_old_runs_are_pruned_but_recent_ones_kept(tmp_path):
     from app.run_controller import prune_runs
 
     root = tmp_path / "runs"
+    dead = _dead_pid()
     for s in range(3):
         for r in range(5):
-            run = root / f"2026010{s}-000000-{s}" / f"{r:03d}-run"
+            run = root / f"2026010{s}-000000-{dead}" / f"{r:03d}-run"
             run.mkdir(parents=True)
             os.utime(run, (1_000_000 + s * 10 + r, 1_000_000 + s * 10 + r))
+    # A window still open (this process) keeps all its runs, however old: they are on its screen.
+    live = root / f"20250101-000000-{os.getpid()}" / "000-run"
+    live.mkdir(parents=True)
+    os.utime(live, (1, 1))
     current = root / "20260109-000000-9"
     prune_runs(current, keep=4)
-    left = sorted(p.name for s in root.iterdir() for p in s.iterdir())
+    left = sorted(p.name for s in root.iterdir() if s != live.parent for p in s.iterdir())
     assert len(left) == 4
-    assert sorted(s.name for s in root.iterdir()) == ["20260102-000000-2"]
+    assert sorted(s.name for s in root.iterdir()) == [live.parent.name, f"20260102-000000-{dead}"]
+    assert live.is_dir()
+
+
+@pytest.mark.parametrize("program", ["missing", "empty"])
+def test_a_runner_that_cannot_start_shows_the_failure_and_the_window_stays_usable(program, qtbot, tmp_path):
+    # "empty": Qt fails inside QProcess.start(), before it returns; "missing": just after.
+    runner = [str(tmp_path / "no-such-runner")] if program == "missing" else [""]
+    controller = RunController(command=runner, runs_dir=tmp_path / "runs")
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(controller=controller, settings=settings, cores=2, check_cuda=False)
+    qtbot.addWidget(win)
+    win.show()
+    failed = []
+    controller.failed.connect(lambda m, _d: failed.append(m))
+    win.run_button.click()
+    qtbot.waitUntil(lambda: bool(failed))
+    assert win.progress.format() == "failed"
+    assert not win.cancel_button.isEnabled() and not controller.is_running()
+    assert win.message_box is not None and win.message_box.isVisible()
+    assert "could not start" in win.message_box.text()
+    win.message_box.close()
+    controller.command = FAKE_RUNNER  # the next run works
+    with qtbot.waitSignal(controller.finished, timeout=20_000):
+        win.run_button.click()
+    assert win.runs.topLevelItemCount() == 1 and win.progress.format() == "done"
+    controller.shutdown()
+
+
+def _drop(win, paths) -> None:
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    drop = QDropEvent(
+        QPoint(10, 10).toPointF(),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    enter = QDragEnterEvent(
+        QPoint(10, 10),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    QApplication.sendEvent(win, enter)
+    QApplication.sendEvent(win, drop)
+
+
+@pytest.mark.parametrize("name", ["net.zip", "net.pt"])
+def test_a_dropped_torchscript_archive_runs_as_a_model_and_a_dropped_trace_opens(
+    name, window, qtbot, tmp_path, monkeypatch
+):
+    import zipfile
+
+    import app.main_window as main_window
+
+    archive = tmp_path / name
+    with zipfile.ZipFile(archive, "w") as z:  # TorchScript archives are zip files
+        z.writestr("net/data.pkl", b"x")
+    trace = _tiny_traces(tmp_path, 1)[0]
+    asked = []
+    monkeypatch.setattr(
+        main_window.QInputDialog, "getText", lambda *a, **k: (asked.append(a[1]), ("8x3", True))[1]
+    )
+    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+        _drop(window, [archive, trace])
+    assert asked == ["TorchScript inputs"]
+    args = _args(window)
+    assert _value_after(args, "--model") == str(archive) and _value_after(args, "--input-shape") == "8x3"
+    assert window.model_combo.currentData() == ("file", str(archive), ("8x3",))
+    labels = [window.runs.topLevelItem(k).text(1) for k in range(window.runs.topLevelItemCount())]
+    assert labels == ["t0.json", f"{name} · sequential"]
+    assert window.message_box is None  # nothing was opened as a trace by mistake
+
+
+def test_the_core_count_is_the_cpus_this_process_may_use(qtbot, tmp_path, monkeypatch):
+    import os
+
+    from widgets.pool_usage import PoolUsageView
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(
+        controller=RunController(command=FAKE_RUNNER, runs_dir=tmp_path / "runs"),
+        settings=settings,
+        check_cuda=False,
+    )
+    qtbot.addWidget(win)
+    assert win.cores == 3
+    assert win.interop_slider.maximum() == 6 and win.intra_slider.maximum() == 6
+    win.interop_slider.setValue(2)
+    win.intra_slider.setValue(2)
+    assert "on 3 cores" in win.threads_hint.text() and "oversubscribed" in win.threads_hint.text()
+    assert PoolUsageView().cores == 3  # traces that do not say their cores: this machine's

@@ -16,7 +16,7 @@ not grow with the number of samples.
 
 from __future__ import annotations
 
-import os
+from dataclasses import dataclass
 
 import numpy as np
 from PySide6.QtCore import QPoint, QRect, QSize, Qt
@@ -25,10 +25,18 @@ from PySide6.QtWidgets import QToolTip, QWidget
 
 from profiling.analyses import StepSeries, cpu_sample_tracks, interop_occupancy
 from profiling.trace_model import CounterTrack, Trace
+from widgets.machine import usable_cores
 from widgets.paths import step_area_path, step_line_path
-from widgets.series import column_max_step, column_mean_step, counter_as_steps, step_integral
+from widgets.series import (
+    column_max_step,
+    column_mean_step,
+    column_window_mean,
+    counter_as_steps,
+    step_integral,
+)
 from widgets.time_axis import GUTTER, TimeAxis, TimePanel
-from widgets.units import value_ticks
+from widgets.trace_cache import derived
+from widgets.units import format_duration, value_ticks
 
 POOL_COLOR = QColor("#f28e2b")
 CORE_LINE = QColor("#c0392b")
@@ -38,6 +46,15 @@ ROLE_COLORS = {
     "other": ["#59a14f", "#7fbf74", "#3f8a36", "#a3d39a", "#2f6e28", "#8cc084"],
 }
 ROLE_TITLES = {"main": "main thread", "interop": "inter-op pool", "other": "intra-op / other"}
+
+
+#: The CPU chart averages each thread over this many of its sampling intervals (a moving window
+#: centred on each pixel column, widened to the column when zoomed out). Single samples jitter
+#: (the kernel counts CPU time in ticks, so one interval can read 0% and the next 200%), which made
+#: the stack jagged and poke above the core line. Two intervals smooth that, while a sustained
+#: load, and so oversubscription (the stack held at the core line for a branch's length), keeps its
+#: height: an average keeps the CPU time. More (4 = 8 ms at the 2 ms sampler) blurred the steps.
+SMOOTH_SAMPLES = 2
 
 
 class _Thread:
@@ -51,10 +68,72 @@ class _Thread:
         self.t = t
         self.v = v
         self.cum = step_integral(t, v)
+        #: Smoothing window (ns): SMOOTH_SAMPLES of this thread's median sampling interval.
+        self.window = SMOOTH_SAMPLES * (float(np.median(np.diff(t))) if t.size > 1 else 0.0)
 
     @property
     def label(self) -> str:
         return self.track.name or f"thread {self.track.tid}"
+
+    def columns(self, edges: np.ndarray) -> np.ndarray:
+        """Cores in use per column [edges[k], edges[k+1]), smoothed over `window`."""
+        return column_window_mean(self.t, self.v, edges, self.window, self.cum)
+
+
+@dataclass(frozen=True)
+class _PoolData:
+    """What the view derives from one trace (cached with it: see `widgets.trace_cache`)."""
+
+    cores_known: bool
+    cores: int
+    interop: int | None
+    intra: int | None
+    occupancy: StepSeries
+    occ_t: np.ndarray
+    occ_v: np.ndarray
+    occ_cum: np.ndarray
+    threads: list[_Thread]
+    cpu_ymax: float
+
+
+def _pool_data(trace: Trace) -> _PoolData:
+    start, end = trace.span()
+    info = trace.metadata.get("branchscope")
+    info = info if isinstance(info, dict) else {}
+    cores_known = isinstance(info.get("cores"), int)
+    cores = int(info["cores"]) if cores_known else usable_cores()
+    interop = info.get("interop") if isinstance(info.get("interop"), int) else None
+    intra = info.get("intra") if isinstance(info.get("intra"), int) else None
+    occ = interop_occupancy(trace)
+    occ_t = np.asarray(occ.t_ns - start, dtype=np.float64)
+    occ_v = np.asarray(occ.value, dtype=np.float64)
+    roles = {ln.tid: ln.role for ln in trace.lanes if ln.kind == "cpu"}
+    if isinstance(info.get("main_tid"), int):
+        roles[info["main_tid"]] = "main"
+    for tid in info.get("interop_tids") or []:
+        if isinstance(tid, int):
+            roles[tid] = "interop"
+    order = {"main": 0, "interop": 1, "autograd": 2, "other": 3}
+    by_role: dict[str, int] = {}
+    rows = []
+    for tr in cpu_sample_tracks(trace):
+        role = roles.get(tr.tid, "other")
+        role = role if role in ("main", "interop") else "other"
+        rows.append((order.get(role, 3), tr.tid, tr, role))
+    threads = []
+    for _, _, tr, role in sorted(rows, key=lambda r: (r[0], r[1])):
+        shades = ROLE_COLORS[role]
+        k = by_role.get(role, 0)
+        by_role[role] = k + 1
+        threads.append(_Thread(tr, role, start, QColor(shades[k % len(shades)])))
+    cpu_ymax = float(cores)
+    if threads:
+        edges = np.linspace(0.0, float(end - start), 2001)
+        total = sum(th.columns(edges) for th in threads)
+        cpu_ymax = max(cpu_ymax, float(np.max(total)))
+    return _PoolData(
+        cores_known, cores, interop, intra, occ, occ_t, occ_v, step_integral(occ_t, occ_v), threads, cpu_ymax
+    )
 
 
 class PoolUsageView(TimePanel):
@@ -65,7 +144,7 @@ class PoolUsageView(TimePanel):
         self.trace: Trace | None = None
         self.occupancy: StepSeries | None = None
         self.threads: list[_Thread] = []
-        self.cores = os.cpu_count() or 1
+        self.cores = usable_cores()
         self.interop: int | None = None
         self.intra: int | None = None
         self.cpu_ymax = 1.0
@@ -88,42 +167,19 @@ class PoolUsageView(TimePanel):
         start, end = trace.span()
         if (self.axis.origin_ns, self.axis.span_ns) != (start, float(max(end - start, 1))):
             self.axis.set_bounds(start, end)
-        info = trace.metadata.get("branchscope")
-        info = info if isinstance(info, dict) else {}
-        self.cores_known = isinstance(info.get("cores"), int)
-        self.cores = int(info["cores"]) if self.cores_known else (os.cpu_count() or 1)
-        self.interop = info.get("interop") if isinstance(info.get("interop"), int) else None
-        self.intra = info.get("intra") if isinstance(info.get("intra"), int) else None
-        self.occupancy = interop_occupancy(trace)
-        occ = self.occupancy
-        self._occ_t = np.asarray(occ.t_ns - start, dtype=np.float64)
-        self._occ_v = np.asarray(occ.value, dtype=np.float64)
-        self._occ_cum = step_integral(self._occ_t, self._occ_v)
-        roles = {ln.tid: ln.role for ln in trace.lanes if ln.kind == "cpu"}
-        if isinstance(info.get("main_tid"), int):
-            roles[info["main_tid"]] = "main"
-        for tid in info.get("interop_tids") or []:
-            if isinstance(tid, int):
-                roles[tid] = "interop"
-        tracks = cpu_sample_tracks(trace)
-        order = {"main": 0, "interop": 1, "autograd": 2, "other": 3}
-        by_role: dict[str, int] = {}
-        rows = []
-        for tr in tracks:
-            role = roles.get(tr.tid, "other")
-            role = role if role in ("main", "interop") else "other"
-            rows.append((order.get(role, 3), tr.tid, tr, role))
-        for _, _, tr, role in sorted(rows, key=lambda r: (r[0], r[1])):
-            shades = ROLE_COLORS[role]
-            k = by_role.get(role, 0)
-            by_role[role] = k + 1
-            self.threads.append(_Thread(tr, role, start, QColor(shades[k % len(shades)])))
-        self.cpu_ymax = float(self.cores)
-        if self.threads:
-            edges = np.linspace(0.0, float(end - start), 2001)
-            total = sum(column_mean_step(th.t, th.v, edges, th.cum) for th in self.threads)
-            self.cpu_ymax = max(self.cpu_ymax, float(np.max(total)))
+        # Derived once per trace: re-selecting a run in the list must be instant.
+        d = derived(trace, "pool_usage", lambda: _pool_data(trace))
+        self.cores_known, self.cores, self.interop, self.intra = d.cores_known, d.cores, d.interop, d.intra
+        self.occupancy = d.occupancy
+        self._occ_t, self._occ_v, self._occ_cum = d.occ_t, d.occ_v, d.occ_cum
+        self.threads = list(d.threads)
+        self.cpu_ymax = d.cpu_ymax
         self.update()
+
+    def cpu_columns(self, edges: np.ndarray) -> list[np.ndarray]:
+        """Each sampled thread's cores in use per column of `edges` (ns from the axis origin), as
+        drawn: smoothed over SMOOTH_SAMPLES sampling intervals, stacked in `threads` order."""
+        return [th.columns(edges) for th in self.threads]
 
     @property
     def max_busy_pool_threads(self) -> int:
@@ -203,8 +259,7 @@ class PoolUsageView(TimePanel):
         if self.threads:
             base = np.zeros(edges.size - 1)
             p.setPen(Qt.PenStyle.NoPen)
-            for th in self.threads:
-                v = column_mean_step(th.t, th.v, edges, th.cum)
+            for th, v in zip(self.threads, self.cpu_columns(edges), strict=True):
                 top = base + v
                 p.setBrush(th.color)
                 p.drawPath(step_area_path(x_edges, self._y(band, top, vmax), self._y(band, base, vmax)))
@@ -272,6 +327,10 @@ class PoolUsageView(TimePanel):
         p.setPen(QColor("#5b6570"))
         p.drawText(8, band_b.top() + 2 * lh + 2, "cores in use, stacked")
         y = band_b.top() + 2 * lh + 8
+        smooth = max((th.window for th in self.threads), default=0.0)
+        if smooth > 0 and band_b.height() >= 8 * lh:
+            p.drawText(8, y + lh - 4, f"each a mean over {format_duration(float(f'{smooth:.2g}'))}")
+            y += lh + 2
         roles = [r for r in ("main", "interop", "other") if any(th.role == r for th in self.threads)]
         for role in roles:
             n = sum(1 for th in self.threads if th.role == role)

@@ -20,6 +20,14 @@ def step_integral(t: np.ndarray, value: np.ndarray) -> np.ndarray:
     return out
 
 
+def _integral_at(t: np.ndarray, v: np.ndarray, cum: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The step series' integral from t[0] to each x (0 before t[0]; the last value holds after)."""
+    c = np.interp(x, t, cum, left=0.0, right=cum[-1])
+    after = x > t[-1]
+    c[after] += (x[after] - t[-1]) * v[-1]
+    return c
+
+
 def column_mean_step(
     t: np.ndarray, value: np.ndarray, edges: np.ndarray, cum: np.ndarray | None = None
 ) -> np.ndarray:
@@ -34,11 +42,39 @@ def column_mean_step(
     if cum is None:
         cum = step_integral(t, v)
     e = np.asarray(edges, dtype=np.float64)
-    c = np.interp(e, t, cum, left=0.0, right=cum[-1])
-    after = e > t[-1]
-    c[after] += (e[after] - t[-1]) * v[-1]
+    c = _integral_at(t, v, cum, e)
     width = np.diff(e)
     return np.diff(c) / np.where(width > 0, width, 1.0)
+
+
+def column_window_mean(
+    t: np.ndarray,
+    value: np.ndarray,
+    edges: np.ndarray,
+    window: float,
+    cum: np.ndarray | None = None,
+) -> np.ndarray:
+    """Like `column_mean_step`, but each column's interval is widened, about its centre, to at
+    least `window` (same unit as t): a moving average that is also the plain column mean once a
+    column is wider than the window.
+
+    An average keeps the area under the series (the CPU time), so a lasting plateau keeps its
+    height while jitter shorter than the window is smoothed away.
+    """
+    t = np.asarray(t, dtype=np.float64)
+    if t.size == 0:
+        return np.zeros(edges.size - 1)
+    v = np.asarray(value, dtype=np.float64)
+    if cum is None:
+        cum = step_integral(t, v)
+    e = np.asarray(edges, dtype=np.float64)
+    lo, hi = e[:-1], e[1:]
+    centre = (lo + hi) / 2
+    half = max(float(window), 0.0) / 2
+    a = np.minimum(lo, centre - half)
+    b = np.maximum(hi, centre + half)
+    width = b - a
+    return (_integral_at(t, v, cum, b) - _integral_at(t, v, cum, a)) / np.where(width > 0, width, 1.0)
 
 
 def column_max_step(t: np.ndarray, value: np.ndarray, edges: np.ndarray) -> np.ndarray:

@@ -16,7 +16,6 @@ Ctrl+F finds events by name and highlights them; navigation is `TimePanel`'s.
 from __future__ import annotations
 
 import bisect
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,11 +23,13 @@ from PySide6.QtCore import QPoint, QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QKeySequence, QPainter, QPen
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QLineEdit, QToolButton, QToolTip, QWidget
 
+from profiling.analyses import branch_assignment
 from profiling.trace_model import ROLE_ORDER, Trace
 from widgets import colors
 from widgets.event_info import describe_event, rows_to_html, rows_to_text
 from widgets.lod import TimelineLod, pixel_spans, rasterize
 from widgets.time_axis import AXIS_TEXT, GUTTER, RIGHT_MARGIN, TimeAxis, TimePanel
+from widgets.trace_cache import derived
 from widgets.units import format_duration, time_ticks
 
 RULER_H = 24
@@ -123,9 +124,12 @@ class FindBar(QFrame):
         super().keyPressEvent(event)
 
 
-#: What the timeline derives from a trace at load (branches, colour keys, level-of-detail index),
-#: kept while the trace lives.
-_DERIVED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+def _derive(trace: Trace, branches):
+    """What the timeline needs of a trace besides its columns: branches, colour keys, LOD index."""
+    if branches is None:
+        branches = branch_assignment(trace)
+    keys = colors.event_color_keys(trace, np.asarray(branches.event_branch), len(branches.names))
+    return branches, keys, TimelineLod(trace)
 
 
 class TimelineView(TimePanel):
@@ -184,17 +188,11 @@ class TimelineView(TimePanel):
             self.lane_rows, self.group_headers = [], []
             self.update()
             return
-        derived = _DERIVED.get(trace)
-        if derived is None or branches is not None:
+        if branches is None:
             # Built once per trace: re-selecting a run in the list must be instant.
-            if branches is None:
-                from profiling.analyses import branch_assignment
-
-                branches = branch_assignment(trace)
-            keys = colors.event_color_keys(trace, np.asarray(branches.event_branch), len(branches.names))
-            derived = (branches, keys, TimelineLod(trace))
-            _DERIVED[trace] = derived
-        branches, self._keys, self.lod = derived
+            branches, self._keys, self.lod = derived(trace, "timeline", lambda: _derive(trace, None))
+        else:
+            branches, self._keys, self.lod = _derive(trace, branches)
         self.branch_names = list(branches.names)
         self.event_branch = np.asarray(branches.event_branch)
         start, end = trace.span()
@@ -632,24 +630,46 @@ class TimelineView(TimePanel):
         return self._hit(lr.rows.start + k, self.t_of(x + 0.5), 3 * self.ns_per_px())
 
     def _hit(self, row: int, t: float, tol: float) -> int:
+        """The event of LOD row `row` at time `t` (ns from the origin): the deepest one containing
+        `t`, else the nearest within `tol`, else -1.
+
+        The candidates are the row's raw events that start by t + tol and whose running-maximum end
+        reaches t - tol; they are scanned backwards in growing chunks, since in a folded row (depths
+        past the row cap share the last row) a parent can sit thousands of children before the
+        cursor, and between two children only the parent contains it. Under nesting, the
+        latest-starting event that contains `t` is the deepest, so the first chunk holding one
+        settles it; within a chunk the shortest such event wins (events overlapping without
+        nesting).
+        """
         lod = self.lod
         level = lod.levels[0]
         base = row * lod.stride
-        j = int(np.searchsorted(level.key_start, base + t + tol, side="right")) - 1
-        best, best_d = -1, np.inf
-        stop = max(-1, j - 256)
-        while j > stop:
-            ks = int(level.key_start[j])
-            if ks < base or int(level.key_end[j]) < base + t - tol:
-                break
-            ev = int(level.rep[j])
-            s = ks - base
-            e = s + int(self.trace.dur_ns[ev])
-            d = 0.0 if s <= t <= e else min(abs(t - s), abs(t - e))
-            if d < best_d or (d == best_d == 0.0 and e - s < int(self.trace.dur_ns[best])):
-                best, best_d = ev, d
-            j -= 1
-        return best if best_d <= tol else -1
+        dur = self.trace.dur_ns
+        hi = int(np.searchsorted(level.key_start, base + t + tol, side="right"))
+        first = max(
+            int(np.searchsorted(level.key_start, base, side="left")),  # the row's first event
+            int(np.searchsorted(level.key_end, base + t - tol, side="left")),  # earlier ones end before
+        )
+        near, near_d = -1, np.inf
+        chunk = 256
+        while hi > first:
+            lo = max(first, hi - chunk)
+            s = (level.key_start[lo:hi] - base).astype(np.float64)
+            ev = level.rep[lo:hi]
+            e = s + dur[ev]
+            inside = np.flatnonzero((s <= t) & (t <= e))
+            if inside.size:
+                length = e[inside] - s[inside]
+                # the shortest; among equals the latest-starting (the deepest)
+                k = inside[inside.size - 1 - int(np.argmin(length[::-1]))]
+                return int(ev[k])
+            d = np.minimum(np.abs(t - s), np.abs(t - e))
+            k = int(np.argmin(d))
+            if d[k] < near_d:
+                near, near_d = int(ev[k]), float(d[k])
+            hi = lo
+            chunk *= 4
+        return near if near_d <= tol else -1
 
     def tooltip_rows(self, i: int) -> list[tuple[str, str]]:
         return describe_event(self.trace, i, self.branch_names, self.event_branch)
