@@ -12,33 +12,26 @@ ROOT = Path(__file__).resolve().parent.parent
 TORCH_MODULES = {"worker", "branches", "plans", "model_source"}
 
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+def _module_names(nodes) -> set[str]:
+    """Top-level package names of the absolute imports among `nodes`."""
     found = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             found |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module.split(".")[0])
     return found
+
+
+def _imports(path: Path) -> set[str]:
+    return _module_names(ast.walk(ast.parse(path.read_text(), filename=str(path))))
 
 
 def _top_level_imports(path: Path) -> set[str]:
-    """Imports executed when the module is imported (module level, not inside functions)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    found = set()
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            found |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
-        elif isinstance(node, ast.Try):
-            for sub in ast.walk(node):
-                if isinstance(sub, ast.Import):
-                    found |= {a.name.split(".")[0] for a in sub.names}
-                elif isinstance(sub, ast.ImportFrom) and sub.module and sub.level == 0:
-                    found.add(sub.module.split(".")[0])
-    return found
+    """Imports executed when the module is imported (module level or in a module-level try)."""
+    body = ast.parse(path.read_text(), filename=str(path)).body
+    tries = [sub for node in body if isinstance(node, ast.Try) for sub in ast.walk(node)]
+    return _module_names(body) | _module_names(tries)
 
 
 QT = {"PySide6", "pyqtgraph", "shiboken6"}

@@ -35,16 +35,7 @@ def column_mean_step(
 
     After the last point the last value holds (for a series that ends at 0, that is 0).
     """
-    t = np.asarray(t, dtype=np.float64)
-    if t.size == 0:
-        return np.zeros(edges.size - 1)
-    v = np.asarray(value, dtype=np.float64)
-    if cum is None:
-        cum = step_integral(t, v)
-    e = np.asarray(edges, dtype=np.float64)
-    c = _integral_at(t, v, cum, e)
-    width = np.diff(e)
-    return np.diff(c) / np.where(width > 0, width, 1.0)
+    return column_window_mean(t, value, edges, 0.0, cum)
 
 
 def column_window_mean(
@@ -54,7 +45,7 @@ def column_window_mean(
     window: float,
     cum: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Like `column_mean_step`, but each column's interval is widened, about its centre, to at
+    """Time-weighted mean of a step series per column, as `column_mean_step`, but each column's interval is widened, about its centre, to at
     least `window` (same unit as t): a moving average that is also the plain column mean once a
     column is wider than the window.
 
