@@ -158,25 +158,7 @@ def test_open_trace_files_and_recent_files(window, tmp_path):
     assert window.recent_files()[:2] == [str(b), str(a)]
     assert [act.text() for act in window.recent_menu.actions()][:2] == [str(b), str(a)]
     # drag and drop opens traces too
-    mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(a))])
-    drop = QDropEvent(
-        QPoint(10, 10).toPointF(),
-        Qt.DropAction.CopyAction,
-        mime,
-        Qt.MouseButton.NoButton,
-        Qt.KeyboardModifier.NoModifier,
-    )
-    enter = QDragEnterEvent(
-        QPoint(10, 10),
-        Qt.DropAction.CopyAction,
-        mime,
-        Qt.MouseButton.NoButton,
-        Qt.KeyboardModifier.NoModifier,
-    )
-    QApplication.sendEvent(window, enter)
-    assert enter.isAccepted()
-    QApplication.sendEvent(window, drop)
+    assert _drop(window, [a])
     assert window.runs.topLevelItemCount() == 3
 
 
@@ -349,7 +331,8 @@ def test_a_runner_that_cannot_start_shows_the_failure_and_the_window_stays_usabl
     controller.shutdown()
 
 
-def _drop(win, paths) -> None:
+def _drop(win, paths) -> bool:
+    """Drag `paths` onto the window and drop them; True if the window accepted the drag."""
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
     drop = QDropEvent(
@@ -368,6 +351,7 @@ def _drop(win, paths) -> None:
     )
     QApplication.sendEvent(win, enter)
     QApplication.sendEvent(win, drop)
+    return enter.isAccepted()
 
 
 @pytest.mark.parametrize("name", ["net.zip", "net.pt"])
