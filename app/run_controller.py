@@ -16,7 +16,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from profiling.runner import PARENT_PID_ENV, python_command
+
 #: How long a cancelled runner gets to kill its worker and exit before it is killed.
 CANCEL_GRACE_MS = 3000
 
@@ -152,7 +152,7 @@ class RunController(QObject):
     ):
         super().__init__(parent)
         #: The program and leading arguments; the run's arguments follow. Tests point it elsewhere.
-        self.command = list(command) if command else [sys.executable, "-m", "profiling.runner"]
+        self.command = list(command) if command else python_command("profiling.runner")
         self._runs_dir = Path(runs_dir) if runs_dir else None
         self._job: _Job | None = None
         self._retired: list[_Job] = []
@@ -201,11 +201,8 @@ class RunController(QObject):
         args = self.command[1:] + spec.runner_arguments(out)
         proc.setProgram(self.command[0])
         proc.setArguments(args)
-        proc.setWorkingDirectory(str(PROJECT_ROOT))
         env = QProcessEnvironment.systemEnvironment()
-        pythonpath = env.value("PYTHONPATH", "")
-        env.insert("PYTHONPATH", str(PROJECT_ROOT) + (os.pathsep + pythonpath if pythonpath else ""))
-        env.insert("PYTHONUNBUFFERED", "1")
+        env.insert(PARENT_PID_ENV, str(os.getpid()))  # the runner cancels its run when the window dies
         proc.setProcessEnvironment(env)
         job = _Job(spec, out, proc)
         proc.readyReadStandardOutput.connect(lambda: self._read_stdout(job))

@@ -1,18 +1,22 @@
 """The profiling engine behind `branchscope profile` and the GUI: one worker process per run.
 
-`run_profile(request, on_event)` checks the arguments, spawns `python -m profiling.worker` in a new
-process group, forwards its progress, samples the CPU time of each of its OS threads while it
-profiles, enforces the timeout, and merges the samples into OUT/trace.json.gz. Whatever happens, the
-worker's whole process group is killed before it returns, so nothing is left running.
+`run_profile(request, on_event)` checks the arguments, checks and locks the --out folder (see
+profiling.run_folder), spawns `python -I -m profiling.worker` in a new process group writing into a
+staging folder, forwards its progress, samples the CPU time of each of its OS threads while it
+profiles, enforces the timeout, and merges the samples into trace.json.gz; only a complete run's
+files are moved into OUT, run.json last. Whatever happens, every process of the run is killed before
+it returns (its group, whatever carries the run's token, orphans re-parented to the runner: see
+profiling.run_processes), so nothing is left running.
 
-The worker writes OUT/trace.json uncompressed, with "traceEvents" as its last key; the runner copies
-it into OUT/trace.json.gz once, inserting the CPU-sample counter events before the array's closing
+The worker writes trace.json uncompressed, with "traceEvents" as its last key; the runner copies
+it into trace.json.gz once, inserting the CPU-sample counter events before the array's closing
 bracket, and removes trace.json: the trace is parsed once (in the worker) and compressed once.
 
 Cancelling: `run_profile(..., cancel=flag)` polls `flag` while it waits for the worker; `main()`
 (and `branchscope profile`) set it from SIGTERM/SIGINT with `stop_on_signals()`. A signal never
 raises inside the engine, so the worker's group is always killed and temporary files always removed.
-The worker dies with the runner even when the runner is SIGKILLed (see profiling.worker).
+The worker dies with the runner even when the runner is SIGKILLed (see profiling.worker), and a
+runner started by the window ($BRANCHSCOPE_PARENT_PID) cancels its run when the window dies.
 
 `python -m profiling.runner ARGS [--jsonl]` is the same as a command; with --jsonl it prints one JSON
 object per line for the GUI (which starts it with QProcess):
@@ -29,32 +33,42 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import os
-import queue
 import re
+import select
 import signal
 import subprocess
 import sys
-import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import psutil
+
 from profiling.cpu_sampler import ThreadCpuSampler
 from profiling.model_source import ModelSourceError, ModelSpec, check_spec, parse_input_shape
+from profiling.run_folder import RunFolder, RunFolderError, describe_os_error
+from profiling.run_processes import (
+    RUN_TOKEN_ENV,
+    kill_group,
+    kill_processes_with_token,
+    set_child_subreaper,
+    set_death_signal,
+)
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_MODE, EXIT_WORKER = 0, 2, 3, 4
 MODES = ("sequential", "fork", "streams")
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 #: --device values: auto (CUDA when available), cpu, cuda, cuda:N.
 DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?")
 #: The worker checks its parent is still this process right after asking to die with it.
 RUNNER_PID_ENV = "BRANCHSCOPE_RUNNER_PID"
-#: Files a run leaves only while it is in progress (or when a worker was killed while writing them).
-_TEMP_FILES = ("trace.json", "trace.json.tmp", "trace.raw.json", "trace.json.gz.tmp", "run.json.tmp")
+#: The runner started by the window checks its parent is still the window, likewise.
+PARENT_PID_ENV = "BRANCHSCOPE_PARENT_PID"
 
 #: Once the worker says it finished, how long it may take to exit before it is killed (results are safe).
 _EXIT_GRACE_S = 10.0
@@ -78,6 +92,8 @@ class RunRequest:
     device: str = "auto"
     #: Period of the CPU samples of the worker's threads (the issue asks for at most 2 ms).
     sample_interval_ms: float = 2.0
+    #: Write into an --out folder that holds files branchscope did not write (replacing same-named ones).
+    overwrite: bool = False
 
 
 @dataclass
@@ -155,8 +171,8 @@ def validate(req: RunRequest) -> None:
             raise RunError(EXIT_BAD_INPUT, f"{name} must be at least {low}, not {value}")
     if req.warmup < 0:
         raise RunError(EXIT_BAD_INPUT, f"--warmup must be 0 or more, not {req.warmup}")
-    if req.timeout <= 0:
-        raise RunError(EXIT_BAD_INPUT, f"--timeout must be positive, not {req.timeout}")
+    if not (math.isfinite(req.timeout) and req.timeout > 0):
+        raise RunError(EXIT_BAD_INPUT, f"--timeout must be a positive number of seconds, not {req.timeout}")
     if not DEVICE_PATTERN.fullmatch(req.device):
         raise RunError(EXIT_BAD_INPUT, f"--device {req.device!r} is not one of: auto, cpu, cuda, cuda:N")
     if not 0 < req.sample_interval_ms <= 2.0:
@@ -168,27 +184,34 @@ def validate(req: RunRequest) -> None:
         raise RunError(EXIT_BAD_INPUT, str(exc)) from None
 
 
-def worker_command(req: RunRequest) -> list[str]:
-    cmd = [sys.executable, "-m", "profiling.worker"]
+def python_command(module: str) -> list[str]:
+    """`python -I -m module`: isolated, so nothing in the current folder (a `json.py`, a
+    `statistics.py`) or in PYTHON* variables can slip into branchscope's own processes; the package
+    comes from its installation."""
+    return [sys.executable, "-I", "-m", module]
+
+
+def worker_command(req: RunRequest, out: Path) -> list[str]:
+    """The worker's command line; it writes into `out` (the run folder's staging folder)."""
+    cmd = python_command("profiling.worker")
     cmd += ["--demo", req.demo] if req.demo else ["--model", str(Path(req.model).resolve())]  # type: ignore[arg-type]
     cmd += ["--mode", req.mode, "--interop", str(req.interop), "--intra", str(req.intra)]
     cmd += ["--steps", str(req.steps), "--warmup", str(req.warmup), "--device", req.device]
     for shape in req.input_shapes:
         cmd += ["--input-shape", shape]
-    cmd += ["--dtype", req.dtype, "--out", str(Path(req.out).resolve())]
+    cmd += ["--dtype", req.dtype, "--out", str(Path(out).resolve())]
     return cmd
 
 
-def _worker_env(req: RunRequest) -> dict[str, str]:
+def _worker_env(req: RunRequest, token: str) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     # OpenMP/MKL size their pools from these at start-up; numpy's BLAS pool is not torch's and would
     # only add idle threads to the samples.
     env["OMP_NUM_THREADS"] = str(req.intra)
     env["MKL_NUM_THREADS"] = str(req.intra)
     env["OPENBLAS_NUM_THREADS"] = "1"
-    env["PYTHONUNBUFFERED"] = "1"
     env[RUNNER_PID_ENV] = str(os.getpid())
+    env[RUN_TOKEN_ENV] = token  # inherited by whatever the model starts (see profiling.run_processes)
     return env
 
 
@@ -199,38 +222,77 @@ def _signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
-def _kill_group(pgid: int) -> None:
+class _LineReader:
+    """JSON-line events from the worker's protocol pipe, read without ever blocking past a timeout.
+
+    A process the model daemonised can hold the pipe's write end open long after the worker is gone,
+    so the runner never waits for end-of-file: it reads what is there, and stops reading once the
+    worker has exited and the pipe is drained.
+    """
+
+    #: A line longer than this is not one of the worker's events: dropped.
+    MAX_LINE = 1 << 20
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        os.set_blocking(fd, False)
+        self.open = True
+        self._buf = b""
+
+    def read(self, timeout: float) -> list[dict[str, Any]]:
+        """Events that arrive within `timeout` seconds (as soon as some do)."""
+        if not self.open:
+            time.sleep(timeout)
+            return []
+        ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
+        return self.drain() if ready else []
+
+    def drain(self) -> list[dict[str, Any]]:
+        """Everything readable now, without waiting."""
+        while self.open:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                break
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.open = False
+                self._buf += b"\n"
+                break
+            self._buf += chunk
+            if len(self._buf) > self.MAX_LINE and b"\n" not in self._buf:
+                self._buf = b""
+        *lines, self._buf = self._buf.split(b"\n")
+        events = []
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                events.append(event)
+        return events
+
+
+def _tail(path: Path, lines: int = 40, max_bytes: int = 64 * 1024) -> str:
+    """The last lines of a log, reading at most its last `max_bytes` (a model may print gigabytes)."""
     try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _read_lines(stream: Any, q: queue.Queue[dict[str, Any] | None]) -> None:
-    for raw in stream:
-        line = raw.strip()
-        if not line:
-            continue
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(event, dict):
-            q.put(event)
-    q.put(None)
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - max_bytes))
+            data = f.read(max_bytes)
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+    text = data.decode("utf-8", errors="replace").splitlines()
+    if size > max_bytes and text:
+        text = text[1:]  # the first line read is probably cut
+    return "\n".join(text[-lines:])
 
 
-def _complete_run(out: Path) -> dict[str, Any] | None:
+def _complete_run(folder: Path) -> dict[str, Any] | None:
     try:
-        run = json.loads((out / "run.json").read_text(encoding="utf-8"))
+        run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return run if isinstance(run, dict) and run.get("complete") is True else None
@@ -285,14 +347,6 @@ def finish_trace(out: Path, sampler: ThreadCpuSampler, clock: dict[str, Any] | N
     return len(events)
 
 
-def _remove_temp_files(out: Path) -> None:
-    for name in _TEMP_FILES:
-        try:
-            (out / name).unlink(missing_ok=True)
-        except OSError:
-            pass
-
-
 def run_profile(
     req: RunRequest,
     on_event: Callable[[dict[str, Any]], None] | None = None,
@@ -302,36 +356,51 @@ def run_profile(
 
     `on_event` receives the worker's progress events ({"event": "progress", "step", "of"}) as they come.
     Once `cancel` is set the worker's group is killed and the result says so (exit code 128 + signal).
+    The results reach `req.out` only when the run succeeded (see profiling.run_folder).
     """
     out = Path(req.out)
     try:
         validate(req)
     except RunError as exc:
         return RunResult(exc.exit_code, out, message=str(exc))
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        for stale in ("run.json", "trace.json.gz", "plan.py", "worker.log", *_TEMP_FILES):
-            (out / stale).unlink(missing_ok=True)
-    except OSError as exc:
-        return RunResult(EXIT_BAD_INPUT, out, message=f"cannot write to --out {out}: {exc.strerror}")
-
     if cancel is not None and cancel.is_set():
         return _cancelled(out, cancel)
-    log_path = out / "worker.log"
+    folder = RunFolder(out, overwrite=req.overwrite)
+    try:
+        folder.open()
+    except RunFolderError as exc:
+        return RunResult(EXIT_BAD_INPUT, out, message=str(exc))
+    try:
+        return _run_in(folder, req, on_event, cancel)
+    except OSError as exc:  # the disk filled up, the folder went away: the run fails, DIR stays as it was
+        return RunResult(EXIT_WORKER, out, message=f"could not write the results to {out}: {describe_os_error(exc)}")
+    finally:
+        folder.close()
+
+
+def _run_in(
+    folder: RunFolder,
+    req: RunRequest,
+    on_event: Callable[[dict[str, Any]], None] | None,
+    cancel: CancelFlag | None,
+) -> RunResult:
+    out, stage = folder.out, folder.staging
+    assert stage is not None
+    token = uuid.uuid4().hex
+    log_path = stage / "worker.log"
+    subreaper = set_child_subreaper(True)
+    children_before = {p.pid for p in psutil.Process().children()}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            worker_command(req),
+            worker_command(req, stage),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=log,
-            env=_worker_env(req),
+            env=_worker_env(req, token),
             start_new_session=True,  # its own process group: one killpg ends it and its children
-            text=True,
-            encoding="utf-8",
         )
-    pgid = proc.pid
-    events: queue.Queue[dict[str, Any] | None] = queue.Queue()
-    reader = threading.Thread(target=_read_lines, args=(proc.stdout, events), daemon=True)
+    assert proc.stdout is not None
+    lines = _LineReader(proc.stdout.fileno())
     sampler: ThreadCpuSampler | None = None
     interval = req.sample_interval_ms / 1000.0
     deadline = time.monotonic() + req.timeout
@@ -340,38 +409,27 @@ def run_profile(
     sampling = False
     error: dict[str, Any] | None = None
     timed_out = False
-    stream_open = True
+
+    def handle(events: list[dict[str, Any]]) -> None:
+        nonlocal sampling, error, finished_at
+        for event in events:
+            kind = event.get("event")
+            if kind == "phase":
+                sampling = event.get("phase") == "profile"
+                if sampling and sampler is not None:
+                    sampler.sample()
+            elif kind == "progress":
+                if on_event is not None:
+                    on_event({"event": "progress", "step": event.get("step"), "of": event.get("of")})
+            elif kind == "error":
+                error = event
+            elif kind == "finished":
+                finished_at = time.monotonic()
+
     try:
-        reader.start()
         sampler = ThreadCpuSampler(proc.pid)
         while cancel is None or not cancel.is_set():
-            batch: list[dict[str, Any] | None] = []
-            if stream_open and not sampling:
-                try:
-                    batch.append(events.get(timeout=0.05))
-                except queue.Empty:
-                    pass
-            while True:
-                try:
-                    batch.append(events.get_nowait())
-                except queue.Empty:
-                    break
-            for event in batch:
-                if event is None:
-                    stream_open = False
-                    continue
-                kind = event.get("event")
-                if kind == "phase":
-                    sampling = event.get("phase") == "profile"
-                    if sampling:
-                        sampler.sample()
-                elif kind == "progress":
-                    if on_event is not None:
-                        on_event({"event": "progress", "step": event.get("step"), "of": event.get("of")})
-                elif kind == "error":
-                    error = event
-                elif kind == "finished":
-                    finished_at = time.monotonic()
+            handle(lines.read(max(0.0, next_tick - time.monotonic()) if sampling else 0.05))
             if proc.poll() is not None:
                 break
             now = time.monotonic()
@@ -380,37 +438,18 @@ def run_profile(
                 break
             if finished_at is not None and now - finished_at > _EXIT_GRACE_S:
                 break  # results are on disk; the worker hangs in teardown
-            if sampling:
+            if sampling and now >= next_tick:
                 sampler.sample()
-                # A fixed schedule, so sleep overshoot does not accumulate; after a stall, start afresh.
+                # A fixed schedule, so a late tick does not shift the later ones; after a stall, start afresh.
                 next_tick = max(next_tick + interval, time.monotonic() - interval)
-                time.sleep(max(0.0, next_tick - time.monotonic()))
-            elif not stream_open:
-                time.sleep(0.01)
     finally:
-        _kill_group(pgid)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pass
-        if reader.is_alive():
-            reader.join(timeout=5)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        _stop_everything(proc, token, children_before)
+        if subreaper:
+            set_child_subreaper(False)
+        handle(lines.drain())  # what the worker wrote before it ended (never waits: see _LineReader)
+        proc.stdout.close()
         if sampler is not None:
             sampler.close()
-        if _complete_run(out) is None:
-            _remove_temp_files(out)  # a worker killed while writing; the uncompressed trace of a failed run
-    while True:  # events that arrived after the loop ended
-        try:
-            event = events.get_nowait()
-        except queue.Empty:
-            break
-        if event and event.get("event") == "error":
-            error = event
-        elif event and event.get("event") == "progress" and on_event is not None:
-            on_event({"event": "progress", "step": event.get("step"), "of": event.get("of")})
-    assert sampler is not None  # the try block above raised otherwise
     sampler.refresh_names()
 
     if cancel is not None and cancel.is_set():
@@ -422,19 +461,18 @@ def run_profile(
             message=f"the worker ran past --timeout {req.timeout:g} s and was stopped",
             traceback=_tail(log_path) or None,
         )
-    run = _complete_run(out)
+    run = _complete_run(stage)
     if run is not None:
-        result = RunResult(EXIT_OK, out, run=run)
+        result = RunResult(EXIT_OK, out)
         if proc.returncode not in (0, None) and proc.returncode != -signal.SIGKILL:
             result.notes.append(
                 f"the worker ended with {_describe_exit(proc.returncode)} after writing complete results"
             )
         try:
-            result.samples = finish_trace(out, sampler, run.get("trace_clock"))
-        except (OSError, ValueError) as exc:
-            _remove_temp_files(out)
-            (out / "run.json").unlink(missing_ok=True)
+            result.samples = finish_trace(stage, sampler, run.get("trace_clock"))
+        except ValueError as exc:
             return RunResult(EXIT_WORKER, out, message=f"could not write {out / 'trace.json.gz'}: {exc}")
+        result.run = folder.commit(run)
         return result
     if error is not None:
         code = int(error.get("exit_code") or 1)
@@ -453,9 +491,25 @@ def run_profile(
     )
 
 
+def _stop_everything(proc: subprocess.Popen[bytes], token: str, children_before: set[int]) -> None:
+    """Kills the worker, its group, every process carrying the run's token and every orphan of the run
+    re-parented to this process (see profiling.run_processes), and reaps them."""
+    kill_group(proc.pid)
+    kill_processes_with_token(token)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+    orphans = [p for p in psutil.Process().children() if p.pid not in children_before and p.pid != proc.pid]
+    for p in orphans:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(orphans, timeout=10)
+
+
 def _cancelled(out: Path, cancel: CancelFlag) -> RunResult:
-    _remove_temp_files(out)
-    (out / "run.json").unlink(missing_ok=True)  # a cancelled run has no results, even if they were complete
     signum = cancel.signum or signal.SIGTERM
     return RunResult(
         128 + signum, out, message=f"cancelled by {_signal_name(-signum)}; the worker was stopped", cancelled_by=signum
@@ -510,12 +564,18 @@ def add_run_arguments(p: argparse.ArgumentParser, *, timeout: bool = True) -> No
     p.add_argument("--steps", type=int, default=10, metavar="K", help="profiled steps (default 10)")
     p.add_argument("--warmup", type=int, default=3, metavar="W", help="warm-up steps before timing (default 3)")
     if timeout:
-        p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="stop the worker after S seconds (default 600)")
+        p.add_argument("--timeout", type=positive_seconds, default=600.0, metavar="S",
+                       help="stop the worker after S seconds (default 600)")
     p.add_argument("--input-shape", action="append", default=[], dest="input_shapes", metavar="SHAPE",
                    help="input shape of a TorchScript archive, like 8x64x35x35 (once per input)")
     p.add_argument("--dtype", default="float32", help="input dtype of a TorchScript archive (default float32)")
     p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda or cuda:N")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="where trace.json.gz and run.json go")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR",
+                   help="where trace.json.gz and run.json go: a new or empty folder, or an earlier run's")
+    if timeout:
+        p.add_argument("--overwrite", action="store_true",
+                       help="write into DIR even though it holds files branchscope did not write "
+                            "(files named like ours are replaced)")
 
 
 def request_from_args(args: argparse.Namespace) -> RunRequest:
@@ -532,7 +592,19 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
         input_shapes=tuple(args.input_shapes),
         dtype=args.dtype,
         device=args.device,
+        overwrite=bool(getattr(args, "overwrite", False)),
     )
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type of --timeout: a finite number of seconds above 0 (not nan, inf, 0 or negative)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive, finite number of seconds")
+    return value
 
 
 def print_failure(result: RunResult, stream: Any = None) -> None:
@@ -552,9 +624,13 @@ def main(argv: list[str] | None = None) -> int:
 
     def emit(event: dict[str, Any]) -> None:
         if args.jsonl:
-            print(json.dumps(event), flush=True)
+            try:
+                print(json.dumps(event), flush=True)
+            except OSError:  # the window is gone (a broken pipe): the run goes on to its cleanup
+                pass
 
     with stop_on_signals() as cancel:  # SIGTERM (the GUI's cancel) and SIGINT stop the run, never raise
+        _stop_with_parent(cancel)
         result = run_profile(request_from_args(args), emit, cancel)
     if result.ok:
         if args.jsonl:
@@ -568,6 +644,16 @@ def main(argv: list[str] | None = None) -> int:
         emit({"event": "error", "message": result.message, "traceback": result.traceback})
     print_failure(result)
     return result.exit_code
+
+
+def _stop_with_parent(cancel: CancelFlag) -> None:
+    """Started by the window ($BRANCHSCOPE_PARENT_PID set): cancel the run when the window dies,
+    SIGKILL included, through the SIGTERM the kernel then sends (PR_SET_PDEATHSIG)."""
+    expected = os.environ.get(PARENT_PID_ENV, "")
+    if not expected.isdigit():
+        return
+    if set_death_signal(signal.SIGTERM) and os.getppid() != int(expected):
+        cancel.set(signal.SIGTERM)  # the window died before the request took effect
 
 
 if __name__ == "__main__":

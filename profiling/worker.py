@@ -6,10 +6,11 @@ Then: load the model, find its branches, build the mode's plan, check the plan's
 model's, warm up W steps, time K steps without the profiler, and profile K more, each inside
 `record_function("step N")`.
 
-Results: OUT/trace.json (a Chrome trace with a top-level "branchscope" object, and "traceEvents" as its
-last key so the runner can append the CPU samples and compress it in one pass into OUT/trace.json.gz),
-OUT/run.json (timings, branches, thread ids, the trace's clock; written last, atomically, with
-"complete": true), OUT/plan.py (generated plans).
+Results, in OUT (the run folder's staging folder, see profiling.run_folder): OUT/trace.json (a Chrome
+trace with a top-level "branchscope" object, and "traceEvents" as its last key so the runner can
+append the CPU samples and compress it in one pass into trace.json.gz), OUT/run.json (timings,
+branches, thread ids, the trace's clock; written last, atomically, with "complete": true),
+OUT/plan.py (generated plans).
 
 Protocol with the runner: JSON lines on the *original* stdout. The worker points file descriptor 1 at
 stderr before loading anything, so whatever the model prints cannot corrupt the protocol.
@@ -26,14 +27,15 @@ Dying with the runner: before anything else the worker asks the kernel for SIGKI
 dies (PR_SET_PDEATHSIG) and checks its parent is still the runner ($BRANCHSCOPE_RUNNER_PID). Processes
 the model starts would survive that, so a worker that leads its own process group (the runner starts
 it so) forks a tiny reaper first: it waits, blocked in sigwait, for its own death signal, sent when
-the worker dies, and then SIGKILLs the whole group. Being a separate single-threaded process, it works
-even while the worker's main thread is stuck in native code.
+the worker dies, and then SIGKILLs every process carrying the run's token (those that left the group
+too, see profiling.run_processes) and the whole group. Being a separate single-threaded process, it
+works even while the worker's main thread is stuck in native code.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
+import errno
 import faulthandler
 import json
 import os
@@ -47,10 +49,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from profiling.cpu_sampler import read_thread_names, wait_until_threads_sleep
+from profiling.run_folder import describe_os_error
+from profiling.run_processes import RUN_TOKEN_ENV, kill_processes_with_token, set_death_signal
 from profiling.runner import RUNNER_PID_ENV, add_run_arguments, write_json_atomic
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_MODEL, EXIT_MODE = 0, 1, 2, 3
-_PR_SET_PDEATHSIG = 1
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -79,18 +82,10 @@ class RunFailure(Exception):
         self.tb = tb
 
 
-def _set_death_signal(signum: int) -> bool:
-    """Linux: the kernel sends `signum` to this process when its parent dies; False where unsupported."""
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signum)) == 0
-    except (OSError, AttributeError):
-        return False
-
-
 def _die_with_parent() -> None:
     """SIGKILL this worker when the runner dies, and its process group with it (see the module docstring)."""
     expected = os.environ.get(RUNNER_PID_ENV, "")
-    if _set_death_signal(signal.SIGKILL) and expected.isdigit() and os.getppid() != int(expected):
+    if set_death_signal(signal.SIGKILL) and expected.isdigit() and os.getppid() != int(expected):
         os._exit(EXIT_FAILED)  # the runner died before the request took effect: nobody waits for this run
     if os.getpgrp() == os.getpid():  # leads its own group (never when run by hand in a shell's group)
         _start_group_reaper(os.getpid())
@@ -107,8 +102,11 @@ def _start_group_reaper(worker: int) -> None:
         os.dup2(devnull, 1)  # never hold the runner's end of the protocol pipe open
         os.closerange(3, 1024)
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        if _set_death_signal(signal.SIGTERM) and os.getppid() == worker:
+        if set_death_signal(signal.SIGTERM) and os.getppid() == worker:
             signal.sigwait({signal.SIGTERM})  # the worker died (or someone asked the group to stop)
+        token = os.environ.get(RUN_TOKEN_ENV)
+        if token:  # what the model started and that left the group (a daemon)
+            kill_processes_with_token(token)
         os.killpg(worker, signal.SIGKILL)  # the worker, what the model started, and this reaper
     except BaseException:  # noqa: BLE001 - the reaper must never return into the worker's code
         code = 1
@@ -139,6 +137,36 @@ def _trace_clock(trace: dict[str, Any]) -> dict[str, Any]:
         "first_us": lo if lo <= hi else None,
         "last_us": hi if lo <= hi else None,
     }
+
+
+def _exported_trace(prof: Any, raw: Path) -> dict[str, Any]:
+    """The profiler's Chrome trace, through a file (the only way torch exports it), then removed.
+
+    On a full disk kineto may fail quietly, leaving no file or a truncated one: that becomes the
+    OSError it is ("no space left on device"), not a FileNotFoundError or a JSON error.
+    """
+    try:
+        prof.export_chrome_trace(str(raw))
+        with open(raw, encoding="utf-8") as f:
+            trace = json.load(f, strict=False)  # kineto may write raw control characters in strings
+        if not isinstance(trace, dict):
+            raise ValueError("the profiler's trace is not a JSON object")
+        return trace
+    except (OSError, ValueError) as exc:
+        if _disk_full(raw.parent):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(raw.parent)) from exc
+        raise
+    finally:
+        for leftover in (raw, raw.with_name(raw.name + ".tmp")):
+            leftover.unlink(missing_ok=True)
+
+
+def _disk_full(folder: Path, slack: int = 1 << 20) -> bool:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < slack
 
 
 def _write_trace(path: Path, trace: dict[str, Any]) -> None:
@@ -282,11 +310,7 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
         wait_until_threads_sleep(pool)
     proto.emit(event="phase", phase="export")
 
-    raw = args.out / "trace.raw.json"
-    prof.export_chrome_trace(str(raw))
-    with open(raw, encoding="utf-8") as f:
-        trace = json.load(f, strict=False)  # kineto may write raw control characters in strings
-    raw.unlink()
+    trace = _exported_trace(prof, args.out / "trace.raw.json")
 
     threads = read_thread_names()
     interop = sorted(
@@ -345,6 +369,7 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     _die_with_parent()  # first: a runner killed from here on takes this worker with it
     args = build_arg_parser().parse_args(argv)
+    sys.dont_write_bytecode = True  # loading the user's model leaves no __pycache__ in their folder
     proto = _Protocol()
     faulthandler.enable()  # a crash in native code still leaves a Python stack in the log
     code = EXIT_OK
@@ -356,6 +381,14 @@ def main(argv: list[str] | None = None) -> int:
     except RunFailure as exc:
         proto.emit(event="error", message=str(exc), traceback=exc.tb, exit_code=exc.exit_code)
         code = exc.exit_code
+    except OSError as exc:  # writing the results (the model's own errors are RunFailures): a full disk
+        proto.emit(
+            event="error",
+            message=f"could not write the results to --out: {describe_os_error(exc, with_file=False)}",
+            traceback=traceback.format_exc(),
+            exit_code=EXIT_FAILED,
+        )
+        code = EXIT_FAILED
     except SystemExit as exc:  # the model called sys.exit() where we did not expect it (fx tracing, plans)
         proto.emit(
             event="error",

@@ -94,7 +94,7 @@ def test_signal_to_the_runner_stops_the_run_and_leaves_nothing_running(tmp_path,
         assert stderr.splitlines()[-1] == f"error: cancelled by {name}; the worker was stopped"
         _wait_until(lambda: not [p for p in descendants if _alive(p)], 30, "the runner's descendants to end")
         assert _with_marker(marker) == []
-        assert sorted(p.name for p in tmp_path.iterdir()) == ["worker.log"]  # no results, no temporary files
+        assert list(tmp_path.iterdir()) == []  # no results, no temporary files: the folder is as it was
     finally:
         if runner.poll() is None:
             runner.kill()
@@ -121,8 +121,10 @@ def test_runner_killed_outright_still_takes_the_worker_and_the_models_children(t
 
 
 def _fake_worker(monkeypatch: pytest.MonkeyPatch, code: str) -> None:
-    """The runner starts `python -c code` instead of the worker (no torch: quick)."""
-    monkeypatch.setattr("profiling.runner.worker_command", lambda req: [sys.executable, "-c", code])
+    """The runner starts `python -c code OUT` instead of the worker (no torch: quick); OUT is where the
+    worker writes (the run folder's staging folder), `out` in the code."""
+    code = "import sys\nfrom pathlib import Path\nout = Path(sys.argv[1])\n" + code
+    monkeypatch.setattr("profiling.runner.worker_command", lambda req, out: [sys.executable, "-c", code, str(out)])
 
 
 def test_cancelled_run_returns_128_plus_the_signal_and_kills_the_group(tmp_path, monkeypatch):
@@ -149,22 +151,22 @@ def test_cancelled_run_returns_128_plus_the_signal_and_kills_the_group(tmp_path,
 def test_worker_that_fails_after_writing_its_trace_leaves_no_partial_files(tmp_path, monkeypatch):
     _fake_worker(monkeypatch, (
         "import json, sys\n"
-        f"open({str(tmp_path / 'trace.json')!r}, 'w').write(json.dumps({{'traceEvents': []}}))\n"
-        f"open({str(tmp_path / 'run.json.tmp')!r}, 'w').write('{{')\n"
+        "open(out / 'trace.json', 'w').write(json.dumps({'traceEvents': []}))\n"
+        "open(out / 'run.json.tmp', 'w').write('{')\n"
         "sys.exit(1)\n"
     ))  # fmt: skip
     result = run_profile(RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, demo="twin-mm"))
     assert result.exit_code == 4 and result.message == "the worker died (exit code 1) before writing its results"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["worker.log"]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_complete_run_with_a_trace_the_runner_cannot_extend_is_a_failure_not_a_half_trace(tmp_path, monkeypatch):
     run = {"complete": True, "trace_clock": {"base_time_ns": 0, "first_us": 0.0, "last_us": 1.0}}
     _fake_worker(monkeypatch, (
         "import json\n"
-        f"open({str(tmp_path / 'trace.json')!r}, 'w').write('{{\"traceEvents\": [], \"x\": 1}}')\n"
-        f"open({str(tmp_path / 'run.json')!r}, 'w').write({json.dumps(run)!r})\n"
+        "open(out / 'trace.json', 'w').write('{\"traceEvents\": [], \"x\": 1}')\n"
+        f"open(out / 'run.json', 'w').write({json.dumps(run)!r})\n"
     ))  # fmt: skip
     result = run_profile(RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, demo="twin-mm"))
     assert result.exit_code == 4 and "does not end with its traceEvents array" in (result.message or "")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["worker.log"]
+    assert list(tmp_path.iterdir()) == []
