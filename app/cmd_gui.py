@@ -85,10 +85,17 @@ def run_default(args: argparse.Namespace) -> int:
 def run_open(args: argparse.Namespace) -> int:
     if not args.screenshot and not display_available():
         return _no_display("branchscope open TRACE --screenshot window.png")
-    missing = [t for t in args.traces if not os.path.exists(t)]
-    if missing:
-        print(f"error: no such file: {missing[0]}", file=sys.stderr)
-        return 2
+    # Refused before the window opens: missing paths, folders, and what is not a regular file
+    # (a FIFO would block the open for ever, /dev/zero never ends).
+    from profiling import TraceFormatError
+    from profiling.trace_reader import check_trace_path
+
+    for t in args.traces:
+        try:
+            check_trace_path(t)
+        except TraceFormatError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     return _run_window(args, traces=list(args.traces))
 
 

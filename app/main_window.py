@@ -11,6 +11,7 @@ window carries on.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,9 +85,12 @@ def is_model_file(path: str) -> bool:
     if path.endswith(".py"):
         return True
     try:
+        # Only a regular file is opened: opening a FIFO for reading blocks until a writer comes.
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         with open(path, "rb") as f:
             return f.read(4) == b"PK\x03\x04"
-    except OSError:
+    except (OSError, ValueError):
         return False
 
 
