@@ -18,9 +18,12 @@ import sys
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from profiling import TraceFormatError, load_trace
+from profiling import Trace, TraceFormatError, load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 BRANCHSCOPE = Path(sys.executable).with_name("branchscope")
@@ -323,3 +326,184 @@ def test_inspect_on_stray_and_absurd_timestamps(tmp_path: Path) -> None:
             assert doc["events"] == len(events)
         else:
             assert_one_error_line(proc, str(path))
+
+
+# ---- through the timeline --------------------------------------------------------------------
+
+
+@pytest.fixture
+def views(qtbot):
+    from widgets.memory_view import MemoryView
+    from widgets.pool_usage import PoolUsageView
+    from widgets.time_axis import TimeAxis
+    from widgets.timeline import TimelineView
+
+    axis = TimeAxis()
+    made = [TimelineView(axis=axis), PoolUsageView(axis=axis), MemoryView(axis=axis)]
+    for v in made:
+        qtbot.addWidget(v)
+        v.resize(1000, 400)
+        v.show()
+    return made
+
+
+def _shown_events(view) -> int:
+    """How many events the last frame drew: each visible event gets at least one pixel column."""
+    rows = np.array([r for lr in view.lane_rows for r in lr.rows], dtype=np.int64)
+    lo, hi = view.axis.lo, view.axis.hi
+    vis = view.lod.visible(rows, lo, hi, (hi - lo) / view.plot_width())
+    return int(vis.index.size) if vis.raw else int(vis.level.rep[vis.index].size)
+
+
+def _show_all(views, trace: Trace) -> None:
+    for v in views:
+        v.set_trace(trace)
+        v.grab()  # paints; pytest-qt fails the test on an exception in paintEvent
+
+
+@pytest.mark.parametrize("name", sorted(STRAY))
+def test_the_timeline_draws_every_event_of_a_stray_timestamp_trace(views, tmp_path: Path, name: str) -> None:
+    path = tmp_path / f"{name}.json"
+    path.write_bytes(_doc(STRAY[name]))
+    trace = load_trace(path)
+    timeline = views[0]
+    _show_all(views, trace)
+    timeline.resize(1000, timeline.content_height + 60)  # every lane on screen
+    timeline.grab()
+    assert timeline.lod is not None and timeline.lod.trace is trace
+    assert sorted(timeline.painted_lanes) == list(range(len(trace.lanes)))
+    assert _shown_events(timeline) == len(trace)  # 40 lanes of one event each: all there
+    # zoomed in as far as it goes on each event: drawn, and the hover finds it
+    for i in range(len(trace)):
+        timeline.zoom_to_event(i)
+        for _ in range(30):
+            timeline.axis.zoom(0.25, timeline.axis.lo + (timeline.axis.hi - timeline.axis.lo) / 2)
+        timeline.grab()
+        rect = timeline.event_rect(i)
+        assert rect is not None and rect.width() >= 1
+        assert timeline.axis.hi > timeline.axis.lo
+        assert timeline.event_at(rect.center()) == i  # hit-testing is exact out there too
+
+
+def test_the_timeline_indexes_the_next_trace_after_a_stray_one(views, tmp_path: Path) -> None:
+    normal = tmp_path / "normal.json"
+    normal.write_bytes(_doc([_x(10 + i, tid=1 + i % 3) for i in range(20)]))
+    stray = tmp_path / "stray.json"
+    stray.write_bytes(_doc(STRAY["zero_and_epoch"]))
+    for path in (normal, stray, normal):
+        trace = load_trace(path)
+        _show_all(views, trace)
+        assert views[0].lod.trace is trace and _shown_events(views[0]) == len(trace)
+
+
+timestamps = st.one_of(
+    st.sampled_from([0, 1, -1, EPOCH_US, -EPOCH_US, EDGE_US, -EDGE_US, 1.7e15, 0.001, 1e300, "NaN", "1e400"]),
+    st.integers(-EDGE_US, EDGE_US),
+    st.floats(-2e15, 2e15, allow_nan=False),
+)
+durations = st.one_of(st.sampled_from([0, 1, 0.5, EPOCH_US, EDGE_US]), st.integers(0, 10**9))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    events=st.lists(
+        st.tuples(timestamps, durations, st.integers(1, 6)).map(lambda t: _x(t[0], tid=t[2], dur=t[1])),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_any_trace_the_reader_takes_is_drawn(views, tmp_path: Path, events: list) -> None:
+    path = tmp_path / "h.json"
+    path.write_bytes(_doc(events))
+    try:
+        trace = load_trace(path)
+    except TraceFormatError:
+        return
+    _show_all(views, trace)
+    assert views[0].lod.trace is trace
+    assert _shown_events(views[0]) == len(trace)
+
+
+# ---- the level-of-detail index over spans of centuries (Qt-free) -----------------------------
+
+
+def _spread_trace(seed: int, n: int = 3000, lanes: int = 40):
+    """Clusters of events at both ends of what the reader takes, at 0 and at epoch time."""
+    from profiling.trace_model import Lane, build_trace
+
+    rng = np.random.default_rng(seed)
+    edge = (1 << 61) - 10**8
+    base = rng.choice(np.array([-edge, 0, EPOCH_US * 1000, edge], dtype=np.int64), n)
+    start = base + rng.integers(0, 50_000_000, n)
+    dur = rng.lognormal(np.log(30_000), 1.5, n).astype(np.int64)
+    dur[rng.random(n) < 0.05] = 0  # instants too
+    return build_trace(
+        path="spread",
+        start_ns=start,
+        dur_ns=dur,
+        lane=rng.integers(0, lanes, n),
+        name_id=np.zeros(n, np.int32),
+        cat_id=np.zeros(n, np.int32),
+        names=["op"],
+        cats=["cpu_op"],
+        lanes=[Lane(i, "cpu", 1, i, f"t{i}", "other") for i in range(lanes)],
+    )
+
+
+def _windows(lod) -> list[tuple[float, float]]:
+    """Windows on each cluster at several zooms, and the whole span, as float ns from the start."""
+    out = [(0.0, float(lod.span_ns))]
+    for centre in np.unique((lod.trace.start_ns - lod.t0) // (1 << 40)):
+        c = float(int(centre) << 40) + 25e6
+        out += [(c - w, c + w) for w in (3e7, 1e6, 2e4)]
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_lod_finds_exactly_the_visible_events_across_a_huge_span(seed: int) -> None:
+    import math
+
+    from widgets.lod import TimelineLod
+
+    trace = _spread_trace(seed)
+    lod = TimelineLod(trace)
+    assert lod.shift > 0  # rows x span would overflow int64 keys
+    rows = np.arange(lod.n_rows)
+    row_of = lod.row_base[trace.lane] + np.minimum(trace.depth, lod.row_cap - 1)
+    s = trace.start_ns - lod.t0
+    e = s + trace.dur_ns
+    for lo, hi in _windows(lod):
+        vis = lod.visible(rows, lo, hi, (hi - lo) / 800, exact_budget=10**9)
+        assert vis.raw
+        lo_i = math.floor(lo) - int(math.ulp(lo))  # the window stands for any time within a float step
+        hi_i = math.ceil(hi) + int(math.ulp(hi))
+        instant = s == e
+        expected = np.flatnonzero(((e > lo_i) | (instant & (s >= lo_i))) & ((s < hi_i) | (instant & (s <= hi_i))))
+        got = vis.level.rep[vis.index]
+        assert sorted(got.tolist()) == sorted(expected.tolist())
+        assert (row_of[got] == rows[vis.row_pos]).all()
+        assert (vis.start_rel == s[got]).all() and (vis.end_rel == e[got]).all()  # exact times
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_lod_runs_cover_every_pixel_the_events_cover_across_a_huge_span(seed: int) -> None:
+    from widgets.lod import TimelineLod, rasterize
+
+    trace = _spread_trace(seed)
+    lod = TimelineLod(trace)
+    assert all(level.threshold_ns >= 1 << lod.shift for level in lod.levels[1:])
+    rows = np.arange(lod.n_rows)
+    row_of = lod.row_base[trace.lane] + np.minimum(trace.depth, lod.row_cap - 1)
+    s = (trace.start_ns - lod.t0).astype(np.float64)
+    e = s + trace.dur_ns
+    width = 400
+    for lo, hi in _windows(lod):
+        nspp = (hi - lo) / width
+        vis = lod.visible(rows, lo, hi, nspp, exact_budget=0)
+        x0 = np.clip(np.floor((vis.start_rel - lo) / nspp), 0, width - 1).astype(np.int64)
+        x1 = np.maximum(np.clip(np.ceil((vis.end_rel - lo) / nspp), 0, width).astype(np.int64), x0 + 1)
+        _, cov = rasterize(vis.row_pos, x0, x1, np.ones(x0.size, np.uint32), rows.size, width, 0)
+        for i in np.flatnonzero((e >= lo) & (s <= hi)):
+            a = int(np.clip(np.floor((s[i] - lo) / nspp), 0, width - 1))
+            b = max(a + 1, int(np.clip(np.ceil((e[i] - lo) / nspp), 0, width)))
+            assert cov[row_of[i], a:b].all(), (lo, hi, i)

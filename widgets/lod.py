@@ -13,11 +13,19 @@ level live in one sorted array keyed by `row * stride + time`, so one `searchsor
 visible items of every visible row at once, and `rasterize` paints them into an RGB32 buffer with a
 handful of array operations whose size is the number of visible pixels.
 
+Keys are int64, and the reader takes any time within +-2**61 ns, so `rows * span` can pass 2**63
+(a trace with one event at 0 and the rest at epoch microseconds spans 54 years). Times then enter
+the keys divided by `2**shift`, the smallest power that fits (shift is 0 for any trace that spans
+less than 2**62 / rows ns: days, for thousands of rows). Keys only find candidates: raw events
+take their exact times from the trace, and merged levels start at a threshold of `2**shift` ns,
+so the rounding of their runs stays below one pixel at any zoom that shows them.
+
 Qt-free on purpose: it is tested and measured without a window.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,9 +43,9 @@ class LodLevel:
 
     #: Gaps shorter than this were merged (0 for the raw events themselves).
     threshold_ns: int
-    #: row * stride + start (relative to the trace start), sorted ascending.
+    #: row * stride + (start relative to the trace start >> shift), sorted ascending.
     key_start: np.ndarray
-    #: row * stride + running maximum of the end within the row: monotone, for `searchsorted`.
+    #: row * stride + (running maximum of the end within the row >> shift): monotone, for `searchsorted`.
     key_end: np.ndarray
     #: The event an item stands for: the event itself, or the longest event of a run (int64).
     rep: np.ndarray
@@ -78,9 +86,11 @@ class TimelineLod:
         self.row_base = np.zeros(n_lanes + 1, dtype=np.int64)
         np.cumsum(self.rows_per_lane, out=self.row_base[1:])
         self.n_rows = int(self.row_base[-1])
-        self.stride = self.span_ns + 2
-        if self.n_rows * self.stride >= (1 << 62):  # pragma: no cover - needs a span of centuries
-            raise ValueError("trace span too long for the timeline index")
+        # Keys must stay below 2**62 (queries add a little): see the module docstring.
+        self.shift = 0
+        while max(self.n_rows, 1) * ((self.span_ns >> self.shift) + 2) >= (1 << 62):
+            self.shift += 1
+        self.stride = (self.span_ns >> self.shift) + 2
 
         if subset is None:
             lane, depth = trace.lane, trace.depth
@@ -94,8 +104,11 @@ class TimelineLod:
         order = np.argsort(sort_key, kind="stable")
         ev = order if subset is None else events[order]
         row = row[order]
-        start = trace.start_ns[ev] - self.t0
-        end = start + trace.dur_ns[ev]
+        start = trace.start_ns[ev] - self.t0  # 0 ..= span_ns
+        end = start + trace.dur_ns[ev]  # ..= span_ns: t1 is the latest end
+        if self.shift:
+            start >>= self.shift
+            end >>= self.shift
         base = row * self.stride
         key_start = base + start
         key_end = np.maximum.accumulate(base + end) if ev.size else base + end
@@ -104,6 +117,7 @@ class TimelineLod:
 
     # ---- building ---------------------------------------------------------------------------
     def _build_levels(self, row, key_start, key_end, rep, rep_dur) -> None:
+        """Merge levels at thresholds 2**k ns, k >= shift; gaps are in key units (2**shift ns)."""
         n = key_start.size
         if n < 2:
             return
@@ -121,11 +135,12 @@ class TimelineLod:
         at_least = np.cumsum(hist[::-1])[::-1]  # at_least[e] = #gaps with exponent >= e
         last_kept = n
         prev = (key_start, key_end, rep, rep_dur, lead_gap, np.ones(n, dtype=np.int64))
-        for k in range(0, 63):
+        for k in range(self.shift, 63):
             threshold = 1 << k
-            if n_row_starts + int(at_least[k + 1]) > last_kept // 2:
-                continue  # gaps >= 2**k are those with exponent >= k + 1
-            cand = _merge(prev, threshold)
+            gap_threshold = 1 << (k - self.shift)
+            if n_row_starts + int(at_least[k - self.shift + 1]) > last_kept // 2:
+                continue  # gaps >= 2**j are those with exponent >= j + 1
+            cand = _merge(prev, threshold, gap_threshold)
             runs = cand[0].size
             if runs > last_kept // 2 and runs > n_row_starts:
                 continue
@@ -150,21 +165,45 @@ class TimelineLod:
         return best
 
     def _ranges(self, level: LodLevel, rows: np.ndarray, lo_rel: int, hi_rel: int):
+        """Per row, the first item and the count of those that may intersect [lo_rel, hi_rel]: all
+        whose end reaches lo_rel and whose start reaches hi_rel at most, and (when shift > 0) a few
+        more; `visible` keeps those that do."""
         # Keys of one row live in [row * stride, (row + 1) * stride): stay inside it.
         lo_rel = min(max(lo_rel, -1), self.span_ns + 1)
         hi_rel = min(max(hi_rel, 0), self.span_ns + 1)
         base = rows * self.stride
-        lo = np.searchsorted(level.key_end, base + lo_rel, side="right")
-        hi = np.searchsorted(level.key_start, base + hi_rel, side="left")
+        # end >= lo_rel  =>  end >> shift >= lo_rel >> shift; start <= hi_rel likewise.
+        lo = np.searchsorted(level.key_end, base + (lo_rel >> self.shift), side="left")
+        hi = np.searchsorted(level.key_start, base + (hi_rel >> self.shift), side="right")
         return lo, np.maximum(hi - lo, 0)
+
+    def raw_range(self, row: int, t_lo: float, t_hi: float) -> tuple[int, int]:
+        """[first, stop) in the raw level: the events of `row` that start by `t_hi` and whose
+        running-maximum end reaches `t_lo` (ns from the trace start), and possibly a few more."""
+        level = self.levels[0]
+        base = int(row) * self.stride
+        lo_rel = min(max(math.ceil(t_lo), -1), self.span_ns + 1)
+        hi_rel = min(max(math.floor(t_hi), -1), self.span_ns + 1)
+        stop = int(np.searchsorted(level.key_start, base + (hi_rel >> self.shift), side="right"))
+        first = max(
+            int(np.searchsorted(level.key_start, base, side="left")),  # the row's first event
+            int(np.searchsorted(level.key_end, base + (lo_rel >> self.shift), side="left")),
+        )
+        return first, stop
+
+    def raw_start_rel(self, events: np.ndarray) -> np.ndarray:
+        """Exact start times (ns from the trace start, int64) of events."""
+        return self.trace.start_ns[events] - self.t0
 
     def visible(
         self, rows: np.ndarray, lo_rel: float, hi_rel: float, ns_per_px: float, exact_budget: int = 4000
     ) -> VisibleItems:
         """Items intersecting [lo_rel, hi_rel) on `rows`: the raw events when few enough, else runs."""
         rows = np.asarray(rows, dtype=np.int64)
-        lo_i = int(np.floor(lo_rel))
-        hi_i = int(np.ceil(hi_rel))
+        # The window is float ns: past 2**53 ns (104 days) a float is only good to its ulp, and
+        # the window stands for any time within it (the last event of a 54-year span included).
+        lo_i = math.floor(lo_rel) - int(math.ulp(lo_rel))
+        hi_i = math.ceil(hi_rel) + int(math.ulp(hi_rel))
         level = self.level_for(ns_per_px)
         lo, counts = self._ranges(level, rows, lo_i, hi_i)
         raw = level is self.levels[0]
@@ -181,15 +220,24 @@ class TimelineLod:
         else:
             index = np.zeros(0, dtype=np.int64)
             row_pos = np.zeros(0, dtype=np.int64)
-        base = rows[row_pos] * self.stride
-        start_rel = level.key_start[index] - base
-        if raw:
+        if raw:  # exact times from the trace
             rep = level.rep[index]
+            start_rel = self.trace.start_ns[rep] - self.t0
             end_rel = start_rel + self.trace.dur_ns[rep]
-        else:
+        else:  # runs: their keys, exact unless shift > 0 (then within 2**shift <= one pixel)
+            base = rows[row_pos] * self.stride
+            start_rel = level.key_start[index] - base
             end_rel = level.key_end[index] - base
-        # Running-maximum ends can admit an item that ended before the window (overlapping rows).
-        keep = end_rel > lo_i
+            if self.shift:  # widen to what the rounded keys may hide: never miss an event's pixel
+                start_rel <<= self.shift
+                end_rel = (end_rel << self.shift) + ((1 << self.shift) - 1)
+        # Running-maximum ends can admit an item that ended before the window (overlapping rows);
+        # keys rounded down by a shift admit a few just outside it. An instant (zero duration) on
+        # either edge of the window is in it (a trace's first and last events, at full view).
+        instant = start_rel == end_rel
+        keep = ((end_rel > lo_i) | (instant & (start_rel >= lo_i))) & (
+            (start_rel < hi_i) | (instant & (start_rel <= hi_i))
+        )
         if not keep.all():
             index, row_pos, start_rel, end_rel = index[keep], row_pos[keep], start_rel[keep], end_rel[keep]
         return VisibleItems(level, raw, index, row_pos, start_rel, end_rel)
@@ -200,16 +248,17 @@ class TimelineLod:
 LONG_EVENT_FACTOR = 4
 
 
-def _merge(prev, threshold: int):
-    """Merge consecutive short items whose leading gap is below `threshold` (rows never merge).
+def _merge(prev, threshold: int, gap_threshold: int | None = None):
+    """Merge consecutive short items whose leading gap is below `threshold` ns (rows never merge).
 
     `prev` = (key_start, key_end, rep, rep_dur, lead_gap, n_events) of a finer level; every
-    boundary kept here was a boundary there, so levels can be built one from another.
+    boundary kept here was a boundary there, so levels can be built one from another. Gaps are
+    in key units: `gap_threshold` is `threshold` in them (the same when the keys are not shifted).
     """
     key_start, key_end, rep, rep_dur, lead_gap, n_events = prev
     n = key_start.size
     long = (n_events == 1) & (rep_dur >= LONG_EVENT_FACTOR * threshold)
-    new = lead_gap >= threshold
+    new = lead_gap >= (threshold if gap_threshold is None else gap_threshold)
     # A long item stands alone unless it overlaps its neighbour (events folded into one row, or
     # overlapping without nesting), where separate items would pile up in the same pixels.
     new[1:] |= (long[1:] | long[:-1]) & (lead_gap[1:] >= 0)

@@ -13,6 +13,8 @@ wheel zooms at the cursor, drag pans, W/S zoom, A/D pan, 0 or Home shows everyth
 
 from __future__ import annotations
 
+import math
+
 from PySide6.QtCore import QObject, QPoint, QRect, Qt, Signal
 from PySide6.QtGui import QColor, QKeyEvent, QMouseEvent, QPainter, QPen, QWheelEvent
 from PySide6.QtWidgets import QWidget
@@ -23,6 +25,10 @@ GUTTER = 200
 RIGHT_MARGIN = 14
 #: Narrowest window one can zoom to.
 MIN_WIDTH_NS = 50.0
+#: ... and no narrower than this many float steps at the far end of the trace: past 2**53 ns
+#: (104 days, as in a trace with one event at 0 and the rest at epoch times) a float time is good
+#: to its ulp only, and a window a few ulps wide would draw events hundreds of pixels off.
+MIN_WIDTH_ULPS = 2048
 GUTTER_BG = QColor("#eef1f4")
 GRID = QColor("#e3e7ec")
 AXIS_TEXT = QColor("#4a5560")
@@ -39,18 +45,20 @@ class TimeAxis(QObject):
         self.span_ns = 0.0
         self.lo = 0.0
         self.hi = 1.0
+        self.min_width = MIN_WIDTH_NS
 
     # ---- bounds and window -----------------------------------------------------------------
     def set_bounds(self, start_ns: int, end_ns: int) -> None:
         """Make [start_ns, end_ns] (trace clock) the whole extent and show all of it."""
         self.origin_ns = int(start_ns)
         self.span_ns = float(max(int(end_ns) - int(start_ns), 1))
+        self.min_width = max(MIN_WIDTH_NS, MIN_WIDTH_ULPS * math.ulp(1.1 * self.span_ns))
         self.lo, self.hi = 0.0, self.span_ns
         self.changed.emit()
 
     def set_view(self, lo: float, hi: float) -> None:
         """Show [lo, hi] (ns from the origin), kept within the extent plus a small margin."""
-        width = max(float(hi) - float(lo), MIN_WIDTH_NS)
+        width = max(float(hi) - float(lo), self.min_width)
         margin = 0.05 * self.span_ns
         max_width = self.span_ns + 2 * margin
         if width >= max_width:
@@ -76,7 +84,7 @@ class TimeAxis(QObject):
         """Scale the window by `factor` (< 1 zooms in) keeping `anchor` (ns) where it is."""
         if anchor is None:
             anchor = (self.lo + self.hi) / 2
-        width = max((self.hi - self.lo) * factor, MIN_WIDTH_NS)
+        width = max((self.hi - self.lo) * factor, self.min_width)
         frac = (anchor - self.lo) / (self.hi - self.lo) if self.hi > self.lo else 0.5
         lo = anchor - frac * width
         hi = lo + width

@@ -175,8 +175,24 @@ class TimelineView(TimePanel):
         self.setMinimumHeight(140)
 
     # ---- data -------------------------------------------------------------------------------
+    def prepare(self, trace: Trace) -> None:
+        """Build what showing `trace` takes (branches, colours, the index), kept with the trace.
+
+        Raises if it cannot be built, and then nothing about the view has changed.
+        """
+        derived(trace, "timeline", lambda: _derive(trace, None))
+
     def set_trace(self, trace: Trace | None, branches=None) -> None:
-        """Show `trace`; `branches` is a `profiling.analyses.BranchAssignment` (computed if None)."""
+        """Show `trace`; `branches` is a `profiling.analyses.BranchAssignment` (computed if None).
+
+        What can fail is built first: if it raises, the view still shows what it showed.
+        """
+        if trace is not None:
+            if branches is None:
+                # Built once per trace: re-selecting a run in the list must be instant.
+                branches, keys, lod = derived(trace, "timeline", lambda: _derive(trace, None))
+            else:
+                branches, keys, lod = _derive(trace, branches)
         self.trace = trace
         self.selected = self.hovered_event = -1
         self.matches = np.zeros(0, dtype=np.int64)
@@ -188,11 +204,7 @@ class TimelineView(TimePanel):
             self.lane_rows, self.group_headers = [], []
             self.update()
             return
-        if branches is None:
-            # Built once per trace: re-selecting a run in the list must be instant.
-            branches, self._keys, self.lod = derived(trace, "timeline", lambda: _derive(trace, None))
-        else:
-            branches, self._keys, self.lod = _derive(trace, branches)
+        self._keys, self.lod = keys, lod
         self.branch_names = list(branches.names)
         self.event_branch = np.asarray(branches.event_branch)
         start, end = trace.span()
@@ -344,8 +356,11 @@ class TimelineView(TimePanel):
             if lr.lane == lane:
                 k = min(int(self.trace.depth[i]), len(lr.rows) - 1)
                 s = float(self.trace.start_ns[i] - self.axis.origin_ns)
-                x0 = self.x_of(s)
-                x1 = self.x_of(s + float(self.trace.dur_ns[i]))
+                # Clamped just outside the plot: an event far wider than the view (zoomed in on
+                # it) would have x beyond the 32-bit range of a QRect.
+                left, right = GUTTER - 2.0, GUTTER + self.plot_width() + 2.0
+                x0 = min(max(self.x_of(s), left), right)
+                x1 = min(max(self.x_of(s + float(self.trace.dur_ns[i])), left), right)
                 return QRect(
                     int(np.floor(x0)),
                     self._row_top(lr, k),
@@ -643,19 +658,16 @@ class TimelineView(TimePanel):
         """
         lod = self.lod
         level = lod.levels[0]
-        base = row * lod.stride
         dur = self.trace.dur_ns
-        hi = int(np.searchsorted(level.key_start, base + t + tol, side="right"))
-        first = max(
-            int(np.searchsorted(level.key_start, base, side="left")),  # the row's first event
-            int(np.searchsorted(level.key_end, base + t - tol, side="left")),  # earlier ones end before
-        )
+        # Integer key arithmetic (a float key near 1e18 is off by hundreds of ns); exact times
+        # from the trace.
+        first, hi = lod.raw_range(row, t - tol, t + tol)
         near, near_d = -1, np.inf
         chunk = 256
         while hi > first:
             lo = max(first, hi - chunk)
-            s = (level.key_start[lo:hi] - base).astype(np.float64)
             ev = level.rep[lo:hi]
+            s = lod.raw_start_rel(ev).astype(np.float64)
             e = s + dur[ev]
             inside = np.flatnonzero((s <= t) & (t <= e))
             if inside.size:
