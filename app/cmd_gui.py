@@ -103,7 +103,6 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
     screenshot: Path | None = getattr(args, "screenshot", None)
     if screenshot is not None:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
-    from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
     from app.main_window import MainWindow
@@ -112,6 +111,20 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
     app.setApplicationName("branchscope")
     app.setOrganizationName("branchscope")
     window = MainWindow()
+    # An error raised in a slot or while a view paints goes to a dialog (and, for --screenshot,
+    # fails the picture) instead of a traceback the window would carry on behind.
+    previous_hook = sys.excepthook
+    sys.excepthook = window.report_exception
+    window.echo_tracebacks = screenshot is None
+    try:
+        return _show_window(app, window, args, traces, screenshot)
+    finally:
+        sys.excepthook = previous_hook
+
+
+def _show_window(app, window, args: argparse.Namespace, traces: list[str], screenshot: Path | None) -> int:
+    from PySide6.QtCore import QEventLoop, QTimer
+
     if screenshot is not None:
         window.resize(*SCREENSHOT_SIZE)
     window.show()
@@ -169,6 +182,9 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
     ok = window.save_screenshot(screenshot)
     window.controller.shutdown()
     window.close()
+    if window.failures:  # a view failed while drawing: the picture would show a broken window
+        print(f"error: {window.failures[0]}", file=sys.stderr)
+        return 1
     if not ok:
         print(f"error: could not write {screenshot}", file=sys.stderr)
         return 1

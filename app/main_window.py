@@ -4,14 +4,17 @@ centre, the details panel on the right.
 Controls drive the `RunController`: releasing a thread slider, choosing another mode or demo, or
 pressing Run starts a fresh worker with the current settings (cancelling one in progress). Each
 finished run, and each opened trace file, becomes an entry of the runs list; selecting an entry
-shows it. Failures (a model that raises, a broken trace file) are reported in a dialog and the
-window carries on.
+shows it. Failures (a model that raises, a broken trace file, a view that cannot show a trace)
+are reported in a dialog and the window carries on: a trace that
+cannot be shown leaves every view on the trace it showed before.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,6 +124,11 @@ class MainWindow(QMainWindow):
         self.current: int = -1
         #: The last dialog shown (failures, unreadable files); tests look at it.
         self.message_box: QMessageBox | None = None
+        #: Unexpected errors reported through `report_exception` (one line each, no repeats).
+        self.failures: list[str] = []
+        #: Whether `report_exception` also writes tracebacks to stderr (not for --screenshot).
+        self.echo_tracebacks = True
+        self._reports = 0
         #: Entry indices, least recently shown first (the trace cache evicts from the front).
         self._shown_order: list[int] = []
         self.model_files: list[tuple[str, tuple[str, ...]]] = []
@@ -413,11 +421,9 @@ class MainWindow(QMainWindow):
             merged = merge_traces([t for _, t in loaded])
             label = "ranks " + ", ".join(str(r) for r in sorted(ranks))
             more = tuple(Path(p) for p, _ in loaded[1:])
-            self._add_entry(Entry(label, Path(loaded[0][0]), trace=merged, more_paths=more))
-            return len(loaded)
-        for path, trace in loaded:
-            self._add_entry(Entry(os.path.basename(path), Path(path), trace=trace))
-        return len(loaded)
+            shown = self._add_entry(Entry(label, Path(loaded[0][0]), trace=merged, more_paths=more))
+            return len(loaded) if shown else 0
+        return sum(self._add_entry(Entry(os.path.basename(path), Path(path), trace=trace)) for path, trace in loaded)
 
     def open_model_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open model file", "", MODEL_FILTER)
@@ -466,7 +472,38 @@ class MainWindow(QMainWindow):
             self.save_screenshot(path)
 
     def save_screenshot(self, path: str | os.PathLike[str]) -> bool:
-        return self.grab().save(str(path), "PNG")
+        """Draw the window into a PNG; False if it cannot be drawn (the reason in `failures`) or saved."""
+        reports = self._reports
+        try:
+            image = self.grab()  # views report their failures through sys.excepthook
+        except Exception as exc:  # a widget that is not a TimePanel raises here
+            self._note_failure(f"drawing the window failed: {type(exc).__name__}: {exc}")
+            return False
+        return self._reports == reports and image.save(str(path), "PNG")
+
+    # ---- unexpected errors ------------------------------------------------------------------
+    def _note_failure(self, message: str) -> bool:
+        """Remember a failure; False if it was already reported."""
+        if message in self.failures:
+            return False
+        self.failures.append(message)
+        return True
+
+    def report_exception(self, exc_type, exc, tb) -> None:
+        """`sys.excepthook` while the window runs (`app.cmd_gui` installs it).
+
+        An error raised in a slot, or by a view while it paints (every repaint would raise it
+        again), is shown in a dialog once, with its traceback in the details and on stderr.
+        """
+        self._reports += 1
+        message = f"{exc_type.__name__}: {exc}"
+        if not self._note_failure(message):
+            return
+        details = "".join(traceback.format_exception(exc_type, exc, tb))
+        if self.echo_tracebacks:
+            sys.stderr.write(details)
+        # Not from inside a paint event: the dialog is shown by the event loop.
+        QTimer.singleShot(0, self, lambda: self.show_error("Something went wrong", message, details))
 
     # ---- runs -------------------------------------------------------------------------------
     def current_spec(self) -> RunSpec:
@@ -554,7 +591,8 @@ class MainWindow(QMainWindow):
             self.show_error("The run's trace cannot be read", str(exc))
             return
         label = f"{spec.model_label}"
-        self._add_entry(Entry(label, result.trace_path, spec=spec, run=result.run, trace=trace))
+        if not self._add_entry(Entry(label, result.trace_path, spec=spec, run=result.run, trace=trace)):
+            return
         median = result.run.get("median_ms")
         self.statusBar().showMessage(
             f"{spec.model_label} {spec.mode} {spec.interop}×{spec.intra}: "
@@ -588,17 +626,33 @@ class MainWindow(QMainWindow):
         return box
 
     # ---- entries ----------------------------------------------------------------------------
-    def _add_entry(self, entry: Entry) -> None:
+    def _add_entry(self, entry: Entry) -> bool:
+        """List an entry and show it; if it cannot be shown it is not listed (False)."""
         self.entries.append(entry)
         n = len(self.entries)
         item = QTreeWidgetItem(["", "", "", "", ""])
         self.runs.addTopLevelItem(item)
         self._fill_row(n - 1)
+        self._select_row(n - 1)
+        if not self.show_entry(n - 1):
+            blocked = self.runs.blockSignals(True)
+            try:
+                self.runs.takeTopLevelItem(n - 1)
+            finally:
+                self.runs.blockSignals(blocked)
+            self.entries.pop()
+            self._select_row(self.current)
+            return False
         self._refresh_speedups()
-        # Selecting the row shows it (through currentItemChanged).
-        self.runs.setCurrentItem(item)
-        if self.current != n - 1:
-            self.show_entry(n - 1)
+        return True
+
+    def _select_row(self, k: int) -> None:
+        """Make row k current without showing it (callers show entries themselves)."""
+        blocked = self.runs.blockSignals(True)
+        try:
+            self.runs.setCurrentItem(self.runs.topLevelItem(k) if k >= 0 else None)
+        finally:
+            self.runs.blockSignals(blocked)
 
     def _fill_row(self, k: int) -> None:
         e = self.entries[k]
@@ -636,26 +690,35 @@ class MainWindow(QMainWindow):
         if item is None:
             return
         k = self.runs.indexOfTopLevelItem(item)
-        if 0 <= k < len(self.entries) and k != self.current:
-            self.show_entry(k)
+        if 0 <= k < len(self.entries) and k != self.current and not self.show_entry(k):
+            self._select_row(self.current)  # the list shows what the views show
 
-    def show_entry(self, k: int) -> None:
+    def show_entry(self, k: int) -> bool:
+        """Show entry k in every view. False, with a dialog, if it cannot be shown: then every
+        view still shows what it showed before."""
         from profiling import load_traces
 
         e = self.entries[k]
-        if e.trace is None:
+        reloaded = e.trace is None
+        if reloaded:
             try:
                 e.trace = load_traces([e.trace_path, *e.more_paths])
             except (TraceFormatError, OSError) as exc:
                 self.show_error("Cannot open trace", str(exc))
-                return
-        self.current = k
+                return False
         trace = e.trace
-        self.timeline.set_trace(trace)
-        self.pool.set_trace(trace)
-        self.memory.set_trace(trace)
-        self.details.set_trace(trace, e.run)
-        self.centre.setSizes(self._centre_sizes())
+        try:
+            self._show_trace(trace, e.run)
+        except Exception as exc:
+            if reloaded:
+                e.trace = None  # not shown, so not among the traces kept in memory
+            self.show_error(
+                "Cannot show trace",
+                f"{e.trace_path}: cannot be shown: {type(exc).__name__}: {exc}",
+                traceback.format_exc(),
+            )
+            return False
+        self.current = k
         title = e.label if e.spec is None else f"{e.label} · {e.spec.mode} · {e.spec.interop}×{e.spec.intra}"
         self.setWindowTitle(f"branchscope — {title}")
         # Keep the traces of the few most recently shown entries in memory.
@@ -664,6 +727,35 @@ class MainWindow(QMainWindow):
             self.entries[i].trace = None
         self._shown_order = self._shown_order[-TRACE_CACHE:]
         self.entryShown.emit(k)
+        return True
+
+    def _show_trace(self, trace: Trace, run: dict[str, Any] | None) -> None:
+        """Put `trace` in every view, all or nothing."""
+        # What can fail is built first, with nothing on screen changed yet ...
+        self.timeline.prepare(trace)
+        self.pool.prepare(trace)
+        before = self.timeline.trace
+        before_run = self.entries[self.current].run if 0 <= self.current < len(self.entries) else None
+        before_view = (self.axis.lo, self.axis.hi)
+        before_sizes = self.centre.sizes()
+        try:
+            self.timeline.set_trace(trace)
+            self.pool.set_trace(trace)
+            self.memory.set_trace(trace)
+            self.details.set_trace(trace, run)
+            self.centre.setSizes(self._centre_sizes())
+        except Exception:
+            # ... and should a view fail all the same, every view goes back to the trace before.
+            try:
+                for view in (self.timeline, self.pool, self.memory):
+                    view.set_trace(before)
+                self.details.set_trace(before, before_run)
+                if before is not None:
+                    self.axis.set_view(*before_view)
+                self.centre.setSizes(before_sizes)
+            except Exception:  # pragma: no cover - the trace before was shown without error
+                pass
+            raise
 
     def _centre_sizes(self) -> list[int]:
         """Heights of timeline, thread-pool charts and memory chart.

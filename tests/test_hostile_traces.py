@@ -507,3 +507,151 @@ def test_lod_runs_cover_every_pixel_the_events_cover_across_a_huge_span(seed: in
             a = int(np.clip(np.floor((s[i] - lo) / nspp), 0, width - 1))
             b = max(a + 1, int(np.clip(np.ceil((e[i] - lo) / nspp), 0, width)))
             assert cov[row_of[i], a:b].all(), (lo, hi, i)
+
+
+# ---- the window: a trace it cannot show leaves it as it was ----------------------------------
+
+FIXTURES = ROOT / "tests" / "fixtures" / "gui"
+
+
+def _small_trace(path: Path, mode: str = "fork") -> Path:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("small_trace", FIXTURES / "small_trace.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.write(path, mode)
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from app.main_window import MainWindow
+    from app.run_controller import RunController
+
+    controller = RunController(command=[sys.executable, str(FIXTURES / "fake_runner.py")], runs_dir=tmp_path / "runs")
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(controller=controller, settings=settings, cores=2, check_cuda=False)
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitExposed(win)
+    yield win
+    controller.shutdown()
+
+
+def test_the_window_shows_a_stray_timestamp_trace_after_another(window, tmp_path: Path) -> None:
+    first = _small_trace(tmp_path / "first.json")
+    stray = tmp_path / "stray.json"
+    stray.write_bytes(_doc(STRAY["zero_and_epoch"]))
+    assert window.open_trace_files([str(first), str(stray)]) == 2
+    assert window.current == 1 and window.timeline.lod.trace is window.entries[1].trace
+    window.grab()
+    assert _shown_events(window.timeline) == 4
+    assert window.message_box is None
+
+
+@pytest.mark.parametrize("failing", ["timeline", "pool"])
+def test_a_view_that_cannot_show_a_trace_leaves_every_view_as_it_was(window, tmp_path, monkeypatch, failing):
+    import widgets.pool_usage
+    import widgets.timeline
+
+    first = _small_trace(tmp_path / "first.json", "fork")
+    assert window.open_trace_files([str(first)]) == 1
+    shown = window.entries[0].trace
+    window.axis.set_view(1000.0, 5000.0)
+    title, lod = window.windowTitle(), window.timeline.lod
+
+    module, name = (widgets.timeline, "_derive") if failing == "timeline" else (widgets.pool_usage, "_pool_data")
+    real = getattr(module, name)
+
+    def fail_on_second(trace, *args):
+        if "second" in trace.path:
+            raise ValueError("this view cannot show it")
+        return real(trace, *args)
+
+    monkeypatch.setattr(module, name, fail_on_second)
+    second = _small_trace(tmp_path / "second.json", "sequential")
+    assert window.open_trace_files([str(second)]) == 0
+    box = window.message_box
+    assert box is not None and box.isVisible()
+    assert str(second) in box.text() and "this view cannot show it" in box.text()
+    # nothing half-set: every view, the list and the title still show the first trace
+    assert window.entries == window.entries[:1] and window.runs.topLevelItemCount() == 1
+    assert window.current == 0 and window.runs.currentItem() is window.runs.topLevelItem(0)
+    assert window.timeline.trace is shown and window.timeline.lod is lod
+    assert window.pool.trace is shown and window.memory.trace is shown and window.details._trace is shown
+    assert (window.axis.lo, window.axis.hi) == (1000.0, 5000.0)
+    assert window.windowTitle() == title
+    window.grab()  # and it still draws
+    # the window goes on: a trace the views can show opens
+    third = _small_trace(tmp_path / "third.json", "sequential")
+    assert window.open_trace_files([str(third)]) == 1 and window.current == 1
+
+
+def test_a_view_that_fails_while_showing_rolls_every_view_back(window, tmp_path, monkeypatch) -> None:
+    first = _small_trace(tmp_path / "first.json", "fork")
+    assert window.open_trace_files([str(first)]) == 1
+    shown = window.entries[0].trace
+    real = window.memory.set_trace
+
+    def fail_on_second(trace):
+        if trace is not None and "second" in trace.path:
+            raise RuntimeError("memory view broke")
+        real(trace)
+
+    monkeypatch.setattr(window.memory, "set_trace", fail_on_second)
+    second = _small_trace(tmp_path / "second.json", "sequential")
+    assert window.open_trace_files([str(second)]) == 0
+    assert "memory view broke" in window.message_box.text()
+    assert window.timeline.trace is shown and window.pool.trace is shown and window.memory.trace is shown
+    assert window.timeline.lod.trace is shown
+
+
+_FAILING_PAINT = r"""
+import sys
+import widgets.memory_view
+
+def boom(self, painter):
+    raise ValueError("the memory view cannot draw this")
+
+widgets.memory_view.MemoryView._paint = boom
+from app.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_screenshot_fails_in_one_line_when_a_view_cannot_draw(tmp_path: Path) -> None:
+    trace = _small_trace(tmp_path / "t.json")
+    shot = tmp_path / "shot.png"
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _FAILING_PAINT, "open", str(trace), "--screenshot", str(shot)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "propagateSizeHints" not in ln]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "cannot draw this" in lines[0], proc.stderr
+    assert not shot.exists()
+
+
+def test_screenshot_of_a_stray_timestamp_trace_draws_it(tmp_path: Path) -> None:
+    stray = tmp_path / "stray.json"
+    stray.write_bytes(_doc(STRAY["zero_and_epoch"]))
+    shot = tmp_path / "shot.png"
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)}
+    proc = cli("open", str(stray), "--screenshot", str(shot), env=env, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert shot.is_file()
+
+
+def test_an_error_in_a_slot_or_a_paint_is_shown_once(window, qtbot) -> None:
+    try:
+        raise ValueError("drawing failed")
+    except ValueError as exc:
+        for _ in range(3):  # a view raising on every repaint
+            window.report_exception(type(exc), exc, exc.__traceback__)
+    qtbot.waitUntil(lambda: window.message_box is not None and window.message_box.isVisible())
+    assert window.failures == ["ValueError: drawing failed"]
+    assert "drawing failed" in window.message_box.text()
+    assert "Traceback" in window.message_box.detailedText()

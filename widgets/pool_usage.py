@@ -157,7 +157,14 @@ class PoolUsageView(TimePanel):
         self.setMinimumHeight(170)
 
     # ---- data -------------------------------------------------------------------------------
+    def prepare(self, trace: Trace) -> None:
+        """Build what showing `trace` takes, kept with the trace; raises with the view unchanged."""
+        derived(trace, "pool_usage", lambda: _pool_data(trace))
+
     def set_trace(self, trace: Trace | None) -> None:
+        # Derived once per trace (re-selecting a run in the list must be instant), and first: if
+        # it raises, the view still shows what it showed.
+        d = derived(trace, "pool_usage", lambda: _pool_data(trace)) if trace is not None else None
         self.trace = trace
         self.threads = []
         self.occupancy = None
@@ -167,8 +174,6 @@ class PoolUsageView(TimePanel):
         start, end = trace.span()
         if (self.axis.origin_ns, self.axis.span_ns) != (start, float(max(end - start, 1))):
             self.axis.set_bounds(start, end)
-        # Derived once per trace: re-selecting a run in the list must be instant.
-        d = derived(trace, "pool_usage", lambda: _pool_data(trace))
         self.cores_known, self.cores, self.interop, self.intra = d.cores_known, d.cores, d.interop, d.intra
         self.occupancy = d.occupancy
         self._occ_t, self._occ_v, self._occ_cum = d.occ_t, d.occ_v, d.occ_cum

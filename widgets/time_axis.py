@@ -14,6 +14,7 @@ wheel zooms at the cursor, drag pans, W/S zoom, A/D pan, 0 or Home shows everyth
 from __future__ import annotations
 
 import math
+import sys
 
 from PySide6.QtCore import QObject, QPoint, QRect, Qt, Signal
 from PySide6.QtGui import QColor, QKeyEvent, QMouseEvent, QPainter, QPen, QWheelEvent
@@ -119,10 +120,22 @@ class TimePanel(QWidget):
 
     # ---- painting ---------------------------------------------------------------------------
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        """Every panel paints in `_paint`; the painter is always ended, even if painting fails."""
+        """Every panel paints in `_paint`; the painter is always ended, even if painting fails.
+
+        A failure is not raised through Qt (which would print half a message and carry on): the
+        panel says it cannot draw, and the error goes to `sys.excepthook`, which the window turns
+        into a dialog (pytest-qt into a failed test).
+        """
         p = QPainter(self)
         try:
             self._paint(p)
+        except Exception as exc:
+            p.resetTransform()
+            p.setClipping(False)
+            p.fillRect(self.rect(), QColor("#ffffff"))
+            p.setPen(QColor("#c0392b"))
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, f"cannot draw this view: {exc}")
+            sys.excepthook(type(exc), exc, exc.__traceback__)
         finally:
             p.end()
 
