@@ -156,7 +156,11 @@ def _show_window(app, window, args: argparse.Namespace, traces: list[str], scree
                 SCREENSHOT_RUN_TIMEOUT_S * 1000,
                 lambda: (outcome.setdefault("error", "timed out"), loop.quit()),
             )
-            window.start_run()
+            if not window.start_run():  # the runs folder cannot be made: nothing ran
+                window.close()
+                print(f"error: {window.message_box.text() if window.message_box else 'the run cannot start'}",
+                      file=sys.stderr)  # fmt: skip
+                return 2
             # A runner that cannot start fails inside start_run(): then there is nothing to wait for.
             if window.controller.is_running():
                 loop.exec()

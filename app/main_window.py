@@ -4,8 +4,8 @@ centre, the details panel on the right.
 Controls drive the `RunController`: releasing a thread slider, choosing another mode or demo, or
 pressing Run starts a fresh worker with the current settings (cancelling one in progress). Each
 finished run, and each opened trace file, becomes an entry of the runs list; selecting an entry
-shows it. Failures (a model that raises, a broken trace file, a view that cannot show a trace)
-are reported in a dialog and the window carries on: a trace that
+shows it. Failures (a model that raises, a broken trace file, a view that cannot show a trace,
+a runs folder that cannot be made) are reported in a dialog and the window carries on: a trace that
 cannot be shown leaves every view on the trace it showed before.
 """
 
@@ -557,8 +557,18 @@ class MainWindow(QMainWindow):
                 return k
         return -1
 
-    def start_run(self) -> None:
-        self.controller.start(self.current_spec())
+    def start_run(self) -> bool:
+        """Start a run with the controls' settings; False (and a dialog) if it cannot start."""
+        try:
+            # The runs folder first: if it cannot be made, the run going on is left alone.
+            self.controller.runs_dir()
+            self.controller.start(self.current_spec())
+        except OSError as exc:
+            self._run_idle("failed")
+            self.statusBar().showMessage(f"run not started: {exc}")
+            self.show_error("Cannot start the run", str(exc))
+            return False
+        return True
 
     def _on_run_started(self, spec: RunSpec) -> None:
         self.progress.setRange(0, max(1, spec.steps))

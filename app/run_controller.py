@@ -95,26 +95,56 @@ KEEP_RUNS = 40
 
 
 def default_runs_dir() -> Path:
-    """~/.cache/branchscope/runs/<time>-<pid>: one window's runs together, named so they sort by age."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    """~/.cache/branchscope/runs/<time>-<pid>: one window's runs together, named so they sort by age.
+
+    $XDG_CACHE_HOME counts only when it is an absolute path (the XDG rule).
+    """
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "branchscope" / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
 
 
 def prune_runs(session_dir: Path, keep: int) -> None:
-    """Keep the newest `keep` run folders of earlier windows under the runs root; remove the rest."""
+    """Keep the newest `keep` run folders of earlier windows under the runs root; remove the rest.
+
+    Only what branchscope made is ever removed: session folders right under the root named
+    <YYYYmmdd-HHMMSS>-<pid> (as `default_runs_dir` names them), the run folders in them named
+    <NNN>-<model>-<mode>-<threads> (as `RunController.start` names them), and session folders
+    that this leaves empty. Anything else a user put under the runs root stays, symbolic links
+    are never followed, and a folder that cannot be read or removed is skipped, never an error.
+    """
+    session_name = re.compile(r"\d{8}-\d{6}-\d+")
+    run_name = re.compile(r"\d{3,}-[A-Za-z0-9_.-]+")
+
+    def folders(parent: Path, name: re.Pattern[str]) -> list[Path]:
+        try:
+            with os.scandir(parent) as entries:
+                return [
+                    Path(e.path) for e in entries if name.fullmatch(e.name) and e.is_dir(follow_symlinks=False)
+                ]
+        except OSError:
+            return []
+
     root = session_dir.parent
-    if not root.is_dir():
-        return
     # Sessions of windows still open are left alone: their runs are on screen (and reloaded
     # from disk when selected again).
-    sessions = [d for d in root.iterdir() if d.is_dir() and d != session_dir and not _session_alive(d)]
-    runs = [run for session in sessions for run in session.iterdir() if run.is_dir()]
-    runs.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in runs[keep:]:
+    sessions = [d for d in folders(root, session_name) if d != session_dir and not _session_alive(d)]
+    runs: list[tuple[float, Path]] = []
+    for session in sessions:
+        for run in folders(session, run_name):
+            try:
+                runs.append((run.lstat().st_mtime, run))
+            except OSError:
+                continue
+    runs.sort(key=lambda r: r[0], reverse=True)
+    for _, old in runs[keep:]:
         shutil.rmtree(old, ignore_errors=True)
     for session in sessions:
-        if not any(session.iterdir()):
-            session.rmdir()
+        try:
+            session.rmdir()  # only when empty
+        except OSError:
+            pass
 
 
 def _session_alive(session: Path) -> bool:
@@ -166,11 +196,18 @@ class RunController(QObject):
 
         By default a per-user cache folder that keeps the most recent runs (so a trace shown in
         the window is still there after it closes) and prunes older ones (so runs do not pile up).
+        Raises OSError, saying which folder and why, when it cannot be made or written to (a
+        read-only cache folder, a file where a folder should be).
         """
         if self._runs_dir is None:
             self._runs_dir = default_runs_dir()
             prune_runs(self._runs_dir, keep=KEEP_RUNS)
-        self._runs_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._runs_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OSError(f"cannot create the runs folder {self._runs_dir}: {exc.strerror or exc}") from exc
+        if not os.access(self._runs_dir, os.W_OK | os.X_OK):
+            raise OSError(f"cannot write to the runs folder {self._runs_dir}: permission denied")
         return self._runs_dir
 
     def is_running(self) -> bool:

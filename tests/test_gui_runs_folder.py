@@ -1,0 +1,136 @@
+"""The runs folder of the window: when it cannot be made the window says so (and --screenshot fails
+in one line), and pruning old runs removes only what branchscope made."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QSettings
+
+from app.main_window import MainWindow
+from app.run_controller import RunController, default_runs_dir, prune_runs
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE_RUNNER = [sys.executable, str(ROOT / "tests" / "fixtures" / "gui" / "fake_runner.py")]
+
+
+def _blocked_cache(tmp_path: Path, how: str) -> Path:
+    """An XDG_CACHE_HOME under which no runs folder can be made."""
+    if how == "file_in_the_way":
+        cache = tmp_path / "cache"
+        cache.mkdir()
+        (cache / "branchscope").write_text("a file where the folder should be")
+        return cache
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only folders")
+    cache = tmp_path / "read-only-cache"
+    cache.mkdir()
+    cache.chmod(0o555)
+    return cache
+
+
+@pytest.mark.parametrize("how", ["file_in_the_way", "read_only"])
+def test_a_runs_folder_that_cannot_be_made_is_said_in_a_dialog(qtbot, tmp_path, monkeypatch, how):
+    cache = _blocked_cache(tmp_path, how)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    controller = RunController(command=FAKE_RUNNER)  # the default runs folder, under the cache
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(controller=controller, settings=settings, cores=2, check_cuda=False)
+    qtbot.addWidget(win)
+    win.show()
+    win.run_button.click()  # an exception here would fail the test (pytest-qt)
+    box = win.message_box
+    assert box is not None and box.isVisible()
+    assert "runs folder" in box.text() and str(cache) in box.text()
+    assert win.progress.format() == "failed" and not controller.is_running()
+    assert not win.cancel_button.isEnabled()
+    box.close()
+    # once the folder can be made, the next run works
+    if how == "file_in_the_way":
+        (cache / "branchscope").unlink()
+    else:
+        cache.chmod(0o755)
+    with qtbot.waitSignal(controller.finished, timeout=20_000):
+        win.run_button.click()
+    assert win.runs.topLevelItemCount() == 1
+    assert controller.runs_dir().is_relative_to(cache)
+    controller.shutdown()
+
+
+def test_screenshot_exits_2_in_one_line_when_the_runs_folder_cannot_be_made(tmp_path):
+    cache = _blocked_cache(tmp_path, "file_in_the_way")
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env.update(XDG_CACHE_HOME=str(cache), HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"))
+    shot = tmp_path / "shot.png"
+    proc = subprocess.run(
+        [sys.executable, "-m", "app", "--screenshot", str(shot)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "propagateSizeHints" not in ln]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "runs folder" in lines[0], proc.stderr
+    assert not shot.exists()
+
+
+def test_a_relative_xdg_cache_home_is_ignored(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert default_runs_dir().parent == tmp_path / ".cache" / "branchscope" / "runs"
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_pruning_removes_only_what_branchscope_made(tmp_path):
+    root = tmp_path / "runs"
+    dead = _dead_pid()
+    old_session = root / f"20240101-000000-{dead}"
+    ours = [old_session / f"{k:03d}-inception-sequential-1x1" for k in range(1, 4)]
+    for run in ours:
+        (run / "trace.json.gz").parent.mkdir(parents=True)
+        (run / "trace.json.gz").write_bytes(b"x")
+    # What a user put under the runs root, in and beside our session folders:
+    users = [
+        root / "my-notes" / "sub",  # a folder not named like a session
+        root / "20240101-000000-notapid",  # nearly a session name
+        old_session / "keep-me",  # a folder in a session, not named like a run
+        old_session / "007",  # a number only
+    ]
+    for folder in users:
+        folder.mkdir(parents=True)
+        (folder / "important.txt").write_text("mine")
+    (root / "README.txt").write_text("mine")
+    (old_session / "notes.txt").write_text("mine")
+    # A session-named link to a folder elsewhere: never followed into.
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "001-run-like-folder").mkdir(parents=True)
+    (root / f"20240102-000000-{dead}").symlink_to(elsewhere, target_is_directory=True)
+    # An empty session of ours, and a run-like link in our session: the link goes, not its target.
+    (root / f"20240103-000000-{dead}").mkdir()
+    (tmp_path / "target").mkdir()
+    (old_session / "009-link").symlink_to(tmp_path / "target", target_is_directory=True)
+
+    prune_runs(root / "20260101-000000-1", keep=0)
+
+    assert not any(run.exists() for run in ours)
+    for folder in users:
+        assert (folder / "important.txt").read_text() == "mine", folder
+    assert (root / "README.txt").exists() and (old_session / "notes.txt").exists()
+    assert (elsewhere / "001-run-like-folder").is_dir() and (root / f"20240102-000000-{dead}").is_symlink()
+    assert (tmp_path / "target").is_dir()
+    assert not (root / f"20240103-000000-{dead}").exists()  # empty: removed
+    assert old_session.is_dir()  # still holds the user's things
+
+
+def test_pruning_a_runs_root_that_cannot_be_read_is_not_an_error(tmp_path):
+    (tmp_path / "runs").write_text("a file, not a folder")
+    prune_runs(tmp_path / "runs" / "20260101-000000-1", keep=0)
+    prune_runs(tmp_path / "missing" / "20260101-000000-1", keep=0)
