@@ -74,7 +74,14 @@ try:
     outcome = f"loaded {len(trace)} events"
 except TraceFormatError as exc:
     outcome = f"error: {exc}"
-print(json.dumps({"outcome": outcome, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss across exec, so a child of a big pytest
+# process would report its parent's size; VmHWM belongs to this address space only.
+try:
+    with open("/proc/self/status") as f:
+        peak_kib = next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:"))
+except (OSError, StopIteration):
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"outcome": outcome, "peak_mib": peak_kib / 1024}))
 """
 
 
