@@ -4,6 +4,7 @@ in one line), and pruning old runs removes only what branchscope made."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +75,29 @@ def test_screenshot_exits_2_in_one_line_when_the_runs_folder_cannot_be_made(tmp_
     assert "Traceback" not in proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "propagateSizeHints" not in ln]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "runs folder" in lines[0], proc.stderr
+    assert not shot.exists()
+
+
+def _unshare_works() -> bool:
+    if not sys.platform.startswith("linux") or shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "-rm", "true"], capture_output=True, timeout=30).returncode == 0
+
+
+@pytest.mark.skipif(not _unshare_works(), reason="needs unshare (mount namespaces)")
+def test_screenshot_exits_2_in_one_line_on_a_read_only_cache(tmp_path):
+    """A read-only XDG_CACHE_HOME that even root cannot write: a read-only tmpfs in a private mount namespace."""
+    cache = tmp_path / "read-only-cache"
+    cache.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env.update(XDG_CACHE_HOME=str(cache), HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"))
+    shot = tmp_path / "shot.png"
+    script = f'mount -t tmpfs -o ro tmpfs "{cache}" && exec "{sys.executable}" -m app --screenshot "{shot}"'
+    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "propagateSizeHints" not in ln]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "runs folder" in lines[0], proc.stderr
+    assert "read-only file system" in lines[0].lower(), lines[0]
     assert not shot.exists()
 
 
