@@ -88,6 +88,20 @@ def wait_until_threads_sleep(tids: list[int], timeout_s: float = 1.0, settle: in
     return False
 
 
+def settle_interop_pool(timeout_s: float = 1.0) -> bool:
+    """Wait until the threads of this process's inter-op pool (torch names them PTThreadPool) are all
+    asleep, at most `timeout_s`; True if they settled (or there are none).
+
+    Call it inside a torch.profiler session that ran forked TorchScript, just before the profiler
+    stops: a forked task's future completes before its pool thread has finished the task (and closed
+    its profiler ranges), and stopping the profiler while that thread still records races with it.
+    The race corrupts the profiler's results on the heap: a crash when they are freed (often much
+    later, by the cyclic garbage collector: torch's `profile` object sits in a reference cycle),
+    or garbage bytes in the exported trace."""
+    pool = [tid for tid, name in read_thread_names().items() if name == "PTThreadPool"]
+    return wait_until_threads_sleep(pool, timeout_s=timeout_s)
+
+
 @dataclass
 class ThreadSeries:
     tid: int

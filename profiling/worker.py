@@ -48,7 +48,7 @@ import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
-from profiling.cpu_sampler import read_thread_names, wait_until_threads_sleep
+from profiling.cpu_sampler import read_thread_names, settle_interop_pool
 from profiling.run_folder import describe_os_error
 from profiling.run_processes import RUN_TOKEN_ENV, kill_processes_with_token, set_death_signal
 from profiling.runner import RUNNER_PID_ENV, add_run_arguments, write_json_atomic
@@ -306,8 +306,7 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
         # A forked task's future completes before its pool thread has finished the task (and
         # closed its profiler ranges). Stopping the profiler then races with that thread: seen
         # here as heap corruption (glibc malloc abort) and garbage bytes in the exported trace.
-        pool = [tid for tid, name in read_thread_names().items() if name == "PTThreadPool"]
-        wait_until_threads_sleep(pool)
+        settle_interop_pool()
     proto.emit(event="phase", phase="export")
 
     trace = _exported_trace(prof, args.out / "trace.raw.json")

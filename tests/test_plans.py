@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from profiling.branches import find_branches
+from profiling.cpu_sampler import settle_interop_pool
 from profiling.model_source import ModelSpec, load_model
 from profiling.plans import (
     ModeUnavailable,
@@ -66,6 +67,7 @@ def test_forked_branches_run_on_inter_op_threads():
     _outputs(plan, loaded.inputs)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         _outputs(plan, loaded.inputs)
+        assert settle_interop_pool(timeout_s=10.0)  # before the profiler stops: see its docstring
     branch_threads = {
         e.name: e.thread for e in prof.events() if e.name in ("branch: Wy", "branch: Wz")
     }
@@ -192,6 +194,7 @@ def _profiled_branch_labels(plan, inputs, tmp_path):
 
     with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
         plan(*inputs)
+        assert settle_interop_pool(timeout_s=10.0)  # before the profiler stops: see its docstring
     path = tmp_path / "trace.json"
     prof.export_chrome_trace(str(path))
     trace = load_trace(path)
