@@ -11,7 +11,7 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from app import cmd_gui, cmd_inspect, cmd_profile
+    from branchscope.app import cmd_gui, cmd_inspect, cmd_profile
 
     parser = argparse.ArgumentParser(
         prog="branchscope",

@@ -87,8 +87,8 @@ def run_open(args: argparse.Namespace) -> int:
         return _no_display("branchscope open TRACE --screenshot window.png")
     # Refused before the window opens: missing paths, folders, and what is not a regular file
     # (a FIFO would block the open for ever, /dev/zero never ends).
-    from profiling import TraceFormatError
-    from profiling.trace_reader import check_trace_path
+    from branchscope.profiling import TraceFormatError
+    from branchscope.profiling.trace.reader import check_trace_path
 
     for t in args.traces:
         try:
@@ -105,7 +105,7 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     from PySide6.QtWidgets import QApplication
 
-    from app.main_window import MainWindow
+    from branchscope.app.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
     app.setApplicationName("branchscope")

@@ -7,9 +7,14 @@ import json
 import sys
 from typing import Any
 
-from profiling import TraceFormatError, load_traces
-from profiling.analyses import interop_occupancy, lane_busy_ns, memory_imbalance, parallelism
-from profiling.trace_model import Trace
+from branchscope.profiling import TraceFormatError, load_traces
+from branchscope.profiling.trace.analyses import (
+    interop_occupancy,
+    lane_busy_ns,
+    memory_imbalance,
+    parallelism,
+)
+from branchscope.profiling.trace.model import Trace
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,6 +1,6 @@
 """`branchscope demos` and `branchscope profile`: run a model in a worker and report, without the GUI.
 
-The engine is `profiling.runner`; this module only parses, prints progress and the summary, and
+The engine is `branchscope.profiling.run.runner`; this module only parses, prints progress and the summary, and
 turns failures into one last `error: …` line on stderr (the model's own traceback, when there is
 one, above it). No torch here: the worker process is the only one that imports it.
 """
@@ -11,8 +11,8 @@ import argparse
 import sys
 from typing import Any
 
-from profiling.model_source import list_demos
-from profiling.runner import (
+from branchscope.profiling.run.model_source import list_demos
+from branchscope.profiling.run.runner import (
     add_run_arguments,
     format_summary,
     print_failure,

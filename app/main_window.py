@@ -44,15 +44,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.cuda_check import CudaCheck
-from app.run_controller import FinishedRun, RunController, RunSpec
-from profiling.trace_model import Trace, TraceFormatError
-from widgets.details_panel import DetailsPanel
-from widgets.machine import usable_cores
-from widgets.memory_view import MemoryView
-from widgets.pool_usage import PoolUsageView
-from widgets.time_axis import TimeAxis
-from widgets.timeline import TimelineView
+from branchscope.app.cuda_check import CudaCheck
+from branchscope.app.run_controller import FinishedRun, RunController, RunSpec
+from branchscope.profiling.trace.model import Trace, TraceFormatError
+from branchscope.widgets.details_panel import DetailsPanel
+from branchscope.widgets.machine import usable_cores
+from branchscope.widgets.memory_view import MemoryView
+from branchscope.widgets.pool_usage import PoolUsageView
+from branchscope.widgets.time_axis import TimeAxis
+from branchscope.widgets.timeline import TimelineView
 
 MODES = [("sequential", "sequential"), ("fork", "fork (inter-op pool)"), ("streams", "multi-stream (CUDA)")]
 MAX_RECENT = 10
@@ -133,7 +133,7 @@ class MainWindow(QMainWindow):
         self._shown_order: list[int] = []
         self.model_files: list[tuple[str, tuple[str, ...]]] = []
         if demos is None:
-            from profiling.model_source import list_demos
+            from branchscope.profiling.run.model_source import list_demos
 
             demos = list_demos()
         self.demos = demos
@@ -402,7 +402,7 @@ class MainWindow(QMainWindow):
         Files that are different ranks of one distributed job open as one entry, ranks side by
         side on one clock, since comparing ranks is why one opens them together.
         """
-        from profiling import load_trace, merge_traces
+        from branchscope.profiling import load_trace, merge_traces
 
         loaded: list[tuple[str, object]] = []
         for path in paths:
@@ -591,7 +591,7 @@ class MainWindow(QMainWindow):
         self.progress.setFormat(text)
 
     def _on_run_finished(self, result: FinishedRun) -> None:
-        from profiling import load_trace
+        from branchscope.profiling import load_trace
 
         self._run_idle("done")
         spec = result.spec
@@ -706,7 +706,7 @@ class MainWindow(QMainWindow):
     def show_entry(self, k: int) -> bool:
         """Show entry k in every view. False, with a dialog, if it cannot be shown: then every
         view still shows what it showed before."""
-        from profiling import load_traces
+        from branchscope.profiling import load_traces
 
         e = self.entries[k]
         reloaded = e.trace is None
@@ -774,7 +774,7 @@ class MainWindow(QMainWindow):
         memory events) keeps only room for its one-line explanation. The timeline gets what its
         lanes need; what is left goes to the charts that have data (60:40), or to the timeline.
         """
-        from profiling.analyses import cpu_sample_tracks
+        from branchscope.profiling.trace.analyses import cpu_sample_tracks
 
         total = sum(self.centre.sizes()) or 900
         trace = self.timeline.trace

@@ -1,4 +1,4 @@
-"""Runs models for the window: one `python -m profiling.runner ... --jsonl` process per run.
+"""Runs models for the window: one `python -m branchscope.profiling.run.runner ... --jsonl` process per run.
 
 The window never imports torch: every run is a fresh runner process (which spawns the worker),
 started with QProcess so the event loop keeps the window responsive. The runner reports on stdout
@@ -23,7 +23,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
-from profiling.runner import PARENT_PID_ENV, python_command
+from branchscope.profiling.run.runner import PARENT_PID_ENV, python_command
 
 #: How long a cancelled runner gets to kill its worker and exit before it is killed.
 CANCEL_GRACE_MS = 3000
@@ -182,7 +182,7 @@ class RunController(QObject):
     ):
         super().__init__(parent)
         #: The program and leading arguments; the run's arguments follow. Tests point it elsewhere.
-        self.command = list(command) if command else python_command("profiling.runner")
+        self.command = list(command) if command else python_command("branchscope.profiling.run.runner")
         self._runs_dir = Path(runs_dir) if runs_dir else None
         self._job: _Job | None = None
         self._retired: list[_Job] = []

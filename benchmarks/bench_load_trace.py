@@ -34,7 +34,7 @@ def rss_kb():
                 return int(line.split()[1])
 
 if reader == "branchscope":
-    from profiling import load_trace
+    from branchscope.profiling import load_trace
     run = lambda: load_trace(path)
 elif reader == "hta":
     import logging

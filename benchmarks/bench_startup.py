@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILD = r"""
 import sys, time, psutil
 from PySide6.QtWidgets import QApplication
-from app.main_window import MainWindow
+from branchscope.app.main_window import MainWindow
 app = QApplication([])
 window = MainWindow()
 window.resize(1600, 1000)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from profiling.trace_model import Lane, Trace, build_trace  # noqa: E402
+from branchscope.profiling.trace.model import Lane, Trace, build_trace  # noqa: E402
 
 WIDTH, HEIGHT = 1600, 900
 LANES = 64
@@ -106,7 +106,7 @@ def _render_times(view, image, repeats: int) -> list[float]:
 def bench_sizes(sizes: list[int], repeats: int) -> list[dict]:
     from PySide6.QtGui import QImage
 
-    from widgets.timeline import TimelineView
+    from branchscope.widgets.timeline import TimelineView
 
     rows = []
     image = QImage(WIDTH, HEIGHT, QImage.Format.Format_ARGB32_Premultiplied)
@@ -155,8 +155,8 @@ def bench_open(path: Path, repeats: int) -> dict | None:
         return None
     from PySide6.QtGui import QImage
 
-    from profiling import load_trace
-    from widgets.timeline import TimelineView
+    from branchscope.profiling import load_trace
+    from branchscope.widgets.timeline import TimelineView
 
     json_mb = len(gzip.decompress(path.read_bytes())) / 1e6
     times = []

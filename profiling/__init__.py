@@ -1,12 +1,16 @@
-"""branchscope's Qt-free core: the trace model, the reader, analyses, and the profiling runner.
+"""branchscope's Qt-free core: two engines side by side.
 
-Nothing here imports Qt; only `profiling.worker` (run in its own process) imports torch at import
-time, so the GUI can use this package without paying for torch.
+- `branchscope.profiling.trace`: the trace model, reader, flows, merging, analyses (what reads and
+  derives from a trace);
+- `branchscope.profiling.run`: model sources, branch discovery, plans, worker, runner.
+
+Nothing here imports Qt; torch is imported only in the worker process. The package re-exports the
+trace entry points (`load_trace` and friends) and nothing from the run engine.
 """
 
-from profiling.trace_merge import load_traces, merge_traces
-from profiling.trace_model import Lane, MemorySeries, Trace, TraceFormatError, build_trace
-from profiling.trace_reader import load_trace
+from branchscope.profiling.trace.merge import load_traces, merge_traces
+from branchscope.profiling.trace.model import Lane, MemorySeries, Trace, TraceFormatError, build_trace
+from branchscope.profiling.trace.reader import load_trace
 
 __all__ = [
     "Lane",

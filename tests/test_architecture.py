@@ -64,7 +64,7 @@ def test_app_never_imports_torch():
 def test_cli_inspect_runs_without_torch_or_qt():
     code = (
         "import sys; from app.cli import build_parser; build_parser();"
-        "import profiling.analyses, profiling.trace_reader;"
+        "import branchscope.profiling.trace.analyses, branchscope.profiling.trace.reader;"
         "bad = [m for m in ('torch', 'PySide6') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from profiling.branches import find_branches
-from profiling.model_source import ModelSpec, load_model
+from branchscope.profiling.run.branches import find_branches
+from branchscope.profiling.run.model_source import ModelSpec, load_model
 
 
 def _analyse_demo(name):

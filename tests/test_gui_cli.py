@@ -13,8 +13,8 @@ import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtGui import QImage
 
-from app.main_window import MainWindow
-from app.run_controller import RunController
+from branchscope.app.main_window import MainWindow
+from branchscope.app.run_controller import RunController
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "gui"
@@ -35,7 +35,7 @@ def _env(**changes) -> dict[str, str]:
 
 def _branchscope(args, env=None, timeout=300):
     return subprocess.run(
-        [sys.executable, "-m", "app", *args],
+        [sys.executable, "-m", "branchscope.app", *args],
         cwd=ROOT,
         env=env or _env(),
         capture_output=True,
@@ -78,14 +78,14 @@ import sys
 from PySide6.QtWidgets import QApplication
 from PySide6.QtCore import QSettings
 app = QApplication([])
-from app.main_window import MainWindow
+from branchscope.app.main_window import MainWindow
 w = MainWindow(settings=QSettings({str(tmp_path / "s.ini")!r}, QSettings.Format.IniFormat))
 w.show()
 w.cuda.start()
 assert w.open_trace_files([{str(trace)!r}]) == 1
 w.timeline.repaint(); w.pool.repaint(); w.memory.repaint()
 app.processEvents()
-print("torch" in sys.modules, "widgets.timeline" in sys.modules)
+print("torch" in sys.modules, "branchscope.widgets.timeline" in sys.modules)
 """
     proc = subprocess.run(
         [sys.executable, "-c", code],
@@ -178,8 +178,8 @@ def _screenshot_in_process(monkeypatch, tmp_path, command: list[str]):
     """`branchscope --demo inception --screenshot OUT` in this process, its runner replaced."""
     import argparse
 
-    import app.main_window as main_window
-    from app import cmd_gui
+    import branchscope.app.main_window as main_window
+    from branchscope.app import cmd_gui
 
     class Controller(RunController):
         def __init__(self, parent=None):
@@ -204,9 +204,9 @@ import argparse, sys
 from pathlib import Path
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication
-import app.main_window as main_window
-from app import cmd_gui
-from app.run_controller import RunController
+import branchscope.app.main_window as main_window
+from branchscope.app import cmd_gui
+from branchscope.app.run_controller import RunController
 
 tmp, program = Path(sys.argv[1]), sys.argv[2]
 

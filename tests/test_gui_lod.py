@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profiling.trace_model import Lane, build_trace
-from widgets.lod import TimelineLod, pixel_spans, rasterize
+from branchscope.profiling.trace.model import Lane, build_trace
+from branchscope.widgets.lod import TimelineLod, pixel_spans, rasterize
 
 
 def _random_trace(seed: int, n: int = 4000, lanes: int = 3):

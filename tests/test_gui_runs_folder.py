@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QSettings
 
-from app.main_window import MainWindow
-from app.run_controller import RunController, default_runs_dir, prune_runs
+from branchscope.app.main_window import MainWindow
+from branchscope.app.run_controller import RunController, default_runs_dir, prune_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_RUNNER = [sys.executable, str(ROOT / "tests" / "fixtures" / "gui" / "fake_runner.py")]
@@ -68,7 +68,7 @@ def test_screenshot_exits_2_in_one_line_when_the_runs_folder_cannot_be_made(tmp_
     env.update(XDG_CACHE_HOME=str(cache), HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"))
     shot = tmp_path / "shot.png"
     proc = subprocess.run(
-        [sys.executable, "-m", "app", "--screenshot", str(shot)],
+        [sys.executable, "-m", "branchscope.app", "--screenshot", str(shot)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr[-3000:]
@@ -92,7 +92,7 @@ def test_screenshot_exits_2_in_one_line_on_a_read_only_cache(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     env.update(XDG_CACHE_HOME=str(cache), HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"))
     shot = tmp_path / "shot.png"
-    script = f'mount -t tmpfs -o ro tmpfs "{cache}" && exec "{sys.executable}" -m app --screenshot "{shot}"'
+    script = f'mount -t tmpfs -o ro tmpfs "{cache}" && exec "{sys.executable}" -m branchscope.app --screenshot "{shot}"'
     proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-3000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "propagateSizeHints" not in ln]

@@ -12,12 +12,12 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QImage, QWheelEvent
 from PySide6.QtWidgets import QApplication
 
-from profiling import load_trace
-from widgets import colors
-from widgets.memory_view import MemoryView
-from widgets.pool_usage import PoolUsageView
-from widgets.time_axis import GUTTER, TimeAxis
-from widgets.timeline import RULER_H, TimelineView
+from branchscope.profiling import load_trace
+from branchscope.widgets import colors
+from branchscope.widgets.memory_view import MemoryView
+from branchscope.widgets.pool_usage import PoolUsageView
+from branchscope.widgets.time_axis import GUTTER, TimeAxis
+from branchscope.widgets.timeline import RULER_H, TimelineView
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gui"
 PUBLIC = [
@@ -64,7 +64,7 @@ def _render(view) -> np.ndarray:
 
 @pytest.mark.parametrize("name", PUBLIC)
 def test_lanes_drawn_equal_the_trace_lanes_and_inspect_lanes(name, shared_traces, qtbot, capsys):
-    from app.cli import main as cli_main
+    from branchscope.app.cli import main as cli_main
 
     path = shared_traces / name
     trace = load_trace(path)
@@ -283,8 +283,8 @@ def test_views_share_one_time_axis(small_trace, qtbot):
 
 
 def test_showing_a_trace_again_reuses_its_index(qtbot, monkeypatch):
-    import widgets.timeline as tl
-    from profiling.trace_model import Lane, build_trace
+    import branchscope.widgets.timeline as tl
+    from branchscope.profiling.trace.model import Lane, build_trace
 
     trace = build_trace(
         path="t",
@@ -321,7 +321,7 @@ def test_showing_a_trace_again_reuses_its_index(qtbot, monkeypatch):
 
 
 def _lane_trace(path: str, n: int):
-    from profiling.trace_model import Lane, build_trace
+    from branchscope.profiling.trace.model import Lane, build_trace
 
     return build_trace(
         path=path, start_ns=np.arange(n) * 10, dur_ns=np.full(n, 5), lane=np.zeros(n),
@@ -348,7 +348,7 @@ def test_a_trace_the_views_no_longer_show_is_freed_with_what_they_derived(qtbot)
 
 
 def test_pool_usage_derives_a_trace_once(small_trace, qtbot, monkeypatch):
-    import widgets.pool_usage as pu
+    import branchscope.widgets.pool_usage as pu
 
     builds = []
     real = pu.interop_occupancy
@@ -367,8 +367,8 @@ def test_pool_usage_derives_a_trace_once(small_trace, qtbot, monkeypatch):
 def test_hover_between_children_of_a_long_parent_in_a_folded_row_finds_the_parent(qtbot):
     """Depths past the row cap share the last row: a parent there can have thousands of children
     between its start and the cursor, and between two of them only the parent is under it."""
-    from profiling.trace_model import Lane, build_trace
-    from widgets.lod import DEFAULT_ROW_CAP
+    from branchscope.profiling.trace.model import Lane, build_trace
+    from branchscope.widgets.lod import DEFAULT_ROW_CAP
 
     span, n_children, pitch, width = 1_000_000_000, 6000, 150_000, 100_000
     deep = DEFAULT_ROW_CAP - 1  # the parent's depth: the last row, where deeper events fold
@@ -415,7 +415,7 @@ def _jittery_cpu_trace(path: Path) -> Path:
 
 
 def test_cpu_per_thread_is_smoothed_over_samples_without_hiding_saturation(tmp_path, qtbot):
-    from widgets.series import column_mean_step
+    from branchscope.widgets.series import column_mean_step
 
     trace = load_trace(_jittery_cpu_trace(tmp_path / "cpu.json"))
     pool = _show(qtbot, PoolUsageView(), 1200, 300)

@@ -13,9 +13,9 @@ from PySide6.QtCore import QMimeData, QPoint, QSettings, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from app.main_window import MainWindow
-from app.run_controller import RunController, RunSpec
-from profiling import TraceFormatError, load_trace
+from branchscope.app.main_window import MainWindow
+from branchscope.app.run_controller import RunController, RunSpec
+from branchscope.profiling import TraceFormatError, load_trace
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gui"
 FAKE_RUNNER = [sys.executable, str(FIXTURES / "fake_runner.py")]
@@ -240,7 +240,7 @@ def test_a_runner_that_cannot_start_fails_after_started_and_the_window_stays_usa
 def test_dropped_torchscript_archive_is_a_model_not_a_trace(tmp_path):
     import zipfile
 
-    from app.main_window import is_model_file
+    from branchscope.app.main_window import is_model_file
 
     archive = tmp_path / "model.zip"
     with zipfile.ZipFile(archive, "w") as z:
@@ -262,7 +262,7 @@ def _tiny_traces(tmp_path, n: int) -> list[str]:
 
 
 def test_trace_cache_evicts_the_least_recently_shown(window, tmp_path):
-    from app.main_window import TRACE_CACHE
+    from branchscope.app.main_window import TRACE_CACHE
 
     paths = _tiny_traces(tmp_path, TRACE_CACHE + 1)
     window.open_trace_files(paths[:TRACE_CACHE])  # entries 0..3, shown in that order
@@ -285,7 +285,7 @@ def _dead_pid() -> int:
 def test_old_runs_are_pruned_but_recent_ones_kept(tmp_path):
     import os
 
-    from app.run_controller import prune_runs
+    from branchscope.app.run_controller import prune_runs
 
     root = tmp_path / "runs"
     dead = _dead_pid()
@@ -360,7 +360,7 @@ def test_a_dropped_torchscript_archive_runs_as_a_model_and_a_dropped_trace_opens
 ):
     import zipfile
 
-    import app.main_window as main_window
+    import branchscope.app.main_window as main_window
 
     archive = tmp_path / name
     with zipfile.ZipFile(archive, "w") as z:  # TorchScript archives are zip files
@@ -384,7 +384,7 @@ def test_a_dropped_torchscript_archive_runs_as_a_model_and_a_dropped_trace_opens
 def test_the_core_count_is_the_cpus_this_process_may_use(qtbot, tmp_path, monkeypatch):
     import os
 
-    from widgets.pool_usage import PoolUsageView
+    from branchscope.widgets.pool_usage import PoolUsageView
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2}, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 64)

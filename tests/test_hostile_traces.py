@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from profiling import Trace, TraceFormatError, load_trace
+from branchscope.profiling import Trace, TraceFormatError, load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 BRANCHSCOPE = Path(sys.executable).with_name("branchscope")
@@ -65,7 +65,7 @@ def gzip_bomb(path: Path, prefix: bytes, filler: bytes, count: int, suffix: byte
 _LIMITED_CHILD = r"""
 import json, resource, sys
 import psutil
-from profiling import TraceFormatError, load_trace
+from branchscope.profiling import TraceFormatError, load_trace
 
 limit = psutil.Process().memory_info().vms + int(sys.argv[2]) * (1 << 20)
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -100,7 +100,7 @@ def load_in_limited_child(path: Path, headroom_mib: int = CHILD_HEADROOM_MIB) ->
 
 def cli(*args: str, timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess:
     """The installed `branchscope` command (the module when not installed), never left hanging."""
-    cmd = [str(BRANCHSCOPE)] if BRANCHSCOPE.exists() else [sys.executable, "-m", "app.cli"]
+    cmd = [str(BRANCHSCOPE)] if BRANCHSCOPE.exists() else [sys.executable, "-m", "branchscope.app.cli"]
     return subprocess.run(
         cmd + list(args), cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env
     )
@@ -218,7 +218,7 @@ def _special_files(tmp_path: Path) -> dict[str, Path]:
 
 _LOAD_CHILD = r"""
 import sys
-from profiling import TraceFormatError, load_trace
+from branchscope.profiling import TraceFormatError, load_trace
 try:
     load_trace(sys.argv[1])
 except TraceFormatError as exc:
@@ -262,7 +262,7 @@ def test_folders_are_refused(tmp_path: Path) -> None:
 
 
 def test_a_dropped_fifo_is_not_opened_as_a_model(tmp_path: Path) -> None:
-    from app.main_window import is_model_file
+    from branchscope.app.main_window import is_model_file
 
     fifo = _special_files(tmp_path)["fifo"]
     proc = subprocess.run(
@@ -340,10 +340,10 @@ def test_inspect_on_stray_and_absurd_timestamps(tmp_path: Path) -> None:
 
 @pytest.fixture
 def views(qtbot):
-    from widgets.memory_view import MemoryView
-    from widgets.pool_usage import PoolUsageView
-    from widgets.time_axis import TimeAxis
-    from widgets.timeline import TimelineView
+    from branchscope.widgets.memory_view import MemoryView
+    from branchscope.widgets.pool_usage import PoolUsageView
+    from branchscope.widgets.time_axis import TimeAxis
+    from branchscope.widgets.timeline import TimelineView
 
     axis = TimeAxis()
     made = [TimelineView(axis=axis), PoolUsageView(axis=axis), MemoryView(axis=axis)]
@@ -436,7 +436,7 @@ def test_any_trace_the_reader_takes_is_drawn(views, tmp_path: Path, events: list
 
 def _spread_trace(seed: int, n: int = 3000, lanes: int = 40):
     """Clusters of events at both ends of what the reader takes, at 0 and at epoch time."""
-    from profiling.trace_model import Lane, build_trace
+    from branchscope.profiling.trace.model import Lane, build_trace
 
     rng = np.random.default_rng(seed)
     edge = (1 << 61) - 10**8
@@ -470,7 +470,7 @@ def _windows(lod) -> list[tuple[float, float]]:
 def test_lod_finds_exactly_the_visible_events_across_a_huge_span(seed: int) -> None:
     import math
 
-    from widgets.lod import TimelineLod
+    from branchscope.widgets.lod import TimelineLod
 
     trace = _spread_trace(seed)
     lod = TimelineLod(trace)
@@ -494,7 +494,7 @@ def test_lod_finds_exactly_the_visible_events_across_a_huge_span(seed: int) -> N
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_lod_runs_cover_every_pixel_the_events_cover_across_a_huge_span(seed: int) -> None:
-    from widgets.lod import TimelineLod, rasterize
+    from branchscope.widgets.lod import TimelineLod, rasterize
 
     trace = _spread_trace(seed)
     lod = TimelineLod(trace)
@@ -534,8 +534,8 @@ def _small_trace(path: Path, mode: str = "fork") -> Path:
 def window(qtbot, tmp_path):
     from PySide6.QtCore import QSettings
 
-    from app.main_window import MainWindow
-    from app.run_controller import RunController
+    from branchscope.app.main_window import MainWindow
+    from branchscope.app.run_controller import RunController
 
     controller = RunController(command=[sys.executable, str(FIXTURES / "fake_runner.py")], runs_dir=tmp_path / "runs")
     settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
@@ -560,15 +560,16 @@ def test_the_window_shows_a_stray_timestamp_trace_after_another(window, tmp_path
 
 @pytest.mark.parametrize("failing", ["timeline", "pool"])
 def test_a_view_that_cannot_show_a_trace_leaves_every_view_as_it_was(window, tmp_path, monkeypatch, failing):
-    import widgets.pool_usage
-    import widgets.timeline
 
     first = _small_trace(tmp_path / "first.json", "fork")
     assert window.open_trace_files([str(first)]) == 1
     shown = window.entries[0].trace
     window.axis.set_view(1000.0, 5000.0)
     title, lod = window.windowTitle(), window.timeline.lod
+    import branchscope.widgets.pool_usage
+    import branchscope.widgets.timeline
 
+    widgets = branchscope.widgets
     module, name = (widgets.timeline, "_derive") if failing == "timeline" else (widgets.pool_usage, "_pool_data")
     real = getattr(module, name)
 
@@ -617,13 +618,13 @@ def test_a_view_that_fails_while_showing_rolls_every_view_back(window, tmp_path,
 
 _FAILING_PAINT = r"""
 import sys
-import widgets.memory_view
+import branchscope.widgets.memory_view as memory_view
 
 def boom(self, painter):
     raise ValueError("the memory view cannot draw this")
 
-widgets.memory_view.MemoryView._paint = boom
-from app.cli import main
+memory_view.MemoryView._paint = boom
+from branchscope.app.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from profiling.model_source import (
+from branchscope.profiling.run.model_source import (
     DemoUnavailableError,
     ModelCodeError,
     ModelSourceError,
@@ -36,7 +36,7 @@ def test_list_demos_names_descriptions_and_requirements():
 
 def test_list_demos_and_checks_do_not_import_torch():
     code = (
-        "import sys; from profiling.model_source import list_demos, check_spec, ModelSpec;"
+        "import sys; from branchscope.profiling.run.model_source import list_demos, check_spec, ModelSpec;"
         "list_demos(); check_spec(ModelSpec(demo='twin-mm'));"
         "sys.exit(1 if 'torch' in sys.modules else 0)"
     )

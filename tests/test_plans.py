@@ -9,10 +9,10 @@ import pytest
 import torch
 from torch import nn
 
-from profiling.branches import find_branches
-from profiling.cpu_sampler import settle_interop_pool
-from profiling.model_source import ModelSpec, load_model
-from profiling.plans import (
+from branchscope.profiling.run.branches import find_branches
+from branchscope.profiling.run.cpu_sampler import settle_interop_pool
+from branchscope.profiling.run.model_source import ModelSpec, load_model
+from branchscope.profiling.run.plans import (
     ModeUnavailable,
     build_plan,
     build_streams_plan,
@@ -189,8 +189,8 @@ def test_max_abs_diff_over_nested_outputs():
 def _profiled_branch_labels(plan, inputs, tmp_path):
     from torch.profiler import ProfilerActivity, profile
 
-    from profiling import load_trace
-    from profiling.analyses import branch_assignment
+    from branchscope.profiling import load_trace
+    from branchscope.profiling.trace.analyses import branch_assignment
 
     with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
         plan(*inputs)

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from profiling.runner import RunRequest, run_profile, stop_on_signals
+from branchscope.profiling.run.runner import RunRequest, run_profile, stop_on_signals
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
@@ -54,7 +54,7 @@ def _with_marker(marker: str) -> list[psutil.Process]:
 
 
 def _start_hanging_runner(tmp_path: Path, marker: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "profiling.runner", "--model", str(MODELS / "hangs.py"), "--mode", "sequential",
+    cmd = [sys.executable, "-m", "branchscope.profiling.run.runner", "--model", str(MODELS / "hangs.py"), "--mode", "sequential",
            "--interop", "1", "--intra", "1", "--out", str(tmp_path), "--jsonl"]  # fmt: skip
     env = dict(os.environ, BRANCHSCOPE_TEST_MARKER=marker)
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -64,7 +64,7 @@ def _descendants_once_the_model_runs(runner: subprocess.Popen[str], marker: str)
     """The runner's descendants once the worker runs the model and the model's child exists."""
     _wait_until(lambda: _with_marker(marker), 120, "the model's child process")
     descendants = psutil.Process(runner.pid).children(recursive=True)
-    assert any("profiling.worker" in " ".join(p.cmdline()) for p in descendants)
+    assert any("branchscope.profiling.run.worker" in " ".join(p.cmdline()) for p in descendants)
     return descendants
 
 
@@ -124,7 +124,7 @@ def _fake_worker(monkeypatch: pytest.MonkeyPatch, code: str) -> None:
     """The runner starts `python -c code OUT` instead of the worker (no torch: quick); OUT is where the
     worker writes (the run folder's staging folder), `out` in the code."""
     code = "import sys\nfrom pathlib import Path\nout = Path(sys.argv[1])\n" + code
-    monkeypatch.setattr("profiling.runner.worker_command", lambda req, out: [sys.executable, "-c", code, str(out)])
+    monkeypatch.setattr("branchscope.profiling.run.runner.worker_command", lambda req, out: [sys.executable, "-c", code, str(out)])
 
 
 def test_cancelled_run_returns_128_plus_the_signal_and_kills_the_group(tmp_path, monkeypatch):

@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-import profiling
-from app import cmd_profile
+from branchscope import profiling
+from branchscope.app import cmd_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
@@ -50,7 +50,7 @@ def test_demos_prints_one_line_per_demo(capsys):
 
 def test_cli_and_runner_modules_do_not_import_torch():
     code = (
-        "import sys, app.cmd_profile, profiling.runner, profiling.cpu_sampler;"
+        "import sys, app.cmd_profile, branchscope.profiling.run.runner, branchscope.profiling.run.cpu_sampler;"
         "sys.exit(1 if 'torch' in sys.modules else 0)"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -186,7 +186,7 @@ def test_timeout_exits_4_and_leaves_nothing_running(tmp_path, capsys, monkeypatc
 
 @pytest.mark.slow
 def test_runner_jsonl_for_the_gui(tmp_path):
-    cmd = [sys.executable, "-m", "profiling.runner", "--demo", "twin-mm", "--mode", "fork", "--interop", "2",
+    cmd = [sys.executable, "-m", "branchscope.profiling.run.runner", "--demo", "twin-mm", "--mode", "fork", "--interop", "2",
            "--intra", "1", "--steps", "3", "--warmup", "1", "--out", str(tmp_path), "--jsonl"]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -199,7 +199,7 @@ def test_runner_jsonl_for_the_gui(tmp_path):
 
 @pytest.mark.slow
 def test_runner_jsonl_error_line(tmp_path):
-    cmd = [sys.executable, "-m", "profiling.runner", "--model", str(MODELS / "no_build_model.py"), "--mode",
+    cmd = [sys.executable, "-m", "branchscope.profiling.run.runner", "--model", str(MODELS / "no_build_model.py"), "--mode",
            "sequential", "--interop", "1", "--intra", "1", "--out", str(tmp_path), "--jsonl"]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2

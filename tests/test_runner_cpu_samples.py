@@ -12,8 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from profiling.cpu_sampler import ThreadCpuSampler, ThreadSeries, read_thread_name, read_thread_names
-from profiling.runner import RunRequest, run_profile
+from branchscope.profiling.run.cpu_sampler import (
+    ThreadCpuSampler,
+    ThreadSeries,
+    read_thread_name,
+    read_thread_names,
+)
+from branchscope.profiling.run.runner import RunRequest, run_profile
 
 MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
 TOLERANCE_US = 2000.0  # the issue: within 2 ms
@@ -115,7 +120,7 @@ def test_busy_op_lines_up_with_its_threads_samples(tmp_path):
 def test_wait_until_threads_sleep_tells_busy_from_idle_threads():
     import threading
 
-    from profiling.cpu_sampler import wait_until_threads_sleep
+    from branchscope.profiling.run.cpu_sampler import wait_until_threads_sleep
 
     stop = threading.Event()
     tids: dict[str, int] = {}

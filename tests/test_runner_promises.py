@@ -22,9 +22,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from app import cmd_profile
-from profiling.run_folder import STAGING_PREFIX
-from profiling.runner import RunRequest, _tail, python_command, run_profile
+from branchscope.app import cmd_profile
+from branchscope.profiling.run.folder import STAGING_PREFIX
+from branchscope.profiling.run.runner import RunRequest, _tail, python_command, run_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
@@ -46,7 +46,7 @@ def profile_args(out: Path | str, *extra: str, model: str = "twin-mm") -> list[s
 
 
 def runner_command(out: Path, model: str = "twin-mm", *extra: str) -> list[str]:
-    return python_command("profiling.runner") + profile_args(out, *extra, model=model)[1:]
+    return python_command("branchscope.profiling.run.runner") + profile_args(out, *extra, model=model)[1:]
 
 
 def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
@@ -172,7 +172,7 @@ def test_new_run_replaces_an_earlier_runs_files_and_only_those(earlier_run, tmp_
 _KILL_WHILE_COMPRESSING = textwrap.dedent(
     """
     import os, signal, sys
-    import profiling.runner as runner
+    import branchscope.profiling.run.runner as runner
 
     real = runner.write_atomic
 
@@ -303,7 +303,7 @@ _WINDOW = textwrap.dedent(
     import sys
     from pathlib import Path
     from PySide6.QtCore import QCoreApplication
-    from app.run_controller import RunController, RunSpec
+    from branchscope.app.run_controller import RunController, RunSpec
 
     app = QCoreApplication([])
     controller = RunController(runs_dir=Path(sys.argv[1]))
@@ -323,7 +323,7 @@ def test_window_killed_outright_takes_the_runner_the_worker_and_the_models_proce
     try:
         wait_until(lambda: with_marker(marker), 120, "the model's process")
         descendants = psutil.Process(window.pid).children(recursive=True)
-        assert any("profiling.runner" in " ".join(p.cmdline()) for p in descendants)
+        assert any("branchscope.profiling.run.runner" in " ".join(p.cmdline()) for p in descendants)
         window.kill()
         window.wait()
         wait_until(lambda: not [p for p in descendants if alive(p.pid)], 60, "the runner and worker to end")
@@ -365,7 +365,7 @@ def test_nothing_in_the_current_folder_runs_in_the_runner_or_the_worker(tmp_path
     here.mkdir()
     for name, code in _SHADOWS.items():
         (here / name).write_text(code)
-    from app.run_controller import RunController
+    from branchscope.app.run_controller import RunController
 
     cmd = RunController().command + profile_args(tmp_path / "out")[1:]
     proc = subprocess.run(cmd, cwd=here, capture_output=True, text=True, timeout=300)
@@ -384,7 +384,7 @@ def test_log_tail_reads_only_the_end_of_a_huge_log(tmp_path):
     code = textwrap.dedent(
         f"""
         import resource, sys
-        from profiling.runner import _tail
+        from branchscope.profiling.run.runner import _tail
         resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
         print(_tail(__import__("pathlib").Path({str(log)!r}), lines=3))
         """

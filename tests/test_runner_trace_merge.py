@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-import profiling
-from profiling.cpu_sampler import ThreadCpuSampler, ThreadSeries
-from profiling.runner import finish_trace, write_atomic
-from profiling.worker import _trace_clock, _write_trace
+from branchscope import profiling
+from branchscope.profiling.run.cpu_sampler import ThreadCpuSampler, ThreadSeries
+from branchscope.profiling.run.runner import finish_trace, write_atomic
+from branchscope.profiling.run.worker import _trace_clock, _write_trace
 
 BASE_NS = 1_700_000_000_000_000_000
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiling.analyses import (
+from branchscope.profiling.trace.analyses import (
     branch_assignment,
     concurrency,
     interop_occupancy,
@@ -13,7 +13,7 @@ from profiling.analyses import (
     merged_intervals,
     parallelism,
 )
-from profiling.trace_model import Lane, MemorySeries, build_trace
+from branchscope.profiling.trace.model import Lane, MemorySeries, build_trace
 
 
 def _trace(events, lanes, memory=None, metadata=None):

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from profiling import Trace, TraceFormatError, load_trace
+from branchscope.profiling import Trace, TraceFormatError, load_trace
 
 GOOD_EVENT = {"ph": "X", "name": "op", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 10, "dur": 5}
 
@@ -121,7 +121,7 @@ def test_empty_event_list_is_an_empty_trace(tmp_path: Path) -> None:
 def test_inspect_prints_one_error_line_and_exits_2(tmp_path: Path) -> None:
     path = _write(tmp_path, "bad.json", b"{not json")
     proc = subprocess.run(
-        [sys.executable, "-m", "app.cli", "inspect", str(path)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "branchscope.app.cli", "inspect", str(path)], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 2
     assert proc.stdout == ""

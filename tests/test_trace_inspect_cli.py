@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _inspect(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", "inspect", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "branchscope.app.cli", "inspect", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
 
 

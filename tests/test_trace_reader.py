@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiling import load_trace
-from profiling.analyses import lane_busy_ns
+from branchscope.profiling import load_trace
+from branchscope.profiling.trace.analyses import lane_busy_ns
 
 
 def _raw_events(path: Path) -> list[dict]:
@@ -191,7 +191,7 @@ def test_busy_time_is_union_of_top_level(shared_traces: Path) -> None:
 
 
 def test_two_ranks_merge_side_by_side(shared_traces: Path) -> None:
-    from profiling import load_traces
+    from branchscope.profiling import load_traces
 
     paths = [shared_traces / "hta_two_ranks/rank-0.json.gz", shared_traces / "hta_two_ranks/rank-1.json.gz"]
     merged = load_traces(paths)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import profiling
+from branchscope import profiling
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
@@ -24,7 +24,7 @@ RUN_FIELDS = {
 
 
 def _worker(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "profiling.worker", *args, "--steps", "2", "--warmup", "1", "--out", str(out)]
+    cmd = [sys.executable, "-m", "branchscope.profiling.run.worker", *args, "--steps", "2", "--warmup", "1", "--out", str(out)]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
@@ -110,7 +110,7 @@ def test_model_prints_do_not_break_the_protocol_and_errors_carry_the_traceback(t
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
 def test_worker_whose_runner_is_already_gone_exits_before_doing_anything():
     # No arguments at all: a worker that went on would fail in argparse (exit 2, usage on stderr).
-    cmd = [sys.executable, "-m", "profiling.worker"]
+    cmd = [sys.executable, "-m", "branchscope.profiling.run.worker"]
     env = dict(os.environ, BRANCHSCOPE_RUNNER_PID=str(os.getpid() + 1_000_000))  # not its parent
     orphan = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert (orphan.returncode, orphan.stdout, orphan.stderr) == (1, "", "")
@@ -154,7 +154,7 @@ class _FakeCuda:
 def test_resolved_cuda_device_becomes_the_current_one(count, requested, resolved):
     from types import SimpleNamespace
 
-    from profiling.worker import _resolve_device
+    from branchscope.profiling.run.worker import _resolve_device
 
     fake = SimpleNamespace(cuda=_FakeCuda(count))
     assert _resolve_device(fake, requested) == resolved
@@ -173,7 +173,7 @@ def test_resolved_cuda_device_becomes_the_current_one(count, requested, resolved
 def test_unusable_devices_are_refused_with_the_runners_exit_codes(count, requested, code, message):
     from types import SimpleNamespace
 
-    from profiling.worker import RunFailure, _resolve_device
+    from branchscope.profiling.run.worker import RunFailure, _resolve_device
 
     with pytest.raises(RunFailure) as info:
         _resolve_device(SimpleNamespace(cuda=_FakeCuda(count)), requested)

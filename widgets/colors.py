@@ -17,7 +17,7 @@ import zlib
 
 import numpy as np
 
-from profiling.trace_model import Trace
+from branchscope.profiling.trace.model import Trace
 
 BRANCH_HEX = [
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2",

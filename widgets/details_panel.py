@@ -9,10 +9,10 @@ import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
-from profiling.analyses import lane_busy_ns, memory_imbalance, parallelism
-from profiling.trace_model import Trace
-from widgets.event_info import describe_event, rows_to_html
-from widgets.units import format_bytes, format_duration
+from branchscope.profiling.trace.analyses import lane_busy_ns, memory_imbalance, parallelism
+from branchscope.profiling.trace.model import Trace
+from branchscope.widgets.event_info import describe_event, rows_to_html
+from branchscope.widgets.units import format_bytes, format_duration
 
 
 def trace_summary_rows(trace: Trace, run: dict[str, Any] | None = None) -> list[tuple[str, str]]:

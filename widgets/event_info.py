@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from profiling.trace_model import Trace
-from widgets.units import format_duration, format_offset
+from branchscope.profiling.trace.model import Trace
+from branchscope.widgets.units import format_duration, format_offset
 
 ROLE_TITLES = {
     "main": "main thread",

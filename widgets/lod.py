@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiling.trace_model import Trace
+from branchscope.profiling.trace.model import Trace
 
 #: Deeper events are folded into the last row of their lane (real traces rarely exceed ~12).
 DEFAULT_ROW_CAP = 16

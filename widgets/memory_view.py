@@ -14,11 +14,11 @@ from PySide6.QtCore import QPoint, QPointF, QRect, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen, QPolygonF
 from PySide6.QtWidgets import QToolTip, QWidget
 
-from profiling.trace_model import MemorySeries, Trace
-from widgets.paths import step_area_path, step_line_path
-from widgets.series import column_max_step
-from widgets.time_axis import GUTTER, TimeAxis, TimePanel
-from widgets.units import format_bytes, format_offset
+from branchscope.profiling.trace.model import MemorySeries, Trace
+from branchscope.widgets.paths import step_area_path, step_line_path
+from branchscope.widgets.series import column_max_step
+from branchscope.widgets.time_axis import GUTTER, TimeAxis, TimePanel
+from branchscope.widgets.units import format_bytes, format_offset
 
 DEVICE_COLORS = ["#4e79a7", "#59a14f", "#e15759", "#b07aa1", "#f28e2b", "#76b7b2", "#9c755f", "#edc948"]
 BAND_MIN = 46

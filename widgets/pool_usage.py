@@ -23,20 +23,20 @@ from PySide6.QtCore import QPoint, QRect, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QToolTip, QWidget
 
-from profiling.analyses import StepSeries, cpu_sample_tracks, interop_occupancy
-from profiling.trace_model import CounterTrack, Trace
-from widgets.machine import usable_cores
-from widgets.paths import step_area_path, step_line_path
-from widgets.series import (
+from branchscope.profiling.trace.analyses import StepSeries, cpu_sample_tracks, interop_occupancy
+from branchscope.profiling.trace.model import CounterTrack, Trace
+from branchscope.widgets.machine import usable_cores
+from branchscope.widgets.paths import step_area_path, step_line_path
+from branchscope.widgets.series import (
     column_max_step,
     column_mean_step,
     column_window_mean,
     counter_as_steps,
     step_integral,
 )
-from widgets.time_axis import GUTTER, TimeAxis, TimePanel
-from widgets.trace_cache import derived
-from widgets.units import format_duration, value_ticks
+from branchscope.widgets.time_axis import GUTTER, TimeAxis, TimePanel
+from branchscope.widgets.trace_cache import derived
+from branchscope.widgets.units import format_duration, value_ticks
 
 POOL_COLOR = QColor("#f28e2b")
 CORE_LINE = QColor("#c0392b")

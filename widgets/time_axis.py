@@ -20,7 +20,7 @@ from PySide6.QtCore import QObject, QPoint, QRect, Qt, Signal
 from PySide6.QtGui import QColor, QKeyEvent, QMouseEvent, QPainter, QPen, QWheelEvent
 from PySide6.QtWidgets import QWidget
 
-from widgets.units import time_ticks
+from branchscope.widgets.units import time_ticks
 
 GUTTER = 200
 RIGHT_MARGIN = 14

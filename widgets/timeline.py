@@ -23,14 +23,14 @@ from PySide6.QtCore import QPoint, QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QKeySequence, QPainter, QPen
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QLineEdit, QToolButton, QToolTip, QWidget
 
-from profiling.analyses import branch_assignment
-from profiling.trace_model import ROLE_ORDER, Trace
-from widgets import colors
-from widgets.event_info import describe_event, rows_to_html, rows_to_text
-from widgets.lod import TimelineLod, pixel_spans, rasterize
-from widgets.time_axis import AXIS_TEXT, GUTTER, RIGHT_MARGIN, TimeAxis, TimePanel
-from widgets.trace_cache import derived
-from widgets.units import format_duration, time_ticks
+from branchscope.profiling.trace.analyses import branch_assignment
+from branchscope.profiling.trace.model import ROLE_ORDER, Trace
+from branchscope.widgets import colors
+from branchscope.widgets.event_info import describe_event, rows_to_html, rows_to_text
+from branchscope.widgets.lod import TimelineLod, pixel_spans, rasterize
+from branchscope.widgets.time_axis import AXIS_TEXT, GUTTER, RIGHT_MARGIN, TimeAxis, TimePanel
+from branchscope.widgets.trace_cache import derived
+from branchscope.widgets.units import format_duration, time_ticks
 
 RULER_H = 24
 GROUP_H = 20
@@ -183,7 +183,7 @@ class TimelineView(TimePanel):
         derived(trace, "timeline", lambda: _derive(trace, None))
 
     def set_trace(self, trace: Trace | None, branches=None) -> None:
-        """Show `trace`; `branches` is a `profiling.analyses.BranchAssignment` (computed if None).
+        """Show `trace`; `branches` is a `branchscope.profiling.trace.analyses.BranchAssignment` (computed if None).
 
         What can fail is built first: if it raises, the view still shows what it showed.
         """

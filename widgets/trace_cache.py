@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from profiling.trace_model import Trace
+from branchscope.profiling.trace.model import Trace
 
 T = TypeVar("T")
 _ATTR = "_widgets_derived"

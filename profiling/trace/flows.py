@@ -1,14 +1,14 @@
 """Bind flow endpoints (`ac2g` launch -> kernel, `fwdbwd`) to the events they point at.
 
-Done lazily, on first use of `Trace.flows`, because most views never draw arrows and binding
-costs a pass over every endpoint.
+Done lazily, on first use of `Trace.flows` (the reader gives the trace a binder that calls
+`bind_flows`), because most views never draw arrows and binding costs a pass over every endpoint.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from profiling.trace_model import Flows, Trace
+from branchscope.profiling.trace.model import Flows, Trace
 
 
 def _bind(trace: Trace, lane: int, ts: int, enclosing: bool) -> int:
@@ -24,10 +24,9 @@ def _bind(trace: Trace, lane: int, ts: int, enclosing: bool) -> int:
     return -1
 
 
-def bind_flows(trace: Trace) -> Flows:
-    from profiling.trace_reader import flow_point_columns
-
-    points = flow_point_columns(*trace._flow_points) if trace._flow_points is not None else None
+def bind_flows(trace: Trace, points: tuple[np.ndarray, ...] | None) -> Flows:
+    """Binds flow endpoints given as columns (phase, id, cat, lane, ts_ns, binds_enclosing, cat names:
+    the reader's `flow_point_columns`) to `trace`'s events."""
     if points is None:
         empty = np.zeros(0, dtype=np.int64)
         return Flows(cats=[], cat_id=np.zeros(0, dtype=np.int32), flow_id=empty, src=empty, dst=empty)

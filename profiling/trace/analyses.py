@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiling.trace_model import CounterTrack, Trace
+from branchscope.profiling.trace.model import CounterTrack, Trace
 
 #: Prefix of the record_function labels the worker puts around each branch.
 BRANCH_PREFIX = "branch: "

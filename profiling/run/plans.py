@@ -10,7 +10,7 @@
   for an event recorded after the branch.
 
 Every branch runs inside `record_function("branch: NAME")`, so the trace shows where it ran. The code
-is generated from the fx graph that `profiling.branches` analysed, node for node, so outputs match the
+is generated from the fx graph that `branchscope.profiling.run.branches` analysed, node for node, so outputs match the
 model's (the worker measures the largest difference). This module imports torch: worker only.
 """
 
@@ -32,7 +32,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from profiling.branches import Branch, BranchAnalysis, Region
+from branchscope.profiling.run.branches import Branch, BranchAnalysis, Region
 
 MODES = ("sequential", "fork", "streams")
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 #: The built-in demos: one file each, following the .py convention.
-DEMOS_DIR = Path(__file__).resolve().parent.parent / "assets" / "demos"
+DEMOS_DIR = Path(__file__).resolve().parents[2] / "assets" / "demos"  # branchscope/assets/demos
 
 #: dtypes accepted by --dtype (names as torch spells them).
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")

@@ -14,8 +14,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from profiling.trace_model import CounterTrack, Lane, MemorySeries, Trace, build_trace
-from profiling.trace_reader import load_trace
+from branchscope.profiling.trace.model import CounterTrack, Lane, MemorySeries, Trace, build_trace
+from branchscope.profiling.trace.reader import load_trace
 
 
 def load_traces(paths: Sequence[str | os.PathLike[str]]) -> Trace:

@@ -1,12 +1,12 @@
 """The profiling engine behind `branchscope profile` and the GUI: one worker process per run.
 
 `run_profile(request, on_event)` checks the arguments, checks and locks the --out folder (see
-profiling.run_folder), spawns `python -I -m profiling.worker` in a new process group writing into a
+branchscope.profiling.run.folder), spawns `python -I -m branchscope.profiling.run.worker` in a new process group writing into a
 staging folder, forwards its progress, samples the CPU time of each of its OS threads while it
 profiles, enforces the timeout, and merges the samples into trace.json.gz; only a complete run's
 files are moved into OUT, run.json last. Whatever happens, every process of the run is killed before
 it returns (its group, whatever carries the run's token, orphans re-parented to the runner: see
-profiling.run_processes), so nothing is left running.
+branchscope.profiling.run.processes), so nothing is left running.
 
 The worker writes trace.json uncompressed, with "traceEvents" as its last key; the runner copies
 it into trace.json.gz once, inserting the CPU-sample counter events before the array's closing
@@ -15,10 +15,10 @@ bracket, and removes trace.json: the trace is parsed once (in the worker) and co
 Cancelling: `run_profile(..., cancel=flag)` polls `flag` while it waits for the worker; `main()`
 (and `branchscope profile`) set it from SIGTERM/SIGINT with `stop_on_signals()`. A signal never
 raises inside the engine, so the worker's group is always killed and temporary files always removed.
-The worker dies with the runner even when the runner is SIGKILLed (see profiling.worker), and a
+The worker dies with the runner even when the runner is SIGKILLed (see branchscope.profiling.run.worker), and a
 runner started by the window ($BRANCHSCOPE_PARENT_PID) cancels its run when the window dies.
 
-`python -m profiling.runner ARGS [--jsonl]` is the same as a command; with --jsonl it prints one JSON
+`python -m branchscope.profiling.run.runner ARGS [--jsonl]` is the same as a command; with --jsonl it prints one JSON
 object per line for the GUI (which starts it with QProcess):
     {"event": "progress", "step": i, "of": K}
     {"event": "error", "message": ..., "traceback": ...}
@@ -50,10 +50,10 @@ from typing import Any, BinaryIO
 
 import psutil
 
-from profiling.cpu_sampler import ThreadCpuSampler
-from profiling.model_source import ModelSourceError, ModelSpec, check_spec, parse_input_shape
-from profiling.run_folder import RunFolder, RunFolderError, describe_os_error
-from profiling.run_processes import (
+from branchscope.profiling.run.cpu_sampler import ThreadCpuSampler
+from branchscope.profiling.run.folder import RunFolder, RunFolderError, describe_os_error
+from branchscope.profiling.run.model_source import ModelSourceError, ModelSpec, check_spec, parse_input_shape
+from branchscope.profiling.run.processes import (
     RUN_TOKEN_ENV,
     kill_group,
     kill_processes_with_token,
@@ -193,7 +193,7 @@ def python_command(module: str) -> list[str]:
 
 def worker_command(req: RunRequest, out: Path) -> list[str]:
     """The worker's command line; it writes into `out` (the run folder's staging folder)."""
-    cmd = python_command("profiling.worker")
+    cmd = python_command("branchscope.profiling.run.worker")
     cmd += ["--demo", req.demo] if req.demo else ["--model", str(Path(req.model).resolve())]  # type: ignore[arg-type]
     cmd += ["--mode", req.mode, "--interop", str(req.interop), "--intra", str(req.intra)]
     cmd += ["--steps", str(req.steps), "--warmup", str(req.warmup), "--device", req.device]
@@ -211,7 +211,7 @@ def _worker_env(req: RunRequest, token: str) -> dict[str, str]:
     env["MKL_NUM_THREADS"] = str(req.intra)
     env["OPENBLAS_NUM_THREADS"] = "1"
     env[RUNNER_PID_ENV] = str(os.getpid())
-    env[RUN_TOKEN_ENV] = token  # inherited by whatever the model starts (see profiling.run_processes)
+    env[RUN_TOKEN_ENV] = token  # inherited by whatever the model starts (see branchscope.profiling.run.processes)
     return env
 
 
@@ -356,7 +356,7 @@ def run_profile(
 
     `on_event` receives the worker's progress events ({"event": "progress", "step", "of"}) as they come.
     Once `cancel` is set the worker's group is killed and the result says so (exit code 128 + signal).
-    The results reach `req.out` only when the run succeeded (see profiling.run_folder).
+    The results reach `req.out` only when the run succeeded (see branchscope.profiling.run.folder).
     """
     out = Path(req.out)
     try:
@@ -493,7 +493,7 @@ def _run_in(
 
 def _stop_everything(proc: subprocess.Popen[bytes], token: str, children_before: set[int]) -> None:
     """Kills the worker, its group, every process carrying the run's token and every orphan of the run
-    re-parented to this process (see profiling.run_processes), and reaps them."""
+    re-parented to this process (see branchscope.profiling.run.processes), and reaps them."""
     kill_group(proc.pid)
     kill_processes_with_token(token)
     try:
@@ -553,7 +553,7 @@ def format_summary(run: dict[str, Any], out: Path) -> str:
 
 
 def add_run_arguments(p: argparse.ArgumentParser, *, timeout: bool = True) -> None:
-    """The options of a run, shared by `branchscope profile`, `python -m profiling.runner` and the
+    """The options of a run, shared by `branchscope profile`, `python -m branchscope.profiling.run.runner` and the
     worker (which gets them from the runner, all but --timeout: `timeout=False`)."""
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--demo", metavar="NAME", help="a built-in demo (see `branchscope demos`)")
@@ -617,7 +617,7 @@ def print_failure(result: RunResult, stream: Any = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m profiling.runner", description="Profile one model run in a fresh worker.")
+    p = argparse.ArgumentParser(prog="python -m branchscope.profiling.run.runner", description="Profile one model run in a fresh worker.")
     add_run_arguments(p)
     p.add_argument("--jsonl", action="store_true", help="print JSON lines (progress, error, done) for the GUI")
     args = p.parse_args(argv)

@@ -1,4 +1,4 @@
-"""One profiling run in a fresh process: `python -m profiling.worker ARGS`.
+"""One profiling run in a fresh process: `python -m branchscope.profiling.run.worker ARGS`.
 
 A fresh process per run because `torch.set_num_interop_threads` can be called once per process,
 before any inter-op work; so it and `torch.set_num_threads` are the first torch calls made here.
@@ -6,7 +6,7 @@ Then: load the model, find its branches, build the mode's plan, check the plan's
 model's, warm up W steps, time K steps without the profiler, and profile K more, each inside
 `record_function("step N")`.
 
-Results, in OUT (the run folder's staging folder, see profiling.run_folder): OUT/trace.json (a Chrome
+Results, in OUT (the run folder's staging folder, see branchscope.profiling.run.folder): OUT/trace.json (a Chrome
 trace with a top-level "branchscope" object, and "traceEvents" as its last key so the runner can
 append the CPU samples and compress it in one pass into trace.json.gz), OUT/run.json (timings,
 branches, thread ids, the trace's clock; written last, atomically, with "complete": true),
@@ -28,7 +28,7 @@ dies (PR_SET_PDEATHSIG) and checks its parent is still the runner ($BRANCHSCOPE_
 the model starts would survive that, so a worker that leads its own process group (the runner starts
 it so) forks a tiny reaper first: it waits, blocked in sigwait, for its own death signal, sent when
 the worker dies, and then SIGKILLs every process carrying the run's token (those that left the group
-too, see profiling.run_processes) and the whole group. Being a separate single-threaded process, it
+too, see branchscope.profiling.run.processes) and the whole group. Being a separate single-threaded process, it
 works even while the worker's main thread is stuck in native code.
 """
 
@@ -48,16 +48,16 @@ import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
-from profiling.cpu_sampler import read_thread_names, settle_interop_pool
-from profiling.run_folder import describe_os_error
-from profiling.run_processes import RUN_TOKEN_ENV, kill_processes_with_token, set_death_signal
-from profiling.runner import RUNNER_PID_ENV, add_run_arguments, write_json_atomic
+from branchscope.profiling.run.cpu_sampler import read_thread_names, settle_interop_pool
+from branchscope.profiling.run.folder import describe_os_error
+from branchscope.profiling.run.processes import RUN_TOKEN_ENV, kill_processes_with_token, set_death_signal
+from branchscope.profiling.run.runner import RUNNER_PID_ENV, add_run_arguments, write_json_atomic
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_MODEL, EXIT_MODE = 0, 1, 2, 3
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m profiling.worker", description="One branchscope profiling run.")
+    p = argparse.ArgumentParser(prog="python -m branchscope.profiling.run.worker", description="One branchscope profiling run.")
     add_run_arguments(p, timeout=False)  # the runner's own options (it enforces --timeout itself)
     return p
 
@@ -204,8 +204,8 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
     torch.set_num_threads(args.intra)
     main_tid = threading.get_native_id()
 
-    from profiling.branches import find_branches
-    from profiling.model_source import (
+    from branchscope.profiling.run.branches import find_branches
+    from branchscope.profiling.run.model_source import (
         DemoUnavailableError,
         ModelCodeError,
         ModelSourceError,
@@ -215,7 +215,7 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
         parse_input_shape,
         user_traceback,
     )
-    from profiling.plans import ModeUnavailable, build_plan, max_abs_diff
+    from branchscope.profiling.run.plans import ModeUnavailable, build_plan, max_abs_diff
 
     device = _resolve_device(torch, args.device)
     if args.mode == "streams" and not device.startswith("cuda"):

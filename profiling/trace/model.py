@@ -11,6 +11,7 @@ slice `lane_offsets[i]:lane_offsets[i + 1]` and, within a lane, a parent precede
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
@@ -142,8 +143,9 @@ class Trace:
     metadata: dict[str, Any] = field(default_factory=dict)
     #: Per-event raw JSON of `args` (msgspec.Raw or bytes or dict), decoded on demand; None if absent.
     _raw_args: list[Any] | None = None
-    #: Flow events as read and the (pid, tid) -> lane map, bound lazily by `flows`.
-    _flow_points: tuple[Any, ...] | None = None
+    #: Binds the trace's flow events to its events, called once by `flows` (the reader gives it;
+    #: None where the trace has no flows).
+    _flow_binder: Callable[[Trace], Flows] | None = None
 
     # ---- sizes and clock -------------------------------------------------------------------
     def __len__(self) -> int:
@@ -255,9 +257,11 @@ class Trace:
     # ---- flows ------------------------------------------------------------------------------
     @cached_property
     def flows(self) -> Flows:
-        from profiling.trace_flows import bind_flows
-
-        return bind_flows(self)
+        """Flow arrows, bound on first use (most views never draw arrows)."""
+        if self._flow_binder is None:
+            empty = np.zeros(0, dtype=np.int64)
+            return Flows(cats=[], cat_id=np.zeros(0, dtype=np.int32), flow_id=empty, src=empty, dst=empty)
+        return self._flow_binder(self)
 
 
 def compute_lane_order(lane: np.ndarray, start_ns: np.ndarray, dur_ns: np.ndarray) -> np.ndarray:
@@ -343,7 +347,7 @@ def build_trace(
     counters: list[CounterTrack] | None = None,
     metadata: dict[str, Any] | None = None,
     raw_args: list[Any] | None = None,
-    flow_points: tuple[Any, ...] | None = None,
+    flow_binder: Callable[[Trace], Flows] | None = None,
 ) -> Trace:
     """Sort events into lane order, compute nesting depth, and assemble a `Trace`.
 
@@ -379,5 +383,5 @@ def build_trace(
         counters=counters or [],
         metadata=metadata or {},
         _raw_args=raw_args,
-        _flow_points=flow_points,
+        _flow_binder=flow_binder,
     )

@@ -48,7 +48,15 @@ try:  # ISA-L inflates ~1.5x faster than zlib; the stdlib stays the fallback.
 except ImportError:  # pragma: no cover - isal is a declared dependency
     _GzipFile = gzip.GzipFile
 
-from profiling.trace_model import CounterTrack, Lane, MemorySeries, Trace, TraceFormatError, build_trace
+from branchscope.profiling.trace.flows import bind_flows
+from branchscope.profiling.trace.model import (
+    CounterTrack,
+    Lane,
+    MemorySeries,
+    Trace,
+    TraceFormatError,
+    build_trace,
+)
 
 #: Categories whose events run on a GPU stream (current names and the legacy ones).
 GPU_CATEGORIES = frozenset(
@@ -594,7 +602,9 @@ def _build(path: str, raw_events: list[msgspec.Raw], metadata: dict[str, Any]) -
     lane_lookup = {key: int(key_to_lane[k]) for key, k in raw_keys.items()}
     memory = _memory_series(memory_events)
     counters = _counter_tracks(counter_events)
-    flow_points = (flow_raws, lane_lookup) if flow_raws else None
+    flow_binder = (
+        (lambda trace: bind_flows(trace, flow_point_columns(flow_raws, lane_lookup))) if flow_raws else None
+    )
 
     return build_trace(
         path=path,
@@ -610,7 +620,7 @@ def _build(path: str, raw_events: list[msgspec.Raw], metadata: dict[str, Any]) -
         counters=counters,
         metadata=metadata,
         raw_args=raw_args,
-        flow_points=flow_points,
+        flow_binder=flow_binder,
     )
 
 

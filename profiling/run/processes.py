@@ -12,7 +12,7 @@ A run's processes are found three ways, because each alone misses some:
   cleared its environment.
 
 When the runner itself is killed (SIGKILL), the worker dies with it (`PR_SET_PDEATHSIG`) and the
-worker's reaper kills the group and every process carrying the token (see profiling.worker).
+worker's reaper kills the group and every process carrying the token (see branchscope.profiling.run.worker).
 """
 
 from __future__ import annotations
