@@ -12,14 +12,8 @@ import sys
 from typing import Any
 
 from branchscope.profiling.run.model_source import list_demos
-from branchscope.profiling.run.runner import (
-    add_run_arguments,
-    format_summary,
-    print_failure,
-    request_from_args,
-    run_profile,
-    stop_on_signals,
-)
+from branchscope.profiling.run.protocol import add_run_arguments, request_from_args
+from branchscope.profiling.run.runner import format_summary, print_failure, run_profile, stop_on_signals
 
 
 def register(subparsers: Any) -> None:

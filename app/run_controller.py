@@ -23,7 +23,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
-from branchscope.profiling.run.runner import PARENT_PID_ENV, python_command
+from branchscope.profiling.run.protocol import PARENT_PID_ENV, RUNNER_MODULE, RunRequest, python_command
 
 #: How long a cancelled runner gets to kill its worker and exit before it is killed.
 CANCEL_GRACE_MS = 3000
@@ -52,17 +52,24 @@ class RunSpec:
     def model_label(self) -> str:
         return self.demo or os.path.basename(self.model or "?")
 
+    def request(self, out: Path) -> RunRequest:
+        """The runner's request for this run, writing into `out`."""
+        defaults = RunRequest(mode=self.mode, interop=self.interop, intra=self.intra, out=out)
+        return RunRequest(
+            mode=self.mode,
+            interop=self.interop,
+            intra=self.intra,
+            out=out,
+            demo=self.demo,
+            model=Path(self.model) if self.model else None,
+            steps=self.steps,
+            warmup=defaults.warmup if self.warmup is None else self.warmup,
+            input_shapes=self.input_shapes,
+            dtype=self.dtype or defaults.dtype,
+        )
+
     def runner_arguments(self, out: Path) -> list[str]:
-        args = ["--demo", self.demo] if self.demo else ["--model", str(self.model)]
-        args += ["--mode", self.mode, "--interop", str(self.interop), "--intra", str(self.intra)]
-        args += ["--steps", str(self.steps)]
-        if self.warmup is not None:
-            args += ["--warmup", str(self.warmup)]
-        for shape in self.input_shapes:
-            args += ["--input-shape", shape]
-        if self.dtype:
-            args += ["--dtype", self.dtype]
-        return args + ["--out", str(out), "--jsonl"]
+        return self.request(out).argv() + ["--jsonl"]
 
 
 @dataclass(frozen=True)
@@ -182,7 +189,7 @@ class RunController(QObject):
     ):
         super().__init__(parent)
         #: The program and leading arguments; the run's arguments follow. Tests point it elsewhere.
-        self.command = list(command) if command else python_command("branchscope.profiling.run.runner")
+        self.command = list(command) if command else python_command(RUNNER_MODULE)
         self._runs_dir = Path(runs_dir) if runs_dir else None
         self._job: _Job | None = None
         self._retired: list[_Job] = []

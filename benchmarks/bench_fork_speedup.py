@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from branchscope.profiling.run.model_source import list_demos  # noqa: E402
-from branchscope.profiling.run.runner import RunRequest, run_profile  # noqa: E402
+from branchscope.profiling.run.protocol import RunRequest  # noqa: E402
+from branchscope.profiling.run.runner import run_profile  # noqa: E402
 
 HAND = Path(__file__).resolve().parent / "lstm_ensemble_handfork.py"
 RESULTS = Path(__file__).resolve().parent / "results" / "fork_speedup.json"

@@ -3,6 +3,7 @@ failures show a dialog and the window carries on (pytest-qt, offscreen, a fake r
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import sys
@@ -16,6 +17,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from branchscope.app.main_window import MainWindow
 from branchscope.app.run_controller import RunController, RunSpec
 from branchscope.profiling import TraceFormatError, load_trace
+from branchscope.profiling.run.protocol import RunRequest, add_run_arguments, request_from_args
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gui"
 FAKE_RUNNER = [sys.executable, str(FIXTURES / "fake_runner.py")]
@@ -189,25 +191,16 @@ def test_clicking_an_event_shows_it_in_the_details_panel(window, qtbot, tmp_path
 def test_run_spec_arguments_for_a_torchscript_file():
     spec = RunSpec(mode="fork", interop=2, intra=1, steps=3, model="/m/net.pt", input_shapes=("8x3", "8x4"))
     args = spec.runner_arguments(Path("/o"))
-    assert args == [
-        "--model",
-        "/m/net.pt",
-        "--mode",
-        "fork",
-        "--interop",
-        "2",
-        "--intra",
-        "1",
-        "--steps",
-        "3",
-        "--input-shape",
-        "8x3",
-        "--input-shape",
-        "8x4",
-        "--out",
-        "/o",
-        "--jsonl",
-    ]
+    assert args[:12] == ["--model", "/m/net.pt", "--mode", "fork", "--interop", "2", "--intra", "1",
+                         "--steps", "3", "--warmup", "3"]  # fmt: skip
+    assert args[-1] == "--jsonl"
+    # The runner's own parser reads back exactly the request the window meant.
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    parser.add_argument("--jsonl", action="store_true")
+    assert request_from_args(parser.parse_args(args)) == RunRequest(
+        mode="fork", interop=2, intra=1, out=Path("/o"), model=Path("/m/net.pt"), steps=3, input_shapes=("8x3", "8x4")
+    )
 
 
 def test_rank_files_open_merged_side_by_side(window, shared_traces):

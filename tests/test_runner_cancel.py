@@ -19,7 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from branchscope.profiling.run.runner import RunRequest, run_profile, stop_on_signals
+from branchscope.profiling.run.protocol import RunRequest
+from branchscope.profiling.run.runner import run_profile, stop_on_signals
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(__file__).resolve().parent / "fixtures" / "models"

@@ -18,7 +18,8 @@ from branchscope.profiling.run.cpu_sampler import (
     read_thread_name,
     read_thread_names,
 )
-from branchscope.profiling.run.runner import RunRequest, run_profile
+from branchscope.profiling.run.protocol import RunRequest
+from branchscope.profiling.run.runner import run_profile
 
 MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
 TOLERANCE_US = 2000.0  # the issue: within 2 ms

@@ -24,7 +24,8 @@ import pytest
 
 from branchscope.app import cmd_profile
 from branchscope.profiling.run.folder import STAGING_PREFIX
-from branchscope.profiling.run.runner import RunRequest, _tail, python_command, run_profile
+from branchscope.profiling.run.protocol import RunRequest, python_command
+from branchscope.profiling.run.runner import _tail, run_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(__file__).resolve().parent / "fixtures" / "models"

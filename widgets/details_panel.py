@@ -38,21 +38,15 @@ def trace_summary_rows(trace: Trace, run: dict[str, Any] | None = None) -> list[
     imb = memory_imbalance(trace)
     if imb is not None and len([m for m in trace.memory if "cuda" in m.device]) > 1:
         rows.append(("GPU memory imbalance", f"{imb:.2f}× (max peak ÷ mean peak)"))
-    info = trace.metadata.get("branchscope")
-    if isinstance(info, dict):
-        if info.get("mode"):
-            rows.append(("Mode", str(info["mode"])))
-        if isinstance(info.get("interop"), int) and isinstance(info.get("intra"), int):
-            rows.append(
-                (
-                    "Threads",
-                    f"inter-op {info['interop']} × intra-op {info['intra']} on {info.get('cores', '?')} cores",
-                )
-            )
-        branches = info.get("branches") or []
-        if branches:
-            names = [str(b.get("name", "?")) for b in branches if isinstance(b, dict)]
-            rows.append(("Branches", ", ".join(names)))
+    info = trace.run_info
+    if info is not None:
+        if info.mode:
+            rows.append(("Mode", info.mode))
+        if info.interop is not None and info.intra is not None:
+            cores = info.cores if info.cores is not None else "?"
+            rows.append(("Threads", f"inter-op {info.interop} × intra-op {info.intra} on {cores} cores"))
+        if info.branches:
+            rows.append(("Branches", ", ".join(b.name for b in info.branches)))
     if run:
         if isinstance(run.get("median_ms"), (int, float)):
             rows.append(("Median step", f"{run['median_ms']:.2f} ms (profiled)"))

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import QToolTip, QWidget
 
 from branchscope.profiling.trace.analyses import StepSeries, cpu_sample_tracks, interop_occupancy
 from branchscope.profiling.trace.model import CounterTrack, Trace
+from branchscope.profiling.trace.run_info import RunInfo
 from branchscope.widgets.machine import usable_cores
 from branchscope.widgets.paths import step_area_path, step_line_path
 from branchscope.widgets.series import (
@@ -98,21 +99,18 @@ class _PoolData:
 
 def _pool_data(trace: Trace) -> _PoolData:
     start, end = trace.span()
-    info = trace.metadata.get("branchscope")
-    info = info if isinstance(info, dict) else {}
-    cores_known = isinstance(info.get("cores"), int)
-    cores = int(info["cores"]) if cores_known else usable_cores()
-    interop = info.get("interop") if isinstance(info.get("interop"), int) else None
-    intra = info.get("intra") if isinstance(info.get("intra"), int) else None
+    info = trace.run_info or RunInfo()
+    cores_known = info.cores is not None
+    cores = info.cores if info.cores is not None else usable_cores()
+    interop, intra = info.interop, info.intra
     occ = interop_occupancy(trace)
     occ_t = np.asarray(occ.t_ns - start, dtype=np.float64)
     occ_v = np.asarray(occ.value, dtype=np.float64)
     roles = {ln.tid: ln.role for ln in trace.lanes if ln.kind == "cpu"}
-    if isinstance(info.get("main_tid"), int):
-        roles[info["main_tid"]] = "main"
-    for tid in info.get("interop_tids") or []:
-        if isinstance(tid, int):
-            roles[tid] = "interop"
+    if info.main_tid is not None:
+        roles[info.main_tid] = "main"
+    for tid in info.interop_tids:
+        roles[tid] = "interop"
     order = {"main": 0, "interop": 1, "autograd": 2, "other": 3}
     by_role: dict[str, int] = {}
     rows = []

@@ -27,8 +27,10 @@ from typing import Any
 
 import psutil
 
+from branchscope.profiling.run.protocol import CPU_SAMPLE_CATEGORY, cpu_sample_name
+
 #: Category of the counter events (see ARCHITECTURE.md, "Contracts between the runner and the views").
-CATEGORY = "cpu_sample"
+CATEGORY = CPU_SAMPLE_CATEGORY
 
 
 def _read(path: str) -> str | None:
@@ -269,7 +271,7 @@ class ThreadCpuSampler:
         events: list[dict[str, Any]] = []
         for tid in sorted(self.series):
             s = self.series[tid]
-            name = f"thread {tid} ({s.name})"
+            name = cpu_sample_name(tid, s.name)
             pcts = s.cpu_pct()
             for i in range(1, len(s.ts_ns)):
                 pct = pcts[i]

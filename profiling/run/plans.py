@@ -33,8 +33,7 @@ import torch
 import torch.fx as fx
 
 from branchscope.profiling.run.branches import Branch, BranchAnalysis, Region
-
-MODES = ("sequential", "fork", "streams")
+from branchscope.profiling.run.protocol import MODES, branch_label
 
 
 class ModeUnavailable(Exception):
@@ -471,15 +470,6 @@ def build_streams_plan(analysis: BranchAnalysis, device: Any, api: CudaStreamApi
         api = CudaStreamApi(torch.device(device))
     module, source = generate_plan_module(analysis, "streams", api)
     return Plan("streams", module, source)
-
-
-def branch_label(name: str) -> str:
-    """The `record_function` label of a branch in traces.
-
-    ASCII only: a TorchScript `record_function` with a non-ASCII name ("a → b") shows up in the
-    trace as "unknown", so the arrow is written "->" (the views turn it back into "→").
-    """
-    return "branch: " + name.replace(" → ", " -> ")
 
 
 def annotate_branches_with_hooks(model: Any, analysis: BranchAnalysis) -> list[Any]:

@@ -21,7 +21,7 @@ import ctypes
 import os
 import signal
 
-RUN_TOKEN_ENV = "BRANCHSCOPE_RUN_TOKEN"
+from branchscope.profiling.run.protocol import RUN_TOKEN_ENV
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36

@@ -44,7 +44,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -54,46 +54,35 @@ from branchscope.profiling.run.cpu_sampler import ThreadCpuSampler
 from branchscope.profiling.run.folder import RunFolder, RunFolderError, describe_os_error
 from branchscope.profiling.run.model_source import ModelSourceError, ModelSpec, check_spec, parse_input_shape
 from branchscope.profiling.run.processes import (
-    RUN_TOKEN_ENV,
     kill_group,
     kill_processes_with_token,
     set_child_subreaper,
     set_death_signal,
 )
+from branchscope.profiling.run.protocol import (
+    EXIT_BAD_INPUT,
+    EXIT_MODE,
+    EXIT_OK,
+    EXIT_WORKER,
+    MODES,
+    PARENT_PID_ENV,
+    RUN_TOKEN_ENV,
+    RUNNER_MODULE,
+    RUNNER_PID_ENV,
+    WORKER_MODULE,
+    RunRequest,
+    add_run_arguments,
+    python_command,
+    request_from_args,
+)
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_MODE, EXIT_WORKER = 0, 2, 3, 4
-MODES = ("sequential", "fork", "streams")
 #: --device values: auto (CUDA when available), cpu, cuda, cuda:N.
 DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?")
-#: The worker checks its parent is still this process right after asking to die with it.
-RUNNER_PID_ENV = "BRANCHSCOPE_RUNNER_PID"
-#: The runner started by the window checks its parent is still the window, likewise.
-PARENT_PID_ENV = "BRANCHSCOPE_PARENT_PID"
 
 #: Once the worker says it finished, how long it may take to exit before it is killed (results are safe).
 _EXIT_GRACE_S = 10.0
 #: CPU samples kept before the first and after the last traced event (µs).
 _SAMPLE_MARGIN_US = 20_000.0
-
-
-@dataclass
-class RunRequest:
-    mode: str
-    interop: int
-    intra: int
-    out: Path
-    demo: str | None = None
-    model: Path | None = None
-    steps: int = 10
-    warmup: int = 3
-    timeout: float = 600.0
-    input_shapes: tuple[str, ...] = ()
-    dtype: str = "float32"
-    device: str = "auto"
-    #: Period of the CPU samples of the worker's threads (the issue asks for at most 2 ms).
-    sample_interval_ms: float = 2.0
-    #: Write into an --out folder that holds files branchscope did not write (replacing same-named ones).
-    overwrite: bool = False
 
 
 @dataclass
@@ -184,23 +173,9 @@ def validate(req: RunRequest) -> None:
         raise RunError(EXIT_BAD_INPUT, str(exc)) from None
 
 
-def python_command(module: str) -> list[str]:
-    """`python -I -m module`: isolated, so nothing in the current folder (a `json.py`, a
-    `statistics.py`) or in PYTHON* variables can slip into branchscope's own processes; the package
-    comes from its installation."""
-    return [sys.executable, "-I", "-m", module]
-
-
 def worker_command(req: RunRequest, out: Path) -> list[str]:
     """The worker's command line; it writes into `out` (the run folder's staging folder)."""
-    cmd = python_command("branchscope.profiling.run.worker")
-    cmd += ["--demo", req.demo] if req.demo else ["--model", str(Path(req.model).resolve())]  # type: ignore[arg-type]
-    cmd += ["--mode", req.mode, "--interop", str(req.interop), "--intra", str(req.intra)]
-    cmd += ["--steps", str(req.steps), "--warmup", str(req.warmup), "--device", req.device]
-    for shape in req.input_shapes:
-        cmd += ["--input-shape", shape]
-    cmd += ["--dtype", req.dtype, "--out", str(Path(out).resolve())]
-    return cmd
+    return python_command(WORKER_MODULE) + replace(req, out=out).argv(worker=True)
 
 
 def _worker_env(req: RunRequest, token: str) -> dict[str, str]:
@@ -552,61 +527,6 @@ def format_summary(run: dict[str, Any], out: Path) -> str:
     return "\n".join(lines)
 
 
-def add_run_arguments(p: argparse.ArgumentParser, *, timeout: bool = True) -> None:
-    """The options of a run, shared by `branchscope profile`, `python -m branchscope.profiling.run.runner` and the
-    worker (which gets them from the runner, all but --timeout: `timeout=False`)."""
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--demo", metavar="NAME", help="a built-in demo (see `branchscope demos`)")
-    src.add_argument("--model", metavar="PATH", type=Path, help="a .py file (build_model, example_inputs) or a TorchScript archive")
-    p.add_argument("--mode", choices=MODES, required=True)
-    p.add_argument("--interop", type=int, required=True, metavar="N", help="inter-op threads (torch.set_num_interop_threads)")
-    p.add_argument("--intra", type=int, required=True, metavar="N", help="intra-op threads (torch.set_num_threads)")
-    p.add_argument("--steps", type=int, default=10, metavar="K", help="profiled steps (default 10)")
-    p.add_argument("--warmup", type=int, default=3, metavar="W", help="warm-up steps before timing (default 3)")
-    if timeout:
-        p.add_argument("--timeout", type=positive_seconds, default=600.0, metavar="S",
-                       help="stop the worker after S seconds (default 600)")
-    p.add_argument("--input-shape", action="append", default=[], dest="input_shapes", metavar="SHAPE",
-                   help="input shape of a TorchScript archive, like 8x64x35x35 (once per input)")
-    p.add_argument("--dtype", default="float32", help="input dtype of a TorchScript archive (default float32)")
-    p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda or cuda:N")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR",
-                   help="where trace.json.gz and run.json go: a new or empty folder, or an earlier run's")
-    if timeout:
-        p.add_argument("--overwrite", action="store_true",
-                       help="write into DIR even though it holds files branchscope did not write "
-                            "(files named like ours are replaced)")
-
-
-def request_from_args(args: argparse.Namespace) -> RunRequest:
-    return RunRequest(
-        mode=args.mode,
-        interop=args.interop,
-        intra=args.intra,
-        out=args.out,
-        demo=args.demo,
-        model=args.model,
-        steps=args.steps,
-        warmup=args.warmup,
-        timeout=args.timeout,
-        input_shapes=tuple(args.input_shapes),
-        dtype=args.dtype,
-        device=args.device,
-        overwrite=bool(getattr(args, "overwrite", False)),
-    )
-
-
-def positive_seconds(text: str) -> float:
-    """argparse type of --timeout: a finite number of seconds above 0 (not nan, inf, 0 or negative)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive, finite number of seconds")
-    return value
-
-
 def print_failure(result: RunResult, stream: Any = None) -> None:
     """The model's traceback (or the worker's crash report), then one last line `error: ...`."""
     stream = stream or sys.stderr
@@ -617,7 +537,7 @@ def print_failure(result: RunResult, stream: Any = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m branchscope.profiling.run.runner", description="Profile one model run in a fresh worker.")
+    p = argparse.ArgumentParser(prog=f"python -m {RUNNER_MODULE}", description="Profile one model run in a fresh worker.")
     add_run_arguments(p)
     p.add_argument("--jsonl", action="store_true", help="print JSON lines (progress, error, done) for the GUI")
     args = p.parse_args(argv)

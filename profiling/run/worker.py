@@ -50,15 +50,24 @@ from typing import Any, TextIO
 
 from branchscope.profiling.run.cpu_sampler import read_thread_names, settle_interop_pool
 from branchscope.profiling.run.folder import describe_os_error
-from branchscope.profiling.run.processes import RUN_TOKEN_ENV, kill_processes_with_token, set_death_signal
-from branchscope.profiling.run.runner import RUNNER_PID_ENV, add_run_arguments, write_json_atomic
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_MODEL, EXIT_MODE = 0, 1, 2, 3
+from branchscope.profiling.run.processes import kill_processes_with_token, set_death_signal
+from branchscope.profiling.run.protocol import EXIT_BAD_INPUT as EXIT_BAD_MODEL
+from branchscope.profiling.run.protocol import (
+    EXIT_FAILED,
+    EXIT_MODE,
+    EXIT_OK,
+    RUN_TOKEN_ENV,
+    RUNNER_PID_ENV,
+    WORKER_MODULE,
+    add_run_arguments,
+    step_label,
+)
+from branchscope.profiling.run.runner import write_json_atomic
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m branchscope.profiling.run.worker", description="One branchscope profiling run.")
-    add_run_arguments(p, timeout=False)  # the runner's own options (it enforces --timeout itself)
+    p = argparse.ArgumentParser(prog=f"python -m {WORKER_MODULE}", description="One branchscope profiling run.")
+    add_run_arguments(p, worker=True)  # the runner's options, but those it enforces itself (--timeout)
     return p
 
 
@@ -298,7 +307,7 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
         proto.emit(event="phase", phase="profile")  # after the profiler's (slow) start
         for i in range(1, args.steps + 1):
             t0 = time.perf_counter()
-            with record_function(f"step {i}"):
+            with record_function(step_label(i)):
                 call(plan, f"profiling step {i}")
                 sync()
             steps_ms.append((time.perf_counter() - t0) * 1000.0)

@@ -11,11 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from branchscope.profiling.trace.model import CounterTrack, Trace
-
-#: Prefix of the record_function labels the worker puts around each branch.
-BRANCH_PREFIX = "branch: "
-#: Counter category of the runner's per-thread CPU samples.
-CPU_SAMPLE_CAT = "cpu_sample"
+from branchscope.profiling.trace.run_info import CPU_SAMPLE_CATEGORY, branch_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +84,9 @@ def concurrency(runs: list[tuple[np.ndarray, np.ndarray]], capacity: int) -> Ste
 
 def interop_pool_size(trace: Trace) -> int:
     """The configured pool size when the trace is one of our runs, else the pool lanes seen."""
-    info = trace.metadata.get("branchscope")
-    if isinstance(info, dict) and isinstance(info.get("interop"), int):
-        return int(info["interop"])
+    info = trace.run_info
+    if info is not None and info.interop is not None:
+        return info.interop
     return len(trace.lanes_of("cpu", "interop"))
 
 
@@ -130,11 +126,12 @@ def branch_assignment(trace: Trace) -> BranchAssignment:
     """
     n = len(trace)
     event_branch = np.full(n, -1, dtype=np.int32)
-    branch_name_ids = [i for i, name in enumerate(trace.names) if name.startswith(BRANCH_PREFIX)]
+    labelled = [(i, branch_name(label)) for i, label in enumerate(trace.names)]
+    branch_name_ids = [i for i, name in labelled if name is not None]
     if not branch_name_ids:
         return BranchAssignment([], event_branch)
-    # Labels are ASCII in traces ("a -> b": TorchScript drops other labels); show the arrow.
-    names = [trace.names[i][len(BRANCH_PREFIX):].replace(" -> ", " → ") for i in branch_name_ids]
+    # Labels are ASCII in traces ("a -> b": TorchScript drops other labels); names show the arrow.
+    names = [str(labelled[i][1]) for i in branch_name_ids]
     branch_of_name = np.full(len(trace.names), -1, dtype=np.int32)
     branch_of_name[branch_name_ids] = np.arange(len(branch_name_ids), dtype=np.int32)
     annotations = np.flatnonzero(branch_of_name[trace.name_id] >= 0)
@@ -160,4 +157,4 @@ def branch_assignment(trace: Trace) -> BranchAssignment:
 
 def cpu_sample_tracks(trace: Trace) -> list[CounterTrack]:
     """The runner's sampled CPU use per OS thread (OpenMP workers included), in % of one core."""
-    return [c for c in trace.counters if c.cat == CPU_SAMPLE_CAT]
+    return [c for c in trace.counters if c.cat == CPU_SAMPLE_CATEGORY]

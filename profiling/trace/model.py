@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from branchscope.profiling.trace.run_info import RunInfo
+
 LaneKind = Literal["cpu", "gpu"]
 #: What a lane's thread does. GPU lanes are always "stream".
 LaneRole = Literal["main", "interop", "autograd", "other", "stream"]
@@ -253,6 +255,12 @@ class Trace:
         while i >= 0 and self.end_ns[i] <= t_ns:
             i = int(self.parent[i])
         return i
+
+    # ---- a branchscope run's own metadata ---------------------------------------------------
+    @cached_property
+    def run_info(self) -> RunInfo | None:
+        """The `"branchscope"` object of a trace our runner wrote, typed; None for other traces."""
+        return RunInfo.parse(self.metadata.get("branchscope"))
 
     # ---- flows ------------------------------------------------------------------------------
     @cached_property

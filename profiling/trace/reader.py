@@ -57,6 +57,7 @@ from branchscope.profiling.trace.model import (
     TraceFormatError,
     build_trace,
 )
+from branchscope.profiling.trace.run_info import RunInfo
 
 #: Categories whose events run on a GPU stream (current names and the legacy ones).
 GPU_CATEGORIES = frozenset(
@@ -548,9 +549,8 @@ def _build(path: str, raw_events: list[msgspec.Raw], metadata: dict[str, Any]) -
     synthetic_tids: dict[str, int] = {}
 
     process_labels, thread_names = _read_metadata_events(meta_events)
-    bs = metadata.get("branchscope")
-    interop_tids = set(bs.get("interop_tids") or []) if isinstance(bs, dict) else set()
-    interop_tids = {t for t in interop_tids if type(t) is int}
+    info = RunInfo.parse(metadata.get("branchscope"))
+    interop_tids = set(info.interop_tids) if info is not None else set()
 
 
     gpu_cat = np.array([c in GPU_CATEGORIES for c in cats], dtype=bool)

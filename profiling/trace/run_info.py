@@ -1,0 +1,114 @@
+"""What a branchscope run writes into its trace, as the trace engine reads it.
+
+A run's trace is a plain Chrome trace with three additions (ARCHITECTURE.md, "Contracts"):
+
+- a top-level `"branchscope"` object, parsed once per trace into a typed `RunInfo`
+  (`Trace.run_info`), which every view and analysis reads instead of the raw dict;
+- labels on events: `record_function("branch: NAME")` around each branch and
+  `record_function("step N")` around each profiled step;
+- the runner's per-thread CPU samples, counter events of category `cpu_sample`.
+
+The run engine writes these (`branchscope.profiling.run.protocol` re-exports the labels); the trace
+engine only reads them, so this module belongs to the trace side and imports nothing from the run side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+#: Prefix of the record_function label around each branch (ASCII: TorchScript writes other labels as "unknown").
+BRANCH_PREFIX = "branch: "
+#: Counter category of the runner's per-thread CPU samples.
+CPU_SAMPLE_CATEGORY = "cpu_sample"
+
+
+def branch_label(name: str) -> str:
+    """The label a branch runs under: "branch: a -> b" for the branch named "a → b"."""
+    return BRANCH_PREFIX + name.replace(" → ", " -> ")
+
+
+def branch_name(label: str) -> str | None:
+    """The branch name of a label written by `branch_label`, with its arrow back; None for other labels."""
+    if not label.startswith(BRANCH_PREFIX):
+        return None
+    return label[len(BRANCH_PREFIX) :].replace(" -> ", " → ")
+
+
+def step_label(i: int) -> str:
+    """The label of profiled step i (from 1)."""
+    return f"step {i}"
+
+
+def cpu_sample_name(tid: int, thread_name: str) -> str:
+    """The counter name of one thread's CPU samples."""
+    return f"thread {tid} ({thread_name})"
+
+
+def _int(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class BranchInfo:
+    """One branch found in the model: its name, region ("1", "1.2" nested), ops, fork/join nodes."""
+
+    name: str
+    region: str
+    ops: int | None = None
+    fork: str | None = None
+    join: str | None = None
+    depth: int = 0
+    parent: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """The `"branchscope"` object of a run's trace: mode, threads, machine, thread ids, branches.
+
+    Fields a trace lacks (or holds with the wrong type) are None or empty: a trace is untrusted data.
+    """
+
+    mode: str | None = None
+    interop: int | None = None
+    intra: int | None = None
+    cores: int | None = None
+    device: str | None = None
+    main_tid: int | None = None
+    interop_tids: tuple[int, ...] = ()
+    branches: tuple[BranchInfo, ...] = ()
+
+    @classmethod
+    def parse(cls, obj: Any) -> RunInfo | None:
+        """The typed form of a trace's `"branchscope"` value; None when it is not an object."""
+        if not isinstance(obj, dict):
+            return None
+        tids, raw_branches = obj.get("interop_tids"), obj.get("branches")
+        branches = []
+        for b in raw_branches if isinstance(raw_branches, list) else ():
+            if isinstance(b, dict) and isinstance(b.get("name"), str):
+                branches.append(
+                    BranchInfo(
+                        name=b["name"],
+                        region=str(b.get("region", "")),
+                        ops=_int(b.get("ops")),
+                        fork=_str(b.get("fork")),
+                        join=_str(b.get("join")),
+                        depth=_int(b.get("depth")) or 0,
+                        parent=_str(b.get("parent")),
+                    )
+                )
+        return cls(
+            mode=_str(obj.get("mode")),
+            interop=_int(obj.get("interop")),
+            intra=_int(obj.get("intra")),
+            cores=_int(obj.get("cores")),
+            device=_str(obj.get("device")),
+            main_tid=_int(obj.get("main_tid")),
+            interop_tids=tuple(t for t in tids if type(t) is int) if isinstance(tids, list) else (),
+            branches=tuple(branches),
+        )
