@@ -50,7 +50,7 @@ class CudaCheck(QObject):
         else:
             proc = QProcess(self)
             proc.setProgram(sys.executable)
-            proc.setArguments(["-c", _PROBE])
+            proc.setArguments(["-I", "-c", _PROBE])  # isolated: a torch.py in the current folder is never run
             proc.finished.connect(self._probe_done)
             proc.errorOccurred.connect(
                 lambda _e: self._set(False, "multi-stream needs CUDA: the check could not run")
