@@ -272,8 +272,9 @@ class _Finder:
         level = _scope(top.merge) if top.merge is not None else None
         out: list[_Group] = []
         for child in top.children:
-            pure = child.merge is not None and child.own == [child.merge]
-            if pure and (level is None or _scope(child.merge) == level):
+            merge = child.merge
+            pure = merge is not None and child.own == [merge]
+            if pure and merge is not None and (level is None or _scope(merge) == level):
                 out.extend(self._lift(child))
             else:
                 out.append(child)

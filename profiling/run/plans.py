@@ -484,7 +484,7 @@ def annotate_branches_with_hooks(model: Any, analysis: BranchAnalysis) -> list[A
         return []
     handles: list[Any] = []
     for _region, branch, _parent in analysis.walk():
-        modules = [n.target for n in branch.nodes if n.op == "call_module"]
+        modules = [str(n.target) for n in branch.nodes if n.op == "call_module"]  # a module's path
         if not modules:
             continue
         try:

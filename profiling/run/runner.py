@@ -136,7 +136,7 @@ def stop_on_signals(signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) 
             signal.signal(signum, handler)
 
 
-def write_atomic(path: Path, write: Callable[[BinaryIO], None], *, gz: bool = False) -> None:
+def write_atomic(path: Path, write: Callable[[BinaryIO], object], *, gz: bool = False) -> None:
     """Writes `path` through `write(file)` into PATH.tmp, then renames it: readers never see half a file."""
     tmp = path.with_name(path.name + ".tmp")
     try:

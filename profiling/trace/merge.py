@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,12 @@ def merge_traces(traces: Sequence[Trace]) -> Trace:
     names: dict[str, int] = {}
     cats: dict[str, int] = {}
     lanes: list[Lane] = []
-    starts, durs, lane_cols, name_cols, cat_cols, raw_args = [], [], [], [], [], []
+    starts: list[np.ndarray] = []
+    durs: list[np.ndarray] = []
+    lane_cols: list[np.ndarray] = []
+    name_cols: list[np.ndarray] = []
+    cat_cols: list[np.ndarray] = []
+    raw_args: list[Any] = []
     memory: list[MemorySeries] = []
     counters: list[CounterTrack] = []
     for position, t in enumerate(traces):

@@ -38,7 +38,7 @@ import re
 import stat
 import zlib
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, Protocol
 
 import msgspec
 import numpy as np
@@ -46,18 +46,26 @@ import numpy as np
 try:  # ISA-L inflates ~1.5x faster than zlib; the stdlib stays the fallback.
     from isal.igzip import IGzipFile as _GzipFile
 except ImportError:  # pragma: no cover - isal is a declared dependency
-    _GzipFile = gzip.GzipFile
+    _GzipFile = gzip.GzipFile  # type: ignore[misc,assignment]
 
 from branchscope.profiling.trace.flows import bind_flows
 from branchscope.profiling.trace.model import (
     CounterTrack,
     Lane,
+    LaneKind,
+    LaneRole,
     MemorySeries,
     Trace,
     TraceFormatError,
     build_trace,
 )
 from branchscope.profiling.trace.run_info import RunInfo
+
+
+class _Readable(Protocol):
+    """A binary file as the reader uses it (a plain file, or a gzip stream over one)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
 
 #: Categories whose events run on a GPU stream (current names and the legacy ones).
 GPU_CATEGORIES = frozenset(
@@ -227,7 +235,7 @@ def _read_bytes(p: Path) -> bytes:
     return data
 
 
-def _read_text(p: Path, src: BinaryIO, inflates: str) -> bytes:
+def _read_text(p: Path, src: _Readable, inflates: str) -> bytes:
     """All of `src`, read a chunk at a time; each chunk is checked (module docstring) before the
     next is read, so that no input takes more memory than the text it holds."""
     out = io.BytesIO()  # grows in place; getvalue() hands over its buffer without a copy
@@ -457,7 +465,7 @@ def _lane_tid(v: int | str, synthetic: dict[str, int]) -> int:
     return synthetic.setdefault(s, -(1 << 40) - len(synthetic))
 
 
-def _role(pid: int, tid: int, names: list[str], interop_tids: set[int], pid_has_own_tid: bool) -> str:
+def _role(pid: int, tid: int, names: list[str], interop_tids: set[int], pid_has_own_tid: bool) -> LaneRole:
     """main / interop / autograd / other, from thread names (kineto writes 'thread N (PTThreadPool)').
 
     Some traces name several threads 'pt_main_thread'; the main thread is the one whose tid is the
@@ -563,7 +571,9 @@ def _build(path: str, raw_events: list[msgspec.Raw], metadata: dict[str, Any]) -
     # One lane per (pid, tid) as numbers: 123 and "123" are the same thread, "stream 7" is stream 7.
     norm_of_key: list[tuple[int, int]] = []
     for raw_pid, raw_tid in raw_keys:
-        norm_of_key.append((_real_id(raw_pid), _lane_tid(raw_tid, synthetic_tids)))
+        pid = _real_id(raw_pid)
+        assert pid is not None  # only events of real processes are given lanes (see the decode loop)
+        norm_of_key.append((pid, _lane_tid(raw_tid, synthetic_tids)))
     keys_of_norm: dict[tuple[int, int], list[int]] = {}
     for k, norm in enumerate(norm_of_key):
         keys_of_norm.setdefault(norm, []).append(k)
@@ -574,7 +584,7 @@ def _build(path: str, raw_events: list[msgspec.Raw], metadata: dict[str, Any]) -
     # Describe each thread or stream as a lane, then order lanes: CPU by pid/role/tid, GPU by device/stream.
     cpu_label_pids = {pid for pid, label in process_labels.items() if label.strip().upper() == "CPU"}
     own_tid_pids = {pid for pid, tid in keys_of_norm if pid == tid}
-    lane_specs = []
+    lane_specs: list[tuple[tuple[int, ...], list[int], LaneKind, int, int, str, LaneRole, int]] = []
     for (pid, tid), keys in keys_of_norm.items():
         label = process_labels.get(pid, "")
         gpu_label = _GPU_LABEL.search(label)
@@ -714,11 +724,11 @@ def _counter_tracks(events: list[_Event]) -> list[CounterTrack]:
             v.append(float(value))
     tracks = []
     for (pid, tid, name, key, cat), (idx, values) in points.items():
-        t = ts[np.array(idx, dtype=np.int64)]
-        order = np.argsort(t, kind="stable")
+        t_ns = ts[np.array(idx, dtype=np.int64)]
+        order = np.argsort(t_ns, kind="stable")
         tracks.append(
             CounterTrack(
-                name=name, pid=pid, tid=tid, key=key, ts_ns=t[order],
+                name=name, pid=pid, tid=tid, key=key, ts_ns=t_ns[order],
                 values=np.array(values, dtype=np.float64)[order], cat=cat,
             )
         )
