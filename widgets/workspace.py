@@ -1,0 +1,373 @@
+"""The trace workspace: the time panels of one or more traces, one above the other, on one time axis.
+
+Each shown trace gets a row: one panel of every kind in `PANELS` (timeline, thread-pool and CPU
+charts, memory), all drawing through the workspace's one `TimeAxis`, so zooming or panning any
+panel moves every row, and a given instant sits at the same x from top to bottom. A trace is
+shown with its own origin (`ShownTrace.origin_ns`, on its own clock; None: its first event) at
+the axis' 0, so two runs, or the ranks of a job, line up on one scale.
+
+Panels follow `widgets/panel.py`'s protocol. Showing is all or nothing: every panel of every row
+prepares its trace first (what can fail, with nothing on screen changed), then the traces are
+swapped in; should a panel fail all the same, every panel, the axis and the layout go back to what
+they showed before (`snapshot`/`restore`, which the window also uses when its other views fail).
+
+Within a row the timeline gets the height its lanes need; a chart with nothing to show keeps only
+room for its one line of explanation, and what is left goes to the charts that have data.
+
+A new panel is one file in `widgets/` plus one line in `PANELS`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
+
+from branchscope.profiling.trace.model import Trace
+from branchscope.widgets.memory_view import MemoryView
+from branchscope.widgets.pool_usage import PoolUsageView
+from branchscope.widgets.time_axis import TimeAxis
+from branchscope.widgets.timeline import TimelineView
+
+#: The height the workspace plans for a row that has not been laid out yet.
+DEFAULT_ROW_HEIGHT = 900
+#: The main panel (the timeline) never gets less than this.
+MIN_MAIN_HEIGHT = 120
+
+
+@dataclass(frozen=True)
+class PanelKind:
+    """One kind of panel in every row, and the room it takes there."""
+
+    name: str
+    #: Makes the panel (a `TracePanel` widget) drawing through the given axis.
+    make: Callable[[TimeAxis], QWidget]
+    #: Height wanted when the panel has data: `wanted(panel, row_height)`. For the main panel,
+    #: what its content needs (it gets at most what the charts leave).
+    wanted: Callable[[QWidget, int], int]
+    #: Height kept when it has nothing to show: one line of explanation.
+    empty: int = 60
+    #: Share of what the main panel leaves, among the charts that have data.
+    share: float = 1.0
+    #: Splitter stretch factor and height before the first trace.
+    stretch: int = 1
+    initial: int = 150
+    #: The main panel: first in the row, it takes what the charts do not need.
+    main: bool = False
+
+
+PANELS: list[PanelKind] = [
+    PanelKind("timeline", lambda axis: TimelineView(axis=axis), lambda p, _h: p.content_height + 40,
+              stretch=6, initial=560, main=True),
+    PanelKind("pool", lambda axis: PoolUsageView(axis=axis), lambda _p, h: max(200, h // 4),
+              empty=90, share=0.6, stretch=2, initial=230),
+    PanelKind("memory", lambda axis: MemoryView(axis=axis),
+              lambda p, h: max(80, min(72 * max(1, len(p.trace.memory)) + 10, h // 4)),
+              empty=60, share=0.4, stretch=1, initial=150),
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ShownTrace:
+    """A trace to show, the instant of it (its own clock) at the axis' 0, and a title for its row."""
+
+    trace: Trace
+    origin_ns: int | None = None
+    title: str = ""
+
+    def extent(self) -> tuple[int, int]:
+        """The trace's span relative to its origin."""
+        start, end = self.trace.span()
+        origin = start if self.origin_ns is None else int(self.origin_ns)
+        return start - origin, end - origin
+
+
+def _prepare(panel: QWidget, trace: Trace) -> None:
+    prepare = getattr(panel, "prepare", None)
+    if prepare is not None:
+        prepare(trace)
+
+
+def _takes_origin(panel: QWidget) -> bool:
+    try:
+        params = inspect.signature(panel.set_trace).parameters
+    except (TypeError, ValueError):
+        return False
+    return "origin_ns" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def _set_trace(panel: QWidget, trace: Trace | None, origin_ns: int | None) -> None:
+    # Without an origin the panel's default (the trace's first event) holds: the call stays the
+    # plain `set_trace(trace)` every panel takes.
+    if origin_ns is None:
+        panel.set_trace(trace)
+    elif _takes_origin(panel):
+        panel.set_trace(trace, origin_ns=origin_ns)
+    else:
+        raise TypeError(f"{type(panel).__name__}.set_trace takes no origin_ns")
+
+
+def _has_data(kind: PanelKind, panel: QWidget) -> bool:
+    if panel.trace is None:
+        return False
+    has_data = getattr(panel, "has_data", None)
+    if has_data is not None:
+        return bool(has_data())
+    return _LEGACY_HAS_DATA.get(kind.name, lambda _t: True)(panel.trace)
+
+
+def _pool_has_data(trace: Trace) -> bool:
+    from branchscope.profiling.trace.analyses import cpu_sample_tracks
+
+    return bool(trace.lanes_of("cpu", "interop") or cpu_sample_tracks(trace))
+
+
+#: For panels that do not say `has_data()` yet (widgets/panel.py's protocol): what the window
+#: decided from the trace before the workspace.
+_LEGACY_HAS_DATA: dict[str, Callable[[Trace], bool]] = {
+    "pool": _pool_has_data,
+    "memory": lambda t: bool(t.memory),
+}
+
+
+def row_sizes(kinds: Sequence[PanelKind], panels: Sequence[QWidget], total: int) -> list[int]:
+    """Heights of a row's panels in `total` pixels (see the module docstring).
+
+    The main panel gets what its content needs, at least `MIN_MAIN_HEIGHT`, at most what the
+    charts' minimums leave; the charts with data share the rest by `share`, each at least its
+    `wanted` height; the charts without keep `empty`. With no chart holding data, the main panel
+    takes everything the charts keep.
+    """
+    main = next(k for k, kind in enumerate(kinds) if kind.main)
+    charts = [k for k in range(len(kinds)) if k != main]
+    has = {k: _has_data(kinds[k], panels[k]) for k in charts}
+    mins = {k: (kinds[k].wanted(panels[k], total) if has[k] else kinds[k].empty) for k in charts}
+    sizes = [0] * len(kinds)
+    for k in charts:
+        sizes[k] = mins[k]
+    with_data = [k for k in charts if has[k]]
+    if not with_data:
+        sizes[main] = total - sum(mins.values())
+        return sizes
+    need = kinds[main].wanted(panels[main], total)
+    sizes[main] = max(MIN_MAIN_HEIGHT, min(need, total - sum(mins.values())))
+    free = total - sizes[main] - sum(mins[k] for k in charts if not has[k])
+    weights = sum(kinds[k].share for k in with_data)
+    for k in with_data[:-1]:
+        sizes[k] = max(mins[k], int(free * kinds[k].share / weights))
+    sizes[with_data[-1]] = free - sum(sizes[k] for k in with_data[:-1])
+    return sizes
+
+
+class TraceRow(QWidget):
+    """One trace's panels, one of each kind, in a vertical splitter; a title when rows are several."""
+
+    def __init__(self, axis: TimeAxis, kinds: Sequence[PanelKind], parent: QWidget | None = None):
+        super().__init__(parent)
+        self.kinds = list(kinds)
+        self.shown: ShownTrace | None = None
+        self.title = QLabel(self)
+        self.title.setStyleSheet("color: #4a5560; font-weight: bold; padding: 2px 6px;")
+        self.title.hide()
+        self.splitter = QSplitter(Qt.Orientation.Vertical, self)
+        self.splitter.setChildrenCollapsible(False)
+        self.panels: list[QWidget] = []
+        for k, kind in enumerate(self.kinds):
+            panel = kind.make(axis)
+            self.panels.append(panel)
+            self.splitter.addWidget(panel)
+            self.splitter.setStretchFactor(k, kind.stretch)
+        self.splitter.setSizes([kind.initial for kind in self.kinds])
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        lay.addWidget(self.title)
+        lay.addWidget(self.splitter, 1)
+
+    def panel(self, name: str) -> QWidget:
+        for kind, panel in zip(self.kinds, self.panels):
+            if kind.name == name:
+                return panel
+        raise KeyError(name)
+
+    @property
+    def trace(self) -> Trace | None:
+        return self.shown.trace if self.shown is not None else None
+
+    def prepare(self, shown: ShownTrace) -> None:
+        for panel in self.panels:
+            _prepare(panel, shown.trace)
+
+    def show_trace(self, shown: ShownTrace | None) -> None:
+        """Every panel shows `shown` (None: nothing)."""
+        self.shown = shown
+        trace, origin = (shown.trace, shown.origin_ns) if shown is not None else (None, None)
+        for panel in self.panels:
+            _set_trace(panel, trace, origin)
+        self.title.setText(shown.title if shown is not None else "")
+
+    def fit(self, total: int) -> None:
+        self.splitter.setSizes(row_sizes(self.kinds, self.panels, total))
+
+
+@dataclass(frozen=True)
+class WorkspaceState:
+    """What the workspace shows, to go back to (`TraceWorkspace.snapshot`)."""
+
+    shown: tuple[ShownTrace | None, ...]
+    view: tuple[float, float]
+    stack_sizes: tuple[int, ...]
+    row_sizes: tuple[tuple[int, ...], ...]
+
+
+class TraceWorkspace(QWidget):
+    """The rows of shown traces on one time axis (see the module docstring).
+
+    `eventSelected(row, event)`: an event was clicked in row `row`'s timeline (-1: none).
+    """
+
+    eventSelected = Signal(int, int)
+
+    def __init__(self, parent: QWidget | None = None, kinds: Sequence[PanelKind] | None = None):
+        super().__init__(parent)
+        self.kinds = list(kinds if kinds is not None else PANELS)
+        self.axis = TimeAxis(self)
+        self.stack = QSplitter(Qt.Orientation.Vertical, self)
+        self.stack.setChildrenCollapsible(False)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.stack)
+        #: The rows, the first always there (it shows nothing before the first trace).
+        self.rows: list[TraceRow] = []
+        self._add_row(self._make_row())
+
+    # ---- rows -------------------------------------------------------------------------------
+    def _make_row(self) -> TraceRow:
+        row = TraceRow(self.axis, self.kinds)
+        if any(kind.name == "timeline" for kind in self.kinds):
+            timeline = row.panel("timeline")
+            timeline.eventSelected.connect(lambda i, r=row: self._on_event_selected(r, i))
+        return row
+
+    def _add_row(self, row: TraceRow) -> None:
+        self.stack.addWidget(row)
+        self.rows.append(row)
+
+    def _drop_rows(self, keep: int) -> None:
+        while len(self.rows) > max(1, keep):
+            row = self.rows.pop()
+            row.hide()
+            row.setParent(None)
+            row.deleteLater()
+
+    def _on_event_selected(self, row: TraceRow, i: int) -> None:
+        if row in self.rows:
+            self.eventSelected.emit(self.rows.index(row), i)
+
+    def panel(self, name: str, row: int = 0) -> QWidget:
+        """Row `row`'s panel of kind `name`."""
+        return self.rows[row].panel(name)
+
+    @property
+    def shown(self) -> list[ShownTrace]:
+        return [row.shown for row in self.rows if row.shown is not None]
+
+    @property
+    def traces(self) -> list[Trace]:
+        return [s.trace for s in self.shown]
+
+    # ---- showing ----------------------------------------------------------------------------
+    def show_traces(self, traces: Sequence[Trace | ShownTrace]) -> None:
+        """Show `traces`, one row each, top to bottom: all of them, or (raising) none.
+
+        A trace a panel cannot prepare changes nothing; a panel that fails to show one puts every
+        panel, the axis and the layout back as they were, and the error is raised.
+        """
+        items = [t if isinstance(t, ShownTrace) else ShownTrace(t) for t in traces]
+        before = self.snapshot()
+        new_rows = [self._make_row() for _ in range(len(items) - len(self.rows))]
+        try:
+            for row, item in zip([*self.rows, *new_rows], items):
+                row.prepare(item)
+        except Exception:
+            for row in new_rows:
+                row.deleteLater()
+            raise
+        try:
+            for row in new_rows:
+                self._add_row(row)
+            for k, row in enumerate(self.rows):
+                row.show_trace(items[k] if k < len(items) else None)
+            self._fit_axis(items)
+            self._fit_rows(len(items))
+        except Exception:
+            try:
+                self.restore(before)
+            except Exception:  # pragma: no cover - what was there before was shown without error
+                pass
+            raise
+        self._drop_rows(len(items))
+
+    def _fit_axis(self, items: Sequence[ShownTrace]) -> None:
+        """The axis spans every trace, each counted from its origin, and shows all of it."""
+        if not items:
+            return
+        extents = [item.extent() for item in items]
+        lo, hi = min(e[0] for e in extents), max(e[1] for e in extents)
+        axis = self.axis
+        if hasattr(axis, "covers"):  # an axis counting from the origin common to every trace
+            if not axis.covers(lo, hi):
+                axis.set_bounds(lo, hi)
+        else:  # an axis on the first trace's clock
+            first = items[0]
+            origin = first.trace.span()[0] if first.origin_ns is None else int(first.origin_ns)
+            start, end = origin + lo, origin + hi
+            if (axis.origin_ns, axis.span_ns) != (start, float(max(end - start, 1))):
+                axis.set_bounds(start, end)
+        axis.reset()
+
+    def _fit_rows(self, n: int) -> None:
+        several = n > 1
+        for row in self.rows[:n]:
+            row.title.setVisible(several)
+        for row in self.rows[n:]:
+            row.hide()
+        if not several:
+            row = self.rows[0]
+            row.show()
+            row.fit(sum(row.splitter.sizes()) or DEFAULT_ROW_HEIGHT)
+            return
+        total = sum(self.stack.sizes()) or self.height() or DEFAULT_ROW_HEIGHT
+        share = max(1, total // n)
+        for row in self.rows[:n]:
+            row.show()
+        self.stack.setSizes([share] * n + [0] * (len(self.rows) - n))
+        for row in self.rows[:n]:
+            row.fit(max(1, share - row.title.sizeHint().height()))
+
+    # ---- going back -------------------------------------------------------------------------
+    def snapshot(self) -> WorkspaceState:
+        return WorkspaceState(
+            shown=tuple(row.shown for row in self.rows),
+            view=(self.axis.lo, self.axis.hi),
+            stack_sizes=tuple(self.stack.sizes()),
+            row_sizes=tuple(tuple(row.splitter.sizes()) for row in self.rows),
+        )
+
+    def restore(self, state: WorkspaceState) -> None:
+        """Show again what `state` showed (rows added since are dropped)."""
+        self._drop_rows(len(state.shown))
+        for row, shown in zip(self.rows, state.shown):
+            row.show_trace(shown)
+        n = sum(1 for s in state.shown if s is not None)
+        for k, row in enumerate(self.rows):
+            row.title.setVisible(n > 1 and k < n)
+            row.setVisible(k == 0 or k < n)
+        if state.shown and state.shown[0] is not None:
+            self.axis.set_view(*state.view)
+        self.stack.setSizes(list(state.stack_sizes))
+        for row, sizes in zip(self.rows, state.row_sizes):
+            row.splitter.setSizes(list(sizes))
