@@ -1,12 +1,15 @@
-"""The workbench window: controls and runs on the left, the three views on one time axis in the
-centre, the details panel on the right.
+"""The workbench window: run controls and the runs list on the left, the trace workspace in the
+centre, the details panel on the right. It only composes them:
 
-Controls drive the `RunController`: releasing a thread slider, choosing another mode or demo, or
-pressing Run starts a fresh worker with the current settings (cancelling one in progress). Each
-finished run, and each opened trace file, becomes an entry of the runs list; selecting an entry
-shows it. Failures (a model that raises, a broken trace file, a view that cannot show a trace,
-a runs folder that cannot be made) are reported in a dialog and the window carries on: a trace that
-cannot be shown leaves every view on the trace it showed before.
+- `RunControls` (`app/run_controls.py`) says what to run; the window hands that to the
+  `RunController` and its progress back to the controls;
+- `Runs` (`app/runs.py`, Qt-free) holds the finished runs and opened traces, the trace cache and
+  the speedups; `RunsView` (`app/runs_table.py`) lists them; choosing a row shows it;
+- `TraceWorkspace` (`widgets/workspace.py`) draws the shown trace(s) on one time axis.
+
+Failures (a model that raises, a broken trace file, a view that cannot show a trace, a runs folder
+that cannot be made) are reported in a dialog and the window carries on: a trace that cannot be
+shown leaves every view on the trace it showed before.
 """
 
 from __future__ import annotations
@@ -15,37 +18,27 @@ import os
 import stat
 import sys
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence, QStandardItemModel
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
-    QComboBox,
     QFileDialog,
-    QFormLayout,
     QGroupBox,
-    QHBoxLayout,
-    QHeaderView,
     QInputDialog,
-    QLabel,
     QMainWindow,
     QMessageBox,
-    QProgressBar,
-    QPushButton,
-    QSlider,
-    QSpinBox,
     QSplitter,
-    QTreeWidget,
-    QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from branchscope.app.cuda_check import CudaCheck
 from branchscope.app.run_controller import FinishedRun, RunController, RunSpec
+from branchscope.app.run_controls import RunControls
+from branchscope.app.runs import Entry, Runs
+from branchscope.app.runs_table import RunsTableModel, RunsView
 from branchscope.profiling.trace.model import Trace, TraceFormatError
 from branchscope.widgets.details_panel import DetailsPanel
 from branchscope.widgets.machine import usable_cores
@@ -53,31 +46,12 @@ from branchscope.widgets.memory_view import MemoryView
 from branchscope.widgets.pool_usage import PoolUsageView
 from branchscope.widgets.time_axis import TimeAxis
 from branchscope.widgets.timeline import TimelineView
+from branchscope.widgets.workspace import TraceWorkspace
 
-MODES = [("sequential", "sequential"), ("fork", "fork (inter-op pool)"), ("streams", "multi-stream (CUDA)")]
 MAX_RECENT = 10
-#: Traces kept in memory; older entries are read again from disk when selected.
-TRACE_CACHE = 4
 TRACE_FILTER = "Traces (*.json *.json.gz *.gz);;All files (*)"
 MODEL_FILTER = "Models (*.py *.pt *.pth *.zip);;All files (*)"
-
-
-@dataclass
-class Entry:
-    """A row of the runs list: a finished run, or a trace file that was opened."""
-
-    label: str
-    trace_path: Path
-    spec: RunSpec | None = None
-    run: dict[str, Any] | None = None
-    trace: Trace | None = None
-    #: Further rank files merged with `trace_path` into one trace.
-    more_paths: tuple[Path, ...] = ()
-
-    @property
-    def median_ms(self) -> float | None:
-        m = (self.run or {}).get("median_ms")
-        return float(m) if isinstance(m, (int, float)) else None
+NAVIGATION_HINT = "Wheel: zoom at cursor · drag: pan · W/S: zoom · A/D: pan · 0: all · double-click: zoom to event · Ctrl+F: find"
 
 
 def is_model_file(path: str) -> bool:
@@ -120,8 +94,6 @@ class MainWindow(QMainWindow):
         self.settings = settings if settings is not None else QSettings("branchscope", "branchscope")
         self.controller = controller if controller is not None else RunController(self)
         self.controller.setParent(self)
-        self.entries: list[Entry] = []
-        self.current: int = -1
         #: The last dialog shown (failures, unreadable files); tests look at it.
         self.message_box: QMessageBox | None = None
         #: Unexpected errors reported through `report_exception` (one line each, no repeats).
@@ -129,37 +101,34 @@ class MainWindow(QMainWindow):
         #: Whether `report_exception` also writes tracebacks to stderr (not for --screenshot).
         self.echo_tracebacks = True
         self._reports = 0
-        #: Entry indices, least recently shown first (the trace cache evicts from the front).
-        self._shown_order: list[int] = []
-        self.model_files: list[tuple[str, tuple[str, ...]]] = []
         if demos is None:
             from branchscope.profiling.run.model_source import list_demos
 
             demos = list_demos()
         self.demos = demos
 
-        self.axis = TimeAxis(self)
-        self.timeline = TimelineView(axis=self.axis)
-        self.pool = PoolUsageView(axis=self.axis)
-        self.memory = MemoryView(axis=self.axis)
+        self.controls = RunControls(demos, self.cores)
+        self.controls.runRequested.connect(self._start)
+        self.controls.cancelRequested.connect(self.controller.cancel)
+        self.controls.openModelRequested.connect(self.open_model_dialog)
+        # Kept for callers from before the controls were their own widget.
+        self.run_button = self.controls.run_button
+        self.cancel_button = self.controls.cancel_button
+        self.progress = self.controls.progress
+
+        #: The finished runs and opened traces; `runs` is their list on screen.
+        self.run_list = Runs()
+        self.runs_table = RunsTableModel(self.run_list, self)
+        self.runs = RunsView(self.runs_table)
+        self.runs.rowChosen.connect(self._on_entry_chosen)
+
+        self.workspace = TraceWorkspace()
+        self.workspace.eventSelected.connect(self._on_event_selected)
         self.details = DetailsPanel()
-        self.timeline.eventSelected.connect(self._on_event_selected)
 
-        centre = QSplitter(Qt.Orientation.Vertical)
-        centre.setChildrenCollapsible(False)
-        centre.addWidget(self.timeline)
-        centre.addWidget(self.pool)
-        centre.addWidget(self.memory)
-        centre.setStretchFactor(0, 6)
-        centre.setStretchFactor(1, 2)
-        centre.setStretchFactor(2, 1)
-        centre.setSizes([560, 230, 150])
-        self.centre = centre
-
-        left = self._build_controls()
         split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(left)
-        split.addWidget(centre)
+        split.addWidget(self._left_panel())
+        split.addWidget(self.workspace)
         split.addWidget(self.details)
         split.setStretchFactor(0, 0)
         split.setStretchFactor(1, 1)
@@ -167,177 +136,63 @@ class MainWindow(QMainWindow):
         split.setSizes([350, 970, 280])
         self.setCentralWidget(split)
         self._build_menus()
-        self.statusBar().showMessage(
-            "Wheel: zoom at cursor · drag: pan · W/S: zoom · A/D: pan · 0: all · double-click: zoom to event · Ctrl+F: find"
-        )
+        self.statusBar().showMessage(NAVIGATION_HINT)
 
         c = self.controller
         c.started.connect(self._on_run_started)
-        c.progress.connect(self._on_run_progress)
+        c.progress.connect(self.controls.show_progress)
         c.finished.connect(self._on_run_finished)
         c.failed.connect(self._on_run_failed)
         c.canceled.connect(self._on_run_canceled)
 
         self.cuda = CudaCheck(self)
         self.cuda.resolved.connect(self._on_cuda)
-        self._set_streams_enabled(False, self.cuda.reason)
+        self.controls.set_streams_enabled(False, self.cuda.reason)
         if check_cuda:
             QTimer.singleShot(0, self.cuda.start)
         self.resize(1600, 1000)
 
-    # ---- controls ---------------------------------------------------------------------------
-    def _build_controls(self) -> QWidget:
+    def _left_panel(self) -> QWidget:
         panel = QWidget()
         panel.setMinimumWidth(300)
         panel.setMaximumWidth(420)
         lay = QVBoxLayout(panel)
         lay.setContentsMargins(8, 8, 4, 8)
-
-        model_box = QGroupBox("Model")
-        ml = QVBoxLayout(model_box)
-        self.model_combo = QComboBox()
-        for d in self.demos:
-            self.model_combo.addItem(f"demo: {d.name}", ("demo", d.name))
-            self.model_combo.setItemData(
-                self.model_combo.count() - 1, d.description, Qt.ItemDataRole.ToolTipRole
-            )
-        default = next((k for k, d in enumerate(self.demos) if d.name == "inception"), 0)
-        self.model_combo.setCurrentIndex(default)
-        self.model_combo.activated.connect(self._on_model_activated)
-        self.model_combo.currentIndexChanged.connect(self._update_description)
-        self.description = QLabel()
-        self.description.setWordWrap(True)
-        self.description.setStyleSheet("color: #4a5560;")
-        open_model = QPushButton("Open model file…")
-        open_model.clicked.connect(self.open_model_dialog)
-        ml.addWidget(self.model_combo)
-        ml.addWidget(self.description)
-        ml.addWidget(open_model)
-        lay.addWidget(model_box)
-
-        run_box = QGroupBox("Run")
-        form = QFormLayout(run_box)
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        self.mode_combo = QComboBox()
-        for key, title in MODES:
-            self.mode_combo.addItem(title, key)
-        self.mode_combo.activated.connect(lambda _i: self.start_run())
-        form.addRow("Mode", self.mode_combo)
-        physical = psutil.cpu_count(logical=False) or self.cores
-        self.interop_slider, self.interop_label = self._slider(self.cores)
-        self.intra_slider, self.intra_label = self._slider(min(physical, self.cores))
-        form.addRow("Inter-op", self._slider_row(self.interop_slider, self.interop_label))
-        form.addRow("Intra-op", self._slider_row(self.intra_slider, self.intra_label))
-        self.threads_hint = QLabel()
-        self.threads_hint.setWordWrap(True)
-        form.addRow("", self.threads_hint)
-        self.steps_spin = QSpinBox()
-        self.steps_spin.setRange(1, 500)
-        self.steps_spin.setValue(5)
-        self.steps_spin.setToolTip("profiled steps (after warm-up)")
-        form.addRow("Steps", self.steps_spin)
-        buttons = QHBoxLayout()
-        self.run_button = QPushButton("Run")
-        self.run_button.setDefault(True)
-        self.run_button.clicked.connect(lambda: self.start_run())
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setEnabled(False)
-        self.cancel_button.clicked.connect(self.controller.cancel)
-        buttons.addWidget(self.run_button, 1)
-        buttons.addWidget(self.cancel_button)
-        form.addRow(buttons)
-        self.progress = QProgressBar()
-        self.progress.setRange(0, 1)
-        self.progress.setValue(0)
-        self.progress.setFormat("idle")
-        self.progress.setTextVisible(True)
-        form.addRow(self.progress)
-        lay.addWidget(run_box)
-
+        lay.addWidget(self.controls)
         runs_box = QGroupBox("Runs and traces")
-        rl = QVBoxLayout(runs_box)
-        self.runs = QTreeWidget()
-        self.runs.setRootIsDecorated(False)
-        self.runs.setUniformRowHeights(True)
-        self.runs.setHeaderLabels(["#", "run", "threads", "median", "speedup"])
-        self.runs.headerItem().setToolTip(2, "inter-op × intra-op threads")
-        self.runs.headerItem().setToolTip(3, "median profiled step")
-        self.runs.headerItem().setToolTip(4, "median step of the model's first sequential run ÷ this run's")
-        header = self.runs.header()
-        header.setStretchLastSection(False)
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        self.runs.setToolTip("speedup: median step of the model's first sequential run ÷ this run's")
-        self.runs.currentItemChanged.connect(self._on_entry_chosen)
-        rl.addWidget(self.runs)
+        QVBoxLayout(runs_box).addWidget(self.runs)
         lay.addWidget(runs_box, 1)
-
-        self._update_description()
-        self._update_thread_labels()
         return panel
 
-    def _slider(self, value: int) -> tuple[QSlider, QLabel]:
-        s = QSlider(Qt.Orientation.Horizontal)
-        s.setRange(1, 2 * self.cores)
-        s.setValue(max(1, min(value, 2 * self.cores)))
-        s.setPageStep(1)
-        s.setTickPosition(QSlider.TickPosition.TicksBelow)
-        s.setTickInterval(1)
-        label = QLabel()
-        label.setMinimumWidth(24)
-        s.valueChanged.connect(self._update_thread_labels)
-        s.sliderReleased.connect(self.start_run)
-        return s, label
+    # ---- what is shown ----------------------------------------------------------------------
+    @property
+    def entries(self) -> list[Entry]:
+        return self.run_list.entries
 
-    @staticmethod
-    def _slider_row(slider: QSlider, label: QLabel) -> QWidget:
-        w = QWidget()
-        h = QHBoxLayout(w)
-        h.setContentsMargins(0, 0, 0, 0)
-        h.addWidget(slider, 1)
-        h.addWidget(label)
-        return w
+    @property
+    def current(self) -> int:
+        """The entry shown, -1 if none."""
+        return self.run_list.current
 
-    def _update_thread_labels(self) -> None:
-        a, b = self.interop_slider.value(), self.intra_slider.value()
-        self.interop_label.setText(str(a))
-        self.intra_label.setText(str(b))
-        self.interop_slider.setToolTip(f"inter-op threads (torch.set_num_interop_threads): {a}")
-        self.intra_slider.setToolTip(f"intra-op threads (torch.set_num_threads): {b}")
-        over = a * b > self.cores
-        self.threads_hint.setText(
-            f"{a} × {b} = {a * b} threads on {self.cores} cores"
-            + (" — oversubscribed when forked" if over else "")
-        )
-        self.threads_hint.setStyleSheet("color: #c0392b;" if over else "color: #5b6570;")
+    @property
+    def axis(self) -> TimeAxis:
+        return self.workspace.axis
 
-    def _update_description(self) -> None:
-        data = self.model_combo.currentData()
-        text = ""
-        if data and data[0] == "demo":
-            for d in self.demos:
-                if d.name == data[1]:
-                    text = d.description
-        elif data:
-            text = f"Model file {data[1]}" + (
-                f", inputs {' '.join(data[2])}" if len(data) > 2 and data[2] else ""
-            )
-        self.description.setText(text)
+    @property
+    def timeline(self) -> TimelineView:
+        """The (first) shown trace's timeline; likewise `pool` and `memory`."""
+        return self.workspace.panel("timeline")
 
-    def _set_streams_enabled(self, enabled: bool, reason: str) -> None:
-        model = self.mode_combo.model()
-        if isinstance(model, QStandardItemModel):
-            item = model.item(2)
-            item.setEnabled(enabled)
-            item.setToolTip("one CUDA stream per branch" if enabled else reason)
-        self.mode_combo.setToolTip("" if enabled else f"multi-stream: {reason}")
+    @property
+    def pool(self) -> PoolUsageView:
+        return self.workspace.panel("pool")
+
+    @property
+    def memory(self) -> MemoryView:
+        return self.workspace.panel("memory")
 
     def _on_cuda(self, available: bool, reason: str) -> None:
-        self._set_streams_enabled(available, reason)
-
-    def _on_model_activated(self, _index: int) -> None:
-        self._update_description()
-        self.start_run()
+        self.controls.set_streams_enabled(available, reason)
 
     # ---- menus, files, drag and drop --------------------------------------------------------
     def _build_menus(self) -> None:
@@ -404,7 +259,7 @@ class MainWindow(QMainWindow):
         """
         from branchscope.profiling import load_trace, merge_traces
 
-        loaded: list[tuple[str, object]] = []
+        loaded: list[tuple[str, Trace]] = []
         for path in paths:
             try:
                 self.setCursor(Qt.CursorShape.WaitCursor)
@@ -423,7 +278,9 @@ class MainWindow(QMainWindow):
             more = tuple(Path(p) for p, _ in loaded[1:])
             shown = self._add_entry(Entry(label, Path(loaded[0][0]), trace=merged, more_paths=more))
             return len(loaded) if shown else 0
-        return sum(self._add_entry(Entry(os.path.basename(path), Path(path), trace=trace)) for path, trace in loaded)
+        return sum(
+            self._add_entry(Entry(os.path.basename(path), Path(path), trace=trace)) for path, trace in loaded
+        )
 
     def open_model_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open model file", "", MODEL_FILTER)
@@ -445,9 +302,7 @@ class MainWindow(QMainWindow):
                 if not ok or not text.strip():
                     return False
                 input_shapes = tuple(text.split())
-        self.model_combo.addItem(f"file: {os.path.basename(path)}", ("file", path, tuple(input_shapes)))
-        self.model_combo.setItemData(self.model_combo.count() - 1, path, Qt.ItemDataRole.ToolTipRole)
-        self.model_combo.setCurrentIndex(self.model_combo.count() - 1)
+        self.controls.add_model_file(path, tuple(input_shapes))
         if run:
             self.start_run()
         return True
@@ -481,7 +336,7 @@ class MainWindow(QMainWindow):
             return False
         return self._reports == reports and image.save(str(path), "PNG")
 
-    # ---- unexpected errors ------------------------------------------------------------------
+    # ---- errors -----------------------------------------------------------------------------
     def _note_failure(self, message: str) -> bool:
         """Remember a failure; False if it was already reported."""
         if message in self.failures:
@@ -505,121 +360,6 @@ class MainWindow(QMainWindow):
         # Not from inside a paint event: the dialog is shown by the event loop.
         QTimer.singleShot(0, self, lambda: self.show_error("Something went wrong", message, details))
 
-    # ---- runs -------------------------------------------------------------------------------
-    def current_spec(self) -> RunSpec:
-        data = self.model_combo.currentData() or ("demo", "inception")
-        mode = self.mode_combo.currentData()
-        common = dict(
-            mode=mode,
-            interop=self.interop_slider.value(),
-            intra=self.intra_slider.value(),
-            steps=self.steps_spin.value(),
-        )
-        if data[0] == "demo":
-            return RunSpec(demo=data[1], **common)
-        return RunSpec(model=data[1], input_shapes=tuple(data[2]) if len(data) > 2 else (), **common)
-
-    def set_controls(
-        self,
-        *,
-        demo: str | None = None,
-        mode: str | None = None,
-        interop: int | None = None,
-        intra: int | None = None,
-        steps: int | None = None,
-    ) -> None:
-        """Set the controls without starting a run (the command line uses this)."""
-        if demo is not None:
-            k = self._model_index("demo", demo)
-            if k < 0:
-                raise ValueError(
-                    f"no demo named {demo!r}; the demos are: {', '.join(d.name for d in self.demos)}"
-                )
-            self.model_combo.setCurrentIndex(k)
-        if mode is not None:
-            k = self.mode_combo.findData("streams" if mode == "multi-stream" else mode)
-            if k < 0:
-                raise ValueError(f"no mode {mode!r}")
-            self.mode_combo.setCurrentIndex(k)
-        if interop is not None:
-            self.interop_slider.setMaximum(max(self.interop_slider.maximum(), interop))
-            self.interop_slider.setValue(interop)
-        if intra is not None:
-            self.intra_slider.setMaximum(max(self.intra_slider.maximum(), intra))
-            self.intra_slider.setValue(intra)
-        if steps is not None:
-            self.steps_spin.setValue(steps)
-
-    def _model_index(self, kind: str, name: str) -> int:
-        for k in range(self.model_combo.count()):
-            data = self.model_combo.itemData(k)
-            if data and data[0] == kind and data[1] == name:
-                return k
-        return -1
-
-    def start_run(self) -> bool:
-        """Start a run with the controls' settings; False (and a dialog) if it cannot start."""
-        try:
-            # The runs folder first: if it cannot be made, the run going on is left alone.
-            self.controller.runs_dir()
-            self.controller.start(self.current_spec())
-        except OSError as exc:
-            self._run_idle("failed")
-            self.statusBar().showMessage(f"run not started: {exc}")
-            self.show_error("Cannot start the run", str(exc))
-            return False
-        return True
-
-    def _on_run_started(self, spec: RunSpec) -> None:
-        self.progress.setRange(0, max(1, spec.steps))
-        self.progress.setValue(0)
-        self.progress.setFormat(f"{spec.model_label} · {spec.mode}: starting worker…")
-        self.cancel_button.setEnabled(True)
-        self.statusBar().showMessage(
-            f"running {spec.model_label} {spec.mode} with inter-op {spec.interop} × intra-op {spec.intra}…"
-        )
-
-    def _on_run_progress(self, step: int, of: int) -> None:
-        self.progress.setRange(0, max(1, of))
-        self.progress.setValue(min(step, of))
-        self.progress.setFormat(f"step {step} of {of}")
-
-    def _run_idle(self, text: str) -> None:
-        self.cancel_button.setEnabled(False)
-        self.progress.setRange(0, 1)
-        self.progress.setValue(1 if text == "done" else 0)
-        self.progress.setFormat(text)
-
-    def _on_run_finished(self, result: FinishedRun) -> None:
-        from branchscope.profiling import load_trace
-
-        self._run_idle("done")
-        spec = result.spec
-        try:
-            trace = load_trace(result.trace_path)
-        except (TraceFormatError, OSError) as exc:
-            self.show_error("The run's trace cannot be read", str(exc))
-            return
-        label = f"{spec.model_label}"
-        if not self._add_entry(Entry(label, result.trace_path, spec=spec, run=result.run, trace=trace)):
-            return
-        median = result.run.get("median_ms")
-        self.statusBar().showMessage(
-            f"{spec.model_label} {spec.mode} {spec.interop}×{spec.intra}: "
-            + (f"median step {median:.2f} ms" if isinstance(median, (int, float)) else "done")
-            + f" — {result.out}"
-        )
-
-    def _on_run_failed(self, message: str, details: str) -> None:
-        self._run_idle("failed")
-        self.statusBar().showMessage(f"run failed: {message}")
-        self.show_error("The run failed", message, details)
-
-    def _on_run_canceled(self, spec: RunSpec) -> None:
-        if not self.controller.is_running():
-            self._run_idle("cancelled")
-            self.statusBar().showMessage(f"cancelled {spec.model_label} {spec.mode}")
-
     def show_error(self, title: str, message: str, details: str = "") -> QMessageBox:
         """A non-blocking dialog; the model's traceback goes in the expandable details."""
         box = QMessageBox(self)
@@ -635,88 +375,106 @@ class MainWindow(QMainWindow):
         self.message_box = box
         return box
 
+    # ---- runs -------------------------------------------------------------------------------
+    def current_spec(self) -> RunSpec:
+        return self.controls.spec()
+
+    def set_controls(
+        self,
+        *,
+        demo: str | None = None,
+        mode: str | None = None,
+        interop: int | None = None,
+        intra: int | None = None,
+        steps: int | None = None,
+    ) -> None:
+        """Set the controls without starting a run (the command line uses this)."""
+        self.controls.set_values(demo=demo, mode=mode, interop=interop, intra=intra, steps=steps)
+
+    def start_run(self) -> bool:
+        """Start a run with the controls' settings; False (and a dialog) if it cannot start."""
+        return self._start(self.controls.spec())
+
+    def _start(self, spec: RunSpec) -> bool:
+        try:
+            # The runs folder first: if it cannot be made, the run going on is left alone.
+            self.controller.runs_dir()
+            self.controller.start(spec)
+        except OSError as exc:
+            self.controls.show_idle("failed")
+            self.statusBar().showMessage(f"run not started: {exc}")
+            self.show_error("Cannot start the run", str(exc))
+            return False
+        return True
+
+    def _on_run_started(self, spec: RunSpec) -> None:
+        self.controls.show_started(spec)
+        self.statusBar().showMessage(
+            f"running {spec.model_label} {spec.mode} with inter-op {spec.interop} × intra-op {spec.intra}…"
+        )
+
+    def _on_run_finished(self, result: FinishedRun) -> None:
+        from branchscope.profiling import load_trace
+
+        self.controls.show_idle("done")
+        spec = result.spec
+        try:
+            trace = load_trace(result.trace_path)
+        except (TraceFormatError, OSError) as exc:
+            self.show_error("The run's trace cannot be read", str(exc))
+            return
+        if not self._add_entry(
+            Entry(spec.model_label, result.trace_path, spec=spec, run=result.run, trace=trace)
+        ):
+            return
+        median = result.run.get("median_ms")
+        self.statusBar().showMessage(
+            f"{spec.model_label} {spec.mode} {spec.interop}×{spec.intra}: "
+            + (f"median step {median:.2f} ms" if isinstance(median, (int, float)) else "done")
+            + f" — {result.out}"
+        )
+
+    def _on_run_failed(self, message: str, details: str) -> None:
+        self.controls.show_idle("failed")
+        self.statusBar().showMessage(f"run failed: {message}")
+        self.show_error("The run failed", message, details)
+
+    def _on_run_canceled(self, spec: RunSpec) -> None:
+        if not self.controller.is_running():
+            self.controls.show_idle("cancelled")
+            self.statusBar().showMessage(f"cancelled {spec.model_label} {spec.mode}")
+
     # ---- entries ----------------------------------------------------------------------------
     def _add_entry(self, entry: Entry) -> bool:
         """List an entry and show it; if it cannot be shown it is not listed (False)."""
-        self.entries.append(entry)
-        n = len(self.entries)
-        item = QTreeWidgetItem(["", "", "", "", ""])
-        self.runs.addTopLevelItem(item)
-        self._fill_row(n - 1)
-        self._select_row(n - 1)
-        if not self.show_entry(n - 1):
-            blocked = self.runs.blockSignals(True)
-            try:
-                self.runs.takeTopLevelItem(n - 1)
-            finally:
-                self.runs.blockSignals(blocked)
-            self.entries.pop()
-            self._select_row(self.current)
+        k = self.run_list.append(entry)
+        self.runs.select_row(k)
+        if not self.show_entry(k):
+            with self.runs.quietly():
+                self.run_list.remove(k)
+            self.runs.select_row(self.current)
             return False
-        self._refresh_speedups()
         return True
 
-    def _select_row(self, k: int) -> None:
-        """Make row k current without showing it (callers show entries themselves)."""
-        blocked = self.runs.blockSignals(True)
-        try:
-            self.runs.setCurrentItem(self.runs.topLevelItem(k) if k >= 0 else None)
-        finally:
-            self.runs.blockSignals(blocked)
-
-    def _fill_row(self, k: int) -> None:
-        e = self.entries[k]
-        item = self.runs.topLevelItem(k)
-        item.setText(0, str(k + 1))
-        if e.spec is not None:
-            item.setText(1, f"{e.label} · {e.spec.mode}")
-            item.setText(2, f"{e.spec.interop}×{e.spec.intra}")
-            item.setToolTip(1, f"{e.label}, {e.spec.mode}, {e.spec.steps} steps\n{e.trace_path}")
-        else:
-            item.setText(1, e.label)
-            item.setText(2, "file")
-            item.setToolTip(1, str(e.trace_path))
-        m = e.median_ms
-        item.setText(3, f"{m:.1f} ms" if m is not None else "–")
-        for col in (0, 3, 4):
-            item.setTextAlignment(col, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-
     def speedup(self, k: int) -> float | None:
-        """Median step of the model's first sequential run ÷ this run's median step."""
-        e = self.entries[k]
-        if e.spec is None or e.median_ms is None or e.median_ms <= 0:
-            return None
-        for b in self.entries:
-            if b.spec is not None and b.spec.model_key == e.spec.model_key and b.spec.mode == "sequential":
-                return b.median_ms / e.median_ms if b.median_ms else None
-        return None
+        """The baseline's median step ÷ entry k's (see `Runs.speedup`)."""
+        return self.run_list.speedup(k)
 
-    def _refresh_speedups(self) -> None:
-        for k in range(len(self.entries)):
-            s = self.speedup(k)
-            self.runs.topLevelItem(k).setText(4, f"{s:.2f}×" if s is not None else "–")
-
-    def _on_entry_chosen(self, item: QTreeWidgetItem | None, _previous) -> None:
-        if item is None:
-            return
-        k = self.runs.indexOfTopLevelItem(item)
-        if 0 <= k < len(self.entries) and k != self.current and not self.show_entry(k):
-            self._select_row(self.current)  # the list shows what the views show
+    def _on_entry_chosen(self, k: int) -> None:
+        if 0 <= k < len(self.run_list) and k != self.current and not self.show_entry(k):
+            self.runs.select_row(self.current)  # the list shows what the views show
 
     def show_entry(self, k: int) -> bool:
         """Show entry k in every view. False, with a dialog, if it cannot be shown: then every
         view still shows what it showed before."""
         from branchscope.profiling import load_traces
 
-        e = self.entries[k]
-        reloaded = e.trace is None
-        if reloaded:
-            try:
-                e.trace = load_traces([e.trace_path, *e.more_paths])
-            except (TraceFormatError, OSError) as exc:
-                self.show_error("Cannot open trace", str(exc))
-                return False
-        trace = e.trace
+        e = self.run_list[k]
+        try:
+            trace, reloaded = self.run_list.load(k, load_traces)
+        except (TraceFormatError, OSError) as exc:
+            self.show_error("Cannot open trace", str(exc))
+            return False
         try:
             self._show_trace(trace, e.run)
         except Exception as exc:
@@ -728,78 +486,32 @@ class MainWindow(QMainWindow):
                 traceback.format_exc(),
             )
             return False
-        self.current = k
-        title = e.label if e.spec is None else f"{e.label} · {e.spec.mode} · {e.spec.interop}×{e.spec.intra}"
-        self.setWindowTitle(f"branchscope — {title}")
-        # Keep the traces of the few most recently shown entries in memory.
-        self._shown_order = [i for i in self._shown_order if i != k] + [k]
-        for i in self._shown_order[:-TRACE_CACHE]:
-            self.entries[i].trace = None
-        self._shown_order = self._shown_order[-TRACE_CACHE:]
+        self.run_list.mark_shown(k)
+        self.runs.select_row(k)
+        self.setWindowTitle(f"branchscope — {e.title}")
         self.entryShown.emit(k)
         return True
 
     def _show_trace(self, trace: Trace, run: dict[str, Any] | None) -> None:
-        """Put `trace` in every view, all or nothing."""
-        # What can fail is built first, with nothing on screen changed yet ...
-        self.timeline.prepare(trace)
-        self.pool.prepare(trace)
-        before = self.timeline.trace
-        before_run = self.entries[self.current].run if 0 <= self.current < len(self.entries) else None
-        before_view = (self.axis.lo, self.axis.hi)
-        before_sizes = self.centre.sizes()
+        """Put `trace` in the workspace and the details panel, all or nothing."""
+        shown = self.run_list[self.current] if 0 <= self.current < len(self.run_list) else None
+        before = self.workspace.snapshot()
+        self.workspace.show_traces([trace])  # on failure it is back as it was
         try:
-            self.timeline.set_trace(trace)
-            self.pool.set_trace(trace)
-            self.memory.set_trace(trace)
             self.details.set_trace(trace, run)
-            self.centre.setSizes(self._centre_sizes())
         except Exception:
-            # ... and should a view fail all the same, every view goes back to the trace before.
             try:
-                for view in (self.timeline, self.pool, self.memory):
-                    view.set_trace(before)
-                self.details.set_trace(before, before_run)
-                if before is not None:
-                    self.axis.set_view(*before_view)
-                self.centre.setSizes(before_sizes)
-            except Exception:  # pragma: no cover - the trace before was shown without error
+                self.workspace.restore(before)
+                self.details.set_trace(shown.trace if shown else None, shown.run if shown else None)
+            except Exception:  # pragma: no cover - what was there before was shown without error
                 pass
             raise
 
-    def _centre_sizes(self) -> list[int]:
-        """Heights of timeline, thread-pool charts and memory chart.
-
-        A chart with nothing to show (a trace without pool threads or CPU samples, or without
-        memory events) keeps only room for its one-line explanation. The timeline gets what its
-        lanes need; what is left goes to the charts that have data (60:40), or to the timeline.
-        """
-        from branchscope.profiling.trace.analyses import cpu_sample_tracks
-
-        total = sum(self.centre.sizes()) or 900
-        trace = self.timeline.trace
-        has_pool = trace is not None and bool(trace.lanes_of("cpu", "interop") or cpu_sample_tracks(trace))
-        has_memory = trace is not None and bool(trace.memory)
-        pool_min = max(200, total // 4) if has_pool else 90
-        mem_min = max(80, min(72 * max(1, len(self.memory.series)) + 10, total // 4)) if has_memory else 60
-        need = self.timeline.content_height + 40
-        timeline = max(120, min(need, total - mem_min - pool_min))
-        rest = total - timeline
-        if has_pool and has_memory:
-            pool = max(pool_min, int(rest * 0.6))
-            return [timeline, pool, rest - pool]
-        if has_pool:
-            return [timeline, rest - mem_min, mem_min]
-        if has_memory:
-            return [timeline, pool_min, rest - pool_min]
-        return [total - pool_min - mem_min, pool_min, mem_min]
-
-    def _on_event_selected(self, i: int) -> None:
-        if self.timeline.trace is None:
+    def _on_event_selected(self, row: int, i: int) -> None:
+        timeline = self.workspace.panel("timeline", row)
+        if timeline.trace is None:
             return
-        self.details.show_event(
-            self.timeline.trace, i, self.timeline.branch_names, self.timeline.event_branch
-        )
+        self.details.show_event(timeline.trace, i, timeline.branch_names, timeline.event_branch)
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt API)
         self.controller.shutdown()

@@ -127,7 +127,7 @@ def test_end_to_end_a_tiny_demo_through_a_real_worker_shows_its_lanes(real_windo
     assert [ln.role for ln in trace.lanes_of("cpu")][0] == "main"
     lanes = list(range(len(trace.lanes)))
     qtbot.waitUntil(lambda: sorted(win.timeline.painted_lanes) == lanes, timeout=5000)
-    assert win.runs.topLevelItem(0).text(1) == "twin-mm · sequential"
+    assert win.runs_table.index(0, 1).data() == "twin-mm · sequential"
     assert win.pool.threads, "the runner's CPU samples are shown"
     assert "step" in " ".join(trace.names)
 

@@ -43,14 +43,19 @@ def _value_after(args: list[str], flag: str) -> str:
     return args[args.index(flag) + 1]
 
 
+def _row(win, k: int) -> list[str]:
+    """What row k of the runs list shows, column by column."""
+    return [win.runs_table.index(k, c).data() for c in range(win.runs_table.columnCount())]
+
+
 def test_slider_release_starts_a_run_with_the_right_arguments(window, qtbot):
-    slider = window.interop_slider
+    slider = window.controls.interop_slider
     assert (slider.minimum(), slider.maximum()) == (1, 4)  # 1 to 2x the cores
-    window.intra_slider.setValue(1)
+    window.controls.intra_slider.setValue(1)
     with qtbot.waitSignal(window.controller.finished, timeout=20_000):
         slider.setSliderDown(True)
         slider.setValue(3)
-        assert window.interop_label.text() == "3"
+        assert window.controls.interop_label.text() == "3"
         slider.setSliderDown(False)  # the release
     args = _args(window)
     assert args[:2] == FAKE_RUNNER
@@ -61,9 +66,8 @@ def test_slider_release_starts_a_run_with_the_right_arguments(window, qtbot):
     assert _value_after(args, "--steps") == "5"
     assert "--jsonl" in args and Path(_value_after(args, "--out")).parent == window.controller.runs_dir()
     # the finished run is listed and shown
-    assert window.runs.topLevelItemCount() == 1
-    row = window.runs.topLevelItem(0)
-    assert [row.text(c) for c in range(5)] == ["1", "inception · sequential", "3×1", "40.0 ms", "1.00×"]
+    assert window.runs_table.rowCount() == 1
+    assert _row(window, 0) == ["1", "inception · sequential", "3×1", "40.0 ms", "1.00×"]
     assert window.timeline.trace is window.entries[0].trace
     lanes = list(range(len(window.entries[0].trace.lanes)))
     qtbot.waitUntil(lambda: sorted(window.timeline.painted_lanes) == lanes)
@@ -73,20 +77,32 @@ def test_changing_the_mode_starts_a_run_and_speedup_compares_with_the_first_sequ
     with qtbot.waitSignal(window.controller.finished, timeout=20_000):
         window.run_button.click()
     with qtbot.waitSignal(window.controller.finished, timeout=20_000):
-        window.mode_combo.setCurrentIndex(1)
-        window.mode_combo.activated.emit(1)
+        window.controls.mode_combo.setCurrentIndex(1)
+        window.controls.mode_combo.activated.emit(1)
     assert _value_after(_args(window), "--mode") == "fork"
-    assert window.runs.topLevelItem(1).text(1) == "inception · fork"
-    assert window.runs.topLevelItem(1).text(4) == "2.00×"  # 40 ms sequential / 20 ms fork
+    assert _row(window, 1)[1] == "inception · fork"
+    assert _row(window, 1)[4] == "2.00×"  # 40 ms sequential / 20 ms fork
     # selecting the first run shows it again
     with qtbot.waitSignal(window.entryShown) as sig:
-        window.runs.setCurrentItem(window.runs.topLevelItem(0))
+        window.runs.setCurrentIndex(window.runs_table.index(0, 0))
     assert sig.args == [0]
     assert window.timeline.trace is window.entries[0].trace
 
 
+def test_an_explicit_baseline_changes_the_listed_speedups(window, qtbot):
+    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+        window.run_button.click()  # sequential: 40 ms
+    window.set_controls(mode="fork")
+    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+        window.run_button.click()  # fork: 20 ms
+    assert [_row(window, k)[4] for k in range(2)] == ["1.00×", "2.00×"]
+    window.run_list.baseline = 1  # what "set as baseline" will do
+    assert [_row(window, k)[4] for k in range(2)] == ["0.50×", "1.00×"]
+    assert window.speedup(0) == 0.5
+
+
 def test_progress_shows_and_cancel_stops_the_run(window, qtbot):
-    window.steps_spin.setValue(500)  # the fake runner then waits until it is stopped
+    window.controls.steps_spin.setValue(500)  # the fake runner then waits until it is stopped
     with qtbot.waitSignal(window.controller.progress, timeout=20_000) as sig:
         window.run_button.click()
     assert sig.args == [1, 500]
@@ -106,21 +122,21 @@ def test_a_new_run_cancels_the_one_going(window, qtbot):
     finished, canceled = [], []
     controller.finished.connect(finished.append)
     controller.canceled.connect(canceled.append)
-    window.steps_spin.setValue(500)
+    window.controls.steps_spin.setValue(500)
     with qtbot.waitSignal(controller.progress, timeout=20_000):
         window.run_button.click()
-    window.steps_spin.setValue(2)
+    window.controls.steps_spin.setValue(2)
     with qtbot.waitSignal(controller.finished, timeout=20_000):
         window.run_button.click()
     qtbot.waitUntil(lambda: controller.active_processes() == 0, timeout=10_000)
     assert [s.steps for s in canceled] == [500]
     assert [r.spec.steps for r in finished] == [2]
-    assert window.runs.topLevelItemCount() == 1
+    assert window.runs_table.rowCount() == 1
 
 
 def test_a_failed_run_shows_the_message_and_traceback_and_the_window_keeps_working(window, qtbot, tmp_path):
-    window.model_combo.addItem("demo: raising", ("demo", "raising"))
-    window.model_combo.setCurrentIndex(window.model_combo.count() - 1)
+    window.controls.model_combo.addItem("demo: raising", ("demo", "raising"))
+    window.controls.model_combo.setCurrentIndex(window.controls.model_combo.count() - 1)
     with qtbot.waitSignal(window.controller.failed, timeout=20_000):
         window.run_button.click()
     box = window.message_box
@@ -130,10 +146,10 @@ def test_a_failed_run_shows_the_message_and_traceback_and_the_window_keeps_worki
     assert window.progress.format() == "failed"
     box.close()
     # still usable: the next run works
-    window.model_combo.setCurrentIndex(0)
+    window.controls.model_combo.setCurrentIndex(0)
     with qtbot.waitSignal(window.controller.finished, timeout=20_000):
         window.run_button.click()
-    assert window.runs.topLevelItemCount() == 1
+    assert window.runs_table.rowCount() == 1
 
 
 def test_a_broken_trace_shows_the_readers_message(window, tmp_path):
@@ -143,7 +159,7 @@ def test_a_broken_trace_shows_the_readers_message(window, tmp_path):
         load_trace(bad)
     assert window.open_trace_files([str(bad)]) == 0
     assert window.message_box is not None and window.message_box.text() == str(err.value)
-    assert window.runs.topLevelItemCount() == 0
+    assert window.runs_table.rowCount() == 0
 
 
 def test_open_trace_files_and_recent_files(window, tmp_path):
@@ -156,17 +172,17 @@ def test_open_trace_files_and_recent_files(window, tmp_path):
     b = mod.write(tmp_path / "b.json.gz", "sequential")
     assert window.open_trace_files([str(a), str(b)]) == 2
     assert window.current == 1
-    assert [window.runs.topLevelItem(k).text(1) for k in range(2)] == ["a.json", "b.json.gz"]
+    assert [_row(window, k)[1] for k in range(2)] == ["a.json", "b.json.gz"]
     assert window.recent_files()[:2] == [str(b), str(a)]
     assert [act.text() for act in window.recent_menu.actions()][:2] == [str(b), str(a)]
     # drag and drop opens traces too
     assert _drop(window, [a])
-    assert window.runs.topLevelItemCount() == 3
+    assert window.runs_table.rowCount() == 3
 
 
 def test_multi_stream_is_disabled_with_the_reason_without_cuda(window):
     window._on_cuda(False, "multi-stream needs CUDA: no NVIDIA driver on this machine")
-    item = window.mode_combo.model().item(2)
+    item = window.controls.mode_combo.model().item(2)
     assert not item.isEnabled()
     assert "needs CUDA" in item.toolTip()
     window._on_cuda  # noqa: B018 - the check itself runs without torch (tests/test_gui_cli.py)
@@ -255,7 +271,7 @@ def _tiny_traces(tmp_path, n: int) -> list[str]:
 
 
 def test_trace_cache_evicts_the_least_recently_shown(window, tmp_path):
-    from branchscope.app.main_window import TRACE_CACHE
+    from branchscope.app.runs import TRACE_CACHE
 
     paths = _tiny_traces(tmp_path, TRACE_CACHE + 1)
     window.open_trace_files(paths[:TRACE_CACHE])  # entries 0..3, shown in that order
@@ -320,7 +336,7 @@ def test_a_runner_that_cannot_start_shows_the_failure_and_the_window_stays_usabl
     controller.command = FAKE_RUNNER  # the next run works
     with qtbot.waitSignal(controller.finished, timeout=20_000):
         win.run_button.click()
-    assert win.runs.topLevelItemCount() == 1 and win.progress.format() == "done"
+    assert win.runs_table.rowCount() == 1 and win.progress.format() == "done"
     controller.shutdown()
 
 
@@ -368,8 +384,8 @@ def test_a_dropped_torchscript_archive_runs_as_a_model_and_a_dropped_trace_opens
     assert asked == ["TorchScript inputs"]
     args = _args(window)
     assert _value_after(args, "--model") == str(archive) and _value_after(args, "--input-shape") == "8x3"
-    assert window.model_combo.currentData() == ("file", str(archive), ("8x3",))
-    labels = [window.runs.topLevelItem(k).text(1) for k in range(window.runs.topLevelItemCount())]
+    assert window.controls.model_combo.currentData() == ("file", str(archive), ("8x3",))
+    labels = [_row(window, k)[1] for k in range(window.runs_table.rowCount())]
     assert labels == ["t0.json", f"{name} · sequential"]
     assert window.message_box is None  # nothing was opened as a trace by mistake
 
@@ -389,8 +405,8 @@ def test_the_core_count_is_the_cpus_this_process_may_use(qtbot, tmp_path, monkey
     )
     qtbot.addWidget(win)
     assert win.cores == 3
-    assert win.interop_slider.maximum() == 6 and win.intra_slider.maximum() == 6
-    win.interop_slider.setValue(2)
-    win.intra_slider.setValue(2)
-    assert "on 3 cores" in win.threads_hint.text() and "oversubscribed" in win.threads_hint.text()
+    assert win.controls.interop_slider.maximum() == 6 and win.controls.intra_slider.maximum() == 6
+    win.controls.interop_slider.setValue(2)
+    win.controls.intra_slider.setValue(2)
+    assert "on 3 cores" in win.controls.threads_hint.text() and "oversubscribed" in win.controls.threads_hint.text()
     assert PoolUsageView().cores == 3  # traces that do not say their cores: this machine's

@@ -585,8 +585,8 @@ def test_a_view_that_cannot_show_a_trace_leaves_every_view_as_it_was(window, tmp
     assert box is not None and box.isVisible()
     assert str(second) in box.text() and "this view cannot show it" in box.text()
     # nothing half-set: every view, the list and the title still show the first trace
-    assert window.entries == window.entries[:1] and window.runs.topLevelItemCount() == 1
-    assert window.current == 0 and window.runs.currentItem() is window.runs.topLevelItem(0)
+    assert window.entries == window.entries[:1] and window.runs_table.rowCount() == 1
+    assert window.current == 0 and window.runs.currentIndex().row() == 0
     assert window.timeline.trace is shown and window.timeline.lod is lod
     assert window.pool.trace is shown and window.memory.trace is shown and window.details._trace is shown
     assert (window.axis.lo, window.axis.hi) == (1000.0, 5000.0)

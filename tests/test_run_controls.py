@@ -64,7 +64,8 @@ def test_the_controls_show_the_run_going_on_and_cancel_asks_to_cancel(controls, 
     spec = RunSpec(mode="fork", interop=2, intra=1, steps=4, demo="twin-mm")
     controls.show_started(spec)
     assert controls.cancel_button.isEnabled()
-    assert controls.progress.format() == "twin-mm · fork: starting worker…" and controls.progress.maximum() == 4
+    assert controls.progress.format() == "twin-mm · fork: starting worker…"
+    assert controls.progress.maximum() == 4
     controls.show_progress(2, 4)
     assert (controls.progress.value(), controls.progress.format()) == (2, "step 2 of 4")
     with qtbot.waitSignal(controls.cancelRequested):
