@@ -70,13 +70,20 @@ def test_two_traces_are_shown_one_above_the_other_on_one_axis(workspace, traces,
     assert workspace.panel("pool", 1).axis.hi - workspace.panel("pool", 1).axis.lo < _span(seq)
 
 
-def test_showing_one_trace_again_drops_the_second_row(workspace, traces):
+def test_showing_one_trace_again_drops_the_second_row(workspace, traces, qtbot):
     fork, seq = traces
     first_row = workspace.rows[0]
     workspace.show_traces([fork, seq])
     workspace.show_traces([seq])
     assert workspace.rows == [first_row] and workspace.traces == [seq]
     assert not first_row.title.isVisible()
+    # Laid out for the whole height (not the half it had): as if it had been shown alone.
+    alone = TraceWorkspace()
+    qtbot.addWidget(alone)
+    alone.resize(workspace.size())
+    alone.show()
+    alone.show_traces([seq])
+    assert first_row.splitter.sizes() == alone.rows[0].splitter.sizes()
     assert workspace.axis.span_ns == _span(seq)
 
 
@@ -100,6 +107,19 @@ def test_a_panel_that_fails_while_showing_leaves_the_workspace_as_it_was(workspa
     assert (workspace.axis.lo, workspace.axis.hi) == (1000.0, 5000.0)
     assert workspace.snapshot() == before
     workspace.grab()  # and it still draws
+
+
+def test_restore_goes_back_to_the_traces_axis_and_view_of_a_snapshot(workspace, traces):
+    fork, seq = traces
+    workspace.show_traces([fork])
+    workspace.axis.set_view(1000.0, 5000.0)
+    before = workspace.snapshot()
+    workspace.show_traces([seq, fork])
+    workspace.restore(before)  # as the window does when a view outside the workspace fails
+    assert len(workspace.rows) == 1 and workspace.traces == [fork]
+    assert workspace.axis.span_ns == _span(fork)
+    assert (workspace.axis.lo, workspace.axis.hi) == (1000.0, 5000.0)
+    assert workspace.snapshot() == before
 
 
 def test_a_trace_a_panel_cannot_prepare_changes_nothing(workspace, traces, monkeypatch):

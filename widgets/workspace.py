@@ -338,6 +338,8 @@ class TraceWorkspace(QWidget):
         if not several:
             row = self.rows[0]
             row.show()
+            self.stack.refresh()  # the other rows hidden: the row's height first
+            row.layout().activate()
             row.fit(sum(row.splitter.sizes()) or DEFAULT_ROW_HEIGHT)
             return
         total = sum(self.stack.sizes()) or self.height() or DEFAULT_ROW_HEIGHT
@@ -362,12 +364,15 @@ class TraceWorkspace(QWidget):
         self._drop_rows(len(state.shown))
         for row, shown in zip(self.rows, state.shown):
             row.show_trace(shown)
-        n = sum(1 for s in state.shown if s is not None)
+        shown = [s for s in state.shown if s is not None]
         for k, row in enumerate(self.rows):
-            row.title.setVisible(n > 1 and k < n)
-            row.setVisible(k == 0 or k < n)
-        if state.shown and state.shown[0] is not None:
+            row.title.setVisible(len(shown) > 1 and k < len(shown))
+            row.setVisible(k == 0 or k < len(shown))
+        if shown:
+            self._fit_axis(shown)
             self.axis.set_view(*state.view)
         self.stack.setSizes(list(state.stack_sizes))
+        self.stack.refresh()  # rows dropped and titles hidden: geometry first, then the sizes
         for row, sizes in zip(self.rows, state.row_sizes):
+            row.layout().activate()
             row.splitter.setSizes(list(sizes))
