@@ -295,6 +295,34 @@ def pixel_spans(
     return x0, x1
 
 
+class Scratch:
+    """Arrays a frame reuses from the last one.
+
+    A frame that allocates its megabyte-sized arrays afresh may pay the kernel for new zeroed
+    pages every time (whether it does depends on the allocator's state, so the cost came and
+    went between runs); these are kept and handed out again.
+    """
+
+    def __init__(self) -> None:
+        self._arrays: dict[str, np.ndarray] = {}
+        self._arange = np.zeros(0, dtype=np.int64)
+
+    def get(self, name: str, size: int, dtype) -> np.ndarray:
+        """A 1-D array of `size` items (contents undefined), the same memory as last time."""
+        dtype = np.dtype(dtype)
+        a = self._arrays.get(name)
+        if a is None or a.size < size or a.dtype != dtype:
+            a = np.empty(max(int(size), 1), dtype=dtype)
+            self._arrays[name] = a
+        return a[:size]
+
+    def arange(self, size: int) -> np.ndarray:
+        """0, 1, ..., size - 1 (int64)."""
+        if self._arange.size < size:
+            self._arange = np.arange(int(size), dtype=np.int64)
+        return self._arange[:size]
+
+
 def rasterize(
     row_pos: np.ndarray,
     x0: np.ndarray,
@@ -303,32 +331,43 @@ def rasterize(
     n_rows: int,
     width: int,
     background,
+    scratch: Scratch | None = None,
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Paint items into one line of `width` pixels per row; returns (lines, covered).
 
     `lines` is (n_rows, width) uint32: a covered pixel takes the colour of the latest-starting item at
     or before it (items must come in row order, then start order), others `background` (a scalar,
     or one value per row). The work is proportional to n_rows * width, whatever the number of items.
+
+    With `scratch`, the working arrays and `covered` are its arrays (valid until its next use);
+    `lines` is written into `out` (a C-contiguous (n_rows, width) uint32 array) when given.
     """
+    s = scratch if scratch is not None else Scratch()
     size = n_rows * width
-    owner = np.full(size, -1, dtype=np.int64)
+    owner = s.get("owner", size, np.int64)
+    owner.fill(-1)
     flat0 = row_pos * width + x0
     flat1 = row_pos * width + x1
     if flat0.size:
         owner[flat0] = np.arange(flat0.size, dtype=np.int64)
         np.maximum.accumulate(owner, out=owner)
-    covered = owner >= 0
-    safe = np.where(covered, owner, 0)
+    covered = np.greater_equal(owner, 0, out=s.get("covered", size, np.bool_))
+    safe = np.maximum(owner, 0, out=s.get("safe", size, np.int64))
     if flat1.size:
         # An item reaches as far as the furthest end among the items started before it (items of
         # one row may overlap); ends of earlier rows never pass their row's last column.
         reach = np.maximum.accumulate(flat1)
-        covered &= np.arange(size, dtype=np.int64) < reach[safe]
+        reach_here = np.take(reach, safe, out=s.get("reach", size, np.int64), mode="clip")
+        covered &= np.less(s.arange(size), reach_here, out=s.get("inside", size, np.bool_))
+    lines = out.reshape(-1) if out is not None else s.get("lines", size, np.uint32)
     bg = np.asarray(background, dtype=np.uint32)
     if bg.ndim == 1:
-        bg = np.repeat(bg, width)
-    if colors.size:
-        lines = np.where(covered, colors[safe], bg).astype(np.uint32, copy=False)
+        lines.reshape(n_rows, width)[:] = bg[:, None]
     else:
-        lines = np.broadcast_to(bg, (size,)).astype(np.uint32)
+        lines.fill(bg)
+    if colors.size:
+        np.copyto(
+            lines, np.take(colors, safe, out=s.get("colors", size, np.uint32), mode="clip"), where=covered
+        )
     return lines.reshape(n_rows, width), covered.reshape(n_rows, width)

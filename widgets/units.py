@@ -48,9 +48,8 @@ def nice_step(span: float, max_ticks: int) -> float:
     return 10.0 ** (exp + 1)  # pragma: no cover
 
 
-def time_ticks(lo: float, hi: float, max_ticks: int) -> tuple[list[float], str, float, int]:
-    """Tick positions (ns) in [lo, hi], and the unit, its scale and decimals for their labels."""
-    step = nice_step(hi - lo, max_ticks)
+def time_unit(step: float) -> tuple[str, float, int]:
+    """The unit, its scale (ns) and the decimals that label ticks `step` ns apart."""
     if step >= 1e9:
         unit, scale = "s", 1e9
     elif step >= 1e6:
@@ -60,6 +59,13 @@ def time_ticks(lo: float, hi: float, max_ticks: int) -> tuple[list[float], str, 
     else:
         unit, scale = "ns", 1.0
     decimals = max(0, -int(math.floor(math.log10(step / scale) + 1e-9)))
+    return unit, scale, decimals
+
+
+def time_ticks(lo: float, hi: float, max_ticks: int) -> tuple[list[float], str, float, int]:
+    """Tick positions (ns) in [lo, hi], and the unit, its scale and decimals for their labels."""
+    step = nice_step(hi - lo, max_ticks)
+    unit, scale, decimals = time_unit(step)
     first = math.ceil(lo / step) * step
     ticks = []
     t = first
@@ -76,3 +82,14 @@ def value_ticks(hi: float, max_ticks: int) -> list[float]:
     step = nice_step(hi, max_ticks)
     n = int(math.floor(hi / step + 1e-9))
     return [i * step for i in range(n + 1)]
+
+
+BYTE_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1))
+
+
+def byte_ticks(hi: float, max_ticks: int) -> tuple[list[float], str, int]:
+    """Ticks 0, step, 2 step, ... up to `hi` bytes, `step` a round number of the largest unit (B,
+    KiB, MiB, GiB) that `hi` reaches; and that unit and its size, for the labels."""
+    unit, size = next(((u, s) for u, s in BYTE_UNITS if hi >= s), BYTE_UNITS[-1])
+    ticks = value_ticks(hi / size, max_ticks)
+    return [v * size for v in ticks], unit, size
