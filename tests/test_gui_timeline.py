@@ -264,8 +264,8 @@ def test_memory_view_has_one_band_per_device_and_marks_the_peak(shared_traces, q
     assert len(view.bands()) == 2
     peak = next(m for m in view.series if m.device == "cuda:1")
     assert peak.peak_bytes == 6_629_508_096
-    assert "cuda:1: " in view.describe_at(float(peak.peak_ts_ns - view.axis.origin_ns))
-    assert "6.17 GiB" in view.describe_at(float(peak.peak_ts_ns - view.axis.origin_ns))
+    assert "cuda:1: " in view.describe_at(float(peak.peak_ts_ns - view.origin_ns))
+    assert "6.17 GiB" in view.describe_at(float(peak.peak_ts_ns - view.origin_ns))
 
 
 def test_views_share_one_time_axis(small_trace, qtbot):

@@ -1,6 +1,6 @@
 """Thread-pool usage: is the inter-op pool busy, and is the machine oversubscribed?
 
-Two charts on the shared time axis:
+Two bands on the shared time axis, pyqtgraph plots (`widgets.charts`):
 
 1. the inter-op pool: how many pool threads are busy at each instant (`analyses.interop_occupancy`,
    a step series) against the pool's size, drawn as a dashed line;
@@ -10,8 +10,9 @@ Two charts on the shared time axis:
    threads above the core count is oversubscription: the stack hits the core line while threads
    wait, and the view says so in red.
 
-Each frame reduces every series to one value per pixel column (`widgets.series`), so the cost does
-not grow with the number of samples.
+Each series is a `StepSeriesItem`: every frame reduces it to one value per pixel column
+(`widgets.series`), so the cost does not grow with the number of samples. Zoom, pan, ticks and
+export (PNG, SVG, CSV: right click, Export…) are pyqtgraph's.
 """
 
 from __future__ import annotations
@@ -19,15 +20,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from PySide6.QtCore import QPoint, QRect, QSize, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
-from PySide6.QtWidgets import QToolTip, QWidget
+import pyqtgraph as pg
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QWidget
 
 from branchscope.profiling.trace.analyses import StepSeries, cpu_sample_tracks, interop_occupancy
 from branchscope.profiling.trace.model import CounterTrack, Trace
 from branchscope.profiling.trace.run_info import RunInfo
+from branchscope.widgets.charts import (
+    ChartPanel,
+    GutterText,
+    StepSeriesItem,
+    ValueAxisItem,
+    line_label_opts,
+    swatch,
+)
 from branchscope.widgets.machine import usable_cores
-from branchscope.widgets.paths import step_area_path, step_line_path
 from branchscope.widgets.series import (
     column_max_step,
     column_mean_step,
@@ -35,12 +44,18 @@ from branchscope.widgets.series import (
     counter_as_steps,
     step_integral,
 )
-from branchscope.widgets.time_axis import GUTTER, TimeAxis, TimePanel
+from branchscope.widgets.time_axis import TimeAxis
 from branchscope.widgets.trace_cache import derived
-from branchscope.widgets.units import format_duration, value_ticks
+from branchscope.widgets.units import format_duration
 
 POOL_COLOR = QColor("#f28e2b")
+POOL_PEAK_COLOR = QColor(242, 142, 43, 90)
+#: The peak's colour as it shows on white (for its swatch in the gutter).
+POOL_PEAK_ON_WHITE = QColor("#fad7b4")
+POOL_LINE = QColor("#9c4a00")
 CORE_LINE = QColor("#c0392b")
+STACK_TOP = QColor("#2f3a44")
+EMPTY_TEXT = QColor("#77828d")
 ROLE_COLORS = {
     "main": ["#4e79a7"],
     "interop": ["#f28e2b", "#f5a55a", "#d9761a", "#f8c08a", "#c06414"],
@@ -134,8 +149,10 @@ def _pool_data(trace: Trace) -> _PoolData:
     )
 
 
-class PoolUsageView(TimePanel):
+class PoolUsageView(ChartPanel):
     """Busy inter-op pool threads and per-thread CPU use (see the module docstring)."""
+
+    title = "thread pool"
 
     def __init__(self, parent: QWidget | None = None, axis: TimeAxis | None = None):
         super().__init__(parent, axis)
@@ -148,41 +165,187 @@ class PoolUsageView(TimePanel):
         self.cpu_ymax = 1.0
         #: Whether the core count is the trace's own (runs made by branchscope say it).
         self.cores_known = False
-        self.hover_text = ""
         self._occ_t = np.zeros(0)
         self._occ_v = np.zeros(0)
         self._occ_cum = np.zeros(0)
+        #: Where the trace's first event sits on the axis (ns).
+        self._shift = 0.0
+        #: The series drawn, pool band first (peak, mean), then one per thread, stacked.
+        self.items: list[StepSeriesItem] = []
+
+        self.pool_plot = self.make_plot(ValueAxisItem(integer=True), "inter-op pool")
+        self.cpu_plot = self.make_plot(ValueAxisItem(), "CPU per OS thread")
+        self.pool_gutter = GutterText()
+        self.cpu_gutter = GutterText()
+        self.pool_line = pg.InfiniteLine(
+            angle=0, movable=False, pen=pg.mkPen(POOL_LINE, width=1.5, style=Qt.PenStyle.DashLine),
+            label="pool size", labelOpts=line_label_opts(POOL_LINE),
+        )  # fmt: skip
+        self.core_line = pg.InfiniteLine(
+            angle=0, movable=False, pen=pg.mkPen(CORE_LINE, width=1.5, style=Qt.PenStyle.DashLine),
+            label="cores", labelOpts=line_label_opts(CORE_LINE),
+        )  # fmt: skip
+        for plot, line in ((self.pool_plot, self.pool_line), (self.cpu_plot, self.core_line)):
+            line.setZValue(5)  # over the series
+            plot.addItem(line, ignoreBounds=True)
+        self.pool_empty = self._note(self.pool_plot, "no inter-op pool threads in this trace")
+        self.cpu_empty = self._note(
+            self.cpu_plot, "no CPU samples in this trace (runs made by branchscope have them)"
+        )
+        self.warning = pg.TextItem(anchor=(0, 0), fill=pg.mkBrush(255, 255, 255, 210))
+        self.warning.setParentItem(self.cpu_plot.vb)
+        self.warning.setPos(6, 2)
+        self.warning.setZValue(10)
         self.setMinimumHeight(170)
+        self._show()
+
+    @staticmethod
+    def _note(plot: pg.PlotItem, text: str) -> pg.TextItem:
+        """A grey line of text at the left of a band, in the middle of its height."""
+        note = pg.TextItem(text, color=EMPTY_TEXT, anchor=(0, 0.5))
+        note.setParentItem(plot.vb)
+        plot.vb.sigResized.connect(lambda vb: note.setPos(8, vb.height() / 2))
+        return note
 
     # ---- data -------------------------------------------------------------------------------
     def prepare(self, trace: Trace) -> None:
         """Build what showing `trace` takes, kept with the trace; raises with the view unchanged."""
         derived(trace, "pool_usage", lambda: _pool_data(trace))
 
-    def set_trace(self, trace: Trace | None) -> None:
+    def set_trace(self, trace: Trace | None, origin_ns: int | None = None) -> None:
+        """Show `trace` with its instant `origin_ns` (default: its first event) at the axis' 0."""
         # Derived once per trace (re-selecting a run in the list must be instant), and first: if
         # it raises, the view still shows what it showed.
         d = derived(trace, "pool_usage", lambda: _pool_data(trace)) if trace is not None else None
+        for item in self.items:
+            (self.pool_plot if item.getViewBox() is self.pool_plot.vb else self.cpu_plot).removeItem(item)
+        self.items = []
         self.trace = trace
         self.threads = []
         self.occupancy = None
-        if trace is None:
-            self.update()
+        self._occ_t = self._occ_v = self._occ_cum = np.zeros(0)
+        if trace is not None:
+            self.origin_ns, self._shift = self._origin(trace, origin_ns)
+            self.cores_known, self.cores, self.interop, self.intra = (
+                d.cores_known,
+                d.cores,
+                d.interop,
+                d.intra,
+            )
+            self.occupancy = d.occupancy
+            self._occ_t, self._occ_v, self._occ_cum = d.occ_t, d.occ_v, d.occ_cum
+            self.threads = list(d.threads)
+            self.cpu_ymax = d.cpu_ymax
+            self._add_items()
+        self._show()
+
+    def _add_items(self) -> None:
+        t, v, cum, shift = self._occ_t, self._occ_v, self._occ_cum, self._shift
+        pool_max = self._pool_ymax()
+        if t.size > 1:
+            peak = StepSeriesItem(
+                lambda e: column_max_step(t, v, e), (t, v), name="busy pool threads (peak per pixel)",
+                brush=POOL_PEAK_COLOR, y_max=pool_max, shift=shift,
+            )  # fmt: skip
+            mean = StepSeriesItem(
+                lambda e: column_mean_step(t, v, e, cum), (t, v), name="busy pool threads (mean per pixel)",
+                brush=POOL_COLOR, y_max=pool_max, shift=shift,
+            )  # fmt: skip
+            for item in (peak, mean):
+                self.pool_plot.addItem(item)
+                self.items.append(item)
+        below = None
+        for k, th in enumerate(self.threads):
+            last = k == len(self.threads) - 1
+            item = StepSeriesItem(
+                th.columns, (th.t, th.v), name=f"{th.label}, cores", brush=th.color, below=below,
+                pen=pg.mkPen(STACK_TOP, width=1) if last else None, y_max=self.cpu_ymax, shift=shift,
+            )  # fmt: skip
+            self.cpu_plot.addItem(item)
+            self.items.append(item)
+            below = item
+
+    def _pool_ymax(self) -> float:
+        cap = self.occupancy.capacity if self.occupancy is not None else 0
+        return max(cap, float(self._occ_v.max()) if self._occ_v.size else 0.0, 1.0)
+
+    # ---- what is shown ----------------------------------------------------------------------
+    def has_data(self) -> bool:
+        """Whether the trace has inter-op pool threads or CPU samples."""
+        cap = self.occupancy.capacity if self.occupancy is not None else 0
+        return self.trace is not None and (cap > 0 or self.max_busy_pool_threads > 0 or bool(self.threads))
+
+    @property
+    def no_data_text(self) -> str:
+        return "no inter-op pool threads or CPU samples in this trace (runs made by branchscope have them)"
+
+    def _show(self) -> None:
+        """Lines, notes, labels and bands for what `set_trace` left (or the one-line message)."""
+        if self.trace is not None and not self.has_data():
+            self.set_bands([])
+            self.setMinimumHeight(28)
             return
-        start, end = trace.span()
-        if (self.axis.origin_ns, self.axis.span_ns) != (start, float(max(end - start, 1))):
-            self.axis.set_bounds(start, end)
-        self.cores_known, self.cores, self.interop, self.intra = d.cores_known, d.cores, d.interop, d.intra
-        self.occupancy = d.occupancy
-        self._occ_t, self._occ_v, self._occ_cum = d.occ_t, d.occ_v, d.occ_cum
-        self.threads = list(d.threads)
-        self.cpu_ymax = d.cpu_ymax
-        self.update()
+        self.setMinimumHeight(170)
+        cap = int(self.occupancy.capacity) if self.occupancy is not None else 0
+        self.pool_line.setVisible(cap > 0)
+        self.pool_line.setValue(cap)
+        self.pool_line.label.setFormat(f"pool size {cap}")
+        self.pool_empty.setVisible(self.trace is not None and cap == 0)
+        self.set_y_top(self.pool_plot, self._pool_ymax(), headroom_px=18)
+        self.core_line.setVisible(bool(self.threads) or self.cores_known)
+        self.core_line.setValue(self.cores)
+        self.core_line.label.setFormat(f"{self.cores} cores")
+        self.cpu_empty.setVisible(self.trace is not None and not self.threads)
+        self.set_y_top(
+            self.cpu_plot, max(self.cpu_ymax, float(self.cores) if self.cores_known else 0.0, 1.0), 18
+        )
+        self._show_warning()
+        self._label_bands()
+        self.set_bands([(self.pool_gutter, self.pool_plot), (self.cpu_gutter, self.cpu_plot)])
+
+    def _show_warning(self) -> None:
+        if not self.oversubscribed:
+            self.warning.setVisible(False)
+            return
+        busy = max(1, self.max_busy_pool_threads)
+        self.warning.setHtml(
+            f"<b style='color:{CORE_LINE.name()}'>oversubscribed: {busy} busy thread{'s' if busy > 1 else ''}"
+            f" × intra-op {self.intra} = {busy * self.intra} threads on {self.cores} cores</b>"
+        )
+        self.warning.setVisible(True)
+
+    def _label_bands(self) -> None:
+        cap = self.occupancy.capacity if self.occupancy is not None else 0
+        pool = ["<b style='color:#1f2933'>inter-op pool</b>"]
+        if cap > 0 or self.max_busy_pool_threads > 0:
+            pool.append(f"busy threads, pool of {cap}")
+            pool.append(
+                swatch(POOL_COLOR, "mean per pixel") + "<br>" + swatch(POOL_PEAK_ON_WHITE, "peak per pixel")
+            )
+        elif self.trace is not None:
+            pool.append("no pool in this trace")
+        self.pool_gutter.set_html("<br>".join(pool))
+        cpu = ["<b style='color:#1f2933'>CPU per OS thread</b>"]
+        if self.interop is not None and self.intra is not None:
+            color = CORE_LINE.name() if self.oversubscribed else "#5b6570"
+            cpu.append(
+                f"<span style='color:{color}'>{self.interop} × {self.intra} threads, {self.cores} cores</span>"
+            )
+        cpu.append("cores in use, stacked")
+        smooth = max((th.window for th in self.threads), default=0.0)
+        if smooth > 0:
+            window = format_duration(float(f"{smooth:.2g}")).replace(" ", "&nbsp;")  # one word
+            cpu.append(f"smoothed over {window}")
+        for role in ("main", "interop", "other"):
+            n = sum(1 for th in self.threads if th.role == role)
+            if n:
+                cpu.append(swatch(ROLE_COLORS[role][0], f"{ROLE_TITLES[role]} ({n})"))
+        self.cpu_gutter.set_html("<br>".join(cpu))
 
     def cpu_columns(self, edges: np.ndarray) -> list[np.ndarray]:
-        """Each sampled thread's cores in use per column of `edges` (ns from the axis origin), as
-        drawn: smoothed over SMOOTH_SAMPLES sampling intervals, stacked in `threads` order."""
-        return [th.columns(edges) for th in self.threads]
+        """Each sampled thread's cores in use per column of `edges` (ns on the axis), as drawn:
+        smoothed over SMOOTH_SAMPLES sampling intervals, stacked in `threads` order."""
+        return [th.columns(edges - self._shift) for th in self.threads]
 
     @property
     def max_busy_pool_threads(self) -> int:
@@ -199,187 +362,21 @@ class PoolUsageView(TimePanel):
             return False
         return max(1, self.max_busy_pool_threads) * self.intra > self.cores
 
-    # ---- layout -----------------------------------------------------------------------------
-    def _bands(self) -> tuple[QRect, QRect]:
-        h = self.height()
-        top_h = int((h - 12) * 0.42)
-        a = QRect(GUTTER, 6, self.plot_width(), top_h)
-        b = QRect(GUTTER, 6 + top_h + 10, self.plot_width(), h - top_h - 22)
-        return a, b
-
-    # ---- painting ---------------------------------------------------------------------------
-    def _paint(self, p: QPainter) -> None:
-        p.fillRect(self.rect(), QColor("#ffffff"))
-        self.draw_grid(p, 0, self.height())
-        band_a, band_b = self._bands()
-        p.fillRect(0, band_a.bottom() + 5, self.width(), 1, QColor("#e3e7ec"))
-        if self.trace is not None:
-            p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
-            w = self.plot_width()
-            edges = self.axis.lo + np.arange(w + 1, dtype=np.float64) * self.ns_per_px()
-            x_edges = GUTTER + np.arange(w + 1, dtype=np.float64)
-            p.setClipRect(QRect(GUTTER, 0, w, self.height()))
-            self._paint_pool(p, band_a, edges, x_edges)
-            self._paint_cpu(p, band_b, edges, x_edges)
-            p.setClipping(False)
-        self.draw_gutter(p, 0)
-        p.fillRect(0, band_a.bottom() + 5, GUTTER, 1, QColor("#d5dae0"))
-        self._paint_gutter(p, band_a, band_b)
-
-    def _y(self, band: QRect, v: np.ndarray | float, vmax: float):
-        return band.bottom() - np.asarray(v, dtype=np.float64) / vmax * (band.height() - 12)
-
-    def _paint_pool(self, p: QPainter, band: QRect, edges, x_edges) -> None:
-        cap = int(self.occupancy.capacity) if self.occupancy is not None else 0
-        vmax = max(cap, float(self._occ_v.max()) if self._occ_v.size else 0.0, 1.0)
-        if self._occ_t.size > 1:
-            peak = column_max_step(self._occ_t, self._occ_v, edges)
-            mean = column_mean_step(self._occ_t, self._occ_v, edges, self._occ_cum)
-            p.setPen(Qt.PenStyle.NoPen)
-            p.setBrush(QColor(242, 142, 43, 90))
-            p.drawPath(step_area_path(x_edges, self._y(band, peak, vmax), float(band.bottom())))
-            p.setBrush(POOL_COLOR)
-            p.drawPath(step_area_path(x_edges, self._y(band, mean, vmax), float(band.bottom())))
-        p.setBrush(Qt.BrushStyle.NoBrush)
-        p.setPen(QPen(QColor("#c9ced4"), 1))
-        p.drawLine(band.left(), band.bottom(), band.right(), band.bottom())
-        if cap > 0:
-            y = int(self._y(band, cap, vmax))
-            p.setPen(QPen(QColor("#9c4a00"), 1.5, Qt.PenStyle.DashLine))
-            p.drawLine(band.left(), y, band.right(), y)
-            self._line_label(p, band, y, f"pool size {cap}", QColor("#9c4a00"))
-        else:
-            p.setPen(QColor("#77828d"))
-            p.drawText(
-                band.adjusted(8, 0, 0, 0),
-                Qt.AlignmentFlag.AlignVCenter,
-                "no inter-op pool threads in this trace",
-            )
-
-    def _paint_cpu(self, p: QPainter, band: QRect, edges, x_edges) -> None:
-        vmax = max(self.cpu_ymax * 1.05, 1.0)
-        show_cores = bool(self.threads) or self.cores_known
-        if self.threads:
-            base = np.zeros(edges.size - 1)
-            p.setPen(Qt.PenStyle.NoPen)
-            for th, v in zip(self.threads, self.cpu_columns(edges), strict=True):
-                top = base + v
-                p.setBrush(th.color)
-                p.drawPath(step_area_path(x_edges, self._y(band, top, vmax), self._y(band, base, vmax)))
-                base = top
-            p.setBrush(Qt.BrushStyle.NoBrush)
-            p.setPen(QPen(QColor("#2f3a44"), 1))
-            p.drawPath(step_line_path(x_edges, self._y(band, base, vmax)))
-        else:
-            p.setPen(QColor("#77828d"))
-            p.drawText(
-                band.adjusted(8, 0, 0, 0),
-                Qt.AlignmentFlag.AlignVCenter,
-                "no CPU samples in this trace (runs made by branchscope have them)",
-            )
-        p.setPen(QPen(QColor("#c9ced4"), 1))
-        p.drawLine(band.left(), band.bottom(), band.right(), band.bottom())
-        if show_cores:
-            y = int(self._y(band, self.cores, vmax))
-            p.setPen(QPen(CORE_LINE, 1.5, Qt.PenStyle.DashLine))
-            p.drawLine(band.left(), y, band.right(), y)
-            self._line_label(p, band, y, f"{self.cores} cores", CORE_LINE)
-        if self.oversubscribed:
-            f = QFont(self.font())
-            f.setBold(True)
-            p.setFont(f)
-            busy = max(1, self.max_busy_pool_threads)
-            text = (
-                f"oversubscribed: {busy} busy thread{'s' if busy > 1 else ''} × intra-op {self.intra} = "
-                f"{busy * self.intra} threads on {self.cores} cores"
-            )
-            fm = QFontMetrics(f)
-            r = QRect(band.left() + 6, band.top() + 2, fm.horizontalAdvance(text) + 10, fm.height() + 4)
-            p.fillRect(r, QColor(255, 255, 255, 210))
-            p.drawText(r, Qt.AlignmentFlag.AlignCenter, text)
-            p.setFont(self.font())
-
-    def _paint_gutter(self, p: QPainter, band_a: QRect, band_b: QRect) -> None:
-        bold = QFont(self.font())
-        bold.setBold(True)
-        fm = QFontMetrics(self.font())
-        lh = fm.height()
-        # band A
-        p.setFont(bold)
-        p.setPen(QColor("#1f2933"))
-        p.drawText(8, band_a.top() + lh, "inter-op pool")
-        p.setFont(self.font())
-        p.setPen(QColor("#5b6570"))
-        cap = self.occupancy.capacity if self.occupancy is not None else 0
-        if cap > 0 or self.max_busy_pool_threads > 0:
-            p.drawText(8, band_a.top() + 2 * lh + 2, f"busy threads, pool of {cap}")
-            if band_a.height() >= 4 * lh + 8:
-                p.fillRect(8, band_a.top() + 2 * lh + 8, 10, 10, POOL_COLOR)
-                p.drawText(22, band_a.top() + 3 * lh + 4, "mean per pixel")
-                p.fillRect(8, band_a.top() + 3 * lh + 8, 10, 10, QColor(242, 142, 43, 90))
-                p.drawText(22, band_a.top() + 4 * lh + 4, "peak per pixel")
-        else:
-            p.drawText(8, band_a.top() + 2 * lh + 2, "no pool in this trace")
-        vmax_a = max(cap, float(self._occ_v.max()) if self._occ_v.size else 0.0, 1.0)
-        self._y_ticks(p, band_a, vmax_a, lambda v: f"{v:g}", integer=True)
-        # band B
-        p.setFont(bold)
-        p.setPen(QColor("#1f2933"))
-        p.drawText(8, band_b.top() + lh, "CPU per OS thread")
-        p.setFont(self.font())
-        p.setPen(QColor("#5b6570"))
-        p.drawText(8, band_b.top() + 2 * lh + 2, "cores in use, stacked")
-        y = band_b.top() + 2 * lh + 8
-        smooth = max((th.window for th in self.threads), default=0.0)
-        if smooth > 0 and band_b.height() >= 8 * lh:
-            p.drawText(8, y + lh - 4, f"each a mean over {format_duration(float(f'{smooth:.2g}'))}")
-            y += lh + 2
-        roles = [r for r in ("main", "interop", "other") if any(th.role == r for th in self.threads)]
-        for role in roles:
-            n = sum(1 for th in self.threads if th.role == role)
-            p.fillRect(8, y, 10, 10, QColor(ROLE_COLORS[role][0]))
-            p.drawText(22, y + 10, f"{ROLE_TITLES[role]} ({n})")
-            y += lh + 1
-        if self.interop is not None and self.intra is not None:
-            p.setPen(CORE_LINE if self.oversubscribed else QColor("#5b6570"))
-            p.drawText(8, y + 10, f"{self.interop} × {self.intra} threads, {self.cores} cores")
-        self._y_ticks(p, band_b, max(self.cpu_ymax * 1.05, 1.0), lambda v: f"{v:g}")
-
-    def _line_label(self, p: QPainter, band: QRect, y: int, text: str, color: QColor) -> None:
-        """A label on a white patch just above a horizontal line, at the band's right end."""
-        fm = QFontMetrics(self.font())
-        w = fm.horizontalAdvance(text) + 8
-        r = QRect(band.right() - w - 4, max(band.top(), y - fm.height() - 1), w, fm.height())
-        p.fillRect(r, QColor(255, 255, 255, 225))
-        p.setPen(color)
-        p.drawText(r, Qt.AlignmentFlag.AlignCenter, text)
-
-    def _y_ticks(self, p: QPainter, band: QRect, vmax: float, fmt, integer: bool = False) -> None:
-        p.setPen(QColor("#77828d"))
-        fm = QFontMetrics(self.font())
-        ticks = value_ticks(vmax, max(1, band.height() // 28))
-        if integer:
-            ticks = [v for v in ticks if float(v).is_integer()] or [0.0]
-        for v in ticks:
-            y = int(self._y(band, v, vmax))
-            text = fmt(v)
-            p.drawText(GUTTER - 6 - fm.horizontalAdvance(text), y + fm.ascent() // 2 - 1, text)
-            p.drawLine(GUTTER - 4, y, GUTTER - 1, y)
-
     # ---- hover ------------------------------------------------------------------------------
     def describe_at(self, t_rel: float) -> str:
-        """What the charts say at one instant (the tooltip's text)."""
+        """What the charts say at one instant (ns on the axis): the tooltip's text."""
         if self.trace is None:
             return ""
+        t = t_rel - self._shift
         lines = []
         if self.occupancy is not None and self._occ_t.size:
-            k = int(np.searchsorted(self._occ_t, t_rel, side="right")) - 1
+            k = int(np.searchsorted(self._occ_t, t, side="right")) - 1
             busy = int(self._occ_v[k]) if k >= 0 else 0
             lines.append(f"inter-op pool: {busy} of {self.occupancy.capacity} threads busy")
         total = 0.0
         parts = []
         for th in self.threads:
-            k = int(np.searchsorted(th.t, t_rel, side="right")) - 1
+            k = int(np.searchsorted(th.t, t, side="right")) - 1
             v = float(th.v[k]) if 0 <= k < th.v.size else 0.0
             total += v
             if v >= 0.01:
@@ -388,14 +385,6 @@ class PoolUsageView(TimePanel):
             lines.append(f"CPU: {total:.2f} of {self.cores} cores")
             lines.extend(parts[:16])
         return "\n".join(lines)
-
-    def on_hover(self, pos: QPoint) -> None:
-        if pos.x() < GUTTER or pos.x() >= GUTTER + self.plot_width() or self.trace is None:
-            self.hover_text = ""
-            QToolTip.hideText()
-            return
-        self.hover_text = self.describe_at(self.t_of(pos.x()))
-        QToolTip.showText(self.mapToGlobal(pos), self.hover_text, self)
 
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)
         return QSize(800, 210)

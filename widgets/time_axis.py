@@ -1,61 +1,85 @@
-"""The one time axis every view shares, and the base widget that maps it to pixels.
+"""The one time axis every view shares, and the pyqtgraph view every panel is built on.
 
-`TimeAxis` holds the visible window of the trace's clock; every view (timeline, thread-pool usage,
-memory) draws through it and navigates through it, so zooming or panning any of them moves all of
-them, and a given instant sits at the same x from top to bottom. Times inside the axis are float
-nanoseconds relative to `origin_ns` (the trace's first event): absolute trace clocks reach 1e18 ns,
-where a float64 cannot hold single nanoseconds.
+`TimeAxis` holds the visible window. Its times are float nanoseconds from an origin common to every
+trace on screen: each panel maps its own trace's clock onto it with its own `origin_ns` (the
+instant of its trace drawn at the axis' 0, by default the trace's first event; see
+`widgets.panel`), subtracting in int64 first, since absolute trace clocks reach 1e18 ns where a
+float64 cannot hold single nanoseconds. Two runs shown one above the other on one axis start
+together, and a run twice as long is twice as wide.
 
-`TimePanel` is the shared widget base: a label gutter of `GUTTER` pixels on the left, the plot
-area, a `RIGHT_MARGIN` strip on the right (the timeline's scroll bar), and Perfetto's navigation:
-wheel zooms at the cursor, drag pans, W/S zoom, A/D pan, 0 or Home shows everything.
+`TimePanel` is the shared widget base, a pyqtgraph `GraphicsView`. Its plots are pyqtgraph
+`ViewBox`es whose X range is kept equal to the axis window by an `AxisLink`, both ways: zooming
+or panning any of them (wheel, drag, the ViewBox's context menu) moves the axis, and the axis
+moves every ViewBox of every panel, so a given instant sits at the same x from top to bottom.
+Every panel lays out a label gutter of `GUTTER` pixels on the left, the plot area, and a
+`RIGHT_MARGIN` strip on the right (the timeline's scroll bar). Keys are Perfetto's: W/S zoom,
+A/D pan, 0 or Home shows everything.
 """
 
 from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
+from functools import wraps
 
-from PySide6.QtCore import QObject, QPoint, QRect, Qt, Signal
-from PySide6.QtGui import QColor, QKeyEvent, QMouseEvent, QPainter, QPen, QWheelEvent
-from PySide6.QtWidgets import QWidget
-
-from branchscope.widgets.units import time_ticks
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QObject, QPoint, QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QKeyEvent, QMouseEvent, QPainter
+from PySide6.QtWidgets import QToolTip, QWidget
 
 GUTTER = 200
 RIGHT_MARGIN = 14
 #: Narrowest window one can zoom to.
 MIN_WIDTH_NS = 50.0
-#: ... and no narrower than this many float steps at the far end of the trace: past 2**53 ns
+#: ... and no narrower than this many float steps at the far end of the extent: past 2**53 ns
 #: (104 days, as in a trace with one event at 0 and the rest at epoch times) a float time is good
 #: to its ulp only, and a window a few ulps wide would draw events hundreds of pixels off.
 MIN_WIDTH_ULPS = 2048
+#: One notch of the mouse wheel scales the window by this much (pyqtgraph's ViewBox is set to it).
+WHEEL_ZOOM = 0.8
 GUTTER_BG = QColor("#eef1f4")
 GRID = QColor("#e3e7ec")
 AXIS_TEXT = QColor("#4a5560")
+BACKGROUND = QColor("#ffffff")
 
 
 class TimeAxis(QObject):
-    """The visible time window, shared by all views of one trace."""
+    """The visible time window, shared by every view of a workspace (ns from the common origin)."""
 
     changed = Signal()
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
-        self.origin_ns = 0
-        self.span_ns = 0.0
+        #: The whole extent, [start_ns, end_ns] on the axis (what 0 / Home shows).
+        self.start_ns = 0.0
+        self.end_ns = 1.0
         self.lo = 0.0
         self.hi = 1.0
         self.min_width = MIN_WIDTH_NS
 
+    @property
+    def span_ns(self) -> float:
+        return self.end_ns - self.start_ns
+
     # ---- bounds and window -----------------------------------------------------------------
-    def set_bounds(self, start_ns: int, end_ns: int) -> None:
-        """Make [start_ns, end_ns] (trace clock) the whole extent and show all of it."""
-        self.origin_ns = int(start_ns)
-        self.span_ns = float(max(int(end_ns) - int(start_ns), 1))
-        self.min_width = max(MIN_WIDTH_NS, MIN_WIDTH_ULPS * math.ulp(1.1 * self.span_ns))
-        self.lo, self.hi = 0.0, self.span_ns
+    def set_bounds(self, start_ns: float, end_ns: float) -> None:
+        """Make [start_ns, end_ns] (ns from the common origin) the whole extent and show all of it.
+
+        A workspace showing several traces passes the union of their extents on the axis, e.g.
+        (0, the longest span) when each trace's first event is at 0.
+        """
+        start = float(start_ns)
+        end = max(float(end_ns), start + 1.0)
+        self.start_ns, self.end_ns = start, end
+        far = max(abs(start), abs(end), end - start)
+        self.min_width = max(MIN_WIDTH_NS, MIN_WIDTH_ULPS * math.ulp(1.1 * far))
+        self.lo, self.hi = start, end
         self.changed.emit()
+
+    def covers(self, start_ns: float, end_ns: float) -> bool:
+        """Whether the extent is exactly [start_ns, end_ns]."""
+        return (self.start_ns, self.end_ns) == (float(start_ns), max(float(end_ns), float(start_ns) + 1.0))
 
     def set_view(self, lo: float, hi: float) -> None:
         """Show [lo, hi] (ns from the origin), kept within the extent plus a small margin."""
@@ -63,23 +87,17 @@ class TimeAxis(QObject):
         margin = 0.05 * self.span_ns
         max_width = self.span_ns + 2 * margin
         if width >= max_width:
-            lo, width = -margin, max_width
+            lo, width = self.start_ns - margin, max_width
         else:
             centre = (float(lo) + float(hi)) / 2
             lo = centre - width / 2
-            lo = min(max(lo, -margin), self.span_ns + margin - width)
+            lo = min(max(lo, self.start_ns - margin), self.end_ns + margin - width)
         if (lo, lo + width) != (self.lo, self.hi):
             self.lo, self.hi = lo, lo + width
             self.changed.emit()
 
-    def set_view_abs(self, start_ns: int, end_ns: int) -> None:
-        self.set_view(float(int(start_ns) - self.origin_ns), float(int(end_ns) - self.origin_ns))
-
-    def view_abs(self) -> tuple[int, int]:
-        return (self.origin_ns + int(round(self.lo)), self.origin_ns + int(round(self.hi)))
-
     def reset(self) -> None:
-        self.set_view(0.0, self.span_ns)
+        self.set_view(self.start_ns, self.end_ns)
 
     def zoom(self, factor: float, anchor: float | None = None) -> None:
         """Scale the window by `factor` (< 1 zooms in) keeping `anchor` (ns) where it is."""
@@ -91,7 +109,7 @@ class TimeAxis(QObject):
         hi = lo + width
         margin = 0.05 * self.span_ns
         if width < self.span_ns + 2 * margin:  # keep the anchor fixed unless clamped at the edges
-            lo = min(max(lo, -margin), self.span_ns + margin - width)
+            lo = min(max(lo, self.start_ns - margin), self.end_ns + margin - width)
             hi = lo + width
         self.set_view(lo, hi)
 
@@ -99,50 +117,175 @@ class TimeAxis(QObject):
         self.set_view(self.lo + delta_ns, self.hi + delta_ns)
 
 
-class TimePanel(QWidget):
-    """Base of the views drawn against the shared `TimeAxis` (see the module docstring)."""
+class AxisLink(QObject):
+    """Keeps a pyqtgraph ViewBox's X range equal to a `TimeAxis` window, both ways.
 
-    def __init__(self, parent: QWidget | None = None, axis: TimeAxis | None = None):
+    The axis is the one model: a range the ViewBox gets from the mouse or its menu is handed to
+    `TimeAxis.set_view` (which may clamp it), and every change of the axis is set on the ViewBox.
+    A flag keeps the two from echoing each other.
+    """
+
+    def __init__(self, axis: TimeAxis, view_box: pg.ViewBox, parent: QObject):
         super().__init__(parent)
-        self.axis = axis if axis is not None else TimeAxis(self)
-        self.axis.changed.connect(self.update)
-        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
-        self.setMouseTracking(True)
-        self._press: QPoint | None = None
-        self._press_view = (0.0, 0.0)
-        self._dragging = False
+        self.axis = axis
+        self.view_box = view_box
+        self._busy = False
+        view_box.sigXRangeChanged.connect(self._from_view)
+        axis.changed.connect(self._from_axis)
+        self._from_axis()
 
     def set_axis(self, axis: TimeAxis) -> None:
-        self.axis.changed.disconnect(self.update)
+        self.axis.changed.disconnect(self._from_axis)
         self.axis = axis
-        axis.changed.connect(self.update)
-        self.update()
+        axis.changed.connect(self._from_axis)
+        self._from_axis()
 
-    # ---- painting ---------------------------------------------------------------------------
-    def paintEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        """Every panel paints in `_paint`; the painter is always ended, even if painting fails.
+    def close(self) -> None:
+        """Stop following: the ViewBox keeps its range, the axis forgets it."""
+        self.axis.changed.disconnect(self._from_axis)
+        self.view_box.sigXRangeChanged.disconnect(self._from_view)
+        self.setParent(None)
 
-        A failure is not raised through Qt (which would print half a message and carry on): the
-        panel says it cannot draw, and the error goes to `sys.excepthook`, which the window turns
-        into a dialog (pytest-qt into a failed test).
-        """
-        p = QPainter(self)
+    def _from_axis(self) -> None:
+        if self._busy:
+            return
+        self._busy = True
         try:
-            self._paint(p)
+            self.view_box.setXRange(self.axis.lo, self.axis.hi, padding=0)
+        finally:
+            self._busy = False
+
+    def _from_view(self, _view_box, x_range) -> None:
+        if self._busy:
+            return
+        self._busy = True
+        try:
+            self.axis.set_view(float(x_range[0]), float(x_range[1]))
+        finally:
+            self._busy = False
+        if tuple(self.view_box.viewRange()[0]) != (self.axis.lo, self.axis.hi):
+            self._from_axis()  # the axis clamped what the ViewBox asked for
+
+
+class TimeViewBox(pg.ViewBox):
+    """A ViewBox that moves in time only: wheel zooms at the cursor, drag pans, a sideways wheel
+    pans, a rectangle (its menu's 1-button mode) zooms to the times it spans; the Y range is the
+    panel's to set. Its context menu (right click) has pyqtgraph's View All, which calls
+    `view_all` (the panel shows the whole axis), and Export (PNG, SVG, CSV)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(enableMenu=True, **kwargs)
+        #: What View All does (the panel sets it); by default pyqtgraph's auto range.
+        self.view_all: Callable[[], None] | None = None
+        #: The Y range a chart wants: values up to this, and pixels of room above them.
+        self.y_top: tuple[float, int] = (1.0, 0)
+        self.setMouseEnabled(x=True, y=False)
+        self.enableAutoRange(x=False, y=False)
+        # pyqtgraph scales by 1.02 ** (delta * factor): one notch (delta 120) is WHEEL_ZOOM.
+        self.state["wheelScaleFactor"] = math.log(WHEEL_ZOOM) / (120 * math.log(1.02))
+        self.setDefaultPadding(0.0)
+
+    # pyqtgraph maps the mouse through the ViewBox's transform, updated lazily before a paint; a
+    # range set since the last paint (a new trace, another view's zoom) must be in it first.
+    def mouseDragEvent(self, ev, axis=None):  # noqa: N802 (pyqtgraph API)
+        self.updateMatrix()
+        super().mouseDragEvent(ev, axis=axis)
+
+    def autoRange(self, *args, **kwargs):  # noqa: N802 (pyqtgraph API)
+        if self.view_all is not None:
+            self.view_all()
+        else:
+            super().autoRange(*args, **kwargs)
+
+    def showAxRect(self, ax, **kwargs):  # noqa: N802 (pyqtgraph API)
+        """A rectangle dragged in 1-button mode: its times, not its values."""
+        self.setXRange(ax.normalized().left(), ax.normalized().right(), padding=0)
+        self.sigRangeChangedManually.emit(self.state["mouseEnabled"])
+
+    def wheelEvent(self, ev, axis=None):  # noqa: N802 (Qt API)
+        self.updateMatrix()
+        if ev.orientation() == Qt.Orientation.Horizontal:
+            lo, hi = self.viewRange()[0]
+            shift = -ev.delta() / 120 * 0.1 * (hi - lo)
+            self.setXRange(lo + shift, hi + shift, padding=0)
+            ev.accept()
+            return
+        super().wheelEvent(ev, axis=0)
+
+
+def safe_paint(paint: Callable) -> Callable:
+    """Wrap a graphics item's `paint`: a failure is not raised through Qt (which would print half a
+    message and carry on, or stop the whole scene from drawing); the item says it cannot draw and
+    the error goes to `sys.excepthook`, which the window turns into a dialog (pytest-qt into a
+    failed test)."""
+
+    @wraps(paint)
+    def wrapper(self, p: QPainter, *args):
+        p.save()
+        try:
+            paint(self, p, *args)
         except Exception as exc:
-            p.resetTransform()
-            p.setClipping(False)
-            p.fillRect(self.rect(), QColor("#ffffff"))
+            p.restore()
+            p.save()
+            rect = self.boundingRect()
+            p.fillRect(rect, BACKGROUND)
             p.setPen(QColor("#c0392b"))
-            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, f"cannot draw this view: {exc}")
+            p.drawText(rect, Qt.AlignmentFlag.AlignCenter, f"cannot draw this view: {exc}")
             sys.excepthook(type(exc), exc, exc.__traceback__)
         finally:
-            p.end()
+            p.restore()
 
-    def _paint(self, p: QPainter) -> None:
-        raise NotImplementedError
+    return wrapper
 
-    # ---- geometry ---------------------------------------------------------------------------
+
+_MOUSE_EVENTS = {
+    QEvent.Type.MouseButtonPress,
+    QEvent.Type.MouseButtonRelease,
+    QEvent.Type.MouseButtonDblClick,
+    QEvent.Type.MouseMove,
+    QEvent.Type.Wheel,
+}
+
+
+class TimePanel(pg.GraphicsView):
+    """Base of the views drawn against the shared `TimeAxis` (see the module docstring).
+
+    Subclasses put their items in `self.grid` (a pyqtgraph `GraphicsLayout` filling the view),
+    link each ViewBox to the axis with `link_view_box`, and implement `describe_at` (the hover
+    text at an instant) or `on_hover`. `_paint` draws over everything, in widget pixels.
+    """
+
+    def __init__(self, parent: QWidget | None = None, axis: TimeAxis | None = None):
+        super().__init__(parent, background=BACKGROUND)
+        self.axis = axis if axis is not None else TimeAxis(self)
+        #: The items, in rows and columns (pyqtgraph's `GraphicsLayout`, filling the view).
+        self.grid = pg.GraphicsLayout()
+        self.grid.setContentsMargins(0, 0, 0, 0)
+        self.grid.setSpacing(0)
+        self.grid.layout.setColumnStretchFactor(1, 1)  # the plots take what the gutters leave
+        self.setCentralItem(self.grid)
+        self.links: list[AxisLink] = []
+        self.hover_text = ""
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+
+    # ---- the axis ---------------------------------------------------------------------------
+    def link_view_box(self, view_box: pg.ViewBox) -> AxisLink:
+        link = AxisLink(self.axis, view_box, self)
+        self.links.append(link)
+        return link
+
+    def unlink_view_boxes(self) -> None:
+        for link in self.links:
+            link.close()
+        self.links = []
+
+    def set_axis(self, axis: TimeAxis) -> None:
+        self.axis = axis
+        for link in self.links:
+            link.set_axis(axis)
+        self.viewport().update()
+
+    # ---- geometry (widget pixels; every panel puts its plots at the same x) -----------------
     def plot_left(self) -> int:
         return GUTTER
 
@@ -153,90 +296,80 @@ class TimePanel(QWidget):
         return (self.axis.hi - self.axis.lo) / self.plot_width()
 
     def x_of(self, t_rel: float) -> float:
-        """Widget x of a time (ns from the axis origin)."""
+        """Widget x of a time (ns on the axis)."""
         return GUTTER + (t_rel - self.axis.lo) / self.ns_per_px()
 
     def t_of(self, x: float) -> float:
         return self.axis.lo + (x - GUTTER) * self.ns_per_px()
 
-    def plot_rect(self, top: int = 0, bottom: int = 0) -> QRect:
-        return QRect(GUTTER, top, self.plot_width(), max(0, self.height() - top - bottom))
+    def refresh(self) -> None:
+        """Repaint everything the view shows."""
+        self.viewport().update()
 
-    # ---- drawing helpers --------------------------------------------------------------------
-    def draw_grid(self, p: QPainter, top: int, bottom: int) -> None:
-        """Vertical lines at the time ticks, between y=top and y=bottom."""
-        ticks, *_ = time_ticks(self.axis.lo, self.axis.hi, max(2, self.plot_width() // 110))
-        p.setPen(QPen(GRID, 1))
-        right = GUTTER + self.plot_width()
-        for t in ticks:
-            x = int(round(self.x_of(t)))
-            if GUTTER <= x < right:
-                p.drawLine(x, top, x, bottom)
+    def render(self, target, *args, **kwargs):
+        """`QWidget.render` onto a paint device (the widget as on screen), or, given a painter,
+        `QGraphicsView.render` (the scene)."""
+        if isinstance(target, QPainter):
+            return super().render(target, *args, **kwargs)
+        self.scene().prepareForPaint()
+        return QWidget.render(self, target, *args, **kwargs)
 
-    def draw_gutter(self, p: QPainter, top: int = 0) -> None:
-        p.fillRect(0, top, GUTTER, self.height() - top, GUTTER_BG)
-        p.fillRect(GUTTER - 1, top, 1, self.height() - top, QColor("#cfd5dc"))
-        p.fillRect(GUTTER + self.plot_width(), top, RIGHT_MARGIN, self.height() - top, GUTTER_BG)
+    # ---- painting over the plots -------------------------------------------------------------
+    def drawForeground(self, painter: QPainter, rect: QRectF) -> None:  # noqa: N802 (Qt API)
+        """Scene coordinates are widget pixels here (pyqtgraph maps the scene 1:1)."""
+        super().drawForeground(painter, rect)
+        painter.save()
+        try:
+            self._paint(painter)
+        except Exception as exc:
+            painter.restore()
+            painter.save()
+            painter.fillRect(self.rect(), BACKGROUND)
+            painter.setPen(QColor("#c0392b"))
+            painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, f"cannot draw this view: {exc}")
+            sys.excepthook(type(exc), exc, exc.__traceback__)
+        finally:
+            painter.restore()
 
-    # ---- navigation (Perfetto-like) ---------------------------------------------------------
-    def scroll_vertical(self, pixels: int) -> bool:
-        """Views with more content than height scroll here; returns whether it scrolled."""
-        return False
+    def _paint(self, p: QPainter) -> None:
+        """What the panel draws over its plots, in widget pixels (by default: nothing)."""
 
-    def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802 (Qt API)
-        dy = event.angleDelta().y()
-        dx = event.angleDelta().x()
-        x = event.position().x()
-        mods = event.modifiers()
-        if dy and (mods & Qt.KeyboardModifier.ShiftModifier or x < GUTTER):
-            if self.scroll_vertical(-dy // 2):
-                event.accept()
-                return
-        if dx and not dy:
-            self.axis.pan(-dx / 120 * 0.1 * (self.axis.hi - self.axis.lo))
-        elif dy:
-            anchor = self.t_of(min(max(x, GUTTER), GUTTER + self.plot_width()))
-            self.axis.zoom(0.8 ** (dy / 120), anchor)
-        event.accept()
+    def draw_message_line(self, p: QPainter, title: str, text: str) -> None:
+        """One line: `title` in bold in the gutter, `text` in the plot area (a panel with no data)."""
+        h = min(self.height(), 28)
+        p.fillRect(0, 0, GUTTER, self.height(), GUTTER_BG)
+        p.fillRect(GUTTER + self.plot_width(), 0, RIGHT_MARGIN, self.height(), GUTTER_BG)
+        bold = QFont(self.font())
+        bold.setBold(True)
+        p.setFont(bold)
+        p.setPen(QColor("#1f2933"))
+        p.drawText(QRectF(8, 0, GUTTER - 12, h), Qt.AlignmentFlag.AlignVCenter, title)
+        p.setFont(self.font())
+        p.setPen(QColor("#77828d"))
+        p.drawText(QRectF(GUTTER + 8, 0, self.plot_width() - 8, h), Qt.AlignmentFlag.AlignVCenter, text)
 
-    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802
-        if event.button() == Qt.MouseButton.LeftButton:
-            self._press = event.position().toPoint()
-            self._press_view = (self.axis.lo, self.axis.hi)
-            self._dragging = False
-        super().mousePressEvent(event)
+    # ---- events -------------------------------------------------------------------------------
+    def event(self, ev: QEvent) -> bool:
+        # Mouse and wheel events sent to the view itself (QTest, accessibility tools) are handled
+        # as if sent to its viewport, which covers the view exactly (no frame, no scroll bars).
+        if ev.type() in _MOUSE_EVENTS:
+            return self.viewportEvent(ev)
+        return super().event(ev)
 
-    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802
-        if self._press is not None and event.buttons() & Qt.MouseButton.LeftButton:
-            dx = event.position().x() - self._press.x()
-            if self._dragging or abs(dx) > 3:
-                self._dragging = True
-                lo, hi = self._press_view
-                shift = -dx * (hi - lo) / self.plot_width()
-                self.axis.set_view(lo + shift, hi + shift)
-                self.setCursor(Qt.CursorShape.ClosedHandCursor)
-        else:
-            self.on_hover(event.position().toPoint())
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt API)
         super().mouseMoveEvent(event)
+        if not event.buttons():
+            self.on_hover(event.position().toPoint())
 
-    def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802
-        if event.button() == Qt.MouseButton.LeftButton and self._press is not None:
-            if not self._dragging:
-                self.on_click(event.position().toPoint())
-            self._press = None
-            self._dragging = False
-            self.unsetCursor()
-        super().mouseReleaseEvent(event)
+    def leaveEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        self.hover_text = ""
+        super().leaveEvent(event)
 
-    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:  # noqa: N802
-        if event.button() == Qt.MouseButton.LeftButton:
-            self.on_double_click(event.position().toPoint())
-
-    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt API)
         key = event.key()
         anchor = None
         pos = self.mapFromGlobal(self.cursor().pos())
-        if self.rect().contains(pos) and pos.x() >= GUTTER:
+        if self.rect().contains(pos) and GUTTER <= pos.x() < GUTTER + self.plot_width():
             anchor = self.t_of(pos.x())
         width = self.axis.hi - self.axis.lo
         if key == Qt.Key.Key_W:
@@ -254,12 +387,18 @@ class TimePanel(QWidget):
             return
         event.accept()
 
-    # hooks for subclasses
+    # ---- hover ------------------------------------------------------------------------------
+    def describe_at(self, t_rel: float) -> str:
+        """What the view says at one instant (ns on the axis): the tooltip's text."""
+        return ""
+
     def on_hover(self, pos: QPoint) -> None:
-        pass
-
-    def on_click(self, pos: QPoint) -> None:
-        pass
-
-    def on_double_click(self, pos: QPoint) -> None:
-        pass
+        if not GUTTER <= pos.x() < GUTTER + self.plot_width():
+            text = ""
+        else:
+            text = self.describe_at(self.t_of(pos.x()))
+        self.hover_text = text
+        if text:
+            QToolTip.showText(self.mapToGlobal(pos), text, self)
+        else:
+            QToolTip.hideText()

@@ -1,16 +1,20 @@
-"""The timeline: one lane per CPU thread and per GPU stream, every event drawn by one painter.
+"""The timeline: one lane per CPU thread and per GPU stream, every event drawn by one item.
 
-Like pyqtgraph's BarGraphItem, one item draws all shapes: `TimelineView.paintEvent` asks the
-level-of-detail index (`widgets.lod`) for what is visible in the visible rows, paints it into one
-RGB32 buffer with numpy (a few array passes the size of the visible pixels), and hands that to
-Qt as a single image; only then are the few things that need Qt's text engine drawn on top
-(names inside events wide enough to hold them, lane labels, the time ruler). So a frame costs what
-the pixels cost whether the trace holds ten thousand events or ten million.
+The view is a pyqtgraph scene like the charts': a time ruler (pyqtgraph's axis, `TimeAxisItem`)
+over a `ViewBox` linked to the shared `TimeAxis`, lane labels in the gutter, a scroll bar in the
+right margin. The lanes are one graphics item, `TimelineItem`: like pyqtgraph's BarGraphItem, one
+item draws all shapes. It asks the level-of-detail index (`widgets.lod`) for what is visible in
+the visible rows, paints it into one RGB32 buffer with numpy (a few array passes the size of the
+visible pixels), and hands that to Qt as a single image; only then are the few things that need
+Qt's text engine drawn on top (names inside events wide enough to hold them). So a frame costs
+what the pixels cost whether the trace holds ten thousand events or ten million.
 
 Lanes are grouped main thread / inter-op pool / autograd / other threads for CPU and by device
 for GPU streams. Events are coloured by branch, and by kind on GPU lanes (`widgets.colors`).
 Hover shows an event's details, click selects it (`eventSelected`), double-click zooms to it,
-Ctrl+F finds events by name and highlights them; navigation is `TimePanel`'s.
+Ctrl+F finds events by name and highlights them. The wheel zooms and a drag pans (the ViewBox's),
+W/S/A/D/0 as in every panel (`TimePanel`); Shift+wheel, or the wheel over the lane labels, scrolls
+the lanes.
 """
 
 from __future__ import annotations
@@ -19,16 +23,36 @@ import bisect
 from dataclasses import dataclass
 
 import numpy as np
-from PySide6.QtCore import QPoint, QRect, Qt, QTimer, Signal
+import pyqtgraph as pg
+from PySide6.QtCore import QPoint, QRect, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QKeySequence, QPainter, QPen
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QLineEdit, QToolButton, QToolTip, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QSizePolicy,
+    QToolButton,
+    QToolTip,
+    QWidget,
+)
 
 from branchscope.profiling.trace.analyses import branch_assignment
 from branchscope.profiling.trace.model import ROLE_ORDER, Trace
 from branchscope.widgets import colors
+from branchscope.widgets.charts import GutterText, TimeAxisItem
 from branchscope.widgets.event_info import describe_event, rows_to_html, rows_to_text
-from branchscope.widgets.lod import TimelineLod, pixel_spans, rasterize
-from branchscope.widgets.time_axis import AXIS_TEXT, GUTTER, RIGHT_MARGIN, TimeAxis, TimePanel
+from branchscope.widgets.lod import Scratch, TimelineLod, pixel_spans, rasterize
+from branchscope.widgets.time_axis import (
+    AXIS_TEXT,
+    GUTTER,
+    GUTTER_BG,
+    RIGHT_MARGIN,
+    TimeAxis,
+    TimePanel,
+    TimeViewBox,
+    safe_paint,
+)
 from branchscope.widgets.trace_cache import derived
 from branchscope.widgets.units import format_duration, time_ticks
 
@@ -132,6 +156,82 @@ def _derive(trace: Trace, branches):
     return branches, keys, TimelineLod(trace)
 
 
+class TimelineItem(pg.GraphicsObject):
+    """The lanes: every event of every visible row, in one item (see the module docstring).
+
+    It lives in the view's ViewBox, in the ViewBox's own pixels (not its data coordinates: the
+    raster is made for exact pixel columns of the axis window), and paints through the view's
+    `_paint_lanes`, which works in widget pixels.
+    """
+
+    def __init__(self, view: TimelineView):
+        super().__init__()
+        self.view = view
+        self.setParentItem(view.vb)
+        self.setZValue(10)  # over the ViewBox's (empty) data
+        view.vb.sigResized.connect(lambda _vb: self.prepareGeometryChange())
+
+    def boundingRect(self) -> QRectF:  # noqa: N802 (Qt API)
+        return QRectF(0, 0, self.view.vb.width(), self.view.vb.height())
+
+    @safe_paint
+    def paint(self, p: QPainter, *args) -> None:
+        p.translate(-GUTTER, -RULER_H)  # widget pixels
+        self.view._paint_lanes(p)
+
+    def mouseClickEvent(self, ev) -> None:  # noqa: N802 (pyqtgraph API)
+        """Left click selects (pyqtgraph tells a click from a drag); right click is the ViewBox's."""
+        if ev.button() != Qt.MouseButton.LeftButton:
+            ev.ignore()
+            return
+        ev.accept()
+        if not ev.double():
+            self.view.on_click(self.view.mapFromScene(ev.scenePos()))
+
+
+class _GutterItem(pg.GraphicsWidget):
+    """The lane labels left of the lanes (drawn by the view, cached in an image)."""
+
+    def __init__(self, view: TimelineView):
+        super().__init__()
+        self.view = view
+        self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Ignored)
+        self.setFixedWidth(GUTTER)
+        self.setMinimumHeight(0)
+
+    @safe_paint
+    def paint(self, p: QPainter, *args) -> None:
+        p.translate(0, -RULER_H)  # widget pixels
+        self.view._draw_gutter_cached(p, self.view._image_height())
+
+
+class _ScrollItem(pg.GraphicsWidget):
+    """The scroll bar in the right margin (painted: a QScrollBar child would be repainted, at a
+    cost of milliseconds, with every frame of the timeline). The view takes its mouse events."""
+
+    def __init__(self, view: TimelineView):
+        super().__init__()
+        self.view = view
+        self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Ignored)
+        self.setFixedWidth(RIGHT_MARGIN)
+        self.setMinimumHeight(0)
+
+    def paint(self, p: QPainter, *args) -> None:
+        p.fillRect(self.rect(), GUTTER_BG)
+        handle = self.view._scroll_handle()
+        if handle is not None:
+            p.fillRect(handle.translated(-(GUTTER + self.view.plot_width()), -RULER_H), QColor("#b4bdc7"))
+
+
+class _Ruler(TimeAxisItem):
+    """The time ruler over the lanes: pyqtgraph's axis with the timeline's ticks, on its band."""
+
+    def paint(self, p, opt, widget):
+        rect = self.mapRectFromParent(self.geometry())
+        p.fillRect(rect, QColor("#f7f8fa"))
+        super().paint(p, opt, widget)
+
+
 class TimelineView(TimePanel):
     """Lanes of events over the shared time axis (see the module docstring)."""
 
@@ -171,8 +271,50 @@ class TimelineView(TimePanel):
         self._elided: dict[tuple[int, int], str] = {}
         self._scroll_drag: tuple[int, int] | None = None
         self._gutter_cache: tuple[tuple, QImage] | None = None
+        self._scratch = Scratch()
+        self._match_scratch = Scratch()
+        #: The instant of the shown trace drawn at the axis' 0 (trace clock, ns), and where the
+        #: trace's first event sits on the axis (the LOD index counts from there).
+        self.origin_ns = 0
+        self._shift = 0.0
+
+        self.vb = TimeViewBox()
+        self.vb.setYRange(0.0, 1.0, padding=0)
+        self.vb.view_all = lambda: self.axis.reset()
+        self.ruler = _Ruler("top")
+        self.ruler.setHeight(RULER_H)
+        self.ruler.setStyle(tickLength=-6, tickTextOffset=2)
+        self.ruler.setPen(pg.mkPen("#cfd5dc"))
+        self.ruler.setTextPen(pg.mkPen(AXIS_TEXT))
+        self.ruler.setTickPen(pg.mkPen(AXIS_TEXT))
+        self.ruler.linkToView(self.vb)
+        self.showing = GutterText(GUTTER)
+        self.showing.setMaximumHeight(RULER_H)
+        self.grid.addItem(self.showing, 0, 0)
+        self.grid.addItem(self.ruler, 0, 1)
+        self.grid.addItem(_ScrollItem(self), 0, 2)
+        self.grid.addItem(_GutterItem(self), 1, 0)
+        self.grid.addItem(self.vb, 1, 1)
+        self.grid.addItem(_ScrollItem(self), 1, 2)
+        self.grid.layout.setRowFixedHeight(0, RULER_H)
+        self.item = TimelineItem(self)
+        self.link_view_box(self.vb)
+        self.axis.changed.connect(self._axis_changed)
         self._find_bar = FindBar(self)
         self.setMinimumHeight(140)
+        self._axis_changed()
+
+    def set_axis(self, axis: TimeAxis) -> None:
+        self.axis.changed.disconnect(self._axis_changed)
+        super().set_axis(axis)
+        axis.changed.connect(self._axis_changed)
+        self._axis_changed()
+
+    def _axis_changed(self) -> None:
+        self.showing.set_html(
+            f"<span style='color:{AXIS_TEXT.name()}'>showing {format_duration(self.axis.hi - self.axis.lo)}</span>"
+        )
+        self.refresh()
 
     # ---- data -------------------------------------------------------------------------------
     def prepare(self, trace: Trace) -> None:
@@ -182,10 +324,12 @@ class TimelineView(TimePanel):
         """
         derived(trace, "timeline", lambda: _derive(trace, None))
 
-    def set_trace(self, trace: Trace | None, branches=None) -> None:
-        """Show `trace`; `branches` is a `branchscope.profiling.trace.analyses.BranchAssignment` (computed if None).
+    def set_trace(self, trace: Trace | None, origin_ns: int | None = None, *, branches=None) -> None:
+        """Show `trace` with its instant `origin_ns` (default: its first event) at the axis' 0;
+        `branches` is a `branchscope.profiling.trace.analyses.BranchAssignment` (computed if None).
 
-        What can fail is built first: if it raises, the view still shows what it showed.
+        What can fail is built first: if it raises, the view still shows what it showed. Shown
+        alone (no origin given), the trace's extent becomes the axis' and all of it is shown.
         """
         if trace is not None:
             if branches is None:
@@ -202,31 +346,46 @@ class TimelineView(TimePanel):
         if trace is None:
             self.lod = None
             self.lane_rows, self.group_headers = [], []
-            self.update()
+            self._gutter_cache = None
+            self.refresh()
             return
         self._keys, self.lod = keys, lod
         self.branch_names = list(branches.names)
         self.event_branch = np.asarray(branches.event_branch)
         start, end = trace.span()
-        if (self.axis.origin_ns, self.axis.span_ns) != (start, float(max(end - start, 1))):
-            self.axis.set_bounds(start, end)
-        else:
-            self.axis.reset()
+        self.origin_ns = int(start) if origin_ns is None else int(origin_ns)
+        self._shift = float(int(start) - self.origin_ns)
+        if origin_ns is None:
+            if not self.axis.covers(0.0, float(end - start)):
+                self.axis.set_bounds(0.0, float(end - start))
+            else:
+                self.axis.reset()
         self._layout()
-        self.update()
+        self.refresh()
+
+    def has_data(self) -> bool:
+        return self.trace is not None and len(self.trace) > 0
+
+    @property
+    def no_data_text(self) -> str:
+        return "no events in this trace"
+
+    def axis_time(self, t_ns: int) -> float:
+        """Where an instant of the trace's clock sits on the axis (ns)."""
+        return float(int(t_ns) - self.origin_ns)
 
     def set_time_range(self, start_ns: int, end_ns: int) -> None:
         """Show [start_ns, end_ns] of the trace's clock (the clock of `Trace.span()`)."""
-        self.axis.set_view_abs(start_ns, end_ns)
+        self.axis.set_view(self.axis_time(start_ns), self.axis_time(end_ns))
 
     def time_range(self) -> tuple[int, int]:
-        return self.axis.view_abs()
+        return (self.origin_ns + int(round(self.axis.lo)), self.origin_ns + int(round(self.axis.hi)))
 
     def set_row_height(self, pixels: int) -> None:
         """Height of one nesting row; below 12 pixels lanes are packed tighter too."""
         self.row_height = max(4, int(pixels))
         self._layout()
-        self.update()
+        self.refresh()
 
     @property
     def lane_pad(self) -> int:
@@ -285,7 +444,7 @@ class TimelineView(TimePanel):
         value = min(max(0, int(value)), self.max_scroll())
         if value != self._scroll:
             self._scroll = value
-            self.update()
+            self.refresh()
 
     def scroll_vertical(self, pixels: int) -> bool:
         if self.max_scroll() <= 0:
@@ -315,6 +474,21 @@ class TimelineView(TimePanel):
             return
         super().mousePressEvent(event)
 
+    def mouseDoubleClickEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        if event.button() == Qt.MouseButton.LeftButton and event.position().x() < GUTTER + self.plot_width():
+            self.on_double_click(event.position().toPoint())
+            event.accept()
+            return
+        super().mouseDoubleClickEvent(event)
+
+    def wheelEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        dy = event.angleDelta().y()
+        shift = event.modifiers() & Qt.KeyboardModifier.ShiftModifier
+        if dy and (shift or event.position().x() < GUTTER) and self.scroll_vertical(-dy // 2):
+            event.accept()
+            return
+        super().wheelEvent(event)
+
     def mouseMoveEvent(self, event) -> None:  # noqa: N802 (Qt API)
         if self._scroll_drag is not None:
             y0, s0 = self._scroll_drag
@@ -331,10 +505,12 @@ class TimelineView(TimePanel):
         super().mouseReleaseEvent(event)
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(event)
+        if not hasattr(self, "_find_bar"):  # pyqtgraph resizes while the view is being made
+            return
         self._gutter_cache = None
         self._set_scroll(self._scroll)
         self._place_find_bar()
-        super().resizeEvent(event)
 
     def lane_rect(self, lane_index: int) -> QRect | None:
         """The lane's rectangle in widget coordinates (may lie outside the widget when scrolled)."""
@@ -355,7 +531,7 @@ class TimelineView(TimePanel):
         for lr in self.lane_rows:
             if lr.lane == lane:
                 k = min(int(self.trace.depth[i]), len(lr.rows) - 1)
-                s = float(self.trace.start_ns[i] - self.axis.origin_ns)
+                s = self.axis_time(self.trace.start_ns[i])
                 # Clamped just outside the plot: an event far wider than the view (zoomed in on
                 # it) would have x beyond the 32-bit range of a QRect.
                 left, right = GUTTER - 2.0, GUTTER + self.plot_width() + 2.0
@@ -409,21 +585,21 @@ class TimelineView(TimePanel):
                 painted.append(lr.lane)
         return rows, row_y, row_bg, y_map, painted
 
-    def _paint(self, p: QPainter) -> None:
+    def _paint_lanes(self, p: QPainter) -> None:
+        """The lanes, in widget pixels (the plot area right of the gutter, below the ruler)."""
         w_px = self.plot_width()
         img_h = self._image_height()
         if self.trace is None or self.lod is None:
-            p.fillRect(self.rect(), QColor("#ffffff"))
             self.painted_lanes = []
-            self.draw_gutter(p, 0)
             p.setPen(AXIS_TEXT)
             p.drawText(
-                self.plot_rect(RULER_H),
+                QRect(GUTTER, RULER_H, w_px, img_h),
                 Qt.AlignmentFlag.AlignCenter,
                 "Open a trace (File → Open trace…, or drop a file here) or run a model.",
             )
             return
-        lo, hi = self.axis.lo, self.axis.hi
+        # The LOD index counts from the trace's first event, the axis from the panel's origin.
+        lo, hi = self.axis.lo - self._shift, self.axis.hi - self._shift
         nspp = (hi - lo) / w_px
         rows, row_y, row_bg, y_map, painted = self._visible_rows(img_h)
         self.painted_lanes = painted
@@ -431,6 +607,11 @@ class TimelineView(TimePanel):
         rows_arr = np.asarray(rows, dtype=np.int64)
         find_on = self._match_lod is not None or self._match_text != ""
         vis = None
+        # The painted rows, then one line of each colour in _CODE_COLORS (the y map's negative
+        # codes), in arrays kept from frame to frame.
+        extra = np.array([_CODE_COLORS[c] for c in (_BG_A, _BG_B, _SEP, _HEADER)], dtype=np.uint32)
+        ext = self._scratch.get("ext", (n_rows + extra.size) * w_px, np.uint32).reshape(-1, w_px)
+        ext[n_rows:] = extra[:, None]
         if n_rows:
             vis = self.lod.visible(rows_arr, lo, hi, nspp)
             x0, x1 = pixel_spans(vis.start_rel, vis.end_rel, lo, nspp, w_px)
@@ -438,22 +619,26 @@ class TimelineView(TimePanel):
             keys = self._keys[rep]
             palette = colors.DIMMED_PALETTE if find_on else colors.PALETTE
             lines, _ = rasterize(
-                vis.row_pos, x0, x1, palette[keys], n_rows, w_px, np.asarray(row_bg, np.uint32)
-            )
+                vis.row_pos, x0, x1, palette[keys], n_rows, w_px, np.asarray(row_bg, np.uint32),
+                scratch=self._scratch, out=ext[:n_rows],
+            )  # fmt: skip
             if self._match_lod is not None:
                 mv = self._match_lod.visible(rows_arr, lo, hi, nspp)
                 mx0, mx1 = pixel_spans(mv.start_rel, mv.end_rel, lo, nspp, w_px)
                 hl = np.full(mx0.size, colors.PALETTE[colors.HIGHLIGHT_KEY], dtype=np.uint32)
-                _, mcov = rasterize(mv.row_pos, mx0, mx1, hl, n_rows, w_px, 0)
+                _, mcov = rasterize(mv.row_pos, mx0, mx1, hl, n_rows, w_px, 0, scratch=self._match_scratch)
                 lines[mcov] = colors.PALETTE[colors.HIGHLIGHT_KEY]
-        else:
-            lines = np.zeros((0, w_px), dtype=np.uint32)
-        extra = np.array([_CODE_COLORS[c] for c in (_BG_A, _BG_B, _SEP, _HEADER)], dtype=np.uint32)
-        ext = np.concatenate([lines, np.repeat(extra[:, None], w_px, axis=1)], axis=0)
         idx = np.where(y_map >= 0, y_map, n_rows - 1 - y_map)
-        img = np.ascontiguousarray(ext[idx])
-        ticks, unit, scale, decimals = time_ticks(lo, hi, max(2, w_px // 110))
-        cols = np.array([int(round((t - lo) / nspp)) for t in ticks], dtype=np.int64)
+        img = np.take(
+            ext,
+            idx,
+            axis=0,
+            out=self._scratch.get("img", img_h * w_px, np.uint32).reshape(img_h, w_px),
+            mode="clip",
+        )
+        # Grid lines where the ruler has its ticks.
+        ticks, *_ = time_ticks(self.axis.lo, self.axis.hi, max(2, w_px // TimeAxisItem.TICK_PX))
+        cols = np.array([int(round((t - self.axis.lo) / nspp)) for t in ticks], dtype=np.int64)
         cols = cols[(cols >= 0) & (cols < w_px)]
         if cols.size:
             sub = img[:, cols]
@@ -465,16 +650,6 @@ class TimelineView(TimePanel):
         if vis is not None and vis.index.size:
             self._draw_labels(p, vis, x0, x1, keys, row_y, find_on)
         self._draw_marks(p)
-        self._draw_ruler(p, ticks, unit, scale, decimals)
-        self._draw_gutter_cached(p, img_h)
-        self._draw_scroll(p, img_h)
-
-    def _draw_scroll(self, p: QPainter, img_h: int) -> None:
-        x = GUTTER + self.plot_width()
-        p.fillRect(x, RULER_H, self.width() - x, img_h, QColor("#eef1f4"))
-        handle = self._scroll_handle()
-        if handle is not None:
-            p.fillRect(handle, QColor("#b4bdc7"))
 
     def _draw_gutter_cached(self, p: QPainter, img_h: int) -> None:
         """Lane labels change only with scrolling or layout, so they are drawn once into an image."""
@@ -562,27 +737,6 @@ class TimelineView(TimePanel):
                 p.drawRect(r.adjusted(0, 0, -1, -1))
         p.setClipping(False)
 
-    def _draw_ruler(self, p: QPainter, ticks, unit, scale, decimals) -> None:
-        p.fillRect(0, 0, self.width(), RULER_H, QColor("#f7f8fa"))
-        p.fillRect(0, RULER_H - 1, self.width(), 1, QColor("#cfd5dc"))
-        p.setFont(self.font())
-        p.setPen(AXIS_TEXT)
-        right = GUTTER + self.plot_width()
-        fm = QFontMetrics(self.font())
-        for t in ticks:
-            x = int(round(self.x_of(t)))
-            if not GUTTER <= x < right:
-                continue
-            p.drawLine(x, RULER_H - 6, x, RULER_H - 1)
-            label = f"{t / scale:.{decimals}f} {unit}"
-            if x + 3 + fm.horizontalAdvance(label) < right:
-                p.drawText(x + 3, RULER_H - 8, label)
-        p.drawText(
-            QRect(6, 0, GUTTER - 10, RULER_H - 1),
-            Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
-            f"showing {format_duration(self.axis.hi - self.axis.lo)}",
-        )
-
     def _draw_lane_labels(self, p: QPainter, img_h: int) -> None:
         p.fillRect(0, RULER_H, GUTTER, img_h, QColor("#eef1f4"))
         p.fillRect(GUTTER - 1, RULER_H, 1, img_h, QColor("#cfd5dc"))
@@ -642,10 +796,10 @@ class TimelineView(TimePanel):
         k = (cy - lr.top - self.lane_pad // 2) // self.row_height
         if k < 0 or k >= len(lr.rows):
             return -1
-        return self._hit(lr.rows.start + k, self.t_of(x + 0.5), 3 * self.ns_per_px())
+        return self._hit(lr.rows.start + k, self.t_of(x + 0.5) - self._shift, 3 * self.ns_per_px())
 
     def _hit(self, row: int, t: float, tol: float) -> int:
-        """The event of LOD row `row` at time `t` (ns from the origin): the deepest one containing
+        """The event of LOD row `row` at time `t` (ns from the trace's first event): the deepest one containing
         `t`, else the nearest within `tol`, else -1.
 
         The candidates are the row's raw events that start by t + tol and whose running-maximum end
@@ -699,20 +853,20 @@ class TimelineView(TimePanel):
             self.hover_text = ""
             QToolTip.hideText()
         self.eventHovered.emit(i)
-        self.update()
+        self.refresh()
 
     def leaveEvent(self, event) -> None:  # noqa: N802 (Qt API)
         if self.hovered_event >= 0:
             self.hovered_event = -1
             self.hover_text = ""
             self.eventHovered.emit(-1)
-            self.update()
+            self.refresh()
         super().leaveEvent(event)
 
     def select_event(self, i: int) -> None:
         self.selected = int(i)
         self.eventSelected.emit(self.selected)
-        self.update()
+        self.refresh()
 
     def on_click(self, pos: QPoint) -> None:
         self.select_event(self.event_at(pos))
@@ -724,7 +878,7 @@ class TimelineView(TimePanel):
             self.zoom_to_event(i)
 
     def zoom_to_event(self, i: int) -> None:
-        s = float(self.trace.start_ns[i] - self.axis.origin_ns)
+        s = self.axis_time(self.trace.start_ns[i])
         d = float(self.trace.dur_ns[i])
         pad = max(0.1 * d, 500.0)
         self.axis.set_view(s - pad, s + d + pad)
@@ -778,7 +932,7 @@ class TimelineView(TimePanel):
             n = int(self.matches.size)
             self._find_bar.count.setText(f"{n:,} match" + ("" if n == 1 else "es"))
         self.findChanged.emit(int(self.matches.size))
-        self.update()
+        self.refresh()
         return int(self.matches.size)
 
     def find_next(self) -> int:
@@ -789,7 +943,7 @@ class TimelineView(TimePanel):
         self._match_pos = (self._match_pos + 1) % order.size
         i = int(order[self._match_pos])
         self.select_event(i)
-        s = float(self.trace.start_ns[i] - self.axis.origin_ns)
+        s = self.axis_time(self.trace.start_ns[i])
         d = float(self.trace.dur_ns[i])
         width = self.axis.hi - self.axis.lo
         if d > width * 0.8:
