@@ -193,7 +193,7 @@ def test_each_trace_is_shown_from_its_own_origin(qtbot, traces):
     qtbot.addWidget(ws)
     start = fork.span()[0]
     ws.show_traces([ShownTrace(fork), ShownTrace(seq, origin_ns=start + 1000)])
-    assert [ws.panel("marks", r).origin_ns for r in (0, 1)] == [None, start + 1000]
+    assert [ws.panel("marks", r).origin_ns for r in (0, 1)] == [start, start + 1000]
     # The axis holds both: the sequential run from 1 µs before its origin to its end.
     assert ws.axis.span_ns == max(_span(fork), _span(seq) - 1000) + 1000
 

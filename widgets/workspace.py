@@ -4,7 +4,8 @@ Each shown trace gets a row: one panel of every kind in `PANELS` (timeline, thre
 charts, memory), all drawing through the workspace's one `TimeAxis`, so zooming or panning any
 panel moves every row, and a given instant sits at the same x from top to bottom. A trace is
 shown with its own origin (`ShownTrace.origin_ns`, on its own clock; None: its first event) at
-the axis' 0, so two runs, or the ranks of a job, line up on one scale.
+the axis' 0, so two runs, or the ranks of a job, line up on one scale. The axis spans the union of
+the traces so counted, and shows all of it after each `show_traces`.
 
 Panels follow `widgets/panel.py`'s protocol. Showing is all or nothing: every panel of every row
 prepares its trace first (what can fail, with nothing on screen changed), then the traces are
@@ -19,9 +20,8 @@ A new panel is one file in `widgets/` plus one line in `PANELS`.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
@@ -81,56 +81,16 @@ class ShownTrace:
     def extent(self) -> tuple[int, int]:
         """The trace's span relative to its origin."""
         start, end = self.trace.span()
-        origin = start if self.origin_ns is None else int(self.origin_ns)
-        return start - origin, end - origin
+        return start - self.origin, end - self.origin
+
+    @property
+    def origin(self) -> int:
+        """The origin, the trace's first event when not given."""
+        return int(self.trace.span()[0]) if self.origin_ns is None else int(self.origin_ns)
 
 
-def _prepare(panel: QWidget, trace: Trace) -> None:
-    prepare = getattr(panel, "prepare", None)
-    if prepare is not None:
-        prepare(trace)
-
-
-def _takes_origin(panel: QWidget) -> bool:
-    try:
-        params = inspect.signature(panel.set_trace).parameters
-    except (TypeError, ValueError):
-        return False
-    return "origin_ns" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-
-
-def _set_trace(panel: QWidget, trace: Trace | None, origin_ns: int | None) -> None:
-    # Without an origin the panel's default (the trace's first event) holds: the call stays the
-    # plain `set_trace(trace)` every panel takes.
-    if origin_ns is None:
-        panel.set_trace(trace)
-    elif _takes_origin(panel):
-        panel.set_trace(trace, origin_ns=origin_ns)
-    else:
-        raise TypeError(f"{type(panel).__name__}.set_trace takes no origin_ns")
-
-
-def _has_data(kind: PanelKind, panel: QWidget) -> bool:
-    if panel.trace is None:
-        return False
-    has_data = getattr(panel, "has_data", None)
-    if has_data is not None:
-        return bool(has_data())
-    return _LEGACY_HAS_DATA.get(kind.name, lambda _t: True)(panel.trace)
-
-
-def _pool_has_data(trace: Trace) -> bool:
-    from branchscope.profiling.trace.analyses import cpu_sample_tracks
-
-    return bool(trace.lanes_of("cpu", "interop") or cpu_sample_tracks(trace))
-
-
-#: For panels that do not say `has_data()` yet (widgets/panel.py's protocol): what the window
-#: decided from the trace before the workspace.
-_LEGACY_HAS_DATA: dict[str, Callable[[Trace], bool]] = {
-    "pool": _pool_has_data,
-    "memory": lambda t: bool(t.memory),
-}
+def _has_data(panel: QWidget) -> bool:
+    return panel.trace is not None and bool(panel.has_data())
 
 
 def row_sizes(kinds: Sequence[PanelKind], panels: Sequence[QWidget], total: int) -> list[int]:
@@ -143,7 +103,7 @@ def row_sizes(kinds: Sequence[PanelKind], panels: Sequence[QWidget], total: int)
     """
     main = next(k for k, kind in enumerate(kinds) if kind.main)
     charts = [k for k in range(len(kinds)) if k != main]
-    has = {k: _has_data(kinds[k], panels[k]) for k in charts}
+    has = {k: _has_data(panels[k]) for k in charts}
     mins = {k: (kinds[k].wanted(panels[k], total) if has[k] else kinds[k].empty) for k in charts}
     sizes = [0] * len(kinds)
     for k in charts:
@@ -199,14 +159,20 @@ class TraceRow(QWidget):
 
     def prepare(self, shown: ShownTrace) -> None:
         for panel in self.panels:
-            _prepare(panel, shown.trace)
+            panel.prepare(shown.trace)
 
     def show_trace(self, shown: ShownTrace | None) -> None:
         """Every panel shows `shown` (None: nothing)."""
         self.shown = shown
-        trace, origin = (shown.trace, shown.origin_ns) if shown is not None else (None, None)
-        for panel in self.panels:
-            _set_trace(panel, trace, origin)
+        if shown is None:
+            for panel in self.panels:
+                panel.set_trace(None)
+        elif shown.origin_ns is None:  # shown alone: the panels fit the axis to it
+            for panel in self.panels:
+                panel.set_trace(shown.trace)
+        else:
+            for panel in self.panels:
+                panel.set_trace(shown.trace, origin_ns=shown.origin_ns)
         self.title.setText(shown.title if shown is not None else "")
 
     def fit(self, total: int) -> None:
@@ -287,6 +253,8 @@ class TraceWorkspace(QWidget):
         panel, the axis and the layout back as they were, and the error is raised.
         """
         items = [t if isinstance(t, ShownTrace) else ShownTrace(t) for t in traces]
+        if len(items) > 1:  # several on one axis: each from an explicit origin, the axis the union
+            items = [replace(item, origin_ns=item.origin) for item in items]
         before = self.snapshot()
         new_rows = [self._make_row() for _ in range(len(items) - len(self.rows))]
         try:
@@ -318,15 +286,8 @@ class TraceWorkspace(QWidget):
         extents = [item.extent() for item in items]
         lo, hi = min(e[0] for e in extents), max(e[1] for e in extents)
         axis = self.axis
-        if hasattr(axis, "covers"):  # an axis counting from the origin common to every trace
-            if not axis.covers(lo, hi):
-                axis.set_bounds(lo, hi)
-        else:  # an axis on the first trace's clock
-            first = items[0]
-            origin = first.trace.span()[0] if first.origin_ns is None else int(first.origin_ns)
-            start, end = origin + lo, origin + hi
-            if (axis.origin_ns, axis.span_ns) != (start, float(max(end - start, 1))):
-                axis.set_bounds(start, end)
+        if not axis.covers(lo, hi):
+            axis.set_bounds(lo, hi)
         axis.reset()
 
     def _fit_rows(self, n: int) -> None:
