@@ -187,12 +187,6 @@ class GutterText(pg.GraphicsWidget):
     def set_html(self, html: str) -> None:
         self.text.setHtml(f"<div style='color:#5b6570'>{html}</div>")
 
-    def html(self) -> str:
-        return self.text.toHtml()
-
-    def plain_text(self) -> str:
-        return self.text.toPlainText()
-
     def paint(self, p, *args):
         p.fillRect(self.rect(), GUTTER_BG)
 

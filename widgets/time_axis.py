@@ -39,7 +39,6 @@ MIN_WIDTH_ULPS = 2048
 #: One notch of the mouse wheel scales the window by this much (pyqtgraph's ViewBox is set to it).
 WHEEL_ZOOM = 0.8
 GUTTER_BG = QColor("#eef1f4")
-GRID = QColor("#e3e7ec")
 AXIS_TEXT = QColor("#4a5560")
 BACKGROUND = QColor("#ffffff")
 

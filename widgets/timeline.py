@@ -40,7 +40,7 @@ from PySide6.QtWidgets import (
 from branchscope.profiling.trace.analyses import branch_assignment
 from branchscope.profiling.trace.model import ROLE_ORDER, Trace
 from branchscope.widgets import colors
-from branchscope.widgets.charts import GutterText, TimeAxisItem
+from branchscope.widgets.charts import GutterText, Strip, TimeAxisItem
 from branchscope.widgets.event_info import describe_event, rows_to_html, rows_to_text
 from branchscope.widgets.lod import Scratch, TimelineLod, pixel_spans, rasterize
 from branchscope.widgets.time_axis import (
@@ -292,7 +292,7 @@ class TimelineView(TimePanel):
         self.showing.setMaximumHeight(RULER_H)
         self.grid.addItem(self.showing, 0, 0)
         self.grid.addItem(self.ruler, 0, 1)
-        self.grid.addItem(_ScrollItem(self), 0, 2)
+        self.grid.addItem(Strip(), 0, 2)
         self.grid.addItem(_GutterItem(self), 1, 0)
         self.grid.addItem(self.vb, 1, 1)
         self.grid.addItem(_ScrollItem(self), 1, 2)
