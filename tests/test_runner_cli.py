@@ -94,7 +94,7 @@ def test_profile_writes_trace_with_cpu_samples_and_prints_summary(tmp_path, caps
     # Written once by the runner from the worker's uncompressed trace, which is gone; the reader agrees.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json", "trace.json.gz", "worker.log"]
     loaded = profiling.load_trace(tmp_path / "trace.json.gz")
-    tracks = [c for c in loaded.counters if c.cat == "cpu_sample" and c.tid == run["main_tid"]]
+    tracks = [c for c in loaded.counters if c.cat == "cpu_sample" and c.key == "cpu_pct" and c.tid == run["main_tid"]]
     assert len(tracks) == 1 and len(tracks[0].ts_ns) == len(main)
     assert loaded.metadata["branchscope"]["main_tid"] == run["main_tid"]
     _no_children_left()

@@ -6,6 +6,8 @@ import gzip
 import json
 import os
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -78,7 +80,8 @@ def test_sampler_finds_new_threads_within_a_rescan_and_forgets_ended_ones():
 
 @pytest.mark.slow
 def test_busy_op_lines_up_with_its_threads_samples(tmp_path):
-    """A 60 ms single-threaded spin between two 30 ms sleeps, against the main thread's samples.
+    """A 60 ms single-threaded spin between two 30 ms sleeps, against the main thread's samples
+(CPU plus waiting for a core: see the comment below).
 
     Robust to a loaded machine (the worker or the sampler may be preempted for a while): the edges of
     the spin seen in the samples (first and last sample at or above 50%) must fall on the op's start and
@@ -97,7 +100,11 @@ def test_busy_op_lines_up_with_its_threads_samples(tmp_path):
     samples = sorted(
         (e for e in trace["traceEvents"] if e.get("cat") == "cpu_sample" and e["tid"] == main), key=lambda e: e["ts"]
     )
-    intervals = [(a["ts"], b["ts"], b["args"]["cpu_pct"]) for a, b in zip(samples, samples[1:], strict=False)]
+    # Busy = on a core or runnable and waiting for one: a machine loaded by other work halves the
+    # spinning thread's CPU (cpu_pct ~50%), and the other half shows as waiting (wait_pct).
+    intervals = [
+        (a["ts"], b["ts"], b["args"]["cpu_pct"] + b["args"]["wait_pct"]) for a, b in zip(samples, samples[1:], strict=False)
+    ]
     period = statistics.median(e - s for s, e, _ in intervals)
     slack = TOLERANCE_US + period
     for event in busy:
@@ -116,6 +123,33 @@ def test_busy_op_lines_up_with_its_threads_samples(tmp_path):
         assert len(inside) >= 0.5 * (end - start - 2 * slack) / period
         assert len(before) >= 0.25 * (WINDOW_US - slack) / period and len(after) >= 0.25 * (WINDOW_US - slack) / period
         assert statistics.median(inside) >= BUSY_PCT
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity")
+def test_a_busy_thread_sharing_its_core_shows_as_half_running_half_waiting():
+    """Two spinning processes pinned to one core: each runs about half the time and waits the rest."""
+    spin = [sys.executable, "-c", "import os; os.sched_setaffinity(0, {%d}); exec('while True: pass')"]
+    core = min(os.sched_getaffinity(0))
+    procs = [subprocess.Popen([*spin[:2], spin[2] % core]) for _ in range(2)]
+    try:
+        sampler = ThreadCpuSampler(procs[0].pid, rescan_every=1)
+        deadline = time.monotonic() + 0.6
+        while time.monotonic() < deadline:
+            assert sampler.sample()
+            time.sleep(0.002)
+        series = sampler.series[procs[0].pid]
+        sampler.close()
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    # Over the whole window (the first sample may precede the pinning): CPU and waiting both large,
+    # together about the wall time.
+    wall = series.ts_ns[-1] - series.ts_ns[0]
+    cpu = (series.cpu_ns[-1] - series.cpu_ns[0]) / wall
+    wait = (series.wait_ns[-1] - series.wait_ns[0]) / wall
+    assert 0.25 < cpu < 0.75 and 0.25 < wait < 0.75 and cpu + wait > 0.8, (cpu, wait)
+    assert max(series.wait_pct()) > 0
 
 
 def test_wait_until_threads_sleep_tells_busy_from_idle_threads():

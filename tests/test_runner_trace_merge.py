@@ -51,7 +51,7 @@ def test_samples_go_into_the_trace_array_and_the_result_is_a_valid_trace(tmp_pat
     samples = written["traceEvents"][2:]
     assert len(samples) == added and all(e["cat"] == "cpu_sample" and e["args"]["cpu_pct"] == 100.0 for e in samples)
     loaded = profiling.load_trace(tmp_path / "trace.json.gz")
-    (track,) = [c for c in loaded.counters if c.cat == "cpu_sample"]
+    (track,) = [c for c in loaded.counters if c.cat == "cpu_sample" and c.key == "cpu_pct"]
     assert track.tid == 7 and len(track.ts_ns) == added
 
 

@@ -13,6 +13,11 @@ intervals in which the thread was seen running: totals stay exact and edges stay
 sampling period. (psutil's `threads()` gives user/system time in 10 ms clock ticks; it is the fallback
 where schedstat is missing.) Thread names come from `/proc/PID/task/TID/comm`.
 
+The same schedstat line gives the time the thread spent runnable but waiting for a core (its second
+field, `run_delay`), sampled as `wait_pct`: a busy thread that shares its core shows half a core of
+CPU and half a core of waiting, so oversubscription is told apart from idleness. The kernel adds a
+wait when it ends (the thread gets a core), so a wait shows in the interval where it ended.
+
 Clock: samples are stamped with `time.time_ns()`. A torch.profiler trace writes
 `baseTimeNanoseconds` at its top level and event `ts` in µs relative to it, so
 `unix_ns = baseTimeNanoseconds + ts * 1000`; `to_counter_events` inverts that.
@@ -113,6 +118,18 @@ class ThreadSeries:
     cpu_ns: list[int] = field(default_factory=list)
     #: Whether the thread was running (or runnable) when sampled; None where the state is unknown.
     running: list[bool | None] = field(default_factory=list)
+    #: The thread's cumulative time runnable but waiting for a core (ns; 0 where unknown).
+    wait_ns: list[int] = field(default_factory=list)
+
+    def wait_pct(self) -> list[float]:
+        """Percent of the interval (ts_ns[i-1], ts_ns[i]] the thread waited for a core, for i >= 1."""
+        pct = [0.0] * len(self.ts_ns)
+        if len(self.wait_ns) != len(self.ts_ns):  # not sampled (a series built by hand)
+            return pct
+        for i in range(1, len(self.ts_ns)):
+            span = max(self.ts_ns[i] - self.ts_ns[i - 1], 1)
+            pct[i] = min(max(100.0 * (self.wait_ns[i] - self.wait_ns[i - 1]) / span, 0.0), 100.0)
+        return pct
 
     def cpu_pct(self) -> list[float]:
         """Percent of one core over each interval (ts_ns[i-1], ts_ns[i]], for i >= 1."""
@@ -212,7 +229,7 @@ class ThreadCpuSampler:
         if not self.alive:
             return False
         t0 = time.time_ns()
-        readings: list[tuple[int, int, bool | None]] = []
+        readings: list[tuple[int, int, bool | None, int]] = []
         if self.use_schedstat:
             if self._ticks % self.rescan_every == 0 and not self._rescan():
                 self.alive = False
@@ -231,27 +248,30 @@ class ThreadCpuSampler:
                     continue
                 close = head.rfind(b")")
                 state = head[close + 2 : close + 3] if close >= 0 else b""
-                readings.append((tid, int(text.split()[0]), state == b"R" if state else None))
+                fields = text.split()
+                wait = int(fields[1]) if len(fields) > 1 else 0
+                readings.append((tid, int(fields[0]), state == b"R" if state else None, wait))
         else:
             try:
                 threads = self._psutil.threads()  # type: ignore[union-attr]
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 self.alive = False
                 return False
-            readings = [(t.id, int((t.user_time + t.system_time) * 1e9), None) for t in threads]
+            readings = [(t.id, int((t.user_time + t.system_time) * 1e9), None, 0) for t in threads]
         t1 = time.time_ns()
         if not readings:
             self.alive = False
             self.close()
             return False
         stamp = (t0 + t1) // 2
-        for tid, cpu, running in readings:
+        for tid, cpu, running, wait in readings:
             series = self.series.get(tid)
             if series is None:
                 series = self.series[tid] = ThreadSeries(tid, read_thread_name(self.pid, tid) or "?")
             series.ts_ns.append(stamp)
             series.cpu_ns.append(cpu)
             series.running.append(running)
+            series.wait_ns.append(wait)
         return True
 
     def refresh_names(self) -> None:
@@ -265,14 +285,14 @@ class ThreadCpuSampler:
         """Chrome counter events, one track per thread, `ts` in µs relative to `base_time_ns`.
 
         Each event's `cpu_pct` is the thread's CPU use over the interval that ends at its `ts`
-        (100 = one core busy all the interval).
+        (100 = one core busy all the interval), `wait_pct` its time runnable but waiting for a core.
         """
         pid = self.pid if pid is None else pid
         events: list[dict[str, Any]] = []
         for tid in sorted(self.series):
             s = self.series[tid]
             name = cpu_sample_name(tid, s.name)
-            pcts = s.cpu_pct()
+            pcts, waits = s.cpu_pct(), s.wait_pct()
             for i in range(1, len(s.ts_ns)):
                 pct = pcts[i]
                 events.append(
@@ -283,7 +303,7 @@ class ThreadCpuSampler:
                         "pid": pid,
                         "tid": tid,
                         "ts": round((s.ts_ns[i] - base_time_ns) / 1000.0, 3),
-                        "args": {"cpu_pct": round(max(pct, 0.0), 2)},
+                        "args": {"cpu_pct": round(max(pct, 0.0), 2), "wait_pct": round(waits[i], 2)},
                     }
                 )
         return events

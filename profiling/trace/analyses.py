@@ -155,6 +155,7 @@ def branch_assignment(trace: Trace) -> BranchAssignment:
     return BranchAssignment(names, event_branch)
 
 
-def cpu_sample_tracks(trace: Trace) -> list[CounterTrack]:
-    """The runner's sampled CPU use per OS thread (OpenMP workers included), in % of one core."""
-    return [c for c in trace.counters if c.cat == CPU_SAMPLE_CATEGORY]
+def cpu_sample_tracks(trace: Trace, key: str = "cpu_pct") -> list[CounterTrack]:
+    """The runner's samples per OS thread (OpenMP workers included), in % of one core: CPU use
+    (`cpu_pct`), or time runnable but waiting for a core (`wait_pct`)."""
+    return [c for c in trace.counters if c.cat == CPU_SAMPLE_CATEGORY and c.key == key]
