@@ -11,9 +11,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -21,22 +19,12 @@ import pytest
 
 from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.run.runner import run_profile, stop_on_signals
+from tests.processes import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
-
-
-def _wait_until(condition: Callable[[], object], timeout: float, what: str) -> object:
-    """Polls `condition` until it returns something true; a bounded loop, not a timing assertion."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -63,7 +51,7 @@ def _start_hanging_runner(tmp_path: Path, marker: str) -> subprocess.Popen[str]:
 
 def _descendants_once_the_model_runs(runner: subprocess.Popen[str], marker: str) -> list[psutil.Process]:
     """The runner's descendants once the worker runs the model and the model's child exists."""
-    _wait_until(lambda: _with_marker(marker), 120, "the model's child process")
+    wait_until(lambda: _with_marker(marker), 120, "the model's child process")
     descendants = psutil.Process(runner.pid).children(recursive=True)
     assert any("branchscope.profiling.run.worker" in " ".join(p.cmdline()) for p in descendants)
     return descendants
@@ -93,7 +81,7 @@ def test_signal_to_the_runner_stops_the_run_and_leaves_nothing_running(tmp_path,
             "event": "error", "message": f"cancelled by {name}; the worker was stopped", "traceback": None,
         }  # fmt: skip
         assert stderr.splitlines()[-1] == f"error: cancelled by {name}; the worker was stopped"
-        _wait_until(lambda: not [p for p in descendants if _alive(p)], 30, "the runner's descendants to end")
+        wait_until(lambda: not [p for p in descendants if _alive(p)], 30, "the runner's descendants to end")
         assert _with_marker(marker) == []
         assert list(tmp_path.iterdir()) == []  # no results, no temporary files: the folder is as it was
     finally:
@@ -112,7 +100,7 @@ def test_runner_killed_outright_still_takes_the_worker_and_the_models_children(t
         descendants = _descendants_once_the_model_runs(runner, marker)
         runner.kill()  # no cleanup of its own: the worker's death signal and its reaper must do it
         runner.communicate(timeout=60)
-        _wait_until(lambda: not [p for p in descendants if _alive(p)], 30, "the runner's descendants to end")
+        wait_until(lambda: not [p for p in descendants if _alive(p)], 30, "the runner's descendants to end")
         assert _with_marker(marker) == []
     finally:
         if runner.poll() is None:
@@ -139,13 +127,13 @@ def test_cancelled_run_returns_128_plus_the_signal_and_kills_the_group(tmp_path,
     with stop_on_signals((signal.SIGUSR1,)) as cancel:
 
         def on_event(event):
-            _wait_until(lambda: _with_marker(marker), 60, "the fake worker's child")
+            wait_until(lambda: _with_marker(marker), 60, "the fake worker's child")
             os.kill(os.getpid(), signal.SIGUSR1)  # as the GUI's SIGTERM would, through the handler
 
         result = run_profile(RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, demo="twin-mm"), on_event, cancel)
     assert result.exit_code == 128 + signal.SIGUSR1 and result.cancelled_by == signal.SIGUSR1
     assert result.message == "cancelled by SIGUSR1; the worker was stopped"
-    _wait_until(lambda: not _with_marker(marker), 30, "the fake worker's child to end")
+    wait_until(lambda: not _with_marker(marker), 30, "the fake worker's child to end")
     assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # the handler is put back
 
 

@@ -14,9 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -26,6 +24,7 @@ from branchscope.app import cmd_profile
 from branchscope.profiling.run.folder import STAGING_PREFIX
 from branchscope.profiling.run.protocol import RunRequest, python_command
 from branchscope.profiling.run.runner import _tail, run_profile
+from tests.processes import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
@@ -55,17 +54,6 @@ def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
     return {
         str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.rglob("*")) if p.is_file()
     }
-
-
-def wait_until(condition: Callable[[], object], timeout: float, what: str) -> object:
-    """Polls `condition`; a bounded loop that fails the test, not a timing assertion."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def alive(pid: int) -> bool:

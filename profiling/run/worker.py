@@ -374,6 +374,19 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
     }
 
 
+def _as_failure(exc: BaseException) -> RunFailure:
+    """What the runner is told of the exception that ended the run (call it inside the `except`)."""
+    if isinstance(exc, RunFailure):
+        return exc
+    tb = traceback.format_exc()
+    if isinstance(exc, OSError):  # writing the results (the model's own errors are RunFailures): a full disk
+        return RunFailure(EXIT_FAILED, f"could not write the results to --out: {describe_os_error(exc, with_file=False)}", tb)
+    if isinstance(exc, SystemExit):  # the model called sys.exit() where we did not expect it (fx tracing, plans)
+        return RunFailure(EXIT_BAD_MODEL, f"the model called sys.exit({exc.code!r})", tb)
+    # A bug of ours, or torch failing: report it, never hang.
+    return RunFailure(EXIT_FAILED, f"the worker failed: {type(exc).__name__}: {exc}".splitlines()[0], tb)
+
+
 def main(argv: list[str] | None = None) -> int:
     _die_with_parent()  # first: a runner killed from here on takes this worker with it
     args = build_arg_parser().parse_args(argv)
@@ -386,33 +399,10 @@ def main(argv: list[str] | None = None) -> int:
         result = run(args, proto)
         write_json_atomic(args.out / "run.json", result, indent=1)
         proto.emit(event="finished", run=str(args.out / "run.json"))
-    except RunFailure as exc:
-        proto.emit(event="error", message=str(exc), traceback=exc.tb, exit_code=exc.exit_code)
-        code = exc.exit_code
-    except OSError as exc:  # writing the results (the model's own errors are RunFailures): a full disk
-        proto.emit(
-            event="error",
-            message=f"could not write the results to --out: {describe_os_error(exc, with_file=False)}",
-            traceback=traceback.format_exc(),
-            exit_code=EXIT_FAILED,
-        )
-        code = EXIT_FAILED
-    except SystemExit as exc:  # the model called sys.exit() where we did not expect it (fx tracing, plans)
-        proto.emit(
-            event="error",
-            message=f"the model called sys.exit({exc.code!r})",
-            traceback=traceback.format_exc(),
-            exit_code=EXIT_BAD_MODEL,
-        )
-        code = EXIT_BAD_MODEL
-    except Exception as exc:  # a bug of ours, or torch failing: report it, never hang
-        proto.emit(
-            event="error",
-            message=f"the worker failed: {type(exc).__name__}: {exc}".splitlines()[0],
-            traceback=traceback.format_exc(),
-            exit_code=EXIT_FAILED,
-        )
-        code = EXIT_FAILED
+    except (Exception, SystemExit) as exc:
+        failure = _as_failure(exc)
+        proto.emit(event="error", message=str(failure), traceback=failure.tb, exit_code=failure.exit_code)
+        code = failure.exit_code
     sys.stderr.flush()
     proto.stream.flush()
     # Skip interpreter teardown: forked TorchScript may abort there after the results are written.

@@ -1,0 +1,20 @@
+"""Helpers for tests that start processes and wait for them (no sleeping assertions)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+
+def wait_until(condition: Callable[[], object], timeout: float, what: str) -> object:
+    """Polls `condition` until it returns something true; a bounded loop that fails the test, not a
+    timing assertion."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    pytest.fail(f"timed out waiting for {what}")
