@@ -30,3 +30,22 @@ def torch_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     script = PROJECT_ROOT / "tests" / "fixtures" / "traces" / "write_torch_traces.py"
     subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True, timeout=300)
     return out
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    """The main window, shown offscreen, running the fake runner (no torch) into tmp_path/runs."""
+    from PySide6.QtCore import QSettings
+
+    from branchscope.app.main_window import MainWindow
+    from branchscope.app.run_controller import RunController
+    from tests.gui_helpers import FAKE_RUNNER
+
+    controller = RunController(command=FAKE_RUNNER, runs_dir=tmp_path / "runs")
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(controller=controller, settings=settings, cores=2, check_cuda=False)
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitExposed(win)
+    yield win
+    controller.shutdown()

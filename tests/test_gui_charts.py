@@ -5,9 +5,7 @@ from their own origins (pytest-qt, offscreen)."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
@@ -25,24 +23,16 @@ from branchscope.widgets.panel import TracePanel
 from branchscope.widgets.pool_usage import PoolUsageView
 from branchscope.widgets.time_axis import GUTTER, TimeAxis
 from branchscope.widgets.timeline import TimelineView
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gui"
+from tests.gui_helpers import show, write_small_trace
 
 
 @pytest.fixture
 def small_trace(tmp_path):
-    spec = importlib.util.spec_from_file_location("small_trace", FIXTURES / "small_trace.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return load_trace(mod.write(tmp_path / "small.json.gz", "fork"))
+    return load_trace(write_small_trace(tmp_path / "small.json.gz", "fork"))
 
 
 def _show(qtbot, view, w=1200, h=300):
-    qtbot.addWidget(view)
-    view.resize(w, h)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
+    return show(qtbot, view, w, h)
 
 
 def _views(qtbot, trace, axis=None):

@@ -3,7 +3,6 @@ the GUI process, and real runs through the real runner and worker."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -15,16 +14,12 @@ from PySide6.QtGui import QImage
 
 from branchscope.app.main_window import MainWindow
 from branchscope.app.run_controller import RunController
+from tests.gui_helpers import FAKE_RUNNER, FIXTURES, write_small_trace
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures" / "gui"
 
 
-def _small_trace(path: Path, mode: str = "fork") -> Path:
-    spec = importlib.util.spec_from_file_location("small_trace", FIXTURES / "small_trace.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.write(path, mode)
+_small_trace = write_small_trace
 
 
 def _env(**changes) -> dict[str, str]:
@@ -171,7 +166,6 @@ def test_screenshot_of_a_demo_run(tmp_path):
     assert (image.width(), image.height()) == (1600, 1000)
 
 
-FAKE_RUNNER = [sys.executable, str(FIXTURES / "fake_runner.py")]
 
 
 def _screenshot_in_process(monkeypatch, tmp_path, command: list[str]):

@@ -14,9 +14,9 @@ from PySide6.QtCore import QSettings
 
 from branchscope.app.main_window import MainWindow
 from branchscope.app.run_controller import RunController, default_runs_dir, prune_runs
+from tests.gui_helpers import FAKE_RUNNER
 
 ROOT = Path(__file__).resolve().parent.parent
-FAKE_RUNNER = [sys.executable, str(ROOT / "tests" / "fixtures" / "gui" / "fake_runner.py")]
 
 
 def _blocked_cache(tmp_path: Path, how: str) -> Path:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -18,8 +17,8 @@ from branchscope.widgets.memory_view import MemoryView
 from branchscope.widgets.pool_usage import PoolUsageView
 from branchscope.widgets.time_axis import GUTTER, TimeAxis
 from branchscope.widgets.timeline import RULER_H, TimelineView
+from tests.gui_helpers import show, write_small_trace
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gui"
 PUBLIC = [
     "hta_amd_mi250_relative_ts.json.gz",
     "hta_cpu_only.pt.trace.json.gz",
@@ -32,25 +31,13 @@ PUBLIC = [
 ]
 
 
-def _small_trace_module():
-    spec = importlib.util.spec_from_file_location("small_trace", FIXTURES / "small_trace.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture
 def small_trace(tmp_path):
-    path = _small_trace_module().write(tmp_path / "small.json.gz", "fork")
-    return load_trace(path)
+    return load_trace(write_small_trace(tmp_path / "small.json.gz", "fork"))
 
 
 def _show(qtbot, view, w=1200, h=500):
-    qtbot.addWidget(view)
-    view.resize(w, h)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
+    return show(qtbot, view, w, h)
 
 
 def _render(view) -> np.ndarray:

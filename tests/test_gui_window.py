@@ -18,21 +18,7 @@ from branchscope.app.main_window import MainWindow
 from branchscope.app.run_controller import RunController, RunSpec
 from branchscope.profiling import TraceFormatError, load_trace
 from branchscope.profiling.run.protocol import RunRequest, add_run_arguments, request_from_args
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gui"
-FAKE_RUNNER = [sys.executable, str(FIXTURES / "fake_runner.py")]
-
-
-@pytest.fixture
-def window(qtbot, tmp_path):
-    controller = RunController(command=FAKE_RUNNER, runs_dir=tmp_path / "runs")
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(controller=controller, settings=settings, cores=2, check_cuda=False)
-    qtbot.addWidget(win)
-    win.show()
-    qtbot.waitExposed(win)
-    yield win
-    controller.shutdown()
+from tests.gui_helpers import FAKE_RUNNER, write_small_trace
 
 
 def _args(win) -> list[str]:
@@ -163,13 +149,8 @@ def test_a_broken_trace_shows_the_readers_message(window, tmp_path):
 
 
 def test_open_trace_files_and_recent_files(window, tmp_path):
-    spec = __import__("importlib.util").util.spec_from_file_location(
-        "small_trace", FIXTURES / "small_trace.py"
-    )
-    mod = __import__("importlib.util").util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    a = mod.write(tmp_path / "a.json", "fork")
-    b = mod.write(tmp_path / "b.json.gz", "sequential")
+    a = write_small_trace(tmp_path / "a.json", "fork")
+    b = write_small_trace(tmp_path / "b.json.gz", "sequential")
     assert window.open_trace_files([str(a), str(b)]) == 2
     assert window.current == 1
     assert [_row(window, k)[1] for k in range(2)] == ["a.json", "b.json.gz"]
@@ -189,12 +170,7 @@ def test_multi_stream_is_disabled_with_the_reason_without_cuda(window):
 
 
 def test_clicking_an_event_shows_it_in_the_details_panel(window, qtbot, tmp_path):
-    spec = __import__("importlib.util").util.spec_from_file_location(
-        "small_trace", FIXTURES / "small_trace.py"
-    )
-    mod = __import__("importlib.util").util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    window.open_trace_files([str(mod.write(tmp_path / "a.json", "fork"))])
+    window.open_trace_files([str(write_small_trace(tmp_path / "a.json", "fork"))])
     trace = window.timeline.trace
     i = int(trace.find("aten::add")[0])
     window.timeline.select_event(i)

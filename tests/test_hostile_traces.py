@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from branchscope.profiling import Trace, TraceFormatError, load_trace
+from tests.gui_helpers import write_small_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 BRANCHSCOPE = Path(sys.executable).with_name("branchscope")
@@ -518,33 +519,9 @@ def test_lod_runs_cover_every_pixel_the_events_cover_across_a_huge_span(seed: in
 
 # ---- the window: a trace it cannot show leaves it as it was ----------------------------------
 
-FIXTURES = ROOT / "tests" / "fixtures" / "gui"
 
 
-def _small_trace(path: Path, mode: str = "fork") -> Path:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("small_trace", FIXTURES / "small_trace.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.write(path, mode)
-
-
-@pytest.fixture
-def window(qtbot, tmp_path):
-    from PySide6.QtCore import QSettings
-
-    from branchscope.app.main_window import MainWindow
-    from branchscope.app.run_controller import RunController
-
-    controller = RunController(command=[sys.executable, str(FIXTURES / "fake_runner.py")], runs_dir=tmp_path / "runs")
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(controller=controller, settings=settings, cores=2, check_cuda=False)
-    qtbot.addWidget(win)
-    win.show()
-    qtbot.waitExposed(win)
-    yield win
-    controller.shutdown()
+_small_trace = write_small_trace
 
 
 def test_the_window_shows_a_stray_timestamp_trace_after_another(window, tmp_path: Path) -> None:

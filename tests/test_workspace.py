@@ -3,7 +3,6 @@ and new panels as one line (pytest-qt, offscreen)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,15 +13,11 @@ from branchscope.profiling import load_trace
 from branchscope.widgets.memory_view import MemoryView
 from branchscope.widgets.time_axis import TimeAxis
 from branchscope.widgets.workspace import PANELS, PanelKind, ShownTrace, TraceWorkspace, row_sizes
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gui"
+from tests.gui_helpers import write_small_trace
 
 
 def _small_trace(path: Path, mode: str):
-    spec = importlib.util.spec_from_file_location("small_trace", FIXTURES / "small_trace.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return load_trace(mod.write(path, mode))
+    return load_trace(write_small_trace(path, mode))
 
 
 @pytest.fixture
