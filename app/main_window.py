@@ -379,17 +379,9 @@ class MainWindow(QMainWindow):
     def current_spec(self) -> RunSpec:
         return self.controls.spec()
 
-    def set_controls(
-        self,
-        *,
-        demo: str | None = None,
-        mode: str | None = None,
-        interop: int | None = None,
-        intra: int | None = None,
-        steps: int | None = None,
-    ) -> None:
-        """Set the controls without starting a run (the command line uses this)."""
-        self.controls.set_values(demo=demo, mode=mode, interop=interop, intra=intra, steps=steps)
+    def set_controls(self, **values: Any) -> None:
+        """Set the controls without starting a run (the command line uses this): see `RunControls.set_values`."""
+        self.controls.set_values(**values)
 
     def start_run(self) -> bool:
         """Start a run with the controls' settings; False (and a dialog) if it cannot start."""

@@ -54,7 +54,11 @@ class RunSpec:
 
     def request(self, out: Path) -> RunRequest:
         """The runner's request for this run, writing into `out`."""
-        defaults = RunRequest(mode=self.mode, interop=self.interop, intra=self.intra, out=out)
+        optional: dict[str, Any] = {}  # unset here: the request's own defaults
+        if self.warmup is not None:
+            optional["warmup"] = self.warmup
+        if self.dtype:
+            optional["dtype"] = self.dtype
         return RunRequest(
             mode=self.mode,
             interop=self.interop,
@@ -63,9 +67,8 @@ class RunSpec:
             demo=self.demo,
             model=Path(self.model) if self.model else None,
             steps=self.steps,
-            warmup=defaults.warmup if self.warmup is None else self.warmup,
             input_shapes=self.input_shapes,
-            dtype=self.dtype or defaults.dtype,
+            **optional,
         )
 
     def runner_arguments(self, out: Path) -> list[str]:
