@@ -1,0 +1,73 @@
+"""Step times of a run and how far two runs' step times can be told apart.
+
+A run times K steps without the profiler ("unprofiled", the honest number) and K more under it
+(run.json `unprofiled_steps_ms` and `steps_ms`). `StepStats` is the median and the spread (min,
+quartiles, max) of one of those lists; two runs are *within noise* of each other when their
+interquartile ranges overlap: half of each run's steps fall in a range that the other's also
+reaches, so the difference of their medians is not worth a claim.
+
+Qt-free and torch-free: the runs list, `branchscope compare` and `branchscope sweep` all use it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class StepStats:
+    """Median and spread of n step times, in milliseconds."""
+
+    n: int
+    median: float
+    min: float
+    q1: float
+    q3: float
+    max: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> StepStats | None:
+        """The stats of the finite, non-negative values; None when there are none."""
+        xs = sorted(float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v >= 0)
+        if not xs:
+            return None
+        if len(xs) == 1:
+            q1 = q3 = xs[0]
+        else:
+            q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive")
+        return cls(len(xs), statistics.median(xs), xs[0], q1, q3, xs[-1])
+
+    @property
+    def spread(self) -> list[float]:
+        """[min, q1, q3, max], as run.json and `branchscope compare --json` write it."""
+        return [self.min, self.q1, self.q3, self.max]
+
+    def rounded_spread(self, digits: int = 4) -> list[float]:
+        return [round(x, digits) for x in self.spread]
+
+    def within_noise(self, other: StepStats) -> bool:
+        """Whether the two runs' interquartile ranges overlap (see the module docstring)."""
+        return self.q1 <= other.q3 and other.q1 <= self.q3
+
+
+def unprofiled_stats(run: dict[str, Any] | None) -> StepStats | None:
+    """The unprofiled step times of a run.json; None when it has none (an opened trace, an old run)."""
+    values = (run or {}).get("unprofiled_steps_ms")
+    return StepStats.of(values) if isinstance(values, list) else None
+
+
+def profiled_stats(run: dict[str, Any] | None) -> StepStats | None:
+    """The profiled step times of a run.json."""
+    values = (run or {}).get("steps_ms")
+    return StepStats.of(values) if isinstance(values, list) else None
+
+
+def speedup(baseline: StepStats | None, run: StepStats | None) -> float | None:
+    """The baseline's median ÷ the run's: above 1, the run is faster. None where either is unknown."""
+    if baseline is None or run is None or run.median <= 0:
+        return None
+    return baseline.median / run.median
