@@ -1,0 +1,84 @@
+"""`branchscope sweep`: every mode × inter-op × intra-op cell as its own run, results in DIR/sweep.json.
+
+The engine is `branchscope.profiling.run.sweep` (each cell through the runner engine); this module
+parses, reports each cell (a line on stderr, or JSON lines on stdout with --jsonl, for the window)
+and prints the table. No torch here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from branchscope.profiling.run.runner import stop_on_signals
+from branchscope.profiling.run.sweep import (
+    DONE,
+    add_sweep_arguments,
+    markdown_table,
+    run_sweep,
+    stop_with_parent,
+    sweep_request_from_args,
+)
+
+
+def register(subparsers: Any) -> None:
+    sweep = subparsers.add_parser(
+        "sweep",
+        help="profile a model over modes and thread counts, one fresh worker per cell",
+        description=(
+            "Run every cell (mode × inter-op × intra-op threads) of a model as its own profiling run into "
+            "DIR/<mode>-<interop>x<intra>/, and write DIR/sweep.json (each cell's medians and spread, the "
+            "best cell), rewritten after each cell. A failed cell is recorded and the sweep goes on; Ctrl+C "
+            "keeps the finished cells. Exit codes: 0 some cell ran, 2 bad arguments, model or DIR, 3 or 4 "
+            "every cell failed (as profile), 130/143 cancelled."
+        ),
+    )
+    add_sweep_arguments(sweep)
+    sweep.add_argument("--jsonl", action="store_true", help="JSON lines on stdout (sweep, progress, cell, done or error)")
+    sweep.add_argument("--quiet", action="store_true", help="no per-cell lines on stderr")
+    sweep.set_defaults(handler=run_sweep_command)
+
+
+def _cell_line(event: dict[str, Any]) -> str:
+    where = f"cell {event['index'] + 1}/{event['of']} {event['mode']} {event['interop']}×{event['intra']}"
+    if event.get("status") == DONE:
+        ms = event.get("unprofiled_median_ms")
+        return f"{where}: {ms:.1f} ms" if isinstance(ms, float) else f"{where}: done"
+    return f"{where}: failed: {event.get('error')}"
+
+
+def run_sweep_command(args: argparse.Namespace) -> int:
+    request = sweep_request_from_args(args)
+
+    def emit(event: dict[str, Any]) -> None:
+        try:
+            print(json.dumps(event), flush=True)
+        except OSError:  # the window is gone: the sweep goes on to its cleanup
+            pass
+
+    def on_event(event: dict[str, Any]) -> None:
+        if args.jsonl:
+            emit(event)
+        elif event.get("event") == "cell" and not args.quiet:
+            print(_cell_line(event), file=sys.stderr, flush=True)
+
+    with stop_on_signals() as cancel:  # Ctrl+C and SIGTERM stop the running cell, never raise
+        stop_with_parent(cancel)
+        result = run_sweep(request, on_event, cancel)
+    if result.ok:
+        if args.jsonl:
+            emit({"event": "done", "out": str(result.out), "sweep": result.sweep})
+        else:
+            print(markdown_table(result.sweep or {}))
+            best = (result.sweep or {}).get("best")
+            if best is not None:
+                cell = (result.sweep or {})["cells"][best]
+                print(f"best: {cell['mode']} {cell['interop']}×{cell['intra']} ({result.out / cell['run']})")
+            print(f"wrote {result.out / 'sweep.json'}")
+        return 0
+    if args.jsonl:
+        emit({"event": "error", "message": result.message, "out": str(result.out)})
+    print(f"error: {result.message}", file=sys.stderr, flush=True)
+    return result.exit_code
