@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QFont, QKeySequence, QPalette
 from PySide6.QtWidgets import (
+    QApplication,
     QFileDialog,
     QGroupBox,
     QInputDialog,
@@ -44,11 +45,15 @@ from branchscope.widgets.details_panel import DetailsPanel
 from branchscope.widgets.machine import usable_cores
 from branchscope.widgets.memory_view import MemoryView
 from branchscope.widgets.pool_usage import PoolUsageView
+from branchscope.widgets.theme import dark_palette
 from branchscope.widgets.time_axis import TimeAxis
 from branchscope.widgets.timeline import TimelineView
 from branchscope.widgets.workspace import TraceWorkspace
 
 MAX_RECENT = 10
+#: Ctrl+plus / Ctrl+minus scale every font by this much a step, within TEXT_STEPS.
+TEXT_STEP = 1.15
+TEXT_STEPS = (-3, 8)
 TRACE_FILTER = "Traces (*.json *.json.gz *.gz);;All files (*)"
 MODEL_FILTER = "Models (*.py *.pt *.pth *.zip);;All files (*)"
 NAVIGATION_HINT = "Wheel: zoom at cursor · drag: pan · W/S: zoom · A/D: pan · 0: all · double-click: zoom to event · Ctrl+F: find"
@@ -135,7 +140,12 @@ class MainWindow(QMainWindow):
         split.setStretchFactor(2, 0)
         split.setSizes([350, 970, 280])
         self.setCentralWidget(split)
+        #: The application's font and palette when the window opened (what "normal" goes back to).
+        self._base_font = QFont(QApplication.font())
+        self._base_palette = QPalette(QApplication.palette())
+        self.text_steps = 0
         self._build_menus()
+        self._restore_text_and_palette()
         self.statusBar().showMessage(NAVIGATION_HINT)
 
         c = self.controller
@@ -225,6 +235,51 @@ class MainWindow(QMainWindow):
         act.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         act.triggered.connect(self.axis.reset)
         vm.addAction(act)
+        vm.addSeparator()
+        for text, keys, steps in (
+            ("&Larger text", [QKeySequence.StandardKey.ZoomIn, QKeySequence("Ctrl+=")], 1),
+            ("S&maller text", [QKeySequence.StandardKey.ZoomOut], -1),
+            ("&Normal text size", [QKeySequence("Ctrl+0")], 0),
+        ):
+            act = QAction(text, self)
+            act.setShortcuts(keys)
+            act.triggered.connect(lambda _checked=False, k=steps: self.scale_text(k))
+            vm.addAction(act)
+        self.dark_action = QAction("&Dark palette", self, checkable=True)
+        self.dark_action.toggled.connect(self.set_dark_palette)
+        vm.addAction(self.dark_action)
+
+    # ---- text size and palette (a projector, a dim room) ------------------------------------
+    def scale_text(self, steps: int) -> None:
+        """Scale every font of the application `steps` steps up (down if negative); 0 goes back to normal."""
+        lo, hi = TEXT_STEPS
+        self.text_steps = 0 if steps == 0 else max(lo, min(hi, self.text_steps + steps))
+        font, scale = QFont(self._base_font), TEXT_STEP**self.text_steps
+        if self._base_font.pointSizeF() > 0:
+            font.setPointSizeF(self._base_font.pointSizeF() * scale)
+        else:  # a font sized in pixels
+            font.setPixelSize(max(1, round(self._base_font.pixelSize() * scale)))
+        QApplication.setFont(font)  # every view gets a FontChange and re-lays its text out
+        self.settings.setValue("textSteps", self.text_steps)
+
+    def set_dark_palette(self, dark: bool) -> None:
+        """The dark palette for the whole application, or back to the one it started with."""
+        QApplication.setPalette(dark_palette() if dark else self._base_palette)
+        self.settings.setValue("darkPalette", bool(dark))
+        if self.dark_action.isChecked() != dark:
+            self.dark_action.setChecked(dark)
+
+    def _restore_text_and_palette(self) -> None:
+        steps = self.settings.value("textSteps", 0)
+        if str(steps).lstrip("-").isdigit() and int(steps):
+            self.scale_text(int(steps))
+        if str(self.settings.value("darkPalette", "false")).lower() == "true":
+            self.set_dark_palette(True)
+
+    def restore_application_look(self) -> None:
+        """Put the application's font and palette back as they were before this window changed them."""
+        QApplication.setFont(self._base_font)
+        QApplication.setPalette(self._base_palette)
 
     def recent_files(self) -> list[str]:
         value = self.settings.value("recentFiles", [])

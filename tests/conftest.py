@@ -49,3 +49,4 @@ def window(qtbot, tmp_path):
     qtbot.waitExposed(win)
     yield win
     controller.shutdown()
+    win.restore_application_look()  # the font and palette are the application's: the next test gets the defaults

@@ -24,12 +24,12 @@ import numpy as np
 import pyqtgraph as pg
 import pyqtgraph.exporters  # noqa: F401  (registers the exporters of the context menu's Export…)
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QPainter, QPen
+from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsTextItem, QSizePolicy, QWidget
 
+from branchscope.widgets.theme import LIGHT, Theme, theme
 from branchscope.widgets.time_axis import (
     GUTTER,
-    GUTTER_BG,
     RIGHT_MARGIN,
     TimeAxis,
     TimePanel,
@@ -80,8 +80,16 @@ LABEL_W = GUTTER - AXIS_W
 FOOT_PX = 6
 #: Pixels between two ticks of a value axis, at least.
 VALUE_TICK_PX = 28
-AXIS_LINE = QColor("#c9ced4")
+AXIS_LINE = LIGHT.axis_line
 TICK_TEXT = QColor("#77828d")
+
+
+def _style_axis(axis: pg.AxisItem, colors: Theme, font: QFont | None) -> None:
+    """An axis in the palette's colours and the view's font (tick labels included)."""
+    axis.setPen(pg.mkPen(colors.axis_line))
+    axis.setTextPen(pg.mkPen(colors.muted if colors.dark else TICK_TEXT))
+    if font is not None:
+        axis.setStyle(tickFont=font)
 
 
 class TimeAxisItem(pg.AxisItem):
@@ -94,6 +102,10 @@ class TimeAxisItem(pg.AxisItem):
     def __init__(self, orientation: str = "top", **kwargs):
         super().__init__(orientation, **kwargs)
         self.enableAutoSIPrefix(False)
+        _style_axis(self, theme(), None)
+
+    def apply_theme(self, colors: Theme, font: QFont) -> None:
+        _style_axis(self, colors, font)
 
     def tickValues(self, minVal, maxVal, size):  # noqa: N802, N803 (pyqtgraph API)
         ticks, *_ = time_ticks(float(minVal), float(maxVal), max(2, int(size // self.TICK_PX)))
@@ -110,7 +122,6 @@ def grid_axis() -> TimeAxisItem:
     axis = TimeAxisItem("bottom")
     axis.setStyle(showValues=False, tickLength=0)
     axis.setHeight(0)
-    axis.setPen(pg.mkPen(AXIS_LINE))
     axis.setGrid(110)
     return axis
 
@@ -128,8 +139,10 @@ class ValueAxisItem(pg.AxisItem):
         self.enableAutoSIPrefix(False)
         self.setWidth(AXIS_W)
         self.setStyle(tickLength=-3, tickTextOffset=2)
-        self.setPen(pg.mkPen(AXIS_LINE))
-        self.setTextPen(pg.mkPen(TICK_TEXT))
+        _style_axis(self, theme(), None)
+
+    def apply_theme(self, colors: Theme, font: QFont) -> None:
+        _style_axis(self, colors, font)
 
     def ticks_upto(self, hi: float, n: int) -> list[float]:
         ticks = value_ticks(min(hi, self.v_max) if self.v_max is not None else hi, n)
@@ -146,7 +159,7 @@ class ValueAxisItem(pg.AxisItem):
         return [self.fmt(v) for v in values]
 
     def paint(self, p, opt, widget):
-        p.fillRect(self.mapRectFromParent(self.geometry()), GUTTER_BG)
+        p.fillRect(self.mapRectFromParent(self.geometry()), theme().gutter)
         super().paint(p, opt, widget)
 
 
@@ -185,10 +198,19 @@ class GutterText(pg.GraphicsWidget):
         self.set_html(html)
 
     def set_html(self, html: str) -> None:
-        self.text.setHtml(f"<div style='color:#5b6570'>{html}</div>")
+        self.html = html
+        colors = theme()
+        # Fixed colours inside `html` (a bold title's) are the light palette's text: the palette's instead.
+        html = html.replace(LIGHT.text.name(), colors.text.name())
+        self.text.setDefaultTextColor(colors.muted)
+        self.text.setHtml(f"<div style='color:{colors.muted.name()}'>{html}</div>")
+
+    def apply_theme(self, colors: Theme, font: QFont) -> None:
+        self.text.setFont(font)
+        self.set_html(self.html)
 
     def paint(self, p, *args):
-        p.fillRect(self.rect(), GUTTER_BG)
+        p.fillRect(self.rect(), theme().gutter)
 
 
 class Strip(pg.GraphicsWidget):
@@ -201,7 +223,7 @@ class Strip(pg.GraphicsWidget):
         self.setMinimumHeight(0)
 
     def paint(self, p, *args):
-        p.fillRect(self.rect(), GUTTER_BG)
+        p.fillRect(self.rect(), theme().gutter)
 
 
 def swatch(color: QColor | str, text: str) -> str:

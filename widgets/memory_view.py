@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QWidget
 from branchscope.profiling.trace.model import MemorySeries, Trace
 from branchscope.widgets.charts import BytesAxisItem, ChartPanel, GutterText, StepSeriesItem, swatch
 from branchscope.widgets.series import column_max_step
+from branchscope.widgets.theme import theme
 from branchscope.widgets.time_axis import TimeAxis
 from branchscope.widgets.units import format_bytes, format_offset
 
@@ -27,7 +28,6 @@ DEVICE_COLORS = ["#4e79a7", "#59a14f", "#e15759", "#b07aa1", "#f28e2b", "#76b7b2
 BAND_MIN = 46
 #: Pixels above a band's peak, for its label.
 PEAK_HEADROOM = 20
-LABEL_COLOR = QColor("#1f2933")
 
 
 class _Band:
@@ -55,7 +55,7 @@ class _Band:
         # The peak: a triangle pointing at it and its size, beside it (text: it exports to SVG).
         self._mark = f"<span style='color:{color.name()}'>▼</span>"
         self._text = f"peak {format_bytes(m.peak_bytes)}"
-        self.label = pg.TextItem(anchor=(0, 1), color=LABEL_COLOR)
+        self.label = pg.TextItem(anchor=(0, 1), color=theme().text)
         self.label.setZValue(5)
         self.plot.addItem(self.curve)
         self.plot.addItem(self.label, ignoreBounds=True)
@@ -144,6 +144,11 @@ class MemoryView(ChartPanel):
     def _place_labels(self) -> None:
         for b in self._bands:
             b.place_label()
+
+    def apply_theme(self) -> None:
+        super().apply_theme()
+        for b in getattr(self, "_bands", ()):  # none yet while the base class is being built
+            b.label.setColor(theme().text)
 
     def has_data(self) -> bool:
         return bool(self.series)

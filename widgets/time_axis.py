@@ -25,8 +25,10 @@ from functools import wraps
 
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, QPoint, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QKeyEvent, QMouseEvent, QPainter
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QKeyEvent, QMouseEvent, QPainter
 from PySide6.QtWidgets import QToolTip, QWidget
+
+from branchscope.widgets.theme import LIGHT, theme
 
 GUTTER = 200
 RIGHT_MARGIN = 14
@@ -38,9 +40,10 @@ MIN_WIDTH_NS = 50.0
 MIN_WIDTH_ULPS = 2048
 #: One notch of the mouse wheel scales the window by this much (pyqtgraph's ViewBox is set to it).
 WHEEL_ZOOM = 0.8
-GUTTER_BG = QColor("#eef1f4")
+#: The light palette's colours, for code that paints without asking `theme()` (see widgets/theme.py).
+GUTTER_BG = LIGHT.gutter
 AXIS_TEXT = QColor("#4a5560")
-BACKGROUND = QColor("#ffffff")
+BACKGROUND = LIGHT.background
 
 
 class TimeAxis(QObject):
@@ -227,7 +230,7 @@ def safe_paint(paint: Callable) -> Callable:
             p.restore()
             p.save()
             rect = self.boundingRect()
-            p.fillRect(rect, BACKGROUND)
+            p.fillRect(rect, theme().background)
             p.setPen(QColor("#c0392b"))
             p.drawText(rect, Qt.AlignmentFlag.AlignCenter, f"cannot draw this view: {exc}")
             sys.excepthook(type(exc), exc, exc.__traceback__)
@@ -246,6 +249,16 @@ _MOUSE_EVENTS = {
 }
 
 
+#: What makes a panel take its colours and fonts again (a view with a style sheet, like pyqtgraph's,
+#: may get only the application-wide event).
+_LOOK_CHANGES = {
+    QEvent.Type.PaletteChange,
+    QEvent.Type.ApplicationPaletteChange,
+    QEvent.Type.FontChange,
+    QEvent.Type.ApplicationFontChange,
+}
+
+
 class TimePanel(pg.GraphicsView):
     """Base of the views drawn against the shared `TimeAxis` (see the module docstring).
 
@@ -255,7 +268,7 @@ class TimePanel(pg.GraphicsView):
     """
 
     def __init__(self, parent: QWidget | None = None, axis: TimeAxis | None = None):
-        super().__init__(parent, background=BACKGROUND)
+        super().__init__(parent, background=theme().background)
         self.axis = axis if axis is not None else TimeAxis(self)
         #: The items, in rows and columns (pyqtgraph's `GraphicsLayout`, filling the view).
         self.grid = pg.GraphicsLayout()
@@ -323,7 +336,7 @@ class TimePanel(pg.GraphicsView):
         except Exception as exc:
             painter.restore()
             painter.save()
-            painter.fillRect(self.rect(), BACKGROUND)
+            painter.fillRect(self.rect(), theme().background)
             painter.setPen(QColor("#c0392b"))
             painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, f"cannot draw this view: {exc}")
             sys.excepthook(type(exc), exc, exc.__traceback__)
@@ -335,17 +348,37 @@ class TimePanel(pg.GraphicsView):
 
     def draw_message_line(self, p: QPainter, title: str, text: str) -> None:
         """One line: `title` in bold in the gutter, `text` in the plot area (a panel with no data)."""
-        h = min(self.height(), 28)
-        p.fillRect(0, 0, GUTTER, self.height(), GUTTER_BG)
-        p.fillRect(GUTTER + self.plot_width(), 0, RIGHT_MARGIN, self.height(), GUTTER_BG)
+        h = min(self.height(), QFontMetrics(self.font()).height() + 12)
+        colors = theme()
+        p.fillRect(0, 0, GUTTER, self.height(), colors.gutter)
+        p.fillRect(GUTTER + self.plot_width(), 0, RIGHT_MARGIN, self.height(), colors.gutter)
         bold = QFont(self.font())
         bold.setBold(True)
         p.setFont(bold)
-        p.setPen(QColor("#1f2933"))
+        p.setPen(colors.text)
         p.drawText(QRectF(8, 0, GUTTER - 12, h), Qt.AlignmentFlag.AlignVCenter, title)
         p.setFont(self.font())
-        p.setPen(QColor("#77828d"))
+        p.setPen(colors.muted)
         p.drawText(QRectF(GUTTER + 8, 0, self.plot_width() - 8, h), Qt.AlignmentFlag.AlignVCenter, text)
+
+    # ---- palette and font ----------------------------------------------------------------------
+    def changeEvent(self, ev: QEvent) -> None:  # noqa: N802 (Qt API)
+        super().changeEvent(ev)
+        if ev.type() in _LOOK_CHANGES:
+            self.apply_theme()
+
+    def apply_theme(self) -> None:
+        """Take the palette's colours and the widget's font: the background here, and every item
+        of the scene that has an `apply_theme(theme, font)` (axes, gutter labels)."""
+        if self.scene() is None:  # still in pyqtgraph's constructor
+            return
+        colors = theme()
+        self.setBackground(colors.background)
+        for item in self.scene().items():
+            restyle = getattr(item, "apply_theme", None)
+            if callable(restyle):
+                restyle(colors, self.font())
+        self.viewport().update()
 
     # ---- events -------------------------------------------------------------------------------
     def event(self, ev: QEvent) -> bool:

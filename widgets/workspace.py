@@ -130,7 +130,7 @@ class TraceRow(QWidget):
         self.kinds = list(kinds)
         self.shown: ShownTrace | None = None
         self.title = QLabel(self)
-        self.title.setStyleSheet("color: #4a5560; font-weight: bold; padding: 2px 6px;")
+        self.title.setStyleSheet("font-weight: bold; padding: 2px 6px;")
         self.title.hide()
         self.splitter = QSplitter(Qt.Orientation.Vertical, self)
         self.splitter.setChildrenCollapsible(False)
