@@ -1,0 +1,248 @@
+"""The sweep engine (branchscope.profiling.run.sweep) without torch: cells run through the real runner
+engine with a stand-in worker (python -c, quick), and sweep.json, the sweep folder's rules, the
+options and the table checked directly. Real workers: tests/test_sweep_cli.py."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from branchscope.profiling.run.protocol import EXIT_MODE
+from branchscope.profiling.run.runner import CancelFlag, RunResult
+from branchscope.profiling.run.sweep import (
+    SWEEP_JSON,
+    SweepCell,
+    SweepError,
+    SweepRequest,
+    add_sweep_arguments,
+    best_index,
+    cell_record,
+    load_sweep,
+    markdown_table,
+    run_sweep,
+    sweep_request_from_args,
+    usable_cores,
+)
+
+#: Stands in for the worker: argv = OUT MODE INTEROP INTRA. A step takes 10 / interop + intra ms, so
+#: the most inter-op threads win; mode streams fails as the real worker does without CUDA.
+FAKE_WORKER = """
+import json, sys
+from pathlib import Path
+out, mode, interop, intra = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+if mode == "streams":
+    print(json.dumps({"event": "error", "exit_code": 3, "message": "multi-stream needs CUDA"}), flush=True)
+    sys.exit(3)
+print(json.dumps({"event": "progress", "step": 1, "of": 1}), flush=True)
+ms = 10.0 / interop + intra
+(out / "trace.json").write_text(json.dumps({"traceEvents": []}))
+run = {"complete": True, "mode": mode, "interop": interop, "intra": intra,
+       "trace_clock": {"base_time_ns": 0, "first_us": 0.0, "last_us": 1.0},
+       "steps_ms": [2 * ms, 2 * ms], "median_ms": 2 * ms,
+       "unprofiled_steps_ms": [ms - 1, ms, ms + 2, ms + 5], "unprofiled_median_ms": ms + 1}
+(out / "run.json").write_text(json.dumps(run))
+"""
+
+
+@pytest.fixture
+def fake_worker(monkeypatch):
+    def command(req, out):
+        return [sys.executable, "-c", FAKE_WORKER, str(out), req.mode, str(req.interop), str(req.intra)]
+
+    monkeypatch.setattr("branchscope.profiling.run.runner.worker_command", command)
+
+
+def request(out: Path, modes=("sequential", "fork"), interop=(1, 2), intra=(1,), **kw) -> SweepRequest:
+    return SweepRequest(out=out, modes=tuple(modes), interop=tuple(interop), intra=tuple(intra), demo="twin-mm", steps=1, warmup=0, **kw)
+
+
+def test_sweep_runs_every_cell_into_its_folder_and_writes_sweep_json(tmp_path, fake_worker):
+    events = []
+    out = tmp_path / "sweep"
+    result = run_sweep(request(out, intra=(1, 2)), events.append)
+    assert result.ok, result.message
+    data = json.loads((out / SWEEP_JSON).read_text())
+    assert data == result.sweep
+    assert [(c["mode"], c["interop"], c["intra"]) for c in data["cells"]] == [
+        ("sequential", 1, 1), ("sequential", 1, 2), ("sequential", 2, 1), ("sequential", 2, 2),
+        ("fork", 1, 1), ("fork", 1, 2), ("fork", 2, 1), ("fork", 2, 2),
+    ]  # fmt: skip
+    assert data["complete"] is True and data["cancelled"] is None and data["cores"] == usable_cores()
+    for c in data["cells"]:
+        ms = 10.0 / c["interop"] + c["intra"]
+        assert c["status"] == "done" and c["error"] is None
+        assert c["run"] == f"{c['mode']}-{c['interop']}x{c['intra']}"
+        assert c["unprofiled_median_ms"] == ms + 1  # run.json's own median, not recomputed
+        assert c["median_ms"] == 2 * ms
+        # run.json has no spread yet: computed from its unprofiled steps (inclusive quartiles)
+        assert c["unprofiled_spread_ms"] == [ms - 1, ms - 0.25, ms + 2.75, ms + 5]
+        assert c["oversubscribed"] is (c["interop"] * c["intra"] > usable_cores())
+        assert json.loads((out / c["run"] / "run.json").read_text())["interop"] == c["interop"]
+    assert data["best"] == 2  # sequential 2×1: 6 ms; fork 2×1 ties, and the first of equals wins
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "sweep" and kinds.count("cell") == 8 and kinds.count("progress") == 8
+    cells = [e for e in events if e["event"] == "cell"]
+    assert [e["index"] for e in cells] == list(range(8)) and {e["of"] for e in cells} == {8}
+    assert cells[3]["folder"] == str(out / "sequential-2x2") and cells[3]["status"] == "done"
+    assert [e["best"] for e in cells] == [0, 0, 2, 2, 2, 2, 2, 2]
+    assert sorted(p.name for p in out.iterdir()) == sorted([SWEEP_JSON, *(c["run"] for c in data["cells"])])
+
+
+def test_a_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path, fake_worker):
+    result = run_sweep(request(tmp_path, modes=("streams", "fork")))
+    assert result.ok
+    cells = result.sweep["cells"]
+    assert [c["status"] for c in cells] == ["failed", "failed", "done", "done"]
+    assert cells[0]["error"] == "multi-stream needs CUDA" and cells[0]["exit_code"] == EXIT_MODE
+    assert cells[0]["unprofiled_median_ms"] is None and cells[0]["unprofiled_spread_ms"] is None
+    assert result.sweep["best"] == 3
+    assert not (tmp_path / "streams-1x1").exists()  # a failed run leaves no folder behind
+
+
+def test_a_sweep_where_every_cell_fails_exits_with_the_cells_code(tmp_path, fake_worker):
+    result = run_sweep(request(tmp_path, modes=("streams",)))
+    assert result.exit_code == EXIT_MODE and result.message == "no cell ran: multi-stream needs CUDA"
+    data = json.loads((tmp_path / SWEEP_JSON).read_text())
+    assert data["best"] is None and [c["status"] for c in data["cells"]] == ["failed", "failed"]
+
+
+def test_cancel_keeps_the_finished_cells_and_marks_the_others_not_run(tmp_path, fake_worker):
+    cancel = CancelFlag()
+
+    def on_event(event):
+        if event["event"] == "cell" and event["index"] == 1:
+            cancel.set(signal.SIGINT)
+
+    result = run_sweep(request(tmp_path), on_event, cancel)
+    assert result.exit_code == 128 + signal.SIGINT and result.cancelled_by == signal.SIGINT
+    assert result.message == "cancelled by SIGINT; 2 of 4 cells ran, the rest are marked not run"
+    data = json.loads((tmp_path / SWEEP_JSON).read_text())
+    assert [c["status"] for c in data["cells"]] == ["done", "done", "not run", "not run"]
+    assert data["cancelled"] == "SIGINT" and data["complete"] is False and data["best"] == 1
+    assert not (tmp_path / "fork-1x1").exists()
+
+
+def test_a_folder_with_foreign_files_is_refused_and_left_alone(tmp_path, fake_worker):
+    (tmp_path / "notes.txt").write_text("mine")
+    result = run_sweep(request(tmp_path))
+    assert result.exit_code == 2
+    assert result.message == (
+        f"--out {tmp_path} holds files branchscope did not write (notes.txt); choose a new or empty folder, "
+        "or pass --overwrite to write beside them"
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+    result = run_sweep(request(tmp_path, overwrite=True))
+    assert result.ok and (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_a_foreign_sweep_json_or_a_folder_named_like_a_cell_is_not_ours(tmp_path, fake_worker):
+    (tmp_path / SWEEP_JSON).write_text(json.dumps({"cells": []}))
+    assert run_sweep(request(tmp_path)).exit_code == 2
+    (tmp_path / SWEEP_JSON).unlink()
+    (tmp_path / "fork-1x1").mkdir()
+    result = run_sweep(request(tmp_path))
+    assert result.exit_code == 2 and "(fork-1x1)" in (result.message or "")
+
+
+def test_a_second_sweep_replaces_the_first_and_drops_its_cells_only(tmp_path, fake_worker):
+    assert run_sweep(request(tmp_path, modes=("sequential", "fork"))).ok
+    (tmp_path / "fork-2x1" / "mine.txt").write_text("a user's file in a cell folder")
+    result = run_sweep(request(tmp_path, modes=("sequential",)))
+    assert result.ok
+    # fork-1x1: only branchscope's files, removed with its folder; fork-2x1 keeps the user's file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fork-2x1", "sequential-1x1", "sequential-2x1", SWEEP_JSON]
+    assert [p.name for p in (tmp_path / "fork-2x1").iterdir()] == ["mine.txt"]
+    # fork-2x1 is not this sweep's: the next sweep on the folder refuses it
+    assert "(fork-2x1)" in (run_sweep(request(tmp_path, modes=("sequential",))).message or "")
+
+
+def test_a_folder_being_swept_is_locked(tmp_path, fake_worker):
+    inner: list[RunResult | object] = []
+
+    def on_event(event):
+        if event["event"] == "sweep":
+            inner.append(run_sweep(request(tmp_path)))
+
+    assert run_sweep(request(tmp_path), on_event).ok
+    assert inner[0].exit_code == 2
+    assert inner[0].message == f"another branchscope sweep is writing to {tmp_path}; wait for it or choose another --out"
+
+
+def test_a_missing_model_fails_the_sweep_at_once(tmp_path, fake_worker):
+    req = SweepRequest(out=tmp_path / "s", modes=("fork",), interop=(1,), intra=(1,), model=tmp_path / "nope.py")
+    result = run_sweep(req)
+    assert result.exit_code == 2 and "nope.py" in (result.message or "")
+    assert not (tmp_path / "s").exists()
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    add_sweep_arguments(p)
+    return p.parse_args(argv)
+
+
+def test_options_round_trip_through_argv(tmp_path):
+    req = SweepRequest(
+        out=tmp_path, modes=("fork", "sequential"), interop=(4, 1), intra=(2,), model=tmp_path / "m.pt",
+        steps=3, warmup=0, timeout=12.5, input_shapes=("1x3",), dtype="float16", device="cpu", overwrite=True,
+    )  # fmt: skip
+    assert sweep_request_from_args(parse(req.argv())) == req
+    args = parse(["--demo", "x", "--modes", "fork,fork, sequential", "--interop", "2,1,2", "--intra", "1", "--out", "d"])
+    assert args.modes == ("fork", "sequential") and args.interop == (2, 1)
+
+
+@pytest.mark.parametrize(
+    "option", [["--modes", "fork,warp"], ["--interop", "0"], ["--intra", "two"], ["--timeout", "0"]]
+)
+def test_bad_options_exit_2(option, capsys):
+    argv = ["--demo", "x", "--modes", "fork", "--interop", "1", "--intra", "1", "--out", "d"]
+    i = argv.index(option[0]) if option[0] in argv else len(argv)
+    argv[i : i + 2] = option
+    with pytest.raises(SystemExit) as exc:
+        parse(argv)
+    assert exc.value.code == 2 and option[0] in capsys.readouterr().err
+
+
+def test_cell_record_prefers_run_json_spread_and_best_skips_failures(tmp_path):
+    cell = SweepCell("fork", 2, 2)
+    run = {"median_ms": 5.0, "unprofiled_median_ms": 4.0, "unprofiled_steps_ms": [1, 2, 3], "unprofiled_spread_ms": [3, 3.5, 4.5, 6]}
+    record = cell_record(cell, RunResult(0, tmp_path, run=run), cores=3)
+    assert record["unprofiled_spread_ms"] == [3, 3.5, 4.5, 6] and record["oversubscribed"] is True
+    failed = cell_record(cell, RunResult(4, tmp_path, message="the worker died"), cores=4)
+    assert failed["status"] == "failed" and failed["oversubscribed"] is False and failed["median_ms"] is None
+    assert best_index([failed, record, dict(record, unprofiled_median_ms=3.5)]) == 2
+    assert best_index([failed]) is None
+
+
+def test_load_sweep_checks_the_file(tmp_path):
+    with pytest.raises(SweepError, match="cannot read"):
+        load_sweep(tmp_path)
+    (tmp_path / SWEEP_JSON).write_text("{")
+    with pytest.raises(SweepError, match="is not JSON"):
+        load_sweep(tmp_path)
+    (tmp_path / SWEEP_JSON).write_text(json.dumps({"sweep": 1, "cells": [{"mode": "fork", "interop": 1, "intra": 1, "run": "../x"}]}))
+    with pytest.raises(SweepError, match="cell 0 needs"):
+        load_sweep(tmp_path)
+    cells = [
+        {"mode": "fork", "interop": 1, "intra": 1, "run": "a", "status": "done", "unprofiled_median_ms": "fast"},
+        {"mode": "fork", "interop": 2, "intra": 1, "run": "b", "status": "done", "unprofiled_median_ms": 3.0,
+         "unprofiled_spread_ms": [1, 2, 3]},
+        {"mode": "fork", "interop": 4, "intra": 1, "run": "c", "status": "weird", "unprofiled_median_ms": 1.0},
+    ]  # fmt: skip
+    (tmp_path / SWEEP_JSON).write_text(json.dumps({"sweep": 1, "best": 2, "cells": cells}))
+    data = load_sweep(tmp_path)
+    assert data["cells"][0]["unprofiled_median_ms"] is None and data["cells"][1]["unprofiled_spread_ms"] is None
+    assert data["cells"][2]["status"] == "not run" and data["best"] == 1
+
+
+def test_markdown_table_names_every_cell(tmp_path, fake_worker):
+    result = run_sweep(request(tmp_path, modes=("streams", "fork"), interop=(1,)))
+    table = markdown_table(result.sweep).splitlines()
+    assert len(table) == 4 and table[0].startswith("| cell | unprofiled median ms |")
+    assert table[2].startswith("| streams 1×1 | - | - | - | failed: multi-stream needs CUDA |")
+    assert table[3] == "| fork 1×1 | 12.00 | 10.00, 10.75–13.75, 16.00 | 22.00 | best |"
