@@ -4,6 +4,10 @@ A multi-rank job writes one trace per rank; comparing ranks (stragglers, unbalan
 needs them side by side. Lanes keep their rank, memory devices are prefixed with it, and traces
 whose timestamps are relative to different `baseTimeNanoseconds` are shifted onto the first one's.
 Flow arrows are not carried over: they link events within one rank's trace.
+
+Only traces that are ranks of one job belong on one clock: `rank_groups` sorts a list of traces
+into such groups (same world size, distinct ranks, overlapping clocks); any other trace (another
+job, a single-process run, a run recorded at another time) is a group of its own.
 """
 
 from __future__ import annotations
@@ -29,6 +33,51 @@ def _clock_shift(trace: Trace, reference: Trace) -> int:
     if trace.base_time_ns is not None and reference.base_time_ns is not None:
         return trace.base_time_ns - reference.base_time_ns
     return 0
+
+
+def _distributed(trace: Trace) -> tuple[int, int, str | None] | None:
+    """(rank, world size, backend) from a trace's distributedInfo; None when it is not a rank's trace."""
+    info = trace.metadata.get("distributedInfo")
+    if not isinstance(info, dict):
+        return None
+    rank, world = info.get("rank"), info.get("world_size")
+    if type(rank) is not int or type(world) is not int or not 0 <= rank < world:
+        return None
+    backend = info.get("backend")
+    return rank, world, backend if isinstance(backend, str) else None
+
+
+def rank_groups(traces: Sequence[Trace]) -> list[list[int]]:
+    """Indices of `traces` grouped into ranks of one job, each group and its members in input order.
+
+    A trace joins the first group whose traces have its world size and backend, none its rank, and
+    whose clock (shifted as `merge_traces` would shift it) overlaps its own; every other trace is a
+    group of its own. Merge a group with `merge_traces`; never merge across groups.
+    """
+    groups: list[list[int]] = []
+    spans = [t.span() for t in traces]
+    for i, trace in enumerate(traces):
+        me = _distributed(trace)
+        home = None
+        if me is not None and len(trace):
+            for group in groups:
+                first = traces[group[0]]
+                if not len(first):
+                    continue
+                others = [_distributed(traces[k]) for k in group]
+                if any(o is None or o[1:] != me[1:] or o[0] == me[0] for o in others):
+                    continue
+                shift = _clock_shift(trace, first)
+                lo = min(spans[k][0] + _clock_shift(traces[k], first) for k in group)
+                hi = max(spans[k][1] + _clock_shift(traces[k], first) for k in group)
+                if spans[i][0] + shift <= hi and lo <= spans[i][1] + shift:
+                    home = group
+                    break
+        if home is None:
+            groups.append([i])
+        else:
+            home.append(i)
+    return groups
 
 
 def merge_traces(traces: Sequence[Trace]) -> Trace:
