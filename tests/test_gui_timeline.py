@@ -418,3 +418,184 @@ def test_cpu_per_thread_is_smoothed_over_samples_without_hiding_saturation(tmp_p
     assert drawn[jitter].max() <= 2.0 + 1e-6 and drawn[jitter].min() >= 2.0 - 1e-6
     assert np.allclose(drawn[steady], 2.0)  # the steady saturation keeps its height
     assert pool.cpu_ymax <= 2.0 + 1e-6
+
+
+# ---- range selection, branch colours, palette and font ------------------------------------------
+
+
+def test_shift_drag_selects_a_time_range_in_the_trace_clock_and_esc_clears_it(small_trace, qtbot):
+    view = _show(qtbot, TimelineView())
+    view.set_trace(small_trace)
+    lo_before = view.axis.lo
+    y = view.height() - 20
+    x0, x1 = GUTTER + 200, GUTTER + 500
+    with qtbot.waitSignal(view.rangeSelected) as sig:
+        qtbot.mousePress(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.ShiftModifier, QPoint(x1, y))
+        qtbot.mouseMove(view, QPoint(x0 + 60, y))
+        qtbot.mouseMove(view, QPoint(x0, y))
+        qtbot.mouseRelease(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.ShiftModifier, QPoint(x0, y))
+    start, end = sig.args
+    assert view.axis.lo == lo_before  # a shift+drag selects; it does not pan
+    # the instants under the two pixels, on the trace's own clock (first event + axis time)
+    first = small_trace.span()[0]
+    assert start == first + round(view.t_of(x0)) and end == first + round(view.t_of(x1))
+    assert view.selected_range() == (start, end)
+    # shaded: the lanes under the range are tinted, beside it they are not
+    pixels = _render(view)
+    r = view.range_rect()
+    assert abs(r.left() - x0) <= 1 and abs(r.right() - x1) <= 1
+    row = view.height() - 3
+    inside, outside = pixels[row, (x0 + x1) // 2], pixels[row, x1 + 50]
+    assert inside != outside
+    assert outside == int(view.look.lane_bg[0]) or outside == int(view.look.lane_bg[1])
+    with qtbot.waitSignal(view.rangeCleared):
+        qtbot.keyClick(view, Qt.Key.Key_Escape)
+    assert view.selected_range() is None and view.range_rect() is None
+    assert _render(view)[row, (x0 + x1) // 2] == outside
+
+
+def test_a_plain_drag_still_pans_and_selects_no_range(small_trace, qtbot):
+    view = _show(qtbot, TimelineView())
+    view.set_trace(small_trace)
+    qtbot.keyClick(view, Qt.Key.Key_W)
+    lo, y, x = view.axis.lo, view.height() - 5, GUTTER + 300
+    selected = []
+    view.rangeSelected.connect(lambda a, b: selected.append((a, b)))
+    qtbot.mousePress(view, Qt.MouseButton.LeftButton, pos=QPoint(x, y))
+    qtbot.mouseMove(view, QPoint(x + 100, y))
+    qtbot.mouseRelease(view, Qt.MouseButton.LeftButton, pos=QPoint(x + 100, y))
+    assert view.axis.lo < lo and selected == [] and view.selected_range() is None
+
+
+def test_select_range_takes_trace_clock_times_that_are_too_big_for_an_int(small_trace, qtbot):
+    from branchscope.profiling.trace.model import Lane, build_trace
+
+    epoch = 1_700_000_000_000_000_000  # ns since 1970: beyond 32 bits
+    trace = build_trace(
+        path="epoch", start_ns=epoch + np.arange(10) * 1000, dur_ns=np.full(10, 500), lane=np.zeros(10),
+        name_id=np.zeros(10), cat_id=np.zeros(10), names=["op"], cats=["cpu_op"],
+        lanes=[Lane(0, "cpu", 1, 1, "main", "main")],
+    )  # fmt: skip
+    view = _show(qtbot, TimelineView())
+    view.set_trace(trace)
+    with qtbot.waitSignal(view.rangeSelected) as sig:
+        view.select_range(epoch + 2500, epoch + 1200)
+    assert sig.args == [epoch + 1200, epoch + 2500]
+    assert view.selected_range() == (epoch + 1200, epoch + 2500)
+    with qtbot.waitSignal(view.rangeCleared):
+        view.set_trace(small_trace)  # another trace: the range meant the old one's clock
+    assert view.selected_range() is None
+
+
+def _branch_trace(order: list[str], info: bool):
+    """Branches on pool lanes, their annotations (and one op inside each) in the given time order;
+    "left.inner" nested inside "left" on the same lane."""
+    from branchscope.profiling.trace.model import Lane, build_trace
+
+    lanes = [Lane(0, "cpu", 1, 1, "main", "main"), Lane(1, "cpu", 1, 11, "pool", "interop"),
+             Lane(2, "cpu", 1, 12, "pool", "interop")]  # fmt: skip
+    lane_of = {"left": 1, "right": 2, "left.inner": 1, "solo": 2}
+    events, names = [], []
+
+    def add(lane, name, start, dur):
+        if name not in names:
+            names.append(name)
+        events.append((lane, names.index(name), start, dur))
+
+    for k, b in enumerate(order):
+        t = k * 10_000
+        dur = 2_000 if b == "left.inner" else 8_000
+        if b == "left.inner":
+            t = order.index("left") * 10_000 + 3_000
+        add(lane_of[b], f"branch: {b}", t, dur)
+        add(lane_of[b], f"op of {b}", t + 100, 1_000)
+    meta = None
+    if info:
+        meta = {"branchscope": {"branches": [
+            {"name": "left", "region": "1"}, {"name": "right", "region": "1"},
+            {"name": "left.inner", "region": "1.1", "depth": 1, "parent": "left"},
+            {"name": "solo", "region": "2"},
+        ]}}  # fmt: skip
+    return build_trace(
+        path="branches", start_ns=np.array([e[2] for e in events]), dur_ns=np.array([e[3] for e in events]),
+        lane=np.array([e[0] for e in events]), name_id=np.array([e[1] for e in events]),
+        cat_id=np.zeros(len(events)), names=names, cats=["cpu_op"], lanes=lanes, metadata=meta,
+    )  # fmt: skip
+
+
+def _colour_of_branch_ops(qtbot, trace) -> dict[str, int]:
+    view = TimelineView()
+    qtbot.addWidget(view)
+    view.set_trace(trace)
+    out = {}
+    for i in range(len(trace)):
+        name = trace.event_name(i)
+        if name.startswith("op of "):
+            out[name.removeprefix("op of ")] = int(colors.PALETTE[view._keys[i]])
+    return out
+
+
+@pytest.mark.parametrize("info", [True, False])
+def test_a_branch_has_the_same_colour_whatever_order_its_events_come_in(qtbot, info):
+    first = _colour_of_branch_ops(qtbot, _branch_trace(["left", "right", "left.inner", "solo"], info))
+    again = _colour_of_branch_ops(qtbot, _branch_trace(["solo", "right", "left", "left.inner"], info))
+    assert first == again
+    assert len(set(first.values())) == 4  # nested "left.inner" keeps a colour of its own
+    assert set(first.values()) <= {colors.hex_to_rgb32(h) for h in colors.BRANCH_HEX}
+    trace = _branch_trace(["right", "left"], info)
+    names = ["right", "left", "left.inner", "solo"] if info else ["right", "left"]
+    slots = colors.branch_slots(trace, names)
+    # the model's list by region then name; without run info, by name
+    assert slots.tolist() == ([1, 0, 2, 3] if info else [1, 0])
+
+
+def test_dark_palette_darkens_the_lanes_and_lightens_the_labels(small_trace, qtbot):
+    from branchscope.widgets.theme import dark_palette
+
+    view = _show(qtbot, TimelineView())
+    view.set_trace(small_trace)
+    light = _render(view)
+    base = QApplication.palette()
+    QApplication.setPalette(dark_palette())
+    try:
+        qtbot.waitUntil(lambda: view.look.text.lightness() > 128)
+        dark = _render(view)
+
+        def lightness(px):
+            return ((px >> 16) & 0xFF).astype(float) * 0.3 + ((px >> 8) & 0xFF) * 0.59 + (px & 0xFF) * 0.11
+
+        lanes = view.lane_rect(view.lane_rows[-1].lane)
+        empty = (view.height() - 2, GUTTER + view.plot_width() - 30)  # below the events, right of them
+        assert lightness(light[empty]) > 200 and lightness(dark[empty]) < 80
+        # the gutter: dark background, and its label text (the brightest pixels) light
+        gutter = dark[lanes.top() : lanes.bottom(), 2 : GUTTER - 4]
+        assert np.median(lightness(gutter)) < 80 and lightness(gutter).max() > 170
+    finally:
+        QApplication.setPalette(base)
+    qtbot.waitUntil(lambda: view.look.text.lightness() < 128)
+
+
+def test_lane_labels_and_rows_follow_the_font(small_trace, qtbot):
+    from PySide6.QtGui import QFont
+
+    view = _show(qtbot, TimelineView())
+    view.set_trace(small_trace)
+    row, height, label = view.row_height, view.content_height, view._label_font.pointSizeF()
+    base = QApplication.font()
+    big = QFont(base)
+    big.setPointSizeF(base.pointSizeF() * 2)
+    QApplication.setFont(big)
+    try:
+        qtbot.waitUntil(lambda: view._label_font.pointSizeF() > label * 1.5)
+        assert view.row_height > row and view.content_height > height
+        assert view._label_fm.height() <= view.row_height - 3  # names still fit in a row
+    finally:
+        QApplication.setFont(base)
+    qtbot.waitUntil(lambda: view.row_height == row)
+    view.set_row_height(30)  # a fixed height stays through font changes
+    QApplication.setFont(big)
+    try:
+        qtbot.waitUntil(lambda: view._label_font.pointSizeF() > label * 1.5)
+        assert view.row_height == 30
+    finally:
+        QApplication.setFont(base)

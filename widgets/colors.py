@@ -5,6 +5,9 @@ The timeline paints through numpy (`palette[key[event]]`), so colours are plain 
 
 - CPU events inside a branch get the branch's colour; when the trace has branches, everything else
   is grey (so branches stand out); when it has none, events are coloured by a hash of their name.
+  A branch's colour is its place in the model's branch list (`branch_slots`: by region, then name,
+  `profiling.trace.ranges.branch_order`), so it is the same in every run and mode of a model;
+  timeline and legend both take it from there.
 - `step N` / `ProfilerStep#N` annotations are light grey.
 - GPU events are coloured by kind (kernel, memcpy, memset, sync, annotation); kernels launched from
   a branch take the branch's colour.
@@ -14,14 +17,17 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Sequence
 
 import numpy as np
 
 from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.ranges import branch_order
 
 BRANCH_HEX = [
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2",
     "#edc948", "#ff9da7", "#9c755f", "#86bcb6", "#d37295", "#a0cbe8",
+    "#ffbe7d", "#8cd17d", "#b6992d", "#499894", "#d4a6c8", "#d7b5a6", "#2f5d8a", "#a34a4a",
 ]  # fmt: skip
 NEUTRAL_HEX = ["#7f8fa1", "#98a6b5", "#b0bbc7", "#c6ced8"]
 STEP_HEX = "#d9dadd"
@@ -60,7 +66,7 @@ def _palette() -> np.ndarray:
 PALETTE = _palette()
 
 
-def _luminance(c: np.ndarray) -> np.ndarray:
+def luminance(c: np.ndarray) -> np.ndarray:
     r = ((c >> 16) & 0xFF).astype(np.float64)
     g = ((c >> 8) & 0xFF).astype(np.float64)
     b = (c & 0xFF).astype(np.float64)
@@ -68,7 +74,7 @@ def _luminance(c: np.ndarray) -> np.ndarray:
 
 
 #: key -> True where labels on that colour should be dark
-DARK_TEXT = _luminance(PALETTE) > 0.55
+DARK_TEXT = luminance(PALETTE) > 0.55
 
 
 def blend(colors: np.ndarray, toward: int, amount: float) -> np.ndarray:
@@ -85,8 +91,17 @@ def blend(colors: np.ndarray, toward: int, amount: float) -> np.ndarray:
 DIMMED_PALETTE = blend(PALETTE, BACKGROUND, 0.72)
 
 
-def branch_color(index: int) -> str:
-    return BRANCH_HEX[index % len(BRANCH_HEX)]
+def branch_slots(trace: Trace, names: Sequence[str]) -> np.ndarray:
+    """The colour slot of each of `names` (branch names of `trace`): its place in the model's
+    branch list (`branch_order`), never the order its events appear in. Pass a slot to
+    `branch_color`; past len(BRANCH_HEX) branches the colours repeat."""
+    place = {name: k for k, name in enumerate(branch_order(trace, names))}
+    return np.array([place[n] for n in names], dtype=np.int64)
+
+
+def branch_color(slot: int) -> str:
+    """The colour (#rrggbb) of a branch's slot (`branch_slots`)."""
+    return BRANCH_HEX[slot % len(BRANCH_HEX)]
 
 
 def gpu_kind_of_category(cat: str) -> int:
@@ -104,8 +119,13 @@ def gpu_kind_of_category(cat: str) -> int:
     return 5
 
 
-def event_color_keys(trace: Trace, event_branch: np.ndarray | None, n_branches: int) -> np.ndarray:
-    """One palette key per event (uint8), as described in the module docstring."""
+def event_color_keys(
+    trace: Trace, event_branch: np.ndarray | None, slots: Sequence[int] | np.ndarray
+) -> np.ndarray:
+    """One palette key per event (uint8), as described in the module docstring: `event_branch[i]`
+    indexes the branches whose colour slots (`branch_slots`) are `slots`, -1 for none."""
+    slot_of = np.asarray(slots, dtype=np.int64)
+    n_branches = slot_of.size
     n = len(trace)
     if n == 0:
         return np.zeros(0, dtype=np.uint8)
@@ -125,7 +145,8 @@ def event_color_keys(trace: Trace, event_branch: np.ndarray | None, n_branches: 
     if event_branch is not None and n_branches > 0 and event_branch.size == n:
         branch = np.asarray(event_branch)
         in_branch = branch >= 0
-        keys[in_branch] = (BRANCH_BASE + branch[in_branch] % len(BRANCH_HEX)).astype(np.uint8)
+        branch_key = (BRANCH_BASE + slot_of % len(BRANCH_HEX)).astype(np.uint8)
+        keys[in_branch] = branch_key[branch[in_branch]]
     keys[is_step_name[trace.name_id]] = STEP_KEY
     gpu_lane = np.array([ln.kind == "gpu" for ln in trace.lanes], dtype=bool)
     if gpu_lane.any():
@@ -135,8 +156,6 @@ def event_color_keys(trace: Trace, event_branch: np.ndarray | None, n_branches: 
         gpu_keys = (GPU_BASE + kind).astype(np.uint8)
         if branch is not None:
             kernel_in_branch = (kind == 0) & (branch >= 0)
-            gpu_keys[kernel_in_branch] = (BRANCH_BASE + branch[kernel_in_branch] % len(BRANCH_HEX)).astype(
-                np.uint8
-            )
+            gpu_keys[kernel_in_branch] = branch_key[branch[kernel_in_branch]]
         keys[on_gpu] = gpu_keys[on_gpu]
     return keys

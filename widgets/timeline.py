@@ -14,7 +14,8 @@ for GPU streams. Events are coloured by branch, and by kind on GPU lanes (`widge
 Hover shows an event's details, click selects it (`eventSelected`), double-click zooms to it,
 Ctrl+F finds events by name and highlights them. The wheel zooms and a drag pans (the ViewBox's),
 W/S/A/D/0 as in every panel (`TimePanel`); Shift+wheel, or the wheel over the lane labels, scrolls
-the lanes.
+the lanes. Shift+drag selects a time range (shaded; `rangeSelected` in the trace's clock), Esc
+clears it. Neutral colours follow the palette (`widgets.theme`), text the widget's font.
 """
 
 from __future__ import annotations
@@ -43,10 +44,9 @@ from branchscope.widgets import colors
 from branchscope.widgets.charts import GutterText, Strip, TimeAxisItem
 from branchscope.widgets.event_info import describe_event, rows_to_html, rows_to_text
 from branchscope.widgets.lod import Scratch, TimelineLod, pixel_spans, rasterize
+from branchscope.widgets.theme import Theme, theme
 from branchscope.widgets.time_axis import (
-    AXIS_TEXT,
     GUTTER,
-    GUTTER_BG,
     RIGHT_MARGIN,
     TimeAxis,
     TimePanel,
@@ -57,6 +57,7 @@ from branchscope.widgets.trace_cache import derived
 from branchscope.widgets.units import format_duration, time_ticks
 
 RULER_H = 24
+#: Height of a group header and of one nesting row, at least (more when the font needs it).
 GROUP_H = 20
 LANE_PAD = 6
 ROW_H = 16
@@ -72,13 +73,60 @@ _GROUP_TITLES = {
 }
 #: Extra lines appended below the painted rows, addressed by negative codes in the y map.
 _BG_A, _BG_B, _SEP, _HEADER = -1, -2, -3, -4
-_CODE_COLORS = {
-    _BG_A: colors.LANE_BG[0],
-    _BG_B: colors.LANE_BG[1],
-    _SEP: colors.SEPARATOR,
-    _HEADER: 0xFFE8ECF0,
-}
-_GRID_RGB = 0xFFE6EAEE
+#: A selected time range: its shade and edges (they read on light and dark lanes).
+RANGE_FILL = QColor(61, 123, 217, 60)
+RANGE_EDGE = QColor(61, 123, 217, 220)
+
+
+def _rgb32(c: QColor) -> int:
+    return 0xFF000000 | (c.red() << 16) | (c.green() << 8) | c.blue()
+
+
+def _mix(a: QColor, b: QColor, t: float) -> QColor:
+    return QColor(*(round(x + (y - x) * t) for x, y in zip(a.getRgb()[:3], b.getRgb()[:3], strict=True)))
+
+
+@dataclass(frozen=True)
+class Look:
+    """The timeline's neutral colours for one `Theme` (event colours are `widgets.colors`')."""
+
+    lane_bg: tuple[int, int]  # RGB32, alternating lanes
+    separator: int  # RGB32, the line under a lane
+    header: int  # RGB32, a group header's band across the lanes
+    grid: int  # RGB32, grid lines on the lane background
+    ruler_bg: QColor
+    gutter: QColor
+    gutter_line: QColor
+    group_bg: QColor
+    group_text: QColor
+    lane_line: QColor
+    text: QColor
+    muted: QColor
+    scroll_handle: QColor
+    hover: QColor
+    selected: QColor
+    #: The event palette faded toward the lanes (what a search does not match), and where a label
+    #: on it is dark.
+    dimmed: np.ndarray
+    dimmed_dark_text: np.ndarray
+
+    @classmethod
+    def of(cls, t: Theme) -> Look:
+        if not t.dark:  # the house colours
+            return cls(
+                colors.LANE_BG, colors.SEPARATOR, 0xFFE8ECF0, 0xFFE6EAEE, QColor("#f7f8fa"), t.gutter,
+                QColor("#cfd5dc"), QColor("#dde3e9"), QColor("#2c3640"), QColor("#d5dae0"), t.text,
+                QColor("#77828d"), QColor("#b4bdc7"), QColor("#39424c"), QColor("#111111"),
+                colors.DIMMED_PALETTE, np.ones(colors.PALETTE.size, dtype=bool),
+            )  # fmt: skip
+        bg, fg = t.background, t.text
+        dimmed = colors.blend(colors.PALETTE, _rgb32(bg), 0.72)
+        return cls(
+            (_rgb32(bg), _rgb32(_mix(bg, fg, 0.04))), _rgb32(_mix(bg, fg, 0.16)), _rgb32(_mix(bg, fg, 0.10)),
+            _rgb32(_mix(bg, fg, 0.09)), _mix(bg, fg, 0.03), t.gutter, _mix(t.gutter, fg, 0.2),
+            _mix(t.gutter, fg, 0.12), fg, _mix(t.gutter, fg, 0.15), fg, t.muted, _mix(t.gutter, fg, 0.3),
+            _mix(fg, bg, 0.2), fg, dimmed, colors.luminance(dimmed) > 0.55,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +200,8 @@ def _derive(trace: Trace, branches):
     """What the timeline needs of a trace besides its columns: branches, colour keys, LOD index."""
     if branches is None:
         branches = branch_assignment(trace)
-    keys = colors.event_color_keys(trace, np.asarray(branches.event_branch), len(branches.names))
+    slots = colors.branch_slots(trace, branches.names)
+    keys = colors.event_color_keys(trace, np.asarray(branches.event_branch), slots)
     return branches, keys, TimelineLod(trace)
 
 
@@ -217,18 +266,27 @@ class _ScrollItem(pg.GraphicsWidget):
         self.setMinimumHeight(0)
 
     def paint(self, p: QPainter, *args) -> None:
-        p.fillRect(self.rect(), GUTTER_BG)
+        look = self.view.look
+        p.fillRect(self.rect(), look.gutter)
         handle = self.view._scroll_handle()
         if handle is not None:
-            p.fillRect(handle.translated(-(GUTTER + self.view.plot_width()), -RULER_H), QColor("#b4bdc7"))
+            p.fillRect(handle.translated(-(GUTTER + self.view.plot_width()), -RULER_H), look.scroll_handle)
 
 
 class _Ruler(TimeAxisItem):
     """The time ruler over the lanes: pyqtgraph's axis with the timeline's ticks, on its band."""
 
+    def __init__(self, view: TimelineView):
+        super().__init__("top")
+        self.view = view
+
+    def apply_theme(self, colors: Theme, font: QFont) -> None:
+        super().apply_theme(colors, font)
+        self.setTickPen(pg.mkPen(colors.muted))
+
     def paint(self, p, opt, widget):
         rect = self.mapRectFromParent(self.geometry())
-        p.fillRect(rect, QColor("#f7f8fa"))
+        p.fillRect(rect, self.view.look.ruler_bg)
         super().paint(p, opt, widget)
 
 
@@ -241,6 +299,10 @@ class TimelineView(TimePanel):
     eventHovered = Signal(int)
     #: Number of find matches (0 when the search is cleared).
     findChanged = Signal(int)
+    #: A time range chosen with Shift+drag: (start_ns, end_ns) in the trace's own clock, start < end.
+    rangeSelected = Signal("qint64", "qint64")
+    #: The selected range was cleared (Esc, or another trace shown).
+    rangeCleared = Signal()
 
     def __init__(self, parent: QWidget | None = None, axis: TimeAxis | None = None):
         super().__init__(parent, axis)
@@ -249,6 +311,13 @@ class TimelineView(TimePanel):
         self.branch_names: list[str] = []
         self.event_branch: np.ndarray | None = None
         self.row_height = ROW_H
+        self.group_h = GROUP_H
+        #: Rows follow the font's height until `set_row_height` fixes them.
+        self._auto_row_height = True
+        self.look = Look.of(theme())
+        #: The selected time range on the axis (ns from the axis' 0), or None.
+        self._range: tuple[float, float] | None = None
+        self._range_drag: float | None = None
         self.lane_rows: list[LaneRow] = []
         self.group_headers: list[GroupHeader] = []
         self.content_height = 0
@@ -265,7 +334,6 @@ class TimelineView(TimePanel):
         self._scroll = 0
         self._tops: list[int] = []
         self._label_font = QFont(self.font())
-        self._label_font.setPointSizeF(max(6.5, self.font().pointSizeF() * 0.82))
         self._label_fm = QFontMetrics(self._label_font)
         self._name_width: dict[int, int] = {}
         self._elided: dict[tuple[int, int], str] = {}
@@ -281,12 +349,9 @@ class TimelineView(TimePanel):
         self.vb = TimeViewBox()
         self.vb.setYRange(0.0, 1.0, padding=0)
         self.vb.view_all = lambda: self.axis.reset()
-        self.ruler = _Ruler("top")
+        self.ruler = _Ruler(self)
         self.ruler.setHeight(RULER_H)
         self.ruler.setStyle(tickLength=-6, tickTextOffset=2)
-        self.ruler.setPen(pg.mkPen("#cfd5dc"))
-        self.ruler.setTextPen(pg.mkPen(AXIS_TEXT))
-        self.ruler.setTickPen(pg.mkPen(AXIS_TEXT))
         self.ruler.linkToView(self.vb)
         self.showing = GutterText(GUTTER)
         self.showing.setMaximumHeight(RULER_H)
@@ -302,7 +367,7 @@ class TimelineView(TimePanel):
         self.axis.changed.connect(self._axis_changed)
         self._find_bar = FindBar(self)
         self.setMinimumHeight(140)
-        self._axis_changed()
+        self.apply_theme()
 
     def set_axis(self, axis: TimeAxis) -> None:
         self.axis.changed.disconnect(self._axis_changed)
@@ -311,9 +376,34 @@ class TimelineView(TimePanel):
         self._axis_changed()
 
     def _axis_changed(self) -> None:
-        self.showing.set_html(
-            f"<span style='color:{AXIS_TEXT.name()}'>showing {format_duration(self.axis.hi - self.axis.lo)}</span>"
-        )
+        self.showing.set_html(f"showing {format_duration(self.axis.hi - self.axis.lo)}")
+        self.refresh()
+
+    # ---- palette and font -------------------------------------------------------------------
+    def apply_theme(self) -> None:
+        """Take the palette's colours and the widget's font (the lane labels, event names, row
+        heights); `TimePanel` calls it on palette and font changes."""
+        if not hasattr(self, "_find_bar"):  # pyqtgraph's constructor
+            return
+        self.look = Look.of(theme())
+        font = self.font()
+        self._label_font = QFont(font)
+        if font.pointSizeF() > 0:
+            self._label_font.setPointSizeF(max(6.5, font.pointSizeF() * 0.82))
+        else:
+            self._label_font.setPixelSize(max(8, round(font.pixelSize() * 0.82)))
+        self._label_fm = QFontMetrics(self._label_font)
+        bold = QFont(font)
+        bold.setBold(True)
+        self.group_h = max(GROUP_H, QFontMetrics(bold).height() + 6)
+        if self._auto_row_height:
+            self.row_height = max(ROW_H, self._label_fm.height() + 4)
+        self._name_width.clear()
+        self._elided.clear()
+        self._gutter_cache = None
+        super().apply_theme()
+        self._axis_changed()
+        self._layout()
         self.refresh()
 
     # ---- data -------------------------------------------------------------------------------
@@ -339,6 +429,7 @@ class TimelineView(TimePanel):
                 branches, keys, lod = _derive(trace, branches)
         self.trace = trace
         self.selected = self.hovered_event = -1
+        self.clear_range()
         self.matches = np.zeros(0, dtype=np.int64)
         self._match_lod = None
         self._name_width.clear()
@@ -382,7 +473,9 @@ class TimelineView(TimePanel):
         return (self.origin_ns + int(round(self.axis.lo)), self.origin_ns + int(round(self.axis.hi)))
 
     def set_row_height(self, pixels: int) -> None:
-        """Height of one nesting row; below 12 pixels lanes are packed tighter too."""
+        """Height of one nesting row (fixed from now on: no longer the font's); below 12 pixels
+        lanes are packed tighter too."""
+        self._auto_row_height = False
         self.row_height = max(4, int(pixels))
         self._layout()
         self.refresh()
@@ -421,7 +514,7 @@ class TimelineView(TimePanel):
                 n = counts[key]
                 unit = "streams" if trace.lanes[i].kind == "gpu" else "threads"
                 self.group_headers.append(GroupHeader(f"{title} · {n} {unit}" if n > 1 else title, y))
-                y += GROUP_H
+                y += self.group_h
             rows = lod.rows_of_lane(i)
             h = len(rows) * self.row_height + self.lane_pad
             self.lane_rows.append(LaneRow(i, y, h, rows, trace.lanes[i].label))
@@ -472,6 +565,18 @@ class TimelineView(TimePanel):
                 self._set_scroll(round(frac * self.max_scroll()))
             self._scroll_drag = (y, self._scroll)
             return
+        if (
+            event.button() == Qt.MouseButton.LeftButton
+            and event.modifiers() & Qt.KeyboardModifier.ShiftModifier
+            and GUTTER <= x < GUTTER + self.plot_width()
+            and event.position().y() >= RULER_H
+            and self.trace is not None
+        ):
+            # Shift+drag: a time range instead of a pan.
+            self.clear_range()
+            self._range_drag = self.t_of(x)
+            event.accept()
+            return
         super().mousePressEvent(event)
 
     def mouseDoubleClickEvent(self, event) -> None:  # noqa: N802 (Qt API)
@@ -496,13 +601,66 @@ class TimelineView(TimePanel):
             track = max(1, self._image_height() - (handle.height() if handle else 0))
             self._set_scroll(s0 + (int(event.position().y()) - y0) * self.max_scroll() / track)
             return
+        if self._range_drag is not None:
+            self._drag_range_to(event.position().x())
+            return
         super().mouseMoveEvent(event)
 
     def mouseReleaseEvent(self, event) -> None:  # noqa: N802 (Qt API)
         if self._scroll_drag is not None:
             self._scroll_drag = None
             return
+        if self._range_drag is not None:
+            self._drag_range_to(event.position().x())
+            self._range_drag = None
+            if self._range is not None:
+                self.rangeSelected.emit(*self.selected_range())
+            return
         super().mouseReleaseEvent(event)
+
+    # ---- range selection ----------------------------------------------------------------------
+    def _drag_range_to(self, x: float) -> None:
+        x = min(max(x, GUTTER), GUTTER + self.plot_width())
+        a, b = sorted((self._range_drag, self.t_of(x)))
+        # Less than a pixel wide is a shift+click: no range.
+        self._range = (a, b) if b - a >= self.ns_per_px() else None
+        self.refresh()
+
+    def selected_range(self) -> tuple[int, int] | None:
+        """The selected time range in the trace's own clock (start_ns, end_ns), or None."""
+        if self._range is None:
+            return None
+        return (self.origin_ns + int(round(self._range[0])), self.origin_ns + int(round(self._range[1])))
+
+    def select_range(self, start_ns: int, end_ns: int) -> None:
+        """Select [start_ns, end_ns] of the trace's clock (shaded, as a Shift+drag would) and emit
+        `rangeSelected`; an empty range clears the selection."""
+        a, b = sorted((int(start_ns), int(end_ns)))
+        if b <= a:
+            self.clear_range()
+            return
+        self._range = (self.axis_time(a), self.axis_time(b))
+        self.refresh()
+        self.rangeSelected.emit(a, b)
+
+    def clear_range(self) -> None:
+        """Drop the selected range (emits `rangeCleared` if there was one)."""
+        self._range_drag = None
+        if self._range is not None:
+            self._range = None
+            self.refresh()
+            self.rangeCleared.emit()
+
+    def range_rect(self) -> QRect | None:
+        """Where the selected range is shaded (widget coordinates, clipped to the lanes), or None."""
+        if self._range is None:
+            return None
+        left, right = GUTTER, GUTTER + self.plot_width()
+        x0 = min(max(self.x_of(self._range[0]), left), right)
+        x1 = min(max(self.x_of(self._range[1]), left), right)
+        if x1 - x0 < 1 and (x1 <= left or x0 >= right):
+            return None
+        return QRect(int(np.floor(x0)), RULER_H, max(1, int(np.ceil(x1 - x0))), self._image_height())
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
         super().resizeEvent(event)
@@ -556,7 +714,7 @@ class TimelineView(TimePanel):
         scroll = self._scroll
         rh = self.row_height
         for gh in self.group_headers:
-            a, b = gh.top - scroll, gh.top - scroll + GROUP_H
+            a, b = gh.top - scroll, gh.top - scroll + self.group_h
             if b > 0 and a < img_h:
                 y_map[max(a, 0) : min(b, img_h)] = _HEADER
         start = max(0, bisect.bisect_right(self._tops, scroll) - 1)
@@ -579,7 +737,7 @@ class TimelineView(TimePanel):
                 y_map[max(y, 0) : min(y + rh - 1, img_h)] = len(rows)
                 rows.append(r)
                 row_y.append(y)
-                row_bg.append(colors.LANE_BG[n % 2])
+                row_bg.append(self.look.lane_bg[n % 2])
                 drew = True
             if drew:
                 painted.append(lr.lane)
@@ -591,7 +749,7 @@ class TimelineView(TimePanel):
         img_h = self._image_height()
         if self.trace is None or self.lod is None:
             self.painted_lanes = []
-            p.setPen(AXIS_TEXT)
+            p.setPen(self.look.muted)
             p.drawText(
                 QRect(GUTTER, RULER_H, w_px, img_h),
                 Qt.AlignmentFlag.AlignCenter,
@@ -607,9 +765,10 @@ class TimelineView(TimePanel):
         rows_arr = np.asarray(rows, dtype=np.int64)
         find_on = self._match_lod is not None or self._match_text != ""
         vis = None
-        # The painted rows, then one line of each colour in _CODE_COLORS (the y map's negative
-        # codes), in arrays kept from frame to frame.
-        extra = np.array([_CODE_COLORS[c] for c in (_BG_A, _BG_B, _SEP, _HEADER)], dtype=np.uint32)
+        # The painted rows, then one line of each colour the y map's negative codes stand for
+        # (_BG_A, _BG_B, _SEP, _HEADER), in arrays kept from frame to frame.
+        look = self.look
+        extra = np.array([*look.lane_bg, look.separator, look.header], dtype=np.uint32)
         ext = self._scratch.get("ext", (n_rows + extra.size) * w_px, np.uint32).reshape(-1, w_px)
         ext[n_rows:] = extra[:, None]
         if n_rows:
@@ -617,7 +776,7 @@ class TimelineView(TimePanel):
             x0, x1 = pixel_spans(vis.start_rel, vis.end_rel, lo, nspp, w_px)
             rep = vis.level.rep[vis.index]
             keys = self._keys[rep]
-            palette = colors.DIMMED_PALETTE if find_on else colors.PALETTE
+            palette = look.dimmed if find_on else colors.PALETTE
             lines, _ = rasterize(
                 vis.row_pos, x0, x1, palette[keys], n_rows, w_px, np.asarray(row_bg, np.uint32),
                 scratch=self._scratch, out=ext[:n_rows],
@@ -642,7 +801,7 @@ class TimelineView(TimePanel):
         cols = cols[(cols >= 0) & (cols < w_px)]
         if cols.size:
             sub = img[:, cols]
-            sub[(sub == colors.LANE_BG[0]) | (sub == colors.LANE_BG[1])] = _GRID_RGB
+            sub[(sub == look.lane_bg[0]) | (sub == look.lane_bg[1])] = look.grid
             img[:, cols] = sub
         qimg = QImage(img.data, w_px, img_h, w_px * 4, QImage.Format.Format_RGB32)
         p.drawImage(GUTTER, RULER_H, qimg)
@@ -701,7 +860,7 @@ class TimelineView(TimePanel):
         reps = vis.level.rep[vis.index[cand]]
         name_ids = self.trace.name_id[reps]
         names = self.trace.names
-        dark_text = colors.DARK_TEXT[keys[cand]] | find_on
+        dark_text = (self.look.dimmed_dark_text if find_on else colors.DARK_TEXT)[keys[cand]]
         for c, nid, dk in zip(cand.tolist(), name_ids.tolist(), dark_text.tolist(), strict=True):
             avail = int(room[c] - x0[c]) - 6
             nw = self._name_width.get(nid)
@@ -728,32 +887,40 @@ class TimelineView(TimePanel):
         if self.hovered_event >= 0 and self.hovered_event != self.selected:
             r = self.event_rect(self.hovered_event)
             if r is not None:
-                p.setPen(QPen(QColor("#39424c"), 1))
+                p.setPen(QPen(self.look.hover, 1))
                 p.drawRect(r.adjusted(0, 0, -1, -1))
         if self.selected >= 0:
             r = self.event_rect(self.selected)
             if r is not None:
-                p.setPen(QPen(QColor("#111111"), 2))
+                p.setPen(QPen(self.look.selected, 2))
                 p.drawRect(r.adjusted(0, 0, -1, -1))
+        r = self.range_rect()
+        if r is not None:
+            p.fillRect(r, RANGE_FILL)
+            p.setPen(QPen(RANGE_EDGE, 1))
+            p.drawLine(r.topLeft(), r.bottomLeft())
+            p.drawLine(r.topRight(), r.bottomRight())
         p.setClipping(False)
 
     def _draw_lane_labels(self, p: QPainter, img_h: int) -> None:
-        p.fillRect(0, RULER_H, GUTTER, img_h, QColor("#eef1f4"))
-        p.fillRect(GUTTER - 1, RULER_H, 1, img_h, QColor("#cfd5dc"))
+        look = self.look
+        p.fillRect(0, RULER_H, GUTTER, img_h, look.gutter)
+        p.fillRect(GUTTER - 1, RULER_H, 1, img_h, look.gutter_line)
         fm = QFontMetrics(self.font())
         bold = QFont(self.font())
         bold.setBold(True)
         fmb = QFontMetrics(bold)
         scroll = self._scroll
+        gh_h = self.group_h
         p.setFont(bold)
-        p.setPen(QColor("#2c3640"))
+        p.setPen(look.group_text)
         for gh in self.group_headers:
             y = RULER_H + gh.top - scroll
-            if y + GROUP_H < RULER_H or y > self.height():
+            if y + gh_h < RULER_H or y > self.height():
                 continue
-            p.fillRect(0, y, GUTTER - 1, GROUP_H, QColor("#dde3e9"))
+            p.fillRect(0, y, GUTTER - 1, gh_h, look.group_bg)
             p.drawText(
-                QRect(6, y, GUTTER - 12, GROUP_H),
+                QRect(6, y, GUTTER - 12, gh_h),
                 Qt.AlignmentFlag.AlignVCenter,
                 fmb.elidedText(gh.title, Qt.TextElideMode.ElideRight, GUTTER - 12),
             )
@@ -764,13 +931,13 @@ class TimelineView(TimePanel):
                 continue
             if y > self.height():
                 break
-            p.fillRect(0, y + lr.height - 1, GUTTER - 1, 1, QColor("#d5dae0"))
-            p.setPen(QColor("#1f2933"))
+            p.fillRect(0, y + lr.height - 1, GUTTER - 1, 1, look.lane_line)
+            p.setPen(look.text)
             text = fm.elidedText(lr.label, Qt.TextElideMode.ElideMiddle, GUTTER - 20)
             line_h = min(lr.height, fm.height() + 6)
             p.drawText(QRect(14, y + 1, GUTTER - 20, line_h), Qt.AlignmentFlag.AlignVCenter, text)
             if lr.height >= 2 * fm.height() + 6:
-                p.setPen(QColor("#77828d"))
+                p.setPen(look.muted)
                 n = self.trace.lane_event_count(lr.lane)
                 p.drawText(
                     QRect(14, y + line_h - 2, GUTTER - 20, fm.height() + 2),
@@ -959,8 +1126,12 @@ class TimelineView(TimePanel):
             self.open_find()
             event.accept()
             return
-        if event.key() == Qt.Key.Key_Escape and self.selected >= 0:
-            self.select_event(-1)
+        if event.key() == Qt.Key.Key_Escape and (self._range is not None or self.selected >= 0):
+            # One thing at a time: the range first, then the selected event.
+            if self._range is not None:
+                self.clear_range()
+            else:
+                self.select_event(-1)
             event.accept()
             return
         super().keyPressEvent(event)
