@@ -3,34 +3,43 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from branchscope.profiling.trace.analyses import (
     branch_assignment,
     concurrency,
+    cores_used,
+    first_step_start,
     interop_occupancy,
     lane_busy_ns,
+    lane_compute_runs,
     memory_imbalance,
     merged_intervals,
     parallelism,
+    pool_busy_share,
+    steps_window,
+    subtract_intervals,
 )
-from branchscope.profiling.trace.model import Lane, MemorySeries, build_trace
+from branchscope.profiling.trace.model import CounterTrack, Lane, MemorySeries, build_trace
 
 
-def _trace(events, lanes, memory=None, metadata=None):
-    """events: (lane, name, start, dur) tuples in any order."""
+def _trace(events, lanes, memory=None, metadata=None, counters=None):
+    """events: (lane, name, start, dur) or (lane, name, start, dur, cat) tuples in any order (cat: cpu_op)."""
     names = sorted({e[1] for e in events})
+    cats = sorted({e[4] if len(e) > 4 else "cpu_op" for e in events} | {"cpu_op"})
     return build_trace(
         path="synthetic",
-        start_ns=np.array([e[2] for e in events]),
-        dur_ns=np.array([e[3] for e in events]),
-        lane=np.array([e[0] for e in events]),
-        name_id=np.array([names.index(e[1]) for e in events]),
-        cat_id=np.zeros(len(events), dtype=np.int32),
+        start_ns=np.array([e[2] for e in events], dtype=np.int64),
+        dur_ns=np.array([e[3] for e in events], dtype=np.int64),
+        lane=np.array([e[0] for e in events], dtype=np.int32),
+        name_id=np.array([names.index(e[1]) for e in events], dtype=np.int32),
+        cat_id=np.array([cats.index(e[4] if len(e) > 4 else "cpu_op") for e in events], dtype=np.int32),
         names=names,
-        cats=["cpu_op"],
+        cats=cats,
         lanes=lanes,
         memory=memory,
         metadata=metadata,
+        counters=counters,
     )
 
 
@@ -63,7 +72,7 @@ def test_busy_time_counts_nesting_once():
 
 
 def test_interop_occupancy_steps_against_pool_size():
-    events = [(0, "main", 0, 100), (1, "x", 10, 40), (2, "y", 30, 40), (1, "z", 50, 10)]
+    events = [(0, "aten::main", 0, 100), (1, "aten::x", 10, 40), (2, "aten::y", 30, 40), (1, "aten::z", 50, 10)]
     t = _trace(events, [MAIN, POOL_A, POOL_B], metadata={"branchscope": {"interop": 4}})
     occ = interop_occupancy(t)
     assert occ.capacity == 4
@@ -78,9 +87,85 @@ def test_back_to_back_work_is_not_counted_twice():
     assert occ.value.max() == 1
 
 
-def test_parallelism_is_busy_sum_over_span():
-    t = _trace([(0, "a", 0, 100), (1, "b", 0, 50), (2, "c", 50, 50)], [MAIN, POOL_A, POOL_B])
+def test_parallelism_is_computing_time_over_the_span_without_steps():
+    t = _trace([(0, "aten::a", 0, 100), (1, "aten::b", 0, 50), (2, "aten::c", 50, 50)], [MAIN, POOL_A, POOL_B])
+    assert steps_window(t) is None and first_step_start(t) is None
     assert parallelism(t) == 2.0
+
+
+def _forked_step():
+    """One step of a forked run, as torch.profiler records it: the main thread's "step 1" and
+    TorchScript "forward" around nothing but waiting, an op at its end that waits inside; the
+    branches' annotations and ops on two pool threads; a CUDA launch and a synchronize."""
+    events = [
+        (0, "step 1", 1000, 1000, "user_annotation"),
+        (0, "forward", 1000, 1000),  # the scripted plan's call: forks, then waits
+        (0, "aten::linear", 1800, 200),  # computes 1800-1850 and 1950-2000, waits 1850-1950
+        (0, "aten::wait", 1850, 100),
+        (0, "cudaLaunchKernel", 1700, 20, "cuda_runtime"),
+        (0, "cudaDeviceSynchronize", 1720, 60, "cuda_runtime"),
+        (1, "<forked function>", 1100, 700),
+        (1, "branch: left", 1100, 700, "user_annotation"),
+        (1, "aten::mm", 1150, 600),
+        (2, "branch: right", 1100, 400, "user_annotation"),
+        (2, "aten::mm", 1100, 400),
+        (0, "python setup", 0, 900, "python_function"),  # before the step: outside the window
+    ]
+    return _trace(events, [MAIN, POOL_A, POOL_B], metadata={"branchscope": {"interop": 2, "interop_tids": [2, 3]}})
+
+
+def test_computing_excludes_annotations_method_calls_and_waits():
+    t = _forked_step()
+    starts, ends = lane_compute_runs(t, 0)
+    assert list(zip(starts.tolist(), ends.tolist())) == [(1700, 1720), (1800, 1850), (1950, 2000)]
+    assert lane_compute_runs(t, 1)[0].tolist() == [1150] and lane_compute_runs(t, 1)[1].tolist() == [1750]
+
+
+def test_steps_window_and_parallelism_inside_it():
+    t = _forked_step()
+    assert steps_window(t) == (1000, 2000) and first_step_start(t) == 1000
+    # main 20 + 50 + 50, pool A 600, pool B 400 over the 1000 ns step
+    assert parallelism(t) == pytest.approx(1.12)
+    assert parallelism(t, (1100, 1500)) == pytest.approx((350 + 400) / 400)
+    # the whole span (0-2000) holds no more computing than the step
+    assert parallelism(t, t.span()) == pytest.approx(1120 / 2000)
+
+
+def test_steps_window_takes_only_step_labels():
+    lanes = [MAIN]
+    t = _trace([(0, "step 1", 100, 300), (0, "step 2", 500, 400), (0, "step 2 setup", 0, 1000), (0, "aten::x", 950, 10)], lanes)
+    assert steps_window(t) == (100, 900)
+
+
+def test_pool_busy_share_is_computing_time_over_pool_capacity():
+    t = _forked_step()
+    assert pool_busy_share(t) == pytest.approx((600 + 400) / (2 * 1000))
+    assert interop_occupancy(t).at(1200) == 2 and interop_occupancy(t).at(1600) == 1
+    sequential = _trace([(0, "step 1", 0, 100), (0, "aten::mm", 0, 90)], [MAIN],
+                        metadata={"branchscope": {"interop": 1, "interop_tids": []}})  # fmt: skip
+    assert pool_busy_share(sequential) is None and interop_occupancy(sequential).capacity == 0
+
+
+def _samples(tid, ts_ns, pct):
+    return CounterTrack(f"thread {tid} (t)", 1, tid, "cpu_pct", np.array(ts_ns, dtype=np.int64),
+                        np.array(pct, dtype=np.float64), "cpu_sample")  # fmt: skip
+
+
+def test_cores_used_sums_the_cpu_samples_over_the_window():
+    # Thread 1 at 100% for ten 100 ns intervals (the first one's start: a median interval before);
+    # thread 2 at 50% for the second half only.
+    main = _samples(1, range(100, 1100, 100), [100.0] * 10)
+    omp = _samples(7, [600, 700, 800, 900, 1000], [50.0] * 5)
+    waiting = CounterTrack("thread 7 (t)", 1, 7, "wait_pct", np.array([600]), np.array([90.0]), "cpu_sample")
+    t = _trace([(0, "step 1", 0, 1000), (0, "aten::mm", 0, 1000)], [MAIN], counters=[main, omp, waiting])
+    assert cores_used(t) == pytest.approx((1000 + 250) / 1000)
+    assert cores_used(t, (500, 1000)) == pytest.approx((500 + 250) / 500)
+    assert cores_used(_forked_step()) is None  # no samples
+
+
+def test_subtract_intervals():
+    s, e = subtract_intervals(np.array([0, 100]), np.array([50, 200]), np.array([10, 40, 150]), np.array([20, 120, 160]))
+    assert list(zip(s.tolist(), e.tolist())) == [(0, 10), (20, 40), (120, 150), (160, 200)]
 
 
 def test_memory_imbalance_max_over_mean():

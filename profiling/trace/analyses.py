@@ -1,17 +1,32 @@
 """Analyses over a `Trace`: busy time, inter-op pool occupancy, parallelism, memory, branches.
 
+*Busy* (`lane_busy_ns`) is any event on a lane, annotations included. *Computing*
+(`lane_compute_runs`) is what parallelism and the pool's occupancy count: a thread computes while it
+runs an operator (a name with "::", like aten::mm) or a CUDA runtime call, except while it waits
+(aten::wait, prim::wait, cuda*Synchronize). User annotations ("step N", "branch: X"), Python
+frames and a TorchScript method call (the "forward" of a forked plan, inside which the main thread
+only waits for its forks) are not work themselves, only what runs inside them.
+
 All are vectorised over the event columns (a lane's events are contiguous and start-sorted), so
 they stay cheap on traces of millions of events. None of them imports Qt or torch.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from branchscope.profiling.trace.model import CounterTrack, Trace
 from branchscope.profiling.trace.run_info import CPU_SAMPLE_CATEGORY, branch_name
+
+#: Operators during which a thread waits for others (a forked future, the GPU), not computes.
+WAIT_OPS = frozenset({"aten::wait", "prim::wait", "aten::_wait"})
+#: Categories of CUDA runtime and driver calls, made on CPU threads.
+RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver"})
+#: "step N", as the worker labels each profiled step (run_info.step_label).
+_STEP = re.compile(r"step \d+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,25 +98,142 @@ def concurrency(runs: list[tuple[np.ndarray, np.ndarray]], capacity: int) -> Ste
 
 
 def interop_pool_size(trace: Trace) -> int:
-    """The configured pool size when the trace is one of our runs, else the pool lanes seen."""
+    """The pool's size: in a run of ours the pool threads it started (none when nothing forked, as
+    in a sequential run), else the configured size, else the pool lanes seen."""
     info = trace.run_info
+    if info is not None and info.thread_roles_known:
+        return len(info.interop_tids)
     if info is not None and info.interop is not None:
         return info.interop
     return len(trace.lanes_of("cpu", "interop"))
 
 
 def interop_occupancy(trace: Trace) -> StepSeries:
-    """Busy inter-op pool threads over time, against the pool's size."""
+    """How many inter-op pool threads compute at each instant (see the module docstring), against the pool's size."""
     pool = trace.lanes_of("cpu", "interop")
-    return concurrency([lane_busy_runs(trace, ln.index) for ln in pool], interop_pool_size(trace))
+    masks = _work_and_wait_events(trace)
+    return concurrency([lane_compute_runs(trace, ln.index, masks) for ln in pool], interop_pool_size(trace))
 
 
-def parallelism(trace: Trace) -> float:
-    """Busy time summed over all lanes divided by the span: 1.0 means one lane busy on average."""
-    start, end = trace.span()
-    if end <= start:
+def _is_wait(name: str) -> bool:
+    return name in WAIT_OPS or "Synchronize" in name
+
+
+def _work_and_wait_events(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Per event: whether it is work (an operator or a runtime call) and whether it is a wait."""
+    wait_name = np.fromiter((_is_wait(n) for n in trace.names), dtype=bool, count=len(trace.names))
+    op_name = np.fromiter(("::" in n for n in trace.names), dtype=bool, count=len(trace.names))
+    runtime_cat = np.fromiter((c in RUNTIME_CATS for c in trace.cats), dtype=bool, count=len(trace.cats))
+    wait = wait_name[trace.name_id]
+    work = (op_name[trace.name_id] | runtime_cat[trace.cat_id]) & ~wait
+    return work, wait
+
+
+def subtract_intervals(
+    a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The parts of the disjoint sorted runs `a` outside the disjoint sorted runs `b`."""
+    if a_start.size == 0 or b_start.size == 0:
+        return a_start, a_end
+    t = np.concatenate([a_start, a_end, b_start, b_end])
+    da = np.concatenate([np.ones(a_start.size), -np.ones(a_end.size), np.zeros(2 * b_start.size)])
+    db = np.concatenate([np.zeros(2 * a_start.size), np.ones(b_start.size), -np.ones(b_end.size)])
+    times, inverse = np.unique(t, return_inverse=True)
+    a_level = np.cumsum(np.bincount(inverse, weights=da, minlength=times.size))
+    b_level = np.cumsum(np.bincount(inverse, weights=db, minlength=times.size))
+    inside = (a_level[:-1] > 0.5) & (b_level[:-1] < 0.5)
+    starts, ends = times[:-1][inside], times[1:][inside]
+    # Pieces that touch (a wait's end inside one run) become one run again.
+    return merged_intervals(starts.astype(np.int64), ends.astype(np.int64))
+
+
+def lane_compute_runs(
+    trace: Trace, lane_index: int, masks: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The disjoint runs in which a lane computes (see the module docstring): the union of its work
+    events minus the union of its waits. `masks`: `_work_and_wait_events(trace)`, when already made."""
+    work, wait = masks if masks is not None else _work_and_wait_events(trace)
+    sl = trace.lane_slice(lane_index)
+    starts, ends = trace.start_ns[sl], trace.end_ns[sl]
+    w, x = work[sl], wait[sl]
+    runs = merged_intervals(starts[w], ends[w])
+    return subtract_intervals(*runs, *merged_intervals(starts[x], ends[x]))
+
+
+def _clipped_total(starts: np.ndarray, ends: np.ndarray, window: tuple[int, int]) -> int:
+    lo, hi = window
+    return int(np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0, None).sum())
+
+
+def steps_window(trace: Trace) -> tuple[int, int] | None:
+    """From the first profiled step's start to the last one's end (ns); None without "step N" events."""
+    step_names = [i for i, n in enumerate(trace.names) if _STEP.fullmatch(n)]
+    if not step_names or len(trace) == 0:
+        return None
+    steps = np.flatnonzero(np.isin(trace.name_id, step_names))
+    if steps.size == 0:
+        return None
+    return int(trace.start_ns[steps].min()), int(trace.end_ns[steps].max())
+
+
+def first_step_start(trace: Trace) -> int | None:
+    """When the first profiled step starts (ns); None without "step N" events."""
+    window = steps_window(trace)
+    return window[0] if window is not None else None
+
+
+def _window(trace: Trace, window: tuple[int, int] | None) -> tuple[int, int]:
+    """The window asked for, else the steps' window, else the trace's span."""
+    if window is not None:
+        return window
+    return steps_window(trace) or trace.span()
+
+
+def parallelism(trace: Trace, window: tuple[int, int] | None = None) -> float:
+    """How many CPU threads compute at once on average over `window` (default: the profiled steps,
+    else the whole trace): their computing time (see the module docstring) ÷ the window's length."""
+    lo, hi = _window(trace, window)
+    if hi <= lo:
         return 0.0
-    return float(lane_busy_ns(trace).sum()) / float(end - start)
+    masks = _work_and_wait_events(trace)
+    busy = sum(_clipped_total(*lane_compute_runs(trace, ln.index, masks), (lo, hi)) for ln in trace.lanes_of("cpu"))
+    return float(busy) / float(hi - lo)
+
+
+def cores_used(trace: Trace, window: tuple[int, int] | None = None) -> float | None:
+    """Cores in use on average over `window` (default as `parallelism`), from the runner's CPU
+    samples: the CPU time of every sampled thread (OpenMP workers included) ÷ the window's length.
+    None when the trace has no samples. Each sample covers the time since the one before it on its
+    thread (a thread's first sample: one median interval)."""
+    tracks = [t for t in cpu_sample_tracks(trace) if t.ts_ns.size]
+    if not tracks:
+        return None
+    lo, hi = _window(trace, window)
+    if hi <= lo:
+        return 0.0
+    cpu_ns = 0.0
+    for track in tracks:
+        ends = track.ts_ns.astype(np.int64)
+        gaps = np.diff(ends)
+        first = int(np.median(gaps)) if gaps.size else 0
+        starts = np.concatenate([[ends[0] - first], ends[:-1]])
+        overlap = np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0, None)
+        cpu_ns += float((overlap * (np.asarray(track.values, dtype=np.float64) / 100.0)).sum())
+    return cpu_ns / float(hi - lo)
+
+
+def pool_busy_share(trace: Trace, window: tuple[int, int] | None = None) -> float | None:
+    """The share of the inter-op pool's capacity spent computing over `window` (default as
+    `parallelism`): its threads' computing time ÷ (pool size × the window's length), 0 to 1. None
+    without a pool (a run of ours where nothing forked, a trace without pool threads)."""
+    size = interop_pool_size(trace)
+    lo, hi = _window(trace, window)
+    if size <= 0 or hi <= lo:
+        return None
+    masks = _work_and_wait_events(trace)
+    pool = trace.lanes_of("cpu", "interop")
+    busy = sum(_clipped_total(*lane_compute_runs(trace, ln.index, masks), (lo, hi)) for ln in pool)
+    return float(busy) / (float(size) * float(hi - lo))
 
 
 def device_type_of(device: str) -> str:

@@ -21,10 +21,11 @@ import numpy as np
 from branchscope.profiling.trace.run_info import RunInfo
 
 LaneKind = Literal["cpu", "gpu"]
-#: What a lane's thread does. GPU lanes are always "stream".
-LaneRole = Literal["main", "interop", "autograd", "other", "stream"]
+#: What a lane's thread does: the main thread, an inter-op pool thread, an intra-op (OpenMP) worker,
+#: an autograd engine thread, any other thread. GPU lanes are always "stream".
+LaneRole = Literal["main", "interop", "intra", "autograd", "other", "stream"]
 
-ROLE_ORDER: tuple[LaneRole, ...] = ("main", "interop", "autograd", "other", "stream")
+ROLE_ORDER: tuple[LaneRole, ...] = ("main", "interop", "intra", "autograd", "other", "stream")
 
 
 class TraceFormatError(ValueError):

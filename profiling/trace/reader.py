@@ -50,6 +50,7 @@ except ImportError:  # pragma: no cover - isal is a declared dependency
 
 from branchscope.profiling.trace.flows import bind_flows
 from branchscope.profiling.trace.model import (
+    ROLE_ORDER,
     CounterTrack,
     Lane,
     LaneKind,
@@ -465,14 +466,24 @@ def _lane_tid(v: int | str, synthetic: dict[str, int]) -> int:
     return synthetic.setdefault(s, -(1 << 40) - len(synthetic))
 
 
-def _role(pid: int, tid: int, names: list[str], interop_tids: set[int], pid_has_own_tid: bool) -> LaneRole:
-    """main / interop / autograd / other, from thread names (kineto writes 'thread N (PTThreadPool)').
+def _role(pid: int, tid: int, names: list[str], info: RunInfo | None, pid_has_own_tid: bool) -> LaneRole:
+    """main / interop / intra / autograd / other.
 
-    Some traces name several threads 'pt_main_thread'; the main thread is the one whose tid is the
-    pid, and the name decides only when no thread has the pid's id.
+    A run of ours lists its threads (`RunInfo.thread_roles_known`): the inter-op pool is exactly its
+    `interop_tids` and the intra-op workers its `intra_tids`, whatever the threads are named (OpenMP
+    workers started by a pool thread inherit its name). Other traces go by thread names (kineto
+    writes 'thread N (PTThreadPool)'). Some traces name several threads 'pt_main_thread'; the main
+    thread is the one whose tid is the pid, and the name decides only when no thread has the pid's id.
     """
     joined = " ".join(names).lower()
-    if tid in interop_tids or "ptthreadpool" in joined or "interop" in joined:
+    if info is not None and info.thread_roles_known:
+        if tid == info.main_tid:
+            return "main"
+        if tid in info.interop_tids:
+            return "interop"
+        if tid in info.intra_tids:
+            return "intra"
+    elif "ptthreadpool" in joined or "interop" in joined:
         return "interop"
     if "autograd" in joined:
         return "autograd"
@@ -558,8 +569,6 @@ def _build(path: str, raw_events: list[msgspec.Raw], metadata: dict[str, Any]) -
 
     process_labels, thread_names = _read_metadata_events(meta_events)
     info = RunInfo.parse(metadata.get("branchscope"))
-    interop_tids = set(info.interop_tids) if info is not None else set()
-
 
     gpu_cat = np.array([c in GPU_CATEGORIES for c in cats], dtype=bool)
     gpu_hits = (
@@ -597,9 +606,9 @@ def _build(path: str, raw_events: list[msgspec.Raw], metadata: dict[str, Any]) -
             lane_specs.append(((1, device, tid, 0), keys, "gpu", pid, tid, f"stream {tid}", "stream", device))
         else:
             tnames = thread_names.get((pid, tid), [])
-            role = _role(pid, tid, tnames, interop_tids, pid in own_tid_pids)
+            role = _role(pid, tid, tnames, info, pid in own_tid_pids)
             name = _best_name(tnames, role, tid)
-            order_key = (0, pid, ("main", "interop", "autograd", "other").index(role), tid)
+            order_key = (0, pid, ROLE_ORDER.index(role), tid)
             lane_specs.append((order_key, keys, "cpu", pid, tid, name, role, -1))
     lane_specs.sort(key=lambda s: s[0])
     key_to_lane = np.zeros(len(raw_keys), dtype=np.int32)

@@ -53,6 +53,10 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _tids(value: Any) -> tuple[int, ...]:
+    return tuple(t for t in value if type(t) is int) if isinstance(value, list) else ()
+
+
 @dataclass(frozen=True, slots=True)
 class BranchInfo:
     """One branch found in the model: its name, region ("1", "1.2" nested), ops, fork/join nodes."""
@@ -70,7 +74,10 @@ class BranchInfo:
 class RunInfo:
     """The `"branchscope"` object of a run's trace: mode, threads, machine, thread ids, branches.
 
-    Fields a trace lacks (or holds with the wrong type) are None or empty: a trace is untrusted data.
+    `interop_tids` are the inter-op pool's threads, `intra_tids` the intra-op (OpenMP) workers, found
+    by the worker as they started; `thread_roles_known` says the trace lists them (so the reader
+    trusts them over thread names). Fields a trace lacks (or holds with the wrong type) are None or
+    empty: a trace is untrusted data.
     """
 
     mode: str | None = None
@@ -80,6 +87,8 @@ class RunInfo:
     device: str | None = None
     main_tid: int | None = None
     interop_tids: tuple[int, ...] = ()
+    intra_tids: tuple[int, ...] = ()
+    thread_roles_known: bool = False
     branches: tuple[BranchInfo, ...] = ()
 
     @classmethod
@@ -109,6 +118,8 @@ class RunInfo:
             cores=_int(obj.get("cores")),
             device=_str(obj.get("device")),
             main_tid=_int(obj.get("main_tid")),
-            interop_tids=tuple(t for t in tids if type(t) is int) if isinstance(tids, list) else (),
+            interop_tids=_tids(tids),
+            intra_tids=_tids(obj.get("intra_tids")),
+            thread_roles_known=isinstance(tids, list),
             branches=tuple(branches),
         )
