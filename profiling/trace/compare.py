@@ -1,0 +1,406 @@
+"""Several runs side by side: a summary per run, speedups against a baseline, and an op diff.
+
+A run is a run folder (run.json + its trace) or a trace file (with the run.json beside it when that
+names the file). `summarize` gives one `RunSummary`: what was run, the unprofiled step times (the
+honest numbers; `StepStats`), parallelism, cores used, pool busy share and memory peaks, measured
+inside the profiled steps when the trace has them. `op_diff` lists, per op name, count, total and
+self time in every run (self: the duration minus that of its children on its lane), largest
+difference first, as HolisticTraceAnalysis' TraceDiff and TensorBoard's diff view do. Ops are the
+real work (CPU ops, kernels, memcpy/memset, runtime calls); user annotations ("step N", "branch: …"),
+Python frames and counters are not ops. `compare` puts it together for `branchscope compare` and
+the compare view.
+
+Qt-free and torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from branchscope.profiling.trace.analyses import (
+    cores_used,
+    first_step_start,
+    parallelism,
+    pool_busy_share,
+    steps_window,
+)
+from branchscope.profiling.trace.model import Trace, TraceFormatError
+from branchscope.profiling.trace.reader import load_trace
+from branchscope.profiling.trace.run_info import BRANCH_PREFIX
+from branchscope.profiling.trace.step_stats import StepStats, speedup, unprofiled_stats
+
+#: Categories of events that are not ops: annotations, Python frames, the profiler's own span.
+NOT_OP_CATEGORIES = frozenset(
+    {"user_annotation", "gpu_user_annotation", "python_function", "trace", "cpu_instant_event"}
+)
+#: Names that are not ops in any category: the profiled steps and branches (annotations), torch's
+#: own record_function labels ("ProfilerStep#3", "Optimizer.step#SGD.step", older traces file them
+#: as ops), and the frames TorchScript records as CPU ops (its function calls "forward",
+#: "<forked function>", "<forward op>", and record_function's "__enter__"/"__exit__").
+_NOT_OP_NAME = re.compile(
+    r"step \d+|" + re.escape(BRANCH_PREFIX) + r".*|[^:#]+#[^:]*|<[^<>]*>|__enter__|__exit__|forward",
+    re.DOTALL,
+)
+RUN_JSON = "run.json"
+DEFAULT_TRACE = "trace.json.gz"
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A run to compare: its trace, its run.json (None for a trace alone) and the path it came from."""
+
+    path: str
+    trace: Trace
+    run: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What one run was and how it did. Values a run cannot tell are None.
+
+    `median_ms` is the profiled median of run.json; `unprofiled` the step times without the
+    profiler. `parallelism` is the busy-computing threads on average, `cores_used` the CPU cores the
+    samples saw in use, `pool_busy_share` the inter-op pool's busy share; all three inside the
+    profiled steps when the trace has them. `origin_ns` is the first step's start (else the trace's
+    first event), the instant shown at 0 when runs are lined up.
+    """
+
+    label: str
+    path: str
+    mode: str | None
+    interop: int | None
+    intra: int | None
+    median_ms: float | None
+    unprofiled: StepStats | None
+    parallelism: float | None
+    cores_used: float | None
+    pool_busy_share: float | None
+    peak_bytes: dict[str, int] = field(default_factory=dict)
+    origin_ns: int = 0
+
+    @property
+    def threads(self) -> str | None:
+        """The threads as "I×J" (inter-op × intra-op), or None when unknown."""
+        if self.interop is None or self.intra is None:
+            return None
+        return f"{self.interop}×{self.intra}"
+
+
+@dataclass(frozen=True)
+class OpDiff:
+    """One op name across the compared runs: count, total and self time (µs) per run."""
+
+    name: str
+    count: list[int]
+    total_us: list[float]
+    self_us: list[float]
+
+    @property
+    def spread_us(self) -> float:
+        """The largest difference of total time between two runs."""
+        return max(self.total_us) - min(self.total_us)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Runs compared against `runs[baseline]`; `speedup[k]` is the baseline's unprofiled median ÷ run k's."""
+
+    runs: list[RunSummary]
+    baseline: int
+    speedup: list[float | None]
+    #: Whether run k's and the baseline's unprofiled interquartile ranges overlap (None: unknown).
+    within_noise: list[bool | None]
+    ops: list[OpDiff]
+
+    def to_json(self) -> dict[str, Any]:
+        """The `branchscope compare --json` document."""
+        return {
+            "runs": [_run_json(s) for s in self.runs],
+            "baseline": self.baseline,
+            "speedup": [None if x is None else round(x, 4) for x in self.speedup],
+            "ops": [
+                {"name": op.name, "count": op.count, "total_us": op.total_us, "self_us": op.self_us}
+                for op in self.ops
+            ],
+        }
+
+
+def _run_json(s: RunSummary) -> dict[str, Any]:
+    u = s.unprofiled
+    return {
+        "label": s.label,
+        "path": s.path,
+        "mode": s.mode,
+        "interop": s.interop,
+        "intra": s.intra,
+        "median_ms": s.median_ms,
+        "unprofiled_median_ms": None if u is None else round(u.median, 4),
+        "unprofiled_spread_ms": None if u is None else u.rounded_spread(),
+        "parallelism": _rounded(s.parallelism),
+        "cores_used": _rounded(s.cores_used),
+        "peak_bytes": dict(s.peak_bytes),
+    }
+
+
+def _rounded(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+# ---- loading ---------------------------------------------------------------------------------
+def _read_run_json(path: Path) -> dict[str, Any]:
+    try:
+        run = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TraceFormatError(f"{path}: not a run.json: {exc}") from None
+    if not isinstance(run, dict):
+        raise TraceFormatError(f"{path}: not a run.json: not a JSON object")
+    return run
+
+
+def _trace_name(run: dict[str, Any]) -> str:
+    name = run.get("trace")
+    # A file name beside run.json, nothing else: run.json is data, not a path to follow anywhere.
+    return name if isinstance(name, str) and name and Path(name).name == name else DEFAULT_TRACE
+
+
+def load_run(path: str | os.PathLike[str]) -> LoadedRun:
+    """A run folder (run.json and the trace it names) or a trace file (with the run.json beside it
+    when that names this file). Raises `TraceFormatError` for what cannot be read."""
+    p = Path(path)
+    if p.is_dir():
+        if not (p / RUN_JSON).is_file():
+            raise TraceFormatError(f"{p}: is a folder without a {RUN_JSON}: not a run folder")
+        folder_run = _read_run_json(p / RUN_JSON)
+        return LoadedRun(str(path), load_trace(p / _trace_name(folder_run)), folder_run)
+    trace = load_trace(p)
+    beside = p.parent / RUN_JSON
+    run: dict[str, Any] | None = None
+    if beside.is_file():
+        try:
+            candidate = _read_run_json(beside)
+        except TraceFormatError:  # optional beside a trace file: the trace was asked for, not the run.json
+            candidate = None
+        if candidate is not None and _trace_name(candidate) == p.name:
+            run = candidate
+    return LoadedRun(str(path), trace, run)
+
+
+# ---- one run ----------------------------------------------------------------------------------
+def _int(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def _float(value: Any) -> float | None:
+    return (
+        float(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        else None
+    )
+
+
+def _config(trace: Trace, run: dict[str, Any] | None) -> tuple[str | None, int | None, int | None]:
+    """(mode, interop, intra) from run.json, else from the trace's run info."""
+    run = run or {}
+    info = trace.run_info
+    mode = run.get("mode") if isinstance(run.get("mode"), str) else None
+    interop, intra = _int(run.get("interop")), _int(run.get("intra"))
+    if info is not None:
+        mode = mode if mode is not None else info.mode
+        interop = interop if interop is not None else info.interop
+        intra = intra if intra is not None else info.intra
+    return mode, interop, intra
+
+
+def run_label(trace: Trace, run: dict[str, Any] | None, path: str) -> str:
+    """The label "MODEL · MODE · I×J" from run.json and the trace's run info; the file name where they are silent."""
+    model = (run or {}).get("model")
+    mode, interop, intra = _config(trace, run)
+    name = Path(path).name or str(path)
+    parts = [model if isinstance(model, str) and model else name]
+    if mode:
+        parts.append(mode)
+    if interop is not None and intra is not None:
+        parts.append(f"{interop}×{intra}")
+    return " · ".join(parts)
+
+
+def summarize(
+    trace: Trace, run: dict[str, Any] | None = None, path: str | None = None, label: str | None = None
+) -> RunSummary:
+    """The `RunSummary` of one run (see there)."""
+    run = run or {}
+    path = trace.path if path is None else path
+    mode, interop, intra = _config(trace, run)
+    window = steps_window(trace)
+    first = first_step_start(trace)
+    peaks: dict[str, int] = {}
+    for m in trace.memory:
+        peaks[m.device] = max(peaks.get(m.device, 0), m.peak_bytes)
+    return RunSummary(
+        label=label if label is not None else run_label(trace, run, path),
+        path=path,
+        mode=mode,
+        interop=interop,
+        intra=intra,
+        median_ms=_float(run.get("median_ms")),
+        unprofiled=unprofiled_stats(run),
+        parallelism=parallelism(trace, window) if len(trace) else None,
+        cores_used=cores_used(trace, window),
+        pool_busy_share=pool_busy_share(trace, window),
+        peak_bytes=peaks,
+        origin_ns=first if first is not None else trace.span()[0],
+    )
+
+
+def default_baseline(summaries: Sequence[RunSummary]) -> int:
+    """The first sequential 1×1 run, else the first run."""
+    for k, s in enumerate(summaries):
+        if s.mode == "sequential" and s.interop == 1 and s.intra == 1:
+            return k
+    return 0
+
+
+# ---- ops --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OpTotals:
+    """Per op name of one trace: how many, total and self time in ns."""
+
+    names: list[str]
+    count: np.ndarray  # int64
+    total_ns: np.ndarray  # int64
+    self_ns: np.ndarray  # int64
+
+
+def op_mask(trace: Trace) -> np.ndarray:
+    """Which events are ops (see the module docstring)."""
+    cat_ok = np.array([c.lower() not in NOT_OP_CATEGORIES for c in trace.cats], dtype=bool)
+    name_ok = np.array([_NOT_OP_NAME.fullmatch(n) is None for n in trace.names], dtype=bool)
+    if not len(trace):
+        return np.zeros(0, dtype=bool)
+    return cat_ok[trace.cat_id] & name_ok[trace.name_id]
+
+
+def op_totals(trace: Trace, window: tuple[int, int] | None = None) -> OpTotals:
+    """Count, total and self time per op name, of the ops starting inside `window` (None: all).
+
+    An op's self time is its duration less the time its nearest enclosed ops on its lane take,
+    each clipped to the op's own interval (rounded times let a child outlast its parent). Ops are
+    nested through annotations and frames: "branch: …" between two ops does not hide the inner one.
+    """
+    n = len(trace)
+    names = list(trace.names)
+    k = len(names)
+    if n == 0:
+        return OpTotals(names, *(np.zeros(k, dtype=np.int64) for _ in range(3)))
+    is_op = op_mask(trace)
+    # Each op's nearest enclosing op: climb the parents past whatever is not an op.
+    up = trace.parent.copy()
+    climbing = np.flatnonzero(up >= 0)
+    climbing = climbing[~is_op[up[climbing]]]
+    while climbing.size:
+        up[climbing] = trace.parent[up[climbing]]
+        climbing = climbing[up[climbing] >= 0]
+        climbing = climbing[~is_op[up[climbing]]]
+    child = np.flatnonzero(is_op & (up >= 0))
+    parent = up[child]
+    end = trace.end_ns
+    overlap = np.minimum(end[child], end[parent]) - np.maximum(trace.start_ns[child], trace.start_ns[parent])
+    covered = np.bincount(parent, weights=np.maximum(overlap, 0), minlength=n).astype(np.int64)
+    self_ns = np.maximum(trace.dur_ns - covered, 0)
+    keep = is_op
+    if window is not None:
+        keep = keep & (trace.start_ns >= window[0]) & (trace.start_ns < window[1])
+    ids = trace.name_id[keep]
+    return OpTotals(
+        names,
+        np.bincount(ids, minlength=k).astype(np.int64),
+        np.bincount(ids, weights=trace.dur_ns[keep], minlength=k).astype(np.int64),
+        np.bincount(ids, weights=self_ns[keep], minlength=k).astype(np.int64),
+    )
+
+
+def op_diff(traces: Sequence[Trace], windows: Sequence[tuple[int, int] | None] | None = None) -> list[OpDiff]:
+    """Per op name, count, total and self time in each trace, largest difference of total first.
+
+    `windows[k]` limits trace k to the ops starting in it; by default each trace's profiled steps.
+    """
+    if windows is None:
+        windows = [steps_window(t) for t in traces]
+    per_run = [op_totals(t, w) for t, w in zip(traces, windows)]
+    index: dict[str, int] = {}
+    for totals in per_run:
+        for name, c in zip(totals.names, totals.count.tolist()):
+            if c:
+                index.setdefault(name, len(index))
+    m = len(index)
+    count = np.zeros((len(per_run), m), dtype=np.int64)
+    total = np.zeros((len(per_run), m), dtype=np.int64)
+    own = np.zeros((len(per_run), m), dtype=np.int64)
+    for r, totals in enumerate(per_run):
+        cols = np.array([index.get(name, -1) for name in totals.names], dtype=np.int64)
+        ok = (cols >= 0) & (totals.count > 0)
+        count[r, cols[ok]] = totals.count[ok]
+        total[r, cols[ok]] = totals.total_ns[ok]
+        own[r, cols[ok]] = totals.self_ns[ok]
+    names = list(index)
+    if not m:
+        return []
+    spread = total.max(axis=0) - total.min(axis=0)
+    order = sorted(range(m), key=lambda j: (-int(spread[j]), names[j]))
+    return [
+        OpDiff(
+            name=names[j],
+            count=count[:, j].tolist(),
+            total_us=(total[:, j] / 1000.0).tolist(),
+            self_us=(own[:, j] / 1000.0).tolist(),
+        )
+        for j in order
+    ]
+
+
+# ---- all of it --------------------------------------------------------------------------------
+def unique_labels(labels: Sequence[str]) -> list[str]:
+    """The labels, a repeated one numbered from its second time on ("… (2)")."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+    return out
+
+
+def compare_summaries(
+    summaries: Sequence[RunSummary], baseline: int
+) -> tuple[list[float | None], list[bool | None]]:
+    """Each run's speedup against `summaries[baseline]`, and whether it is within noise of it."""
+    base = summaries[baseline].unprofiled
+    speedups = [speedup(base, s.unprofiled) for s in summaries]
+    noise = [
+        None if base is None or s.unprofiled is None else s.unprofiled.within_noise(base) for s in summaries
+    ]
+    return speedups, noise
+
+
+def compare(runs: Sequence[LoadedRun], baseline: int | None = None) -> Comparison:
+    """Summaries, speedups against the baseline (default: `default_baseline`) and the op diff."""
+    labels = unique_labels([run_label(r.trace, r.run, r.path) for r in runs])
+    summaries = [summarize(r.trace, r.run, r.path, label) for r, label in zip(runs, labels)]
+    if baseline is None:
+        baseline = default_baseline(summaries)
+    if not 0 <= baseline < len(summaries):
+        raise IndexError(
+            f"baseline {baseline} is not one of the {len(summaries)} runs (0 to {len(summaries) - 1})"
+        )
+    speedups, noise = compare_summaries(summaries, baseline)
+    return Comparison(summaries, baseline, speedups, noise, op_diff([r.trace for r in runs]))
