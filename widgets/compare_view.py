@@ -1,0 +1,213 @@
+"""Runs compared: their traces one above the other on one time scale, a summary and the op diff.
+
+On the left, a `TraceWorkspace` with a row per run, each shown from its own origin (its first
+profiled step) so every run starts at 0 and a shorter run is shorter on screen. On the right,
+one above the other: the summary (one column per run: what ran, unprofiled step time and spread, speedup against
+the baseline and whether it is within noise, parallelism, cores used, pool busy share, memory
+peaks) and the op diff (count, total and self time per run; click a header to sort).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QSplitter,
+    QTableView,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from branchscope.profiling.trace.compare import OpDiff, RunSummary, compare_summaries, op_diff
+from branchscope.profiling.trace.model import Trace
+from branchscope.widgets.units import format_bytes
+from branchscope.widgets.workspace import ShownTrace, TraceWorkspace
+
+#: The role holding an op table cell's number, by which its column sorts.
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+NONE = "–"
+#: The widest a summary column gets (pixels); longer text wraps.
+MAX_SUMMARY_COLUMN = 190
+
+#: Summary rows: (title, tooltip). Parallelism and cores used are different measures.
+SUMMARY_ROWS: list[tuple[str, str]] = [
+    ("run", "what ran: model · mode · inter-op × intra-op threads (or the file name)"),
+    ("mode", "how the branches were run"),
+    ("threads (inter-op × intra-op)", "inter-op pool threads × intra-op threads"),
+    ("unprofiled median", "median step time without the profiler: the honest number"),
+    ("unprofiled spread [min q1–q3 max]", "step times without the profiler: min, quartiles, max"),
+    ("speedup vs baseline", "the baseline's unprofiled median ÷ this run's: above 1, faster"),
+    ("within noise?", "whether the interquartile ranges of this run and the baseline overlap"),
+    ("parallelism (busy threads)", "threads busy computing on average inside the profiled steps, waits excluded"),
+    ("cores used (CPU samples)", "CPU cores in use on average inside the profiled steps, from the CPU samples"),
+    ("pool busy share", "share of the inter-op pool's thread time spent busy inside the profiled steps"),
+    ("profiled median", "median step time under the profiler"),
+]  # fmt: skip
+
+
+def _num(x: float | None, fmt: str, unit: str = "") -> str:
+    return NONE if x is None else format(x, fmt) + unit
+
+
+class CompareView(QWidget):
+    """N runs compared (see the module docstring). `set_runs` shows them; `.workspace` is the rows."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.workspace = TraceWorkspace(self)
+        self.summary_table = QTableWidget(self)
+        self.summary_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.summary_table.setWordWrap(True)
+        self.summary_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.ops_model = QStandardItemModel(self)
+        self.ops_model.setSortRole(SORT_ROLE)
+        self.ops_view = QTableView(self)
+        self.ops_view.setModel(self.ops_model)
+        self.ops_view.setSortingEnabled(True)
+        self.ops_view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.ops_view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.ops_view.verticalHeader().hide()
+        self.ops_view.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+        self.ops_view.horizontalHeader().setSortIndicatorShown(True)
+        tables = QSplitter(Qt.Orientation.Vertical, self)
+        tables.setChildrenCollapsible(False)
+        tables.addWidget(self.summary_table)
+        tables.addWidget(self.ops_view)
+        tables.setSizes([400, 600])
+        self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
+        self.splitter.setChildrenCollapsible(False)
+        self.splitter.addWidget(self.workspace)
+        self.splitter.addWidget(tables)
+        self.splitter.setStretchFactor(0, 2)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([1000, 600])
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.splitter)
+        self.summaries: list[RunSummary] = []
+        self.baseline = 0
+        self.ops: list[OpDiff] = []
+
+    def set_runs(
+        self,
+        traces: Sequence[Trace],
+        summaries: Sequence[RunSummary],
+        baseline: int,
+        ops: Sequence[OpDiff] | None = None,
+    ) -> None:
+        """Show the runs (`summaries[k]` of `traces[k]`) against `summaries[baseline]`; `ops` is their
+        `op_diff`, computed here when not given."""
+        if len(traces) != len(summaries):
+            raise ValueError(f"{len(traces)} traces but {len(summaries)} summaries")
+        if summaries and not 0 <= baseline < len(summaries):
+            raise IndexError(f"baseline {baseline} is not one of the {len(summaries)} runs")
+        self.workspace.show_traces(
+            [ShownTrace(t, origin_ns=s.origin_ns, title=s.label) for t, s in zip(traces, summaries)]
+        )
+        self.summaries = list(summaries)
+        self.baseline = baseline
+        self.ops = list(op_diff(traces) if ops is None else ops)
+        self._fill_summary()
+        self._fill_ops()
+
+    # ---- the summary --------------------------------------------------------------------------
+    def summary_rows(self) -> list[tuple[str, list[str]]]:
+        """The summary's rows as text: (title, one cell per run)."""
+        runs = self.summaries
+        if not runs:
+            return []
+        speedups, noise = compare_summaries(runs, self.baseline)
+        rows: list[tuple[str, list[str]]] = []
+        for title, _tip in SUMMARY_ROWS:
+            cells = []
+            for k, s in enumerate(runs):
+                u = s.unprofiled
+                cells.append({
+                    "run": s.label,
+                    "mode": s.mode or NONE,
+                    "threads (inter-op × intra-op)": s.threads or NONE,
+                    "unprofiled median": _num(None if u is None else u.median, ".2f", " ms"),
+                    "unprofiled spread [min q1–q3 max]":
+                        NONE if u is None else f"{u.min:.2f} [{u.q1:.2f}–{u.q3:.2f}] {u.max:.2f} ms",
+                    "speedup vs baseline": "baseline" if k == self.baseline else _num(speedups[k], ".2f", "×"),
+                    "within noise?": NONE if k == self.baseline or noise[k] is None else ("yes" if noise[k] else "no"),
+                    "parallelism (busy threads)": _num(s.parallelism, ".2f"),
+                    "cores used (CPU samples)": _num(s.cores_used, ".2f"),
+                    "pool busy share": _num(None if s.pool_busy_share is None else 100 * s.pool_busy_share, ".0f", " %"),
+                    "profiled median": _num(s.median_ms, ".2f", " ms"),
+                }[title])  # fmt: skip
+            rows.append((title, cells))
+        devices = list(dict.fromkeys(d for s in runs for d in s.peak_bytes))
+        for d in devices:
+            rows.append(
+                (
+                    f"peak memory {d}",
+                    [format_bytes(s.peak_bytes[d]) if d in s.peak_bytes else NONE for s in runs],
+                )
+            )
+        return rows
+
+    def _fill_summary(self) -> None:
+        table = self.summary_table
+        rows = self.summary_rows()
+        tips = dict(SUMMARY_ROWS)
+        table.clear()
+        table.setRowCount(len(rows))
+        table.setColumnCount(len(self.summaries))
+        table.setHorizontalHeaderLabels(
+            [f"run {k}" + (" (baseline)" if k == self.baseline else "") for k in range(len(self.summaries))]
+        )
+        table.setVerticalHeaderLabels([title for title, _ in rows])
+        for r, (title, cells) in enumerate(rows):
+            table.verticalHeaderItem(r).setToolTip(
+                tips.get(title, "the highest total allocated on this device")
+            )
+            for k, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setToolTip(text)
+                table.setItem(r, k, item)
+        table.resizeColumnsToContents()
+        for k in range(table.columnCount()):  # long labels wrap rather than widen every column
+            table.setColumnWidth(k, min(table.columnWidth(k), MAX_SUMMARY_COLUMN))
+        table.resizeRowsToContents()
+
+    # ---- the op diff --------------------------------------------------------------------------
+    def _fill_ops(self) -> None:
+        model = self.ops_model
+        model.clear()
+        n = len(self.summaries)
+        headers = ["op", "Δ total ms"]
+        for k in range(n):
+            headers += [f"count {k}", f"total ms {k}", f"self ms {k}"]
+        model.setHorizontalHeaderLabels(headers)
+        for op in self.ops:
+            row = [self._text_item(op.name), self._number_item(op.spread_us / 1000.0, ".3f")]
+            for k in range(n):
+                row += [
+                    self._number_item(op.count[k], "d"),
+                    self._number_item(op.total_us[k] / 1000.0, ".3f"),
+                    self._number_item(op.self_us[k] / 1000.0, ".3f"),
+                ]
+            model.appendRow(row)
+        self.ops_view.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.DescendingOrder)
+        self.ops_view.resizeColumnsToContents()
+
+    @staticmethod
+    def _text_item(text: str) -> QStandardItem:
+        item = QStandardItem(text)
+        item.setData(text, SORT_ROLE)
+        item.setToolTip(text)
+        return item
+
+    @staticmethod
+    def _number_item(value: float, fmt: str) -> QStandardItem:
+        item = QStandardItem(format(value, fmt))
+        item.setData(float(value), SORT_ROLE)
+        item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return item
