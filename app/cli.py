@@ -11,7 +11,7 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from branchscope.app import cmd_gui, cmd_inspect, cmd_profile, cmd_sweep
+    from branchscope.app import cmd_compare, cmd_gui, cmd_inspect, cmd_profile, cmd_sweep
 
     parser = argparse.ArgumentParser(
         prog="branchscope",
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     cmd_inspect.register(sub)
     cmd_profile.register(sub)
+    cmd_compare.register(sub)
     cmd_sweep.register(sub)
     cmd_gui.register(sub)
     parser.set_defaults(handler=cmd_gui.run_default)

@@ -1,0 +1,172 @@
+"""`branchscope compare A B [C…] [--baseline K] [--json] [--screenshot OUT.png]`: runs side by side.
+
+Each argument is a run folder (run.json + its trace) or a trace file. Prints one row per run (what
+it ran, its unprofiled step time and spread, the speedup against the baseline, parallelism, cores
+used, memory peaks) and the ops whose time differs most; `--json` prints the same for scripts;
+`--screenshot` draws the compare view offscreen instead (Qt is imported only then).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from branchscope.profiling import TraceFormatError
+from branchscope.profiling.trace.compare import Comparison, LoadedRun, compare, load_run
+
+SCREENSHOT_SIZE = (1600, 1000)
+#: Ops listed in the table (`--json` lists them all).
+TOP_OPS = 15
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="compare runs side by side: step times, speedups, parallelism, memory, op differences",
+        description="Compare runs side by side. Each RUN is a run folder (run.json + trace.json.gz) or a "
+        "trace file; a run.json beside a trace file that names it is read too.",
+    )
+    p.add_argument("runs", nargs="*", metavar="RUN", help="a run folder or a trace file (two or more)")
+    p.add_argument(
+        "--baseline",
+        type=int,
+        metavar="K",
+        help="the run speedups are measured against, by 0-based index (default: the sequential 1×1 run, else the first)",
+    )
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument(
+        "--screenshot",
+        metavar="OUT.png",
+        type=Path,
+        help="draw the compare view offscreen at 1600x1000, save it, and exit",
+    )
+    p.set_defaults(handler=run)
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    if len(args.runs) < 2:
+        return _error("compare needs at least two runs (run folders or trace files)")
+    if args.baseline is not None and not 0 <= args.baseline < len(args.runs):
+        return _error(
+            f"--baseline {args.baseline} is not one of the {len(args.runs)} runs (0 to {len(args.runs) - 1})"
+        )
+    try:
+        loaded = [load_run(p) for p in args.runs]
+    except TraceFormatError as exc:
+        return _error(str(exc))
+    result = compare(loaded, args.baseline)
+    if args.screenshot is not None:
+        return screenshot(loaded, result, args.screenshot)
+    if args.json:
+        json.dump(result.to_json(), sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print(format_table(result))
+    return 0
+
+
+# ---- the table ---------------------------------------------------------------------------------
+def _bytes(n: int) -> str:
+    x = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(x) < 1024 or unit == "GiB":
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024
+    return str(n)
+
+
+def _num(x: float | None, fmt: str) -> str:
+    return "–" if x is None else format(x, fmt)
+
+
+def format_table(c: Comparison) -> str:
+    """The readable form: one row per run, then the top op differences."""
+    header = ["#", "run", "mode", "threads", "median ms", "spread ms [min q1–q3 max]", "speedup",
+              "parallelism", "cores used", "peak memory"]  # fmt: skip
+    rows = []
+    for k, s in enumerate(c.runs):
+        u = s.unprofiled
+        spread = "–" if u is None else f"{u.min:.2f} [{u.q1:.2f}–{u.q3:.2f}] {u.max:.2f}"
+        if k == c.baseline:
+            vs = "baseline"
+        elif c.speedup[k] is None:
+            vs = "–"
+        else:
+            vs = f"{c.speedup[k]:.2f}×" + (" within noise" if c.within_noise[k] else "")
+        memory = ", ".join(f"{d} {_bytes(b)}" for d, b in s.peak_bytes.items()) or "–"
+        rows.append([
+            f"{k}{'*' if k == c.baseline else ''}", s.label, s.mode or "–", s.threads or "–",
+            _num(None if u is None else u.median, ".2f"), spread, vs,
+            _num(s.parallelism, ".2f"), _num(s.cores_used, ".2f"), memory,
+        ])  # fmt: skip
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    right = {4, 7, 8}
+    lines = ["  ".join(cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in
+                       enumerate(zip(r, widths))).rstrip() for r in [header, *rows]]  # fmt: skip
+    lines += [
+        "",
+        "median and spread: step times without the profiler (unprofiled); speedup: the baseline's median ÷ the run's,",
+        "within noise where the interquartile ranges overlap; parallelism: threads busy computing on average",
+        "(waits excluded); cores used: CPU cores the samples saw in use; both inside the profiled steps.",
+    ]
+    if c.ops:
+        lines += [
+            "",
+            f"ops whose time differs most (total ms per run, self ms in brackets; {len(c.ops)} ops in all):",
+        ]
+        name_w = min(48, max(len(op.name) for op in c.ops[:TOP_OPS]))
+        cells = [[f"{op.count[k]}× {op.total_us[k] / 1000:.3f} ({op.self_us[k] / 1000:.3f})" if op.count[k] else "–"
+                  for k in range(len(c.runs))] for op in c.ops[:TOP_OPS]]  # fmt: skip
+        col_w = [max(len(f"run {k}"), *(len(row[k]) for row in cells)) for k in range(len(c.runs))]
+        lines.append(
+            "  " + "op".ljust(name_w) + "  " + "  ".join(f"run {k}".rjust(w) for k, w in enumerate(col_w))
+        )
+        for op, row in zip(c.ops, cells):
+            name = op.name if len(op.name) <= name_w else op.name[: name_w - 1] + "…"
+            lines.append(
+                "  " + name.ljust(name_w) + "  " + "  ".join(cell.rjust(w) for cell, w in zip(row, col_w))
+            )
+    return "\n".join(lines)
+
+
+# ---- the picture -------------------------------------------------------------------------------
+def screenshot(loaded: list[LoadedRun], result: Comparison, out: Path) -> int:
+    """Draws the compare view offscreen at `SCREENSHOT_SIZE` into `out` (PNG)."""
+    os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    from PySide6.QtWidgets import QApplication
+
+    from branchscope.widgets.compare_view import CompareView
+
+    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "branchscope"])
+    # A view failing while it paints reports through sys.excepthook: such a picture is not written.
+    failures: list[str] = []
+    previous_hook = sys.excepthook
+    sys.excepthook = lambda kind, exc, _tb: failures.append(f"{kind.__name__}: {exc}")
+    view = CompareView()
+    try:
+        view.resize(*SCREENSHOT_SIZE)
+        view.set_runs([r.trace for r in loaded], result.runs, result.baseline, ops=result.ops)
+        view.show()
+        app.processEvents()
+        image = view.grab()
+    except Exception as exc:
+        failures.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        sys.excepthook = previous_hook
+        view.close()
+    if failures:
+        print(f"error: drawing the compare view failed: {failures[0]}", file=sys.stderr)
+        return 1
+    if not image.save(str(out), "PNG"):
+        print(f"error: could not write {out}", file=sys.stderr)
+        return 1
+    print(f"wrote {out} ({SCREENSHOT_SIZE[0]}x{SCREENSHOT_SIZE[1]})")
+    return 0
