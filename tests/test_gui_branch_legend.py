@@ -111,3 +111,33 @@ def test_a_run_trace_lists_its_branches_and_a_trace_without_any_says_so(tmp_path
     legend.set_trace(bare)
     assert not legend.has_data()
     assert legend.topLevelItem(0).text(0) == "no branches in this trace"
+
+
+def test_the_details_summary_lists_the_branches_in_the_legends_order_and_follows_the_palette(qtbot):
+    from PySide6.QtWidgets import QApplication
+
+    from branchscope.widgets.details_panel import DetailsPanel
+    from branchscope.widgets.theme import LIGHT, dark_palette, theme
+
+    details = show(qtbot, DetailsPanel(), 300, 300)
+    trace = _trace()
+    details.set_trace(trace)
+    assert ("Branches", ", ".join(r.name for r in legend_rows(trace))) in details.rows
+    assert ("Branches", "a, a.x, a.y, b, never") in details.rows
+    assert LIGHT.muted.name() in details.body.text()
+    base = QApplication.palette()
+    QApplication.setPalette(dark_palette())
+    try:
+        dark_muted = theme().muted.name()
+        assert dark_muted != LIGHT.muted.name()
+        qtbot.waitUntil(lambda: dark_muted in details.body.text())
+        details.show_event(trace, 0)
+        qtbot.waitUntil(lambda: details.title.text() == "Event")
+    finally:
+        redrawn = []
+        real = details.show_event
+        details.show_event = lambda *a: redrawn.append(a[:2]) or real(*a)
+        QApplication.setPalette(base)
+    # the palette change redraws the event shown
+    qtbot.waitUntil(lambda: bool(redrawn) and all(r == (trace, 0) for r in redrawn))
+    assert details.title.text() == "Event" and ("Name", trace.event_name(0)) in details.rows

@@ -6,12 +6,14 @@ import os
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from branchscope.profiling.trace.analyses import lane_busy_ns, memory_imbalance, parallelism
 from branchscope.profiling.trace.model import Trace
+from branchscope.widgets.branch_legend import legend_rows
 from branchscope.widgets.event_info import describe_event, rows_to_html
+from branchscope.widgets.theme import theme
 from branchscope.widgets.units import format_bytes, format_duration
 
 
@@ -46,7 +48,8 @@ def trace_summary_rows(trace: Trace, run: dict[str, Any] | None = None) -> list[
             cores = info.cores if info.cores is not None else "?"
             rows.append(("Threads", f"inter-op {info.interop} × intra-op {info.intra} on {cores} cores"))
         if info.branches:
-            rows.append(("Branches", ", ".join(b.name for b in info.branches)))
+            # In the legend's order: the model's (region, then name), nested ones after their parent.
+            rows.append(("Branches", ", ".join(r.name for r in legend_rows(trace))))
     if run:
         if isinstance(run.get("median_ms"), (int, float)):
             rows.append(("Median step", f"{run['median_ms']:.2f} ms (profiled)"))
@@ -85,30 +88,45 @@ class DetailsPanel(QWidget):
         self.rows: list[tuple[str, str]] = []
         self._trace: Trace | None = None
         self._run: dict[str, Any] | None = None
+        #: What `show_event` was last given (None: the summary is shown), to redraw it in a new palette.
+        self._event: tuple | None = None
         self.show_summary(None)
 
+    def changeEvent(self, ev: QEvent) -> None:  # noqa: N802 (Qt API)
+        super().changeEvent(ev)
+        if ev.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange) and hasattr(
+            self, "_event"
+        ):
+            if self._event is not None:
+                self.show_event(*self._event)
+            else:
+                self.show_summary(self._trace, self._run)
+
     def set_trace(self, trace: Trace | None, run: dict[str, Any] | None = None) -> None:
-        self._trace, self._run = trace, run
+        self._trace, self._run, self._event = trace, run, None
         self.show_summary(trace, run)
 
     def show_summary(self, trace: Trace | None, run: dict[str, Any] | None = None) -> None:
+        muted = theme().muted.name()
         if trace is None:
             self.title.setText("Details")
             self.rows = []
             self.body.setText(
-                "<p style='color:#5b6570'>Pick a demo and press Run, or open a trace.</p>"
-                "<p style='color:#5b6570'><b>Navigate</b>: wheel zooms at the cursor, drag pans, "
-                "W/S zoom, A/D pan, 0 shows all, double-click zooms to an event, Ctrl+F finds events.</p>"
+                f"<p style='color:{muted}'>Pick a demo and press Run, or open a trace.</p>"
+                f"<p style='color:{muted}'><b>Navigate</b>: wheel zooms at the cursor, drag pans, "
+                "W/S zoom, A/D pan, 0 shows all, double-click zooms to an event, Ctrl+F finds events, "
+                "Shift+drag selects a time range (Esc clears it).</p>"
             )
             return
         self.title.setText("Trace")
         self.rows = trace_summary_rows(trace, run)
         self.body.setText(
             rows_to_html(self.rows)
-            + "<p style='color:#77828d'>Click an event for its details; hover for a quick look.</p>"
+            + f"<p style='color:{muted}'>Click an event for its details; hover for a quick look.</p>"
         )
 
     def show_event(self, trace: Trace, i: int, branch_names=None, event_branch=None) -> None:
+        self._event = (trace, i, branch_names, event_branch) if i >= 0 else None
         if i < 0:
             self.show_summary(self._trace, self._run)
             return
@@ -118,7 +136,10 @@ class DetailsPanel(QWidget):
         extra = [(k, _short(v)) for k, v in args.items() if k not in ("Input Dims",)][:12]
         body = rows_to_html(self.rows)
         if extra:
-            body += "<p style='color:#5b6570;margin-bottom:2px'><b>args</b></p>" + rows_to_html(extra)
+            body += (
+                f"<p style='color:{theme().muted.name()};margin-bottom:2px'><b>args</b></p>"
+                + rows_to_html(extra)
+            )
         self.body.setText(body)
 
 
