@@ -112,12 +112,14 @@ def test_missing_build_model_exits_2_naming_it(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_model_raising_exits_2_with_its_traceback_above_the_error(tmp_path, capsys):
-    code = cli(profile(tmp_path, "--model", str(MODELS / "raises_in_forward.py"), "--mode", "sequential", "--interop", "1", "--intra", "1"))
+@pytest.mark.parametrize("mode", ["sequential", "fork"])
+def test_model_raising_exits_2_with_its_traceback_above_the_error(tmp_path, capsys, mode):
+    # In fork mode too: the model's own error, not "fork mode needs the graph" nor an fx error.
+    code = cli(profile(tmp_path, "--model", str(MODELS / "raises_in_forward.py"), "--mode", mode, "--interop", "2", "--intra", "1"))
     assert code == 2
     err = capsys.readouterr().err
     lines = err.rstrip("\n").splitlines()
-    assert lines[-1].startswith("error: the model raised ValueError") and "expected 4 dims" in lines[-1]
+    assert lines[-1] == "error: the model raised ValueError while running its forward: expected 4 dims, got 2 (raised by the test model)"
     assert lines[0] == "Traceback (most recent call last):"
     assert any("raises_in_forward.py" in line and "check_shape" in line for line in lines)
     assert not any("profiling/" in line for line in lines[:-1])  # no branchscope frames
@@ -191,10 +193,12 @@ def test_runner_jsonl_for_the_gui(tmp_path):
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     events = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert events[:3] == [{"event": "progress", "step": i, "of": 3} for i in (1, 2, 3)]
-    assert events[3]["event"] == "done" and events[3]["out"] == str(tmp_path)
-    assert events[3]["run"]["mode"] == "fork" and events[3]["run"]["max_abs_diff"] <= 1e-5
-    assert len(events) == 4
+    phases = [{"event": "phase", "phase": p} for p in ("load", "warmup", "timing", "profile")]
+    progress = [{"event": "progress", "step": i, "of": 3} for i in (1, 2, 3)]
+    assert events[:8] == [*phases, *progress, {"event": "phase", "phase": "export"}]
+    assert events[8]["event"] == "done" and events[8]["out"] == str(tmp_path)
+    assert events[8]["run"]["mode"] == "fork" and events[8]["run"]["max_abs_diff"] <= 1e-5
+    assert len(events) == 9
 
 
 @pytest.mark.slow
@@ -203,5 +207,6 @@ def test_runner_jsonl_error_line(tmp_path):
            "sequential", "--interop", "1", "--intra", "1", "--out", str(tmp_path), "--jsonl"]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
-    (event,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    load, event = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert load == {"event": "phase", "phase": "load"}  # it failed loading the model
     assert event["event"] == "error" and "build_model()" in event["message"]

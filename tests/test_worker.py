@@ -19,7 +19,8 @@ pytestmark = pytest.mark.slow
 
 RUN_FIELDS = {
     "mode", "interop", "intra", "device", "torch", "steps_ms", "median_ms", "unprofiled_median_ms",
-    "branches", "max_abs_diff", "main_tid", "interop_tids", "fx_error", "complete",
+    "unprofiled_steps", "unprofiled_steps_ms", "unprofiled_spread_ms", "branches", "max_abs_diff",
+    "main_tid", "interop_tids", "intra_tids", "fx_error", "complete",
 }  # fmt: skip
 
 
@@ -45,7 +46,9 @@ def twin_fork(tmp_path_factory):
 def test_protocol_lines_and_progress(twin_fork):
     out, proc, _, _ = twin_fork
     events = _events(proc.stdout)
-    assert [e["event"] for e in events] == ["phase", "progress", "progress", "phase", "finished"]
+    assert [e.get("phase", e["event"]) for e in events] == [
+        "load", "warmup", "timing", "profile", "progress", "progress", "export", "finished"
+    ]  # fmt: skip
     assert [(e["step"], e["of"]) for e in events if e["event"] == "progress"] == [(1, 2), (2, 2)]
 
 
@@ -55,10 +58,18 @@ def test_run_json_fields_and_thread_counts(twin_fork):
     assert run["mode"] == "fork" and run["interop"] == 2 and run["intra"] == 1 and run["device"] == "cpu"
     assert run["threads_applied"] == {"interop": 2, "intra": 1}
     assert len(run["steps_ms"]) == 2 and run["median_ms"] > 0 and run["unprofiled_median_ms"] > 0
+    # the timed phase: at least --steps steps, up to 20 unless 2 s of them passed first
+    n = run["unprofiled_steps"]
+    assert len(run["unprofiled_steps_ms"]) == n and 2 <= n <= 20
+    assert n == 20 or sum(run["unprofiled_steps_ms"]) >= 2000.0
+    low, q1, q3, high = run["unprofiled_spread_ms"]
+    assert low == min(run["unprofiled_steps_ms"]) and high == max(run["unprofiled_steps_ms"])
+    assert low <= q1 <= run["unprofiled_median_ms"] <= q3 <= high
     assert run["max_abs_diff"] <= 1e-5
     assert [b["name"] for b in run["branches"]] == ["Wy", "Wz"]
     assert run["main_tid"] == run["pid"]
     assert len(run["interop_tids"]) == 2 and run["main_tid"] not in run["interop_tids"]
+    assert run["intra_tids"] == []  # one intra-op thread: no OpenMP workers
     assert (out / "plan.py").read_text().count("torch.jit.fork(") == 2
 
 
@@ -67,6 +78,7 @@ def test_trace_marks_steps_and_branches_on_the_right_threads(twin_fork):
     assert isinstance(trace["baseTimeNanoseconds"], int)
     bs = trace["branchscope"]
     assert bs["main_tid"] == run["main_tid"] and bs["interop_tids"] == run["interop_tids"]
+    assert bs["intra_tids"] == run["intra_tids"]
     assert bs["mode"] == "fork" and bs["cores"] >= 1 and bs["branches"] == run["branches"]
     events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
     steps = {e["name"]: e["tid"] for e in events if e["name"].startswith("step ")}
@@ -91,8 +103,8 @@ def test_trace_reader_sees_the_inter_op_lanes(twin_fork):
     trace = profiling.load_trace(out / "trace.json")
     roles = {lane.tid: lane.role for lane in trace.lanes if lane.kind == "cpu"}
     assert roles[run["main_tid"]] == "main"
-    assert {tid for tid, role in roles.items() if role == "interop"} <= set(run["interop_tids"])
-    assert any(role == "interop" for role in roles.values())
+    # both pool threads ran a branch, so both have lanes, and no other lane is called a pool thread
+    assert {tid for tid, role in roles.items() if role == "interop"} == set(run["interop_tids"])
 
 
 def test_model_prints_do_not_break_the_protocol_and_errors_carry_the_traceback(tmp_path):
@@ -100,11 +112,21 @@ def test_model_prints_do_not_break_the_protocol_and_errors_carry_the_traceback(t
         tmp_path, "--model", str(MODELS / "raises_in_forward.py"), "--mode", "sequential", "--interop", "1", "--intra", "1"
     )
     assert proc.returncode == 2
-    (error,) = _events(proc.stdout)  # only JSON on stdout; the model's print went to stderr
+    load, error = _events(proc.stdout)  # only JSON on stdout; the model's print went to stderr
+    assert load == {"event": "phase", "phase": "load"}
     assert error["event"] == "error" and "ValueError" in error["message"]
     assert "raises_in_forward.py" in error["traceback"] and "check_shape" in error["traceback"]
     assert "model output on stdout" in proc.stderr
     assert not (tmp_path / "run.json").exists()
+
+
+@pytest.mark.parametrize("mode", ["sequential", "fork"])
+def test_model_raising_in_forward_is_a_model_error_in_every_mode(tmp_path, mode):
+    proc = _worker(tmp_path, "--model", str(MODELS / "raises_in_forward.py"), "--mode", mode, "--interop", "2", "--intra", "1")
+    assert proc.returncode == 2
+    error = _events(proc.stdout)[-1]
+    assert error["event"] == "error" and error["exit_code"] == 2
+    assert error["message"].startswith("the model raised ValueError while running its forward: expected 4 dims")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
@@ -123,7 +145,7 @@ def test_worker_rejects_a_cuda_device_it_cannot_use_with_exit_3(tmp_path):
     proc = _worker(tmp_path, "--demo", "twin-mm", "--mode", "sequential", "--interop", "1", "--intra", "1",
                    "--device", "cuda:64")  # fmt: skip
     assert proc.returncode == 3
-    (error,) = _events(proc.stdout)
+    error = _events(proc.stdout)[-1]
     assert error["event"] == "error" and error["message"].startswith("--device cuda:64")
     assert "no CUDA device" in error["message"] or "torch sees only" in error["message"]
 
@@ -178,3 +200,38 @@ def test_unusable_devices_are_refused_with_the_runners_exit_codes(count, request
     with pytest.raises(RunFailure) as info:
         _resolve_device(SimpleNamespace(cuda=_FakeCuda(count)), requested)
     assert (info.value.exit_code, str(info.value)) == (code, message)
+
+
+class _Clock:
+    """perf_counter for timed_steps: each step takes `step_s`."""
+
+    def __init__(self, step_s: float) -> None:
+        self.now, self.step_s, self.calls = 0.0, step_s, 0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def step(self) -> None:
+        self.now += self.step_s
+        self.calls += 1
+
+
+@pytest.mark.parametrize(
+    ("step_s", "steps", "timed"),
+    [
+        (0.001, 3, 20),  # fast steps: 20 of them, well inside 2 s
+        (0.5, 3, 4),  # slow steps: 2 s passed after 4, past the 3 asked for
+        (0.5, 1, 4),
+        (1.5, 1, 2),  # never fewer than 2 s' worth once under 20 steps
+        (1.5, 6, 6),  # never fewer than --steps
+        (0.001, 30, 30),  # more than 20 asked for: all of them
+        (0.001, 500, 200),  # at most 200
+    ],
+)
+def test_timed_phase_runs_at_least_k_and_up_to_20_steps_or_2_seconds(step_s, steps, timed):
+    from branchscope.profiling.run.worker import timed_steps
+
+    clock = _Clock(step_s)
+    times = timed_steps(clock.step, steps, clock)
+    assert len(times) == clock.calls == timed
+    assert times == [pytest.approx(step_s * 1000.0)] * timed

@@ -36,6 +36,8 @@ from branchscope.profiling.run.protocol import CPU_SAMPLE_CATEGORY, cpu_sample_n
 
 #: Category of the counter events (see ARCHITECTURE.md, "Contracts between the runner and the views").
 CATEGORY = CPU_SAMPLE_CATEGORY
+#: The OS name torch gives its inter-op pool threads (and that OpenMP workers they start inherit).
+POOL_THREAD_NAME = "PTThreadPool"
 
 
 def _read(path: str) -> str | None:
@@ -105,8 +107,74 @@ def settle_interop_pool(timeout_s: float = 1.0) -> bool:
     The race corrupts the profiler's results on the heap: a crash when they are freed (often much
     later, by the cyclic garbage collector: torch's `profile` object sits in a reference cycle),
     or garbage bytes in the exported trace."""
-    pool = [tid for tid, name in read_thread_names().items() if name == "PTThreadPool"]
+    pool = [tid for tid, name in read_thread_names().items() if name == POOL_THREAD_NAME]
     return wait_until_threads_sleep(pool, timeout_s=timeout_s)
+
+
+class ThreadCensus:
+    """Which OS threads of this process are the main thread, the inter-op pool, the intra-op
+    (OpenMP) workers, or other threads (torch's pthreadpool for XNNPACK, the profiler's, CUDA's).
+
+    Names cannot tell: a new thread inherits its creator's name, so the OpenMP workers a pool thread
+    starts are "PTThreadPool" too, and the main thread's are named like it. So the worker takes the
+    census as threads start (see worker.run): threads present at the start are other threads;
+    `note("intra")` after an intra-op parallel op on the main thread (libgomp starts a thread's team
+    at its first parallel region) takes the main thread's team; `note("interop")` right after the
+    first fork, of a task that does no OpenMP work, takes the new threads as the pool (c10's
+    ThreadPool starts all its threads at once, on first use, before they name themselves). Any other
+    call (`note()`) sorts threads that appeared since by name: pool-named ones are OpenMP workers of
+    pool threads (intra), unless no pool was seen yet (a model forking by itself): then the lowest
+    `interop` tids are the pool, started before any task ran (Linux hands out tids in increasing
+    order); threads named like the main thread are OpenMP workers (intra) when
+    `main_named_are_intra`, else other; the rest are other.
+    """
+
+    def __init__(self, main_tid: int, interop: int, names: dict[int, str] | None = None) -> None:
+        names = read_thread_names() if names is None else names
+        self.main_tid = main_tid
+        self.interop_size = interop
+        self.main_name = names.get(main_tid, "")
+        self.roles: dict[int, str] = {tid: "main" if tid == main_tid else "other" for tid in names}
+        #: The name of each thread when it was first seen.
+        self.names: dict[int, str] = dict(names)
+
+    def note(
+        self, role: str | None = None, names: dict[int, str] | None = None, *, main_named_are_intra: bool = True
+    ) -> list[int]:
+        """Sorts the threads that appeared since the last census (see the class docstring) and
+        returns them. `role` "intra", "interop" or "other": all of them have it; None: by name.
+        `names`: {tid: name} of the threads now (default: read from /proc)."""
+        names = read_thread_names() if names is None else names
+        new = sorted(tid for tid in names if tid not in self.roles)
+        self.names.update((tid, names[tid]) for tid in new)
+        if role is not None:
+            self.roles.update((tid, role) for tid in new)
+            return new
+        if not self.interop_tids:
+            pool_named = [tid for tid in new if names[tid] == POOL_THREAD_NAME]
+            self.roles.update((tid, "interop") for tid in pool_named[: self.interop_size])
+        for tid in new:
+            if tid in self.roles:
+                continue
+            name = names[tid]
+            intra = name == POOL_THREAD_NAME or (main_named_are_intra and name == self.main_name)
+            self.roles[tid] = "intra" if intra else "other"
+        return new
+
+    def _tids(self, role: str) -> list[int]:
+        return sorted(tid for tid, r in self.roles.items() if r == role)
+
+    @property
+    def interop_tids(self) -> list[int]:
+        return self._tids("interop")
+
+    @property
+    def intra_tids(self) -> list[int]:
+        return self._tids("intra")
+
+    @property
+    def other_tids(self) -> list[int]:
+        return self._tids("other")
 
 
 @dataclass

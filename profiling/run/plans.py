@@ -520,3 +520,31 @@ def build_plan(mode: str, model: Any, analysis: BranchAnalysis, device: Any = "c
     if mode == "fork":
         return build_fork_plan(analysis)
     raise ModeUnavailable(f"unknown mode {mode!r}; the modes are {', '.join(MODES)}")
+
+
+# ---------------------------------------------------------------- starting torch's threads
+
+
+def start_intra_op_team(threads: int) -> None:
+    """Runs one intra-op parallel op on the calling thread, so that OpenMP starts its team of
+    `threads - 1` workers now: libgomp starts a thread's team at its first parallel region, as large
+    as the work asks (at::parallel_for gives each thread at least 32768 elements)."""
+    if threads > 1:
+        torch.ones(threads << 16).add_(1.0)
+
+
+def _no_task(x: int) -> int:
+    return x
+
+
+def _fork_and_wait(x: int) -> int:
+    return torch.jit.wait(torch.jit.fork(_no_task, x))
+
+
+def start_interop_pool() -> None:
+    """Starts torch's inter-op pool (c10's ThreadPool starts all its threads at once, on first use)
+    with a TorchScript fork of a task that does nothing, so that no OpenMP team starts with it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*torch.jit.script.*deprecated", category=DeprecationWarning)
+        scripted = torch.jit.script(_fork_and_wait)
+    scripted(0)

@@ -20,6 +20,7 @@ runner started by the window ($BRANCHSCOPE_PARENT_PID) cancels its run when the 
 
 `python -m branchscope.profiling.run.runner ARGS [--jsonl]` is the same as a command; with --jsonl it prints one JSON
 object per line for the GUI (which starts it with QProcess):
+    {"event": "phase", "phase": "load" | "warmup" | "timing" | "profile" | "export"}   (as the worker starts each)
     {"event": "progress", "step": i, "of": K}
     {"event": "error", "message": ..., "traceback": ...}
     {"event": "done", "out": DIR, "run": {...run.json...}}    (only when the run succeeded)
@@ -329,7 +330,8 @@ def run_profile(
 ) -> RunResult:
     """Runs one profiling run to the end; never raises for a failed run (see RunResult.exit_code).
 
-    `on_event` receives the worker's progress events ({"event": "progress", "step", "of"}) as they come.
+    `on_event` receives the worker's phase and progress events ({"event": "phase", "phase"},
+    {"event": "progress", "step", "of"}) as they come.
     Once `cancel` is set the worker's group is killed and the result says so (exit code 128 + signal).
     The results reach `req.out` only when the run succeeded (see branchscope.profiling.run.folder).
     """
@@ -393,6 +395,8 @@ def _run_in(
                 sampling = event.get("phase") == "profile"
                 if sampling and sampler is not None:
                     sampler.sample()
+                if on_event is not None and isinstance(event.get("phase"), str):
+                    on_event({"event": "phase", "phase": event["phase"]})
             elif kind == "progress":
                 if on_event is not None:
                     on_event({"event": "progress", "step": event.get("step"), "of": event.get("of")})
@@ -507,8 +511,9 @@ def format_summary(run: dict[str, Any], out: Path) -> str:
     lines = [
         f"{run.get('model')}: {run.get('mode')} mode, {run.get('interop')} inter-op × {run.get('intra')} intra-op "
         f"threads on {run.get('device')} ({run.get('cores')} cores, torch {run.get('torch')})",
-        f"step time: median {run.get('median_ms', 0):.2f} ms profiled, {run.get('unprofiled_median_ms', 0):.2f} ms "
-        f"unprofiled over {run.get('steps')} steps (profiler overhead ×{run.get('profiler_overhead') or 0:.2f})",
+        f"step time: median {run.get('median_ms', 0):.2f} ms profiled over {run.get('steps')} steps, "
+        f"{run.get('unprofiled_median_ms', 0):.2f} ms unprofiled over {_unprofiled_steps(run)} steps"
+        f"{_spread_text(run)} (profiler overhead ×{run.get('profiler_overhead') or 0:.2f})",
         f"outputs vs the model: max abs diff {run.get('max_abs_diff')}",
     ]
     branches = run.get("branches") or []
@@ -522,9 +527,24 @@ def format_summary(run: dict[str, Any], out: Path) -> str:
         lines.append(f"branches: none found ({run['fx_error']})")
     else:
         lines.append("branches: none found")
-    lines.append(f"interop threads: {run.get('interop_tids')}, main thread: {run.get('main_tid')}")
+    lines.append(
+        f"threads: main {run.get('main_tid')}, inter-op pool {run.get('interop_tids')}, "
+        f"intra-op (OpenMP) workers {run.get('intra_tids')}"
+    )
     lines.append(f"wrote {out / 'trace.json.gz'} and {out / 'run.json'}")
     return "\n".join(lines)
+
+
+def _unprofiled_steps(run: dict[str, Any]) -> Any:
+    times = run.get("unprofiled_steps_ms")
+    return run.get("unprofiled_steps") or (len(times) if isinstance(times, list) else run.get("steps"))
+
+
+def _spread_text(run: dict[str, Any]) -> str:
+    spread = run.get("unprofiled_spread_ms")
+    if not (isinstance(spread, list) and len(spread) == 4 and all(isinstance(x, int | float) for x in spread)):
+        return ""
+    return f", half of them {spread[1]:.2f}–{spread[2]:.2f} ms (all {spread[0]:.2f}–{spread[3]:.2f})"
 
 
 def print_failure(result: RunResult, stream: Any = None) -> None:

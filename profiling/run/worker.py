@@ -40,7 +40,6 @@ import faulthandler
 import json
 import os
 import signal
-import statistics
 import sys
 import threading
 import time
@@ -48,7 +47,7 @@ import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
-from branchscope.profiling.run.cpu_sampler import read_thread_names, settle_interop_pool
+from branchscope.profiling.run.cpu_sampler import ThreadCensus, read_thread_names, settle_interop_pool
 from branchscope.profiling.run.folder import describe_os_error
 from branchscope.profiling.run.processes import kill_processes_with_token, set_death_signal
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT as EXIT_BAD_MODEL
@@ -63,6 +62,13 @@ from branchscope.profiling.run.protocol import (
     step_label,
 )
 from branchscope.profiling.run.runner import write_json_atomic
+from branchscope.profiling.trace.step_stats import StepStats
+
+#: The timed (unprofiled) phase: at least --steps steps, and up to TIMED_MIN_STEPS of them unless
+#: TIMED_BUDGET_S of timed steps have passed, at most TIMED_MAX_STEPS (see `timed_steps`).
+TIMED_MIN_STEPS = 20
+TIMED_BUDGET_S = 2.0
+TIMED_MAX_STEPS = 200
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -120,15 +126,6 @@ def _start_group_reaper(worker: int) -> None:
     except BaseException:  # noqa: BLE001 - the reaper must never return into the worker's code
         code = 1
     os._exit(code)
-
-
-def _interop_tids_from_trace(trace: dict[str, Any]) -> set[int]:
-    tids = set()
-    for ev in trace.get("traceEvents", []):
-        if ev.get("ph") == "M" and ev.get("name") == "thread_name":
-            if "PTThreadPool" in str(ev.get("args", {}).get("name", "")) and isinstance(ev.get("tid"), int):
-                tids.add(ev["tid"])
-    return tids
 
 
 def _trace_clock(trace: dict[str, Any]) -> dict[str, Any]:
@@ -205,6 +202,21 @@ def _resolve_device(torch: Any, requested: str) -> str:
     return f"cuda:{index}"
 
 
+def timed_steps(step: Any, steps: int, clock: Any = time.perf_counter) -> list[float]:
+    """Times `step()` (ms each): at least `steps` times, and on up to TIMED_MIN_STEPS times unless
+    TIMED_BUDGET_S of timed steps have passed by then; at most TIMED_MAX_STEPS times in all."""
+    floor = min(steps, TIMED_MAX_STEPS)
+    goal = min(max(steps, TIMED_MIN_STEPS), TIMED_MAX_STEPS)
+    times: list[float] = []
+    while len(times) < goal:
+        t0 = clock()
+        step()
+        times.append((clock() - t0) * 1000.0)
+        if len(times) >= floor and sum(times) >= TIMED_BUDGET_S * 1000.0:
+            break
+    return times
+
+
 def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
     import torch
 
@@ -212,6 +224,20 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
     torch.set_num_interop_threads(args.interop)
     torch.set_num_threads(args.intra)
     main_tid = threading.get_native_id()
+
+    from branchscope.profiling.run.plans import start_interop_pool, start_intra_op_team
+
+    # Which thread is which, taken as torch starts them (see ThreadCensus): the threads there now
+    # (torch's pthreadpool among them) are other threads; then the main thread's OpenMP team; then,
+    # where the plan forks, the inter-op pool, started by a fork that does no OpenMP work.
+    census = ThreadCensus(main_tid, args.interop)
+    start_intra_op_team(args.intra)
+    census.note("intra")
+    if args.mode == "fork":
+        start_interop_pool()
+        settle_interop_pool()
+        census.note("interop")
+    proto.emit(event="phase", phase="load")
 
     from branchscope.profiling.run.branches import find_branches
     from branchscope.profiling.run.model_source import (
@@ -244,6 +270,7 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
         raise RunFailure(EXIT_BAD_MODEL, str(exc)) from exc
     except ModelCodeError as exc:
         raise RunFailure(EXIT_BAD_MODEL, str(exc), exc.model_traceback) from exc
+    census.note(main_named_are_intra=False)  # CUDA starts its threads here, named like the main thread
 
     user_file = demo_info(args.demo).path if args.demo else Path(args.model)
     is_cuda = device.startswith("cuda") or any(
@@ -273,6 +300,9 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
             first = (str(exc).strip().splitlines() or [""])[0]
             raise RunFailure(EXIT_BAD_MODEL, f"the model raised {type(exc).__name__} while {what}: {first}", tb) from exc
 
+    # The model's own forward first: a model that raises is a model error in every mode, before
+    # branch discovery or a plan could fail on it for another reason.
+    expected = call(loaded.model, "running its forward")
     analysis = find_branches(loaded.model, loaded.inputs)
     try:
         plan = build_plan(args.mode, loaded.model, analysis, device)
@@ -281,29 +311,32 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
     if plan.source:
         (args.out / "plan.py").write_text(plan.source, encoding="utf-8")
 
-    expected = call(loaded.model, "running its forward")
     actual = call(plan, f"running the {args.mode} plan")
     sync()
     diff = max_abs_diff(expected, actual)
     del expected, actual
 
+    proto.emit(event="phase", phase="warmup")
     for _ in range(args.warmup):
         call(plan, "warming up")
     sync()
 
-    def timed_step() -> float:
-        t0 = time.perf_counter()
+    def step() -> None:
         call(plan, "running a step")
         sync()
-        return (time.perf_counter() - t0) * 1000.0
 
-    unprofiled = [timed_step() for _ in range(args.steps)]
+    proto.emit(event="phase", phase="timing")
+    unprofiled = timed_steps(step, args.steps)
+    # OpenMP workers of pool threads started with the plan's first run (on CUDA, threads named like
+    # the main thread are more likely CUDA's: its team started before the model was loaded).
+    census.note(main_named_are_intra=not is_cuda)
 
     from torch.profiler import ProfilerActivity, profile, record_function
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])
     steps_ms: list[float] = []
     with profile(activities=activities, record_shapes=True, profile_memory=True) as prof:
+        census.note("other")  # the profiler's own threads
         proto.emit(event="phase", phase="profile")  # after the profiler's (slow) start
         for i in range(1, args.steps + 1):
             t0 = time.perf_counter()
@@ -316,14 +349,14 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
         # closed its profiler ranges). Stopping the profiler then races with that thread: seen
         # here as heap corruption (glibc malloc abort) and garbage bytes in the exported trace.
         settle_interop_pool()
+    census.note(main_named_are_intra=not is_cuda)
     proto.emit(event="phase", phase="export")
 
     trace = _exported_trace(prof, args.out / "trace.raw.json")
+    census.note("other")
 
-    threads = read_thread_names()
-    interop = sorted(
-        _interop_tids_from_trace(trace) | {tid for tid, name in threads.items() if name == "PTThreadPool"}
-    )
+    threads = {**census.names, **read_thread_names()}
+    interop, intra = census.interop_tids, census.intra_tids
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     branches = analysis.to_json()
     device_label = device if not is_cuda else f"{device} ({torch.cuda.get_device_name()})"
@@ -335,12 +368,14 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
         "device": device_label,
         "main_tid": main_tid,
         "interop_tids": interop,
+        "intra_tids": intra,
         "branches": branches,
     }
     _write_trace(args.out / "trace.json", trace)
 
-    median = statistics.median(steps_ms)
-    unprofiled_median = statistics.median(unprofiled)
+    profiled_stats, unprofiled_stats = StepStats.of(steps_ms), StepStats.of(unprofiled)
+    assert profiled_stats is not None and unprofiled_stats is not None  # K >= 1 steps of each
+    median, unprofiled_median = profiled_stats.median, unprofiled_stats.median
     return {
         "mode": args.mode,
         "interop": args.interop,
@@ -354,14 +389,17 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
         "warmup": args.warmup,
         "steps_ms": [round(x, 4) for x in steps_ms],
         "median_ms": round(median, 4),
+        "unprofiled_steps": len(unprofiled),
         "unprofiled_steps_ms": [round(x, 4) for x in unprofiled],
         "unprofiled_median_ms": round(unprofiled_median, 4),
+        "unprofiled_spread_ms": unprofiled_stats.rounded_spread(4),
         "profiler_overhead": round(median / unprofiled_median, 4) if unprofiled_median > 0 else None,
         "branches": branches,
         "regions": len({b["region"] for b in branches}),
         "max_abs_diff": diff,
         "main_tid": main_tid,
         "interop_tids": interop,
+        "intra_tids": intra,
         "threads_applied": {"interop": torch.get_num_interop_threads(), "intra": torch.get_num_threads()},
         "pid": os.getpid(),
         "threads": {str(tid): name for tid, name in sorted(threads.items())},
