@@ -55,11 +55,18 @@ def test_set_range_fills_the_range_tab_sorted_by_total_and_sortable_by_any_colum
     expected = range_ops(small_trace, t0, t1)
     m = panel.range_model
     assert m.rowCount() == len(expected) > 3
-    totals = [m.data(m.index(r, 3), Qt.ItemDataRole.UserRole) for r in range(m.rowCount())]
+    assert [m.headerData(c, Qt.Orientation.Horizontal) for c in range(5)] == [
+        "Op",
+        "Total",
+        "Self",
+        "Count",
+        "Lane",
+    ]
+    totals = [m.data(m.index(r, 1), Qt.ItemDataRole.UserRole) for r in range(m.rowCount())]
     assert totals == sorted(totals, reverse=True) == sorted((r.total_ns for r in expected), reverse=True)
     assert "1.60 ms selected" in panel.range_label.text()
-    panel.range_view.sortByColumn(2, Qt.SortOrder.AscendingOrder)  # the header's click
-    counts = [m.data(m.index(r, 2), Qt.ItemDataRole.UserRole) for r in range(m.rowCount())]
+    panel.range_view.sortByColumn(3, Qt.SortOrder.AscendingOrder)  # the header's click
+    counts = [m.data(m.index(r, 3), Qt.ItemDataRole.UserRole) for r in range(m.rowCount())]
     assert counts == sorted(counts) and counts[0] < counts[-1]
     names = _column(m, 0)
     panel.range_view.sortByColumn(0, Qt.SortOrder.DescendingOrder)
@@ -67,7 +74,8 @@ def test_set_range_fills_the_range_tab_sorted_by_total_and_sortable_by_any_colum
     # a row's texts stay together when sorted
     row = next(r for r in range(m.rowCount()) if m.data(m.index(r, 0)) == "forward")
     fwd = next(r for r in expected if r.name == "forward")
-    assert m.data(m.index(row, 2)) == f"{fwd.count:,}" and m.data(m.index(row, 1)) == fwd.lane_label
+    assert m.data(m.index(row, 3)) == f"{fwd.count:,}" and m.data(m.index(row, 4)) == fwd.lane_label
+    assert m.data(m.index(row, 1)) == f"{fwd.total_ns / 1e6:.2f} ms"
     panel.clear_range()
     assert m.rowCount() == 0 and panel.range is None
 

@@ -112,7 +112,8 @@ def _table(model: RowsModel) -> QTableView:
     return view
 
 
-RANGE_HEADERS = ("Op", "Lane", "Count", "Total", "Self")
+#: The numbers before the lane: they matter most, and a side panel is narrow.
+RANGE_HEADERS = ("Op", "Total", "Self", "Count", "Lane")
 RANGE_HINT = "Shift+drag on the timeline to select a time range."
 
 
@@ -133,7 +134,7 @@ class RangePanel(QWidget):
         self.branches: list[str] = []
         self.range_label = QLabel(RANGE_HINT)
         self.range_label.setWordWrap(True)
-        self.range_model = RowsModel(RANGE_HEADERS, (False, False, True, True, True), self)
+        self.range_model = RowsModel(RANGE_HEADERS, (False, True, True, True, False), self)
         self.range_view = _table(self.range_model)
         self.steps_label = QLabel("")
         self.steps_label.setWordWrap(True)
@@ -188,12 +189,12 @@ class RangePanel(QWidget):
         texts, keys, tips = [], [], []
         span = max(1, t1 - t0)
         for r in self.range_rows:
-            texts.append([r.name, r.lane_label, f"{r.count:,}", format_ms(r.total_ns), format_ms(r.self_ns)])
-            keys.append([r.name.lower(), r.lane_label.lower(), r.count, r.total_ns, r.self_ns])
+            texts.append([r.name, format_ms(r.total_ns), format_ms(r.self_ns), f"{r.count:,}", r.lane_label])
+            keys.append([r.name.lower(), r.total_ns, r.self_ns, r.count, r.lane_label.lower()])
             share = f"{100 * r.total_ns / span:.1f}% of the range; self {100 * r.self_ns / span:.1f}%"
-            tips.append([r.name, r.lane_label, "", share, share])
+            tips.append([r.name, share, share, "", r.lane_label])
         self.range_model.set_rows(texts, keys, tips)
-        self.range_view.sortByColumn(3, Qt.SortOrder.DescendingOrder)
+        self.range_view.sortByColumn(1, Qt.SortOrder.DescendingOrder)
         self.range_view.resizeColumnsToContents()
         self.tabs.setCurrentIndex(0)
 
