@@ -1,0 +1,230 @@
+"""The sweep heatmap (widgets/sweep_view.py) on a synthetic sweep.json, and the sweep controller
+(app/sweep_controller.py) running the real `branchscope sweep --jsonl`."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import sys
+import uuid
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+from PySide6.QtCore import Qt
+
+from branchscope.app.sweep_controller import SweepController
+from branchscope.profiling.run.sweep import SWEEP_JSON, SweepRequest, load_sweep
+from branchscope.widgets.sweep_view import SweepView
+from tests.gui_helpers import show
+from tests.processes import wait_until
+
+
+def cell(mode, interop, intra, ms=None, status="done", over=False, error=None):
+    return {
+        "mode": mode, "interop": interop, "intra": intra, "run": f"{mode}-{interop}x{intra}",
+        "status": status, "oversubscribed": over, "median_ms": None if ms is None else ms * 1.3,
+        "unprofiled_median_ms": ms, "unprofiled_spread_ms": None if ms is None else [ms - 1, ms - 0.5, ms + 0.5, ms + 2],
+        "error": error, "exit_code": 0 if status == "done" else None,
+    }  # fmt: skip
+
+
+SYNTHETIC = {
+    "sweep": 1, "cores": 2, "modes": ["sequential", "fork"], "interop": [1, 2], "intra": [1, 2], "best": 5,
+    "cells": [
+        cell("sequential", 1, 1, 20.0), cell("sequential", 1, 2, 18.0),
+        cell("sequential", 2, 1, 21.0), cell("sequential", 2, 2, 25.0, over=True),
+        cell("fork", 1, 1, 19.0), cell("fork", 2, 1, 11.0),
+        cell("fork", 1, 2, None, status="failed", error="the worker died (killed by SIGKILL)"),
+        cell("fork", 2, 2, None, status="not run", over=True),
+    ],
+}  # fmt: skip
+
+
+@pytest.fixture
+def sweep_folder(tmp_path) -> Path:
+    (tmp_path / SWEEP_JSON).write_text(json.dumps(SYNTHETIC))
+    return tmp_path
+
+
+@pytest.fixture
+def view(qtbot, sweep_folder) -> SweepView:
+    v = SweepView()
+    v.set_sweep(load_sweep(sweep_folder), sweep_folder)
+    return show(qtbot, v, 900, 400)
+
+
+def click(qtbot, view: SweepView, index: int) -> None:
+    qtbot.mouseClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=view.cell_center(index))
+
+
+def test_heatmap_per_mode_with_labelled_axes_values_and_one_colour_scale(view):
+    assert list(view.plots) == ["sequential", "fork"]
+    for plot in view.plots.values():
+        assert plot.getAxis("bottom").labelText == "inter-op threads"
+        assert plot.getAxis("left").labelText == "intra-op threads"
+        assert plot.getAxis("bottom")._tickLevels[0] == [(0.5, "1"), (1.5, "2")]
+    # x: inter-op, y: intra-op; failed and not-run cells have no colour
+    seq, fork = view.images["sequential"].image, view.images["fork"].image
+    assert seq.tolist() == [[20.0, 18.0], [21.0, 25.0]]
+    assert fork[0, 0] == 19.0 and fork[1, 0] == 11.0 and np.isnan(fork[0, 1]) and np.isnan(fork[1, 1])
+    assert view.levels == (11.0, 25.0) and view.color_bar is not None
+    for image in view.images.values():
+        assert tuple(image.levels) == (11.0, 25.0)  # one scale for every mode
+    texts = {(item.pos().x(), item.pos().y(), item.toPlainText()) for plot in view.plots.values()
+             for item in plot.items if hasattr(item, "toPlainText")}  # fmt: skip
+    assert (0.5, 1.5, "18.0 ms") in texts and (1.5, 0.5, "★ 11.0 ms") in texts
+    assert (0.5, 1.5, "failed") in texts and (1.5, 1.5, "not run") in texts
+
+
+def test_best_and_oversubscribed_cells_are_marked_and_the_legend_says_so(view):
+    best = view.best_marker
+    assert best is not None and best.scene() is view.graphics.scene()
+    assert best.parentItem() is view.plots["fork"].getViewBox().childGroup
+    assert best.rect().contains(1.5, 0.5) and not best.rect().contains(0.5, 0.5)
+    marks = view.oversubscribed_marks
+    assert sorted((m.rect().x(), m.rect().y()) for m in marks) == [(1.0, 1.0), (1.0, 1.0)]
+    assert {m.parentItem() for m in marks} == {p.getViewBox().childGroup for p in view.plots.values()}
+    assert all(m.brush().style() == Qt.BrushStyle.BDiagPattern for m in marks)
+    text = view.legend.text()
+    assert "★ best: fork 2×1, 11.000 ms (outlined)" in text
+    assert "hatched: oversubscribed, inter-op × intra-op threads > 2 cores" in text
+    assert "grey: failed" in text and "6 of 8 cells ran" in text
+    failed = view.cells[6]
+    assert "failed: the worker died (killed by SIGKILL)" in failed.tooltip
+
+
+def test_a_click_chooses_a_cell_and_a_second_click_compares(qtbot, view, sweep_folder):
+    with qtbot.waitSignal(view.cellChosen) as chosen:
+        click(qtbot, view, 1)
+    assert chosen.args == [str(sweep_folder / "sequential-1x2")]
+    assert view.selected == str(sweep_folder / "sequential-1x2")
+    with qtbot.waitSignal(view.compareRequested) as compared:
+        click(qtbot, view, 5)
+    assert compared.args == [str(sweep_folder / "sequential-1x2"), str(sweep_folder / "fork-2x1")]
+    assert view.selected is None  # the next click starts afresh
+    with qtbot.waitSignal(view.cellChosen) as chosen:
+        click(qtbot, view, 4)
+    assert chosen.args == [str(sweep_folder / "fork-1x1")]
+
+
+def test_failed_cells_are_not_chosen_and_escape_forgets_the_first_click(qtbot, view):
+    chosen: list[str] = []
+    compared: list[tuple[str, str]] = []
+    view.cellChosen.connect(chosen.append)
+    view.compareRequested.connect(lambda a, b: compared.append((a, b)))
+    click(qtbot, view, 6)  # failed
+    click(qtbot, view, 7)  # not run
+    assert chosen == [] and view.selected is None
+    click(qtbot, view, 0)
+    assert len(chosen) == 1 and view.selected is not None
+    qtbot.keyClick(view, Qt.Key.Key_Escape)
+    assert view.selected is None
+    click(qtbot, view, 0)
+    click(qtbot, view, 0)  # the same cell twice: nothing to compare
+    assert compared == [] and len(chosen) == 3
+
+
+def test_cells_arriving_update_the_view(qtbot, sweep_folder):
+    view = show(qtbot, SweepView(), 600, 300)
+    assert view.plots == {} and view.legend.text() == "No sweep cells yet."
+    data = json.loads(json.dumps(SYNTHETIC))
+    for c in data["cells"]:
+        c.update(status="not run", unprofiled_median_ms=None)
+    data["best"] = None
+    view.set_sweep(data, sweep_folder)
+    assert view.best_marker is None and view.color_bar is None and "0 of 8 cells ran" in view.legend.text()
+    data["cells"][0] = cell("sequential", 1, 1, 20.0)
+    data["best"] = 0
+    view.set_sweep(data, sweep_folder)
+    assert view.best_marker is not None and view.best_marker.rect().contains(0.5, 0.5)
+    assert view.images["sequential"].image[0, 0] == 20.0 and math.isnan(view.images["sequential"].image[1, 0])
+    assert view.cells[0].folder == sweep_folder / "sequential-1x1" and view.cells[1].folder is None
+
+
+# ---- the controller: real sweeps (torch workers, seconds each) ---------------------------------
+
+#: Builds at once with 1 inter-op thread; with 2 it starts a child carrying $BRANCHSCOPE_TEST_MARKER
+#: (through the environment the window's process passes on) and hangs.
+HANGS_WITH_TWO = """
+import os, subprocess, sys, time
+import torch
+from torch import nn
+
+def build_model():
+    if torch.get_num_interop_threads() == 2:
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", os.environ["BRANCHSCOPE_TEST_MARKER"]])
+        while True:
+            time.sleep(1)
+    return nn.Linear(4, 4)
+
+def example_inputs():
+    return (torch.randn(2, 4),)
+"""
+
+
+def _with_marker(marker: str) -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if marker in (p.info["cmdline"] or []) and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+@pytest.fixture
+def controller(qtbot):
+    c = SweepController()
+    yield c
+    c.shutdown()
+    assert c.active_processes() == 0
+
+
+@pytest.mark.slow
+def test_controller_runs_a_sweep_and_reports_each_cell(qtbot, controller, tmp_path):
+    out = tmp_path / "sweep"
+    cells: list[dict] = []
+    controller.cellFinished.connect(cells.append)
+    request = SweepRequest(out=out, modes=("sequential", "streams"), interop=(1,), intra=(1,), demo="twin-mm", steps=2, warmup=1)
+    with qtbot.waitSignal(controller.started, timeout=60_000) as started:
+        controller.start(request)
+    assert [c["status"] for c in started.args[0]["cells"]] == ["not run", "not run"]
+    assert controller.last_command[1:4] == ["-I", "-m", "branchscope.app.cli"]
+    with qtbot.waitSignal(controller.finished, timeout=240_000) as finished:
+        pass
+    assert finished.args == [str(out)]
+    assert [(c["index"], c["status"], c["folder"]) for c in cells] == [
+        (0, "done", str(out / "sequential-1x1")), (1, "failed", str(out / "streams-1x1")),
+    ]  # fmt: skip
+    assert cells[1]["exit_code"] == 3 and cells[0]["best"] == 0
+    assert load_sweep(out)["cells"][0]["unprofiled_median_ms"] == cells[0]["unprofiled_median_ms"]
+    assert controller.active_processes() == 0 and not controller.is_running()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
+def test_controller_cancel_keeps_finished_cells_and_leaves_nothing_running(qtbot, controller, tmp_path, monkeypatch):
+    marker = f"branchscope-test-{uuid.uuid4().hex}"
+    monkeypatch.setenv("BRANCHSCOPE_TEST_MARKER", marker)  # QProcess passes the environment on
+    model = tmp_path / "hangs_with_two.py"
+    model.write_text(HANGS_WITH_TWO)
+    out = tmp_path / "sweep"
+    request = SweepRequest(out=out, modes=("sequential",), interop=(1, 2), intra=(1,), model=model, steps=2, warmup=1)
+    failed: list[str] = []
+    controller.failed.connect(failed.append)
+    with qtbot.waitSignal(controller.cellFinished, timeout=240_000) as first:
+        controller.start(request)
+    assert first.args[0]["status"] == "done", first.args[0]["error"]
+    wait_until(lambda: _with_marker(marker), 120, "the second cell's model to hang")
+    with qtbot.waitSignal(controller.canceled, timeout=60_000) as canceled:
+        controller.cancel()
+    assert canceled.args == [str(out)] and failed == []
+    data = load_sweep(out)
+    assert [c["status"] for c in data["cells"]] == ["done", "not run"]
+    assert data["cancelled"] == signal.Signals(signal.SIGTERM).name and data["best"] == 0
+    assert controller.active_processes() == 0
+    wait_until(lambda: not _with_marker(marker), 30, "the hanging model's child to end")

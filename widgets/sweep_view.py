@@ -1,0 +1,347 @@
+"""A thread sweep as heatmaps: one plot per mode, inter-op threads across, intra-op threads up.
+
+Each cell's colour is its unprofiled median step time (one colour scale for every mode, shown by the
+colour bar) and its value is written in it. The best cell (lowest unprofiled median) has a thick
+outline and a ★; oversubscribed cells (inter-op × intra-op threads > the machine's cores) are
+hatched, as the legend line says; a failed cell is grey and says "failed" (its message in the
+tooltip); a cell not run (yet) is blank.
+
+Clicking a finished cell emits `cellChosen(run folder)`; clicking a second one after it also emits
+`compareRequested(first, second)` (Esc forgets the first). `set_sweep(sweep, folder)` takes
+sweep.json's content (`branchscope.profiling.run.sweep.load_sweep`, or the sweep's events) and may be
+called again as cells arrive.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QKeyEvent, QPen
+from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
+
+COLORMAP = "viridis"
+FAILED_HEX = "#9aa0a6"
+NOT_RUN_HEX = "#ffffff"
+BEST_HEX = "#e15759"
+SELECTED_HEX = "#1f77b4"
+HATCH_HEX = "#202020"
+AXIS_HEX = "#404040"
+
+
+@dataclass
+class SweepCellView:
+    """A cell as shown: its place in sweep.json and in its mode's plot (x: inter-op, y: intra-op slot)."""
+
+    index: int
+    mode: str
+    interop: int
+    intra: int
+    x: int
+    y: int
+    status: str
+    median_ms: float | None
+    folder: Path | None
+    tooltip: str
+    oversubscribed: bool
+
+
+def _finite(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def _threads(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3g}" if value < 10 else f"{value:.1f}"
+
+
+class SweepView(QWidget):
+    """Heatmaps of a sweep (see the module docstring)."""
+
+    #: A finished cell was clicked: its run folder.
+    cellChosen = Signal(str)
+    #: A second finished cell was clicked after a first: both run folders, first first.
+    compareRequested = Signal(str, str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
+        self.legend = QLabel()
+        self.legend.setWordWrap(True)
+        self.legend.setTextFormat(Qt.TextFormat.PlainText)
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setBackground("w")
+        self.graphics.scene().sigMouseClicked.connect(self._on_click)
+        self.graphics.scene().sigMouseMoved.connect(self._on_move)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.legend)
+        layout.addWidget(self.graphics, 1)
+        self.colormap = pg.colormap.get(COLORMAP)
+        self.cells: list[SweepCellView] = []
+        #: mode -> its PlotItem, in the sweep's order of modes.
+        self.plots: dict[str, pg.PlotItem] = {}
+        self.images: dict[str, pg.ImageItem] = {}
+        self.color_bar: pg.ColorBarItem | None = None
+        self.best_marker: QGraphicsRectItem | None = None
+        self.oversubscribed_marks: list[QGraphicsRectItem] = []
+        self.levels: tuple[float, float] | None = None
+        self._selected: SweepCellView | None = None
+        self._selection_mark: QGraphicsRectItem | None = None
+        self._sweep: dict[str, Any] = {}
+        self._folder: Path | None = None
+        self.set_sweep({"cells": []}, None)
+
+    # ---- content ----------------------------------------------------------------------------
+    def set_sweep(self, sweep: dict[str, Any], folder: str | Path | None) -> None:
+        """Shows `sweep` (sweep.json's content), its cells' run folders under `folder`."""
+        self._sweep = sweep if isinstance(sweep, dict) else {}
+        self._folder = Path(folder) if folder is not None else None
+        selected = self._selected.index if self._selected is not None else None
+        self._build()
+        self._selected = None
+        if selected is not None:
+            again = next((c for c in self.cells if c.index == selected and c.folder is not None), None)
+            if again is not None:
+                self._select(again)
+
+    def _cells_of(self, sweep: dict[str, Any]) -> list[SweepCellView]:
+        raw = sweep.get("cells") if isinstance(sweep.get("cells"), list) else []
+        entries = [(i, c) for i, c in enumerate(raw) if isinstance(c, dict)]
+        entries = [(i, c) for i, c in entries if isinstance(c.get("mode"), str) and _threads(c.get("interop")) and _threads(c.get("intra"))]
+        interops = sorted({c["interop"] for _, c in entries})
+        intras = sorted({c["intra"] for _, c in entries})
+        cores = _threads(sweep.get("cores"))
+        cells = []
+        for i, c in entries:
+            status = c.get("status") if c.get("status") in ("done", "failed") else "not run"
+            median = _finite(c.get("unprofiled_median_ms")) if status == "done" else None
+            run = c.get("run")
+            folder = (
+                self._folder / run
+                if status == "done" and self._folder is not None and isinstance(run, str) and run and "/" not in run
+                else None
+            )
+            over = bool(c.get("oversubscribed")) if isinstance(c.get("oversubscribed"), bool) else (
+                cores is not None and c["interop"] * c["intra"] > cores
+            )  # fmt: skip
+            lines = [f"{c['mode']}: {c['interop']} inter-op × {c['intra']} intra-op threads"]
+            if status == "done":
+                lines.append(f"unprofiled median {median:.3f} ms" if median is not None else "no unprofiled median")
+                spread = c.get("unprofiled_spread_ms")
+                if isinstance(spread, list) and len(spread) == 4 and all(_finite(x) is not None for x in spread):
+                    lines.append("spread {:.3f} · {:.3f}–{:.3f} · {:.3f} ms (min · quartiles · max)".format(*spread))
+                profiled = _finite(c.get("median_ms"))
+                if profiled is not None:
+                    lines.append(f"profiled median {profiled:.3f} ms")
+            elif status == "failed":
+                lines.append(f"failed: {c.get('error') or 'no message'}")
+            else:
+                lines.append("not run")
+            if over:
+                lines.append(f"oversubscribed: {c['interop'] * c['intra']} threads > {cores or '?'} cores")
+            if folder is not None:
+                lines.append(str(folder))
+            cells.append(
+                SweepCellView(
+                    i, c["mode"], c["interop"], c["intra"], interops.index(c["interop"]), intras.index(c["intra"]),
+                    status, median, folder, "\n".join(lines), over,
+                )  # fmt: skip
+            )
+        return cells
+
+    def _build(self) -> None:
+        self.graphics.clear()
+        self.plots, self.images = {}, {}
+        self.color_bar, self.best_marker, self._selection_mark = None, None, None
+        self.oversubscribed_marks = []
+        self.cells = cells = self._cells_of(self._sweep)
+        best_index = self._sweep.get("best")
+        best = next((c for c in cells if c.index == best_index and c.status == "done" and c.median_ms is not None), None)
+        medians = [c.median_ms for c in cells if c.median_ms is not None]
+        if medians:
+            lo, hi = min(medians), max(medians)
+            self.levels = (lo, hi if hi > lo else lo + max(abs(lo) * 0.01, 1e-3))
+        else:
+            self.levels = None
+        interops = sorted({c.interop for c in cells})
+        intras = sorted({c.intra for c in cells})
+        modes = [m for m in dict.fromkeys(c.mode for c in cells)]
+        for col, mode in enumerate(modes):
+            self._build_plot(col, mode, [c for c in cells if c.mode == mode], interops, intras, best)
+        if self.levels is not None and self.images:
+            bar = pg.ColorBarItem(
+                values=self.levels, colorMap=self.colormap, interactive=False, label="unprofiled median (ms)", rounding=0.001
+            )
+            bar.setImageItem(list(self.images.values()))
+            bar.axis.setPen(pg.mkPen(AXIS_HEX))
+            bar.axis.setTextPen(pg.mkPen(AXIS_HEX))
+            bar.axis.setLabel("unprofiled median (ms)", color=AXIS_HEX)
+            self.graphics.addItem(bar, row=0, col=len(modes))
+            self.color_bar = bar
+        self.legend.setText(self._legend_text(cells, best))
+
+    def _build_plot(
+        self,
+        col: int,
+        mode: str,
+        cells: list[SweepCellView],
+        interops: list[int],
+        intras: list[int],
+        best: SweepCellView | None,
+    ) -> None:
+        plot = self.graphics.addPlot(row=0, col=col, title=f"<span style='color:{AXIS_HEX}'>{mode}</span>")
+        plot.setMenuEnabled(False)
+        plot.hideButtons()
+        vb = plot.getViewBox()
+        vb.setMouseEnabled(False, False)
+        vb.setAspectLocked(False)
+        vb.setRange(xRange=(0, len(interops)), yRange=(0, len(intras)), padding=0)
+        for name, values, label in (("bottom", interops, "inter-op threads"), ("left", intras, "intra-op threads")):
+            axis = plot.getAxis(name)
+            axis.setTicks([[(i + 0.5, str(v)) for i, v in enumerate(values)], []])
+            axis.setLabel(label, color=AXIS_HEX)
+            axis.setPen(pg.mkPen(AXIS_HEX))
+            axis.setTextPen(pg.mkPen(AXIS_HEX))
+        data = np.full((len(interops), len(intras)), np.nan)
+        for c in cells:
+            if c.median_ms is not None:
+                data[c.x, c.y] = c.median_ms
+        image = pg.ImageItem(axisOrder="col-major")
+        if self.levels is not None:
+            image.setImage(data, levels=self.levels, lut=self.colormap.getLookupTable(nPts=256), autoLevels=False)
+        image.setRect(QRectF(0, 0, len(interops), len(intras)))
+        plot.addItem(image)
+        for c in cells:
+            rect = QRectF(c.x, c.y, 1, 1)
+            if c.median_ms is None:
+                fill = QGraphicsRectItem(rect)
+                fill.setBrush(QBrush(QColor(FAILED_HEX if c.status == "failed" else NOT_RUN_HEX)))
+                fill.setPen(QPen(Qt.PenStyle.NoPen))
+                plot.addItem(fill)
+            if c.oversubscribed:
+                hatch = QGraphicsRectItem(rect)
+                hatch.setBrush(QBrush(QColor(HATCH_HEX), Qt.BrushStyle.BDiagPattern))
+                hatch.setPen(QPen(Qt.PenStyle.NoPen))
+                hatch.setOpacity(0.45)
+                plot.addItem(hatch)
+                self.oversubscribed_marks.append(hatch)
+            if c.median_ms is not None:
+                text = f"{_ms(c.median_ms)} ms"
+            else:
+                text = "failed" if c.status == "failed" else "not run"
+            if c is best:
+                text = "★ " + text
+            label = pg.TextItem(text, color=self._text_color(c), anchor=(0.5, 0.5))
+            label.setPos(c.x + 0.5, c.y + 0.5)
+            plot.addItem(label)
+            if c is best:
+                pen = pg.mkPen(BEST_HEX, width=4)
+                pen.setCosmetic(True)
+                marker = QGraphicsRectItem(rect.adjusted(0.03, 0.03, -0.03, -0.03))
+                marker.setPen(pen)
+                marker.setBrush(QBrush(Qt.BrushStyle.NoBrush))
+                marker.setZValue(10)
+                plot.addItem(marker)
+                self.best_marker = marker
+        self.plots[mode] = plot
+        self.images[mode] = image
+
+    def _text_color(self, cell: SweepCellView) -> QColor:
+        if cell.median_ms is None or self.levels is None:
+            return QColor("#202020")
+        lo, hi = self.levels
+        rgb = self.colormap.map((cell.median_ms - lo) / (hi - lo), mode="float")
+        luminance = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]
+        return QColor("#202020" if luminance > 0.5 else "#ffffff")
+
+    def _legend_text(self, cells: list[SweepCellView], best: SweepCellView | None) -> str:
+        if not cells:
+            return "No sweep cells yet."
+        parts = []
+        done = sum(1 for c in cells if c.status == "done")
+        parts.append(f"{done} of {len(cells)} cells ran")
+        if best is not None and best.median_ms is not None:
+            parts.append(f"★ best: {best.mode} {best.interop}×{best.intra}, {best.median_ms:.3f} ms (outlined)")
+        if any(c.oversubscribed for c in cells):
+            cores = _threads(self._sweep.get("cores"))
+            parts.append(f"hatched: oversubscribed, inter-op × intra-op threads > {cores or 'the'} cores")
+        if any(c.status == "failed" for c in cells):
+            parts.append("grey: failed (hover for why)")
+        parts.append("click a cell to open its run, a second to compare the two")
+        return " · ".join(parts)
+
+    # ---- interaction ------------------------------------------------------------------------
+    def cell_at_scene(self, pos: QPointF) -> SweepCellView | None:
+        for mode, plot in self.plots.items():
+            vb = plot.getViewBox()
+            if not vb.sceneBoundingRect().contains(pos):
+                continue
+            p = vb.mapSceneToView(pos)
+            x, y = math.floor(p.x()), math.floor(p.y())
+            return next((c for c in self.cells if c.mode == mode and c.x == x and c.y == y), None)
+        return None
+
+    def cell_center(self, index: int) -> QPoint:
+        """Where cell `index` (of sweep.json) is, in the graphics view's viewport (for clicks)."""
+        cell = next(c for c in self.cells if c.index == index)
+        scene = self.plots[cell.mode].getViewBox().mapViewToScene(QPointF(cell.x + 0.5, cell.y + 0.5))
+        return self.graphics.mapFromScene(scene)
+
+    def _on_click(self, event: Any) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        cell = self.cell_at_scene(event.scenePos())
+        if cell is None or cell.folder is None:
+            return
+        event.accept()
+        first = self._selected
+        self.cellChosen.emit(str(cell.folder))
+        if first is not None and first.index != cell.index and first.folder is not None:
+            self.clear_selection()
+            self.compareRequested.emit(str(first.folder), str(cell.folder))
+        else:
+            self._select(cell)
+
+    def _select(self, cell: SweepCellView) -> None:
+        self.clear_selection()
+        self._selected = cell
+        pen = pg.mkPen(SELECTED_HEX, width=3, style=Qt.PenStyle.DashLine)
+        pen.setCosmetic(True)
+        mark = QGraphicsRectItem(QRectF(cell.x + 0.1, cell.y + 0.1, 0.8, 0.8))
+        mark.setPen(pen)
+        mark.setZValue(11)
+        self.plots[cell.mode].addItem(mark)
+        self._selection_mark = mark
+
+    @property
+    def selected(self) -> str | None:
+        """The first cell's run folder while a second click would compare."""
+        return str(self._selected.folder) if self._selected is not None and self._selected.folder else None
+
+    def clear_selection(self) -> None:
+        if self._selection_mark is not None and self._selected is not None:
+            plot = self.plots.get(self._selected.mode)
+            if plot is not None:
+                plot.removeItem(self._selection_mark)
+        self._selected, self._selection_mark = None, None
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key.Key_Escape and self._selected is not None:
+            self.clear_selection()
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+    def _on_move(self, pos: QPointF) -> None:
+        cell = self.cell_at_scene(pos)
+        self.graphics.setToolTip(cell.tooltip if cell is not None else "")
