@@ -107,6 +107,16 @@ def _in_range(trace: Trace, t0: int, t1: int) -> np.ndarray:
     return np.flatnonzero((start < t1) & ((end > t0) | ((trace.dur_ns == 0) & (start >= t0))))
 
 
+def _sums(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sums of the non-negative `values` per group: through float64 (fast) while the
+    whole sum stays below 2**52 (every partial sum is then exact), else with integer adds."""
+    if float(values.sum(dtype=np.float64)) < 2.0**52:
+        return np.rint(np.bincount(group, weights=values, minlength=n)).astype(np.int64)
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, group, values)
+    return out
+
+
 def range_ops(trace: Trace, t0_ns: int, t1_ns: int) -> list[OpRow]:
     """Per op name and lane, the events overlapping [t0_ns, t1_ns) (the trace's clock): count, time
     clipped to the range, and self time (clipped time minus the children's, the child's also clipped
@@ -129,17 +139,21 @@ def range_ops(trace: Trace, t0_ns: int, t1_ns: int) -> list[OpRow]:
         np.minimum(np.minimum(end[has], end[p]), t1) - np.maximum(np.maximum(start[has], start[p]), t0),
         0,
     )
-    children = np.zeros(sel.size, dtype=np.int64)
-    np.add.at(children, p, inner)
+    children = _sums(p, inner, sel.size)
     self_time = np.maximum(clipped - children, 0)
     n_lanes = max(1, len(trace.lanes))
     key = trace.name_id[sel].astype(np.int64) * n_lanes + trace.lane[sel]
-    keys, group = np.unique(key, return_inverse=True)
-    count = np.bincount(group, minlength=keys.size)
-    total = np.zeros(keys.size, dtype=np.int64)
-    own = np.zeros(keys.size, dtype=np.int64)
-    np.add.at(total, group, clipped)
-    np.add.at(own, group, self_time)
+    n_keys = len(trace.names) * n_lanes
+    if n_keys <= max(1 << 22, 4 * sel.size):  # a small key space: count into it directly
+        count = np.bincount(key, minlength=n_keys)
+        keys = np.flatnonzero(count)
+        group = key
+        total, own = _sums(group, clipped, n_keys)[keys], _sums(group, self_time, n_keys)[keys]
+        count = count[keys]
+    else:
+        keys, group = np.unique(key, return_inverse=True)
+        count = np.bincount(group, minlength=keys.size)
+        total, own = _sums(group, clipped, keys.size), _sums(group, self_time, keys.size)
     rows = [
         OpRow(
             name=trace.names[int(k // n_lanes)],
