@@ -2,8 +2,9 @@
 
 The window never imports torch: every run is a fresh runner process (which spawns the worker),
 started with QProcess so the event loop keeps the window responsive. The runner reports on stdout
-one JSON object per line (ARCHITECTURE.md, "Contracts"): progress, error, and finally done with
-the output folder and run.json's content; this controller turns those lines into signals.
+one JSON object per line (ARCHITECTURE.md, "Contracts"): phase, progress, error, and finally done
+with the output folder and run.json's content; this controller turns those lines into signals.
+`RunSpec` (what to run) lives in the Qt-free `app/runs.py` and is re-exported here.
 
 One run at a time: starting a run while one is going cancels the old one. Cancelling sends
 SIGTERM, on which the runner kills its worker's process group before exiting, and SIGKILL if the
@@ -23,56 +24,13 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
 
-from branchscope.profiling.run.protocol import PARENT_PID_ENV, RUNNER_MODULE, RunRequest, python_command
+from branchscope.app.runs import RUN_NAME, SESSION_NAME, Entry, RunSpec, runs_root, saved_runs
+from branchscope.profiling.run.protocol import PARENT_PID_ENV, RUNNER_MODULE, python_command
+
+__all__ = ["FinishedRun", "RunController", "RunSpec", "default_runs_dir", "prune_runs"]
 
 #: How long a cancelled runner gets to kill its worker and exit before it is killed.
 CANCEL_GRACE_MS = 3000
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """What to run: a demo or a model file, a mode and thread counts (the runner's arguments)."""
-
-    mode: str
-    interop: int
-    intra: int
-    steps: int = 5
-    demo: str | None = None
-    model: str | None = None
-    warmup: int | None = None
-    input_shapes: tuple[str, ...] = ()
-    dtype: str | None = None
-
-    @property
-    def model_key(self) -> str:
-        """Identifies the model across runs (the speedup column compares runs of one model)."""
-        return f"demo:{self.demo}" if self.demo else f"file:{os.path.abspath(self.model or '')}"
-
-    @property
-    def model_label(self) -> str:
-        return self.demo or os.path.basename(self.model or "?")
-
-    def request(self, out: Path) -> RunRequest:
-        """The runner's request for this run, writing into `out`."""
-        optional: dict[str, Any] = {}  # unset here: the request's own defaults
-        if self.warmup is not None:
-            optional["warmup"] = self.warmup
-        if self.dtype:
-            optional["dtype"] = self.dtype
-        return RunRequest(
-            mode=self.mode,
-            interop=self.interop,
-            intra=self.intra,
-            out=out,
-            demo=self.demo,
-            model=Path(self.model) if self.model else None,
-            steps=self.steps,
-            input_shapes=self.input_shapes,
-            **optional,
-        )
-
-    def runner_arguments(self, out: Path) -> list[str]:
-        return self.request(out).argv() + ["--jsonl"]
 
 
 @dataclass(frozen=True)
@@ -105,14 +63,9 @@ KEEP_RUNS = 40
 
 
 def default_runs_dir() -> Path:
-    """~/.cache/branchscope/runs/<time>-<pid>: one window's runs together, named so they sort by age.
-
-    $XDG_CACHE_HOME counts only when it is an absolute path (the XDG rule).
-    """
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(base):
-        base = os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "branchscope" / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    """~/.cache/branchscope/runs/<time>-<pid> (`runs.runs_root`): one window's runs together, named
+    so they sort by age."""
+    return runs_root() / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
 
 
 def prune_runs(session_dir: Path, keep: int) -> None:
@@ -124,8 +77,7 @@ def prune_runs(session_dir: Path, keep: int) -> None:
     that this leaves empty. Anything else a user put under the runs root stays, symbolic links
     are never followed, and a folder that cannot be read or removed is skipped, never an error.
     """
-    session_name = re.compile(r"\d{8}-\d{6}-\d+")
-    run_name = re.compile(r"\d{3,}-[A-Za-z0-9_.-]+")
+    session_name, run_name = SESSION_NAME, RUN_NAME
 
     def folders(parent: Path, name: re.Pattern[str]) -> list[Path]:
         try:
@@ -178,6 +130,8 @@ class RunController(QObject):
 
     #: A run began (its RunSpec).
     started = Signal(object)
+    #: The run entered a phase: "load", "warmup", "timing", "profile" or "export" (the runner's words).
+    phase = Signal(str)
     #: Profiled step i of K finished.
     progress = Signal(int, int)
     #: The run succeeded (a FinishedRun).
@@ -201,6 +155,13 @@ class RunController(QObject):
         self.last_command: list[str] = []
 
     # ---- state ------------------------------------------------------------------------------
+    def _session_dir(self) -> Path:
+        """The runs folder, not made yet; the default one is named (and older runs pruned) once."""
+        if self._runs_dir is None:
+            self._runs_dir = default_runs_dir()
+            prune_runs(self._runs_dir, keep=KEEP_RUNS)
+        return self._runs_dir
+
     def runs_dir(self) -> Path:
         """Where runs write their trace and run.json.
 
@@ -209,16 +170,20 @@ class RunController(QObject):
         Raises OSError, saying which folder and why, when it cannot be made or written to (a
         read-only cache folder, a file where a folder should be).
         """
-        if self._runs_dir is None:
-            self._runs_dir = default_runs_dir()
-            prune_runs(self._runs_dir, keep=KEEP_RUNS)
+        runs = self._session_dir()
         try:
-            self._runs_dir.mkdir(parents=True, exist_ok=True)
+            runs.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise OSError(f"cannot create the runs folder {self._runs_dir}: {exc.strerror or exc}") from exc
-        if not os.access(self._runs_dir, os.W_OK | os.X_OK):
-            raise OSError(f"cannot write to the runs folder {self._runs_dir}: permission denied")
-        return self._runs_dir
+            raise OSError(f"cannot create the runs folder {runs}: {exc.strerror or exc}") from exc
+        if not os.access(runs, os.W_OK | os.X_OK):
+            raise OSError(f"cannot write to the runs folder {runs}: permission denied")
+        return runs
+
+    def saved_runs(self) -> list[Entry]:
+        """The complete runs kept from earlier windows (oldest first; `runs.saved_runs`), read from
+        the runs root after pruning it; this window's own runs are not among them. Makes nothing."""
+        session = self._session_dir()
+        return saved_runs(session.parent, exclude=session)
 
     def is_running(self) -> bool:
         return self._job is not None
@@ -319,7 +284,11 @@ class RunController(QObject):
         if not isinstance(event, dict):
             return
         kind = event.get("event")
-        if kind == "progress":
+        if kind == "phase":
+            name = event.get("phase")
+            if isinstance(name, str) and job is self._job:
+                self.phase.emit(name)
+        elif kind == "progress":
             step, of = int(event.get("step", 0)), int(event.get("of", 0))
             job.progress = (step, of)
             if job is self._job:

@@ -1,19 +1,27 @@
-"""The run controls: model picker, mode, inter-op and intra-op sliders, steps, Run/Cancel, progress.
+"""The run controls: model picker, mode, inter-op and intra-op sliders, steps, timeout, Run/Cancel,
+progress.
 
-The widget only says what to run: `runRequested(spec)` when Run is pressed, a thread slider is
-released, or another mode or model is chosen; `cancelRequested` for Cancel; `openModelRequested`
-for "Open model file…". Whoever runs it reports back through `show_started`, `show_progress` and
-`show_idle` (the window wires these to the `RunController`).
+The widget only says what to run: `runRequested(spec)` at once when Run is pressed, and once the
+user pauses (`RERUN_DELAY_MS` after the last change, never while a slider is held down) after
+changing the thread sliders, the steps, the mode or the model by mouse or keyboard: dragging 2×2 to
+1×1 asks for 1×1 only, and changes that end where they started ask for nothing. Setting values from
+code (`set_values`) asks for nothing. `cancelRequested` for Cancel; `openModelRequested` for "Open
+model file…". A demo this machine cannot run (`set_cuda_devices`) is listed greyed out, with why.
+
+Whoever runs it reports back through `show_started`, `show_phase` (the phase and its elapsed time,
+ticking), `show_progress` and `show_idle` (the window wires these to the `RunController`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import psutil
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QElapsedTimer, Qt, QTimer, Signal
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (
+    QAbstractSlider,
     QComboBox,
     QFormLayout,
     QGroupBox,
@@ -30,6 +38,33 @@ from PySide6.QtWidgets import (
 from branchscope.app.run_controller import RunSpec
 
 MODES = [("sequential", "sequential"), ("fork", "fork (inter-op pool)"), ("streams", "multi-stream (CUDA)")]
+#: How long after the user's last change a run is asked for.
+RERUN_DELAY_MS = 400
+#: What the progress bar says in each phase of a run (the runner's phase names).
+PHASES = {
+    "load": "loading the model…",
+    "warmup": "warming up…",
+    "timing": "timing steps…",
+    "profile": "profiling steps…",
+    "export": "writing the trace…",
+}
+DEFAULT_TIMEOUT_S = 600
+
+
+class _SpinBox(QSpinBox):
+    """A spin box that says when the user changed it (arrows, wheel, keys, typing), unlike valueChanged."""
+
+    userChanged = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.lineEdit().textEdited.connect(lambda _text: self.userChanged.emit())
+
+    def stepBy(self, steps: int) -> None:  # noqa: N802 (Qt API)
+        before = self.value()
+        super().stepBy(steps)
+        if self.value() != before:
+            self.userChanged.emit()
 
 
 class RunControls(QWidget):
@@ -44,6 +79,20 @@ class RunControls(QWidget):
         super().__init__(parent)
         self.demos = demos
         self.cores = cores
+        #: CUDA devices the worker sees (None: not known yet); see `set_cuda_devices`.
+        self.cuda_devices: int | None = None
+        #: Fires `RERUN_DELAY_MS` after the user's last change.
+        self.rerun_timer = QTimer(self)
+        self.rerun_timer.setSingleShot(True)
+        self.rerun_timer.setInterval(RERUN_DELAY_MS)
+        self.rerun_timer.timeout.connect(self._rerun)
+        #: Ticks the elapsed time of the phase shown.
+        self.phase_timer = QTimer(self)
+        self.phase_timer.setInterval(100)
+        self.phase_timer.timeout.connect(self._show_elapsed)
+        self._clock = QElapsedTimer()
+        self._phase_text = ""
+
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
 
@@ -75,7 +124,7 @@ class RunControls(QWidget):
         self.mode_combo = QComboBox()
         for key, title in MODES:
             self.mode_combo.addItem(title, key)
-        self.mode_combo.activated.connect(lambda _i: self.request_run())
+        self.mode_combo.activated.connect(lambda _i: self._user_changed())
         form.addRow("Mode", self.mode_combo)
         physical = psutil.cpu_count(logical=False) or cores
         self.interop_slider, self.interop_label = self._slider(cores)
@@ -85,11 +134,18 @@ class RunControls(QWidget):
         self.threads_hint = QLabel()
         self.threads_hint.setWordWrap(True)
         form.addRow("", self.threads_hint)
-        self.steps_spin = QSpinBox()
+        self.steps_spin = _SpinBox()
         self.steps_spin.setRange(1, 500)
         self.steps_spin.setValue(5)
         self.steps_spin.setToolTip("profiled steps (after warm-up)")
+        self.steps_spin.userChanged.connect(self._user_changed)
         form.addRow("Steps", self.steps_spin)
+        self.timeout_spin = QSpinBox()
+        self.timeout_spin.setRange(1, 24 * 3600)
+        self.timeout_spin.setValue(DEFAULT_TIMEOUT_S)
+        self.timeout_spin.setSuffix(" s")
+        self.timeout_spin.setToolTip("stop the run after this many seconds (the runner's --timeout)")
+        form.addRow("Timeout", self.timeout_spin)
         buttons = QHBoxLayout()
         self.run_button = QPushButton("Run")
         self.run_button.setDefault(True)
@@ -108,8 +164,11 @@ class RunControls(QWidget):
         form.addRow(self.progress)
         lay.addWidget(run_box)
 
+        self.set_cuda_devices(None)
         self._update_description()
         self._update_thread_labels()
+        #: What the controls said when a run was last asked for (or set from code).
+        self._settled = self.spec()
 
     def _slider(self, value: int) -> tuple[QSlider, QLabel]:
         s = QSlider(Qt.Orientation.Horizontal)
@@ -121,7 +180,10 @@ class RunControls(QWidget):
         label = QLabel()
         label.setMinimumWidth(24)
         s.valueChanged.connect(self._update_thread_labels)
-        s.sliderReleased.connect(self.request_run)
+        # actionTriggered: every change by mouse, wheel or keyboard, none by setValue.
+        s.actionTriggered.connect(lambda _action: self._user_changed())
+        s.sliderPressed.connect(self.rerun_timer.stop)
+        s.sliderReleased.connect(self._user_changed)
         return s, label
 
     @staticmethod
@@ -142,13 +204,28 @@ class RunControls(QWidget):
             interop=self.interop_slider.value(),
             intra=self.intra_slider.value(),
             steps=self.steps_spin.value(),
+            timeout=float(self.timeout_spin.value()),
         )
         if data[0] == "demo":
             return RunSpec(demo=data[1], **common)
         return RunSpec(model=data[1], input_shapes=tuple(data[2]) if len(data) > 2 else (), **common)
 
-    def request_run(self) -> None:
-        self.runRequested.emit(self.spec())
+    def request_run(self) -> bool:
+        """Ask for a run of what the controls show, now; False (and why, in the progress bar) when
+        the chosen model cannot run on this machine."""
+        self.rerun_timer.stop()
+        spec = self.spec()
+        self._settled = spec
+        reason = self.unavailable_reason()
+        if reason:
+            self.progress.setFormat(reason)
+            return False
+        self.runRequested.emit(spec)
+        return True
+
+    def pending(self) -> bool:
+        """Whether a change of the user's waits to be run."""
+        return self.rerun_timer.isActive()
 
     def set_values(
         self,
@@ -158,6 +235,7 @@ class RunControls(QWidget):
         interop: int | None = None,
         intra: int | None = None,
         steps: int | None = None,
+        timeout: float | None = None,
     ) -> None:
         """Set the controls without asking for a run; ValueError for a demo or mode there is not."""
         if demo is not None:
@@ -180,12 +258,16 @@ class RunControls(QWidget):
             self.intra_slider.setValue(intra)
         if steps is not None:
             self.steps_spin.setValue(steps)
+        if timeout is not None:
+            self.timeout_spin.setValue(max(1, round(timeout)))
+        self._settled = self.spec()
 
     def add_model_file(self, path: str, input_shapes: tuple[str, ...] = ()) -> None:
         """Add a model file to the picker and choose it (without asking for a run)."""
         self.model_combo.addItem(f"file: {os.path.basename(path)}", ("file", path, tuple(input_shapes)))
         self.model_combo.setItemData(self.model_combo.count() - 1, path, Qt.ItemDataRole.ToolTipRole)
         self.model_combo.setCurrentIndex(self.model_combo.count() - 1)
+        self._settled = self.spec()
 
     def _model_index(self, kind: str, name: str) -> int:
         for k in range(self.model_combo.count()):
@@ -203,24 +285,102 @@ class RunControls(QWidget):
             item.setToolTip("one CUDA stream per branch" if enabled else reason)
         self.mode_combo.setToolTip("" if enabled else f"multi-stream: {reason}")
 
+    def set_cuda_devices(self, count: int | None) -> None:
+        """How many CUDA devices the worker sees (None: not known yet, e.g. still checking). Demos
+        that need more are listed greyed out, saying why (item text and tooltip)."""
+        self.cuda_devices = count
+        model = self.model_combo.model()
+        for demo in self.demos:
+            k = self._model_index("demo", demo.name)
+            if k < 0 or not isinstance(model, QStandardItemModel):
+                continue
+            reason = self._demo_reason(demo)
+            item = model.item(k)
+            item.setEnabled(not reason)
+            item.setText(f"demo: {demo.name}" + (f" (needs {self._devices(demo)})" if reason else ""))
+            item.setToolTip(f"{reason}\n{demo.description}" if reason else demo.description)
+        self._update_run_button()
+
+    @staticmethod
+    def _devices(demo) -> str:
+        need = getattr(demo, "requires_cuda_devices", 0)
+        return f"{need} CUDA device{'s' if need != 1 else ''}"
+
+    def _demo_reason(self, demo) -> str:
+        need = int(getattr(demo, "requires_cuda_devices", 0) or 0)
+        if need <= 0:
+            return ""
+        if self.cuda_devices is None:
+            return f"{demo.name} needs {self._devices(demo)}; checking what this machine has…"
+        if self.cuda_devices < need:
+            return f"{demo.name} needs {self._devices(demo)}; this machine has {self.cuda_devices}"
+        return ""
+
+    def unavailable_reason(self) -> str:
+        """Why the chosen model cannot run here ("" when it can)."""
+        data = self.model_combo.currentData()
+        if data and data[0] == "demo":
+            for d in self.demos:
+                if d.name == data[1]:
+                    return self._demo_reason(d)
+        return ""
+
+    # ---- the user's changes -----------------------------------------------------------------
+    def _user_changed(self) -> None:
+        """The user changed a setting: ask for a run once they pause (the timer restarts)."""
+        if self._slider_held():
+            self.rerun_timer.stop()  # the release restarts it
+        else:
+            self.rerun_timer.start()
+
+    def _slider_held(self) -> bool:
+        none = QAbstractSlider.SliderAction.SliderNoAction
+        return any(
+            s.isSliderDown() or s.repeatAction() != none for s in (self.interop_slider, self.intra_slider)
+        )
+
+    def _rerun(self) -> None:
+        if self._slider_held():  # a press on the groove repeating: wait for it to end
+            self.rerun_timer.start()
+            return
+        # The timeout alone is no reason to run again.
+        if dataclasses.replace(self.spec(), timeout=None) != dataclasses.replace(self._settled, timeout=None):
+            self.request_run()
+
     # ---- the run going on -------------------------------------------------------------------
     def show_started(self, spec: RunSpec) -> None:
         self.progress.setRange(0, max(1, spec.steps))
         self.progress.setValue(0)
-        self.progress.setFormat(f"{spec.model_label} · {spec.mode}: starting worker…")
         self.cancel_button.setEnabled(True)
+        self._start_phase(f"{spec.model_label} · {spec.mode}: starting worker…")
+
+    def show_phase(self, phase: str) -> None:
+        """The run entered `phase` (the runner's name for it): say so, with the time spent in it."""
+        self.progress.setValue(0)
+        self._start_phase(PHASES.get(phase, f"{phase}…"))
 
     def show_progress(self, step: int, of: int) -> None:
+        self.phase_timer.stop()
         self.progress.setRange(0, max(1, of))
         self.progress.setValue(min(step, of))
         self.progress.setFormat(f"step {step} of {of}")
 
     def show_idle(self, text: str) -> None:
         """No run going on; `text` ("done", "failed", "cancelled") says how the last one ended."""
+        self.phase_timer.stop()
         self.cancel_button.setEnabled(False)
         self.progress.setRange(0, 1)
         self.progress.setValue(1 if text == "done" else 0)
         self.progress.setFormat(text)
+
+    def _start_phase(self, text: str) -> None:
+        self._phase_text = text
+        self._clock.start()
+        self._show_elapsed()
+        self.phase_timer.start()
+
+    def _show_elapsed(self) -> None:
+        self.progress.setFormat(f"{self._phase_text} {self._clock.elapsed() / 1000:.1f} s")
 
     # ---- internals --------------------------------------------------------------------------
     def _update_thread_labels(self) -> None:
@@ -248,7 +408,15 @@ class RunControls(QWidget):
                 f", inputs {' '.join(data[2])}" if len(data) > 2 and data[2] else ""
             )
         self.description.setText(text)
+        self._update_run_button()
+
+    def _update_run_button(self) -> None:
+        if not hasattr(self, "run_button"):
+            return
+        reason = self.unavailable_reason()
+        self.run_button.setEnabled(not reason)
+        self.run_button.setToolTip(reason)
 
     def _on_model_activated(self, _index: int) -> None:
         self._update_description()
-        self.request_run()
+        self._user_changed()

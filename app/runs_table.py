@@ -1,7 +1,14 @@
 """The runs list: a Qt table model over `app.runs.Runs`, and the view the window shows it in.
 
-Columns: #, run (label and mode; its tooltip the spec and the trace path), threads (inter-op ×
-intra-op, or "file"), median step, speedup against the baseline.
+Columns: #, run (model and mode; its tooltip the spec and the trace path), threads (inter-op ×
+intra-op, or "file"), step (the unprofiled median with its interquartile range and step count),
+speedup against the model's baseline ("baseline" on that row, which is bold; "within noise" where
+the two runs' interquartile ranges overlap).
+
+The view selects several rows (extended selection): one row chosen is `rowChosen(k)`, as before;
+"Compare selected" (context menu, or `compare_selected()`) is `compareRequested(rows)`. Its context
+menu also sets a row as its model's baseline, goes back to the default baseline, and asks for the
+sequential 1×1 run a model lacks (`baselineRunRequested(spec)`).
 """
 
 from __future__ import annotations
@@ -12,26 +19,51 @@ from typing import Any
 
 from PySide6.QtCore import (
     QAbstractTableModel,
+    QItemSelection,
     QItemSelectionModel,
     QModelIndex,
     QPersistentModelIndex,
     Qt,
     Signal,
 )
-from PySide6.QtWidgets import QHeaderView, QTreeView, QWidget
+from PySide6.QtGui import QAction, QContextMenuEvent, QFont
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTreeView, QWidget
 
 from branchscope.app.runs import Runs
+from branchscope.profiling.trace.step_stats import StepStats
 
-COLUMNS = ["#", "run", "threads", "median", "speedup"]
+COLUMNS = ["#", "run", "threads", "step", "speedup"]
+SPEEDUP_RULE = (
+    "the baseline's median unprofiled step ÷ this run's; the baseline is the model's sequential 1×1 "
+    "run unless you set one (right-click a row)"
+)
 HEADER_TIPS = {
     2: "inter-op × intra-op threads",
-    3: "median profiled step",
-    4: "median step of the model's first sequential run ÷ this run's",
+    3: "median step timed without the profiler, with its interquartile range (half the steps fall in it)",
+    4: SPEEDUP_RULE,
 }
 RIGHT_ALIGNED = (0, 3, 4)
-VIEW_TIP = "speedup: median step of the model's first sequential run ÷ this run's"
+VIEW_TIP = f"speedup: {SPEEDUP_RULE}"
+NOISE_TIP = (
+    "within noise: the two runs' interquartile ranges overlap, so the difference of their medians "
+    "is smaller than their step-to-step variation"
+)
 
 _Index = QModelIndex | QPersistentModelIndex
+
+
+def ms(value: float, like: float | None = None) -> str:
+    """Milliseconds with three significant digits (or as many decimals as `like` would get)."""
+    ref = abs(value if like is None else like)
+    decimals = 0 if ref >= 100 else 1 if ref >= 10 else 2 if ref >= 1 else 3
+    return f"{value:.{decimals}f}"
+
+
+def step_text(stats: StepStats) -> str:
+    """'12.3 ms (IQR 11.9–12.8, 20 steps)'."""
+    m = stats.median
+    steps = f"{stats.n} step{'s' if stats.n != 1 else ''}"
+    return f"{ms(m)} ms (IQR {ms(stats.q1, m)}–{ms(stats.q3, m)}, {steps})"
 
 
 class RunsTableModel(QAbstractTableModel):
@@ -82,11 +114,12 @@ class RunsTableModel(QAbstractTableModel):
         k, col = index.row(), index.column()
         if role == Qt.ItemDataRole.DisplayRole:
             return self.text(k, col)
-        if role == Qt.ItemDataRole.ToolTipRole and col == 1:
-            e = self.runs[k]
-            if e.spec is None:
-                return str(e.trace_path)
-            return f"{e.label}, {e.spec.mode}, {e.spec.steps} steps\n{e.trace_path}"
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return self.tooltip(k, col)
+        if role == Qt.ItemDataRole.FontRole and self.runs.is_baseline(k):
+            font = QFont()
+            font.setBold(True)
+            return font
         if role == Qt.ItemDataRole.TextAlignmentRole and col in RIGHT_ALIGNED:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -97,25 +130,76 @@ class RunsTableModel(QAbstractTableModel):
         if col == 0:
             return str(k + 1)
         if col == 1:
-            return e.label if e.spec is None else f"{e.label} · {e.spec.mode}"
+            return e.label if e.mode is None else f"{e.label} · {e.mode}"
         if col == 2:
-            return "file" if e.spec is None else f"{e.spec.interop}×{e.spec.intra}"
+            return "file" if e.threads is None else f"{e.threads[0]}×{e.threads[1]}"
         if col == 3:
+            if e.stats is not None:
+                return step_text(e.stats)
             m = e.median_ms
-            return f"{m:.1f} ms" if m is not None else "–"
+            return f"{ms(m)} ms profiled" if m is not None else "–"
         if col == 4:
+            if self.runs.is_baseline(k):
+                return "baseline"
             s = self.runs.speedup(k)
-            return f"{s:.2f}×" if s is not None else "–"
+            if s is None:
+                return "–"
+            return f"{s:.2f}× (within noise)" if self.runs.within_noise(k) else f"{s:.2f}×"
         return ""
+
+    def tooltip(self, k: int, col: int) -> str | None:
+        e = self.runs[k]
+        if col == 1:
+            if e.spec is None:
+                return str(e.trace_path)
+            return f"{e.label}, {e.spec.mode}, {e.spec.steps} steps\n{e.trace_path}"
+        if col == 3:
+            if e.stats is not None:
+                s = e.stats
+                return (
+                    f"{s.n} steps timed without the profiler: median {ms(s.median)} ms, "
+                    f"min {ms(s.min, s.median)}, quartiles {ms(s.q1, s.median)}–{ms(s.q3, s.median)}, "
+                    f"max {ms(s.max, s.median)} ms"
+                )
+            if e.median_ms is not None:
+                return "median profiled step: this run has no steps timed without the profiler"
+            return None
+        if col == 4:
+            return self._speedup_tip(k)
+        return None
+
+    def _speedup_tip(self, k: int) -> str:
+        b = self.runs.baseline_of(k)
+        e = self.runs[k]
+        if b is None:
+            if e.stats is None:
+                return "no speedup: this entry has no steps timed without the profiler"
+            return "no speedup: no sequential 1×1 run of this model is listed (right-click to run one)"
+        set_by = "set by you" if self.runs.has_set_baseline(k) else "the model's sequential 1×1 run"
+        if b == k:
+            return f"the baseline of this model's runs ({set_by})"
+        base = self.runs[b]
+        if base.stats is None or e.stats is None:
+            return f"no speedup: #{b + 1} or this run has no steps timed without the profiler"
+        tip = (
+            f"#{b + 1} {base.title} ({set_by}): {ms(base.stats.median)} ms ÷ "
+            f"this run's {ms(e.stats.median)} ms"
+        )
+        return tip + ("\n" + NOISE_TIP if self.runs.within_noise(k) else "")
 
     def row_texts(self, k: int) -> list[str]:
         return [self.text(k, c) for c in range(len(COLUMNS))]
 
 
 class RunsView(QTreeView):
-    """The runs list. `rowChosen(k)` when the user makes row k current (not on `select_row`)."""
+    """The runs list (see the module docstring). `rowChosen(k)` when the user makes row k the one
+    selected row (not on `select_row`)."""
 
     rowChosen = Signal(int)
+    #: Compare these rows (two or more, in list order).
+    compareRequested = Signal(list)
+    #: Run this `RunSpec`: the sequential 1×1 baseline a model lacks.
+    baselineRunRequested = Signal(object)
 
     def __init__(self, model: RunsTableModel, parent: QWidget | None = None):
         super().__init__(parent)
@@ -123,17 +207,26 @@ class RunsView(QTreeView):
         self.setUniformRowHeights(True)
         self.setItemsExpandable(False)
         self.setModel(model)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         header = self.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         self.setToolTip(VIEW_TIP)
         self._quiet = False
-        self.selectionModel().currentRowChanged.connect(self._on_current_row_changed)
+        self.selectionModel().selectionChanged.connect(self._on_selection_changed)
 
-    def _on_current_row_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
-        if not self._quiet and current.isValid():
-            self.rowChosen.emit(current.row())
+    @property
+    def runs(self) -> Runs:
+        model = self.model()
+        assert isinstance(model, RunsTableModel)
+        return model.runs
+
+    def _on_selection_changed(self, _selected: QItemSelection, _deselected: QItemSelection) -> None:
+        rows = self.selected_rows()
+        if not self._quiet and len(rows) == 1:
+            self.rowChosen.emit(rows[0])
 
     @contextmanager
     def quietly(self) -> Iterator[None]:
@@ -145,16 +238,83 @@ class RunsView(QTreeView):
             self._quiet = quiet
 
     def select_row(self, k: int) -> None:
-        """Make row k current (-1: none) without `rowChosen` (callers show entries themselves)."""
+        """Make row k current and the only one selected (-1: none) without `rowChosen` (callers
+        show entries themselves)."""
         with self.quietly():
             model = self.model()
             index = model.index(k, 0) if 0 <= k < model.rowCount() else QModelIndex()
             flags = QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows
             self.selectionModel().setCurrentIndex(index, flags)
+            if not index.isValid():
+                self.selectionModel().clearSelection()
 
     def current_row(self) -> int:
         index = self.currentIndex()
         return index.row() if index.isValid() else -1
 
+    def selected_rows(self) -> list[int]:
+        """The selected rows, in list order."""
+        return sorted(i.row() for i in self.selectionModel().selectedRows())
+
     def topLevelItemCount(self) -> int:  # noqa: N802 - the QTreeWidget name, for callers from before
         return self.model().rowCount()
+
+    # ---- actions ----------------------------------------------------------------------------
+    def compare_selected(self) -> bool:
+        """`compareRequested(rows)` when two or more rows are selected; False otherwise."""
+        rows = self.selected_rows()
+        if len(rows) < 2:
+            return False
+        self.compareRequested.emit(rows)
+        return True
+
+    def set_baseline_row(self, k: int) -> None:
+        """Row k becomes the baseline of its model's runs."""
+        self.runs.set_baseline(k)
+
+    def reset_baseline_row(self, k: int) -> None:
+        """Row k's model goes back to its default baseline (its sequential 1×1 run)."""
+        self.runs.reset_baseline(k)
+
+    def run_missing_baseline(self, k: int) -> bool:
+        """`baselineRunRequested(spec)` with the sequential 1×1 run row k's model lacks; False if none."""
+        spec = self.runs.missing_baseline(k)
+        if spec is None:
+            return False
+        self.baselineRunRequested.emit(spec)
+        return True
+
+    def context_menu(self, k: int) -> QMenu:
+        """The menu for row k (-1: no row): baseline actions, and comparing the selected rows."""
+        menu = QMenu(self)
+        runs = self.runs
+        if 0 <= k < len(runs):
+            act = QAction("Set as baseline", menu)
+            act.setCheckable(True)
+            act.setChecked(runs.is_baseline(k))
+            act.setEnabled(not runs.is_baseline(k))
+            act.setToolTip("compare every run of this model with this one")
+            act.triggered.connect(lambda _checked=False: self.set_baseline_row(k))
+            menu.addAction(act)
+            act = QAction("Use the default baseline (sequential 1×1)", menu)
+            act.setEnabled(runs.has_set_baseline(k))
+            act.triggered.connect(lambda _checked=False: self.reset_baseline_row(k))
+            menu.addAction(act)
+            if runs.missing_baseline(k) is not None:
+                act = QAction("Run the sequential 1×1 baseline", menu)
+                act.triggered.connect(lambda _checked=False: self.run_missing_baseline(k))
+                menu.addAction(act)
+            menu.addSeparator()
+        n = len(self.selected_rows())
+        act = QAction(f"Compare selected ({n})" if n >= 2 else "Compare selected", menu)
+        act.setEnabled(n >= 2)
+        act.setToolTip("select two or more rows (Ctrl- or Shift-click) to compare them")
+        act.triggered.connect(lambda _checked=False: self.compare_selected())
+        menu.addAction(act)
+        return menu
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 (Qt API)
+        index = self.indexAt(event.pos())
+        menu = self.context_menu(index.row() if index.isValid() else -1)
+        menu.exec(event.globalPos())
+        menu.deleteLater()

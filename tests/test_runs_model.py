@@ -4,34 +4,21 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from branchscope.app.runs import TRACE_CACHE, Entry, Runs
+from branchscope.app.runs import TRACE_CACHE, Entry, Runs, RunSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@dataclass(frozen=True)
-class Spec:
-    """What `Runs` reads of a `RunSpec` (the real one lives beside the Qt run controller)."""
-
-    mode: str
-    interop: int = 1
-    intra: int = 1
-    steps: int = 5
-    model: str = "inception"
-
-    @property
-    def model_key(self) -> str:
-        return f"demo:{self.model}"
-
-
-def run(mode: str, median: float | None, model: str = "inception") -> Entry:
-    return Entry(model, Path(f"/runs/{model}-{mode}/trace.json.gz"), spec=Spec(mode, model=model),
-                 run={"median_ms": median} if median is not None else {})  # fmt: skip
+def run(mode: str, median: float | None, model: str = "inception", threads=(1, 1), spread: float = 1.0) -> Entry:
+    """A run whose unprofiled steps have `median` and quartiles `spread` ms either side."""
+    spec = RunSpec(mode, *threads, demo=model)
+    steps = [median - 2 * spread, median - spread, median, median + spread, median + 2 * spread] if median else []
+    info = {"median_ms": 999.0, "unprofiled_steps_ms": steps} if median is not None else {}  # profiled: ignored
+    return Entry(model, Path(f"/runs/{model}-{mode}/trace.json.gz"), spec=spec, run=info)
 
 
 def opened(name: str) -> Entry:
@@ -81,65 +68,117 @@ def test_entries_keep_their_order_and_observers_hear_of_every_change():
     assert seen.calls == [("remove?", 0, 0), ("removed",), ("changed", 0, 0)]
 
 
-def test_an_entry_names_its_files_median_and_title():
+def test_an_entry_names_its_files_medians_and_title():
     merged = Entry("ranks 0, 1", Path("/t/rank-0.json"), more_paths=(Path("/t/rank-1.json"),))
     assert merged.paths == (Path("/t/rank-0.json"), Path("/t/rank-1.json"))
-    assert merged.median_ms is None and merged.title == "ranks 0, 1"
-    e = Entry("inception", Path("/r/trace.json.gz"), spec=Spec("fork", 2, 1), run={"median_ms": 20})
+    assert merged.median_ms is None and merged.stats is None and merged.title == "ranks 0, 1"
+    e = Entry("inception", Path("/r/trace.json.gz"), spec=RunSpec("fork", 2, 1),
+              run={"median_ms": 20, "unprofiled_steps_ms": [12.0, 10.0, 11.0, 30.0]})  # fmt: skip
     assert e.median_ms == 20.0 and e.title == "inception · fork · 2×1"
-    assert Entry("x", Path("/x"), run={"median_ms": "fast"}).median_ms is None
+    assert (e.stats.n, e.stats.median, e.stats.min, e.stats.max) == (4, 11.5, 10.0, 30.0)
+    assert Entry("x", Path("/x"), run={"median_ms": "fast", "unprofiled_steps_ms": "slow"}).median_ms is None
+    assert Entry("x", Path("/x"), run={"unprofiled_steps_ms": "slow"}).stats is None
+    # without a spec, mode and threads come from run.json
+    bare = Entry("twin-mm", Path("/x"), run={"mode": "fork", "interop": 2, "intra": 3, "model": "demo twin-mm", "source": "demo"})
+    assert bare.title == "twin-mm · fork · 2×3" and bare.model_key == RunSpec("fork", 2, 3, demo="twin-mm").model_key
 
 
-def test_speedup_is_the_models_first_sequential_median_over_this_runs():
+def test_speedup_is_the_unprofiled_median_of_the_models_sequential_1x1_run_over_this_runs():
     runs = Runs()
-    runs.append(run("fork", 20.0))  # before any sequential run of its model
+    runs.append(run("fork", 20.0, threads=(2, 1)))  # before any sequential run of its model
     runs.append(run("sequential", 40.0))
-    runs.append(run("sequential", 80.0))  # a later sequential run is not the baseline
-    runs.append(run("fork", 10.0))
-    runs.append(run("fork", 5.0, model="lstm"))  # no sequential run of its model
+    runs.append(run("sequential", 30.0, threads=(1, 2)))  # sequential, but not 1×1
+    runs.append(run("fork", 10.0, threads=(2, 1)))
+    runs.append(run("fork", 5.0, model="lstm", threads=(2, 1)))  # no sequential 1×1 run of its model
     runs.append(opened("a.json"))
-    runs.append(run("fork", None))  # no median
+    runs.append(run("fork", None))  # no unprofiled steps
     assert [runs.baseline_of(k) for k in range(len(runs))] == [1, 1, 1, 1, None, None, 1]
-    assert [runs.speedup(k) for k in range(len(runs))] == [2.0, 1.0, 0.5, 4.0, None, None, None]
+    assert [runs.speedup(k) for k in range(len(runs))] == [2.0, 1.0, 40 / 30, 4.0, None, None, None]
+    assert [runs.is_baseline(k) for k in range(len(runs))] == [False, True, False, False, False, False, False]
 
 
-def test_a_first_sequential_run_without_a_median_gives_no_speedup():
+def test_the_default_baseline_is_the_latest_sequential_1x1_run_with_unprofiled_steps():
     runs = Runs()
-    runs.append(run("sequential", None))
     runs.append(run("sequential", 40.0))
-    runs.append(run("fork", 20.0))
-    assert runs.speedup(2) is None  # as before: the first sequential run is the baseline
+    runs.append(run("fork", 20.0, threads=(2, 1)))
+    runs.append(run("sequential", 50.0))  # measured again, later
+    runs.append(run("sequential", None))  # an old run without unprofiled steps: no baseline
+    assert [runs.baseline_of(k) for k in range(4)] == [2, 2, 2, 2]
+    assert runs.speedup(1) == 2.5 and runs.speedup(0) == 1.25
 
 
-def test_an_explicit_baseline_is_what_every_speedup_compares_with():
+def test_within_noise_when_the_interquartile_ranges_overlap():
+    runs = Runs()
+    runs.append(run("sequential", 40.0, spread=1.0))  # IQR 39–41
+    runs.append(run("fork", 38.5, threads=(2, 1), spread=1.0))  # IQR 37.5–39.5: overlaps
+    runs.append(run("fork", 20.0, threads=(2, 1), spread=1.0))  # IQR 19–21: clearly faster
+    runs.append(run("fork", None, threads=(2, 1)))
+    assert [runs.within_noise(k) for k in range(4)] == [None, True, False, None]  # the baseline: no comparison
+    assert runs[1].stats.q1 == 37.5 and runs[0].stats.q3 == 41.0
+
+
+def test_a_set_baseline_applies_to_its_own_models_runs_only():
     runs, seen = Runs(), Recorder()
     runs.append(run("sequential", 40.0))
-    runs.append(run("fork", 20.0))
-    runs.append(run("fork", 10.0))
+    runs.append(run("fork", 20.0, threads=(2, 1)))
+    runs.append(run("fork", 10.0, threads=(4, 1)))
+    runs.append(run("sequential", 8.0, model="lstm"))
+    runs.append(run("fork", 4.0, model="lstm", threads=(2, 1)))
     runs.add_observer(seen)
-    assert runs.baseline is None
-    runs.baseline = 1
-    assert seen.calls == [("changed", 0, 2)]  # every speedup may have changed
-    assert [runs.speedup(k) for k in range(3)] == [0.5, 1.0, 2.0]
-    runs.baseline = None  # back to each model's first sequential run
-    assert [runs.speedup(k) for k in range(3)] == [1.0, 2.0, 4.0]
+    assert runs.baseline is None and not runs.has_set_baseline(1)
+    runs.set_baseline(1)
+    assert seen.calls == [("changed", 0, 4)]  # every speedup may have changed
+    assert runs.baseline == 1 and runs.has_set_baseline(0) and not runs.has_set_baseline(3)
+    assert [runs.speedup(k) for k in range(5)] == [0.5, 1.0, 2.0, 1.0, 2.0]  # lstm keeps its 1×1
+    assert [runs.is_baseline(k) for k in range(5)] == [False, True, False, True, False]
+    runs.baseline = 4  # the property sets too
+    assert runs.speedup(3) == 0.5 and runs.speedup(2) == 2.0
+    runs.reset_baseline(0)  # inception back to its default
+    assert runs.speedup(2) == 4.0 and runs.speedup(3) == 0.5 and runs.baseline == 4
+    runs.baseline = None  # every model back to its default
+    assert [runs.speedup(k) for k in range(5)] == [1.0, 2.0, 4.0, 1.0, 2.0] and runs.baseline is None
     with pytest.raises(IndexError):
-        runs.baseline = 3
+        runs.set_baseline(5)
 
 
-def test_removing_entries_keeps_the_baseline_and_the_shown_entry_pointing_at_theirs():
+def test_missing_baseline_is_the_1x1_sequential_spec_of_a_model_without_one():
+    runs = Runs()
+    spec = RunSpec("fork", 2, 2, steps=7, model="/m/net.pt", input_shapes=("8x3",), timeout=30.0)
+    runs.append(Entry("net.pt", Path("/r/a/trace.json.gz"), spec=spec, run={"unprofiled_steps_ms": [5.0]}))
+    runs.append(opened("b.json"))
+    assert runs.missing_baseline(0) == RunSpec(
+        "sequential", 1, 1, steps=7, model="/m/net.pt", input_shapes=("8x3",), timeout=30.0
+    )
+    assert runs.missing_baseline(1) is None  # nothing to repeat
+    runs.append(Entry("net.pt", Path("/r/c/trace.json.gz"), spec=runs.missing_baseline(0), run={"unprofiled_steps_ms": [10.0]}))
+    assert runs.missing_baseline(0) is None and runs.speedup(0) == 2.0
+    other = Runs()
+    other.append(run("fork", 20.0, threads=(2, 1)))
+    other.set_baseline(0)  # a baseline the user set counts
+    assert other.missing_baseline(0) is None
+
+
+def test_removing_entries_keeps_the_baselines_and_the_shown_entry_pointing_at_theirs():
     runs = Runs()
     for median in (40.0, 20.0, 10.0, 5.0):
-        runs.append(run("fork", median))
-    runs.baseline = 2
+        runs.append(run("fork", median, threads=(2, 1)))
+    runs.set_baseline(2)
     runs.mark_shown(3)
     runs.remove(0)
-    assert runs.baseline == 1 and runs[runs.baseline].median_ms == 10.0
+    assert runs.baseline == 1 and runs.baseline_of(0) == 1 and runs[1].stats.median == 10.0
     assert runs.current == 2 and runs.cached == [2]
     runs.remove(1)  # the baseline itself
-    assert runs.baseline is None and runs.current == 1
+    assert runs.baseline is None and runs.baseline_of(0) is None and runs.current == 1
     runs.remove(1)
     assert runs.current == -1 and runs.cached == []
+
+
+def test_extend_lists_several_entries_in_one_insertion():
+    runs, seen = Runs(), Recorder()
+    runs.add_observer(seen)
+    assert runs.extend([]) == 0 and seen.calls == []
+    assert runs.extend([opened("a"), opened("b")]) == 0
+    assert seen.calls == [("insert?", 0, 1), ("inserted",), ("changed", 0, 1)]
 
 
 def test_load_reads_only_what_is_not_in_memory():

@@ -4,72 +4,158 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+import pytest
+from PySide6.QtCore import QItemSelectionModel, Qt
 
 from branchscope.app.run_controller import RunSpec
 from branchscope.app.runs import Entry, Runs
-from branchscope.app.runs_table import RunsTableModel, RunsView
+from branchscope.app.runs_table import RunsTableModel, RunsView, step_text
+from branchscope.profiling.trace.step_stats import StepStats
 
 
-def _run(mode: str, median: float, interop: int = 1) -> Entry:
-    spec = RunSpec(mode=mode, interop=interop, intra=1, steps=5, demo="inception")
-    return Entry("inception", Path(f"/runs/{mode}/trace.json.gz"), spec=spec, run={"median_ms": median})
+def _run(mode: str, steps_ms: list[float] | None, interop: int = 1, demo: str = "inception") -> Entry:
+    spec = RunSpec(mode=mode, interop=interop, intra=1, steps=5, demo=demo)
+    run = {"median_ms": 99.0} | ({"unprofiled_steps_ms": steps_ms} if steps_ms is not None else {})
+    return Entry(demo, Path(f"/runs/{mode}-{interop}/trace.json.gz"), spec=spec, run=run)
 
 
 def _texts(model: RunsTableModel) -> list[list[str]]:
     return [[model.index(r, c).data() for c in range(model.columnCount())] for r in range(model.rowCount())]
 
 
-def test_rows_show_what_the_runs_list_always_showed(qtbot):
+SEQ = [39.0, 40.0, 40.0, 41.0, 42.0]  # median 40, IQR 40–41
+FORK = [19.0, 20.0, 20.0, 21.0, 22.0]  # median 20: twice as fast, clearly
+NOISY = [36.0, 38.0, 39.0, 40.0, 41.0]  # median 39, IQR 38–40: overlaps the baseline's
+
+
+@pytest.fixture
+def listed(qtbot):
     runs = Runs()
     model = RunsTableModel(runs)
-    runs.append(_run("sequential", 40.0))
-    runs.append(_run("fork", 20.0, interop=2))
+    view = RunsView(model)
+    qtbot.addWidget(view)
+    runs.append(_run("sequential", SEQ))
+    runs.append(_run("fork", FORK, interop=2))
+    runs.append(_run("fork", NOISY, interop=4))
     runs.append(Entry("a.json", Path("/t/a.json")))
+    return runs, model, view
+
+
+def test_rows_show_unprofiled_medians_with_their_spread_and_honest_speedups(listed):
+    runs, model, _view = listed
+    runs.append(_run("fork", None, interop=3))  # an old run: only its profiled median
     assert _texts(model) == [
-        ["1", "inception · sequential", "1×1", "40.0 ms", "1.00×"],
-        ["2", "inception · fork", "2×1", "20.0 ms", "2.00×"],
-        ["3", "a.json", "file", "–", "–"],
+        ["1", "inception · sequential", "1×1", "40.0 ms (IQR 40.0–41.0, 5 steps)", "baseline"],
+        ["2", "inception · fork", "2×1", "20.0 ms (IQR 20.0–21.0, 5 steps)", "2.00×"],
+        ["3", "inception · fork", "4×1", "39.0 ms (IQR 38.0–40.0, 5 steps)", "1.03× (within noise)"],
+        ["4", "a.json", "file", "–", "–"],
+        ["5", "inception · fork", "3×1", "99.0 ms profiled", "–"],
     ]
     tip = Qt.ItemDataRole.ToolTipRole
-    assert model.index(1, 1).data(tip) == "inception, fork, 5 steps\n/runs/fork/trace.json.gz"
-    assert model.index(2, 1).data(tip) == "/t/a.json"
+    assert model.index(1, 1).data(tip) == "inception, fork, 5 steps\n/runs/fork-2/trace.json.gz"
+    assert model.index(3, 1).data(tip) == "/t/a.json"
+    assert model.index(1, 4).data(tip).startswith("#1 inception · sequential · 1×1 (the model's sequential 1×1 run)")
+    assert "within noise" in model.index(2, 4).data(tip) and "within noise" not in model.index(1, 4).data(tip)
+    assert "no steps timed without the profiler" in model.index(4, 3).data(tip)
+    bold = Qt.ItemDataRole.FontRole
+    assert [bool(model.index(k, 2).data(bold) and model.index(k, 2).data(bold).bold()) for k in range(5)] == [
+        True, False, False, False, False,
+    ]  # fmt: skip
     header = [model.headerData(c, Qt.Orientation.Horizontal) for c in range(5)]
-    assert header == ["#", "run", "threads", "median", "speedup"]
-    assert model.headerData(4, Qt.Orientation.Horizontal, tip).startswith("median step of the model's first")
+    assert header == ["#", "run", "threads", "step", "speedup"]
+    assert "sequential 1×1" in model.headerData(4, Qt.Orientation.Horizontal, tip)
     right = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
     align = Qt.ItemDataRole.TextAlignmentRole
     assert [model.index(0, c).data(align) for c in range(5)] == [right, None, None, right, right]
 
 
-def test_the_table_follows_the_runs_baseline_and_removals(qtbot):
-    runs = Runs()
-    model = RunsTableModel(runs)
-    for mode, median in (("sequential", 40.0), ("fork", 20.0), ("fork", 10.0)):
-        runs.append(_run(mode, median))
+def test_step_text_keeps_three_significant_digits():
+    assert step_text(StepStats.of([12.34, 11.9, 12.8, 12.3])) == "12.3 ms (IQR 12.2–12.5, 4 steps)"
+    assert step_text(StepStats.of([0.5123])) == "0.512 ms (IQR 0.512–0.512, 1 step)"
+    assert step_text(StepStats.of([250.0, 260.0])) == "255 ms (IQR 252–258, 2 steps)"
+
+
+def test_the_table_follows_the_set_baseline_and_removals(listed, qtbot):
+    runs, model, view = listed
     with qtbot.waitSignal(model.dataChanged):
-        runs.baseline = 1
-    assert [row[4] for row in _texts(model)] == ["0.50×", "1.00×", "2.00×"]
+        view.set_baseline_row(1)
+    assert [row[4] for row in _texts(model)[:3]] == ["0.50×", "baseline", "0.51×"]
+    view.reset_baseline_row(1)
+    assert [row[4] for row in _texts(model)[:3]] == ["baseline", "2.00×", "1.03× (within noise)"]
     with qtbot.waitSignal(model.rowsRemoved):
         runs.remove(0)
-    assert [row[0] for row in _texts(model)] == ["1", "2"]
+    assert [row[0] for row in _texts(model)] == ["1", "2", "3"]
+    assert _texts(model)[0][4] == "–"
+    assert "no sequential 1×1 run of this model" in model.index(0, 4).data(Qt.ItemDataRole.ToolTipRole)
 
 
-def test_the_view_says_which_row_the_user_chose_but_not_rows_the_window_selects(qtbot):
-    runs = Runs()
-    model = RunsTableModel(runs)
-    view = RunsView(model)
-    qtbot.addWidget(view)
-    for mode in ("sequential", "fork", "fork"):
-        runs.append(_run(mode, 10.0))
+def test_the_context_menu_sets_the_baseline_and_runs_a_missing_one(listed, qtbot):
+    runs, model, view = listed
+    menu = view.context_menu(2)
+    actions = {a.text(): a for a in menu.actions() if a.text()}
+    assert not actions["Use the default baseline (sequential 1×1)"].isEnabled()
+    assert "Run the sequential 1×1 baseline" not in actions  # this model has one
+    actions["Set as baseline"].trigger()
+    assert runs.baseline_of(0) == 2 and _texts(model)[2][4] == "baseline"
+    again = {a.text(): a for a in view.context_menu(2).actions() if a.text()}
+    assert again["Set as baseline"].isChecked() and not again["Set as baseline"].isEnabled()
+    again["Use the default baseline (sequential 1×1)"].trigger()
+    assert runs.baseline_of(2) == 0
+    # a model without a sequential 1×1 run: the menu offers to run it
+    runs.append(_run("fork", FORK, interop=2, demo="lstm"))
+    lstm = {a.text(): a for a in view.context_menu(4).actions() if a.text()}
+    with qtbot.waitSignal(view.baselineRunRequested) as sig:
+        lstm["Run the sequential 1×1 baseline"].trigger()
+    assert sig.args == [RunSpec("sequential", 1, 1, steps=5, demo="lstm")]
+
+
+def test_the_view_says_which_row_the_user_chose_but_not_rows_the_window_selects(listed):
+    runs, model, view = listed
     chosen: list[int] = []
     view.rowChosen.connect(chosen.append)
     view.select_row(2)
-    assert view.current_row() == 2 and chosen == []
+    assert view.current_row() == 2 and view.selected_rows() == [2] and chosen == []
     view.setCurrentIndex(model.index(0, 1))  # as a click does
-    assert chosen == [0]
+    assert chosen == [0] and view.selected_rows() == [0]
     with view.quietly():
         runs.remove(0)
     assert chosen == [0]
     view.select_row(-1)
-    assert view.current_row() == -1 and view.topLevelItemCount() == 2
+    assert view.current_row() == -1 and view.selected_rows() == [] and view.topLevelItemCount() == 3
+
+
+def test_several_selected_rows_are_compared_not_chosen(listed, qtbot):
+    _runs, model, view = listed
+    view.show()
+    qtbot.waitExposed(view)
+    chosen: list[int] = []
+    view.rowChosen.connect(chosen.append)
+    assert not view.compare_selected()  # nothing selected
+    menu_compare = [a for a in view.context_menu(-1).actions() if a.text().startswith("Compare")][0]
+    assert not menu_compare.isEnabled()
+
+    def click(row: int, modifier=Qt.KeyboardModifier.NoModifier) -> None:
+        rect = view.visualRect(model.index(row, 1))
+        qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, modifier, rect.center())
+
+    click(0)
+    click(2, Qt.KeyboardModifier.ControlModifier)
+    click(3, Qt.KeyboardModifier.ControlModifier)
+    assert view.selected_rows() == [0, 2, 3] and chosen == [0]  # one row chosen; adding rows chooses none
+    menu_compare = [a for a in view.context_menu(2).actions() if a.text().startswith("Compare")][0]
+    assert menu_compare.text() == "Compare selected (3)" and menu_compare.isEnabled()
+    with qtbot.waitSignal(view.compareRequested) as sig:
+        menu_compare.trigger()
+    assert sig.args == [[0, 2, 3]]
+    click(3)  # a plain click: one row again, chosen as before
+    assert view.selected_rows() == [3] and chosen == [0, 3]
+    click(1, Qt.KeyboardModifier.ShiftModifier)  # a range from 3 to 1
+    assert view.selected_rows() == [1, 2, 3] and chosen == [0, 3]
+    with qtbot.waitSignal(view.compareRequested) as sig:
+        assert view.compare_selected()
+    assert sig.args == [[1, 2, 3]]
+    view.select_row(1)
+    view.selectionModel().select(
+        model.index(0, 0), QItemSelectionModel.SelectionFlag.Select | QItemSelectionModel.SelectionFlag.Rows
+    )
+    assert view.selected_rows() == [0, 1] and chosen == [0, 3]
