@@ -2,13 +2,14 @@
 
 Two bands on the shared time axis, pyqtgraph plots (`widgets.charts`):
 
-1. the inter-op pool: how many pool threads are busy at each instant (`analyses.interop_occupancy`,
+1. the inter-op pool: how many pool threads compute at each instant (`analyses.interop_occupancy`,
    a step series) against the pool's size, drawn as a dashed line;
-2. CPU per OS thread: the runner samples every OS thread of the worker (OpenMP intra-op workers
+2. CPU use per OS thread: the runner samples every OS thread of the worker (OpenMP intra-op workers
    too, which torch.profiler never shows) and stores the samples as `cpu_sample` counters; here
-   they are stacked, in cores, under a line at the machine's core count. Inter-op x intra-op
-   threads above the core count is oversubscription: the stack hits the core line while threads
-   wait, and the view says so in red.
+   they are stacked, in cores, under a line at the machine's core count, grouped as main thread,
+   inter-op pool, intra-op (OpenMP) workers and other threads (a run of ours lists which thread is
+   which: `RunInfo.interop_tids`, `intra_tids`). Inter-op x intra-op threads above the core count
+   is oversubscription: the stack hits the core line while threads wait, and the view says so in red.
 
 Each series is a `StepSeriesItem`: every frame reduces it to one value per pixel column
 (`widgets.series`), so the cost does not grow with the number of samples. Zoom, pan, ticks and
@@ -59,9 +60,16 @@ EMPTY_TEXT = QColor("#77828d")
 ROLE_COLORS = {
     "main": ["#4e79a7"],
     "interop": ["#f28e2b", "#f5a55a", "#d9761a", "#f8c08a", "#c06414"],
-    "other": ["#59a14f", "#7fbf74", "#3f8a36", "#a3d39a", "#2f6e28", "#8cc084"],
+    "intra": ["#59a14f", "#7fbf74", "#3f8a36", "#a3d39a", "#2f6e28", "#8cc084"],
+    "other": ["#9c9c9c", "#b8b8b8", "#7f7f7f", "#cfcfcf"],
 }
-ROLE_TITLES = {"main": "main thread", "interop": "inter-op pool", "other": "intra-op / other"}
+#: The CPU chart's groups, in stacking order, as its legend names them.
+ROLE_TITLES = {
+    "main": "main thread",
+    "interop": "inter-op pool",
+    "intra": "intra-op OpenMP workers",
+    "other": "other threads",
+}
 
 
 #: The CPU chart averages each thread over this many of its sampling intervals (a moving window
@@ -112,6 +120,20 @@ class _PoolData:
     cpu_ymax: float
 
 
+def thread_roles(trace: Trace) -> dict[int, str]:
+    """{tid: role} of the trace's CPU threads: a run of ours lists its main thread, pool threads and
+    OpenMP workers (sampled threads it does not list are "other"); other traces go by their lanes."""
+    info = trace.run_info or RunInfo()
+    roles = {ln.tid: ln.role for ln in trace.lanes if ln.kind == "cpu"}
+    if info.thread_roles_known:
+        roles = {tid: "other" for tid in roles}
+        roles.update((tid, "interop") for tid in info.interop_tids)
+        roles.update((tid, "intra") for tid in info.intra_tids)
+    if info.main_tid is not None:
+        roles[info.main_tid] = "main"
+    return roles
+
+
 def _pool_data(trace: Trace) -> _PoolData:
     start, end = trace.span()
     info = trace.run_info or RunInfo()
@@ -121,18 +143,14 @@ def _pool_data(trace: Trace) -> _PoolData:
     occ = interop_occupancy(trace)
     occ_t = np.asarray(occ.t_ns - start, dtype=np.float64)
     occ_v = np.asarray(occ.value, dtype=np.float64)
-    roles = {ln.tid: ln.role for ln in trace.lanes if ln.kind == "cpu"}
-    if info.main_tid is not None:
-        roles[info.main_tid] = "main"
-    for tid in info.interop_tids:
-        roles[tid] = "interop"
-    order = {"main": 0, "interop": 1, "autograd": 2, "other": 3}
+    roles = thread_roles(trace)
+    order = list(ROLE_TITLES)
     by_role: dict[str, int] = {}
     rows = []
     for tr in cpu_sample_tracks(trace):
         role = roles.get(tr.tid, "other")
-        role = role if role in ("main", "interop") else "other"
-        rows.append((order.get(role, 3), tr.tid, tr, role))
+        role = role if role in ROLE_TITLES else "other"
+        rows.append((order.index(role), tr.tid, tr, role))
     threads = []
     for _, _, tr, role in sorted(rows, key=lambda r: (r[0], r[1])):
         shades = ROLE_COLORS[role]
@@ -173,8 +191,8 @@ class PoolUsageView(ChartPanel):
         #: The series drawn, pool band first (peak, mean), then one per thread, stacked.
         self.items: list[StepSeriesItem] = []
 
-        self.pool_plot = self.make_plot(ValueAxisItem(integer=True), "inter-op pool")
-        self.cpu_plot = self.make_plot(ValueAxisItem(), "CPU per OS thread")
+        self.pool_plot = self.make_plot(ValueAxisItem(integer=True), "busy inter-op threads")
+        self.cpu_plot = self.make_plot(ValueAxisItem(), "CPU use per OS thread")
         self.pool_gutter = GutterText()
         self.cpu_gutter = GutterText()
         self.pool_line = pg.InfiniteLine(
@@ -188,7 +206,7 @@ class PoolUsageView(ChartPanel):
         for plot, line in ((self.pool_plot, self.pool_line), (self.cpu_plot, self.core_line)):
             line.setZValue(5)  # over the series
             plot.addItem(line, ignoreBounds=True)
-        self.pool_empty = self._note(self.pool_plot, "no inter-op pool threads in this trace")
+        self.pool_empty = self._note(self.pool_plot, "no inter-op pool threads ran in this trace")
         self.cpu_empty = self._note(
             self.cpu_plot, "no CPU samples in this trace (runs made by branchscope have them)"
         )
@@ -244,11 +262,11 @@ class PoolUsageView(ChartPanel):
         pool_max = self._pool_ymax()
         if t.size > 1:
             peak = StepSeriesItem(
-                lambda e: column_max_step(t, v, e), (t, v), name="busy pool threads (peak per pixel)",
+                lambda e: column_max_step(t, v, e), (t, v), name="busy inter-op threads, at the busiest moment",
                 brush=POOL_PEAK_COLOR, y_max=pool_max, shift=shift,
             )  # fmt: skip
             mean = StepSeriesItem(
-                lambda e: column_mean_step(t, v, e, cum), (t, v), name="busy pool threads (mean per pixel)",
+                lambda e: column_mean_step(t, v, e, cum), (t, v), name="busy inter-op threads, on average",
                 brush=POOL_COLOR, y_max=pool_max, shift=shift,
             )  # fmt: skip
             for item in (peak, mean):
@@ -258,7 +276,8 @@ class PoolUsageView(ChartPanel):
         for k, th in enumerate(self.threads):
             last = k == len(self.threads) - 1
             item = StepSeriesItem(
-                th.columns, (th.t, th.v), name=f"{th.label}, cores", brush=th.color, below=below,
+                th.columns, (th.t, th.v), name=f"{th.label} ({ROLE_TITLES[th.role]}), cores in use",
+                brush=th.color, below=below,
                 pen=pg.mkPen(STACK_TOP, width=1) if last else None, y_max=self.cpu_ymax, shift=shift,
             )  # fmt: skip
             self.cpu_plot.addItem(item)
@@ -318,29 +337,32 @@ class PoolUsageView(ChartPanel):
         cap = self.occupancy.capacity if self.occupancy is not None else 0
         pool = ["<b style='color:#1f2933'>inter-op pool</b>"]
         if cap > 0 or self.max_busy_pool_threads > 0:
-            pool.append(f"busy threads, pool of {cap}")
+            pool.append(f"busy inter-op threads (of {cap})")
             pool.append(
-                swatch(POOL_COLOR, "mean per pixel") + "<br>" + swatch(POOL_PEAK_ON_WHITE, "peak per pixel")
+                swatch(POOL_COLOR, "on average") + "<br>" + swatch(POOL_PEAK_ON_WHITE, "at the busiest moment")
             )
         elif self.trace is not None:
-            pool.append("no pool in this trace")
+            pool.append("no pool threads ran")
         self.pool_gutter.set_html("<br>".join(pool))
-        cpu = ["<b style='color:#1f2933'>CPU per OS thread</b>"]
+        cpu = ["<b style='color:#1f2933'>CPU use per OS thread</b>"]
         if self.interop is not None and self.intra is not None:
             color = CORE_LINE.name() if self.oversubscribed else "#5b6570"
             cpu.append(
-                f"<span style='color:{color}'>{self.interop} × {self.intra} threads, {self.cores} cores</span>"
+                f"<span style='color:{color}'>{self.interop} inter-op × {self.intra} intra-op threads, "
+                f"{self.cores} cores</span>"
             )
-        cpu.append("cores in use, stacked")
+        cpu.append("cores in use, stacked (1 = one core fully busy)")
         smooth = max((th.window for th in self.threads), default=0.0)
         if smooth > 0:
             window = format_duration(float(f"{smooth:.2g}")).replace(" ", "&nbsp;")  # one word
-            cpu.append(f"smoothed over {window}")
-        for role in ("main", "interop", "other"):
-            n = sum(1 for th in self.threads if th.role == role)
-            if n:
-                cpu.append(swatch(ROLE_COLORS[role][0], f"{ROLE_TITLES[role]} ({n})"))
+            cpu.append(f"averaged over {window}")
+        cpu.extend(swatch(ROLE_COLORS[role][0], text) for role, text in self.legend())
         self.cpu_gutter.set_html("<br>".join(cpu))
+
+    def legend(self) -> list[tuple[str, str]]:
+        """The CPU chart's groups shown, as (role, "inter-op pool (2)"): each with its thread count."""
+        counts = {role: sum(1 for th in self.threads if th.role == role) for role in ROLE_TITLES}
+        return [(role, f"{ROLE_TITLES[role]} ({n})") for role, n in counts.items() if n]
 
     def cpu_columns(self, edges: np.ndarray) -> list[np.ndarray]:
         """Each sampled thread's cores in use per column of `edges` (ns on the axis), as drawn:
@@ -380,9 +402,9 @@ class PoolUsageView(ChartPanel):
             v = float(th.v[k]) if 0 <= k < th.v.size else 0.0
             total += v
             if v >= 0.01:
-                parts.append(f"  {th.label}: {v * 100:.0f}%")
+                parts.append(f"  {th.label}, {ROLE_TITLES[th.role]}: {v * 100:.0f}% of a core")
         if self.threads:
-            lines.append(f"CPU: {total:.2f} of {self.cores} cores")
+            lines.append(f"CPU: {total:.2f} of {self.cores} cores in use")
             lines.extend(parts[:16])
         return "\n".join(lines)
 
