@@ -12,7 +12,7 @@
 
 JSON lines between the processes (ARCHITECTURE.md, "Contracts"): the worker tells the runner
 `{"event": "phase" | "progress" | "error" | "finished", ...}`; the runner (with --jsonl) tells the window
-`{"event": "progress" | "error" | "done", ...}`.
+`{"event": "phase" | "progress" | "error" | "done", ...}`.
 
 No torch, no Qt: every process imports this.
 """

@@ -2,8 +2,10 @@
 
 A fresh process per run because `torch.set_num_interop_threads` can be called once per process,
 before any inter-op work; so it and `torch.set_num_threads` are the first torch calls made here.
-Then: load the model, find its branches, build the mode's plan, check the plan's outputs against the
-model's, warm up W steps, time K steps without the profiler, and profile K more, each inside
+Then: start the main thread's OpenMP team and, in fork mode, the inter-op pool, noting which thread
+is which (`ThreadCensus`); load the model, run its own forward, find its branches, build the mode's
+plan, check the plan's outputs against the model's, warm up W steps, time at least K steps without
+the profiler (up to 20, or 2 s of them: `timed_steps`), and profile K more, each inside
 `record_function("step N")`.
 
 Results, in OUT (the run folder's staging folder, see branchscope.profiling.run.folder): OUT/trace.json (a Chrome
@@ -14,7 +16,8 @@ OUT/plan.py (generated plans).
 
 Protocol with the runner: JSON lines on the *original* stdout. The worker points file descriptor 1 at
 stderr before loading anything, so whatever the model prints cannot corrupt the protocol.
-    {"event": "phase", "phase": "profile" | "export"}   (the runner samples threads in between)
+    {"event": "phase", "phase": "load" | "warmup" | "timing" | "profile" | "export"}
+        (the runner samples threads between "profile" and "export")
     {"event": "progress", "step": i, "of": K}
     {"event": "error", "message": ..., "traceback": ..., "exit_code": n}
     {"event": "finished", "run": "OUT/run.json"}
