@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from branchscope.profiling.trace.analyses import (
     branch_assignment,
@@ -216,3 +218,27 @@ def test_event_at_finds_the_deepest_event_even_inside_a_long_parent():
     assert t.event_at(0, 10 + 3 * 5000 + 2) == step
     assert t.event_at(0, 20_000) == -1 and t.event_at(0, -1) == -1
     assert t.parent[t.event_at(0, 13)] == step
+
+
+_spans = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 20)), max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(work=_spans, waits=_spans)
+def test_computing_is_every_instant_inside_an_op_and_outside_every_wait(work, waits):
+    events = [(0, "aten::op", s, d) for s, d in work] + [(0, "aten::wait", s, d) for s, d in waits]
+    events.append((0, "step 1", 0, 100, "user_annotation"))
+    t = _trace(events, [MAIN])
+    starts, ends = lane_compute_runs(t, 0)
+    covered = np.zeros(100, dtype=bool)
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        assert not covered[s:e].any()  # disjoint runs
+        covered[s:e] = True
+    assert (starts[1:] > ends[:-1]).all()  # and apart: touching runs are one
+    expected = np.zeros(100, dtype=bool)
+    for s, d in work:
+        expected[s : s + d] = True
+    for s, d in waits:
+        expected[s : s + d] = False
+    assert np.array_equal(covered, expected)
+    assert parallelism(t) == pytest.approx(expected.sum() / 100)
