@@ -144,3 +144,24 @@ def test_a_trace_without_steps_says_so(qtbot):
         ("aten::mm", 80, 70),
         ("aten::add", 10, 10),
     }
+
+
+def test_steps_sort_in_number_order_and_ops_by_name_without_case(qtbot):
+    import numpy as np
+
+    from branchscope.profiling.trace.model import Lane, build_trace
+
+    names = ["step 10", "step 2", "step 9", "b", "A"]
+    trace = build_trace(
+        path="steps", start_ns=np.array([0, 100, 200, 0, 0]), dur_ns=np.array([100, 100, 100, 5, 7]),
+        lane=np.array([0, 0, 0, 1, 1]), name_id=np.arange(5), cat_id=np.zeros(5), names=names, cats=["x"],
+        lanes=[Lane(0, "cpu", 1, 1, "main", "main"), Lane(1, "cpu", 1, 2, "other", "other")],
+    )  # fmt: skip
+    panel = show(qtbot, RangePanel(), 500, 200)
+    panel.set_trace(trace)
+    assert _column(panel.steps_model, 0) == ["step 10", "step 2", "step 9"]  # time order
+    panel.steps_view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+    assert _column(panel.steps_model, 0) == ["step 2", "step 9", "step 10"]
+    panel.set_range(0, 300)
+    panel.range_view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+    assert _column(panel.range_model, 0) == ["A", "b", "step 2", "step 9", "step 10"]

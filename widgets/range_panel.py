@@ -8,7 +8,9 @@ a step to get `stepActivated(start_ns, end_ns)`, an op to get `opActivated(name)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
@@ -31,66 +33,89 @@ _LEFT = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter
 _Index = QModelIndex | QPersistentModelIndex
 
 
-class RowsModel(QAbstractTableModel):
-    """Rows of texts with a sort key per cell (numbers sort as numbers); `sort` is Qt's."""
+@dataclass(frozen=True)
+class Column:
+    """A table column: its header, how a value is shown (values are formatted only when a row is
+    on screen: a range can hold tens of thousands of rows), and whether it is a number."""
 
-    def __init__(self, headers: Sequence[str], numeric: Sequence[bool], parent: Any = None):
+    header: str
+    fmt: Callable[[Any], str] = str
+    numeric: bool = False
+    #: What a value sorts by (default: numbers as they are, texts by `natural_key`).
+    key: Callable[[Any], Any] | None = None
+
+
+def natural_key(text: str) -> tuple:
+    """Case-insensitive, numbers by value: 'step 2' before 'Step 10'."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p.lower()) for p in re.split(r"(\d+)", text))
+
+
+class RowsModel(QAbstractTableModel):
+    """Rows of values under `Column`s; Qt's `sort` orders them by each column's key."""
+
+    def __init__(self, columns: Sequence[Column], parent: Any = None):
         super().__init__(parent)
-        self.headers = list(headers)
-        self.numeric = list(numeric)
-        self.texts: list[list[str]] = []
-        self.keys: list[list[Any]] = []
-        self.tips: list[list[str]] = []
+        self.columns = list(columns)
+        self.values: list[Sequence[Any]] = []
+        self.tip: Callable[[int, int], str] | None = None
         #: Row `r` of the table shows item `order[r]` of what `set_rows` was given.
         self.order: list[int] = []
 
-    def set_rows(
-        self, texts: list[list[str]], keys: list[list[Any]], tips: list[list[str]] | None = None
-    ) -> None:
+    def set_rows(self, values: list[Sequence[Any]], tip: Callable[[int, int], str] | None = None) -> None:
+        """The rows' values, one per column; `tip(item, column)` gives a cell's tooltip."""
         self.beginResetModel()
-        self.texts, self.keys = texts, keys
-        self.tips = tips if tips is not None else [[""] * len(self.headers) for _ in texts]
-        self.order = list(range(len(texts)))
+        self.values, self.tip = values, tip
+        self.order = list(range(len(values)))
         self.endResetModel()
 
-    def set_headers(self, headers: Sequence[str], numeric: Sequence[bool]) -> None:
+    def set_columns(self, columns: Sequence[Column]) -> None:
         self.beginResetModel()
-        self.headers, self.numeric = list(headers), list(numeric)
-        self.texts, self.keys, self.tips, self.order = [], [], [], []
+        self.columns = list(columns)
+        self.values, self.tip, self.order = [], None, []
         self.endResetModel()
 
     def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802, B008 (Qt API)
-        return 0 if parent.isValid() else len(self.texts)
+        return 0 if parent.isValid() else len(self.values)
 
     def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802, B008 (Qt API)
-        return 0 if parent.isValid() else len(self.headers)
+        return 0 if parent.isValid() else len(self.columns)
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
         r, c = self.order[index.row()], index.column()
         if role == Qt.ItemDataRole.DisplayRole:
-            return self.texts[r][c]
+            return self.columns[c].fmt(self.values[r][c])
         if role == Qt.ItemDataRole.TextAlignmentRole:
-            return int(_RIGHT if self.numeric[c] else _LEFT)
+            return int(_RIGHT if self.columns[c].numeric else _LEFT)
         if role == Qt.ItemDataRole.ToolTipRole:
-            return self.tips[r][c] or None
+            return (self.tip(r, c) if self.tip is not None else "") or None
         if role == Qt.ItemDataRole.UserRole:
-            return self.keys[r][c]
+            return self.values[r][c]
         return None
 
     def headerData(
         self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
-    ) -> Any:  # noqa: N802
+    ) -> Any:  # noqa: N802 (Qt API)
         if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return self.headers[section]
+            return self.columns[section].header
         return None
 
     def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
-        if not 0 <= column < len(self.headers):
+        if not 0 <= column < len(self.columns):
             return
         self.layoutAboutToBeChanged.emit()
-        self.order.sort(key=lambda r: self.keys[r][column], reverse=order == Qt.SortOrder.DescendingOrder)
+        col = self.columns[column]
+        by = (
+            col.key
+            if col.key is not None
+            else (lambda v: v)
+            if col.numeric
+            else (lambda v: natural_key(str(v)))
+        )
+        self.order.sort(
+            key=lambda r: by(self.values[r][column]), reverse=order == Qt.SortOrder.DescendingOrder
+        )
         self.layoutChanged.emit()
 
     def item(self, row: int) -> int:
@@ -109,11 +134,18 @@ def _table(model: RowsModel) -> QTableView:
     view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
     view.horizontalHeader().setStretchLastSection(True)
     view.setWordWrap(False)
+    view.horizontalHeader().setResizeContentsPrecision(200)  # fit columns to the first rows, not all
     return view
 
 
 #: The numbers before the lane: they matter most, and a side panel is narrow.
-RANGE_HEADERS = ("Op", "Total", "Self", "Count", "Lane")
+RANGE_COLUMNS = (
+    Column("Op"),
+    Column("Total", format_ms, True),
+    Column("Self", format_ms, True),
+    Column("Count", "{:,}".format, True),
+    Column("Lane"),
+)
 RANGE_HINT = "Shift+drag on the timeline to select a time range."
 
 
@@ -134,11 +166,11 @@ class RangePanel(QWidget):
         self.branches: list[str] = []
         self.range_label = QLabel(RANGE_HINT)
         self.range_label.setWordWrap(True)
-        self.range_model = RowsModel(RANGE_HEADERS, (False, True, True, True, False), self)
+        self.range_model = RowsModel(RANGE_COLUMNS, self)
         self.range_view = _table(self.range_model)
         self.steps_label = QLabel("")
         self.steps_label.setWordWrap(True)
-        self.steps_model = RowsModel(("Step", "Duration"), (False, True), self)
+        self.steps_model = RowsModel((), self)
         self.steps_view = _table(self.steps_model)
         self.tabs = QTabWidget(self)
         for label, view, title in (
@@ -186,14 +218,16 @@ class RangePanel(QWidget):
             f"{format_ms(t1 - t0)} selected, from {format_ms(t0 - first)} to {format_ms(t1 - first)} "
             f"after the trace's first event: {len(self.range_rows):,} ops × lanes."
         )
-        texts, keys, tips = [], [], []
         span = max(1, t1 - t0)
-        for r in self.range_rows:
-            texts.append([r.name, format_ms(r.total_ns), format_ms(r.self_ns), f"{r.count:,}", r.lane_label])
-            keys.append([r.name.lower(), r.total_ns, r.self_ns, r.count, r.lane_label.lower()])
-            share = f"{100 * r.total_ns / span:.1f}% of the range; self {100 * r.self_ns / span:.1f}%"
-            tips.append([r.name, share, share, "", r.lane_label])
-        self.range_model.set_rows(texts, keys, tips)
+        rows = self.range_rows
+
+        def tip(item: int, column: int) -> str:
+            r = rows[item]
+            if column in (1, 2):
+                return f"{100 * r.total_ns / span:.1f}% of the range; self {100 * r.self_ns / span:.1f}%"
+            return r.name if column == 0 else r.lane_label if column == 4 else ""
+
+        self.range_model.set_rows([(r.name, r.total_ns, r.self_ns, r.count, r.lane_label) for r in rows], tip)
         self.range_view.sortByColumn(1, Qt.SortOrder.DescendingOrder)
         self.range_view.resizeColumnsToContents()
         self.tabs.setCurrentIndex(0)
@@ -202,22 +236,30 @@ class RangePanel(QWidget):
         self.range = None
         self.range_rows = []
         self.range_label.setText(RANGE_HINT)
-        self.range_model.set_rows([], [])
+        self.range_model.set_rows([])
 
     def _fill_steps(self) -> None:
-        headers = ["Step", "Duration", *self.branches]
-        self.steps_model.set_headers(headers, [False] + [True] * (len(headers) - 1))
-        texts, keys, tips = [], [], []
-        for k, r in enumerate(self.step_rows):
-            times = [r.branch_ns.get(b, 0) for b in self.branches]
-            texts.append([r.label, format_ms(r.dur_ns), *(format_ms(t) for t in times)])
-            keys.append([k, r.dur_ns, *times])
-            share = [
-                f"{b}: {100 * t / max(1, r.dur_ns):.0f}% of the step" for b, t in zip(self.branches, times)
+        branches = self.branches
+        self.steps_model.set_columns(
+            [
+                Column("Step"),
+                Column("Duration", format_ms, True),
+                *(Column(b, format_ms, True) for b in branches),
             ]
-            tips.append([r.label, "", *share])
-        self.steps_model.set_rows(texts, keys, tips)
-        self.steps_view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+        )
+        rows = self.step_rows
+
+        def tip(item: int, column: int) -> str:
+            r = rows[item]
+            if column < 2:
+                return r.label if column == 0 else ""
+            b = branches[column - 2]
+            return f"{b}: {100 * r.branch_ns.get(b, 0) / max(1, r.dur_ns):.0f}% of the step"
+
+        self.steps_model.set_rows(
+            [(r.label, r.dur_ns, *(r.branch_ns.get(b, 0) for b in branches)) for r in rows], tip
+        )
+        self.steps_view.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)  # time order
         self.steps_view.resizeColumnsToContents()
         if self.trace is None:
             self.steps_label.setText("")

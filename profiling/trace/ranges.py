@@ -154,7 +154,10 @@ def range_ops(trace: Trace, t0_ns: int, t1_ns: int) -> list[OpRow]:
         keys, group = np.unique(key, return_inverse=True)
         count = np.bincount(group, minlength=keys.size)
         total, own = _sums(group, clipped, keys.size), _sums(group, self_time, keys.size)
-    rows = [
+    # Longest first; equal totals in (name, lane) key order.
+    by_total = np.lexsort((keys, -total))
+    keys, count, total, own = keys[by_total], count[by_total], total[by_total], own[by_total]
+    return [
         OpRow(
             name=trace.names[int(k // n_lanes)],
             lane=int(k % n_lanes),
@@ -165,8 +168,6 @@ def range_ops(trace: Trace, t0_ns: int, t1_ns: int) -> list[OpRow]:
         )
         for k, c, t, s in zip(keys.tolist(), count.tolist(), total.tolist(), own.tolist(), strict=True)
     ]
-    rows.sort(key=lambda r: (-r.total_ns, r.name, r.lane))
-    return rows
 
 
 def step_events(trace: Trace) -> np.ndarray:
