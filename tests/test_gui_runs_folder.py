@@ -3,6 +3,7 @@ in one line), and pruning old runs removes only what branchscope made."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -158,3 +159,32 @@ def test_pruning_a_runs_root_that_cannot_be_read_is_not_an_error(tmp_path):
     (tmp_path / "runs").write_text("a file, not a folder")
     prune_runs(tmp_path / "runs" / "20260101-000000-1", keep=0)
     prune_runs(tmp_path / "missing" / "20260101-000000-1", keep=0)
+
+
+def _kept_run(folder: Path, mode: str, when: float) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "trace.json.gz").write_bytes(b"x")
+    run = {"mode": mode, "interop": 1, "intra": 1, "model": "demo twin-mm", "source": "demo",
+           "unprofiled_steps_ms": [10.0], "trace": "trace.json.gz", "complete": True}  # fmt: skip
+    (folder / "run.json").write_text(json.dumps(run))
+    os.utime(folder, (when, when))
+    os.utime(folder / "run.json", (when, when))
+    return folder
+
+
+def test_a_new_window_lists_the_runs_kept_from_earlier_ones(tmp_path, monkeypatch):
+    import branchscope.app.run_controller as run_controller
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(run_controller, "KEEP_RUNS", 2)
+    root = tmp_path / "cache" / "branchscope" / "runs"
+    session = root / f"20240101-000000-{_dead_pid()}"
+    pruned = _kept_run(session / "001-twin-mm-sequential-1x1", "sequential", 1000)
+    kept = [_kept_run(session / f"00{k}-twin-mm-fork-1x1", "fork", 1000 + k) for k in (2, 3)]
+    controller = RunController(command=FAKE_RUNNER)
+    entries = controller.saved_runs()  # pruned first: the two newest stay
+    assert [e.trace_path.parent for e in entries] == kept and not pruned.exists()
+    assert [e.title for e in entries] == ["twin-mm · fork · 1×1"] * 2
+    own = controller.runs_dir()
+    _kept_run(own / "001-twin-mm-fork-2x1", "fork", 5000)  # this window's own run: listed as it finishes
+    assert own.parent == root and [e.trace_path.parent for e in controller.saved_runs()] == kept
