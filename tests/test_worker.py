@@ -235,3 +235,12 @@ def test_timed_phase_runs_at_least_k_and_up_to_20_steps_or_2_seconds(step_s, ste
     times = timed_steps(clock.step, steps, clock)
     assert len(times) == clock.calls == timed
     assert times == [pytest.approx(step_s * 1000.0)] * timed
+
+
+def test_without_proc_the_pool_is_the_threads_the_profiler_names_ptthreadpool():
+    from branchscope.profiling.run.worker import _pool_tids_from_trace
+
+    meta = [{"ph": "M", "name": "thread_name", "tid": tid, "args": {"name": name}}
+            for tid, name in ((1, "pt_main_thread"), (7, "PTThreadPool"), (5, "PTThreadPool"), ("x", "PTThreadPool"))]  # fmt: skip
+    ops = [{"ph": "X", "name": "PTThreadPool", "tid": 9}]
+    assert _pool_tids_from_trace({"traceEvents": meta + ops}) == [5, 7]

@@ -131,6 +131,17 @@ def _start_group_reaper(worker: int) -> None:
     os._exit(code)
 
 
+def _pool_tids_from_trace(trace: dict[str, Any]) -> list[int]:
+    """Threads the profiler names PTThreadPool: the pool where /proc cannot tell (OpenMP workers
+    never run profiled ops, so they are seldom among them)."""
+    tids = set()
+    for ev in trace.get("traceEvents", []):
+        if ev.get("ph") == "M" and ev.get("name") == "thread_name" and isinstance(ev.get("tid"), int):
+            if "PTThreadPool" in str(ev.get("args", {}).get("name", "")):
+                tids.add(ev["tid"])
+    return sorted(tids)
+
+
 def _trace_clock(trace: dict[str, Any]) -> dict[str, Any]:
     """What the runner needs to put CPU samples on the trace's clock without parsing the trace again."""
     lo, hi = float("inf"), float("-inf")
@@ -360,6 +371,8 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
 
     threads = {**census.names, **read_thread_names()}
     interop, intra = census.interop_tids, census.intra_tids
+    if not census.names:  # no /proc here: no census
+        interop = _pool_tids_from_trace(trace)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     branches = analysis.to_json()
     device_label = device if not is_cuda else f"{device} ({torch.cuda.get_device_name()})"
