@@ -348,14 +348,14 @@ class PoolUsageView(ChartPanel):
         if self.interop is not None and self.intra is not None:
             color = CORE_LINE.name() if self.oversubscribed else "#5b6570"
             cpu.append(
-                f"<span style='color:{color}'>{self.interop} inter-op × {self.intra} intra-op threads, "
-                f"{self.cores} cores</span>"
+                f"<span style='color:{color}'>{self.interop} × {self.intra} threads, {self.cores} cores</span>"
             )
-        cpu.append("cores in use, stacked (1 = one core fully busy)")
         smooth = max((th.window for th in self.threads), default=0.0)
         if smooth > 0:
             window = format_duration(float(f"{smooth:.2g}")).replace(" ", "&nbsp;")  # one word
-            cpu.append(f"averaged over {window}")
+            cpu.append(f"cores in use, stacked, averaged over {window}")
+        else:
+            cpu.append("cores in use, stacked")
         cpu.extend(swatch(ROLE_COLORS[role][0], text) for role, text in self.legend())
         self.cpu_gutter.set_html("<br>".join(cpu))
 
