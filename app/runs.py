@@ -247,6 +247,8 @@ class Runs:
         #: The baselines the user set: model key -> entry.
         self._baselines: dict[str | None, int] = {}
         self._last_set: int | None = None
+        #: Each model's default baseline, worked out once per change of the list.
+        self._defaults: dict[str | None, int] | None = None
         self._observers: list[RunsObserver] = []
 
     # ---- the list ---------------------------------------------------------------------------
@@ -279,6 +281,7 @@ class Runs:
         for o in self._observers:
             o.rows_about_to_be_inserted(k, k + len(entries) - 1)
         self._entries.extend(entries)
+        self._defaults = None
         for o in self._observers:
             o.rows_inserted()
         self._speedups_changed()
@@ -291,6 +294,7 @@ class Runs:
         for o in self._observers:
             o.rows_about_to_be_removed(k, k)
         entry = self._entries.pop(k)
+        self._defaults = None
 
         def moved(i: int) -> int:
             return i - 1 if i > k else i
@@ -372,14 +376,13 @@ class Runs:
 
     def default_baseline(self, k: int) -> int | None:
         """The most recent sequential 1×1 run of entry k's model with unprofiled step times."""
-        key = self._entries[k].model_key
-        if key is None:
-            return None
-        for b in range(len(self._entries) - 1, -1, -1):
-            e = self._entries[b]
-            if e.model_key == key and e.mode == "sequential" and e.threads == (1, 1) and e.stats is not None:
-                return b
-        return None
+        if self._defaults is None:
+            self._defaults = {
+                e.model_key: b  # the latest wins
+                for b, e in enumerate(self._entries)
+                if e.model_key is not None and e.mode == "sequential" and e.threads == (1, 1) and e.stats is not None
+            }
+        return self._defaults.get(self._entries[k].model_key)
 
     def baseline_of(self, k: int) -> int | None:
         """The entry that entry k is compared with, or None."""
@@ -415,6 +418,7 @@ class Runs:
         return dataclasses.replace(spec, mode="sequential", interop=1, intra=1)
 
     def _speedups_changed(self) -> None:
+        self._defaults = None
         if self._entries:
             for o in self._observers:
                 o.rows_changed(0, len(self._entries) - 1)

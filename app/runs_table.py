@@ -1,9 +1,9 @@
 """The runs list: a Qt table model over `app.runs.Runs`, and the view the window shows it in.
 
 Columns: #, run (model and mode; its tooltip the spec and the trace path), threads (inter-op ×
-intra-op, or "file"), step (the unprofiled median with its interquartile range and step count),
-speedup against the model's baseline ("baseline" on that row, which is bold; "within noise" where
-the two runs' interquartile ranges overlap).
+intra-op, or "file"), speedup against the model's baseline ("baseline" on that row, which is bold;
+"within noise" where the two runs' interquartile ranges overlap), median step (unprofiled, with its
+interquartile range and step count).
 
 The view selects several rows (extended selection): one row chosen is `rowChosen(k)`, as before;
 "Compare selected" (context menu, or `compare_selected()`) is `compareRequested(rows)`. Its context
@@ -32,15 +32,16 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTreeView, 
 from branchscope.app.runs import Runs
 from branchscope.profiling.trace.step_stats import StepStats
 
-COLUMNS = ["#", "run", "threads", "step", "speedup"]
+COLUMNS = ["#", "run", "threads", "speedup", "median step"]
+SPEEDUP, STEP = 3, 4
 SPEEDUP_RULE = (
     "the baseline's median unprofiled step ÷ this run's; the baseline is the model's sequential 1×1 "
     "run unless you set one (right-click a row)"
 )
 HEADER_TIPS = {
     2: "inter-op × intra-op threads",
-    3: "median step timed without the profiler, with its interquartile range (half the steps fall in it)",
-    4: SPEEDUP_RULE,
+    SPEEDUP: SPEEDUP_RULE,
+    STEP: "median step timed without the profiler, with its interquartile range (half the steps fall in it)",
 }
 RIGHT_ALIGNED = (0, 3, 4)
 VIEW_TIP = f"speedup: {SPEEDUP_RULE}"
@@ -133,12 +134,12 @@ class RunsTableModel(QAbstractTableModel):
             return e.label if e.mode is None else f"{e.label} · {e.mode}"
         if col == 2:
             return "file" if e.threads is None else f"{e.threads[0]}×{e.threads[1]}"
-        if col == 3:
+        if col == STEP:
             if e.stats is not None:
                 return step_text(e.stats)
             m = e.median_ms
             return f"{ms(m)} ms profiled" if m is not None else "–"
-        if col == 4:
+        if col == SPEEDUP:
             if self.runs.is_baseline(k):
                 return "baseline"
             s = self.runs.speedup(k)
@@ -153,7 +154,7 @@ class RunsTableModel(QAbstractTableModel):
             if e.spec is None:
                 return str(e.trace_path)
             return f"{e.label}, {e.spec.mode}, {e.spec.steps} steps\n{e.trace_path}"
-        if col == 3:
+        if col == STEP:
             if e.stats is not None:
                 s = e.stats
                 return (
@@ -164,7 +165,7 @@ class RunsTableModel(QAbstractTableModel):
             if e.median_ms is not None:
                 return "median profiled step: this run has no steps timed without the profiler"
             return None
-        if col == 4:
+        if col == SPEEDUP:
             return self._speedup_tip(k)
         return None
 
@@ -210,9 +211,12 @@ class RunsView(QTreeView):
         self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         header = self.header()
+        # The run column takes the room left (its text elided, the whole in its tooltip); the
+        # others fit their contents, the median step last so the speedup stays in view.
         header.setStretchLastSection(False)
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header.setMinimumSectionSize(24)
         self.setToolTip(VIEW_TIP)
         self._quiet = False
         self.selectionModel().selectionChanged.connect(self._on_selection_changed)

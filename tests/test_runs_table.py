@@ -45,25 +45,25 @@ def test_rows_show_unprofiled_medians_with_their_spread_and_honest_speedups(list
     runs, model, _view = listed
     runs.append(_run("fork", None, interop=3))  # an old run: only its profiled median
     assert _texts(model) == [
-        ["1", "inception · sequential", "1×1", "40.0 ms (IQR 40.0–41.0, 5 steps)", "baseline"],
-        ["2", "inception · fork", "2×1", "20.0 ms (IQR 20.0–21.0, 5 steps)", "2.00×"],
-        ["3", "inception · fork", "4×1", "39.0 ms (IQR 38.0–40.0, 5 steps)", "1.03× (within noise)"],
+        ["1", "inception · sequential", "1×1", "baseline", "40.0 ms (IQR 40.0–41.0, 5 steps)"],
+        ["2", "inception · fork", "2×1", "2.00×", "20.0 ms (IQR 20.0–21.0, 5 steps)"],
+        ["3", "inception · fork", "4×1", "1.03× (within noise)", "39.0 ms (IQR 38.0–40.0, 5 steps)"],
         ["4", "a.json", "file", "–", "–"],
-        ["5", "inception · fork", "3×1", "99.0 ms profiled", "–"],
+        ["5", "inception · fork", "3×1", "–", "99.0 ms profiled"],
     ]
     tip = Qt.ItemDataRole.ToolTipRole
     assert model.index(1, 1).data(tip) == "inception, fork, 5 steps\n/runs/fork-2/trace.json.gz"
     assert model.index(3, 1).data(tip) == "/t/a.json"
-    assert model.index(1, 4).data(tip).startswith("#1 inception · sequential · 1×1 (the model's sequential 1×1 run)")
-    assert "within noise" in model.index(2, 4).data(tip) and "within noise" not in model.index(1, 4).data(tip)
-    assert "no steps timed without the profiler" in model.index(4, 3).data(tip)
+    assert model.index(1, 3).data(tip).startswith("#1 inception · sequential · 1×1 (the model's sequential 1×1 run)")
+    assert "within noise" in model.index(2, 3).data(tip) and "within noise" not in model.index(1, 3).data(tip)
+    assert "no steps timed without the profiler" in model.index(4, 4).data(tip)
     bold = Qt.ItemDataRole.FontRole
     assert [bool(model.index(k, 2).data(bold) and model.index(k, 2).data(bold).bold()) for k in range(5)] == [
         True, False, False, False, False,
     ]  # fmt: skip
     header = [model.headerData(c, Qt.Orientation.Horizontal) for c in range(5)]
-    assert header == ["#", "run", "threads", "step", "speedup"]
-    assert "sequential 1×1" in model.headerData(4, Qt.Orientation.Horizontal, tip)
+    assert header == ["#", "run", "threads", "speedup", "median step"]
+    assert "sequential 1×1" in model.headerData(3, Qt.Orientation.Horizontal, tip)
     right = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
     align = Qt.ItemDataRole.TextAlignmentRole
     assert [model.index(0, c).data(align) for c in range(5)] == [right, None, None, right, right]
@@ -79,14 +79,14 @@ def test_the_table_follows_the_set_baseline_and_removals(listed, qtbot):
     runs, model, view = listed
     with qtbot.waitSignal(model.dataChanged):
         view.set_baseline_row(1)
-    assert [row[4] for row in _texts(model)[:3]] == ["0.50×", "baseline", "0.51×"]
+    assert [row[3] for row in _texts(model)[:3]] == ["0.50×", "baseline", "0.51×"]
     view.reset_baseline_row(1)
-    assert [row[4] for row in _texts(model)[:3]] == ["baseline", "2.00×", "1.03× (within noise)"]
+    assert [row[3] for row in _texts(model)[:3]] == ["baseline", "2.00×", "1.03× (within noise)"]
     with qtbot.waitSignal(model.rowsRemoved):
         runs.remove(0)
     assert [row[0] for row in _texts(model)] == ["1", "2", "3"]
-    assert _texts(model)[0][4] == "–"
-    assert "no sequential 1×1 run of this model" in model.index(0, 4).data(Qt.ItemDataRole.ToolTipRole)
+    assert _texts(model)[0][3] == "–"
+    assert "no sequential 1×1 run of this model" in model.index(0, 3).data(Qt.ItemDataRole.ToolTipRole)
 
 
 def test_the_context_menu_sets_the_baseline_and_runs_a_missing_one(listed, qtbot):
@@ -96,7 +96,7 @@ def test_the_context_menu_sets_the_baseline_and_runs_a_missing_one(listed, qtbot
     assert not actions["Use the default baseline (sequential 1×1)"].isEnabled()
     assert "Run the sequential 1×1 baseline" not in actions  # this model has one
     actions["Set as baseline"].trigger()
-    assert runs.baseline_of(0) == 2 and _texts(model)[2][4] == "baseline"
+    assert runs.baseline_of(0) == 2 and _texts(model)[2][3] == "baseline"
     again = {a.text(): a for a in view.context_menu(2).actions() if a.text()}
     assert again["Set as baseline"].isChecked() and not again["Set as baseline"].isEnabled()
     again["Use the default baseline (sequential 1×1)"].trigger()
