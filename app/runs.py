@@ -380,7 +380,10 @@ class Runs:
             self._defaults = {
                 e.model_key: b  # the latest wins
                 for b, e in enumerate(self._entries)
-                if e.model_key is not None and e.mode == "sequential" and e.threads == (1, 1) and e.stats is not None
+                if e.model_key is not None
+                and e.mode == "sequential"
+                and e.threads == (1, 1)
+                and e.stats is not None
             }
         return self._defaults.get(self._entries[k].model_key)
 
@@ -496,7 +499,9 @@ def _run_entry(folder: Path, run: dict[str, Any]) -> Entry:
 def _subfolders(parent: Path, name: re.Pattern[str]) -> list[Path]:
     try:
         with os.scandir(parent) as entries:
-            return [Path(e.path) for e in entries if name.fullmatch(e.name) and e.is_dir(follow_symlinks=False)]
+            return [
+                Path(e.path) for e in entries if name.fullmatch(e.name) and e.is_dir(follow_symlinks=False)
+            ]
     except OSError:
         return []
 
@@ -553,7 +558,9 @@ def _find_info(stream: IO[bytes]) -> dict[str, Any] | None:
         value: Any = None
         need_more = False
         if m is None:
-            need_more = not eof and not buf[len(_INFO_KEY) :].strip()  # whitespace so far: the colon may follow
+            need_more = (
+                not eof and not buf[len(_INFO_KEY) :].strip()
+            )  # whitespace so far: the colon may follow
         else:
             try:
                 value, _end = decoder.raw_decode(buf[m.end() :].decode("utf-8", errors="replace"))
