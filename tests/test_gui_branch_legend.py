@@ -141,3 +141,12 @@ def test_the_details_summary_lists_the_branches_in_the_legends_order_and_follows
     # the palette change redraws the event shown
     qtbot.waitUntil(lambda: bool(redrawn) and all(r == (trace, 0) for r in redrawn))
     assert details.title.text() == "Event" and ("Name", trace.event_name(0)) in details.rows
+
+
+def test_the_size_hint_makes_room_for_the_rows(qtbot):
+    legend = show(qtbot, BranchLegend(), 320, 400)
+    legend.set_trace(_trace())
+    last = legend.visualItemRect(legend.item_of("never"))
+    # every row fits in the hinted height (below the header, inside the frame)
+    assert legend.header().height() + last.bottom() <= legend.sizeHint().height()
+    assert legend.sizeHint().height() < 400

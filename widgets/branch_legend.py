@@ -167,6 +167,17 @@ class BranchLegend(QTreeWidget):
                 self.addTopLevelItem(item)
             items[row.name] = item
         self.expandAll()
+        self.updateGeometry()
+
+    #: The most rows the size hint makes room for (more scroll).
+    HINT_ROWS = 12
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+        """Room for every row (up to HINT_ROWS) under the header, so it sits compactly beside the timeline."""
+        rows = max(1, min(len(self.rows), self.HINT_ROWS))
+        row_h = max(self.fontMetrics().height() + 4, self.iconSize().height() + 2)
+        height = self.header().sizeHint().height() + rows * row_h + 2 * self.frameWidth() + 4
+        return QSize(max(220, super().sizeHint().width()), height)
 
     def changeEvent(self, ev: QEvent) -> None:  # noqa: N802 (Qt API)
         super().changeEvent(ev)
