@@ -175,7 +175,7 @@ class BranchLegend(QTreeWidget):
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)
         """Room for every row (up to HINT_ROWS) under the header, so it sits compactly beside the timeline."""
         rows = max(1, min(len(self.rows), self.HINT_ROWS))
-        row_h = max(self.fontMetrics().height() + 4, self.iconSize().height() + 2)
+        row_h = self.sizeHintForRow(0) if self.topLevelItemCount() else self.fontMetrics().height() + 4
         height = self.header().sizeHint().height() + rows * row_h + 2 * self.frameWidth() + 4
         return QSize(max(220, super().sizeHint().width()), height)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QEvent, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -189,6 +189,12 @@ class RangePanel(QWidget):
         self.range_view.doubleClicked.connect(self._op_double_clicked)
         self.steps_view.doubleClicked.connect(self._step_double_clicked)
         self.set_trace(None)
+
+    def changeEvent(self, ev: QEvent) -> None:  # noqa: N802 (Qt API)
+        super().changeEvent(ev)
+        if ev.type() == QEvent.Type.FontChange and hasattr(self, "steps_view"):
+            for view in (self.range_view, self.steps_view):
+                view.resizeColumnsToContents()  # the columns were fitted to the old font
 
     # ---- data -------------------------------------------------------------------------------
     def set_trace(self, trace: Trace | None, origin_ns: int | None = None) -> None:
