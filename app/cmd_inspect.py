@@ -9,10 +9,12 @@ from typing import Any
 
 from branchscope.profiling import TraceFormatError, load_traces
 from branchscope.profiling.trace.analyses import (
+    cores_used,
     interop_occupancy,
     lane_busy_ns,
     memory_imbalance,
     parallelism,
+    steps_window,
 )
 from branchscope.profiling.trace.model import Trace
 
@@ -31,6 +33,7 @@ def summary(trace: Trace) -> dict[str, Any]:
     start, end = trace.span()
     busy = lane_busy_ns(trace)
     occupancy = interop_occupancy(trace)
+    window = steps_window(trace)
     return {
         "events": len(trace),
         "span_us": (end - start) / 1000.0,
@@ -51,6 +54,8 @@ def summary(trace: Trace) -> dict[str, Any]:
         "memory": [{"device": m.device, "events": m.events, "peak_bytes": m.peak_bytes} for m in trace.memory],
         "rank": trace.rank,
         "parallelism": parallelism(trace),
+        "cores_used": cores_used(trace),
+        "steps_window_us": None if window is None else [window[0] / 1000.0, window[1] / 1000.0],
         "interop_pool": {"size": occupancy.capacity, "max_busy": int(occupancy.value.max())},
         "memory_imbalance_cuda": memory_imbalance(trace, "cuda"),
     }
@@ -69,7 +74,9 @@ def format_table(doc: dict[str, Any], path: str) -> str:
         f"{path}",
         f"  {doc['events']:,} events over {doc['span_us'] / 1000:.3f} ms"
         + (f", rank {doc['rank']}" if doc["rank"] is not None else "")
-        + f", parallelism {doc['parallelism']:.2f}",
+        + f", parallelism {doc['parallelism']:.2f} (threads computing on average"
+        + (" in the profiled steps)" if doc["steps_window_us"] else ")")
+        + ("" if doc["cores_used"] is None else f", cores used {doc['cores_used']:.2f} (CPU samples)"),
         "",
         f"  {'kind':<4} {'role':<9} {'pid':>8} {'tid':>12}  {'events':>9} {'busy ms':>10}  name",
     ]

@@ -18,7 +18,6 @@ import os
 import stat
 import sys
 import traceback
-from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
@@ -38,7 +37,7 @@ from PySide6.QtWidgets import (
 from branchscope.app.cuda_check import CudaCheck
 from branchscope.app.run_controller import FinishedRun, RunController, RunSpec
 from branchscope.app.run_controls import RunControls
-from branchscope.app.runs import Entry, Runs
+from branchscope.app.runs import Entry, Runs, entry_for_path
 from branchscope.app.runs_table import RunsTableModel, RunsView
 from branchscope.profiling.trace.model import Trace, TraceFormatError
 from branchscope.widgets.details_panel import DetailsPanel
@@ -126,6 +125,10 @@ class MainWindow(QMainWindow):
         self.runs_table = RunsTableModel(self.run_list, self)
         self.runs = RunsView(self.runs_table)
         self.runs.rowChosen.connect(self._on_entry_chosen)
+        self.runs.baselineRunRequested.connect(self._start)
+        # self.runs.compareRequested.connect(<the compare view's slot>)  # list[int] of entries
+        # Runs kept from earlier windows (pruned first), oldest first; their traces load when chosen.
+        self.run_list.extend(self.controller.saved_runs())
 
         self.workspace = TraceWorkspace()
         self.workspace.eventSelected.connect(self._on_event_selected)
@@ -150,6 +153,7 @@ class MainWindow(QMainWindow):
 
         c = self.controller
         c.started.connect(self._on_run_started)
+        c.phase.connect(self.controls.show_phase)
         c.progress.connect(self.controls.show_progress)
         c.finished.connect(self._on_run_finished)
         c.failed.connect(self._on_run_failed)
@@ -157,6 +161,7 @@ class MainWindow(QMainWindow):
 
         self.cuda = CudaCheck(self)
         self.cuda.resolved.connect(self._on_cuda)
+        self.cuda.devicesCounted.connect(self.controls.set_cuda_devices)
         self.controls.set_streams_enabled(False, self.cuda.reason)
         if check_cuda:
             QTimer.singleShot(0, self.cuda.start)
@@ -307,35 +312,45 @@ class MainWindow(QMainWindow):
             self.open_trace_files(paths)
 
     def open_trace_files(self, paths: list[str]) -> int:
-        """Open each file as an entry and show the last one; returns how many opened.
+        """Open each trace file or run folder as an entry and show the last one; returns how many opened.
 
-        Files that are different ranks of one distributed job open as one entry, ranks side by
-        side on one clock, since comparing ranks is why one opens them together.
+        Files that are ranks of one distributed job (`rank_groups`: same job, distinct ranks,
+        overlapping clocks) open as one entry, ranks side by side on one clock, since comparing
+        ranks is why one opens them together. Anything else stays its own entry, never merged onto
+        another's clock: select several entries to compare them.
         """
         from branchscope.profiling import load_trace, merge_traces
+        from branchscope.profiling.trace.merge import rank_groups
 
-        loaded: list[tuple[str, Trace]] = []
+        opened: list[tuple[Entry, Trace]] = []
         for path in paths:
             try:
                 self.setCursor(Qt.CursorShape.WaitCursor)
-                loaded.append((str(path), load_trace(path)))
+                # Labelled by model, mode and threads, with the run's medians when a run.json names it.
+                entry = entry_for_path(path)
+                opened.append((entry, load_trace(entry.trace_path)))
             except (TraceFormatError, OSError) as exc:
                 self.show_error("Cannot open trace", str(exc))
                 continue
             finally:
                 self.unsetCursor()
-        for path, _ in loaded:
-            self._remember(path)
-        ranks = [t.rank for _, t in loaded]
-        if len(loaded) > 1 and None not in ranks and len(set(ranks)) == len(ranks):
-            merged = merge_traces([t for _, t in loaded])
-            label = "ranks " + ", ".join(str(r) for r in sorted(ranks))
-            more = tuple(Path(p) for p, _ in loaded[1:])
-            shown = self._add_entry(Entry(label, Path(loaded[0][0]), trace=merged, more_paths=more))
-            return len(loaded) if shown else 0
-        return sum(
-            self._add_entry(Entry(os.path.basename(path), Path(path), trace=trace)) for path, trace in loaded
-        )
+        for entry, _ in opened:
+            self._remember(str(entry.trace_path))
+        count = 0
+        for group in rank_groups([t for _, t in opened]):
+            if len(group) > 1:
+                ranks = sorted(int(opened[i][1].rank or 0) for i in group)
+                entry = Entry(
+                    "ranks " + ", ".join(str(r) for r in ranks),
+                    opened[group[0]][0].trace_path,
+                    trace=merge_traces([opened[i][1] for i in group]),
+                    more_paths=tuple(opened[i][0].trace_path for i in group[1:]),
+                )
+            else:
+                entry, trace = opened[group[0]]
+                entry.trace = trace
+            count += len(group) if self._add_entry(entry) else 0
+        return count
 
     def open_model_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open model file", "", MODEL_FILTER)
@@ -474,10 +489,10 @@ class MainWindow(QMainWindow):
             Entry(spec.model_label, result.trace_path, spec=spec, run=result.run, trace=trace)
         ):
             return
-        median = result.run.get("median_ms")
+        median = result.run.get("unprofiled_median_ms")
         self.statusBar().showMessage(
             f"{spec.model_label} {spec.mode} {spec.interop}×{spec.intra}: "
-            + (f"median step {median:.2f} ms" if isinstance(median, (int, float)) else "done")
+            + (f"median step {median:.2f} ms (unprofiled)" if isinstance(median, (int, float)) else "done")
             + f" — {result.out}"
         )
 

@@ -53,13 +53,14 @@ def test_slider_release_starts_a_run_with_the_right_arguments(window, qtbot):
     assert "--jsonl" in args and Path(_value_after(args, "--out")).parent == window.controller.runs_dir()
     # the finished run is listed and shown
     assert window.runs_table.rowCount() == 1
-    assert _row(window, 0) == ["1", "inception · sequential", "3×1", "40.0 ms", "1.00×"]
+    assert _row(window, 0) == ["1", "inception · sequential", "3×1", "–", "40.0 ms (IQR 40.0–40.0, 2 steps)"]
     assert window.timeline.trace is window.entries[0].trace
     lanes = list(range(len(window.entries[0].trace.lanes)))
     qtbot.waitUntil(lambda: sorted(window.timeline.painted_lanes) == lanes)
 
 
 def test_changing_the_mode_starts_a_run_and_speedup_compares_with_the_first_sequential_run(window, qtbot):
+    window.set_controls(interop=1, intra=1)
     with qtbot.waitSignal(window.controller.finished, timeout=20_000):
         window.run_button.click()
     with qtbot.waitSignal(window.controller.finished, timeout=20_000):
@@ -67,7 +68,7 @@ def test_changing_the_mode_starts_a_run_and_speedup_compares_with_the_first_sequ
         window.controls.mode_combo.activated.emit(1)
     assert _value_after(_args(window), "--mode") == "fork"
     assert _row(window, 1)[1] == "inception · fork"
-    assert _row(window, 1)[4] == "2.00×"  # 40 ms sequential / 20 ms fork
+    assert _row(window, 1)[3] == "2.00×"  # 40 ms sequential / 20 ms fork
     # selecting the first run shows it again
     with qtbot.waitSignal(window.entryShown) as sig:
         window.runs.setCurrentIndex(window.runs_table.index(0, 0))
@@ -76,14 +77,15 @@ def test_changing_the_mode_starts_a_run_and_speedup_compares_with_the_first_sequ
 
 
 def test_an_explicit_baseline_changes_the_listed_speedups(window, qtbot):
+    window.set_controls(interop=1, intra=1)
     with qtbot.waitSignal(window.controller.finished, timeout=20_000):
         window.run_button.click()  # sequential: 40 ms
     window.set_controls(mode="fork")
     with qtbot.waitSignal(window.controller.finished, timeout=20_000):
         window.run_button.click()  # fork: 20 ms
-    assert [_row(window, k)[4] for k in range(2)] == ["1.00×", "2.00×"]
+    assert [_row(window, k)[3] for k in range(2)] == ["baseline", "2.00×"]
     window.run_list.baseline = 1  # what "set as baseline" will do
-    assert [_row(window, k)[4] for k in range(2)] == ["0.50×", "1.00×"]
+    assert [_row(window, k)[3] for k in range(2)] == ["0.50×", "baseline"]
     assert window.speedup(0) == 0.5
 
 
@@ -132,7 +134,7 @@ def test_a_failed_run_shows_the_message_and_traceback_and_the_window_keeps_worki
     assert window.progress.format() == "failed"
     box.close()
     # still usable: the next run works
-    window.controls.model_combo.setCurrentIndex(0)
+    window.set_controls(demo="inception")
     with qtbot.waitSignal(window.controller.finished, timeout=20_000):
         window.run_button.click()
     assert window.runs_table.rowCount() == 1
@@ -153,7 +155,8 @@ def test_open_trace_files_and_recent_files(window, tmp_path):
     b = write_small_trace(tmp_path / "b.json.gz", "sequential")
     assert window.open_trace_files([str(a), str(b)]) == 2
     assert window.current == 1
-    assert [_row(window, k)[1] for k in range(2)] == ["a.json", "b.json.gz"]
+    # labelled by what ran (the file's stem and the mode from its branchscope object), not "a.json"
+    assert [_row(window, k)[1] for k in range(2)] == ["a · fork", "b · sequential"]
     assert window.recent_files()[:2] == [str(b), str(a)]
     assert [act.text() for act in window.recent_menu.actions()][:2] == [str(b), str(a)]
     # drag and drop opens traces too
@@ -362,7 +365,7 @@ def test_a_dropped_torchscript_archive_runs_as_a_model_and_a_dropped_trace_opens
     assert _value_after(args, "--model") == str(archive) and _value_after(args, "--input-shape") == "8x3"
     assert window.controls.model_combo.currentData() == ("file", str(archive), ("8x3",))
     labels = [_row(window, k)[1] for k in range(window.runs_table.rowCount())]
-    assert labels == ["t0.json", f"{name} · sequential"]
+    assert labels == ["t0", f"{name} · sequential"]  # a plain trace: its name without .json
     assert window.message_box is None  # nothing was opened as a trace by mistake
 
 

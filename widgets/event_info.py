@@ -13,6 +13,7 @@ from branchscope.widgets.units import format_duration, format_offset
 ROLE_TITLES = {
     "main": "main thread",
     "interop": "inter-op pool",
+    "intra": "intra-op (OpenMP) worker",
     "autograd": "autograd",
     "other": "other thread",
     "stream": "GPU stream",

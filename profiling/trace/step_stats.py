@@ -1,7 +1,7 @@
 """Step times of a run and how far two runs' step times can be told apart.
 
-A run times K steps without the profiler ("unprofiled", the honest number) and K more under it
-(run.json `unprofiled_steps_ms` and `steps_ms`). `StepStats` is the median and the spread (min,
+A run times steps without the profiler ("unprofiled", the honest number: at least K, up to 20 or
+2 s of steps) and K more under it (run.json `unprofiled_steps_ms` and `steps_ms`). `StepStats` is the median and the spread (min,
 quartiles, max) of one of those lists; two runs are *within noise* of each other when their
 interquartile ranges overlap: half of each run's steps fall in a range that the other's also
 reaches, so the difference of their medians is not worth a claim.
