@@ -420,6 +420,41 @@ class Runs:
             return None
         return dataclasses.replace(spec, mode="sequential", interop=1, intra=1)
 
+    def summary_line(self, k: int) -> str:
+        """Entry k in one sentence a class follows: what ran on what, and how it compares with
+        its baseline, e.g. "4 branches on 2 inter-op threads: 1.90× faster than sequential 1×1,
+        within noise: no"."""
+        e = self._entries[k]
+        branches = (e.run or {}).get("branches")
+        n = len(branches) if isinstance(branches, list) else (len(e.info.branches) if e.info else 0)
+        what = f"{n} branch{'es' if n != 1 else ''}" if n else e.title
+        threads = e.threads
+        if e.mode == "fork" and threads:
+            what += f" on {threads[0]} inter-op thread{'s' if threads[0] != 1 else ''}"
+        elif e.mode == "sequential":
+            what += " one after another on the main thread" if n else ""
+        elif e.mode:
+            what += f" ({e.mode})"
+        if threads:
+            what += f", {threads[1]} intra-op thread{'s' if threads[1] != 1 else ''} each"
+        b = self.baseline_of(k)
+        if e.stats is None:
+            return f"{what}: no unprofiled step times to compare"
+        if b is None:
+            return f"{what}: median step {e.stats.median:.2f} ms; no sequential 1×1 run of this model to compare with yet"
+        if b == k:
+            return f"{what}: median step {e.stats.median:.2f} ms, the baseline of this model's speedups"
+        base = self._entries[b]
+        name = base.mode or base.label
+        if base.threads:
+            name += f" {base.threads[0]}×{base.threads[1]}"
+        s = self.speedup(k)
+        if s is None:
+            return what
+        how = f"{s:.2f}× faster than" if s >= 1 else f"{1 / s:.2f}× slower than"
+        noise = self.within_noise(k)
+        return f"{what}: {how} {name}, within noise: {'yes' if noise else 'no'}"
+
     def _speedups_changed(self) -> None:
         self._defaults = None
         if self._entries:

@@ -224,3 +224,25 @@ def test_the_trace_cache_keeps_the_most_recently_shown():
     assert small[0].trace is None and small[1].trace == "B"
     with pytest.raises(ValueError):
         Runs(trace_cache=0)
+
+
+def test_summary_line_says_what_ran_and_how_it_compares_with_the_baseline():
+    from branchscope.app.runs import Entry, Runs, RunSpec
+
+    def entry(mode, interop, intra, steps):
+        spec = RunSpec(mode=mode, interop=interop, intra=intra, demo="inception")
+        run = {"unprofiled_steps_ms": steps, "branches": [{"name": f"b{i}"} for i in range(4)]}
+        return Entry("inception", Path("t.json"), spec=spec, run=run)
+
+    runs = Runs()
+    runs.append(entry("fork", 2, 1, [10, 10, 10, 10]))
+    assert "no sequential 1×1 run of this model to compare with yet" in runs.summary_line(0)
+    runs.append(entry("sequential", 1, 1, [19, 19, 19, 19]))
+    runs.append(entry("fork", 2, 2, [17, 18, 19, 20]))
+    assert runs.summary_line(0) == (
+        "4 branches on 2 inter-op threads, 1 intra-op thread each: 1.90× faster than sequential 1×1, within noise: no"
+    )
+    assert runs.summary_line(2).endswith("faster than sequential 1×1, within noise: yes")
+    assert "the baseline" in runs.summary_line(1)
+    runs.append(entry("fork", 2, 1, [38, 38, 38, 38]))
+    assert "2.00× slower than sequential 1×1" in runs.summary_line(3)
