@@ -14,10 +14,12 @@ shown leaves every view on the trace it showed before.
 
 from __future__ import annotations
 
+import html
 import os
 import stat
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
@@ -27,9 +29,11 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QGroupBox,
     QInputDialog,
+    QLabel,
     QMainWindow,
     QMessageBox,
     QSplitter,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -39,11 +43,16 @@ from branchscope.app.run_controller import FinishedRun, RunController, RunSpec
 from branchscope.app.run_controls import RunControls
 from branchscope.app.runs import Entry, Runs, entry_for_path
 from branchscope.app.runs_table import RunsTableModel, RunsView
+from branchscope.app.sweep_panel import SweepPanel
 from branchscope.profiling.trace.model import Trace, TraceFormatError
+from branchscope.profiling.trace.run_info import branch_label
+from branchscope.widgets.branch_legend import BranchLegend
+from branchscope.widgets.compare_view import CompareView
 from branchscope.widgets.details_panel import DetailsPanel
 from branchscope.widgets.machine import usable_cores
 from branchscope.widgets.memory_view import MemoryView
 from branchscope.widgets.pool_usage import PoolUsageView
+from branchscope.widgets.range_panel import RangePanel
 from branchscope.widgets.theme import dark_palette
 from branchscope.widgets.time_axis import TimeAxis
 from branchscope.widgets.timeline import TimelineView
@@ -126,22 +135,67 @@ class MainWindow(QMainWindow):
         self.runs = RunsView(self.runs_table)
         self.runs.rowChosen.connect(self._on_entry_chosen)
         self.runs.baselineRunRequested.connect(self._start)
-        # self.runs.compareRequested.connect(<the compare view's slot>)  # list[int] of entries
+        self.runs.compareRequested.connect(self.compare_entries)
+        # A new baseline changes what the shown run's sentence says.
+        self.runs_table.dataChanged.connect(self._on_runs_changed)
         # Runs kept from earlier windows (pruned first), oldest first; their traces load when chosen.
         self.run_list.extend(self.controller.saved_runs())
+        #: After a run whose model has no sequential 1×1 run listed, run that too (the baseline).
+        self.auto_baseline = True
 
+        # The centre: the shown run (its one-line summary above its timeline and charts), the
+        # runs compared side by side, and the thread sweep.
         self.workspace = TraceWorkspace()
         self.workspace.eventSelected.connect(self._on_event_selected)
+        self.summary_line = QLabel()
+        self.summary_line.setWordWrap(True)
+        self.summary_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        run_page = QWidget()
+        run_lay = QVBoxLayout(run_page)
+        run_lay.setContentsMargins(0, 0, 0, 0)
+        run_lay.setSpacing(2)
+        run_lay.addWidget(self.summary_line)
+        run_lay.addWidget(self.workspace, 1)
+        self.compare_view = CompareView()
+        self.sweep_panel = SweepPanel(self.current_spec, self.controller.new_folder, self.cores)
+        self.sweep_panel.runChosen.connect(self._on_sweep_cell_chosen)
+        self.sweep_panel.compareRequested.connect(self._on_sweep_compare)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(run_page, "Run")
+        self.tabs.addTab(self.compare_view, "Compare")
+        self.tabs.addTab(self.sweep_panel, "Sweep")
+        # The side panels belong to the run shown: the Compare and Sweep tabs get their room.
+        self.tabs.currentChanged.connect(lambda index: self.side_panel.setVisible(index == 0))
+
+        # The right: the branches of the shown run (its colours), then an event's details and the
+        # selected range's ops and the per-step table.
         self.details = DetailsPanel()
+        self.legend = BranchLegend()
+        self.legend.branchActivated.connect(lambda name: self.timeline.find(branch_label(name)))
+        self.ranges = RangePanel()
+        timeline = self.timeline
+        timeline.rangeSelected.connect(self._on_range_selected)
+        timeline.rangeCleared.connect(self.ranges.clear_range)
+        self.ranges.stepActivated.connect(timeline.set_time_range)
+        self.ranges.opActivated.connect(timeline.find)
+        self.side_tabs = QTabWidget()
+        self.side_tabs.addTab(self.details, "Details")
+        self.side_tabs.addTab(self.ranges, "Range && steps")
+        self.side_panel = right = QSplitter(Qt.Orientation.Vertical)
+        right.addWidget(self.legend)
+        right.addWidget(self.side_tabs)
+        right.setStretchFactor(0, 0)
+        right.setStretchFactor(1, 1)
+        right.setSizes([260, 700])
 
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self._left_panel())
-        split.addWidget(self.workspace)
-        split.addWidget(self.details)
+        split.addWidget(self.tabs)
+        split.addWidget(right)
         split.setStretchFactor(0, 0)
         split.setStretchFactor(1, 1)
         split.setStretchFactor(2, 0)
-        split.setSizes([350, 970, 280])
+        split.setSizes([380, 920, 300])
         self.setCentralWidget(split)
         #: The application's font and palette when the window opened (what "normal" goes back to).
         self._base_font = QFont(QApplication.font())
@@ -170,7 +224,7 @@ class MainWindow(QMainWindow):
     def _left_panel(self) -> QWidget:
         panel = QWidget()
         panel.setMinimumWidth(300)
-        panel.setMaximumWidth(420)
+        panel.setMaximumWidth(520)
         lay = QVBoxLayout(panel)
         lay.setContentsMargins(8, 8, 4, 8)
         lay.addWidget(self.controls)
@@ -208,6 +262,7 @@ class MainWindow(QMainWindow):
 
     def _on_cuda(self, available: bool, reason: str) -> None:
         self.controls.set_streams_enabled(available, reason)
+        self.sweep_panel.set_streams_enabled(available, reason)
 
     # ---- menus, files, drag and drop --------------------------------------------------------
     def _build_menus(self) -> None:
@@ -495,6 +550,11 @@ class MainWindow(QMainWindow):
             + (f"median step {median:.2f} ms (unprofiled)" if isinstance(median, (int, float)) else "done")
             + f" — {result.out}"
         )
+        baseline = self.run_list.missing_baseline(self.current) if self.auto_baseline else None
+        if baseline is not None and not self.controller.is_running():
+            # Speedups need the model's sequential 1×1 run: run it too, once.
+            self.statusBar().showMessage(f"running {spec.model_label} sequential 1×1 too: the baseline of its speedups")
+            self._start(baseline)
 
     def _on_run_failed(self, message: str, details: str) -> None:
         self.controls.show_idle("failed")
@@ -551,23 +611,94 @@ class MainWindow(QMainWindow):
         self.run_list.mark_shown(k)
         self.runs.select_row(k)
         self.setWindowTitle(f"branchscope — {e.title}")
+        self._update_summary_line(k)
         self.entryShown.emit(k)
         return True
 
     def _show_trace(self, trace: Trace, run: dict[str, Any] | None) -> None:
-        """Put `trace` in the workspace and the details panel, all or nothing."""
+        """Put `trace` in the workspace and the side panels, all or nothing."""
         shown = self.run_list[self.current] if 0 <= self.current < len(self.run_list) else None
         before = self.workspace.snapshot()
         self.workspace.show_traces([trace])  # on failure it is back as it was
         try:
-            self.details.set_trace(trace, run)
+            for view in self._side_views(run):
+                view(trace)
         except Exception:
             try:
                 self.workspace.restore(before)
-                self.details.set_trace(shown.trace if shown else None, shown.run if shown else None)
+                for view in self._side_views(shown.run if shown else None):
+                    view(shown.trace if shown else None)
             except Exception:  # pragma: no cover - what was there before was shown without error
                 pass
             raise
+        self.tabs.setCurrentIndex(0)
+
+    def _side_views(self, run: dict[str, Any] | None) -> list[Any]:
+        """What shows the shown trace beside the workspace, each a call taking the trace."""
+        return [lambda t: self.details.set_trace(t, run), self.legend.set_trace, self.ranges.set_trace]
+
+    def _on_runs_changed(self, *_args: Any) -> None:
+        if 0 <= self.current < len(self.run_list):
+            self._update_summary_line(self.current)
+
+    def _on_range_selected(self, start_ns: int, end_ns: int) -> None:
+        self.ranges.set_range(start_ns, end_ns)
+        self.side_tabs.setCurrentWidget(self.ranges)
+
+    def _update_summary_line(self, k: int) -> None:
+        """The shown run in one sentence, and why it has no branches when fx could not find them."""
+        text = self.run_list.summary_line(k)
+        fx_error = (self.run_list[k].run or {}).get("fx_error")
+        if isinstance(fx_error, str) and fx_error:
+            text += f"<br><span style='color:#c0392b'>No branches: {html.escape(fx_error)}</span>"
+        self.summary_line.setText(f"<b>{html.escape(self.run_list[k].title)}</b>: " + text)
+
+    # ---- runs side by side ------------------------------------------------------------------
+    def compare_entries(self, ks: list[int]) -> bool:
+        """Show entries `ks` in the Compare tab: one above the other from their first step on one
+        time scale, their summary and their op diff. False (and a dialog) if one cannot be read."""
+        from branchscope.profiling import load_traces
+        from branchscope.profiling.trace.compare import default_baseline, summarize, unique_labels
+
+        ks = [k for k in dict.fromkeys(ks) if 0 <= k < len(self.run_list)]
+        if len(ks) < 2:
+            return False
+        traces = []
+        for k in ks:
+            try:
+                traces.append(self.run_list.load(k, load_traces)[0])
+            except (TraceFormatError, OSError) as exc:
+                self.show_error("Cannot compare", str(exc))
+                return False
+        labels = unique_labels([self.run_list[k].title for k in ks])
+        summaries = [
+            summarize(t, self.run_list[k].run, str(self.run_list[k].trace_path), label)
+            for k, t, label in zip(ks, traces, labels)
+        ]
+        base = [self.run_list.baseline_of(k) for k in ks]
+        baseline = ks.index(base[0]) if base[0] in ks else default_baseline(summaries)
+        self.compare_view.set_runs(traces, summaries, baseline)
+        self.tabs.setCurrentWidget(self.compare_view)
+        return True
+
+    # ---- sweeps -----------------------------------------------------------------------------
+    def _entry_of_folder(self, folder: str) -> int:
+        """The listed entry of a run folder, listing it if needed (-1 if it cannot be read)."""
+        target = Path(folder).resolve()
+        for k, e in enumerate(self.run_list):
+            if e.trace_path.parent.resolve() == target:
+                return k
+        return self.current if self.open_trace_files([folder]) else -1
+
+    def _on_sweep_cell_chosen(self, folder: str) -> None:
+        k = self._entry_of_folder(folder)
+        if k >= 0 and self.show_entry(k):
+            self.tabs.setCurrentIndex(0)
+
+    def _on_sweep_compare(self, first: str, second: str) -> None:
+        ks = [self._entry_of_folder(first), self._entry_of_folder(second)]
+        if min(ks) >= 0:
+            self.compare_entries(ks)
 
     def _on_event_selected(self, row: int, i: int) -> None:
         timeline = self.workspace.panel("timeline", row)
@@ -577,4 +708,5 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt API)
         self.controller.shutdown()
+        self.sweep_panel.shutdown()
         super().closeEvent(event)

@@ -185,6 +185,12 @@ class RunController(QObject):
         session = self._session_dir()
         return saved_runs(session.parent, exclude=session)
 
+    def new_folder(self, label: str) -> Path:
+        """The path (not made) of this window's next run folder, `NNN-label` in the runs folder:
+        a run's, or a sweep's (pruned like a run). Raises OSError as `runs_dir` does."""
+        self._count += 1
+        return self.runs_dir() / re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self._count:03d}-{label}")
+
     def is_running(self) -> bool:
         return self._job is not None
 
@@ -202,13 +208,7 @@ class RunController(QObject):
         """Start a run; one already going is cancelled first."""
         if self._job is not None:
             self.cancel()
-        self._count += 1
-        name = re.sub(
-            r"[^A-Za-z0-9_.-]+",
-            "_",
-            f"{self._count:03d}-{spec.model_label}-{spec.mode}-{spec.interop}x{spec.intra}",
-        )
-        out = self.runs_dir() / name
+        out = self.new_folder(f"{spec.model_label}-{spec.mode}-{spec.interop}x{spec.intra}")
         proc = QProcess(self)
         args = self.command[1:] + spec.runner_arguments(out)
         proc.setProgram(self.command[0])

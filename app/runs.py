@@ -426,8 +426,9 @@ class Runs:
         within noise: no"."""
         e = self._entries[k]
         branches = (e.run or {}).get("branches")
-        n = len(branches) if isinstance(branches, list) else (len(e.info.branches) if e.info else 0)
-        what = f"{n} branch{'es' if n != 1 else ''}" if n else e.title
+        info = e.info or (e.trace.run_info if e.trace is not None else None)
+        n = len(branches) if isinstance(branches, list) else (len(info.branches) if info else 0)
+        what = f"{n} branch{'es' if n != 1 else ''}" if n else "the model"
         threads = e.threads
         if e.mode == "fork" and threads:
             what += f" on {threads[0]} inter-op thread{'s' if threads[0] != 1 else ''}"

@@ -16,6 +16,13 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SHARED_TRACES = PROJECT_ROOT.parent / "shared" / "traces"
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs a test (or a window or CLI it starts) keeps go to a cache of the test's own, never the
+    user's ~/.cache/branchscope, so a test neither reads nor prunes nor fills the real runs folder."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+
+
 @pytest.fixture(scope="session")
 def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():
@@ -44,6 +51,7 @@ def window(qtbot, tmp_path):
     controller = RunController(command=FAKE_RUNNER, runs_dir=tmp_path / "runs")
     settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
     win = MainWindow(controller=controller, settings=settings, cores=2, check_cuda=False)
+    win.auto_baseline = False  # one run per request here; tests/test_gui_compare_window.py turns it on
     qtbot.addWidget(win)
     win.show()
     qtbot.waitExposed(win)

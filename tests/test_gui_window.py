@@ -301,6 +301,7 @@ def test_a_runner_that_cannot_start_shows_the_failure_and_the_window_stays_usabl
     controller = RunController(command=runner, runs_dir=tmp_path / "runs")
     settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
     win = MainWindow(controller=controller, settings=settings, cores=2, check_cuda=False)
+    win.auto_baseline = False
     qtbot.addWidget(win)
     win.show()
     failed = []

@@ -102,6 +102,11 @@ class SweepView(QWidget):
         self.set_sweep({"cells": []}, None)
 
     # ---- content ----------------------------------------------------------------------------
+    @property
+    def sweep(self) -> dict[str, Any]:
+        """The sweep shown (sweep.json's content)."""
+        return self._sweep
+
     def set_sweep(self, sweep: dict[str, Any], folder: str | Path | None) -> None:
         """Shows `sweep` (sweep.json's content), its cells' run folders under `folder`."""
         self._sweep = sweep if isinstance(sweep, dict) else {}

@@ -1,0 +1,217 @@
+"""The window's Sweep tab: sweep the model the run controls describe over modes and thread counts,
+and read the result as a heatmap.
+
+The form says which modes and which inter-op and intra-op counts (comma-separated); Start runs
+`branchscope sweep` through a `SweepController` (every cell a fresh worker, into a new folder of the
+runs folder), the heatmap (`widgets/sweep_view.py`) fills as cells finish, and Cancel keeps the
+finished cells. A click on a cell asks the window to show its run (`runChosen`), a second click to
+compare the two (`compareRequested`). `open_sweep` shows a sweep folder written earlier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from branchscope.app.runs import RunSpec
+from branchscope.app.sweep_controller import SweepController
+from branchscope.profiling.run.sweep import SweepError, SweepRequest, load_sweep
+from branchscope.widgets.sweep_view import SweepView
+
+#: The modes a sweep offers (streams needs CUDA: enabled when the window finds it).
+SWEEP_MODES = ("sequential", "fork", "streams")
+
+
+def parse_counts(text: str) -> tuple[int, ...]:
+    """"1, 2,4" -> (1, 2, 4); raises ValueError with a sentence for anything but counts from 1 to 64."""
+    values: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        if not part.isdigit() or not 1 <= int(part) <= 64:
+            raise ValueError(f"{part!r} is not a thread count from 1 to 64")
+        if int(part) not in values:
+            values.append(int(part))
+    if not values:
+        raise ValueError("give at least one thread count, e.g. 1,2")
+    return tuple(values)
+
+
+class SweepPanel(QWidget):
+    """The Sweep tab (see the module docstring)."""
+
+    #: A finished cell was clicked: its run folder.
+    runChosen = Signal(str)
+    #: Two finished cells were clicked one after the other: their run folders.
+    compareRequested = Signal(str, str)
+
+    def __init__(
+        self,
+        spec_of: Callable[[], RunSpec],
+        new_folder: Callable[[str], Path],
+        cores: int,
+        controller: SweepController | None = None,
+        parent: QWidget | None = None,
+    ):
+        super().__init__(parent)
+        self.spec_of = spec_of
+        self.new_folder = new_folder
+        self.controller = controller if controller is not None else SweepController(self)
+        self.controller.setParent(self)
+        #: The folder of the sweep shown.
+        self.folder: Path | None = None
+
+        self.mode_boxes = {m: QCheckBox(m) for m in SWEEP_MODES}
+        self.mode_boxes["sequential"].setChecked(True)
+        self.mode_boxes["fork"].setChecked(True)
+        self.set_streams_enabled(False, "multi-stream needs CUDA")
+        counts = ",".join(str(n) for n in sorted({1, 2, max(1, cores)}))
+        self.interop_edit = QLineEdit(counts)
+        self.intra_edit = QLineEdit(counts)
+        for edit in (self.interop_edit, self.intra_edit):
+            edit.setToolTip("thread counts separated by commas, e.g. 1,2,4")
+        self.start_button = QPushButton("Start sweep")
+        self.start_button.clicked.connect(self.start)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.controller.cancel)
+        self.status = QLabel(
+            "Runs the model chosen on the left once per mode × inter-op × intra-op, each in a fresh worker."
+        )
+        self.status.setWordWrap(True)
+
+        modes = QHBoxLayout()
+        for box in self.mode_boxes.values():
+            modes.addWidget(box)
+        modes.addStretch(1)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.start_button)
+        buttons.addWidget(self.cancel_button)
+        buttons.addStretch(1)
+        form = QFormLayout()
+        form.addRow("Modes", modes)
+        form.addRow("Inter-op threads", self.interop_edit)
+        form.addRow("Intra-op threads", self.intra_edit)
+        form.addRow(buttons)
+        self.view = SweepView()
+        self.view.cellChosen.connect(self.runChosen)
+        self.view.compareRequested.connect(self.compareRequested)
+        lay = QVBoxLayout(self)
+        lay.addLayout(form)
+        lay.addWidget(self.status)
+        lay.addWidget(self.view, 1)
+
+        c = self.controller
+        c.started.connect(self._on_update)
+        c.cellFinished.connect(self._on_cell)
+        c.finished.connect(self._on_finished)
+        c.failed.connect(self._on_failed)
+        c.canceled.connect(self._on_canceled)
+
+    def set_streams_enabled(self, enabled: bool, reason: str) -> None:
+        box = self.mode_boxes["streams"]
+        box.setEnabled(enabled)
+        box.setToolTip("" if enabled else reason)
+        if not enabled:
+            box.setChecked(False)
+
+    # ---- running ----------------------------------------------------------------------------
+    def request(self) -> SweepRequest:
+        """The sweep the form describes for the model of the run controls (ValueError: what is wrong)."""
+        modes = tuple(m for m, box in self.mode_boxes.items() if box.isChecked())
+        if not modes:
+            raise ValueError("choose at least one mode")
+        interop, intra = parse_counts(self.interop_edit.text()), parse_counts(self.intra_edit.text())
+        spec = self.spec_of()
+        out = self.new_folder(f"sweep-{spec.model_label}")
+        return SweepRequest(
+            out=out, modes=modes, interop=interop, intra=intra, demo=spec.demo,
+            model=Path(spec.model) if spec.model else None, steps=spec.steps, timeout=spec.timeout,
+            input_shapes=tuple(spec.input_shapes),
+        )  # fmt: skip
+
+    def start(self) -> bool:
+        """Start the sweep the form describes; False (and why, in the status line) if it cannot."""
+        try:
+            request = self.request()
+        except (ValueError, OSError) as exc:
+            self.status.setText(f"not started: {exc}")
+            return False
+        self.folder = request.out
+        self.view.set_sweep({"cells": []}, request.out)
+        self.controller.start(request)
+        self.start_button.setEnabled(False)
+        self.cancel_button.setEnabled(True)
+        n = len(request.cells())
+        self.status.setText(f"sweeping {n} cells into {request.out}…")
+        return True
+
+    def _on_update(self, _sweep: dict[str, Any] | None = None) -> None:
+        if self.controller.sweep is not None and self.folder is not None:
+            self.view.set_sweep(self.controller.sweep, self.folder)
+
+    def _on_cell(self, event: dict[str, Any]) -> None:
+        self._on_update()
+        index, of = event.get("index"), event.get("of")
+        label = f"{event.get('mode')} {event.get('interop')}×{event.get('intra')}"
+        median = event.get("unprofiled_median_ms")
+        result = f"{median:.2f} ms" if isinstance(median, (int, float)) else f"failed: {event.get('error')}"
+        position = f"{index + 1}/{of}" if isinstance(index, int) and isinstance(of, int) else ""
+        self.status.setText(f"cell {position} {label}: {result}")
+
+    def _idle(self, text: str) -> None:
+        self.start_button.setEnabled(True)
+        self.cancel_button.setEnabled(False)
+        self.status.setText(text)
+
+    def _on_finished(self, out: str) -> None:
+        self.open_sweep(out)
+        self._idle(f"done: {self._best_text()} · {out}")
+
+    def _on_failed(self, message: str) -> None:
+        self._idle(f"sweep failed: {message}")
+
+    def _on_canceled(self, out: str) -> None:
+        if out:
+            self.open_sweep(out, quiet=True)
+        self._idle(f"cancelled; the finished cells are kept in {out}")
+
+    def _best_text(self) -> str:
+        sweep = self.view.sweep
+        best = sweep.get("best")
+        cells = sweep.get("cells") or []
+        if not isinstance(best, int) or not 0 <= best < len(cells):
+            return "no cell finished"
+        c = cells[best]
+        return f"fastest: {c.get('mode')} {c.get('interop')}×{c.get('intra')}, {c.get('unprofiled_median_ms'):.2f} ms"
+
+    # ---- a sweep from disk ------------------------------------------------------------------
+    def open_sweep(self, folder: str | Path, quiet: bool = False) -> bool:
+        """Show the sweep written in `folder`; False (and why, in the status line) if it is none."""
+        try:
+            sweep = load_sweep(Path(folder))
+        except SweepError as exc:
+            if not quiet:
+                self.status.setText(str(exc))
+            return False
+        self.folder = Path(folder)
+        self.view.set_sweep(sweep, folder)
+        if not quiet:
+            self.status.setText(f"{self._best_text()} · {folder}")
+        return True
+
+    def shutdown(self) -> None:
+        self.controller.shutdown()

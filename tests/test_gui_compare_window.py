@@ -1,0 +1,111 @@
+"""The window's lesson on one screen: the baseline run it adds, the one-line summary, runs compared
+side by side, the sweep tab, the branch legend and the range panel (fake runner, no torch)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from branchscope.profiling.trace.run_info import step_label
+from tests.gui_helpers import write_small_trace
+
+
+def _run_folder(folder: Path, mode: str, interop: int, intra: int, median: float) -> Path:
+    folder.mkdir(parents=True)
+    write_small_trace(folder / "trace.json.gz", mode)
+    run = {
+        "mode": mode, "interop": interop, "intra": intra, "model": "demo inception", "source": "demo",
+        "median_ms": median, "steps_ms": [median] * 3, "unprofiled_steps_ms": [median] * 3,
+        "trace": "trace.json.gz", "complete": True,
+        "branches": [{"name": "left"}, {"name": "right"}],
+    }  # fmt: skip
+    (folder / "run.json").write_text(json.dumps(run))
+    return folder
+
+
+def test_a_run_without_its_sequential_1x1_baseline_runs_it_too_and_the_summary_line_compares(window, qtbot):
+    window.auto_baseline = True
+    window.set_controls(demo="inception", mode="fork", interop=2, intra=1)
+    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+        window.start_run()
+    # the fork run is listed, and the model's sequential 1×1 run follows by itself
+    qtbot.waitUntil(lambda: window.runs_table.rowCount() == 2, timeout=20_000)
+    specs = [(e.spec.mode, e.spec.interop, e.spec.intra) for e in window.entries]
+    assert specs == [("fork", 2, 1), ("sequential", 1, 1)]
+    assert window.run_list.speedup(0) == 2.0  # the fake runner: sequential 40 ms, fork 20 ms
+    window.show_entry(0)
+    line = window.summary_line.text()
+    assert "2 branches on 2 inter-op threads" in line and "2.00× faster than sequential 1×1" in line
+    assert "within noise: no" in line
+    # a third run of the same model finds its baseline: nothing more is started
+    window.set_controls(mode="fork", interop=1, intra=1)
+    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+        window.start_run()
+    assert not window.controller.is_running() and window.runs_table.rowCount() == 3
+
+
+def test_selected_runs_show_side_by_side_on_one_scale_with_their_summary(window, qtbot, tmp_path):
+    seq = _run_folder(tmp_path / "seq", "sequential", 1, 1, 40.0)
+    fork = _run_folder(tmp_path / "fork", "fork", 2, 1, 20.0)
+    assert window.open_trace_files([str(seq), str(fork)]) == 2
+    assert [e.title for e in window.entries] == ["inception · sequential · 1×1", "inception · fork · 2×1"]
+    assert window.compare_entries([0, 1])
+    assert window.tabs.currentWidget() is window.compare_view
+    assert not window.side_panel.isVisible()  # the compare view gets the room of the run's side panels
+    rows = window.compare_view.workspace.shown
+    assert len(rows) == 2
+    # aligned at their first profiled step, and the sequential run is longer on screen
+    for shown in rows:
+        first = shown.trace.find(step_label(0))[0]
+        assert shown.origin == int(shown.trace.start_ns[first])
+    (_, seq_end), (_, fork_end) = (r.extent() for r in rows)
+    assert seq_end > fork_end
+    summary = dict(window.compare_view.summary_rows())
+    assert summary["speedup vs baseline"][1] == "2.00×"  # the sequential 1×1 run is the baseline
+
+
+def test_the_sweep_tab_shows_a_cells_run_on_a_click_and_compares_two(window, qtbot, tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    a = _run_folder(sweep_dir / "sequential-1x1", "sequential", 1, 1, 40.0)
+    b = _run_folder(sweep_dir / "fork-2x1", "fork", 2, 1, 20.0)
+    cells = [
+        {"mode": "sequential", "interop": 1, "intra": 1, "run": a.name, "status": "done",
+         "median_ms": 40.0, "unprofiled_median_ms": 40.0, "unprofiled_spread_ms": [40.0] * 4},
+        {"mode": "fork", "interop": 2, "intra": 1, "run": b.name, "status": "done",
+         "median_ms": 20.0, "unprofiled_median_ms": 20.0, "unprofiled_spread_ms": [20.0] * 4},
+    ]  # fmt: skip
+    (sweep_dir / "sweep.json").write_text(json.dumps({"sweep": 1, "cores": 2, "cells": cells, "best": 1}))
+    panel = window.sweep_panel
+    assert panel.open_sweep(sweep_dir)
+    assert "fastest: fork 2×1" in panel.status.text()
+    panel.view.cellChosen.emit(str(b))
+    assert window.tabs.currentIndex() == 0 and window.run_list[window.current].trace_path.parent == b
+    panel.view.compareRequested.emit(str(a), str(b))
+    assert window.tabs.currentWidget() is window.compare_view
+    assert len(window.compare_view.workspace.shown) == 2
+    assert window.runs_table.rowCount() == 2  # the cell shown first was not listed twice
+
+
+def test_a_sweep_folder_that_is_not_one_says_so(window, tmp_path):
+    assert not window.sweep_panel.open_sweep(tmp_path)
+    assert "sweep.json" in window.sweep_panel.status.text()
+
+
+def test_the_legend_lists_the_branches_and_a_shift_drag_range_fills_the_range_panel(window, qtbot, tmp_path):
+    assert window.open_trace_files([str(write_small_trace(tmp_path / "t.json", "fork"))]) == 1
+    assert window.legend.item_of("left") is not None and window.legend.item_of("right") is not None
+    trace = window.timeline.trace
+    start, end = trace.span()
+    window.timeline.select_range(start, end)
+    assert window.side_tabs.currentWidget() is window.ranges
+    names = {r.name for r in window.ranges.range_rows}
+    assert "aten::add" in names and window.ranges.range_model.rowCount() == len(window.ranges.range_rows)
+
+
+def test_a_model_fx_cannot_trace_says_why_above_the_timeline(window, tmp_path):
+    folder = _run_folder(tmp_path / "run", "sequential", 1, 1, 40.0)
+    run = json.loads((folder / "run.json").read_text())
+    run["fx_error"] = "torch.fx could not trace Net: TraceError: symbolically traced variables cannot be used as inputs to control flow"
+    (folder / "run.json").write_text(json.dumps(run))
+    assert window.open_trace_files([str(folder)]) == 1
+    assert "No branches: torch.fx could not trace Net" in window.summary_line.text()
