@@ -35,14 +35,25 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_load_trace.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/bench_timeline.py
 	$(BIN)/python benchmarks/bench_fork_speedup.py
+	$(BIN)/python benchmarks/bench_sweep.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/bench_startup.py
 
-# The README's pictures: the inception demo sequential and forked (2 inter-op x 1 intra-op threads).
+# The README's pictures: the inception demo sequential and forked (2 inter-op x 1 intra-op threads),
+# the two compared side by side (with a sequential 1x1 baseline), and a thread sweep's heatmap.
+# Their runs go to build/screens (each folder replaced by the next `make screenshots`).
+SHOTS := build/screens
 screenshots: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(BIN)/branchscope --demo inception --mode sequential --interop 2 --intra 1 \
 	  --screenshot assets/screenshots/inception-sequential.png
 	QT_QPA_PLATFORM=offscreen $(BIN)/branchscope --demo inception --mode fork --interop 2 --intra 1 \
 	  --screenshot assets/screenshots/inception-fork.png
+	$(BIN)/branchscope profile --demo inception --mode sequential --interop 1 --intra 1 --quiet --out $(SHOTS)/seq-1x1
+	$(BIN)/branchscope profile --demo inception --mode fork --interop 2 --intra 1 --quiet --out $(SHOTS)/fork-2x1
+	QT_QPA_PLATFORM=offscreen $(BIN)/branchscope compare $(SHOTS)/seq-1x1 $(SHOTS)/fork-2x1 \
+	  --screenshot assets/screenshots/compare.png
+	$(BIN)/branchscope sweep --demo lstm-ensemble --modes sequential,fork --interop 1,2 --intra 1,2 --steps 5 \
+	  --out $(SHOTS)/sweep-lstm > /dev/null
+	QT_QPA_PLATFORM=offscreen $(BIN)/branchscope open $(SHOTS)/sweep-lstm --screenshot assets/screenshots/sweep.png
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -87,13 +87,17 @@ def run_open(args: argparse.Namespace) -> int:
         return _no_display("branchscope open TRACE --screenshot window.png")
     # Refused before the window opens: missing paths, folders, and what is not a regular file
     # (a FIFO would block the open for ever, /dev/zero never ends).
+    from branchscope.app.runs import entry_for_path
     from branchscope.profiling import TraceFormatError
-    from branchscope.profiling.trace.reader import check_trace_path
+    from branchscope.profiling.run.sweep import SweepError, is_sweep_folder, load_sweep
 
     for t in args.traces:
         try:
-            check_trace_path(t)
-        except TraceFormatError as exc:
+            if is_sweep_folder(Path(t)):
+                load_sweep(Path(t))
+            else:
+                entry_for_path(t)  # a trace file, or a run folder with its run.json
+        except (TraceFormatError, SweepError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     return _run_window(args, traces=list(args.traces))
@@ -110,7 +114,10 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
     app = QApplication.instance() or QApplication([sys.argv[0]])
     app.setApplicationName("branchscope")
     app.setOrganizationName("branchscope")
-    window = MainWindow()
+    # A picture shows what was asked for: not the runs kept from earlier windows, nor a baseline
+    # run started after the one asked for.
+    window = MainWindow(kept_runs=screenshot is None)
+    window.auto_baseline = screenshot is None
     # An error raised in a slot or while a view paints goes to a dialog (and, for --screenshot,
     # fails the picture) instead of a traceback the window would carry on behind.
     previous_hook = sys.excepthook

@@ -44,6 +44,7 @@ from branchscope.app.run_controls import RunControls
 from branchscope.app.runs import Entry, Runs, entry_for_path
 from branchscope.app.runs_table import RunsTableModel, RunsView
 from branchscope.app.sweep_panel import SweepPanel
+from branchscope.profiling.run.sweep import is_sweep_folder
 from branchscope.profiling.trace.model import Trace, TraceFormatError
 from branchscope.profiling.trace.run_info import branch_label
 from branchscope.widgets.branch_legend import BranchLegend
@@ -98,6 +99,7 @@ class MainWindow(QMainWindow):
         cores: int | None = None,
         check_cuda: bool = True,
         demos: list | None = None,
+        kept_runs: bool = True,
     ):
         super().__init__()
         self.setWindowTitle("branchscope")
@@ -138,8 +140,8 @@ class MainWindow(QMainWindow):
         self.runs.compareRequested.connect(self.compare_entries)
         # A new baseline changes what the shown run's sentence says.
         self.runs_table.dataChanged.connect(self._on_runs_changed)
-        # Runs kept from earlier windows (pruned first), oldest first; their traces load when chosen.
-        self.run_list.extend(self.controller.saved_runs())
+        if kept_runs:  # from earlier windows (pruned first), oldest first; their traces load when chosen
+            self.run_list.extend(self.controller.saved_runs())
         #: After a run whose model has no sequential 1×1 run listed, run that too (the baseline).
         self.auto_baseline = True
 
@@ -378,7 +380,15 @@ class MainWindow(QMainWindow):
         from branchscope.profiling.trace.merge import rank_groups
 
         opened: list[tuple[Entry, Trace]] = []
+        sweeps = 0
         for path in paths:
+            if is_sweep_folder(Path(path)):  # a sweep's folder: its heatmap in the Sweep tab
+                if self.sweep_panel.open_sweep(path):
+                    self.tabs.setCurrentWidget(self.sweep_panel)
+                    sweeps += 1
+                else:
+                    self.show_error("Cannot open sweep", self.sweep_panel.status.text())
+                continue
             try:
                 self.setCursor(Qt.CursorShape.WaitCursor)
                 # Labelled by model, mode and threads, with the run's medians when a run.json names it.
@@ -391,7 +401,7 @@ class MainWindow(QMainWindow):
                 self.unsetCursor()
         for entry, _ in opened:
             self._remember(str(entry.trace_path))
-        count = 0
+        count = sweeps
         for group in rank_groups([t for _, t in opened]):
             if len(group) > 1:
                 ranks = sorted(int(opened[i][1].rank or 0) for i in group)

@@ -86,6 +86,17 @@ def test_the_sweep_tab_shows_a_cells_run_on_a_click_and_compares_two(window, qtb
     assert window.runs_table.rowCount() == 2  # the cell shown first was not listed twice
 
 
+def test_opening_a_sweep_folder_shows_its_heatmap_in_the_sweep_tab(window, tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    a = _run_folder(sweep_dir / "fork-1x1", "fork", 1, 1, 30.0)
+    cell = {"mode": "fork", "interop": 1, "intra": 1, "run": a.name, "status": "done",
+            "median_ms": 30.0, "unprofiled_median_ms": 30.0, "unprofiled_spread_ms": [30.0] * 4}  # fmt: skip
+    (sweep_dir / "sweep.json").write_text(json.dumps({"sweep": 1, "cores": 2, "cells": [cell], "best": 0}))
+    assert window.open_trace_files([str(sweep_dir)]) == 1
+    assert window.tabs.currentWidget() is window.sweep_panel
+    assert len(window.sweep_panel.view.cells) == 1 and window.runs_table.rowCount() == 0
+
+
 def test_a_sweep_folder_that_is_not_one_says_so(window, tmp_path):
     assert not window.sweep_panel.open_sweep(tmp_path)
     assert "sweep.json" in window.sweep_panel.status.text()

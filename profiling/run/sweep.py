@@ -291,6 +291,11 @@ def _cell_folder_name(cell: Any) -> str | None:
     return None
 
 
+def is_sweep_folder(path: Path) -> bool:
+    """Whether `path` is a folder holding a sweep.json (whether it reads is `load_sweep`'s to say)."""
+    return path.is_dir() and (path / SWEEP_JSON).is_file()
+
+
 def load_sweep(folder: Path) -> dict[str, Any]:
     """FOLDER/sweep.json, checked: raises SweepError with one line when it is not a sweep of ours.
 
