@@ -49,7 +49,7 @@ def main() -> int:
             return proc.returncode
         sweep = load_sweep(folder)
 
-    print(f"lstm-ensemble, {usable_cores()} usable cores, median of {args.steps} unprofiled steps per cell ({seconds} s)")
+    print(f"lstm-ensemble, {usable_cores()} usable cores, median of at least {args.steps} unprofiled steps per cell (up to 20, or 2 s of steps) ({seconds} s)")
     print()
     print(markdown_table(sweep))
     args.out.parent.mkdir(parents=True, exist_ok=True)

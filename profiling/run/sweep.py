@@ -238,6 +238,7 @@ def empty_cell(cell: SweepCell, cores: int) -> dict[str, Any]:
         "median_ms": None,
         "unprofiled_median_ms": None,
         "unprofiled_spread_ms": None,
+        "unprofiled_steps": None,
         "error": None,
         "exit_code": None,
     }
@@ -267,6 +268,7 @@ def cell_record(cell: SweepCell, result: RunResult, cores: int) -> dict[str, Any
         median_ms=_number(run.get("median_ms")),
         unprofiled_median_ms=median,
         unprofiled_spread_ms=spread,
+        unprofiled_steps=stats.n if stats is not None else None,
     )
 
 
@@ -587,8 +589,8 @@ def _ms(value: Any) -> str:
 def markdown_table(sweep: dict[str, Any]) -> str:
     """One row per cell: the cell, unprofiled median, spread (min, q1–q3, max), profiled median, notes."""
     rows = [
-        "| cell | unprofiled median ms | spread ms (min, q1–q3, max) | profiled median ms | notes |",
-        "| --- | ---: | --- | ---: | --- |",
+        "| cell | unprofiled median ms | spread ms (min, q1–q3, max) | steps | profiled median ms | notes |",
+        "| --- | ---: | --- | ---: | ---: | --- |",
     ]
     best = sweep.get("best")
     for i, c in enumerate(sweep.get("cells") or []):
@@ -607,8 +609,10 @@ def markdown_table(sweep: dict[str, Any]) -> str:
         elif c.get("status") == NOT_RUN:
             notes.append("not run")
         label = f"{c.get('mode')} {c.get('interop')}×{c.get('intra')}"
+        steps = c.get("unprofiled_steps")
         rows.append(
-            f"| {label} | {_ms(c.get('unprofiled_median_ms'))} | {spread_text} | {_ms(c.get('median_ms'))} | "
+            f"| {label} | {_ms(c.get('unprofiled_median_ms'))} | {spread_text} | {steps if isinstance(steps, int) else '-'} | "
+            f"{_ms(c.get('median_ms'))} | "
             f"{'; '.join(notes).replace('|', '/')} |"
         )
     return "\n".join(rows)
