@@ -127,6 +127,13 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
         return _show_window(app, window, args, traces, screenshot)
     finally:
         sys.excepthook = previous_hook
+        # Destroy the window while Python still runs: left to PySide's cleanup at exit, pyqtgraph
+        # items of the sweep heatmap call back into Python during finalisation and crash (exit 139).
+        import shiboken6
+
+        window.controller.shutdown()
+        window.sweep_panel.shutdown()
+        shiboken6.delete(window)
 
 
 def _show_window(app, window, args: argparse.Namespace, traces: list[str], screenshot: Path | None) -> int:

@@ -14,7 +14,7 @@ from PySide6.QtGui import QImage
 
 from branchscope.app.main_window import MainWindow
 from branchscope.app.run_controller import RunController
-from tests.gui_helpers import FAKE_RUNNER, FIXTURES, write_small_trace
+from tests.gui_helpers import FAKE_RUNNER, FIXTURES, write_small_trace, write_sweep_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,6 +37,22 @@ def _branchscope(args, env=None, timeout=300):
         text=True,
         timeout=timeout,
     )
+
+
+def test_screenshot_of_an_opened_sweep_folder_shows_its_heatmap_and_exits_0(tmp_path):
+    # The heatmap's pyqtgraph items once crashed the interpreter's exit (139) after the picture.
+    sweep = write_sweep_folder(tmp_path / "sweep")
+    out = tmp_path / "sweep.png"
+    proc = _branchscope(["open", str(sweep), "--screenshot", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    assert QImage(str(out)).size().toTuple() == (1600, 1000)
+
+
+def test_open_refuses_a_folder_that_is_neither_a_run_nor_a_sweep(tmp_path):
+    (tmp_path / "notes.txt").write_text("x")
+    proc = _branchscope(["open", str(tmp_path), "--screenshot", str(tmp_path / "x.png")])
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_screenshot_of_opened_traces_is_a_1600x1000_png_even_without_a_display(tmp_path):

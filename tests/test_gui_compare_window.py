@@ -4,23 +4,10 @@ side by side, the sweep tab, the branch legend and the range panel (fake runner,
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from branchscope.profiling.trace.run_info import step_label
-from tests.gui_helpers import write_small_trace
-
-
-def _run_folder(folder: Path, mode: str, interop: int, intra: int, median: float) -> Path:
-    folder.mkdir(parents=True)
-    write_small_trace(folder / "trace.json.gz", mode)
-    run = {
-        "mode": mode, "interop": interop, "intra": intra, "model": "demo inception", "source": "demo",
-        "median_ms": median, "steps_ms": [median] * 3, "unprofiled_steps_ms": [median] * 3,
-        "trace": "trace.json.gz", "complete": True,
-        "branches": [{"name": "left"}, {"name": "right"}],
-    }  # fmt: skip
-    (folder / "run.json").write_text(json.dumps(run))
-    return folder
+from tests.gui_helpers import write_run_folder as _run_folder
+from tests.gui_helpers import write_small_trace, write_sweep_folder
 
 
 def test_a_run_without_its_sequential_1x1_baseline_runs_it_too_and_the_summary_line_compares(window, qtbot):
@@ -65,16 +52,8 @@ def test_selected_runs_show_side_by_side_on_one_scale_with_their_summary(window,
 
 
 def test_the_sweep_tab_shows_a_cells_run_on_a_click_and_compares_two(window, qtbot, tmp_path):
-    sweep_dir = tmp_path / "sweep"
-    a = _run_folder(sweep_dir / "sequential-1x1", "sequential", 1, 1, 40.0)
-    b = _run_folder(sweep_dir / "fork-2x1", "fork", 2, 1, 20.0)
-    cells = [
-        {"mode": "sequential", "interop": 1, "intra": 1, "run": a.name, "status": "done",
-         "median_ms": 40.0, "unprofiled_median_ms": 40.0, "unprofiled_spread_ms": [40.0] * 4},
-        {"mode": "fork", "interop": 2, "intra": 1, "run": b.name, "status": "done",
-         "median_ms": 20.0, "unprofiled_median_ms": 20.0, "unprofiled_spread_ms": [20.0] * 4},
-    ]  # fmt: skip
-    (sweep_dir / "sweep.json").write_text(json.dumps({"sweep": 1, "cores": 2, "cells": cells, "best": 1}))
+    sweep_dir = write_sweep_folder(tmp_path / "sweep")
+    a, b = sweep_dir / "sequential-1x1", sweep_dir / "fork-2x1"
     panel = window.sweep_panel
     assert panel.open_sweep(sweep_dir)
     assert "fastest: fork 2×1" in panel.status.text()

@@ -64,6 +64,12 @@ def _ms(value: float) -> str:
     return f"{value:.3g}" if value < 10 else f"{value:.1f}"
 
 
+def _rect_in(view_box: pg.ViewBox, rect: QRectF) -> QGraphicsRectItem:
+    """A rectangle in the view box's data coordinates, made as a child of its item group so that Qt
+    alone owns it: one made free and added afterwards was deleted twice at exit (a segfault)."""
+    return QGraphicsRectItem(rect, view_box.childGroup)
+
+
 class SweepView(QWidget):
     """Heatmaps of a sweep (see the module docstring)."""
 
@@ -229,16 +235,14 @@ class SweepView(QWidget):
         for c in cells:
             rect = QRectF(c.x, c.y, 1, 1)
             if c.median_ms is None:
-                fill = QGraphicsRectItem(rect)
+                fill = _rect_in(vb, rect)
                 fill.setBrush(QBrush(QColor(FAILED_HEX if c.status == "failed" else NOT_RUN_HEX)))
                 fill.setPen(QPen(Qt.PenStyle.NoPen))
-                plot.addItem(fill)
             if c.oversubscribed:
-                hatch = QGraphicsRectItem(rect)
+                hatch = _rect_in(vb, rect)
                 hatch.setBrush(QBrush(QColor(HATCH_HEX), Qt.BrushStyle.BDiagPattern))
                 hatch.setPen(QPen(Qt.PenStyle.NoPen))
                 hatch.setOpacity(0.45)
-                plot.addItem(hatch)
                 self.oversubscribed_marks.append(hatch)
             if c.median_ms is not None:
                 text = f"{_ms(c.median_ms)} ms"
@@ -252,11 +256,10 @@ class SweepView(QWidget):
             if c is best:
                 pen = pg.mkPen(BEST_HEX, width=4)
                 pen.setCosmetic(True)
-                marker = QGraphicsRectItem(rect.adjusted(0.03, 0.03, -0.03, -0.03))
+                marker = _rect_in(vb, rect.adjusted(0.03, 0.03, -0.03, -0.03))
                 marker.setPen(pen)
                 marker.setBrush(QBrush(Qt.BrushStyle.NoBrush))
                 marker.setZValue(10)
-                plot.addItem(marker)
                 self.best_marker = marker
         self.plots[mode] = plot
         self.images[mode] = image
@@ -322,10 +325,9 @@ class SweepView(QWidget):
         self._selected = cell
         pen = pg.mkPen(SELECTED_HEX, width=3, style=Qt.PenStyle.DashLine)
         pen.setCosmetic(True)
-        mark = QGraphicsRectItem(QRectF(cell.x + 0.1, cell.y + 0.1, 0.8, 0.8))
+        mark = _rect_in(self.plots[cell.mode].getViewBox(), QRectF(cell.x + 0.1, cell.y + 0.1, 0.8, 0.8))
         mark.setPen(pen)
         mark.setZValue(11)
-        self.plots[cell.mode].addItem(mark)
         self._selection_mark = mark
 
     @property
@@ -334,10 +336,9 @@ class SweepView(QWidget):
         return str(self._selected.folder) if self._selected is not None and self._selected.folder else None
 
     def clear_selection(self) -> None:
-        if self._selection_mark is not None and self._selected is not None:
-            plot = self.plots.get(self._selected.mode)
-            if plot is not None:
-                plot.removeItem(self._selection_mark)
+        mark = self._selection_mark
+        if mark is not None and mark.scene() is not None:
+            mark.scene().removeItem(mark)  # back to Python, which deletes it
         self._selected, self._selection_mark = None, None
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
