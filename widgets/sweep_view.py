@@ -191,7 +191,7 @@ class SweepView(QWidget):
             self._build_plot(col, mode, [c for c in cells if c.mode == mode], interops, intras, best)
         if self.levels is not None and self.images:
             bar = pg.ColorBarItem(
-                values=self.levels, colorMap=self.colormap, interactive=False, label="unprofiled median (ms)", rounding=0.001
+                values=self.levels, colorMap=self.colormap, interactive=False, rounding=0.001
             )
             bar.setImageItem(list(self.images.values()))
             bar.axis.setPen(pg.mkPen(AXIS_HEX))
