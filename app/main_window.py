@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMessageBox,
+    QPushButton,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -231,7 +232,17 @@ class MainWindow(QMainWindow):
         lay.setContentsMargins(8, 8, 4, 8)
         lay.addWidget(self.controls)
         runs_box = QGroupBox("Runs and traces")
-        QVBoxLayout(runs_box).addWidget(self.runs)
+        box_lay = QVBoxLayout(runs_box)
+        box_lay.addWidget(self.runs)
+        # Ctrl/Shift+click picks several; the list's context menu also sets the baseline.
+        self.compare_button = QPushButton("Compare selected runs")
+        self.compare_button.setToolTip("select two or more rows (Ctrl+click, Shift+click) to see them side by side")
+        self.compare_button.setEnabled(False)
+        self.compare_button.clicked.connect(self.runs.compare_selected)
+        self.runs.selectionModel().selectionChanged.connect(
+            lambda *_: self.compare_button.setEnabled(len(self.runs.selected_rows()) >= 2)
+        )
+        box_lay.addWidget(self.compare_button)
         lay.addWidget(runs_box, 1)
         return panel
 

@@ -36,7 +36,10 @@ def test_selected_runs_show_side_by_side_on_one_scale_with_their_summary(window,
     fork = _run_folder(tmp_path / "fork", "fork", 2, 1, 20.0)
     assert window.open_trace_files([str(seq), str(fork)]) == 2
     assert [e.title for e in window.entries] == ["inception · sequential · 1×1", "inception · fork · 2×1"]
-    assert window.compare_entries([0, 1])
+    assert not window.compare_button.isEnabled()
+    window.runs.selectAll()
+    assert window.compare_button.isEnabled()
+    window.compare_button.click()
     assert window.tabs.currentWidget() is window.compare_view
     assert not window.side_panel.isVisible()  # the compare view gets the room of the run's side panels
     rows = window.compare_view.workspace.shown

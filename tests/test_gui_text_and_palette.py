@@ -52,6 +52,9 @@ def test_dark_palette_turns_the_chart_backgrounds_and_gutters_dark_and_back(wind
     image = pool.grab().toImage()
     gutter = image.pixelColor(4, image.height() - 4)
     assert gutter.lightness() < 80, gutter.name()  # no light gutter left on a dark panel
+    sweep = window.sweep_panel.view.graphics
+    assert sweep.backgroundBrush().color().lightness() < 80  # the heatmap's background too
     window.dark_action.trigger()
     qtbot.waitUntil(lambda: background_lightness() == LIGHT.background.lightness())
+    qtbot.waitUntil(lambda: sweep.backgroundBrush().color().lightness() > 200)
 

@@ -21,9 +21,11 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QKeyEvent, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
+
+from branchscope.widgets.theme import theme
 
 COLORMAP = "viridis"
 FAILED_HEX = "#9aa0a6"
@@ -31,7 +33,13 @@ NOT_RUN_HEX = "#ffffff"
 BEST_HEX = "#e15759"
 SELECTED_HEX = "#1f77b4"
 HATCH_HEX = "#202020"
+#: Axis lines and labels on the light palette (a dark one takes its text colour: `_axis_hex`).
 AXIS_HEX = "#404040"
+
+
+def _axis_hex() -> str:
+    colors = theme()
+    return colors.text.name() if colors.dark else AXIS_HEX
 
 
 @dataclass
@@ -85,7 +93,7 @@ class SweepView(QWidget):
         self.legend.setWordWrap(True)
         self.legend.setTextFormat(Qt.TextFormat.PlainText)
         self.graphics = pg.GraphicsLayoutWidget()
-        self.graphics.setBackground("w")
+        self.graphics.setBackground(theme().background)
         self.graphics.scene().sigMouseClicked.connect(self._on_click)
         self.graphics.scene().sigMouseMoved.connect(self._on_move)
         layout = QVBoxLayout(self)
@@ -194,9 +202,9 @@ class SweepView(QWidget):
                 values=self.levels, colorMap=self.colormap, interactive=False, rounding=0.001
             )
             bar.setImageItem(list(self.images.values()))
-            bar.axis.setPen(pg.mkPen(AXIS_HEX))
-            bar.axis.setTextPen(pg.mkPen(AXIS_HEX))
-            bar.axis.setLabel("unprofiled median (ms)", color=AXIS_HEX)
+            bar.axis.setPen(pg.mkPen(_axis_hex()))
+            bar.axis.setTextPen(pg.mkPen(_axis_hex()))
+            bar.axis.setLabel("unprofiled median (ms)", color=_axis_hex())
             self.graphics.addItem(bar, row=0, col=len(modes))
             self.color_bar = bar
         self.legend.setText(self._legend_text(cells, best))
@@ -210,7 +218,7 @@ class SweepView(QWidget):
         intras: list[int],
         best: SweepCellView | None,
     ) -> None:
-        plot = self.graphics.addPlot(row=0, col=col, title=f"<span style='color:{AXIS_HEX}'>{mode}</span>")
+        plot = self.graphics.addPlot(row=0, col=col, title=f"<span style='color:{_axis_hex()}'>{mode}</span>")
         plot.setMenuEnabled(False)
         plot.hideButtons()
         vb = plot.getViewBox()
@@ -220,9 +228,9 @@ class SweepView(QWidget):
         for name, values, label in (("bottom", interops, "inter-op threads"), ("left", intras, "intra-op threads")):
             axis = plot.getAxis(name)
             axis.setTicks([[(i + 0.5, str(v)) for i, v in enumerate(values)], []])
-            axis.setLabel(label, color=AXIS_HEX)
-            axis.setPen(pg.mkPen(AXIS_HEX))
-            axis.setTextPen(pg.mkPen(AXIS_HEX))
+            axis.setLabel(label, color=_axis_hex())
+            axis.setPen(pg.mkPen(_axis_hex()))
+            axis.setTextPen(pg.mkPen(_axis_hex()))
         data = np.full((len(interops), len(intras)), np.nan)
         for c in cells:
             if c.median_ms is not None:
@@ -340,6 +348,13 @@ class SweepView(QWidget):
         if mark is not None and mark.scene() is not None:
             mark.scene().removeItem(mark)  # back to Python, which deletes it
         self._selected, self._selection_mark = None, None
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt API)
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange) and hasattr(self, "cells"):
+            self.clear_selection()
+            self.graphics.setBackground(theme().background)
+            self._build()  # axes and titles in the palette's text colour
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.key() == Qt.Key.Key_Escape and self._selected is not None:
