@@ -13,7 +13,6 @@ runner has not exited a few seconds later.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -22,15 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
+from PySide6.QtCore import QObject, QProcess, Signal
 
+from branchscope.app.jsonl_process import CANCEL_GRACE_MS, JsonLinesProcess
 from branchscope.app.runs import RUN_NAME, SESSION_NAME, Entry, RunSpec, runs_root, saved_runs
-from branchscope.profiling.run.protocol import PARENT_PID_ENV, RUNNER_MODULE, python_command
+from branchscope.profiling.run.protocol import RUNNER_MODULE, python_command
 
-__all__ = ["FinishedRun", "RunController", "RunSpec", "default_runs_dir", "prune_runs"]
-
-#: How long a cancelled runner gets to kill its worker and exit before it is killed.
-CANCEL_GRACE_MS = 3000
+__all__ = ["CANCEL_GRACE_MS", "FinishedRun", "RunController", "RunSpec", "default_runs_dir", "prune_runs"]
 
 
 @dataclass(frozen=True)
@@ -48,9 +45,7 @@ class FinishedRun:
 class _Job:
     spec: RunSpec
     out: Path
-    process: QProcess
-    stdout: bytes = b""
-    stderr: bytes = b""
+    proc: JsonLinesProcess | None = None
     done: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     progress: tuple[int, int] = (0, 0)
@@ -197,7 +192,7 @@ class RunController(QObject):
     def active_processes(self) -> int:
         """Runner processes not yet exited: the current one and cancelled ones still stopping."""
         jobs = ([self._job] if self._job else []) + self._retired
-        return sum(1 for j in jobs if j.process.state() != QProcess.ProcessState.NotRunning)
+        return sum(1 for j in jobs if j.proc is not None and j.proc.running())
 
     @property
     def current(self) -> RunSpec | None:
@@ -209,80 +204,48 @@ class RunController(QObject):
         if self._job is not None:
             self.cancel()
         out = self.new_folder(f"{spec.model_label}-{spec.mode}-{spec.interop}x{spec.intra}")
-        proc = QProcess(self)
-        args = self.command[1:] + spec.runner_arguments(out)
-        proc.setProgram(self.command[0])
-        proc.setArguments(args)
-        env = QProcessEnvironment.systemEnvironment()
-        env.insert(PARENT_PID_ENV, str(os.getpid()))  # the runner cancels its run when the window dies
-        proc.setProcessEnvironment(env)
-        job = _Job(spec, out, proc)
-        proc.readyReadStandardOutput.connect(lambda: self._read_stdout(job))
-        proc.readyReadStandardError.connect(lambda: self._read_stderr(job))
-        proc.finished.connect(lambda code, status: self._on_finished(job, code, status))
-        proc.errorOccurred.connect(lambda err: self._on_error(job, err))
+        command = [*self.command, *spec.runner_arguments(out)]
+        job = _Job(spec, out)
+        job.proc = JsonLinesProcess(
+            command,
+            lambda event: self._on_event(job, event),
+            lambda code, status: self._on_finished(job, code, status),
+            lambda reason: self._on_failed_to_start(job, reason),
+            self,
+        )
         self._job = job
-        self.last_command = [self.command[0], *args]
-        # `started` first: a program that cannot start fails inside proc.start(), and listeners
+        self.last_command = command
+        # `started` first: a program that cannot start fails inside start(), and listeners
         # must see started -> failed, never the reverse.
         self.started.emit(spec)
         if self._job is not job:  # a slot of `started` cancelled or replaced this run: never start it
             if job in self._retired:
                 self._retired.remove(job)
-            proc.deleteLater()
+            job.proc.discard()
             return
-        proc.start()
+        job.proc.start()
 
     def cancel(self) -> None:
-        """Stop the current run (SIGTERM, then SIGKILL after a grace period)."""
+        """Stop the current run (SIGTERM, on which the runner kills its worker; SIGKILL after a grace period)."""
         job = self._job
         if job is None:
             return
         self._job = None
         job.canceled = True
         self._retired.append(job)
-        proc = job.process
-        if proc.state() != QProcess.ProcessState.NotRunning:
-            proc.terminate()
-            # The process is the timer's context: if it is deleted first, the timer never fires.
-            QTimer.singleShot(CANCEL_GRACE_MS, proc, lambda: self._kill_if_running(job))
+        if job.proc is not None:
+            job.proc.stop(CANCEL_GRACE_MS)
         self.canceled.emit(job.spec)
-
-    def _kill_if_running(self, job: _Job) -> None:
-        if job.process.state() != QProcess.ProcessState.NotRunning:
-            job.process.kill()
 
     def shutdown(self, wait_ms: int = 5000) -> None:
         """Cancel and wait for every runner (the window is closing)."""
         self.cancel()
         for job in list(self._retired):
-            if job.process.state() != QProcess.ProcessState.NotRunning:
-                if not job.process.waitForFinished(wait_ms):
-                    job.process.kill()
-                    job.process.waitForFinished(1000)
+            if job.proc is not None:
+                job.proc.wait(wait_ms)
 
     # ---- process output ---------------------------------------------------------------------
-    def _read_stdout(self, job: _Job) -> None:
-        job.stdout += bytes(job.process.readAllStandardOutput())
-        *lines, job.stdout = job.stdout.split(b"\n")
-        for line in lines:
-            self._handle_line(job, line)
-
-    def _read_stderr(self, job: _Job) -> None:
-        job.stderr += bytes(job.process.readAllStandardError())
-        if len(job.stderr) > 256_000:
-            job.stderr = job.stderr[-128_000:]
-
-    def _handle_line(self, job: _Job, line: bytes) -> None:
-        line = line.strip()
-        if not line.startswith(b"{"):
-            return
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return
-        if not isinstance(event, dict):
-            return
+    def _on_event(self, job: _Job, event: dict[str, Any]) -> None:
         kind = event.get("event")
         if kind == "phase":
             name = event.get("phase")
@@ -298,15 +261,11 @@ class RunController(QObject):
         elif kind == "done":
             job.done = event
 
-    def _on_finished(self, job: _Job, code: int, status) -> None:
-        self._read_stdout(job)
-        if job.stdout:
-            self._handle_line(job, job.stdout)
-            job.stdout = b""
-        self._read_stderr(job)
+    def _on_finished(self, job: _Job, code: int, status: QProcess.ExitStatus) -> None:
         if job in self._retired:
             self._retired.remove(job)
-        job.process.deleteLater()
+        assert job.proc is not None
+        job.proc.discard()
         if job.canceled or job is not self._job:
             return
         self._job = None
@@ -315,7 +274,7 @@ class RunController(QObject):
             out = Path(job.done.get("out") or job.out)
             self.finished.emit(FinishedRun(job.spec, out, run))
             return
-        stderr = job.stderr.decode("utf-8", "replace").strip()
+        stderr = job.proc.stderr_text()
         if job.error is not None:
             message = str(job.error.get("message") or "the run failed")
             details = str(job.error.get("traceback") or "") or stderr
@@ -328,9 +287,10 @@ class RunController(QObject):
             details = stderr
         self.failed.emit(message, details)
 
-    def _on_error(self, job: _Job, error) -> None:
-        if error != QProcess.ProcessError.FailedToStart or job is not self._job:
-            return  # other errors are followed by finished()
+    def _on_failed_to_start(self, job: _Job, reason: str) -> None:
+        if job is not self._job:
+            return
         self._job = None
-        job.process.deleteLater()
-        self.failed.emit(f"could not start the runner ({self.command[0]}): {job.process.errorString()}", "")
+        if job.proc is not None:
+            job.proc.discard()
+        self.failed.emit(f"could not start the runner ({self.command[0]}): {reason}", "")

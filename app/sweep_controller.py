@@ -11,15 +11,13 @@ same, and sweep.json still holds every finished cell). The sweep cancels itself 
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer, Signal
+from PySide6.QtCore import QObject, QProcess, Signal
 
-from branchscope.app.run_controller import CANCEL_GRACE_MS
-from branchscope.profiling.run.protocol import PARENT_PID_ENV, python_command
+from branchscope.app.jsonl_process import CANCEL_GRACE_MS, JsonLinesProcess
+from branchscope.profiling.run.protocol import python_command
 from branchscope.profiling.run.sweep import SweepRequest
 
 CLI_MODULE = "branchscope.app.cli"
@@ -28,9 +26,7 @@ CLI_MODULE = "branchscope.app.cli"
 @dataclass
 class _Job:
     request: SweepRequest
-    process: QProcess
-    stdout: bytes = b""
-    stderr: bytes = b""
+    proc: JsonLinesProcess | None = None
     sweep: dict[str, Any] | None = None
     done: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
@@ -69,7 +65,7 @@ class SweepController(QObject):
     def active_processes(self) -> int:
         """Sweep processes not yet exited: the current one and cancelled ones still stopping."""
         jobs = ([self._job] if self._job else []) + self._retired
-        return sum(1 for j in jobs if j.process.state() != QProcess.ProcessState.NotRunning)
+        return sum(1 for j in jobs if j.proc is not None and j.proc.running())
 
     @property
     def sweep(self) -> dict[str, Any] | None:
@@ -81,21 +77,18 @@ class SweepController(QObject):
         """Start a sweep; one already going is cancelled first."""
         if self._job is not None:
             self.cancel()
-        proc = QProcess(self)
-        args = [*self.command[1:], *request.argv(), "--jsonl"]
-        proc.setProgram(self.command[0])
-        proc.setArguments(args)
-        env = QProcessEnvironment.systemEnvironment()
-        env.insert(PARENT_PID_ENV, str(os.getpid()))  # the sweep cancels itself when the window dies
-        proc.setProcessEnvironment(env)
-        job = _Job(request, proc)
-        proc.readyReadStandardOutput.connect(lambda: self._read_stdout(job))
-        proc.readyReadStandardError.connect(lambda: self._read_stderr(job))
-        proc.finished.connect(lambda code, status: self._on_finished(job, code, status))
-        proc.errorOccurred.connect(lambda err: self._on_error(job, err))
+        command = [*self.command, *request.argv(), "--jsonl"]
+        job = _Job(request)
+        job.proc = JsonLinesProcess(
+            command,
+            lambda event: self._on_event(job, event),
+            lambda code, status: self._on_finished(job, code, status),
+            lambda reason: self._on_failed_to_start(job, reason),
+            self,
+        )
         self._job = job
-        self.last_command = [self.command[0], *args]
-        proc.start()
+        self.last_command = command
+        job.proc.start()
 
     def cancel(self) -> None:
         """Stop the current sweep (SIGTERM, then SIGKILL after a grace period); `canceled` follows
@@ -106,46 +99,18 @@ class SweepController(QObject):
         self._job = None
         job.canceled = True
         self._retired.append(job)
-        proc = job.process
-        if proc.state() != QProcess.ProcessState.NotRunning:
-            proc.terminate()
-            QTimer.singleShot(CANCEL_GRACE_MS, proc, lambda: self._kill_if_running(job))
-
-    def _kill_if_running(self, job: _Job) -> None:
-        if job.process.state() != QProcess.ProcessState.NotRunning:
-            job.process.kill()
+        if job.proc is not None:
+            job.proc.stop(CANCEL_GRACE_MS)
 
     def shutdown(self, wait_ms: int = 5000) -> None:
         """Cancel and wait for every sweep process (the window is closing)."""
         self.cancel()
         for job in list(self._retired):
-            if job.process.state() != QProcess.ProcessState.NotRunning:
-                if not job.process.waitForFinished(wait_ms):
-                    job.process.kill()
-                    job.process.waitForFinished(1000)
+            if job.proc is not None:
+                job.proc.wait(wait_ms)
 
     # ---- process output ---------------------------------------------------------------------
-    def _read_stdout(self, job: _Job) -> None:
-        job.stdout += bytes(job.process.readAllStandardOutput())
-        *lines, job.stdout = job.stdout.split(b"\n")
-        for line in lines:
-            self._handle_line(job, line)
-
-    def _read_stderr(self, job: _Job) -> None:
-        job.stderr += bytes(job.process.readAllStandardError())
-        if len(job.stderr) > 256_000:
-            job.stderr = job.stderr[-128_000:]
-
-    def _handle_line(self, job: _Job, line: bytes) -> None:
-        line = line.strip()
-        if not line.startswith(b"{"):
-            return
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return
-        if not isinstance(event, dict):
-            return
+    def _on_event(self, job: _Job, event: dict[str, Any]) -> None:
         kind = event.get("event")
         current = job is self._job
         if kind == "sweep" and isinstance(event.get("sweep"), dict):
@@ -171,14 +136,10 @@ class SweepController(QObject):
                 job.sweep = event["sweep"]
 
     def _on_finished(self, job: _Job, code: int, status: QProcess.ExitStatus) -> None:
-        self._read_stdout(job)
-        if job.stdout:
-            self._handle_line(job, job.stdout)
-            job.stdout = b""
-        self._read_stderr(job)
         if job in self._retired:
             self._retired.remove(job)
-        job.process.deleteLater()
+        assert job.proc is not None
+        job.proc.discard()
         out = str(job.request.out)
         if job.canceled:
             self.canceled.emit(out)
@@ -194,13 +155,13 @@ class SweepController(QObject):
             return
         crashed = status == QProcess.ExitStatus.CrashExit
         message = "the sweep crashed" if crashed else f"the sweep exited with code {code}"
-        last = [ln for ln in job.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+        last = [ln for ln in job.proc.stderr_text().splitlines() if ln.strip()]
         self.failed.emit(message + (f": {last[-1]}" if last else ""))
 
-    def _on_error(self, job: _Job, error: QProcess.ProcessError) -> None:
-        if error != QProcess.ProcessError.FailedToStart or job is not self._job:
-            return  # other errors are followed by finished()
+    def _on_failed_to_start(self, job: _Job, reason: str) -> None:
+        if job is not self._job:
+            return
         self._job = None
-        job.process.deleteLater()
-        self.failed.emit(f"could not start the sweep ({self.command[0]}): {job.process.errorString()}")
-
+        if job.proc is not None:
+            job.proc.discard()
+        self.failed.emit(f"could not start the sweep ({self.command[0]}): {reason}")
