@@ -62,6 +62,33 @@ def files_written_by_branchscope(folder: Path) -> set[str]:
     return set()
 
 
+def lock_folder(out: Path, what: str) -> tuple[int, bool]:
+    """Make `out` if needed and lock it (flock on the folder itself: no lock file is written);
+    returns the descriptor holding the lock and whether the folder was made. Raises RunFolderError
+    with one line when it is not a folder, cannot be made, or another `what` ("run", "sweep") holds it.
+    """
+    created = False
+    try:
+        if out.exists() and not out.is_dir():
+            raise RunFolderError(f"--out {out} exists and is not a folder")
+        if not out.exists():
+            out.mkdir(parents=True)
+            created = True
+        fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    except FileExistsError:
+        raise RunFolderError(f"--out {out} exists and is not a folder") from None
+    except OSError as exc:
+        raise RunFolderError(f"cannot write to --out {out}: {describe_os_error(exc)}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise RunFolderError(f"another branchscope {what} is writing to {out}; wait for it or choose another --out") from None
+        raise RunFolderError(f"cannot lock --out {out}: {describe_os_error(exc)}") from None
+    return fd, created
+
+
 class RunFolder:
     """DIR for one run: `open()` checks and locks it, `staging` receives the files, `commit()` moves
     them in (run.json last), `close()` removes what is left of the staging and unlocks."""
@@ -74,26 +101,7 @@ class RunFolder:
         self._created = False
 
     def open(self) -> RunFolder:
-        out = self.out
-        try:
-            if out.exists() and not out.is_dir():
-                raise RunFolderError(f"--out {out} exists and is not a folder")
-            if not out.exists():
-                out.mkdir(parents=True)
-                self._created = True
-            fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
-        except FileExistsError:
-            raise RunFolderError(f"--out {out} exists and is not a folder") from None
-        except OSError as exc:
-            raise RunFolderError(f"cannot write to --out {out}: {describe_os_error(exc)}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise RunFolderError(f"another branchscope run is writing to {out}; wait for it or choose another --out") from None
-            raise RunFolderError(f"cannot lock --out {out}: {describe_os_error(exc)}") from None
-        self._fd = fd
+        self._fd, self._created = lock_folder(self.out, "run")
         try:
             self._check_and_stage()
         except BaseException:

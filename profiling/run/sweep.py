@@ -27,7 +27,6 @@ No torch and no Qt here.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import math
 import os
@@ -43,6 +42,7 @@ from branchscope.profiling.run.folder import (
     RunFolderError,
     describe_os_error,
     files_written_by_branchscope,
+    lock_folder,
 )
 from branchscope.profiling.run.processes import set_death_signal
 from branchscope.profiling.run.protocol import (
@@ -350,24 +350,7 @@ class SweepFolder:
         self._created = False
 
     def open(self) -> SweepFolder:
-        out = self.out
-        try:
-            if out.exists() and not out.is_dir():
-                raise RunFolderError(f"--out {out} exists and is not a folder")
-            if not out.exists():
-                out.mkdir(parents=True)
-                self._created = True
-            fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
-        except FileExistsError:
-            raise RunFolderError(f"--out {out} exists and is not a folder") from None
-        except OSError as exc:
-            raise RunFolderError(f"cannot write to --out {out}: {describe_os_error(exc)}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise RunFolderError(f"another branchscope sweep is writing to {out}; wait for it or choose another --out") from None
-        self._fd = fd
+        self._fd, self._created = lock_folder(self.out, "sweep")
         try:
             self._check()
         except BaseException:
