@@ -5,11 +5,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
-from branchscope.profiling.trace.analyses import lane_busy_ns, memory_imbalance, parallelism
+from branchscope.profiling.trace.analyses import (
+    cores_used,
+    memory_imbalance,
+    parallelism,
+    pool_busy_share,
+    steps_window,
+)
 from branchscope.profiling.trace.model import Trace
 from branchscope.widgets.branch_legend import legend_rows
 from branchscope.widgets.event_info import describe_event, rows_to_html
@@ -26,15 +31,16 @@ def trace_summary_rows(trace: Trace, run: dict[str, Any] | None = None) -> list[
         ("Events", f"{len(trace):,}"),
         ("Span", format_duration(end - start)),
         ("Lanes", f"{len(cpu)} CPU threads, {len(gpu)} GPU streams"),
-        ("Parallelism", f"{parallelism(trace):.2f} lanes busy on average"),
     ]
+    where = "in the profiled steps" if steps_window(trace) is not None else "over the trace"
+    rows.append(("Parallelism", f"{parallelism(trace):.2f} threads computing on average {where}"))
+    cores = cores_used(trace)
+    if cores is not None:
+        rows.append(("Cores used", f"{cores:.2f} on average {where} (CPU samples)"))
+    share = pool_busy_share(trace)
     pool = trace.lanes_of("cpu", "interop")
-    if pool:
-        busy = lane_busy_ns(trace)
-        share = [busy[ln.index] / max(end - start, 1) for ln in pool]
-        rows.append(
-            ("Inter-op pool", f"{len(pool)} threads, each busy {np.mean(share) * 100:.0f}% of the span")
-        )
+    if pool and share is not None:
+        rows.append(("Inter-op pool", f"{len(pool)} threads, busy {share * 100:.0f}% of their time {where}"))
     for m in trace.memory:
         rows.append((f"Memory {m.device}", f"peak {format_bytes(m.peak_bytes)}"))
     imb = memory_imbalance(trace)
