@@ -56,16 +56,42 @@ class Lane:
 
 @dataclass(frozen=True, slots=True)
 class MemorySeries:
-    """Allocator events of one device in time order; `total_bytes` is the allocated total after each."""
+    """Allocator events of one device in time order; `total_bytes` is the allocated total after each.
 
-    device: str  # "cpu" or "cuda:N"
+    The per-event columns after `total_bytes` may be left out when building one: `addr`, `pid` and
+    `tid` are then -1 throughout (-1 also marks an event without `Addr`, as in the oldest traces).
+    A snapshot's series names each event's allocation site: `site_id` indexes `sites` (-1: none).
+    """
+
+    device: str  # "cpu" or "cuda:N" ("rankR/cuda:N" once ranks are merged)
     ts_ns: np.ndarray  # int64
     delta_bytes: np.ndarray  # int64, negative for frees
     total_bytes: np.ndarray  # int64
+    addr: np.ndarray = None  # type: ignore[assignment]  # int64; -1 filled in by __post_init__
+    #: Reserved by the caching allocator after each event (int64); None where the trace lacks it.
+    reserved_bytes: np.ndarray | None = None
+    pid: np.ndarray = None  # type: ignore[assignment]  # int64, the allocating process; -1 filled in
+    tid: np.ndarray = None  # type: ignore[assignment]  # int64, the allocating thread; -1 filled in
+    #: The device's memory (deviceProperties[].totalGlobalMem for cuda:N); None when unknown.
+    capacity_bytes: int | None = None
+    rank: int | None = None
+    site_id: np.ndarray | None = None  # int32 into `sites`, snapshots only
+    sites: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        n = int(np.asarray(self.ts_ns).size)
+        for name in ("addr", "pid", "tid"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.full(n, -1, dtype=np.int64))
 
     @property
     def events(self) -> int:
         return int(self.ts_ns.size)
+
+    @property
+    def has_addr(self) -> bool:
+        """Whether events carry addresses, so that allocations and frees can be paired."""
+        return bool(self.addr.size) and bool(np.any(self.addr != -1))
 
     @property
     def peak_bytes(self) -> int:

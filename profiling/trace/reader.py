@@ -129,6 +129,8 @@ class _MemoryArgs(msgspec.Struct, gc=False):
     device_id: int = msgspec.field(name="Device Id", default=-1)
     bytes: int = msgspec.field(name="Bytes", default=0)
     total: int | None = msgspec.field(name="Total Allocated", default=None)
+    reserved: int | None = msgspec.field(name="Total Reserved", default=None)
+    addr: int | None = msgspec.field(name="Addr", default=None)
 
 
 def _keep_float_text(text: str) -> str:
@@ -619,7 +621,7 @@ def _build(path: str, raw_events: list[msgspec.Raw], metadata: dict[str, Any]) -
     lane = key_to_lane[key_ids_arr] if key_ids_arr.size else np.zeros(0, dtype=np.int32)
 
     lane_lookup = {key: int(key_to_lane[k]) for key, k in raw_keys.items()}
-    memory = _memory_series(memory_events)
+    memory = _memory_series(memory_events, metadata)
     counters = _counter_tracks(counter_events)
     flow_binder = (
         (lambda trace: bind_flows(trace, flow_point_columns(flow_raws, lane_lookup))) if flow_raws else None
@@ -682,16 +684,47 @@ def _device_name(device_type: int, device_id: int) -> str:
     return kind if kind == "cpu" else f"{kind}:{device_id}"
 
 
-def _memory_series(events: list[_Event]) -> list[MemorySeries]:
-    """Allocator events per device; the legacy format lacks `Total Allocated`: sum `Bytes` instead."""
+def _capacities(metadata: dict[str, Any]) -> dict[int, int]:
+    """GPU index -> totalGlobalMem from the trace's deviceProperties (what is well formed of it)."""
+    props = metadata.get("deviceProperties")
+    out: dict[int, int] = {}
+    if isinstance(props, list):
+        for p in props:
+            if isinstance(p, dict) and type(p.get("id")) is int and type(p.get("totalGlobalMem")) is int:
+                out[p["id"]] = p["totalGlobalMem"]
+    return out
+
+
+def _int64(values: list[int], what: str) -> np.ndarray:
+    """An int64 column; addresses at or above 2**63 wrap (they are compared, never added)."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:
+        if any(v < -(1 << 63) or v >= 1 << 64 for v in values):
+            raise ValueError(f"[memory] {what} out of range") from None
+        return np.array([v - (1 << 64) if v >= 1 << 63 else v for v in values], dtype=np.int64)
+
+
+def _memory_series(events: list[_Event], metadata: dict[str, Any] | None = None) -> list[MemorySeries]:
+    """Allocator events per device; the legacy format lacks `Total Allocated`: sum `Bytes` instead.
+
+    Each series keeps per event the address (-1 without `Addr`), `Total Reserved` (None when any
+    event lacks it) and the allocating thread; GPUs get their capacity from deviceProperties.
+    """
     if not events:
         return []
+    metadata = metadata or {}
     blob = b"[" + b",".join(bytes(e.args) or b"{}" for e in events) + b"]"
     try:
         args = _MEMORY_DECODER.decode(blob)
     except msgspec.ValidationError as exc:
         raise ValueError(f"[memory] event args: {exc}") from None
     ts = _ns_column([e.ts for e in events], "memory timestamp")
+    pids = np.array([-1 if (v := _real_id(e.pid)) is None else v for e in events], dtype=np.int64)
+    tids = np.array([-1 if (v := _real_id(e.tid)) is None else v for e in events], dtype=np.int64)
+    capacity = _capacities(metadata)
+    info = metadata.get("distributedInfo")
+    rank = info.get("rank") if isinstance(info, dict) and type(info.get("rank")) is int else None
     by_device: dict[str, list[int]] = {}
     for i, a in enumerate(args):
         device = _device_name(a.device_type, a.device_id)
@@ -700,13 +733,32 @@ def _memory_series(events: list[_Event]) -> list[MemorySeries]:
     for device in sorted(by_device, key=lambda d: (d != "cpu", len(d), d)):
         idx = np.array(by_device[device], dtype=np.int64)
         order = idx[np.argsort(ts[idx], kind="stable")]
-        delta = np.array([args[i].bytes for i in order.tolist()], dtype=np.int64)
-        totals = [args[i].total for i in order.tolist()]
+        picked = [args[i] for i in order.tolist()]
+        delta = np.array([a.bytes for a in picked], dtype=np.int64)
+        totals = [a.total for a in picked]
         if all(t is not None for t in totals):
             total = np.array(totals, dtype=np.int64)
         else:
             total = np.cumsum(delta)
-        series.append(MemorySeries(device=device, ts_ns=ts[order], delta_bytes=delta, total_bytes=total))
+        reserved = [a.reserved for a in picked]
+        addr = _int64([-1 if a.addr is None else a.addr for a in picked], "Addr")
+        kind, _, dev_id = device.partition(":")
+        series.append(
+            MemorySeries(
+                device=device,
+                ts_ns=ts[order],
+                delta_bytes=delta,
+                total_bytes=total,
+                addr=addr,
+                reserved_bytes=(
+                    np.array(reserved, dtype=np.int64) if all(r is not None for r in reserved) else None
+                ),
+                pid=pids[order],
+                tid=tids[order],
+                capacity_bytes=capacity.get(int(dev_id)) if kind in ("cuda", "hip") and dev_id else None,
+                rank=rank,
+            )
+        )
     return series
 
 
