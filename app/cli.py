@@ -11,7 +11,7 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from branchscope.app import cmd_compare, cmd_gui, cmd_inspect, cmd_profile, cmd_sweep
+    from branchscope.app import cmd_compare, cmd_gui, cmd_inspect, cmd_memory, cmd_profile, cmd_sweep
 
     parser = argparse.ArgumentParser(
         prog="branchscope",
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_profile.register(sub)
     cmd_compare.register(sub)
     cmd_sweep.register(sub)
+    cmd_memory.register(sub)
     cmd_gui.register(sub)
     parser.set_defaults(handler=cmd_gui.run_default)
     return parser

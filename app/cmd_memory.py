@@ -1,0 +1,135 @@
+"""`branchscope memory SOURCE... [--json] [--top N]`: memory per device, what it holds at its
+peak, and the imbalance across devices of one kind.
+
+A SOURCE is a trace file, a run folder (its trace) or an allocator snapshot (a pickle, told by its
+first bytes). Several sources are the ranks of one job: each keeps its own rank (a trace's
+distributedInfo, a snapshot's `rank-N` in its name), or its position when those are missing or
+repeat, and they are merged with `merge_traces`, so devices read `rankR/cuda:N`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from branchscope.profiling import TraceFormatError, load_trace
+from branchscope.profiling.trace.memory import MemoryAnalysis, analyze_memory
+from branchscope.profiling.trace.merge import merge_traces
+from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.snapshot import is_snapshot, load_snapshot
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "memory", help="memory per device: peaks, what holds them, imbalance (traces, run folders, snapshots)"
+    )
+    p.add_argument(
+        "sources", nargs="+", metavar="SOURCE",
+        help="a trace (.json, .json.gz), a run folder or a memory snapshot (.pickle); several are ranks of one job",
+    )
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--top", type=_count, default=10, metavar="N", help="groups listed at each peak (default 10)")
+    p.set_defaults(handler=run)
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return n
+
+
+def load_source(path: str) -> Trace:
+    """A trace file, a run folder's trace, or a snapshot, as a `Trace`."""
+    from branchscope.app.runs import entry_for_path
+
+    p = Path(path)
+    if not p.is_dir() and is_snapshot(p):
+        return load_snapshot(p)
+    return load_trace(entry_for_path(p).trace_path)
+
+
+def _with_rank(trace: Trace, rank: int) -> Trace:
+    info = trace.metadata.get("distributedInfo")
+    info = {**info, "rank": rank} if isinstance(info, dict) else {"rank": rank}
+    return dataclasses.replace(trace, metadata={**trace.metadata, "distributedInfo": info})
+
+
+def load_sources(paths: list[str]) -> Trace:
+    """One source as is; several merged as the ranks of one job (see the module docstring)."""
+    traces = [load_source(p) for p in paths]
+    if len(traces) == 1:
+        return traces[0]
+    ranks = [t.rank for t in traces]
+    if any(r is None for r in ranks) or len(set(ranks)) != len(ranks):
+        traces = [_with_rank(t, i) for i, t in enumerate(traces)]
+    return merge_traces(traces)
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1024
+    return str(n)
+
+
+def format_table(analysis: MemoryAnalysis, title: str, top: int) -> str:
+    lines = [title]
+    if not analysis.devices:
+        return "\n".join([*lines, "  no memory events (profile with profile_memory=True, or open a snapshot)"])
+    for d in analysis.devices:
+        series = analysis.series[d.device]
+        lines += [
+            "",
+            f"  {d.label}: peak {_bytes(d.peak_bytes)} {(d.peak_ns - int(series.ts_ns[0])) / 1e6:.3f} ms after its"
+            " first memory event"
+            + (f", reserved peak {_bytes(d.reserved_peak_bytes)}" if d.reserved_peak_bytes is not None else "")
+            + (f", capacity {_bytes(d.capacity_bytes)}" if d.capacity_bytes is not None else "")
+            + f"; {d.allocations:,} allocations, {d.frees:,} frees",
+        ]
+        if not series.has_addr:
+            lines.append("    events without addresses: allocations and frees cannot be paired")
+            continue
+        if top and d.at_peak:
+            lines.append(f"    {'live at the peak':>16} {'allocs':>8}  where")
+            for a in d.at_peak[:top]:
+                lines.append(f"    {_bytes(a.bytes):>16} {a.allocations:>8,}  {a.where}")
+            if len(d.at_peak) > top:
+                rest = d.at_peak[top:]
+                lines.append(
+                    f"    {_bytes(sum(a.bytes for a in rest)):>16} {sum(a.allocations for a in rest):>8,}"
+                    f"  ({len(rest)} more)"
+                )
+    if analysis.imbalance:
+        lines.append("")
+    for i in analysis.imbalance:
+        ratio = "no median" if i.max_over_median == float("inf") else f"{i.max_over_median:.2f}x the median"
+        lines.append(
+            f"  {i.device_type} imbalance: {i.heaviest} peaks at {ratio}, {_bytes(i.excess_bytes)} above the median device"
+        )
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        trace = load_sources(list(args.sources))
+    except TraceFormatError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    analysis = analyze_memory(trace)
+    if args.json:
+        json.dump(analysis.to_json(args.top), sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print(format_table(analysis, " + ".join(args.sources), args.top))
+    return 0
