@@ -1,0 +1,367 @@
+"""The memory imbalance summary: each device's peak as a bar beside the others', the heaviest
+device's excess over the median device in words, and what was live at a device's peak, grouped by
+op (or, for a snapshot, by allocation site), largest first.
+
+Bars of one kind of device share a plot (and so a scale: the heaviest GPU's bar is as much taller
+as its peak is larger); each kind gets its own plot, so 8 B of CPU memory are not drawn beside
+6 GiB of GPU memory. The median peak of a kind is a dashed line across its bars. Clicking a bar
+chooses that device (`deviceChosen`), whose peak the table then shows (by default the heaviest
+device of the first imbalance); clicking a row of the table says where (`whereActivated`, the
+op's name, for `TimelineView.find`) and which events hold that memory (`eventsActivated`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QSizePolicy,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from branchscope.profiling.trace.memory import (
+    BEFORE_PROFILING,
+    NO_OP,
+    DeviceMemory,
+    Imbalance,
+    MemoryAnalysis,
+    device_type_of,
+)
+from branchscope.widgets.charts import BytesAxisItem, _style_axis
+from branchscope.widgets.memory_view import DEVICE_COLORS, device_order
+from branchscope.widgets.theme import Theme, theme
+from branchscope.widgets.units import format_bytes, format_offset
+
+#: Bar width, in slots of 1.
+BAR_WIDTH = 0.6
+#: What the table's rows hold besides their text.
+WHERE_ROLE = Qt.ItemDataRole.UserRole + 1
+
+
+def _kind_name(kind: str) -> str:
+    return {"cuda": "GPU", "hip": "GPU", "cpu": "CPU"}.get(kind, kind)
+
+
+def imbalance_words(imbalance: Imbalance, median_bytes: float) -> str:
+    """One sentence: how far the heaviest device of a kind is above the median one."""
+    kind = _kind_name(imbalance.device_type)
+    heaviest = imbalance.heaviest
+    if imbalance.max_over_median == float("inf"):
+        return f"{heaviest} holds {format_bytes(imbalance.excess_bytes)} at its peak; the median {kind} holds nothing."
+    peak = median_bytes + imbalance.excess_bytes
+    return (
+        f"{heaviest} peaks at {format_bytes(peak)}, {imbalance.max_over_median:.2f}× the median {kind} "
+        f"({format_bytes(median_bytes)}): {format_bytes(imbalance.excess_bytes)} more."
+    )
+
+
+class _CategoryAxis(pg.AxisItem):
+    """A bottom axis naming each bar (ticks at 0, 1, 2, …), in the palette's colours."""
+
+    def __init__(self, names: Sequence[str]):
+        super().__init__("bottom")
+        self.setTicks([list(enumerate(names))])
+        _style_axis(self, theme(), None)
+
+    def apply_theme(self, colors: Theme, font: QFont) -> None:
+        _style_axis(self, colors, font)
+
+
+class _Bars(pg.BarGraphItem):
+    """One kind's bars; a click on one calls `chosen(index)`."""
+
+    def __init__(self, chosen, **opts):
+        super().__init__(**opts)
+        self._chosen = chosen
+
+    def mouseClickEvent(self, ev) -> None:  # noqa: N802 (pyqtgraph API)
+        if ev.button() != Qt.MouseButton.LeftButton:
+            return
+        k = int(round(ev.pos().x()))
+        heights = self.opts["height"]
+        if (
+            0 <= k < len(heights)
+            and abs(ev.pos().x() - k) <= BAR_WIDTH / 2
+            and 0 <= ev.pos().y() <= heights[k]
+        ):
+            ev.accept()
+            self._chosen(k)
+
+
+class MemorySummary(QWidget):
+    """Peaks side by side, the imbalance in words, and what was live at a device's peak (see the
+    module docstring).
+
+    `deviceChosen(device)`: a bar was clicked (`device` as in `Trace.memory`).
+    `whereActivated(where)`: a row was clicked: the op (or allocation site) holding that memory.
+    `eventsActivated(events)`: the same row's enclosing ops (indices into the trace's events).
+    """
+
+    deviceChosen = Signal(str)
+    whereActivated = Signal(str)
+    eventsActivated = Signal(list)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.analysis: MemoryAnalysis | None = None
+        #: The device whose peak the table shows.
+        self.device: str | None = None
+        #: Each plot's devices, left to right, by kind.
+        self.kinds: dict[str, list[DeviceMemory]] = {}
+        self.plots: dict[str, pg.PlotItem] = {}
+        self.bars: dict[str, _Bars] = {}
+        self.median_lines: dict[str, pg.InfiniteLine] = {}
+        self._colors: dict[str, QColor] = {}
+        self.words = QLabel(self)
+        self.words.setWordWrap(True)
+        self.words.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.chart = pg.GraphicsLayoutWidget(self)
+        self.chart.ci.setContentsMargins(4, 4, 4, 4)
+        self.chart.setMinimumHeight(140)
+        self.caption = QLabel(self)
+        self.caption.setWordWrap(True)
+        self.table = QTableWidget(0, 4, self)
+        self.table.setHorizontalHeaderLabels(["op", "bytes", "allocations", "share of peak"])
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.verticalHeader().hide()
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for c in (1, 2, 3):
+            header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.cellClicked.connect(lambda row, _col: self._activate(row))
+        self.table.cellActivated.connect(lambda row, _col: self._activate(row))
+        lower = QWidget(self)
+        lower_lay = QVBoxLayout(lower)
+        lower_lay.setContentsMargins(0, 0, 0, 0)
+        lower_lay.addWidget(self.caption)
+        lower_lay.addWidget(self.table, 1)
+        split = QSplitter(Qt.Orientation.Vertical, self)
+        split.setChildrenCollapsible(False)
+        split.addWidget(self.chart)
+        split.addWidget(lower)
+        split.setSizes([220, 260])
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(self.words)
+        lay.addWidget(split, 1)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
+        self.set_analysis(None)
+
+    # ---- data -------------------------------------------------------------------------------
+    def set_analysis(self, analysis: MemoryAnalysis | None) -> None:
+        """Show `analysis` (None: nothing), its heaviest device's peak in the table."""
+        self.analysis = analysis
+        self.chart.ci.clear()
+        self.kinds, self.plots, self.bars, self.median_lines = {}, {}, {}, {}
+        devices = sorted(analysis.devices, key=device_order) if analysis is not None else []
+        self._colors = {
+            d.device: QColor(DEVICE_COLORS[k % len(DEVICE_COLORS)]) for k, d in enumerate(devices)
+        }
+        for d in devices:
+            self.kinds.setdefault(device_type_of(d.device), []).append(d)
+        # kinds with an imbalance first (the GPUs), then the others
+        imbalanced = [i.device_type for i in analysis.imbalance] if analysis is not None else []
+        order = sorted(self.kinds, key=lambda k: (k not in imbalanced, k == "cpu", k))
+        for col, kind in enumerate(order):
+            self._add_plot(col, kind, self.kinds[kind])
+            self.chart.ci.layout.setColumnStretchFactor(col, max(1, len(self.kinds[kind])))
+        if analysis is None or not devices:
+            self.words.setText("no memory events in this trace" if analysis is not None else "")
+            self.device = None
+            self._fill_table()
+            return
+        sentences = [imbalance_words(i, self._median(i.device_type)) for i in analysis.imbalance]
+        if not sentences:
+            one = devices[0]
+            sentences = [
+                f"one device of each kind: {_kind_name(device_type_of(one.device))} peaks at {format_bytes(one.peak_bytes)}."
+            ]
+        self.words.setText(" ".join(sentences))
+        self.apply_theme()
+        self.set_device(self.default_device())
+
+    def _median(self, kind: str) -> float:
+        return float(np.median([d.peak_bytes for d in self.kinds.get(kind, [])] or [0]))
+
+    def default_device(self) -> str | None:
+        """The heaviest device of the first imbalance, else the device of the largest peak."""
+        if self.analysis is None or not self.analysis.devices:
+            return None
+        for imbalance in self.analysis.imbalance:
+            for d in self.analysis.devices:
+                if imbalance.heaviest in (d.label, d.device):
+                    return d.device
+        return max(self.analysis.devices, key=lambda d: d.peak_bytes).device
+
+    def _add_plot(self, col: int, kind: str, devices: list[DeviceMemory]) -> None:
+        names = [d.device for d in devices]
+        plot = self.chart.ci.addPlot(
+            row=0, col=col, axisItems={"left": BytesAxisItem(), "bottom": _CategoryAxis(names)}
+        )
+        plot.setMenuEnabled(False)
+        plot.hideButtons()
+        plot.setMouseEnabled(x=False, y=False)
+        plot.setTitle(f"peak per {_kind_name(kind)}")
+        x = np.arange(len(devices), dtype=float)
+        peaks = np.array([d.peak_bytes for d in devices], dtype=float)
+        reserved = [d.reserved_peak_bytes for d in devices]
+        if any(r is not None for r in reserved):  # reserved peaks behind, lighter
+            light = []
+            for d in devices:
+                c = QColor(self._colors[d.device])
+                c.setAlpha(60)
+                light.append(pg.mkBrush(c))
+            behind = pg.BarGraphItem(
+                x=x, height=np.array([r or 0 for r in reserved], dtype=float), width=BAR_WIDTH + 0.2,
+                brushes=light, pen=pg.mkPen(None),
+            )  # fmt: skip
+            plot.addItem(behind)
+        bars = _Bars(
+            lambda k, names=names: self._choose(names[k]),
+            x=x, height=peaks, width=BAR_WIDTH, brushes=[pg.mkBrush(self._colors[n]) for n in names],
+            pen=pg.mkPen(None),
+        )  # fmt: skip
+        plot.addItem(bars)
+        top = max(float(peaks.max()), *(float(r) for r in reserved if r is not None), 1.0)
+        plot.setYRange(0, top * 1.12, padding=0)
+        plot.setXRange(-0.6, len(devices) - 0.4, padding=0)
+        left = plot.getAxis("left")
+        left.v_max = top
+        if len(devices) >= 2:
+            line = pg.InfiniteLine(
+                pos=self._median_of(devices), angle=0, movable=False,
+                pen=pg.mkPen(theme().muted, width=1, style=Qt.PenStyle.DashLine),
+                label="median", labelOpts={"position": 0.02, "color": theme().muted, "anchors": [(0, 1), (0, 1)]},
+            )  # fmt: skip
+            plot.addItem(line, ignoreBounds=True)
+            self.median_lines[kind] = line
+        self.plots[kind] = plot
+        self.bars[kind] = bars
+
+    @staticmethod
+    def _median_of(devices: list[DeviceMemory]) -> float:
+        return float(np.median([d.peak_bytes for d in devices]))
+
+    def _choose(self, device: str) -> None:
+        self.set_device(device)
+        self.deviceChosen.emit(device)
+
+    def set_device(self, device: str | None) -> None:
+        """Show what was live at `device`'s peak in the table, and outline its bar."""
+        self.device = device
+        self._outline()
+        self._fill_table()
+
+    def _outline(self) -> None:
+        for kind, bars in self.bars.items():
+            names = [d.device for d in self.kinds[kind]]
+            pens = [pg.mkPen(theme().text, width=2) if n == self.device else pg.mkPen(None) for n in names]
+            bars.setOpts(pens=pens)
+
+    def bar_center(self, device: str) -> tuple[float, float]:
+        """Where `device`'s bar is, halfway up, in the chart's widget pixels (for a click)."""
+        for kind, devices in self.kinds.items():
+            for k, d in enumerate(devices):
+                if d.device == device:
+                    vb = self.plots[kind].vb
+                    vb.updateMatrix()
+                    p = self.chart.mapFromScene(vb.mapViewToScene(pg.Point(float(k), d.peak_bytes / 2)))
+                    return float(p.x()), float(p.y())
+        raise KeyError(device)
+
+    # ---- the table --------------------------------------------------------------------------
+    def _fill_table(self) -> None:
+        self.table.setRowCount(0)
+        d = self.analysis.device(self.device) if self.analysis is not None and self.device else None
+        if d is None:
+            self.caption.setText("")
+            return
+        t = format_offset(d.peak_ns - int(self.analysis.trace.span()[0]))
+        if not d.at_peak:
+            self.caption.setText(
+                f"{d.device} peaks at {format_bytes(d.peak_bytes)} ({t}); its events carry no addresses, "
+                "so what was live then is unknown"
+            )
+            return
+        self.caption.setText(
+            f"live at {d.device}'s peak, {format_bytes(d.peak_bytes)} at {t}, by op, largest first"
+        )
+        self.table.setRowCount(len(d.at_peak))
+        for row, group in enumerate(d.at_peak):
+            share = group.bytes / d.peak_bytes if d.peak_bytes else 0.0
+            cells = [group.where, format_bytes(group.bytes), str(group.allocations), f"{100 * share:.0f}%"]
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if col:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                item.setData(WHERE_ROLE, group.where)
+                if group.where in (NO_OP, BEFORE_PROFILING):
+                    item.setForeground(theme().muted)
+                self.table.setItem(row, col, item)
+
+    def rows(self) -> list[tuple[str, int, int]]:
+        """The table's (where, bytes, allocations), top to bottom."""
+        d = self.analysis.device(self.device) if self.analysis is not None and self.device else None
+        return [] if d is None else [(g.where, g.bytes, g.allocations) for g in d.at_peak]
+
+    def _activate(self, row: int) -> None:
+        item = self.table.item(row, 0)
+        if item is None or self.analysis is None or self.device is None:
+            return
+        where = str(item.data(WHERE_ROLE))
+        if where in (NO_OP, BEFORE_PROFILING):  # no op to find
+            return
+        events = sorted(
+            {a.event for a in self.analysis.live_at_peak(self.device) if a.where == where and a.event >= 0}
+        )
+        self.whereActivated.emit(where)
+        self.eventsActivated.emit(events)
+
+    # ---- palette and font -------------------------------------------------------------------
+    def changeEvent(self, ev: QEvent) -> None:  # noqa: N802 (Qt API)
+        super().changeEvent(ev)
+        if ev.type() in (
+            QEvent.Type.PaletteChange,
+            QEvent.Type.ApplicationPaletteChange,
+            QEvent.Type.FontChange,
+            QEvent.Type.ApplicationFontChange,
+        ):
+            self.apply_theme()
+
+    def apply_theme(self) -> None:
+        """The chart in the palette's colours and the widget's font (the Qt widgets follow alone)."""
+        colors = theme()
+        self.chart.setBackground(colors.background)
+        font = self.font()
+        for plot in self.plots.values():
+            for name in ("left", "bottom"):
+                axis = plot.getAxis(name)
+                restyle = getattr(axis, "apply_theme", None)
+                if callable(restyle):
+                    restyle(colors, font)
+            plot.titleLabel.setText(
+                plot.titleLabel.text, color=colors.text.name(), size=f"{font.pointSizeF():g}pt"
+            )
+        for line in self.median_lines.values():
+            line.setPen(pg.mkPen(colors.muted, width=1, style=Qt.PenStyle.DashLine))
+            line.label.setColor(colors.muted)
+            line.label.textItem.setFont(font)
+        self._outline()
+        for row in range(self.table.rowCount()):
+            item = self.table.item(row, 0)
+            if item is not None and item.text() in (NO_OP, BEFORE_PROFILING):
+                for col in range(self.table.columnCount()):
+                    self.table.item(row, col).setForeground(colors.muted)
