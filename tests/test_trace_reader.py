@@ -116,6 +116,27 @@ def test_memory_peak_from_total_allocated(shared_traces: Path) -> None:
     assert cuda["cuda:1"].peak_bytes == 6_629_508_096
 
 
+def test_memory_series_keep_address_reserved_thread_and_capacity(shared_traces: Path) -> None:
+    path = shared_traces / "hta_gpu_memory_2streams.json.gz"
+    trace = load_trace(path)
+    raw = [e for e in _raw_events(path) if e.get("name") == "[memory]" and e["args"]["Device Type"] == 1]
+    raw.sort(key=lambda e: e["ts"])  # the reader's order: by time, stable
+    (cuda,) = [m for m in trace.memory if m.device == "cuda:1"]
+    assert cuda.addr.tolist() == [e["args"]["Addr"] for e in raw]
+    assert cuda.reserved_bytes is not None
+    assert cuda.reserved_bytes.tolist() == [e["args"]["Total Reserved"] for e in raw]
+    assert cuda.tid.tolist() == [e["tid"] for e in raw] and set(cuda.pid.tolist()) == {783658}
+    assert cuda.capacity_bytes == 34_089_730_048 and cuda.rank == 1 and cuda.has_addr
+
+
+def test_legacy_memory_has_no_address_nor_reserved(shared_traces: Path) -> None:
+    trace = load_trace(shared_traces / "kineto_legacy_resnet50_v100.pt.trace.json.gz")
+    for m in trace.memory:
+        assert not m.has_addr and m.reserved_bytes is None and m.rank is None
+        assert m.addr.shape == m.ts_ns.shape
+    assert [m.capacity_bytes for m in trace.memory] == [None, 34_084_028_416]
+
+
 def test_legacy_memory_is_running_sum_of_bytes(shared_traces: Path) -> None:
     path = shared_traces / "kineto_legacy_resnet50_v100.pt.trace.json.gz"
     trace = load_trace(path)
@@ -203,3 +224,18 @@ def test_two_ranks_merge_side_by_side(shared_traces: Path) -> None:
     assert all(ln.label.startswith(f"rank {ln.rank} ") for ln in merged.lanes)
     one = load_trace(paths[1])
     assert merged.span()[1] == max(load_trace(paths[0]).span()[1], one.span()[1])
+
+
+def test_memory_addresses_above_int64_wrap_and_bad_ones_fail(tmp_path: Path) -> None:
+    from branchscope.profiling import TraceFormatError
+
+    def memory(addr: object) -> dict:
+        args = {"Device Type": 1, "Device Id": 0, "Addr": addr, "Bytes": 8, "Total Allocated": 8}
+        return {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1, "args": args}
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": [memory(2**64 - 16), memory(2**63 - 1)]}))
+    assert load_trace(path).memory[0].addr.tolist() == [-16, 2**63 - 1]
+    path.write_text(json.dumps({"traceEvents": [memory("0x10")]}))
+    with pytest.raises(TraceFormatError, match="memory"):
+        load_trace(path)

@@ -1,0 +1,96 @@
+"""`branchscope memory` on built traces, run folders and snapshots; broken input exits 2."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+
+from branchscope.app.cli import main
+from tests.test_memory import FOUR_GPU_PROPERTIES, four_gpu_events, write_trace
+from tests.test_snapshot import Payload, two_gpu_snapshot
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = main(["memory", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_json_of_four_gpu_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_trace(tmp_path / "t.json", four_gpu_events(), deviceProperties=FOUR_GPU_PROPERTIES)
+    rc, out, err = run_cli(capsys, str(path), "--json", "--top", "2")
+    assert rc == 0 and err == ""
+    doc = json.loads(out)
+    assert [d["device"] for d in doc["devices"]] == ["cuda:0", "cuda:1", "cuda:2", "cuda:3"]
+    assert [d["peak_bytes"] for d in doc["devices"]] == [600, 100, 100, 100]
+    assert [a["where"] for a in doc["devices"][0]["at_peak"]] == ["aten::cat", "forward"]
+    assert doc["imbalance"] == [
+        {"device_type": "cuda", "heaviest": "cuda:0", "max_over_median": 6.0, "excess_bytes": 500}
+    ]
+
+
+def test_text_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_trace(tmp_path / "t.json", four_gpu_events(), deviceProperties=FOUR_GPU_PROPERTIES)
+    rc, out, _ = run_cli(capsys, str(path), "--top", "1")
+    assert rc == 0
+    assert "cuda:0: peak 600 B" in out and "capacity 1.00 GiB" in out
+    assert "400 B" in out and "aten::cat" in out and "(2 more)" in out
+    assert "cuda imbalance: cuda:0 peaks at 6.00x the median, 500 B above the median device" in out
+
+
+def test_run_folder_reads_its_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    doc = {"traceEvents": four_gpu_events(), "deviceProperties": FOUR_GPU_PROPERTIES}
+    with gzip.open(folder / "trace.json.gz", "wt") as f:
+        json.dump(doc, f)
+    (folder / "run.json").write_text(json.dumps({"complete": True, "trace": "trace.json.gz"}))
+    rc, out, _ = run_cli(capsys, str(folder), "--json")
+    assert rc == 0 and json.loads(out)["devices"][0]["peak_bytes"] == 600
+
+
+def test_snapshots_are_ranks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for r in (0, 1):
+        (tmp_path / f"rank-{r}.pickle").write_bytes(pickle.dumps(two_gpu_snapshot()))
+    rc, out, _ = run_cli(capsys, str(tmp_path / "rank-1.pickle"), str(tmp_path / "rank-0.pickle"), "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    assert [(d["rank"], d["device"]) for d in doc["devices"]] == [(1, "cuda:0"), (1, "cuda:1"), (0, "cuda:0"), (0, "cuda:1")]
+    assert doc["devices"][0]["at_peak"][0]["where"] == "/home/u/train.py:41:loss"
+    assert doc["imbalance"][0]["heaviest"] == "rank1/cuda:0"
+
+
+def test_sources_without_distinct_ranks_take_positions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_trace(tmp_path / "a.json", four_gpu_events())
+    (tmp_path / "snap.pickle").write_bytes(pickle.dumps(two_gpu_snapshot()))
+    rc, out, _ = run_cli(capsys, str(a), str(tmp_path / "snap.pickle"), "--json")
+    assert rc == 0
+    assert [(d["rank"], d["device"]) for d in json.loads(out)["devices"]][-2:] == [(1, "cuda:0"), (1, "cuda:1")]
+
+
+def test_trace_without_memory_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_trace(tmp_path / "t.json", [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 1}])
+    rc, out, _ = run_cli(capsys, str(path))
+    assert rc == 0 and "no memory events" in out
+
+
+@pytest.mark.parametrize("kind", ["hostile pickle", "broken trace", "missing", "folder without a run"])
+def test_broken_input_is_one_error_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    marker = tmp_path / "ran"
+    path = tmp_path / "x"
+    if kind == "hostile pickle":
+        path.write_bytes(pickle.dumps({"device_traces": [[Payload(marker)]]}))
+    elif kind == "broken trace":
+        path.write_text('{"traceEvents": [')
+    elif kind == "folder without a run":
+        path.mkdir()
+    rc, out, err = run_cli(capsys, str(path))
+    assert rc == 2 and out == ""
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert not marker.exists()
