@@ -1,0 +1,104 @@
+"""The memory events table on a built 4-GPU trace: a device's allocations alive in a time range,
+times from the shown origin, never-freed allocations and pre-profile frees flagged, sorting by
+value, clicks saying which op holds the memory (pytest-qt, offscreen)."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtWidgets import QApplication
+
+from branchscope.profiling import load_trace
+from branchscope.profiling.trace.memory import analyze_memory
+from branchscope.widgets.memory_table import BEFORE, NEVER_FREED, MemoryTable
+from tests.gui_helpers import show
+from tests.test_gui_memory import T0_US, GiB, MiB, write_four_gpu_trace
+
+T0 = T0_US * 1000
+
+
+@pytest.fixture
+def four(tmp_path):
+    trace = load_trace(write_four_gpu_trace(tmp_path / "four.json.gz"))
+    return trace, analyze_memory(trace)
+
+
+def _table(qtbot) -> MemoryTable:
+    view = show(qtbot, MemoryTable(), 800, 320)
+    return view
+
+
+def _texts(view: MemoryTable, col: int) -> list[str]:
+    proxy = view.proxy
+    return [proxy.index(r, col).data() for r in range(proxy.rowCount())]
+
+
+def test_a_devices_allocations_flag_the_never_freed_and_the_pre_profile_frees(qtbot, four):
+    trace, analysis = four
+    view = _table(qtbot)
+    view.set_analysis(analysis, "cuda:1", None, None, T0)
+    assert [(a.where, a.bytes) for a in view.rows()] == [
+        ("(before profiling)", 256 * MiB),
+        ("replica forward", 1 * GiB),
+        ("aten::empty", 64 * MiB),
+    ]
+    assert _texts(view, 2) == ["before profiling", "21.000 µs", "31.000 µs"]
+    assert _texts(view, 3) == ["5.000 µs", "70.000 µs", "never freed"]
+    assert _texts(view, 4) == ["—", "49 µs", "—"]
+    assert [(a.where, note) for a, note in view.flagged()] == [
+        ("(before profiling)", BEFORE),
+        ("aten::empty", NEVER_FREED),
+    ]
+    tints = [view.proxy.index(r, 0).data(Qt.ItemDataRole.BackgroundRole) for r in range(3)]
+    assert tints[0] is not None and tints[1] is None and tints[2] is not None
+    caption = view.caption.text()
+    assert (
+        "3 allocations alive" in caption
+        and "1 never freed" in caption
+        and "1 allocated before profiling" in caption
+    )
+    assert view.model.headerData(0, Qt.Orientation.Horizontal) == "op"
+
+
+def test_a_time_range_keeps_what_is_alive_in_it_with_times_from_the_origin(qtbot, four):
+    trace, analysis = four
+    view = _table(qtbot)
+    # cuda:0 between 40 and 45 µs: the scatter (10-90) and the replica's forward (20-70) only
+    view.set_analysis(analysis, "cuda:0", T0 + 40_000, T0 + 45_000, T0 - 5_000)
+    assert sorted(a.where for a in view.rows()) == ["aten::scatter", "replica forward"]
+    assert _texts(view, 2) == ["16.000 µs", "26.000 µs"]  # 5 µs later from the earlier origin
+    assert not view.flagged()
+    assert "45.000 µs to 50.000 µs" in view.caption.text()
+
+
+def test_columns_sort_by_value(qtbot, four):
+    trace, analysis = four
+    view = _table(qtbot)
+    view.set_analysis(analysis, "cuda:0", None, None, T0)
+    header = view.view.horizontalHeader()
+    # a click on the bytes header sorts by size (not by the text "768 MiB" against "1 GiB")
+    section = QPoint(header.sectionViewportPosition(1) + 5, header.height() // 2)
+    qtbot.mouseClick(header.viewport(), Qt.MouseButton.LeftButton, pos=section)
+    first = [a.bytes for a in view.rows()]
+    assert header.sortIndicatorSection() == 1
+    assert first in (sorted(first), sorted(first, reverse=True)) and len(set(first)) > 1
+    view.view.sortByColumn(1, Qt.SortOrder.DescendingOrder)
+    assert [a.bytes for a in view.rows()] == [GiB, GiB, 768 * MiB, 512 * MiB]
+    view.set_analysis(analysis, "cuda:2", None, None, T0)
+    view.view.sortByColumn(3, Qt.SortOrder.AscendingOrder)
+    assert _texts(view, 3)[-1] == "never freed"  # never freed: after every free
+
+
+def test_a_row_click_says_which_op_holds_the_memory(qtbot, four):
+    trace, analysis = four
+    view = _table(qtbot)
+    view.set_analysis(analysis, "cuda:0", None, None, T0)
+    QApplication.processEvents()
+    row = next(r for r in range(view.proxy.rowCount()) if view.proxy.index(r, 0).data() == "aten::nll_loss")
+    rect = view.view.visualRect(view.proxy.index(row, 1))
+    with qtbot.waitSignal(view.whereActivated) as where, qtbot.waitSignal(view.eventActivated) as event:
+        qtbot.mouseClick(view.view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert where.args == ["aten::nll_loss"]
+    assert trace.names[trace.name_id[event.args[0]]] == "aten::nll_loss"
+    view.set_analysis(None, None)
+    assert view.proxy.rowCount() == 0 and view.caption.text() == ""

@@ -1,0 +1,204 @@
+"""The memory events of one device in a time range, one row per allocation: the op (or allocation
+site) that made it, its size, when it was allocated and freed (from the shown origin), and its
+lifetime. An allocation the profile never saw freed, and a free whose allocation came before
+profiling began, are flagged: a tinted row that says which. Every column sorts (by value, not by
+its text); clicking a row says which op holds the memory (`whereActivated`, `eventActivated`).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+    Signal,
+)
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
+
+from branchscope.profiling.trace.memory import Allocation, MemoryAnalysis
+from branchscope.widgets.units import format_bytes, format_duration, format_offset
+
+COLUMNS = ["op", "bytes", "allocated at", "freed at", "lifetime", "note"]
+#: What a row sorts by (numbers, not text).
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+#: A flagged row's tint: readable under light and dark text alike.
+FLAG_TINT = QColor(232, 163, 61, 70)
+NEVER_FREED = "never freed in the profile"
+BEFORE = "freed, allocated before profiling"
+_INF = float("inf")
+
+
+def note_of(a: Allocation) -> str:
+    if a.alloc_ns is None:
+        return BEFORE
+    if a.free_ns is None:
+        return NEVER_FREED
+    return ""
+
+
+class AllocationModel(QAbstractTableModel):
+    """Allocations as rows (see the module docstring); times shown from `origin_ns`."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.allocations: list[Allocation] = []
+        self.origin_ns = 0
+        self.where_title = "op"
+
+    def set_allocations(self, allocations: list[Allocation], origin_ns: int, where_title: str = "op") -> None:
+        self.beginResetModel()
+        self.allocations = list(allocations)
+        self.origin_ns = int(origin_ns)
+        self.where_title = where_title
+        self.endResetModel()
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008 (Qt API)
+        return 0 if parent.isValid() else len(self.allocations)
+
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008 (Qt API)
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802 (Qt API)
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return self.where_title if section == 0 else COLUMNS[section]
+        return None
+
+    def _offset(self, t: int | None, missing: str) -> str:
+        return missing if t is None else format_offset(t - self.origin_ns)
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        a = self.allocations[index.row()]
+        col = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            if col == 0:
+                return a.where
+            if col == 1:
+                return format_bytes(a.bytes)
+            if col == 2:
+                return self._offset(a.alloc_ns, "before profiling")
+            if col == 3:
+                return self._offset(a.free_ns, "never freed")
+            if col == 4:
+                return "—" if a.lifetime_ns is None else format_duration(a.lifetime_ns)
+            return note_of(a)
+        if role == SORT_ROLE:
+            if col == 0:
+                return a.where.lower()
+            if col == 1:
+                return a.bytes
+            if col == 2:
+                return -_INF if a.alloc_ns is None else float(a.alloc_ns)
+            if col == 3:
+                return _INF if a.free_ns is None else float(a.free_ns)
+            if col == 4:
+                return _INF if a.lifetime_ns is None else float(a.lifetime_ns)
+            return note_of(a)
+        if role == Qt.ItemDataRole.BackgroundRole and note_of(a):
+            return FLAG_TINT
+        if role == Qt.ItemDataRole.TextAlignmentRole and col in (1, 2, 3, 4):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.ToolTipRole and col == 0 and a.addr is not None:
+            return f"{a.where}\naddress 0x{a.addr:x}"
+        return None
+
+
+class MemoryTable(QWidget):
+    """A device's allocations in a time range (see the module docstring).
+
+    `whereActivated(where)`: a row was clicked: the op (or site) that allocated it.
+    `eventActivated(event)`: the same, as the enclosing op's index in the trace (rows with one).
+    """
+
+    whereActivated = Signal(str)
+    eventActivated = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.analysis: MemoryAnalysis | None = None
+        self.device: str | None = None
+        self.caption = QLabel(self)
+        self.caption.setWordWrap(True)
+        self.model = AllocationModel(self)
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setSortRole(SORT_ROLE)
+        self.view = QTableView(self)
+        self.view.setModel(self.proxy)
+        self.view.setSortingEnabled(True)
+        self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.view.verticalHeader().hide()
+        header = self.view.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for c in range(1, len(COLUMNS)):
+            header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+        self.view.clicked.connect(self._activate)
+        self.view.activated.connect(self._activate)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(self.caption)
+        lay.addWidget(self.view, 1)
+        self.set_analysis(None, None)
+
+    def set_analysis(
+        self,
+        analysis: MemoryAnalysis | None,
+        device: str | None,
+        t0_ns: int | None = None,
+        t1_ns: int | None = None,
+        origin_ns: int | None = None,
+    ) -> None:
+        """Show `device`'s allocations alive in [t0_ns, t1_ns] (the trace's clock; None: its whole
+        span), times from `origin_ns` (default: the trace's first event)."""
+        self.analysis, self.device = analysis, device
+        if analysis is None or device is None:
+            self.model.set_allocations([], 0)
+            self.caption.setText("")
+            return
+        start, end = analysis.trace.span()
+        lo = int(start) if t0_ns is None else int(t0_ns)
+        hi = int(end) if t1_ns is None else int(t1_ns)
+        origin = int(start) if origin_ns is None else int(origin_ns)
+        series = analysis.series.get(device)
+        sites = series is not None and series.site_id is not None
+        rows = analysis.in_range(device, lo, hi)
+        self.model.set_allocations(rows, origin, "allocation site" if sites else "op")
+        self.view.sortByColumn(2, Qt.SortOrder.AscendingOrder)
+        words = [
+            f"{device}, {format_offset(lo - origin)} to {format_offset(hi - origin)}:",
+            f"{len(rows)} allocation{'s' if len(rows) != 1 else ''} alive, {format_bytes(sum(a.bytes for a in rows))}",
+        ]
+        never = sum(a.alloc_ns is not None and a.free_ns is None for a in rows)
+        before = sum(a.alloc_ns is None for a in rows)
+        if never:
+            words.append(f"· {never} never freed")
+        if before:
+            words.append(f"· {before} allocated before profiling")
+        if series is not None and not series.has_addr:
+            words = [f"{device}: its events carry no addresses, so allocations cannot be paired with frees"]
+        self.caption.setText(" ".join(words))
+
+    def rows(self) -> list[Allocation]:
+        """The allocations as shown, top to bottom (sorted as the view is)."""
+        return [
+            self.model.allocations[self.proxy.mapToSource(self.proxy.index(r, 0)).row()]
+            for r in range(self.proxy.rowCount())
+        ]
+
+    def flagged(self) -> list[tuple[Allocation, str]]:
+        """The flagged rows, top to bottom, with what their note says."""
+        return [(a, note_of(a)) for a in self.rows() if note_of(a)]
+
+    def _activate(self, index: QModelIndex) -> None:
+        if not index.isValid():
+            return
+        a = self.model.allocations[self.proxy.mapToSource(index).row()]
+        self.whereActivated.emit(a.where)
+        if a.event >= 0:
+            self.eventActivated.emit(a.event)
