@@ -4,12 +4,14 @@ and rows (pytest-qt, offscreen)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QApplication
 
 from branchscope.profiling import load_trace
 from branchscope.profiling.trace.memory import analyze_memory
+from branchscope.profiling.trace.model import MemorySeries, build_trace
 from branchscope.widgets.memory_summary import MemorySummary
 from branchscope.widgets.theme import dark_palette
 from tests.gui_helpers import show
@@ -111,3 +113,32 @@ def test_the_summary_follows_the_dark_palette_and_font(qtbot, four, tmp_path):
     qtbot.waitUntil(
         lambda: view.plots["cuda"].getAxis("left").style["tickFont"].pointSizeF() == font.pointSizeF()
     )
+
+
+def test_a_snapshots_peak_is_grouped_by_allocation_site(qtbot):
+    """A series with allocation sites (as a snapshot gives): the table says site, not op."""
+    t = np.array([1_000, 2_000, 3_000, 4_000], dtype=np.int64)
+    delta = np.array([300 * MiB, 100 * MiB, -100 * MiB, -300 * MiB], dtype=np.int64)
+    sites = ("train.py:41:loss", "model.py:12:forward")
+    gpu = [
+        MemorySeries(
+            f"cuda:{i}", t, delta * (i + 1), np.cumsum(delta * (i + 1)),
+            addr=np.array([16, 32, 32, 16], dtype=np.int64), site_id=np.array([0, 1, 1, 0], dtype=np.int32), sites=sites,
+        )
+        for i in range(2)
+    ]  # fmt: skip
+    trace = build_trace(
+        path="snapshot", start_ns=np.zeros(0, dtype=np.int64), dur_ns=np.zeros(0, dtype=np.int64),
+        lane=np.zeros(0), name_id=np.zeros(0), cat_id=np.zeros(0), names=[], cats=[], lanes=[], memory=gpu,
+    )  # fmt: skip
+    view = _summary(qtbot, analyze_memory(trace))
+    assert view.device == "cuda:1"
+    assert view.rows() == [("train.py:41:loss", 600 * MiB, 1), ("model.py:12:forward", 200 * MiB, 1)]
+    assert (
+        view.table.horizontalHeaderItem(0).text() == "allocation site"
+        and "by allocation site" in view.caption.text()
+    )
+    rect = view.table.visualRect(view.table.model().index(0, 0))
+    with qtbot.waitSignal(view.whereActivated) as where, qtbot.waitSignal(view.eventsActivated) as events:
+        qtbot.mouseClick(view.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert where.args == ["train.py:41:loss"] and events.args == [[]]  # no events in a snapshot

@@ -296,8 +296,11 @@ class MemorySummary(QWidget):
                 "so what was live then is unknown"
             )
             return
+        series = self.analysis.series.get(d.device)
+        by = "allocation site" if series is not None and series.site_id is not None else "op"
+        self.table.setHorizontalHeaderLabels([by, "bytes", "allocations", "share of peak"])
         self.caption.setText(
-            f"live at {d.device}'s peak, {format_bytes(d.peak_bytes)} at {t}, by op, largest first"
+            f"live at {d.device}'s peak, {format_bytes(d.peak_bytes)} at {t}, by {by}, largest first"
         )
         self.table.setRowCount(len(d.at_peak))
         for row, group in enumerate(d.at_peak):
