@@ -26,6 +26,7 @@ import io
 import os
 import pickle
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -216,15 +217,10 @@ def load_snapshot(path: str | os.PathLike[str], rank: int | None = None) -> Trac
     metadata: dict[str, Any] = {"snapshot": True}
     if rank is not None:
         metadata["distributedInfo"] = {"rank": rank}
-        memory = [_with_rank(m, rank) for m in memory]
+        memory = [replace(m, rank=rank) for m in memory]
     empty = np.zeros(0, dtype=np.int64)
     return build_trace(
         path=str(p), start_ns=empty, dur_ns=empty, lane=empty, name_id=empty, cat_id=empty,
         names=[], cats=[], lanes=[], memory=memory, metadata=metadata,
     )
 
-
-def _with_rank(m: MemorySeries, rank: int) -> MemorySeries:
-    from dataclasses import replace
-
-    return replace(m, rank=rank)
