@@ -108,7 +108,7 @@ def merge_traces(traces: Sequence[Trace]) -> Trace:
         name_cols.append(name_map[t.name_id] if len(t) else np.zeros(0, np.int32))
         cat_cols.append(cat_map[t.cat_id] if len(t) else np.zeros(0, np.int32))
         raw_args += t._raw_args if t._raw_args is not None else [None] * len(t)
-        memory += [replace(m, device=f"rank{rank}/{m.device}", ts_ns=m.ts_ns + shift) for m in t.memory]
+        memory += [replace(m, device=f"rank{rank}/{m.device}", ts_ns=m.ts_ns + shift, rank=rank) for m in t.memory]
         counters += [replace(c, ts_ns=c.ts_ns + shift) for c in t.counters]
     return build_trace(
         path=" + ".join(t.path for t in traces),
