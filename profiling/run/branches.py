@@ -1,4 +1,10 @@
-"""Finding a model's parallel branches with torch.fx: fork-join regions, nested regions, two-tower inputs.
+"""Finding a model's parallel branches in its graph: fork-join regions, nested regions, two-tower inputs.
+
+The graph comes from the first tracer that succeeds: `torch.fx.symbolic_trace` (a graph of the model's
+own modules and functions), then `torch.export` non-strict and strict (a graph of ATen ops, each node
+carrying the module path it ran in, `nn_module_stack`), which takes most models fx cannot, such as
+Hugging Face transformers. `BranchAnalysis.tracer` says which one found the graph, and
+`tracer_errors` why the ones before it failed.
 
 A *region* is a place where independent work could run at the same time: two or more *branches*
 (chains of graph nodes) that read values computed before the region and share nothing with one
@@ -25,12 +31,23 @@ This module imports torch, so it runs in the worker process only.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import operator
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.fx as fx
+import torch.utils._pytree as pytree
+
+FX = "torch.fx"
+EXPORT_NON_STRICT = "torch.export (non-strict)"
+EXPORT_STRICT = "torch.export (strict)"
+#: The tracers find_branches tries, in order.
+TRACERS = (FX, EXPORT_NON_STRICT, EXPORT_STRICT)
 
 #: Functions and methods that only reshape, index or describe a value: a chain made of them alone is
 #: bookkeeping, not work worth a thread.
@@ -66,7 +83,16 @@ _BOOKKEEPING = {
     "int",
     "long",
     "len",
+    # ATen names of the same (graphs from torch.export), and dropout, which is the identity in eval mode
+    "slice",
+    "alias",
+    "_unsafe_view",
+    "dropout",
+    "feature_dropout",
+    "lift_fresh_copy",
 }
+#: Tensors of these dtypes are indices and masks (positions, attention masks): bookkeeping, not work.
+_INDEX_DTYPES = (torch.bool, torch.int32, torch.int64)
 _PASSIVE_MODULES = (torch.nn.Identity, torch.nn.Dropout, torch.nn.Flatten, torch.nn.Unflatten)
 
 
@@ -99,14 +125,32 @@ class Region:
 
 @dataclass
 class BranchAnalysis:
-    """Result of branch discovery. `graph_module` is None when fx could not trace; `fx_error` says why."""
+    """Result of branch discovery. `graph_module` is None when no tracer could trace; `fx_error` says why."""
 
     graph_module: fx.GraphModule | None
     regions: list[Region]
+    #: Why there is no graph at all (None when a tracer found one).
     fx_error: str | None = None
     #: TorchScript type of each node's value from one example run (e.g. "Tensor", "List[int]").
     value_types: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: The tracer that found the graph (one of TRACERS), None when none did.
+    tracer: str | None = None
+    #: Why each tracer tried before (or instead of) it failed: {tracer: one line}.
+    tracer_errors: dict[str, str] = field(default_factory=dict)
+    #: For a graph from torch.export: how (args, kwargs) flatten into the graph's inputs and how its
+    #: flat outputs nest back into the model's output (torch.utils._pytree specs); None for torch.fx.
+    in_spec: Any = None
+    out_spec: Any = None
+
+    @property
+    def exported(self) -> bool:
+        return self.in_spec is not None
+
+    def graph_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        """The graph's placeholder values for a call `model(*args, **kwargs)`."""
+        assert self.graph_module is not None
+        return graph_inputs(self.graph_module, self.in_spec, args, kwargs)
 
     def walk(self) -> list[tuple[Region, Branch, str | None]]:
         """Every (region, branch, name of the enclosing branch or None) in pre-order."""
@@ -142,20 +186,43 @@ class BranchAnalysis:
 
 
 def _op_name(node: fx.Node) -> str:
+    """`add_` for `x.add_(y)`, `torch.add_` and ATen's `aten.add_.Tensor` alike."""
     if node.op == "call_method":
         return str(node.target)
     if node.op == "call_function":
+        if isinstance(node.target, torch._ops.OpOverload):
+            return node.target.overloadpacket.__name__
         return getattr(node.target, "__name__", str(node.target))
     return node.op
 
 
-def _is_work(node: fx.Node, gm: fx.GraphModule, value_types: dict[str, str]) -> bool:
+def is_check(node: fx.Node) -> bool:
+    """A node torch.export adds to check its inputs (`_guards_fn`, `aten._assert_*`): no part of the model."""
+    if node.op == "call_module":
+        return str(node.target) == "_guards_fn"
+    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and (
+        _op_name(node).startswith("_assert") or _op_name(node).startswith("sym_constrain_range")
+    )
+
+
+def compute_nodes(gm: fx.GraphModule) -> list[fx.Node]:
+    """The graph's nodes that compute (modules, functions, methods), in graph order, checks left out."""
+    return [
+        n for n in gm.graph.nodes if n.op in ("call_module", "call_function", "call_method") and not is_check(n)
+    ]
+
+
+def _is_work(node: fx.Node, gm: fx.GraphModule, value_types: dict[str, str], index_values: set[str]) -> bool:
     """Does this node compute something worth running on its own thread (not just reshape or index)?"""
     if node.op == "call_module":
         return not isinstance(gm.get_submodule(str(node.target)), _PASSIVE_MODULES)
     if node.op not in ("call_function", "call_method"):
         return False
     if _op_name(node) in _BOOKKEEPING or node.target in (operator.getitem, getattr):
+        return False
+    if isinstance(node.target, torch._ops.OpOverload) and torch.Tag.pointwise in node.target.tags:
+        return False  # an ATen graph's elementwise math (an activation written out): not worth a thread
+    if node.name in index_values:
         return False
     kind = value_types.get(node.name)
     return kind is None or "Tensor" in kind
@@ -172,9 +239,16 @@ def _mutated_input(node: fx.Node) -> fx.Node | None:
     return None
 
 
+def _module_stack(node: fx.Node) -> list[str]:
+    """Module paths of the modules this node ran in, outermost first (the root module's "" left out)."""
+    stack = node.meta.get("nn_module_stack") or {}
+    paths = [v[0] if isinstance(v, tuple) and v and isinstance(v[0], str) else str(k) for k, v in stack.items()]
+    return [p for p in paths if p]
+
+
 def _scope(node: fx.Node) -> tuple[str, ...]:
     """The module path of the code that issued this node (the caller, for call_module nodes)."""
-    stack = list((node.meta.get("nn_module_stack") or {}).keys())
+    stack = _module_stack(node)
     if node.op == "call_module" and stack and stack[-1] == node.target:
         stack.pop()
     return tuple(stack)
@@ -202,11 +276,11 @@ class _Group:
 
 
 class _Finder:
-    def __init__(self, gm: fx.GraphModule, value_types: dict[str, str]) -> None:
+    def __init__(self, gm: fx.GraphModule, value_types: dict[str, str], index_values: set[str]) -> None:
         self.gm = gm
         self.value_types = value_types
         self.order = {node: i for i, node in enumerate(gm.graph.nodes)}
-        self.work = {node: _is_work(node, gm, value_types) for node in gm.graph.nodes}
+        self.work = {node: _is_work(node, gm, value_types, index_values) for node in gm.graph.nodes}
         self.notes: list[str] = []
 
     # The top merge of the chains grown from `root` (None: the scope's inputs), or None.
@@ -350,8 +424,29 @@ class _Finder:
 # ---------------------------------------------------------------- names
 
 
+def branch_modules(nodes: list[fx.Node]) -> list[str]:
+    """The module paths of a branch's work, in order: for torch.fx the modules it calls; for a graph
+    of ATen ops (torch.export), the outermost modules every node of which lies in the branch (its
+    `query` projection, not the attention module it shares with the other branches)."""
+    called = [str(n.target) for n in nodes if n.op == "call_module" and not is_check(n)]
+    if called or not nodes:
+        return called
+    graph_nodes = nodes[0].graph.nodes
+    members = set(nodes)
+    outside: set[str] = set()
+    for n in graph_nodes:
+        if n not in members and not is_check(n):
+            outside.update(_module_stack(n))
+    out: list[str] = []
+    for n in nodes:
+        owned = [p for p in _module_stack(n) if p not in outside]
+        if owned and owned[0] not in out:
+            out.append(owned[0])
+    return out
+
+
 def _module_targets(nodes: list[fx.Node]) -> list[list[str]]:
-    return [str(n.target).split(".") for n in nodes if n.op == "call_module"]
+    return [path.split(".") for path in branch_modules(nodes)]
 
 
 def _common_prefix(paths: list[list[str]]) -> list[str]:
@@ -462,10 +557,13 @@ class _TypeRecorder(fx.Interpreter):
     def __init__(self, gm: fx.GraphModule) -> None:
         super().__init__(gm)
         self.types: dict[str, str] = {}
+        self.index_values: set[str] = set()
 
     def run_node(self, n: fx.Node) -> Any:
         result = super().run_node(n)
         self.types[n.name] = ts_type(result)
+        if isinstance(result, torch.Tensor) and result.dtype in _INDEX_DTYPES:
+            self.index_values.add(n.name)
         return result
 
 
@@ -479,33 +577,146 @@ def _number_regions(regions: list[Region], prefix: str) -> None:
         _number_regions([r for b in region.branches for r in b.regions], f"{region.id}.")
 
 
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    text = (str(exc).strip().splitlines() or [""])[0].strip()
+    text = re.sub(r"\s*\(unhinted: .*", "", text)  # GuardOnDataDependentSymNode's detail
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return f"{type(exc).__name__}: {text}".rstrip(": ")
+
+
+#: (pattern in a failure's message, what to do about it): the hints for common failures.
+_HINTS = (
+    (r"DynamicCache|Cache\b.*(output|not a known type)|past_key_values", "set `use_cache=False` in the model's config"),
+    (
+        r"data-dependent|Data-dependent|GuardOnDataDependent|control flow",
+        "the model branches on tensor values: profile one path of it, or write the branch with torch.cond",
+    ),
+    (
+        r"not a known type|register a pytree|unrecognized type",
+        "return tensors, or tuples, lists and dicts of them (or register the type with torch.utils._pytree)",
+    ),
+)
+
+
+def export_hint(message: str) -> str | None:
+    """A one-line hint for a common tracing failure, or None."""
+    for pattern, hint in _HINTS:
+        if re.search(pattern, message):
+            return hint
+    return None
+
+
+def _with_hint(message: str) -> str:
+    hint = export_hint(message)
+    return f"{message} (hint: {hint})" if hint else message
+
+
+def _quietly(fn: Any) -> Any:
+    """fn() with logging off and sys.stderr set aside: a failing torch.export logs its guards and
+    prints the partial graph there, which would bury the one line that says why."""
+    logging.disable(logging.ERROR)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return fn()
+    finally:
+        logging.disable(logging.NOTSET)
+
+
 def _fx_error_text(model: Any, exc: BaseException) -> str:
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"torch.fx could not trace {type(model).__name__}: {type(exc).__name__}: {first}".rstrip(": ")
+    return f"torch.fx could not trace {type(model).__name__}: {_first_line(exc)}"
 
 
-def find_branches(model: Any, inputs: tuple[Any, ...]) -> BranchAnalysis:
-    """Traces `model` with torch.fx and finds its fork-join regions.
+def graph_inputs(gm: fx.GraphModule, in_spec: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """The values of `gm`'s placeholders for the call `model(*args, **kwargs)`.
 
-    Never raises for a model fx cannot handle: the analysis then has no graph and `fx_error` says why
-    (the sequential mode still runs the model as it is).
+    A torch.export graph takes the pytree leaves of (args, kwargs), keyword arguments in the order
+    they were exported with; a torch.fx graph takes the forward's parameters by position or name.
     """
+    if in_spec is not None:
+        order = in_spec.child(1).context if in_spec.num_children == 2 else None
+        if order is not None and set(order) == set(kwargs):
+            kwargs = {k: kwargs[k] for k in order}
+        flat, spec = pytree.tree_flatten((tuple(args), dict(kwargs)))
+        if spec != in_spec:
+            raise TypeError(f"the inputs do not have the structure the model was exported with ({in_spec})")
+        return flat
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    values = list(args)
+    for p in placeholders[len(args) :]:
+        name = str(p.target).lstrip("*")
+        if name in kwargs:
+            values.append(kwargs[name])
+        elif p.args:
+            values.append(p.args[0])
+        else:
+            raise TypeError(f"missing an input for the model's parameter {name!r}")
+    unknown = set(kwargs) - {str(p.target).lstrip("*") for p in placeholders}
+    if unknown:
+        raise TypeError(f"the model has no parameter named {', '.join(sorted(unknown))}")
+    return values
+
+
+def _export(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], strict: bool) -> tuple[fx.GraphModule, Any, Any]:
+    """(graph module with parameters as attributes, input spec, output spec) from torch.export."""
+    import torch.export
+
+    program = torch.export.export(model, tuple(args), dict(kwargs), strict=strict)
+    return program.module(), program.call_spec.in_spec, program.call_spec.out_spec
+
+
+def _trace(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[fx.GraphModule | None, Any, Any, str | None, dict[str, str]]:
+    """(graph, in_spec, out_spec, the tracer that found it, why the others failed): fx, then torch.export."""
+    errors: dict[str, str] = {}
+    try:
+        return fx.symbolic_trace(model), None, None, FX, errors
+    except Exception as exc:  # fx raises many kinds (TraceError, TypeError, NotImplementedError...)
+        errors[FX] = _fx_error_text(model, exc)
+    for tracer, strict in ((EXPORT_NON_STRICT, False), (EXPORT_STRICT, True)):
+        try:
+            gm, in_spec, out_spec = _quietly(lambda strict=strict: _export(model, args, kwargs, strict))
+        except Exception as exc:  # torch.export raises many kinds (UserError, Unsupported, RuntimeError...)
+            errors[tracer] = _with_hint(f"{tracer} could not export {type(model).__name__}: {_first_line(exc)}")
+            continue
+        return gm, in_spec, out_spec, tracer, errors
+    return None, None, None, None, errors
+
+
+def _no_graph_text(errors: dict[str, str]) -> str:
+    """fx_error when no tracer found a graph: fx's reason, then torch.export's, then the hints."""
+    text = errors.get(FX, "")
+    failed = [(t, errors[t].split(" (hint: ")[0].split(": ", 1)[-1]) for t in TRACERS[1:] if t in errors]
+    if failed:
+        reasons = "; ".join(f"{t.split('(')[1].rstrip(')')}: {why}" for t, why in failed)
+        text += f"; nor could torch.export ({reasons})"
+    hints = list(dict.fromkeys(h for h in (export_hint(m) for m in errors.values()) if h))
+    if hints:
+        text += " — hint: " + "; ".join(hints)
+    return text
+
+
+def find_branches(model: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> BranchAnalysis:
+    """Traces `model(*inputs, **kwargs)` (torch.fx, else torch.export) and finds its fork-join regions.
+
+    Never raises for a model no tracer can handle: the analysis then has no graph and `fx_error` says
+    why (the sequential mode still runs the model as it is).
+    """
+    kwargs = dict(kwargs or {})
     if isinstance(model, torch.jit.ScriptModule):
         return BranchAnalysis(None, [], "torch.fx cannot trace a TorchScript module; only sequential mode runs it")
-    try:
-        gm = fx.symbolic_trace(model)
-    except Exception as exc:  # fx raises many kinds (TraceError, TypeError, NotImplementedError...)
-        return BranchAnalysis(None, [], _fx_error_text(model, exc))
+    gm, in_spec, out_spec, tracer, errors = _trace(model, inputs, kwargs)
+    if gm is None:
+        return BranchAnalysis(None, [], _no_graph_text(errors), tracer_errors=errors)
     recorder = _TypeRecorder(gm)
     try:
         with torch.no_grad():
-            recorder.run(*inputs)
+            recorder.run(*graph_inputs(gm, in_spec, inputs, kwargs))
     except Exception as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
-        return BranchAnalysis(None, [], f"the graph torch.fx traced does not run: {type(exc).__name__}: {first}")
-    finder = _Finder(gm, recorder.types)
-    compute = [n for n in gm.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
-    regions = finder.find(compute, 0, "")
+        return BranchAnalysis(
+            None, [], f"the graph {tracer} traced does not run: {_first_line(exc)}", tracer=None, tracer_errors=errors
+        )
+    finder = _Finder(gm, recorder.types, recorder.index_values)
+    regions = finder.find(compute_nodes(gm), 0, "")
     _number_regions(regions, "")
     _name_regions(regions)
-    return BranchAnalysis(gm, regions, None, recorder.types, finder.notes)
+    return BranchAnalysis(gm, regions, None, recorder.types, finder.notes, tracer, errors, in_spec, out_spec)

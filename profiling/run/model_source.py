@@ -1,8 +1,10 @@
 """Where a model comes from: a user's .py file, a TorchScript archive, or a built-in demo.
 
-A .py model (demos included) defines `build_model() -> torch.nn.Module` and
-`example_inputs() -> tuple` of tensors. A TorchScript archive carries no example inputs, so the
-caller gives their shapes (`--input-shape 8x64x35x35`, repeatable) and `--dtype`.
+A .py model (demos included) defines `build_model() -> torch.nn.Module` and `example_inputs()`,
+which returns the model's positional arguments (a tuple, or one tensor), its keyword arguments (a
+dict, as Hugging Face models take `input_ids=`, `pixel_values=`), or both as a pair (tuple, dict).
+A TorchScript archive carries no example inputs, so the caller gives their shapes
+(`--input-shape 8x64x35x35`, repeatable) and `--dtype`.
 
 Listing demos and checking arguments must not import torch: the GUI and the runner call them and
 stay light. torch is imported only inside `load_model`, which runs in the worker process.
@@ -79,11 +81,20 @@ class LoadedModel:
     """A model ready to run: on its device, in eval mode, with inputs on the same device."""
 
     model: Any  # torch.nn.Module or torch.jit.ScriptModule
+    #: Positional arguments: the model runs as `model(*inputs, **kwargs)`.
     inputs: tuple[Any, ...]
     label: str
     kind: str  # "py" | "demo" | "torchscript"
     is_scripted: bool
     notes: list[str] = field(default_factory=list)
+    #: Keyword arguments.
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def tensors(self) -> list[Any]:
+        """Every tensor among the inputs, however nested."""
+        import torch
+
+        return [t for t in _leaves((self.inputs, self.kwargs)) if isinstance(t, torch.Tensor)]
 
 
 # ---------------------------------------------------------------- demos (no torch)
@@ -258,6 +269,38 @@ def _to_device(value: Any, device: Any) -> Any:
     return value
 
 
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, list | tuple):
+        return [x for v in value for x in _leaves(v)]
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _leaves(v)]
+    return [value]
+
+
+def split_inputs(inputs: Any, where: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """(args, kwargs) from what example_inputs() returned: a tuple or list (positional arguments), one
+    tensor, a dict (keyword arguments), or a pair (tuple, dict) of both."""
+    import torch
+
+    if isinstance(inputs, torch.Tensor):
+        return (inputs,), {}
+    if isinstance(inputs, tuple) and len(inputs) == 2 and isinstance(inputs[0], tuple | list) and isinstance(inputs[1], dict):
+        args, kwargs = tuple(inputs[0]), inputs[1]
+    elif isinstance(inputs, dict):
+        args, kwargs = (), inputs
+    elif isinstance(inputs, tuple | list):
+        return tuple(inputs), {}
+    else:
+        raise ModelSourceError(
+            f"example_inputs() in {where} returned {type(inputs).__name__}; it must return a tuple (positional "
+            "arguments), a dict (keyword arguments) or a pair (tuple, dict)"
+        )
+    bad = [k for k in kwargs if not isinstance(k, str) or not k.isidentifier()]
+    if bad:
+        raise ModelSourceError(f"example_inputs() in {where} returned a dict whose keys are not argument names: {bad[0]!r}")
+    return args, dict(kwargs)
+
+
 def _load_py(path: Path, device: str, label: str, kind: str) -> LoadedModel:
     import torch
 
@@ -281,22 +324,12 @@ def _load_py(path: Path, device: str, label: str, kind: str) -> LoadedModel:
         inputs = module.example_inputs()
     except (Exception, SystemExit) as exc:
         raise ModelCodeError(f"example_inputs() raised {_describe(exc)}", user_traceback(exc, path)) from exc
-    if isinstance(inputs, torch.Tensor):
-        inputs = (inputs,)
-    elif isinstance(inputs, list):
-        inputs = tuple(inputs)
-    if not isinstance(inputs, tuple):
-        raise ModelSourceError(
-            f"example_inputs() in {path.name} returned {type(inputs).__name__}; it must return a tuple of tensors"
-        )
-    if needs:
-        model = model.to("cuda:0")
-        inputs = _to_device(inputs, "cuda:0")
-    else:
-        model = model.to(device)
-        inputs = _to_device(inputs, device)
+    args, kwargs = split_inputs(inputs, path.name)
+    target = "cuda:0" if needs else device
+    model = model.to(target)
+    args, kwargs = _to_device(args, target), _to_device(kwargs, target)
     model.eval()
-    return LoadedModel(model, inputs, label, kind, isinstance(model, torch.jit.ScriptModule))
+    return LoadedModel(model, args, label, kind, isinstance(model, torch.jit.ScriptModule), kwargs=kwargs)
 
 
 def _load_torchscript(path: Path, shapes: tuple[tuple[int, ...], ...], dtype_name: str, device: str) -> LoadedModel:

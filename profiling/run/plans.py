@@ -10,13 +10,18 @@
   for an event recorded after the branch.
 
 Every branch runs inside `record_function("branch: NAME")`, so the trace shows where it ran. The code
-is generated from the fx graph that `branchscope.profiling.run.branches` analysed, node for node, so outputs match the
-model's (the worker measures the largest difference). This module imports torch: worker only.
+is generated from the graph that `branchscope.profiling.run.branches` analysed, node for node, so outputs match the
+model's (the worker measures the largest difference). A graph from torch.export is ATen ops: each
+becomes `torch.ops.aten.NAME(...)` (TorchScript picks the overload from the arguments), the plan
+takes the graph's flat inputs and gives its flat outputs, and `Plan.__call__` flattens the model's
+(args, kwargs) and nests the outputs back (a Hugging Face `ModelOutput`, say) with the exported
+pytree specs. This module imports torch: worker only.
 """
 
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import heapq
 import itertools
 import keyword
@@ -31,8 +36,15 @@ from typing import Any
 
 import torch
 import torch.fx as fx
+import torch.utils._pytree as pytree
 
-from branchscope.profiling.run.branches import Branch, BranchAnalysis, Region
+from branchscope.profiling.run.branches import (
+    Branch,
+    BranchAnalysis,
+    Region,
+    branch_modules,
+    compute_nodes,
+)
 from branchscope.profiling.run.protocol import MODES, branch_label
 
 
@@ -46,29 +58,45 @@ class Plan:
     module: Callable[..., Any]
     #: The generated Python source (fork and streams modes), for the user to read.
     source: str | None = None
+    #: For generated plans: the analysis whose graph they follow (its inputs and output structure).
+    analysis: BranchAnalysis | None = None
 
-    def __call__(self, *inputs: Any) -> Any:
-        return self.module(*inputs)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Runs the plan as the model would run: `plan(*args, **kwargs)` gives what `model(...)` gives."""
+        if self.analysis is None:
+            return self.module(*args, **kwargs)
+        out = self.module(*self.analysis.graph_inputs(args, kwargs))
+        if self.analysis.out_spec is not None:
+            return pytree.tree_unflatten(list(out), self.analysis.out_spec)
+        return out
 
 
 # ---------------------------------------------------------------- comparing outputs
 
 
-def _flatten(value: Any) -> list[Any]:
+def _leaves(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], Any]]:
+    """(path, leaf) of every leaf of a nest of tuples, lists, dicts (a `ModelOutput` is one) and dataclasses."""
     if isinstance(value, list | tuple):
-        return [x for v in value for x in _flatten(v)]
+        return [x for i, v in enumerate(value) for x in _leaves(v, (*path, i))]
     if isinstance(value, dict):
-        return [x for k in sorted(value, key=str) for x in _flatten(value[k])]
-    return [value]
+        return [x for k in sorted(value, key=str) for x in _leaves(value[k], (*path, str(k)))]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return _leaves(fields, path)
+    return [(path, value)]
+
+
+def _flatten(value: Any) -> list[Any]:
+    return [leaf for _, leaf in _leaves(value)]
 
 
 def max_abs_diff(expected: Any, actual: Any) -> float:
-    """Largest absolute difference over all tensors of two (nested) outputs; inf if their structure differs."""
-    a, b = _flatten(expected), _flatten(actual)
-    if len(a) != len(b):
+    """Largest absolute difference over all tensor leaves of two (nested) outputs; inf if their structure differs."""
+    a, b = _leaves(expected), _leaves(actual)
+    if [p for p, _ in a] != [p for p, _ in b]:
         return math.inf
     worst = 0.0
-    for x, y in zip(a, b, strict=True):
+    for (_, x), (_, y) in zip(a, b, strict=True):
         if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
             if x.shape != y.shape:
                 return math.inf
@@ -151,6 +179,7 @@ class _Codegen:
     def __init__(self, analysis: BranchAnalysis, mode: str) -> None:
         assert analysis.graph_module is not None
         self.gm = analysis.graph_module
+        self.exported = analysis.exported
         self.types = analysis.value_types
         self.mode = mode
         self.order = {n: i for i, n in enumerate(self.gm.graph.nodes)}
@@ -249,6 +278,12 @@ class _Codegen:
         if node.op != "call_function":
             raise ModeUnavailable(f"cannot write a plan for graph node {node.name} ({node.op})")
         target = node.target
+        if isinstance(target, torch._ops.OpOverload):
+            # TorchScript calls an op packet and picks the overload from the arguments.
+            name = target.overloadpacket.__name__
+            return f"{lhs} = torch.ops.{target.namespace}.{name}({self.call_args(node.args, node.kwargs)})"
+        if isinstance(target, torch._ops.HigherOrderOperator):
+            raise ModeUnavailable(f"a TorchScript plan cannot call torch.ops.higher_order.{target.name()} (node {node.name})")
         if target in _BINARY and len(node.args) == 2 and not node.kwargs:
             return f"{lhs} = {self.fmt(node.args[0])} {_BINARY[target]} {self.fmt(node.args[1])}"
         if target in _UNARY and len(node.args) == 1 and not node.kwargs:
@@ -379,8 +414,11 @@ class _Codegen:
     def module_source(self, class_name: str) -> str:
         graph = self.gm.graph
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-        compute = [n for n in graph.nodes if n.op in ("call_module", "call_function", "call_method")]
+        compute = compute_nodes(self.gm)
         output = next(n for n in graph.nodes if n.op == "output")
+        result = output.args[0]
+        if self.exported:  # the graph's flat outputs, as a tuple (they may differ in type)
+            result = tuple(result) if isinstance(result, list | tuple) else (result,)
         params = []
         for p in placeholders:
             default = f" = {self.fmt(p.args[0])}" if p.args else ""
@@ -389,7 +427,7 @@ class _Codegen:
         forward = [
             f"    def forward(self{', ' if params else ''}{', '.join(params)}):",
             *body,
-            f"        return {self.fmt(output.args[0])}",
+            f"        return {self.fmt(result)}",
         ]
         head = [f"class {class_name}(_PlanModule):", f'    """Generated by branchscope ({self.mode} mode)."""', ""]
         parts = head + forward
@@ -426,7 +464,8 @@ def generate_plan_module(analysis: BranchAnalysis, mode: str, api: CudaStreamApi
     if not analysis.regions:
         why = "; ".join(analysis.notes)
         raise ModeUnavailable(
-            f"{mode} mode needs parallel branches, and torch.fx found none in this model" + (f" ({why})" if why else "")
+            f"{mode} mode needs parallel branches, and {analysis.tracer} found none in this model"
+            + (f" ({why})" if why else "")
         )
     gen = _Codegen(analysis, mode)
     gen.regions = analysis.regions
@@ -459,8 +498,10 @@ def build_fork_plan(analysis: BranchAnalysis) -> Plan:
             scripted = torch.jit.script(module)
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
-        raise ModeUnavailable(f"fork mode: TorchScript could not compile the generated plan: {first}") from exc
-    return Plan("fork", scripted, source)
+        raise ModeUnavailable(
+            f"fork mode: TorchScript could not compile the plan generated from the graph {analysis.tracer} gave: {first}"
+        ) from exc
+    return Plan("fork", scripted, source, analysis)
 
 
 def build_streams_plan(analysis: BranchAnalysis, device: Any, api: CudaStreamApi | None = None) -> Plan:
@@ -469,7 +510,7 @@ def build_streams_plan(analysis: BranchAnalysis, device: Any, api: CudaStreamApi
             raise ModeUnavailable("multi-stream needs CUDA: this machine has no CUDA device torch can use")
         api = CudaStreamApi(torch.device(device))
     module, source = generate_plan_module(analysis, "streams", api)
-    return Plan("streams", module, source)
+    return Plan("streams", module, source, analysis)
 
 
 def annotate_branches_with_hooks(model: Any, analysis: BranchAnalysis) -> list[Any]:
@@ -484,7 +525,7 @@ def annotate_branches_with_hooks(model: Any, analysis: BranchAnalysis) -> list[A
         return []
     handles: list[Any] = []
     for _region, branch, _parent in analysis.walk():
-        modules = [str(n.target) for n in branch.nodes if n.op == "call_module"]  # a module's path
+        modules = branch_modules(branch.nodes)  # module paths, of the model's own modules
         if not modules:
             continue
         try:

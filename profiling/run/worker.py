@@ -3,7 +3,8 @@
 A fresh process per run because `torch.set_num_interop_threads` can be called once per process,
 before any inter-op work; so it and `torch.set_num_threads` are the first torch calls made here.
 Then: start the main thread's OpenMP team and, in fork mode, the inter-op pool, noting which thread
-is which (`ThreadCensus`); load the model, run its own forward, find its branches, build the mode's
+is which (`ThreadCensus`); load the model, run its own forward, find its branches (run.json's
+"tracer": the tracer that found the graph, "tracer_errors": why those before it failed), build the mode's
 plan, check the plan's outputs against the model's, warm up W steps, time at least K steps without
 the profiler (up to 20, or 2 s of them: `timed_steps`), and profile K more, each inside
 `record_function("step N")`.
@@ -287,14 +288,12 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
     census.note(main_named_are_intra=False)  # CUDA starts its threads here, named like the main thread
 
     user_file = demo_info(args.demo).path if args.demo else Path(args.model)
-    is_cuda = device.startswith("cuda") or any(
-        isinstance(t, torch.Tensor) and t.is_cuda for t in loaded.inputs
-    )
+    is_cuda = device.startswith("cuda") or any(t.is_cuda for t in loaded.tensors())
 
     # The chosen device (made current by _resolve_device), and any other the inputs live on (a demo
     # needing several GPUs puts them on cuda:0 whatever --device says).
     sync_devices = (
-        sorted({torch.cuda.current_device()} | {t.device.index for t in loaded.inputs if isinstance(t, torch.Tensor) and t.is_cuda})
+        sorted({torch.cuda.current_device()} | {t.device.index for t in loaded.tensors() if t.is_cuda})
         if is_cuda
         else []
     )
@@ -306,7 +305,7 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
     def call(fn: Any, what: str) -> Any:
         try:
             with torch.no_grad():
-                return fn(*loaded.inputs)
+                return fn(*loaded.inputs, **loaded.kwargs)
         except (Exception, SystemExit) as exc:  # sys.exit() in the model is a model error like any other
             tb = user_traceback(exc, user_file) if user_file.suffix == ".py" else traceback.format_exc()
             if isinstance(exc, SystemExit):
@@ -317,7 +316,7 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
     # The model's own forward first: a model that raises is a model error in every mode, before
     # branch discovery or a plan could fail on it for another reason.
     expected = call(loaded.model, "running its forward")
-    analysis = find_branches(loaded.model, loaded.inputs)
+    analysis = find_branches(loaded.model, loaded.inputs, loaded.kwargs)
     try:
         plan = build_plan(args.mode, loaded.model, analysis, device)
     except ModeUnavailable as exc:
@@ -420,6 +419,8 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
         "pid": os.getpid(),
         "threads": {str(tid): name for tid, name in sorted(threads.items())},
         "fx_error": analysis.fx_error,
+        "tracer": analysis.tracer,
+        "tracer_errors": analysis.tracer_errors,
         "notes": analysis.notes,
         "plan": "plan.py" if plan.source else None,
         "trace": "trace.json.gz",
