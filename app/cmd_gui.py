@@ -19,6 +19,10 @@ SCREENSHOT_RUN_TIMEOUT_S = 900
 MODE_CHOICES = ["sequential", "fork", "streams", "multi-stream"]
 
 
+#: The window's centre tabs, as `--tab` names them (MainWindow.tabs, in order).
+TABS = ("run", "memory", "compare", "sweep")
+
+
 def add_window_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("window (without a command)")
     g.add_argument("--demo", metavar="NAME", help="the demo to run first (default: inception)")
@@ -39,13 +43,17 @@ def register(subparsers) -> None:
         "open", help="open trace files in the window", description="Open trace files in the window."
     )
     p.add_argument(
-        "traces", nargs="+", metavar="TRACE", help="torch.profiler / Chrome trace (.json, .json.gz)"
-    )
+        "traces", nargs="+", metavar="PATH",
+        help="torch.profiler / Chrome trace (.json, .json.gz), run folder or sweep folder",
+    )  # fmt: skip
     p.add_argument(
         "--screenshot",
         metavar="OUT.png",
         type=Path,
         help="draw the window offscreen at 1600x1000, save it, and exit",
+    )
+    p.add_argument(
+        "--tab", choices=TABS, help="the tab to show (default: the one that fits what was opened)"
     )
     p.set_defaults(handler=run_open)
 
@@ -149,6 +157,8 @@ def _show_window(app, window, args: argparse.Namespace, traces: list[str], scree
             box = window.message_box
             print(f"error: {box.text() if box else 'a trace could not be opened'}", file=sys.stderr)
             return 2
+        if getattr(args, "tab", None):
+            window.tabs.setCurrentIndex(TABS.index(args.tab))
     else:
         try:
             window.set_controls(

@@ -90,7 +90,7 @@ def format_table(doc: dict[str, Any], path: str) -> str:
         for m in doc["memory"]:
             lines.append(f"  {m['device']:<8} {m['events']:>9,} {_bytes(m['peak_bytes']):>12}")
         if doc["memory_imbalance_cuda"] is not None:
-            lines.append(f"  CUDA memory imbalance (max peak / mean peak): {doc['memory_imbalance_cuda']:.2f}")
+            lines.append(f"  CUDA memory imbalance (max peak / median peak): {doc['memory_imbalance_cuda']:.2f}")
     pool = doc["interop_pool"]
     if pool["size"]:
         lines += ["", f"  inter-op pool: {pool['size']} threads, at most {pool['max_busy']} busy at once"]

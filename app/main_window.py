@@ -52,6 +52,8 @@ from branchscope.widgets.branch_legend import BranchLegend
 from branchscope.widgets.compare_view import CompareView
 from branchscope.widgets.details_panel import DetailsPanel
 from branchscope.widgets.machine import usable_cores
+from branchscope.widgets.memory_summary import MemorySummary
+from branchscope.widgets.memory_table import MemoryTable
 from branchscope.widgets.memory_view import MemoryView
 from branchscope.widgets.pool_usage import PoolUsageView
 from branchscope.widgets.range_panel import RangePanel
@@ -163,8 +165,23 @@ class MainWindow(QMainWindow):
         self.sweep_panel = SweepPanel(self.current_spec, self.controller.new_folder, self.cores)
         self.sweep_panel.runChosen.connect(self._on_sweep_cell_chosen)
         self.sweep_panel.compareRequested.connect(self._on_sweep_compare)
+        # Memory of the shown run: peaks per device side by side, what is live at the heaviest
+        # device's peak, and the allocations of a device (in the timeline's selected range).
+        self.memory_summary = MemorySummary()
+        self.memory_table = MemoryTable()
+        self.memory_summary.deviceChosen.connect(lambda device: self._show_memory_events(device=device))
+        self.memory_summary.eventsActivated.connect(lambda events: self._select_event(events[0]) if events else None)
+        self.memory_table.eventActivated.connect(self._select_event)
+        self.memory_analysis: Any = None
+        self._memory_range: tuple[int, int] | None = None
+        memory_page = QSplitter(Qt.Orientation.Vertical)
+        memory_page.addWidget(self.memory_summary)
+        memory_page.addWidget(self.memory_table)
+        memory_page.setSizes([520, 400])
+        self.memory_page = memory_page
         self.tabs = QTabWidget()
         self.tabs.addTab(run_page, "Run")
+        self.tabs.addTab(memory_page, "Memory")
         self.tabs.addTab(self.compare_view, "Compare")
         self.tabs.addTab(self.sweep_panel, "Sweep")
         # The side panels belong to the run shown: the Compare and Sweep tabs get their room.
@@ -656,7 +673,7 @@ class MainWindow(QMainWindow):
 
     def _side_views(self, run: dict[str, Any] | None) -> list[Any]:
         """What shows the shown trace beside the workspace, each a call taking the trace."""
-        return [lambda t: self.details.set_trace(t, run), self.legend.set_trace, self.ranges.set_trace]
+        return [lambda t: self.details.set_trace(t, run), self.legend.set_trace, self.ranges.set_trace, self._show_memory]
 
     def _on_runs_changed(self, *_args: Any) -> None:
         if 0 <= self.current < len(self.run_list):
@@ -665,6 +682,37 @@ class MainWindow(QMainWindow):
     def _on_range_selected(self, start_ns: int, end_ns: int) -> None:
         self.ranges.set_range(start_ns, end_ns)
         self.side_tabs.setCurrentWidget(self.ranges)
+        self._memory_range = (start_ns, end_ns)
+        self._show_memory_events()
+
+    # ---- memory -----------------------------------------------------------------------------
+    def _show_memory(self, trace: Trace | None) -> None:
+        """The Memory tab for `trace`: its analysis (allocations paired, peaks, imbalance)."""
+        from branchscope.profiling.trace.memory import analyze_memory
+
+        self.memory_analysis = analyze_memory(trace) if trace is not None and trace.memory else None
+        self._memory_range = None
+        self.memory_summary.set_analysis(self.memory_analysis)
+        self._show_memory_events(device=self.memory_summary.default_device())
+        self.tabs.setTabEnabled(self.tabs.indexOf(self.memory_page), self.memory_analysis is not None)
+
+    def _show_memory_events(self, device: str | None = None) -> None:
+        """The events table: `device` (default: the one shown) in the timeline's selected range."""
+        if self.memory_analysis is None:
+            self.memory_table.set_analysis(None, None)
+            return
+        self._memory_device = device or getattr(self, "_memory_device", None) or self.memory_summary.default_device()
+        t0, t1 = self._memory_range or (None, None)
+        shown = self.workspace.shown
+        origin = shown[0].origin if shown else None
+        self.memory_table.set_analysis(self.memory_analysis, self._memory_device, t0, t1, origin)
+
+    def _select_event(self, i: int) -> None:
+        """Show event i of the shown trace in the Run tab's timeline, selected."""
+        if i < 0:
+            return
+        self.tabs.setCurrentIndex(0)
+        self.timeline.select_event(i)
 
     def _update_summary_line(self, k: int) -> None:
         """The shown run in one sentence, and why it has no branches when fx could not find them."""

@@ -440,7 +440,9 @@ class Runs:
             what += f", {threads[1]} intra-op thread{'s' if threads[1] != 1 else ''} each"
         b = self.baseline_of(k)
         if e.stats is None:
-            return f"{what}: no unprofiled step times to compare"
+            if e.run is None and not n:  # a trace from elsewhere
+                return "a trace opened from disk: its own step times without the profiler are not in it, so no speedup"
+            return f"{what}: no step times without the profiler in this run, so no speedup"
         if b is None:
             return f"{what}: median step {e.stats.median:.2f} ms; no sequential 1×1 run of this model to compare with yet"
         if b == k:

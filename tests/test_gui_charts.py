@@ -151,7 +151,8 @@ def test_value_axes_read_in_threads_cores_and_bytes(shared_traces, small_trace, 
     (step, ticks), *_ = left.tickValues(0.0, y_top, gpu.vb.height())
     labels = left.tickStrings(ticks, 1.0, step)
     assert labels[0] == "0" and all(s.endswith(" GiB") for s in labels[1:]) and len(labels) >= 2
-    assert max(ticks) <= 6_629_508_096  # no tick above the peak (the room there is its label's)
+    # no tick above the top of the GPUs' scale, the reserved peak (the room there is the label's)
+    assert max(ticks) <= 12_782_141_440 and memory.scales["cuda"].top == 12_782_141_440
     assert left.tickStrings([3 << 20, 512 << 10], 1.0, 1.0) == ["3 MiB", "0.5 MiB"]
     pool = _show(qtbot, PoolUsageView(), 1200, 260)
     pool.set_trace(small_trace)
@@ -171,12 +172,15 @@ def test_a_chart_exports_png_svg_and_its_series_as_csv_through_pyqtgraph(shared_
     gpu = memory.plots[1]
     CSVExporter(gpu).export(str(tmp_path / "gpu.csv"))
     rows = list(csv.reader((tmp_path / "gpu.csv").open()))
-    assert rows[0] == ["cuda:1 allocated bytes_x", "cuda:1 allocated bytes_y"]
+    assert rows[0] == [
+        "cuda:1 allocated bytes_x", "cuda:1 allocated bytes_y", "cuda:1 reserved bytes_x", "cuda:1 reserved bytes_y",
+    ]  # fmt: skip
     series = next(m for m in trace.memory if m.device == "cuda:1")
     start = trace.span()[0]
-    got = np.array([[float(a), float(b)] for a, b in rows[1:]])
-    assert got.shape == (series.events, 2)  # the series as held, not its pixel columns
+    got = np.array([[float(v) for v in row] for row in rows[1:]])
+    assert got.shape == (series.events, 4)  # the series as held, not its pixel columns
     assert np.allclose(got[:, 0], series.ts_ns - start) and np.array_equal(got[:, 1], series.total_bytes)
+    assert np.array_equal(got[:, 3], series.reserved_bytes)
     ImageExporter(gpu).export(str(tmp_path / "gpu.png"))
     png = QImage(str(tmp_path / "gpu.png"))
     assert png.width() > 500 and png.height() > 20

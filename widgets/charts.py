@@ -84,7 +84,7 @@ AXIS_LINE = LIGHT.axis_line
 TICK_TEXT = QColor("#77828d")
 
 
-def _style_axis(axis: pg.AxisItem, colors: Theme, font: QFont | None) -> None:
+def style_axis(axis: pg.AxisItem, colors: Theme, font: QFont | None) -> None:
     """An axis in the palette's colours and the view's font (tick labels included)."""
     axis.setPen(pg.mkPen(colors.axis_line))
     axis.setTextPen(pg.mkPen(colors.muted if colors.dark else TICK_TEXT))
@@ -102,10 +102,10 @@ class TimeAxisItem(pg.AxisItem):
     def __init__(self, orientation: str = "top", **kwargs):
         super().__init__(orientation, **kwargs)
         self.enableAutoSIPrefix(False)
-        _style_axis(self, theme(), None)
+        style_axis(self, theme(), None)
 
     def apply_theme(self, colors: Theme, font: QFont) -> None:
-        _style_axis(self, colors, font)
+        style_axis(self, colors, font)
 
     def tickValues(self, minVal, maxVal, size):  # noqa: N802, N803 (pyqtgraph API)
         ticks, *_ = time_ticks(float(minVal), float(maxVal), max(2, int(size // self.TICK_PX)))
@@ -139,10 +139,10 @@ class ValueAxisItem(pg.AxisItem):
         self.enableAutoSIPrefix(False)
         self.setWidth(AXIS_W)
         self.setStyle(tickLength=-3, tickTextOffset=2)
-        _style_axis(self, theme(), None)
+        style_axis(self, theme(), None)
 
     def apply_theme(self, colors: Theme, font: QFont) -> None:
-        _style_axis(self, colors, font)
+        style_axis(self, colors, font)
 
     def ticks_upto(self, hi: float, n: int) -> list[float]:
         ticks = value_ticks(min(hi, self.v_max) if self.v_max is not None else hi, n)

@@ -45,7 +45,7 @@ def trace_summary_rows(trace: Trace, run: dict[str, Any] | None = None) -> list[
         rows.append((f"Memory {m.device}", f"peak {format_bytes(m.peak_bytes)}"))
     imb = memory_imbalance(trace)
     if imb is not None and len([m for m in trace.memory if "cuda" in m.device]) > 1:
-        rows.append(("GPU memory imbalance", f"{imb:.2f}× (max peak ÷ mean peak)"))
+        rows.append(("GPU memory imbalance", f"{imb:.2f}× (max peak ÷ median peak)"))
     info = trace.run_info
     if info is not None:
         if info.mode:

@@ -38,7 +38,7 @@ from branchscope.profiling.trace.memory import (
     MemoryAnalysis,
     device_type_of,
 )
-from branchscope.widgets.charts import BytesAxisItem, _style_axis
+from branchscope.widgets.charts import BytesAxisItem, style_axis
 from branchscope.widgets.memory_view import DEVICE_COLORS, device_order
 from branchscope.widgets.theme import Theme, theme
 from branchscope.widgets.units import format_bytes, format_offset
@@ -72,10 +72,10 @@ class _CategoryAxis(pg.AxisItem):
     def __init__(self, names: Sequence[str]):
         super().__init__("bottom")
         self.setTicks([list(enumerate(names))])
-        _style_axis(self, theme(), None)
+        style_axis(self, theme(), None)
 
     def apply_theme(self, colors: Theme, font: QFont) -> None:
-        _style_axis(self, colors, font)
+        style_axis(self, colors, font)
 
 
 class _Bars(pg.BarGraphItem):

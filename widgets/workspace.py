@@ -65,7 +65,7 @@ PANELS: list[PanelKind] = [
     PanelKind("pool", lambda axis: PoolUsageView(axis=axis), lambda _p, h: max(200, h // 4),
               empty=90, share=0.6, stretch=2, initial=230),
     PanelKind("memory", lambda axis: MemoryView(axis=axis),
-              lambda p, h: max(80, min(72 * max(1, len(p.trace.memory)) + 10, h // 4)),
+              lambda p, h: max(80, min(p.wanted_height(), h // 3)),
               empty=60, share=0.4, stretch=1, initial=150),
 ]  # fmt: skip
 

@@ -242,11 +242,12 @@ def device_type_of(device: str) -> str:
 
 
 def memory_imbalance(trace: Trace, device_type: str = "cuda") -> float | None:
-    """Max peak / mean peak across the devices of one type (1.0 = balanced); None without any."""
+    """Max peak / median peak across the devices of one type (1.0 = balanced; as `memory.Imbalance`
+    counts it); None without any, or when the median device peaks at 0."""
     peaks = [m.peak_bytes for m in trace.memory if device_type_of(m.device) == device_type]
-    if not peaks or max(peaks) <= 0:
+    if not peaks or float(np.median(peaks)) <= 0:
         return None
-    return float(max(peaks)) / float(np.mean(peaks))
+    return float(max(peaks)) / float(np.median(peaks))
 
 
 def branch_assignment(trace: Trace) -> BranchAssignment:
