@@ -180,6 +180,7 @@ class _Codegen:
         assert analysis.graph_module is not None
         self.gm = analysis.graph_module
         self.exported = analysis.exported
+        self.tracer = analysis.tracer
         self.types = analysis.value_types
         self.mode = mode
         self.order = {n: i for i, n in enumerate(self.gm.graph.nodes)}
@@ -282,8 +283,11 @@ class _Codegen:
             # TorchScript calls an op packet and picks the overload from the arguments.
             name = target.overloadpacket.__name__
             return f"{lhs} = torch.ops.{target.namespace}.{name}({self.call_args(node.args, node.kwargs)})"
-        if isinstance(target, torch._ops.HigherOrderOperator):
-            raise ModeUnavailable(f"a TorchScript plan cannot call torch.ops.higher_order.{target.name()} (node {node.name})")
+        if isinstance(target, torch._ops.HigherOrderOperator) and self.mode == "fork":
+            raise ModeUnavailable(
+                f"fork mode: the graph {self.tracer} gave calls torch.ops.higher_order.{target.name()} "
+                f"(node {node.name}), which a TorchScript plan cannot call"
+            )
         if target in _BINARY and len(node.args) == 2 and not node.kwargs:
             return f"{lhs} = {self.fmt(node.args[0])} {_BINARY[target]} {self.fmt(node.args[1])}"
         if target in _UNARY and len(node.args) == 1 and not node.kwargs:
