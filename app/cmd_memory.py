@@ -10,16 +10,15 @@ repeat, and they are merged with `merge_traces`, so devices read `rankR/cuda:N`.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
 
-from branchscope.profiling import TraceFormatError, load_trace
+from branchscope.profiling import TraceFormatError
+from branchscope.profiling.trace import merge
 from branchscope.profiling.trace.memory import MemoryAnalysis, analyze_memory
-from branchscope.profiling.trace.merge import merge_traces
+from branchscope.profiling.trace.merge import as_ranks, merge_traces
 from branchscope.profiling.trace.model import Trace
-from branchscope.profiling.trace.snapshot import is_snapshot, load_snapshot
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,26 +49,13 @@ def load_source(path: str) -> Trace:
     from branchscope.app.runs import entry_for_path
 
     p = Path(path)
-    if not p.is_dir() and is_snapshot(p):
-        return load_snapshot(p)
-    return load_trace(entry_for_path(p).trace_path)
-
-
-def _with_rank(trace: Trace, rank: int) -> Trace:
-    info = trace.metadata.get("distributedInfo")
-    info = {**info, "rank": rank} if isinstance(info, dict) else {"rank": rank}
-    return dataclasses.replace(trace, metadata={**trace.metadata, "distributedInfo": info})
+    return merge.load_source(entry_for_path(p).trace_path if p.is_dir() else p)
 
 
 def load_sources(paths: list[str]) -> Trace:
     """One source as is; several merged as the ranks of one job (see the module docstring)."""
     traces = [load_source(p) for p in paths]
-    if len(traces) == 1:
-        return traces[0]
-    ranks = [t.rank for t in traces]
-    if any(r is None for r in ranks) or len(set(ranks)) != len(ranks):
-        traces = [_with_rank(t, i) for i, t in enumerate(traces)]
-    return merge_traces(traces)
+    return traces[0] if len(traces) == 1 else merge_traces(as_ranks(traces))
 
 
 def _bytes(n: int | None) -> str:

@@ -404,8 +404,9 @@ class MainWindow(QMainWindow):
         ranks is why one opens them together. Anything else stays its own entry, never merged onto
         another's clock: select several entries to compare them.
         """
-        from branchscope.profiling import load_trace, merge_traces
-        from branchscope.profiling.trace.merge import rank_groups
+        from branchscope.profiling import merge_traces
+        from branchscope.profiling.trace.merge import as_ranks, load_source, rank_groups
+        from branchscope.profiling.trace.snapshot import is_snapshot
 
         opened: list[tuple[Entry, Trace]] = []
         sweeps = 0
@@ -421,7 +422,7 @@ class MainWindow(QMainWindow):
                 self.setCursor(Qt.CursorShape.WaitCursor)
                 # Labelled by model, mode and threads, with the run's medians when a run.json names it.
                 entry = entry_for_path(path)
-                opened.append((entry, load_trace(entry.trace_path)))
+                opened.append((entry, load_source(entry.trace_path)))
             except (TraceFormatError, OSError) as exc:
                 self.show_error("Cannot open trace", str(exc))
                 continue
@@ -430,13 +431,20 @@ class MainWindow(QMainWindow):
         for entry, _ in opened:
             self._remember(str(entry.trace_path))
         count = sweeps
-        for group in rank_groups([t for _, t in opened]):
+        # Allocator snapshots opened together are the ranks of one job (they carry no job to tell).
+        snapshots = [k for k, (e, _) in enumerate(opened) if is_snapshot(e.trace_path)]
+        traces = [k for k in range(len(opened)) if k not in snapshots]
+        groups = [[traces[i] for i in g] for g in rank_groups([opened[k][1] for k in traces])]
+        if snapshots:
+            groups.append(snapshots)
+        for group in groups:
             if len(group) > 1:
-                ranks = sorted(int(opened[i][1].rank or 0) for i in group)
+                ranked = as_ranks([opened[i][1] for i in group])
+                ranks = sorted(int(t.rank or 0) for t in ranked)
                 entry = Entry(
                     "ranks " + ", ".join(str(r) for r in ranks),
                     opened[group[0]][0].trace_path,
-                    trace=merge_traces([opened[i][1] for i in group]),
+                    trace=merge_traces(ranked),
                     more_paths=tuple(opened[i][0].trace_path for i in group[1:]),
                 )
             else:
@@ -669,7 +677,9 @@ class MainWindow(QMainWindow):
             except Exception:  # pragma: no cover - what was there before was shown without error
                 pass
             raise
-        self.tabs.setCurrentIndex(0)
+        # A snapshot is memory only: its Memory tab says more than an empty timeline.
+        memory_only = len(trace) == 0 and bool(trace.memory)
+        self.tabs.setCurrentWidget(self.memory_page if memory_only else self.tabs.widget(0))
 
     def _side_views(self, run: dict[str, Any] | None) -> list[Any]:
         """What shows the shown trace beside the workspace, each a call taking the trace."""

@@ -40,3 +40,33 @@ def test_a_trace_without_memory_events_has_the_memory_tab_disabled(window, tmp_p
     assert window.open_trace_files([str(trace)]) == 1
     has_memory = bool(window.timeline.trace.memory)
     assert window.tabs.isTabEnabled(window.tabs.indexOf(window.memory_page)) == has_memory
+
+
+def test_allocator_snapshots_open_together_as_ranks_in_the_memory_tab(window, tmp_path):
+    from tests.test_snapshot import two_gpu_snapshot, write
+
+    paths = [write(tmp_path / f"snapshot-rank-{r}.pickle", two_gpu_snapshot()) for r in (0, 1)]
+    assert window.open_trace_files([str(p) for p in paths]) == 2
+    assert window.runs_table.rowCount() == 1 and window.entries[0].label == "ranks 0, 1"
+    assert window.tabs.currentWidget() is window.memory_page
+    devices = {d.device for d in window.memory_analysis.devices}
+    assert {"rank0/cuda:0", "rank1/cuda:1"} <= devices
+    # read again from disk when it left the trace cache
+    window.entries[0].trace = None
+    assert window.show_entry(0)
+
+
+def test_a_pickle_that_would_run_code_opens_nothing_and_says_why(window, tmp_path):
+    import os
+    import pickle
+
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    bad = tmp_path / "evil.pickle"
+    bad.write_bytes(pickle.dumps({"segments": [], "device_traces": [Evil()]}))
+    assert window.open_trace_files([str(bad)]) == 0
+    assert window.message_box is not None and not marker.exists()

@@ -21,12 +21,32 @@ import numpy as np
 
 from branchscope.profiling.trace.model import CounterTrack, Lane, MemorySeries, Trace, build_trace
 from branchscope.profiling.trace.reader import load_trace
+from branchscope.profiling.trace.snapshot import is_snapshot, load_snapshot
+
+
+def load_source(path: str | os.PathLike[str]) -> Trace:
+    """A trace file, or an allocator snapshot (a pickle, told by its first bytes) as a trace of memory."""
+    return load_snapshot(path) if is_snapshot(path) else load_trace(path)
 
 
 def load_traces(paths: Sequence[str | os.PathLike[str]]) -> Trace:
-    """One trace as is, or several merged (see `merge_traces`)."""
-    traces = [load_trace(p) for p in paths]
-    return traces[0] if len(traces) == 1 else merge_traces(traces)
+    """One trace (or snapshot) as is, or several merged as ranks (see `merge_traces`, `as_ranks`)."""
+    traces = [load_source(p) for p in paths]
+    return traces[0] if len(traces) == 1 else merge_traces(as_ranks(traces))
+
+
+def as_ranks(traces: Sequence[Trace]) -> list[Trace]:
+    """The traces of one job with a rank each: their own when every one has a distinct rank (from
+    `distributedInfo`, or a snapshot's file name), else their positions."""
+    ranks = [t.rank for t in traces]
+    if None not in ranks and len(set(ranks)) == len(ranks):
+        return list(traces)
+    out = []
+    for i, t in enumerate(traces):
+        info = t.metadata.get("distributedInfo")
+        info = {**info, "rank": i} if isinstance(info, dict) else {"rank": i}
+        out.append(replace(t, metadata={**t.metadata, "distributedInfo": info}))
+    return out
 
 
 def _clock_shift(trace: Trace, reference: Trace) -> int:
