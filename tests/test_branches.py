@@ -180,3 +180,55 @@ class _TwinBlock(nn.Module):
 
     def forward(self, x):
         return self.p(x) * self.q(x)
+
+
+class _NeedsExport(nn.Module):
+    """Makes a tensor of the input's size and writes into it (fx cannot trace either) and builds a
+    position index (integer tensors: bookkeeping) before two projections of one input."""
+
+    def __init__(self):
+        super().__init__()
+        self.left = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+        self.right = nn.Linear(8, 8)
+
+    def forward(self, x):
+        scale = torch.ones(x.shape[0], 1)
+        scale[0] = 2.0
+        positions = torch.arange(x.shape[1]) + 1
+        x = x * scale + positions
+        return self.left(x) * self.right(x)
+
+
+def test_torch_export_takes_over_when_fx_fails_and_names_come_from_module_paths():
+    from branchscope.profiling.run.branches import EXPORT_NON_STRICT, FX
+
+    analysis = find_branches(_NeedsExport(), (torch.randn(3, 8),))
+    assert analysis.tracer == EXPORT_NON_STRICT and analysis.exported and analysis.fx_error is None
+    assert list(analysis.tracer_errors) == [FX]
+    assert analysis.tracer_errors[FX].startswith("torch.fx could not trace _NeedsExport: TypeError: ")
+    (region,) = analysis.regions  # the position index is no branch of its own
+    assert [b.name for b in region.branches] == ["left", "right"]
+    assert [len(b.nodes) for b in region.branches] == [2, 1]  # aten.linear, aten.relu; aten.linear
+    assert region.join == "mul_1"
+    # `scale[0] = 2.0` writes through a view into `scale`, which the rest reads: no branch of its own
+    assert any(note.startswith("not parallel: fill_ writes in place into ones") for note in analysis.notes)
+
+
+def test_elementwise_chains_of_an_exported_graph_are_no_branches():
+    class Gelu(nn.Module):  # the tanh GELU written out, as GPT-2 does
+        def forward(self, x):
+            scale = torch.ones(x.shape[0], 1)
+            scale[0] = 2.0
+            x = x * scale
+            return 0.5 * x * (1.0 + torch.tanh(0.79788 * (x + 0.044715 * torch.pow(x, 3.0))))
+
+    analysis = find_branches(Gelu(), (torch.randn(3, 8),))
+    assert analysis.tracer is not None and analysis.tracer != "torch.fx"
+    assert analysis.regions == []
+
+
+def test_no_graph_at_all_says_why_for_every_tracer():
+    analysis = find_branches(_DataDependent(), (torch.randn(3),))
+    assert list(analysis.tracer_errors) == ["torch.fx", "torch.export (non-strict)", "torch.export (strict)"]
+    assert "(hint: the model branches on tensor values" in analysis.tracer_errors["torch.export (non-strict)"]
+    assert "; nor could torch.export (non-strict: " in analysis.fx_error and "\n" not in analysis.fx_error

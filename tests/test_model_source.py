@@ -21,12 +21,12 @@ from branchscope.profiling.run.model_source import (
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
-CPU_DEMOS = ["inception", "lstm-ensemble", "twin-mm"]
+CPU_DEMOS = ["attention-qkv", "inception", "lstm-ensemble", "twin-mm"]
 
 
 def test_list_demos_names_descriptions_and_requirements():
     demos = {d.name: d for d in list_demos()}
-    assert sorted(demos) == ["dataparallel-imbalance", "inception", "lstm-ensemble", "twin-mm"]
+    assert sorted(demos) == ["attention-qkv", "dataparallel-imbalance", "inception", "lstm-ensemble", "twin-mm"]
     for demo in demos.values():
         assert demo.path.is_file() and demo.path.suffix == ".py"
         assert len(demo.description) > 20 and "\n" not in demo.description
@@ -103,6 +103,58 @@ def test_py_model_loads_in_eval_mode_with_all_inputs():
     loaded = load_model(ModelSpec(path=MODELS / "two_tower.py"))
     assert loaded.kind == "py" and not loaded.model.training
     assert [tuple(t.shape) for t in loaded.inputs] == [(8, 32), (8, 32)]
+
+
+_TWO_INPUTS = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def forward(self, user, item=None):
+        return user if item is None else user + item
+
+
+def build_model():
+    return Net()
+
+
+def example_inputs():
+    return {returns}
+"""
+
+
+@pytest.mark.parametrize(
+    ("returns", "args", "kwargs"),
+    [
+        ("(torch.ones(2), torch.ones(2))", 2, []),  # positional arguments
+        ("torch.ones(2)", 1, []),  # one tensor: one positional argument
+        ("[torch.ones(2), torch.ones(2)]", 2, []),
+        ("{'user': torch.ones(2), 'item': torch.ones(2)}", 0, ["user", "item"]),  # keyword arguments
+        ("((torch.ones(2),), {'item': torch.ones(2)})", 1, ["item"]),  # both, as a pair
+    ],
+)
+def test_example_inputs_are_positional_keyword_or_both(tmp_path, returns, args, kwargs):
+    path = tmp_path / "net.py"
+    path.write_text(_TWO_INPUTS.format(returns=returns))
+    loaded = load_model(ModelSpec(path=path))
+    assert len(loaded.inputs) == args and list(loaded.kwargs) == kwargs
+    assert len(loaded.tensors()) == args + len(kwargs)
+    assert loaded.model(*loaded.inputs, **loaded.kwargs).shape == (2,)
+
+
+@pytest.mark.parametrize(
+    ("returns", "message"),
+    [
+        ("'x'", "returned str; it must return a tuple .positional arguments., a dict .keyword arguments. or a pair"),
+        ("{1: torch.ones(2)}", "returned a dict whose keys are not argument names: 1"),
+    ],
+)
+def test_example_inputs_of_another_kind_are_refused_naming_it(tmp_path, returns, message):
+    path = tmp_path / "net.py"
+    path.write_text(_TWO_INPUTS.format(returns=returns))
+    with pytest.raises(ModelSourceError, match=f"example_inputs.. in net.py {message}"):
+        load_model(ModelSpec(path=path))
 
 
 def test_torchscript_archive_with_shapes_and_dtype(tmp_path):

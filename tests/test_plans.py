@@ -21,7 +21,7 @@ from branchscope.profiling.run.plans import (
 )
 
 MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
-CPU_DEMOS = ["inception", "lstm-ensemble", "twin-mm"]
+CPU_DEMOS = ["attention-qkv", "inception", "lstm-ensemble", "twin-mm"]
 
 
 def _prepare(spec):
@@ -220,3 +220,44 @@ def test_sequential_plan_still_runs_the_models_own_forward():
     plan = build_plan("sequential", loaded.model, analysis)
     assert plan.module is loaded.model
     assert max_abs_diff(_outputs(loaded.model, loaded.inputs), _outputs(plan, loaded.inputs)) == 0.0
+
+
+def test_max_abs_diff_through_dataclasses_and_model_outputs():
+    from dataclasses import dataclass
+
+    from transformers.modeling_outputs import BaseModelOutput
+
+    @dataclass
+    class Out:
+        logits: torch.Tensor
+        extra: tuple
+
+    a = Out(torch.zeros(2), (torch.ones(1), {"h": [torch.zeros(3)]}))
+    b = Out(torch.zeros(2), (torch.ones(1), {"h": [torch.zeros(3) - 0.5]}))
+    assert max_abs_diff(a, a) == 0.0 and max_abs_diff(a, b) == pytest.approx(0.5)
+    assert max_abs_diff(a, Out(torch.zeros(2), (torch.ones(1), {"g": [torch.zeros(3)]}))) == float("inf")  # other key
+    m = BaseModelOutput(last_hidden_state=torch.zeros(2, 3), hidden_states=(torch.ones(1),))
+    n = BaseModelOutput(last_hidden_state=torch.full((2, 3), 0.125), hidden_states=(torch.ones(1),))
+    assert max_abs_diff(m, n) == pytest.approx(0.125)
+    assert max_abs_diff(m, BaseModelOutput(last_hidden_state=torch.zeros(2, 3))) == float("inf")  # a leaf missing
+
+
+def test_fork_plan_takes_keyword_inputs_for_a_graph_from_torch_fx():
+    loaded, _ = _prepare(ModelSpec(path=MODELS / "two_tower.py"))
+    kwargs = {"item": loaded.inputs[1], "user": loaded.inputs[0]}  # by name, in another order
+    analysis = find_branches(loaded.model, (), kwargs)
+    assert analysis.tracer == "torch.fx"
+    plan = build_plan("fork", loaded.model, analysis)
+    with torch.no_grad():
+        expected = loaded.model(**kwargs)
+        assert max_abs_diff(expected, plan(**kwargs)) <= 1e-5
+        assert max_abs_diff(expected, plan(loaded.inputs[0], item=loaded.inputs[1])) <= 1e-5
+
+
+def test_fork_plan_of_the_attention_demo_forks_query_key_and_value_per_layer():
+    loaded, analysis = _prepare(ModelSpec(demo="attention-qkv"))
+    assert [[b.name for b in r.branches] for r in analysis.regions] == [
+        [f"layers.{k}.attention.{p}" for p in ("query", "key", "value")] for k in range(2)
+    ]
+    plan = build_plan("fork", loaded.model, analysis)
+    assert plan.source.count("torch.jit.fork(") == 6

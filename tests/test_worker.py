@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 RUN_FIELDS = {
     "mode", "interop", "intra", "device", "torch", "steps_ms", "median_ms", "unprofiled_median_ms",
     "unprofiled_steps", "unprofiled_steps_ms", "unprofiled_spread_ms", "branches", "max_abs_diff",
-    "main_tid", "interop_tids", "intra_tids", "fx_error", "complete",
+    "main_tid", "interop_tids", "intra_tids", "fx_error", "tracer", "tracer_errors", "complete",
 }  # fmt: skip
 
 
@@ -57,6 +57,7 @@ def test_run_json_fields_and_thread_counts(twin_fork):
     assert RUN_FIELDS <= set(run)
     assert run["mode"] == "fork" and run["interop"] == 2 and run["intra"] == 1 and run["device"] == "cpu"
     assert run["threads_applied"] == {"interop": 2, "intra": 1}
+    assert run["tracer"] == "torch.fx" and run["tracer_errors"] == {} and run["fx_error"] is None
     assert len(run["steps_ms"]) == 2 and run["median_ms"] > 0 and run["unprofiled_median_ms"] > 0
     # the timed phase: at least --steps steps, up to 20 unless 2 s of them passed first
     n = run["unprofiled_steps"]
@@ -244,3 +245,14 @@ def test_without_proc_the_pool_is_the_threads_the_profiler_names_ptthreadpool():
             for tid, name in ((1, "pt_main_thread"), (7, "PTThreadPool"), (5, "PTThreadPool"), ("x", "PTThreadPool"))]  # fmt: skip
     ops = [{"ph": "X", "name": "PTThreadPool", "tid": 9}]
     assert _pool_tids_from_trace({"traceEvents": meta + ops}) == [5, 7]
+
+
+def test_run_json_says_why_no_tracer_found_a_graph(tmp_path):
+    proc = _worker(tmp_path, "--model", str(MODELS / "data_dependent.py"), "--mode", "sequential", "--interop", "1", "--intra", "1")
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["tracer"] is None and run["branches"] == []
+    assert list(run["tracer_errors"]) == ["torch.fx", "torch.export (non-strict)", "torch.export (strict)"]
+    assert "control flow" in run["tracer_errors"]["torch.fx"]
+    assert run["fx_error"].startswith("torch.fx could not trace DataDependent") and "nor could torch.export" in run["fx_error"]
+    assert "def forward(" not in proc.stderr and "symbolic_shapes" not in proc.stderr  # export's partial graph, logs

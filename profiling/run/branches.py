@@ -239,6 +239,22 @@ def _mutated_input(node: fx.Node) -> fx.Node | None:
     return None
 
 
+#: Ops whose result may share memory with their first argument: writing into one writes into the other.
+_VIEWS = {
+    "getitem", "view", "view_as", "reshape", "flatten", "unflatten", "unsqueeze", "squeeze", "permute",
+    "transpose", "t", "expand", "expand_as", "chunk", "split", "unbind", "narrow", "select", "slice", "detach",
+    "alias", "as_strided", "diagonal", "unfold", "_unsafe_view", "split_with_sizes", "movedim", "swapaxes",
+}  # fmt: skip
+
+
+def _written_values(target: fx.Node) -> list[fx.Node]:
+    """The node written into and every value it is a view of (`x[0].fill_(2)` writes into x too)."""
+    out = [target]
+    while _op_name(out[-1]) in _VIEWS and out[-1].args and isinstance(out[-1].args[0], fx.Node):
+        out.append(out[-1].args[0])
+    return out
+
+
 def _module_stack(node: fx.Node) -> list[str]:
     """Module paths of the modules this node ran in, outermost first (the root module's "" left out)."""
     stack = node.meta.get("nn_module_stack") or {}
@@ -413,9 +429,10 @@ class _Finder:
             members = set(nodes)
             for node in nodes:
                 target = _mutated_input(node)
-                if target is not None and target not in members:
+                shared = [v for v in _written_values(target) if v not in members] if target is not None else []
+                if shared:
                     self.notes.append(
-                        f"not parallel: {node.name} writes in place into {target.name}, which other branches read"
+                        f"not parallel: {node.name} writes in place into {shared[0].name}, which other branches read"
                     )
                     return True
         return False
@@ -695,6 +712,15 @@ def _no_graph_text(errors: dict[str, str]) -> str:
     return text
 
 
+def _no_progress_thread() -> None:
+    """torch.fx's Interpreter makes a tqdm bar (disabled) for every run where tqdm is installed, which
+    starts tqdm's monitor thread: a thread of the run's process that is no thread of torch's."""
+    from torch.hub import tqdm
+
+    if hasattr(tqdm, "monitor_interval"):
+        tqdm.monitor_interval = 0
+
+
 def find_branches(model: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> BranchAnalysis:
     """Traces `model(*inputs, **kwargs)` (torch.fx, else torch.export) and finds its fork-join regions.
 
@@ -702,6 +728,7 @@ def find_branches(model: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any] | 
     why (the sequential mode still runs the model as it is).
     """
     kwargs = dict(kwargs or {})
+    _no_progress_thread()
     if isinstance(model, torch.jit.ScriptModule):
         return BranchAnalysis(None, [], "torch.fx cannot trace a TorchScript module; only sequential mode runs it")
     gm, in_spec, out_spec, tracer, errors = _trace(model, inputs, kwargs)
