@@ -115,3 +115,147 @@ def test_subset_index_lines_up_with_the_whole_trace():
     assert sub.n_rows == full.n_rows
     assert sub.t0 == full.t0
     assert len(sub.levels[0]) == len(range(0, len(trace), 7))
+
+
+# ---- the index is the one the previous, simpler build made ---------------------------------------
+
+
+def _reference_levels(trace, row_cap=16, subset=None):
+    """The levels as the first implementation built them (plain numpy, one step per line): the
+    faster build must give the same items, so the timeline draws exactly what it drew."""
+    no_gap = np.iinfo(np.int64).max
+    t0, t1 = (int(x) for x in trace.span())
+    span = t1 - t0
+    n_lanes = len(trace.lanes)
+    max_depth = np.full(n_lanes, -1, dtype=np.int64)
+    for i in range(n_lanes):
+        a, b = trace.lane_offsets[i], trace.lane_offsets[i + 1]
+        if b > a:
+            max_depth[i] = trace.depth[a:b].max()
+    rows_per_lane = np.clip(max_depth + 1, 1, row_cap)
+    row_base = np.concatenate([[0], np.cumsum(rows_per_lane)])
+    n_rows = int(row_base[-1])
+    shift = 0
+    while max(n_rows, 1) * ((span >> shift) + 2) >= (1 << 62):
+        shift += 1
+    stride = (span >> shift) + 2
+    events = np.arange(len(trace)) if subset is None else np.sort(np.asarray(subset, np.int64))
+    row = row_base[trace.lane[events]] + np.minimum(trace.depth[events], row_cap - 1)
+    order = np.argsort(row, kind="stable")
+    ev, row = events[order], row[order]
+    start = (trace.start_ns[ev] - t0) >> shift
+    end = (trace.start_ns[ev] - t0 + trace.dur_ns[ev]) >> shift
+    key_start = row * stride + start
+    key_end = np.maximum.accumulate(row * stride + end) if ev.size else row * stride + end
+    levels = [(0, key_start, key_end, ev)]
+    n = ev.size
+    if n < 2:
+        return levels
+    lead_gap = np.concatenate([[no_gap], key_start[1:] - key_end[:-1]])
+    lead_gap[1:][row[1:] != row[:-1]] = no_gap
+    finite = lead_gap[lead_gap != no_gap]
+    n_row_starts = n - finite.size
+    _, exp = np.frexp(finite[finite > 0].astype(np.float64))
+    at_least = np.cumsum(np.bincount(exp, minlength=65)[::-1])[::-1]
+    last_kept = n
+    prev = (key_start, key_end, ev, trace.dur_ns[ev], lead_gap, np.ones(n, dtype=np.int64))
+    for k in range(shift, 63):
+        threshold = 1 << k
+        if n_row_starts + int(at_least[k - shift + 1]) > last_kept // 2:
+            continue
+        ks, ke, rep, dur, gap, n_ev = prev
+        long = (n_ev == 1) & (dur >= 4 * threshold)
+        new = gap >= (1 << (k - shift))
+        new[1:] |= (long[1:] | long[:-1]) & (gap[1:] >= 0)
+        first = np.flatnonzero(new)
+        last = np.append(first[1:] - 1, ks.size - 1)
+        pick = np.array([a + int(np.argmax(dur[a : b + 1])) for a, b in zip(first, last)], dtype=np.int64)
+        cand = (ks[first], ke[last], rep[pick], dur[pick], gap[first], np.add.reduceat(n_ev, first))
+        runs = first.size
+        if runs > last_kept // 2 and runs > n_row_starts:
+            continue
+        prev = cand
+        levels.append((threshold, cand[0], cand[1], cand[2]))
+        last_kept = runs
+        if runs <= n_row_starts:
+            break
+    return levels
+
+
+def _varied_trace(seed: int, lanes: int, n: int, *, epoch: bool = False, huge_dur: bool = False):
+    """Random events with ties in duration, instants, deep nesting and long events; `epoch` puts
+    all but one event 54 years after the first (keys shifted), `huge_dur` adds a 2**55 ns event."""
+    rng = np.random.default_rng(seed)
+    lane = rng.integers(0, lanes, n)
+    start = rng.integers(0, 2_000_000, n)
+    dur = rng.choice([0, 1, 1000, 1000, 5000], n) + rng.lognormal(np.log(3000), 2.0, n).astype(np.int64) * (
+        rng.random(n) < 0.7
+    )
+    if epoch:
+        start[1:] += 1_700_000_000_000_000_000
+    if huge_dur:
+        dur[0] = 1 << 55
+    return build_trace(
+        path="varied",
+        start_ns=start,
+        dur_ns=dur,
+        lane=lane,
+        name_id=np.zeros(n, np.int32),
+        cat_id=np.zeros(n, np.int32),
+        names=["op"],
+        cats=["cpu_op"],
+        lanes=[Lane(i, "cpu", 1, i, f"t{i}", "other") for i in range(lanes)],
+    )
+
+
+def _assert_same_levels(lod: TimelineLod, reference) -> None:
+    assert [lv.threshold_ns for lv in lod.levels] == [r[0] for r in reference]
+    for level, (_, key_start, key_end, rep) in zip(lod.levels, reference):
+        np.testing.assert_array_equal(level.key_start, key_start)
+        np.testing.assert_array_equal(level.key_end, key_end)
+        np.testing.assert_array_equal(level.rep, rep)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(
+    "lanes, n, options",
+    [
+        (3, 3000, {}),  # rows fit 8 bits
+        (40, 6000, {}),  # more than 256 rows: 16-bit rows
+        (2, 2000, {"epoch": True}),  # keys shifted
+        (3, 2000, {"huge_dur": True}),  # durations too long to share a key with positions
+    ],
+)
+def test_levels_are_those_of_the_reference_build(seed, lanes, n, options):
+    trace = _varied_trace(seed, lanes, n, **options)
+    lod = TimelineLod(trace)
+    if lanes == 40:
+        assert lod.n_rows > 256
+    if options.get("epoch"):
+        assert lod.shift > 0
+    assert len(lod.levels) > 1
+    _assert_same_levels(lod, _reference_levels(trace))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_levels_of_a_subset_and_a_small_row_cap_are_those_of_the_reference_build(seed):
+    trace = _varied_trace(seed, 4, 4000)
+    subset = np.random.default_rng(seed).choice(len(trace), 1500, replace=False)
+    _assert_same_levels(TimelineLod(trace, subset=subset), _reference_levels(trace, subset=subset))
+    for cap in (1, 2):  # overlapping events folded into one row merge whatever their length
+        _assert_same_levels(TimelineLod(trace, row_cap=cap), _reference_levels(trace, row_cap=cap))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2])
+def test_tiny_traces_have_only_raw_events_or_the_reference_levels(n):
+    trace = _varied_trace(0, 2, n)
+    _assert_same_levels(TimelineLod(trace), _reference_levels(trace))
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("row_cap", [1, 2])
+def test_runs_of_folded_overlapping_events_are_never_taken_for_one_long_event(seed, row_cap):
+    # Sparse lanes with rows folded: a long event merged with the events overlapping it is a
+    # run of several events, which later levels must still merge with its close neighbours.
+    trace = _varied_trace(seed, 2, 500)
+    _assert_same_levels(TimelineLod(trace, row_cap=row_cap), _reference_levels(trace, row_cap=row_cap))
