@@ -12,7 +12,14 @@ from PySide6.QtWidgets import QWidget
 from branchscope.profiling import load_trace
 from branchscope.widgets.memory_view import MemoryView
 from branchscope.widgets.time_axis import TimeAxis
-from branchscope.widgets.workspace import PANELS, PanelKind, ShownTrace, TraceWorkspace, row_sizes
+from branchscope.widgets.workspace import (
+    EMPTY_HEIGHT,
+    PANELS,
+    PanelKind,
+    ShownTrace,
+    TraceWorkspace,
+    row_sizes,
+)
 from tests.gui_helpers import write_small_trace
 
 
@@ -193,10 +200,11 @@ def test_each_trace_is_shown_from_its_own_origin(qtbot, traces):
     assert ws.axis.span_ns == max(_span(fork), _span(seq) - 1000) + 1000
 
 
-def _old_centre_sizes(total, has_pool, has_memory, memory_series, content_height):
-    """What MainWindow._centre_sizes computed before the workspace (the reference)."""
-    pool_min = max(200, total // 4) if has_pool else 90
-    mem_min = max(80, min(72 * max(1, memory_series) + 10, total // 4)) if has_memory else 60
+def _expected_sizes(total, has_pool, has_memory, memory_series, content_height, pool_bands=2):
+    """The row's layout: the timeline what its lanes need (at most what the charts' minimums
+    leave), a chart without data one line (EMPTY_HEIGHT), the charts with data the rest, 60:40."""
+    pool_min = (max(200, total // 4) if pool_bands == 2 else max(110, total // 8)) if has_pool else EMPTY_HEIGHT
+    mem_min = max(80, min(72 * max(1, memory_series) + 10, total // 3)) if has_memory else EMPTY_HEIGHT
     need = content_height + 40
     timeline = max(120, min(need, total - mem_min - pool_min))
     rest = total - timeline
@@ -212,17 +220,22 @@ def _old_centre_sizes(total, has_pool, has_memory, memory_series, content_height
 
 @pytest.mark.parametrize("total", [400, 900, 1400])
 @pytest.mark.parametrize("content_height", [0, 150, 600, 5000])
-@pytest.mark.parametrize(("has_pool", "has_memory", "series"), [(True, True, 1), (True, True, 4),
-                         (True, False, 0), (False, True, 2), (False, False, 0)])  # fmt: skip
-def test_row_layout_is_the_windows_layout_from_before(total, content_height, has_pool, has_memory, series):
+@pytest.mark.parametrize(("has_pool", "has_memory", "series", "pool_bands"), [
+    (True, True, 1, 2), (True, True, 4, 2), (True, True, 1, 1), (True, False, 0, 2), (True, False, 0, 1),
+    (False, True, 2, 2), (False, False, 0, 2)])  # fmt: skip
+def test_row_layout_gives_the_timeline_its_lanes_and_empty_charts_one_line(
+    total, content_height, has_pool, has_memory, series, pool_bands
+):
     trace = SimpleNamespace(memory=[object()] * series)
     panels = [
-        SimpleNamespace(trace=trace, content_height=content_height, has_data=lambda: True),
-        SimpleNamespace(trace=trace, has_data=lambda: has_pool),
-        SimpleNamespace(trace=trace, has_data=lambda: has_memory),
-    ]
-    assert row_sizes(PANELS, panels, total) == _old_centre_sizes(
-        total, has_pool, has_memory, series, content_height
+        SimpleNamespace(trace=trace, full_height=content_height, has_data=lambda: True),
+        SimpleNamespace(trace=trace, has_data=lambda: has_pool,
+                        wanted_height=lambda h: max(200, h // 4) if pool_bands == 2 else max(110, h // 8)),
+        SimpleNamespace(trace=trace, has_data=lambda: has_memory,
+                        wanted_height=lambda: 72 * max(1, series) + 10),
+    ]  # fmt: skip
+    assert row_sizes(PANELS, panels, total) == _expected_sizes(
+        total, has_pool, has_memory, series, content_height, pool_bands
     )
 
 

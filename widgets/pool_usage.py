@@ -72,6 +72,9 @@ ROLE_TITLES = {
 }
 
 
+#: A chart with nothing to show: one line (as the workspace keeps for it).
+EMPTY_HEIGHT = 28
+
 #: The CPU chart averages each thread over this many of its sampling intervals (a moving window
 #: centred on each pixel column, widened to the column when zoomed out). Single samples jitter
 #: (the kernel counts CPU time in ticks, so one interval can read 0% and the next 200%), which made
@@ -298,29 +301,52 @@ class PoolUsageView(ChartPanel):
     def no_data_text(self) -> str:
         return "no inter-op pool threads or CPU samples in this trace (runs made by branchscope have them)"
 
+    def _bands_with_data(self) -> tuple[bool, bool]:
+        """(pool band, CPU band): which have something to draw (a trace shown, else both)."""
+        if self.trace is None:
+            return True, True
+        cap = self.occupancy.capacity if self.occupancy is not None else 0
+        return cap > 0 or self.max_busy_pool_threads > 0, bool(self.threads)
+
+    def wanted_height(self, row_height: int) -> int:
+        """Height wanted in a row of `row_height` pixels: a band for each series that has data."""
+        if self.trace is not None and not self.has_data():
+            return EMPTY_HEIGHT
+        if all(self._bands_with_data()):
+            return max(200, row_height // 4)
+        return max(110, row_height // 8)
+
     def _show(self) -> None:
-        """Lines, notes, labels and bands for what `set_trace` left (or the one-line message)."""
+        """Lines, notes, labels and bands for what `set_trace` left (or the one-line message).
+
+        A band with nothing to draw takes no room: a line in the other band's gutter says why."""
         if self.trace is not None and not self.has_data():
             self.set_bands([])
-            self.setMinimumHeight(28)
+            self.setMinimumHeight(EMPTY_HEIGHT)
             return
-        self.setMinimumHeight(170)
+        pool_has, cpu_has = self._bands_with_data()
+        self.setMinimumHeight(170 if pool_has and cpu_has else 90)
         cap = int(self.occupancy.capacity) if self.occupancy is not None else 0
         self.pool_line.setVisible(cap > 0)
         self.pool_line.setValue(cap)
         self.pool_line.label.setFormat(f"pool size {cap}")
-        self.pool_empty.setVisible(self.trace is not None and cap == 0)
+        self.pool_empty.setVisible(False)
         self.set_y_top(self.pool_plot, self._pool_ymax(), headroom_px=18)
         self.core_line.setVisible(bool(self.threads) or self.cores_known)
         self.core_line.setValue(self.cores)
         self.core_line.label.setFormat(f"{self.cores} cores")
-        self.cpu_empty.setVisible(self.trace is not None and not self.threads)
+        self.cpu_empty.setVisible(False)
         self.set_y_top(
             self.cpu_plot, max(self.cpu_ymax, float(self.cores) if self.cores_known else 0.0, 1.0), 18
         )
         self._show_warning()
         self._label_bands()
-        self.set_bands([(self.pool_gutter, self.pool_plot), (self.cpu_gutter, self.cpu_plot)])
+        bands = []
+        if pool_has:
+            bands.append((self.pool_gutter, self.pool_plot))
+        if cpu_has:
+            bands.append((self.cpu_gutter, self.cpu_plot))
+        self.set_bands(bands)
 
     def _show_warning(self) -> None:
         if not self.oversubscribed:
@@ -343,6 +369,9 @@ class PoolUsageView(ChartPanel):
             )
         elif self.trace is not None:
             pool.append("no pool threads ran")
+        pool_has, cpu_has = self._bands_with_data()
+        if not cpu_has:
+            pool.append(f"<span style='color:{EMPTY_TEXT.name()}'>no CPU samples (runs made by branchscope have them)</span>")
         self.pool_gutter.set_html("<br>".join(pool))
         cpu = ["<b style='color:#1f2933'>CPU use per OS thread</b>"]
         if self.interop is not None and self.intra is not None:
@@ -357,6 +386,8 @@ class PoolUsageView(ChartPanel):
         else:
             cpu.append("cores in use, stacked")
         cpu.extend(swatch(ROLE_COLORS[role][0], text) for role, text in self.legend())
+        if not pool_has:
+            cpu.append(f"<span style='color:{EMPTY_TEXT.name()}'>no inter-op pool threads ran</span>")
         self.cpu_gutter.set_html("<br>".join(cpu))
 
     def legend(self) -> list[tuple[str, str]]:

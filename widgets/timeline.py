@@ -21,7 +21,7 @@ clears it. Neutral colours follow the palette (`widgets.theme`), text the widget
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyqtgraph as pg
@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
 )
 
 from branchscope.profiling.trace.analyses import branch_assignment
+from branchscope.profiling.trace.merge import rank_hosts
 from branchscope.profiling.trace.model import ROLE_ORDER, Trace
 from branchscope.widgets import colors
 from branchscope.widgets.charts import GutterText, Strip, TimeAxisItem
@@ -73,6 +74,8 @@ _GROUP_TITLES = {
 }
 #: Extra lines appended below the painted rows, addressed by negative codes in the y map.
 _BG_A, _BG_B, _SEP, _HEADER = -1, -2, -3, -4
+#: The y of a row whose event names are not drawn (the other lanes of a summary lane).
+_NO_LABEL = -(1 << 30)
 #: A selected time range: its shade and edges (they read on light and dark lanes).
 RANGE_FILL = QColor(61, 123, 217, 60)
 RANGE_EDGE = QColor(61, 123, 217, 220)
@@ -142,17 +145,46 @@ class LaneRow:
 
 @dataclass(frozen=True, slots=True)
 class GroupHeader:
+    """A group's title band; a collapsed group's band is its one summary lane (`summary`: the top
+    LOD row of each of its lanes, drawn over one another)."""
+
     title: str
     top: int
+    key: tuple = ()
+    height: int = GROUP_H
+    collapsed: bool = False
+    #: Whether a click on it collapses or expands it (CPU thread groups).
+    collapsible: bool = False
+    lanes: tuple[int, ...] = ()
+    summary: tuple[int, ...] = ()
 
 
-def group_of(trace: Trace, lane_index: int, multi_pid: bool) -> tuple[tuple, str]:
-    """Sort key and title of the group a lane is shown in."""
+def group_of(trace: Trace, lane_index: int, multi_pid: bool, ranks: dict | None = None) -> tuple[tuple, str]:
+    """Sort key and title of the group a lane is shown in.
+
+    With several ranks (`ranks`: {rank: its title, "rank R" and its host where the trace says it}),
+    each rank's groups come together, titled by rank instead of by pid.
+    """
     lane = trace.lanes[lane_index]
+    if ranks:
+        rank = -1 if lane.rank is None else lane.rank
+        prefix = f"{ranks.get(lane.rank, 'no rank')} · "
+        if lane.kind == "gpu":
+            return (rank, 1, lane.device, lane.pid), f"{prefix}GPU {lane.device}"
+        return (rank, 0, lane.pid, ROLE_ORDER.index(lane.role)), f"{prefix}{_GROUP_TITLES.get(lane.role, lane.role)}"
     prefix = f"pid {lane.pid} · " if multi_pid else ""
     if lane.kind == "gpu":
         return (1, lane.device, lane.pid), f"{prefix}GPU {lane.device}"
     return (0, lane.pid, ROLE_ORDER.index(lane.role)), f"{prefix}{_GROUP_TITLES.get(lane.role, lane.role)}"
+
+
+def rank_titles(trace: Trace) -> dict:
+    """{rank: "rank R" or "rank R (host)"} when the trace's lanes belong to several ranks, else {}."""
+    ranks = sorted({ln.rank for ln in trace.lanes if ln.rank is not None})
+    if len(ranks) < 2:
+        return {}
+    hosts = rank_hosts(trace)
+    return {r: f"rank {r}" + (f" ({hosts[r]})" if hosts.get(r) else "") for r in ranks}
 
 
 #: Pause in typing after which Find highlights the matches.
@@ -321,6 +353,14 @@ class TimelineView(TimePanel):
         self.lane_rows: list[LaneRow] = []
         self.group_headers: list[GroupHeader] = []
         self.content_height = 0
+        #: The height of every group expanded (what the timeline would like to have).
+        self.full_height = 0
+        #: Groups the user collapsed or expanded (group keys), and those collapsed for want of room.
+        self._collapsed: set[tuple] = set()
+        self._expanded: set[tuple] = set()
+        self.auto_collapsed: set[tuple] = set()
+        self._header_tops: list[int] = []
+        self._layout_height = -1
         self.selected = -1
         self.hovered_event = -1
         self.hover_text = ""
@@ -427,6 +467,8 @@ class TimelineView(TimePanel):
                 branches, keys, lod = derived(trace, "timeline", lambda: _derive(trace, None))
             else:
                 branches, keys, lod = _derive(trace, branches)
+        if trace is not self.trace:
+            self._collapsed, self._expanded = set(), set()
         self.trace = trace
         self.selected = self.hovered_event = -1
         self.clear_range()
@@ -484,45 +526,126 @@ class TimelineView(TimePanel):
     def lane_pad(self) -> int:
         return LANE_PAD if self.row_height >= 12 else 2
 
-    def _layout(self) -> None:
-        trace, lod = self.trace, self.lod
-        self.lane_rows, self.group_headers = [], []
-        if trace is None or lod is None:
-            return
+    def _groups(self, streams_first: bool) -> list[tuple[tuple, str, list[int]]]:
+        """(key, title, lanes) of each group, in display order (GPU streams first if asked)."""
+        trace = self.trace
         multi_pid = len({ln.pid for ln in trace.lanes if ln.kind == "cpu"}) > 1 or (
             len({ln.pid for ln in trace.lanes if ln.kind == "gpu"})
             > len({ln.device for ln in trace.lanes if ln.kind == "gpu"})
         )
-        order = sorted(
-            range(len(trace.lanes)),
-            key=lambda i: (
-                group_of(trace, i, multi_pid)[0],
-                trace.lanes[i].tid if trace.lanes[i].kind == "gpu" else 0,
-                i,
-            ),
-        )
+        ranks = rank_titles(trace)
+        grouped: dict[tuple, tuple[str, list[int]]] = {}
+        for i in range(len(trace.lanes)):
+            key, title = group_of(trace, i, multi_pid, ranks)
+            grouped.setdefault(key, (title, []))[1].append(i)
+        lanes = trace.lanes
+        for _, members in grouped.values():
+            members.sort(key=lambda i: (lanes[i].tid if lanes[i].kind == "gpu" else 0, i))
+
+        def order(key: tuple) -> tuple:
+            gpu = lanes[grouped[key][1][0]].kind == "gpu"
+            return (0 if gpu else 1, key) if streams_first else (key,)
+
+        return [(key, grouped[key][0], grouped[key][1]) for key in sorted(grouped, key=order)]
+
+    def _lane_height(self, lane: int) -> int:
+        return len(self.lod.rows_of_lane(lane)) * self.row_height + self.lane_pad
+
+    @property
+    def summary_height(self) -> int:
+        """Height of a collapsed group: its title band holding its one summary lane."""
+        return max(self.group_h, self.row_height + self.lane_pad)
+
+    def _group_height(self, lanes: list[int], collapsed: bool) -> int:
+        if collapsed:
+            return self.summary_height
+        return self.group_h + sum(self._lane_height(i) for i in lanes)
+
+    def _layout(self) -> None:
+        """Lay the groups out; GPU streams stay in view (see `auto_collapsed`)."""
+        trace, lod = self.trace, self.lod
+        self.lane_rows, self.group_headers = [], []
+        self.auto_collapsed = set()
+        if trace is None or lod is None:
+            self.full_height = self.content_height = 0
+            return
+        groups = self._groups(streams_first=False)
+        cpu = {key for key, _, lanes in groups if trace.lanes[lanes[0]].kind == "cpu"}
+        collapsed = set(self._collapsed) & cpu
+        self.full_height = sum(self._group_height(lanes, False) for _, _, lanes in groups)
+        has_gpu = any(ln.kind == "gpu" for ln in trace.lanes)
+        avail = self._image_height()
+        if has_gpu and self.isVisible():
+
+            def height(keys: set) -> int:
+                return sum(self._group_height(lanes, key in keys) for key, _, lanes in groups)
+
+            # Space is short: CPU groups the user did not open collapse, the tallest first, until
+            # the streams fit; should they still not, the streams go first.
+            auto = sorted(
+                (g for g in groups if g[0] in cpu and g[0] not in collapsed and g[0] not in self._expanded),
+                key=lambda g: -self._group_height(g[2], False),
+            )
+            for key, _, _ in auto:
+                if height(collapsed) <= avail:
+                    break
+                collapsed.add(key)
+                self.auto_collapsed.add(key)
+            if height(collapsed) > avail:
+                groups = self._groups(streams_first=True)
         y = 0
-        current = None
-        counts: dict[tuple, int] = {}
-        for i in order:
-            key, _ = group_of(trace, i, multi_pid)
-            counts[key] = counts.get(key, 0) + 1
-        for i in order:
-            key, title = group_of(trace, i, multi_pid)
-            if key != current:
-                current = key
-                n = counts[key]
-                unit = "streams" if trace.lanes[i].kind == "gpu" else "threads"
-                self.group_headers.append(GroupHeader(f"{title} · {n} {unit}" if n > 1 else title, y))
-                y += self.group_h
-            rows = lod.rows_of_lane(i)
-            h = len(rows) * self.row_height + self.lane_pad
-            self.lane_rows.append(LaneRow(i, y, h, rows, trace.lanes[i].label))
-            y += h
+        for key, title, lanes in groups:
+            n = len(lanes)
+            unit = "streams" if trace.lanes[lanes[0]].kind == "gpu" else "threads"
+            text = f"{title} · {n} {unit}" if n > 1 else title
+            if key in collapsed:
+                summary = tuple(lod.rows_of_lane(i)[0] for i in lanes if len(lod.rows_of_lane(i)))
+                h = self.summary_height
+                self.group_headers.append(GroupHeader(text, y, key, h, True, True, tuple(lanes), summary))
+                y += h
+                continue
+            self.group_headers.append(GroupHeader(text, y, key, self.group_h, False, key in cpu, tuple(lanes)))
+            y += self.group_h
+            for i in lanes:
+                rows = lod.rows_of_lane(i)
+                h = len(rows) * self.row_height + self.lane_pad
+                self.lane_rows.append(LaneRow(i, y, h, rows, self._lane_label(i, bool(rank_titles(trace)))))
+                y += h
         self.content_height = y
         self._tops = [lr.top for lr in self.lane_rows]
+        self._header_tops = [gh.top for gh in self.group_headers]
+        self._layout_height = avail
         self._gutter_cache = None
         self._set_scroll(self._scroll)
+
+    def _lane_label(self, i: int, ranked_groups: bool) -> str:
+        """A lane's label; under a rank's group title it need not repeat the rank."""
+        lane = self.trace.lanes[i]
+        return replace(lane, rank=None).label if ranked_groups else lane.label
+
+    def group_at(self, y: int) -> GroupHeader | None:
+        """The group whose title band (a collapsed group: its summary lane) is at widget y."""
+        cy = y - RULER_H + self._scroll
+        if y < RULER_H or not self.group_headers:
+            return None
+        n = bisect.bisect_right(self._header_tops, cy) - 1
+        if n < 0:
+            return None
+        gh = self.group_headers[n]
+        return gh if cy < gh.top + gh.height else None
+
+    def set_group_collapsed(self, key: tuple, collapsed: bool) -> None:
+        """Collapse a CPU thread group to one summary lane, or expand it (the user's choice: kept
+        while the trace is shown, whatever the space)."""
+        self._collapsed.discard(key)
+        self._expanded.discard(key)
+        (self._collapsed if collapsed else self._expanded).add(key)
+        self._layout()
+        self.refresh()
+
+    def toggle_group(self, gh: GroupHeader) -> None:
+        if gh.collapsible:
+            self.set_group_collapsed(gh.key, not gh.collapsed)
 
     # ---- geometry ---------------------------------------------------------------------------
     def _image_height(self) -> int:
@@ -556,6 +679,12 @@ class TimelineView(TimePanel):
 
     def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt API)
         x = event.position().x()
+        if event.button() == Qt.MouseButton.LeftButton and x < GUTTER:
+            gh = self.group_at(int(event.position().y()))
+            if gh is not None and gh.collapsible:  # a click on a group's title opens or folds it
+                self.toggle_group(gh)
+                event.accept()
+                return
         if x >= GUTTER + self.plot_width() and self.max_scroll() > 0:
             y = int(event.position().y())
             handle = self._scroll_handle()
@@ -667,14 +796,31 @@ class TimelineView(TimePanel):
         if not hasattr(self, "_find_bar"):  # pyqtgraph resizes while the view is being made
             return
         self._gutter_cache = None
+        if self._image_height() != self._layout_height and self.trace is not None:
+            self._layout()  # room changed: the groups collapsed for want of it may change
         self._set_scroll(self._scroll)
         self._place_find_bar()
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().showEvent(event)
+        if self.trace is not None:
+            self._layout()
 
     def lane_rect(self, lane_index: int) -> QRect | None:
         """The lane's rectangle in widget coordinates (may lie outside the widget when scrolled)."""
         for lr in self.lane_rows:
             if lr.lane == lane_index:
                 return QRect(GUTTER, RULER_H + lr.top - self._scroll, self.plot_width(), lr.height)
+        gh = self.collapsed_group_of(lane_index)
+        if gh is not None:  # folded into its group's summary lane
+            return QRect(GUTTER, RULER_H + gh.top - self._scroll, self.plot_width(), gh.height)
+        return None
+
+    def collapsed_group_of(self, lane_index: int) -> GroupHeader | None:
+        """The collapsed group a lane is folded into, or None."""
+        for gh in self.group_headers:
+            if gh.collapsed and lane_index in gh.lanes:
+                return gh
         return None
 
     def _row_top(self, lr: LaneRow, k: int) -> int:
@@ -701,22 +847,46 @@ class TimelineView(TimePanel):
                     max(1, int(np.ceil(x1 - x0))),
                     self.row_height - 1,
                 )
+        gh = self.collapsed_group_of(lane)
+        if gh is not None:  # on its group's summary lane
+            s = self.axis_time(self.trace.start_ns[i])
+            left, right = GUTTER - 2.0, GUTTER + self.plot_width() + 2.0
+            x0 = min(max(self.x_of(s), left), right)
+            x1 = min(max(self.x_of(s + float(self.trace.dur_ns[i])), left), right)
+            y = RULER_H + gh.top - self._scroll + (gh.height - self.row_height) // 2 + 1
+            return QRect(int(np.floor(x0)), y, max(1, int(np.ceil(x1 - x0))), self.row_height - 1)
         return None
 
     # ---- painting ---------------------------------------------------------------------------
     def _visible_rows(self, img_h: int):
-        """(rows, row_y, lane_of_row, y_map) for what is on screen; y in image coordinates."""
+        """(rows, row_y, row_bg, y_map, painted, summaries) for what is on screen; y in image
+        coordinates. A collapsed group's summary lane is line `len(rows) + s` of the y map (s: its
+        place in `summaries`, each the positions in `rows` of the LOD rows it combines)."""
         y_map = np.full(img_h, _BG_A, dtype=np.int64)
         rows: list[int] = []
         row_y: list[int] = []
         row_bg: list[int] = []
         painted: list[int] = []
+        summaries: list[list[int]] = []
+        summary_y: list[tuple[int, int]] = []
         scroll = self._scroll
         rh = self.row_height
         for gh in self.group_headers:
-            a, b = gh.top - scroll, gh.top - scroll + self.group_h
+            a, b = gh.top - scroll, gh.top - scroll + gh.height
             if b > 0 and a < img_h:
                 y_map[max(a, 0) : min(b, img_h)] = _HEADER
+                if gh.collapsed and gh.summary:
+                    y = a + (gh.height - rh) // 2 + 1
+                    members = []
+                    for k, r in enumerate(gh.summary):
+                        members.append(len(rows))
+                        rows.append(r)
+                        # Names only for the first lane's events (the ones drawn on top).
+                        row_y.append(y if k == 0 else _NO_LABEL)
+                        row_bg.append(self.look.header)
+                    summaries.append(members)
+                    summary_y.append((y, y + rh - 1))
+                    painted.extend(gh.lanes)
         start = max(0, bisect.bisect_right(self._tops, scroll) - 1)
         for n, lr in enumerate(self.lane_rows[start:], start):
             a = lr.top - scroll
@@ -741,7 +911,9 @@ class TimelineView(TimePanel):
                 drew = True
             if drew:
                 painted.append(lr.lane)
-        return rows, row_y, row_bg, y_map, painted
+        for s, (y0, y1) in enumerate(summary_y):
+            y_map[max(y0, 0) : max(0, min(y1, img_h))] = len(rows) + s
+        return rows, row_y, row_bg, y_map, painted, summaries
 
     def _paint_lanes(self, p: QPainter) -> None:
         """The lanes, in widget pixels (the plot area right of the gutter, below the ruler)."""
@@ -759,9 +931,10 @@ class TimelineView(TimePanel):
         # The LOD index counts from the trace's first event, the axis from the panel's origin.
         lo, hi = self.axis.lo - self._shift, self.axis.hi - self._shift
         nspp = (hi - lo) / w_px
-        rows, row_y, row_bg, y_map, painted = self._visible_rows(img_h)
+        rows, row_y, row_bg, y_map, painted, summaries = self._visible_rows(img_h)
         self.painted_lanes = painted
         n_rows = len(rows)
+        n_lines = n_rows + len(summaries)
         rows_arr = np.asarray(rows, dtype=np.int64)
         find_on = self._match_lod is not None or self._match_text != ""
         vis = None
@@ -769,15 +942,15 @@ class TimelineView(TimePanel):
         # (_BG_A, _BG_B, _SEP, _HEADER), in arrays kept from frame to frame.
         look = self.look
         extra = np.array([*look.lane_bg, look.separator, look.header], dtype=np.uint32)
-        ext = self._scratch.get("ext", (n_rows + extra.size) * w_px, np.uint32).reshape(-1, w_px)
-        ext[n_rows:] = extra[:, None]
+        ext = self._scratch.get("ext", (n_lines + extra.size) * w_px, np.uint32).reshape(-1, w_px)
+        ext[n_lines:] = extra[:, None]
         if n_rows:
             vis = self.lod.visible(rows_arr, lo, hi, nspp)
             x0, x1 = pixel_spans(vis.start_rel, vis.end_rel, lo, nspp, w_px)
             rep = vis.level.rep[vis.index]
             keys = self._keys[rep]
             palette = look.dimmed if find_on else colors.PALETTE
-            lines, _ = rasterize(
+            lines, covered = rasterize(
                 vis.row_pos, x0, x1, palette[keys], n_rows, w_px, np.asarray(row_bg, np.uint32),
                 scratch=self._scratch, out=ext[:n_rows],
             )  # fmt: skip
@@ -787,7 +960,13 @@ class TimelineView(TimePanel):
                 hl = np.full(mx0.size, colors.PALETTE[colors.HIGHLIGHT_KEY], dtype=np.uint32)
                 _, mcov = rasterize(mv.row_pos, mx0, mx1, hl, n_rows, w_px, 0, scratch=self._match_scratch)
                 lines[mcov] = colors.PALETTE[colors.HIGHLIGHT_KEY]
-        idx = np.where(y_map >= 0, y_map, n_rows - 1 - y_map)
+            # A summary lane: at each pixel, the first of its lanes that has an event there.
+            cols_all = np.arange(w_px)
+            for s, members in enumerate(summaries):
+                cov = covered[members]
+                first = np.argmax(cov, axis=0)
+                ext[n_rows + s] = np.where(cov.any(axis=0), lines[members][first, cols_all], look.header)
+        idx = np.where(y_map >= 0, y_map, n_lines - 1 - y_map)
         img = np.take(
             ext,
             idx,
@@ -821,6 +1000,7 @@ class TimelineView(TimePanel):
             self.row_height,
             dpr,
             len(self.lane_rows),
+            tuple((gh.top, gh.collapsed) for gh in self.group_headers),
         )
         if self._gutter_cache is None or self._gutter_cache[0] != key:
             image = QImage(int(GUTTER * dpr), int(img_h * dpr), QImage.Format.Format_ARGB32_Premultiplied)
@@ -841,6 +1021,7 @@ class TimelineView(TimePanel):
             room[:-1] = np.where(same_row, np.minimum(x1[:-1], x0[1:]), x1[:-1])
         width = room - x0
         cand = np.flatnonzero(width >= LABEL_MIN_PX)
+        cand = cand[np.asarray(row_y, dtype=np.int64)[vis.row_pos[cand]] != _NO_LABEL]
         if cand.size == 0:
             return
         if not vis.raw:
@@ -911,18 +1092,19 @@ class TimelineView(TimePanel):
         bold.setBold(True)
         fmb = QFontMetrics(bold)
         scroll = self._scroll
-        gh_h = self.group_h
         p.setFont(bold)
         p.setPen(look.group_text)
         for gh in self.group_headers:
             y = RULER_H + gh.top - scroll
-            if y + gh_h < RULER_H or y > self.height():
+            if y + gh.height < RULER_H or y > self.height():
                 continue
-            p.fillRect(0, y, GUTTER - 1, gh_h, look.group_bg)
+            p.fillRect(0, y, GUTTER - 1, gh.height, look.group_bg)
+            # A collapsible group says so: ▸ collapsed (click to open), ▾ open.
+            mark = ("▸ " if gh.collapsed else "▾ ") if gh.collapsible else ""
             p.drawText(
-                QRect(6, y, GUTTER - 12, gh_h),
+                QRect(6, y, GUTTER - 12, gh.height),
                 Qt.AlignmentFlag.AlignVCenter,
-                fmb.elidedText(gh.title, Qt.TextElideMode.ElideRight, GUTTER - 12),
+                fmb.elidedText(mark + gh.title, Qt.TextElideMode.ElideRight, GUTTER - 12),
             )
         p.setFont(self.font())
         for lr in self.lane_rows:
@@ -952,6 +1134,16 @@ class TimelineView(TimePanel):
             return -1
         x, y = pos.x(), pos.y()
         if x < GUTTER or x >= GUTTER + self.plot_width() or y < RULER_H:
+            return -1
+        gh = self.group_at(y)
+        if gh is not None:
+            if not gh.collapsed:
+                return -1
+            t, tol = self.t_of(x + 0.5) - self._shift, 3 * self.ns_per_px()
+            for row in gh.summary:  # the lane drawn on top first
+                i = self._hit(row, t, tol)
+                if i >= 0:
+                    return i
             return -1
         cy = y - RULER_H + self._scroll
         n = bisect.bisect_right(self._tops, cy) - 1
@@ -1036,6 +1228,10 @@ class TimelineView(TimePanel):
         self.refresh()
 
     def on_click(self, pos: QPoint) -> None:
+        gh = self.group_at(pos.y())
+        if gh is not None and gh.collapsed:  # a summary lane: a click opens its group
+            self.toggle_group(gh)
+            return
         self.select_event(self.event_at(pos))
 
     def on_double_click(self, pos: QPoint) -> None:
@@ -1052,6 +1248,12 @@ class TimelineView(TimePanel):
         self.reveal_lane(int(self.trace.lane[i]))
 
     def reveal_lane(self, lane_index: int) -> None:
+        gh = self.collapsed_group_of(lane_index)
+        if gh is not None:
+            h = self._image_height()
+            if gh.top < self._scroll or gh.top + gh.height > self._scroll + h:
+                self._set_scroll(gh.top - h // 3)
+            return
         for lr in self.lane_rows:
             if lr.lane == lane_index:
                 h = self._image_height()

@@ -36,6 +36,8 @@ from branchscope.widgets.timeline import TimelineView
 DEFAULT_ROW_HEIGHT = 900
 #: The main panel (the timeline) never gets less than this.
 MIN_MAIN_HEIGHT = 120
+#: A panel with nothing to show: one line of explanation (`TimePanel.draw_message_line`).
+EMPTY_HEIGHT = 28
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ class PanelKind:
     #: what its content needs (it gets at most what the charts leave).
     wanted: Callable[[QWidget, int], int]
     #: Height kept when it has nothing to show: one line of explanation.
-    empty: int = 60
+    empty: int = EMPTY_HEIGHT
     #: Share of what the main panel leaves, among the charts that have data.
     share: float = 1.0
     #: Splitter stretch factor and height before the first trace.
@@ -60,13 +62,13 @@ class PanelKind:
 
 
 PANELS: list[PanelKind] = [
-    PanelKind("timeline", lambda axis: TimelineView(axis=axis), lambda p, _h: p.content_height + 40,
+    PanelKind("timeline", lambda axis: TimelineView(axis=axis), lambda p, _h: p.full_height + 40,
               stretch=6, initial=560, main=True),
-    PanelKind("pool", lambda axis: PoolUsageView(axis=axis), lambda _p, h: max(200, h // 4),
-              empty=90, share=0.6, stretch=2, initial=230),
+    PanelKind("pool", lambda axis: PoolUsageView(axis=axis), lambda p, h: p.wanted_height(h),
+              share=0.6, stretch=2, initial=230),
     PanelKind("memory", lambda axis: MemoryView(axis=axis),
               lambda p, h: max(80, min(p.wanted_height(), h // 3)),
-              empty=60, share=0.4, stretch=1, initial=150),
+              share=0.4, stretch=1, initial=150),
 ]  # fmt: skip
 
 

@@ -49,6 +49,37 @@ def as_ranks(traces: Sequence[Trace]) -> list[Trace]:
     return out
 
 
+#: Where a trace may say which machine wrote it: keys of the top level, `distributedInfo` or a
+#: branchscope run's own object.
+_HOST_KEYS = ("hostname", "host", "host_name")
+
+
+def host_of(metadata: dict[str, Any]) -> str | None:
+    """The host a trace says it was recorded on, or None."""
+    nested = [metadata.get(k) for k in ("distributedInfo", "branchscope")]
+    for where in (metadata, *(n for n in nested if isinstance(n, dict))):
+        for key in _HOST_KEYS:
+            value = where.get(key)
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+    return None
+
+
+def rank_hosts(trace: Trace) -> dict[int | None, str]:
+    """{rank: host} for the ranks of a trace (merged or not) whose traces say their host."""
+    hosts: dict[int | None, str] = {}
+    parts = trace.metadata.get("ranks")
+    for meta in parts if isinstance(parts, list) else [trace.metadata]:
+        if not isinstance(meta, dict):
+            continue
+        info = meta.get("distributedInfo")
+        rank = info.get("rank") if isinstance(info, dict) and type(info.get("rank")) is int else None
+        host = host_of(meta)
+        if host is not None:
+            hosts[rank] = host
+    return hosts
+
+
 def _clock_shift(trace: Trace, reference: Trace) -> int:
     if trace.base_time_ns is not None and reference.base_time_ns is not None:
         return trace.base_time_ns - reference.base_time_ns
