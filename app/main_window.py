@@ -727,9 +727,14 @@ class MainWindow(QMainWindow):
     def _update_summary_line(self, k: int) -> None:
         """The shown run in one sentence, and why it has no branches when fx could not find them."""
         text = self.run_list.summary_line(k)
-        fx_error = (self.run_list[k].run or {}).get("fx_error")
+        run = self.run_list[k].run or {}
+        fx_error, tracer = run.get("fx_error"), run.get("tracer")
         if isinstance(fx_error, str) and fx_error:
             text += f"<br><span style='color:#c0392b'>No branches: {html.escape(fx_error)}</span>"
+        elif isinstance(tracer, str) and tracer != "torch.fx":
+            failed = run.get("tracer_errors") if isinstance(run.get("tracer_errors"), dict) else {}
+            why = "".join(f"; {name} failed: {reason}" for name, reason in failed.items())
+            text += f"<br>Branches found through {html.escape(tracer)}{html.escape(why)}"
         self.summary_line.setText(f"<b>{html.escape(self.run_list[k].title)}</b>: " + text)
 
     # ---- runs side by side ------------------------------------------------------------------

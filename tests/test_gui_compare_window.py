@@ -102,3 +102,14 @@ def test_a_model_fx_cannot_trace_says_why_above_the_timeline(window, tmp_path):
     (folder / "run.json").write_text(json.dumps(run))
     assert window.open_trace_files([str(folder)]) == 1
     assert "No branches: torch.fx could not trace Net" in window.summary_line.text()
+
+
+def test_branches_found_through_torch_export_say_so_and_why_fx_failed(window, tmp_path):
+    folder = _run_folder(tmp_path / "run", "fork", 2, 1, 20.0)
+    run = json.loads((folder / "run.json").read_text())
+    run["tracer"] = "torch.export (non-strict)"
+    run["tracer_errors"] = {"torch.fx": "TypeError: 'Proxy' object does not support item assignment"}
+    (folder / "run.json").write_text(json.dumps(run))
+    assert window.open_trace_files([str(folder)]) == 1
+    text = window.summary_line.text()
+    assert "Branches found through torch.export (non-strict); torch.fx failed: TypeError" in text

@@ -26,7 +26,10 @@ CPU_DEMOS = ["attention-qkv", "inception", "lstm-ensemble", "twin-mm"]
 
 def test_list_demos_names_descriptions_and_requirements():
     demos = {d.name: d for d in list_demos()}
-    assert sorted(demos) == ["attention-qkv", "dataparallel-imbalance", "inception", "lstm-ensemble", "twin-mm"]
+    assert sorted(demos) == [
+        "attention-qkv", "dataparallel-balanced", "dataparallel-imbalance", "inception", "lstm-ensemble", "twin-mm"
+    ]  # fmt: skip
+    assert demos["dataparallel-balanced"].requires_cuda_devices == 2
     for demo in demos.values():
         assert demo.path.is_file() and demo.path.suffix == ".py"
         assert len(demo.description) > 20 and "\n" not in demo.description
@@ -179,13 +182,33 @@ def test_not_an_archive_is_reported(tmp_path):
         load_model(ModelSpec(path=bad, input_shapes=((2,),)))
 
 
-def test_dataparallel_demo_says_it_needs_two_gpus():
+@pytest.mark.parametrize("name", ["dataparallel-imbalance", "dataparallel-balanced"])
+def test_dataparallel_demo_says_it_needs_two_gpus(name):
     import torch
 
     if torch.cuda.device_count() >= 2:
         pytest.skip("this machine has 2 CUDA devices")
     with pytest.raises(DemoUnavailableError, match="needs at least 2 CUDA devices"):
-        load_model(ModelSpec(demo="dataparallel-imbalance"))
+        load_model(ModelSpec(demo=name))
+
+
+def test_dataparallel_training_steps_give_the_same_loss_whether_the_loss_is_gathered_or_per_replica():
+    """Both demos' steps on the CPU (DataParallel runs the module itself without GPUs): forward, loss,
+    backward under the worker's no_grad; only where the loss is computed differs, not its value."""
+    import torch
+
+    from branchscope.assets.demos import dataparallel_balanced as balanced
+    from branchscope.assets.demos import dataparallel_imbalance as imbalance
+
+    torch.manual_seed(0)
+    net = imbalance.Net(width=32, classes=50, depth=2)
+    x, target = torch.randn(16, 32), torch.randint(0, 50, (16,))
+    with torch.no_grad():
+        gathered = imbalance.TrainStep(net, None)(x, target)
+        per_replica = balanced.BalancedTrainStep(net, None)(x, target)
+    assert gathered.ndim == 0 and torch.isfinite(gathered)
+    assert torch.allclose(gathered, per_replica)
+    assert all(p.grad is None for p in net.parameters())  # gradients cleared after each step
 
 
 @pytest.mark.parametrize("name", CPU_DEMOS)

@@ -44,8 +44,9 @@ def _no_children_left() -> None:
 def test_demos_prints_one_line_per_demo(capsys):
     assert cli(["demos"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == ["dataparallel-imbalance", "inception", "lstm-ensemble", "twin-mm"]
-    assert "needs 2 CUDA devices" in lines[0]
+    names = [line.split()[0] for line in lines]
+    assert names == ["attention-qkv", "dataparallel-balanced", "dataparallel-imbalance", "inception", "lstm-ensemble", "twin-mm"]
+    assert "needs 2 CUDA devices" in lines[1] and "needs 2 CUDA devices" in lines[2]
 
 
 def test_cli_and_runner_modules_do_not_import_torch():

@@ -1,4 +1,4 @@
-"""nn.DataParallel over two or more GPUs: replicas run side by side, but GPU 0 does extra work."""
+"""nn.DataParallel over two or more GPUs, one training step: GPU 0 holds what the others do not."""
 
 from __future__ import annotations
 
@@ -6,36 +6,61 @@ import torch
 from torch import nn
 
 DESCRIPTION = (
-    "nn.DataParallel splits the batch over the GPUs but scatters, gathers and holds the outputs on GPU 0: "
-    "compare GPU 0's busy time and memory with the other GPUs (needs 2 or more CUDA devices)."
+    "A DataParallel training step (forward, loss on GPU 0 as DataParallel users compute it, backward): "
+    "GPU 0 gathers every replica's logits and holds the loss, so its memory peaks above the others; "
+    "compare with dataparallel-balanced (needs 2 or more CUDA devices)."
 )
 
 #: The loader refuses this demo (with a message saying so) on machines with fewer CUDA devices.
 REQUIRES_CUDA_DEVICES = 2
+#: Wide logits (a vocabulary, say) make the gathered outputs the imbalance to look for.
+WIDTH, CLASSES, BATCH = 1024, 32_000, 512
 
 
-class Tower(nn.Module):
-    def __init__(self, width: int = 2048, depth: int = 6) -> None:
+class Net(nn.Module):
+    def __init__(self, width: int = WIDTH, classes: int = CLASSES, depth: int = 4) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         for _ in range(depth):
             layers += [nn.Linear(width, width), nn.GELU()]
         self.body = nn.Sequential(*layers)
-        self.head = nn.Linear(width, 8 * width)
+        self.head = nn.Linear(width, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # The wide head output is gathered onto GPU 0: the imbalance to look for.
         return self.head(self.body(x))
 
 
-def build_model() -> nn.Module:
+class TrainStep(nn.Module):
+    """One step as DataParallel users write it: the replicas' logits are gathered on the first
+    device, the loss is computed there, then backward; the loss is returned."""
+
+    def __init__(self, net: nn.Module, device_ids: list[int] | None) -> None:
+        super().__init__()
+        self.net = net
+        self.parallel = nn.DataParallel(net, device_ids=device_ids)
+        self.criterion = nn.CrossEntropyLoss()
+
+    def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        with torch.enable_grad():  # branchscope runs steps under no_grad; a training step needs grad
+            logits = self.parallel(x)  # every replica's logits, gathered on the first device
+            loss = self.criterion(logits, target)
+            loss.backward()
+        self.net.zero_grad(set_to_none=True)
+        return loss.detach()
+
+
+def device_ids() -> list[int]:
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count < REQUIRES_CUDA_DEVICES:
-        raise RuntimeError(f"dataparallel-imbalance needs at least {REQUIRES_CUDA_DEVICES} CUDA devices; found {count}")
+        raise RuntimeError(f"this demo needs at least {REQUIRES_CUDA_DEVICES} CUDA devices; found {count}")
+    return list(range(count))
+
+
+def build_model() -> nn.Module:
     torch.manual_seed(0)
-    return nn.DataParallel(Tower().to("cuda:0"), device_ids=list(range(count)))
+    return TrainStep(Net().to("cuda:0"), device_ids())
 
 
 def example_inputs() -> tuple[torch.Tensor, ...]:
     torch.manual_seed(1)
-    return (torch.randn(1024, 2048, device="cuda:0"),)
+    return (torch.randn(BATCH, WIDTH, device="cuda:0"), torch.randint(0, CLASSES, (BATCH,), device="cuda:0"))

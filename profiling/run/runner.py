@@ -519,7 +519,10 @@ def format_summary(run: dict[str, Any], out: Path) -> str:
     branches = run.get("branches") or []
     if branches:
         regions = {b["region"] for b in branches}
-        lines.append(f"branches: {len(branches)} in {len(regions)} region(s)")
+        tracer = run.get("tracer")
+        failed = run.get("tracer_errors") if isinstance(run.get("tracer_errors"), dict) else {}
+        how = f" (graph from {tracer}" + "".join(f"; {k}: {v}" for k, v in failed.items()) + ")" if tracer else ""
+        lines.append(f"branches: {len(branches)} in {len(regions)} region(s){how}")
         for b in branches:
             indent = "  " * (1 + int(b.get("depth", 0)))
             lines.append(f"{indent}[{b['region']}] {b['name']} ({b['ops']} ops)")

@@ -3,7 +3,7 @@
 A multi-rank job writes one trace per rank; comparing ranks (stragglers, unbalanced memory)
 needs them side by side. Lanes keep their rank, memory devices are prefixed with it, and traces
 whose timestamps are relative to different `baseTimeNanoseconds` are shifted onto the first one's.
-Flow arrows are not carried over: they link events within one rank's trace.
+Each rank keeps its flow arrows (bound in its own trace, on first use).
 
 Only traces that are ranks of one job belong on one clock: `rank_groups` sorts a list of traces
 into such groups (same world size, distinct ranks, overlapping clocks); any other trace (another
@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from branchscope.profiling.trace.flows import merged_flow_binder
 from branchscope.profiling.trace.model import CounterTrack, Lane, MemorySeries, Trace, build_trace
 from branchscope.profiling.trace.reader import load_trace
 from branchscope.profiling.trace.snapshot import is_snapshot, load_snapshot
@@ -175,4 +176,5 @@ def merge_traces(traces: Sequence[Trace]) -> Trace:
         counters=counters,
         metadata={"ranks": [t.metadata for t in traces], "baseTimeNanoseconds": reference.base_time_ns},
         raw_args=raw_args,
+        flow_binder=merged_flow_binder(list(traces)),
     )
