@@ -17,7 +17,7 @@ from branchscope.profiling.trace.analyses import (
 )
 from branchscope.profiling.trace.model import Trace
 from branchscope.widgets.branch_legend import legend_rows
-from branchscope.widgets.event_info import describe_event, rows_to_html
+from branchscope.widgets.event_info import describe_event, link_rows, rows_to_html
 from branchscope.widgets.theme import theme
 from branchscope.widgets.units import format_bytes, format_duration
 
@@ -137,7 +137,7 @@ class DetailsPanel(QWidget):
             self.show_summary(self._trace, self._run)
             return
         self.title.setText("Event")
-        self.rows = describe_event(trace, i, branch_names, event_branch)
+        self.rows = describe_event(trace, i, branch_names, event_branch) + link_rows(trace, i)
         args = trace.event_args(i)
         extra = [(k, _short(v)) for k, v in args.items() if k not in ("Input Dims",)][:12]
         body = rows_to_html(self.rows)

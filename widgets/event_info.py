@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from branchscope.profiling.trace.flows import collective_key, collective_peers, event_flows, launch_delay_ns
 from branchscope.profiling.trace.model import Trace
 from branchscope.widgets.units import format_duration, format_offset
 
@@ -60,6 +61,41 @@ def describe_event(
         ("Shapes", format_shapes(ev.shapes)),
         ("Branch", branch),
     ]
+    return rows
+
+
+def link_rows(trace: Trace, i: int, limit: int = 4) -> list[tuple[str, str]]:
+    """What the event is linked to: the kernels it launches with the launch→start delay, or the
+    launch of a kernel ("launched by"); the same collective on the other ranks, and how late each starts."""
+    rows: list[tuple[str, str]] = []
+    flows = trace.flows
+    ks = event_flows(trace, i)
+    launches = [k for k in ks.tolist() if int(flows.dst[k]) != i and int(flows.dst[k]) >= 0]
+    for k in launches[:limit]:
+        dst, delay = int(flows.dst[k]), launch_delay_ns(trace, k)
+        rows.append((
+            "Launches", f"{trace.event_name(dst)} on {trace.lanes[int(trace.lane[dst])].label}"
+            + ("" if delay is None else f", starts {format_duration(delay)} after the launch"),
+        ))  # fmt: skip
+    if len(launches) > limit:
+        rows.append(("", f"… and {len(launches) - limit:,} more launches"))
+    for k in ks.tolist():
+        src = int(flows.src[k])
+        if int(flows.dst[k]) == i and src >= 0:
+            delay = launch_delay_ns(trace, k)
+            rows.append((
+                "Launched by", f"{trace.event_name(src)} on {trace.lanes[int(trace.lane[src])].label}"
+                + ("" if delay is None else f", {format_duration(delay)} before this start (launch→start)"),
+            ))  # fmt: skip
+    key = collective_key(trace, i)
+    peers = collective_peers(trace, i)
+    if key is not None and len(peers) > 1:
+        how = f"sequence number {key[2]}" if key[1] == "seq" else f"its #{key[2] + 1} by start on each rank"
+        first = min(int(trace.start_ns[e]) for e in peers.values())
+        late = ", ".join(
+            f"rank {r} +{format_duration(int(trace.start_ns[e]) - first)}" for r, e in sorted(peers.items())
+        )
+        rows.append(("Collective", f"{key[0]}, {how}, on {len(peers)} ranks: {late}"))
     return rows
 
 

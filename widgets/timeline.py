@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPoint, QRect, QRectF, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QKeySequence, QPainter, QPen
+from PySide6.QtCore import QPoint, QPointF, QRect, QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QKeySequence, QPainter, QPen, QPolygonF
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
 )
 
 from branchscope.profiling.trace.analyses import branch_assignment
+from branchscope.profiling.trace.flows import collective_peers, event_flows
 from branchscope.profiling.trace.merge import rank_hosts
 from branchscope.profiling.trace.model import ROLE_ORDER, Trace
 from branchscope.widgets import colors
@@ -79,6 +80,23 @@ _NO_LABEL = -(1 << 30)
 #: A selected time range: its shade and edges (they read on light and dark lanes).
 RANGE_FILL = QColor(61, 123, 217, 60)
 RANGE_EDGE = QColor(61, 123, 217, 220)
+#: Arrows from a launch to its kernel; the same collective on the other ranks.
+FLOW_COLOR = QColor(214, 39, 40)
+PEER_COLOR = QColor(148, 103, 189)
+
+
+def _arrow_head(p: QPainter, start: QPointF, end: QPointF, color: QColor, size: float = 7.0) -> None:
+    dx, dy = end.x() - start.x(), end.y() - start.y()
+    length = float(np.hypot(dx, dy))
+    if length < 1:
+        return
+    ux, uy = dx / length, dy / length
+    left = QPointF(end.x() - size * ux + size * 0.5 * uy, end.y() - size * uy - size * 0.5 * ux)
+    right = QPointF(end.x() - size * ux - size * 0.5 * uy, end.y() - size * uy + size * 0.5 * ux)
+    p.setBrush(color)
+    p.setPen(Qt.PenStyle.NoPen)
+    p.drawPolygon(QPolygonF([end, left, right]))
+    p.setBrush(Qt.BrushStyle.NoBrush)
 
 
 def _rgb32(c: QColor) -> int:
@@ -362,6 +380,11 @@ class TimelineView(TimePanel):
         self._header_tops: list[int] = []
         self._layout_height = -1
         self.selected = -1
+        #: The selected event's arrows (src, dst events), those of them drawn in the last frame,
+        #: and the same collective on the other ranks.
+        self.flow_arrows: list[tuple[int, int]] = []
+        self.drawn_arrows: list[tuple[int, int]] = []
+        self.peer_events: list[int] = []
         self.hovered_event = -1
         self.hover_text = ""
         #: Lane indices that had at least one pixel row on screen in the last paint.
@@ -471,6 +494,7 @@ class TimelineView(TimePanel):
             self._collapsed, self._expanded = set(), set()
         self.trace = trace
         self.selected = self.hovered_event = -1
+        self.flow_arrows, self.peer_events = [], []
         self.clear_range()
         self.matches = np.zeros(0, dtype=np.int64)
         self._match_lod = None
@@ -1065,6 +1089,7 @@ class TimelineView(TimePanel):
     def _draw_marks(self, p: QPainter) -> None:
         p.setClipRect(QRect(GUTTER, RULER_H, self.plot_width(), self._image_height()))
         p.setBrush(Qt.BrushStyle.NoBrush)
+        self.drawn_arrows = []
         if self.hovered_event >= 0 and self.hovered_event != self.selected:
             r = self.event_rect(self.hovered_event)
             if r is not None:
@@ -1072,6 +1097,7 @@ class TimelineView(TimePanel):
                 p.drawRect(r.adjusted(0, 0, -1, -1))
         if self.selected >= 0:
             r = self.event_rect(self.selected)
+            self._draw_links(p, r)
             if r is not None:
                 p.setPen(QPen(self.look.selected, 2))
                 p.drawRect(r.adjusted(0, 0, -1, -1))
@@ -1082,6 +1108,31 @@ class TimelineView(TimePanel):
             p.drawLine(r.topLeft(), r.bottomLeft())
             p.drawLine(r.topRight(), r.bottomRight())
         p.setClipping(False)
+
+    def _draw_links(self, p: QPainter, selected: QRect | None) -> None:
+        """Arrows from launches to their kernels, and the same collective on other ranks outlined
+        and joined to the selected one by a dashed line (where their start times differ)."""
+        pen = QPen(FLOW_COLOR, 1.5)
+        for src, dst in self.flow_arrows:
+            a, b = self.event_rect(src), self.event_rect(dst)
+            if a is None or b is None:
+                continue
+            start = QPointF(a.left(), a.bottom() if b.top() > a.top() else a.top())
+            end = QPointF(b.left(), b.top() if b.top() > a.top() else b.bottom())
+            p.setPen(pen)
+            p.drawLine(start, end)
+            _arrow_head(p, start, end, FLOW_COLOR)
+            self.drawn_arrows.append((src, dst))
+        if selected is None:
+            return
+        for e in self.peer_events:
+            r = self.event_rect(e)
+            if r is None:
+                continue
+            p.setPen(QPen(PEER_COLOR, 2))
+            p.drawRect(r.adjusted(0, 0, -1, -1))
+            p.setPen(QPen(PEER_COLOR, 1, Qt.PenStyle.DashLine))
+            p.drawLine(QPointF(selected.left(), selected.center().y()), QPointF(r.left(), r.center().y()))
 
     def _draw_lane_labels(self, p: QPainter, img_h: int) -> None:
         look = self.look
@@ -1224,8 +1275,21 @@ class TimelineView(TimePanel):
 
     def select_event(self, i: int) -> None:
         self.selected = int(i)
+        self._links_of_selected()
         self.eventSelected.emit(self.selected)
         self.refresh()
+
+    def _links_of_selected(self) -> None:
+        """The arrows (`flow_arrows`: launch -> kernel, or a kernel's "launched by") and the same
+        collective on the other ranks (`peer_events`) of the selected event."""
+        i, trace = self.selected, self.trace
+        self.flow_arrows, self.peer_events = [], []
+        if i < 0 or trace is None:
+            return
+        ks = event_flows(trace, i)
+        flows = trace.flows
+        self.flow_arrows = [(int(flows.src[k]), int(flows.dst[k])) for k in ks.tolist()]
+        self.peer_events = [e for e in collective_peers(trace, i).values() if e != i]
 
     def on_click(self, pos: QPoint) -> None:
         gh = self.group_at(pos.y())

@@ -6,6 +6,9 @@ Done lazily, on first use of `Trace.flows` (the reader gives the trace a binder 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Sequence
+
 import numpy as np
 
 from branchscope.profiling.trace.model import Flows, Trace
@@ -48,3 +51,114 @@ def bind_flows(trace: Trace, points: tuple[np.ndarray, ...] | None) -> Flows:
         src=np.array([src[k] for k in keys], dtype=np.int64),
         dst=np.array([dst[k] for k in keys], dtype=np.int64),
     )
+
+
+#: Names of the CPU calls that launch GPU work (cudaLaunchKernel, hipLaunchKernel, memcpy/memset
+#: launches and the like): the source end of an `ac2g` flow.
+LAUNCH_CATS = ("ac2g", "async")
+
+
+def event_flows(trace: Trace, i: int, limit: int = 256) -> np.ndarray:
+    """Indices into `trace.flows` of the arrows to draw for event `i`: those that start or end at
+    it (a launch: to its kernel; a kernel: back to its launch); for an op that launches nothing
+    itself, those starting inside it on its lane (the kernels of its launches). At most `limit`."""
+    flows = trace.flows
+    if i < 0 or len(flows) == 0:
+        return np.zeros(0, dtype=np.int64)
+    own = np.flatnonzero((flows.src == i) | (flows.dst == i))
+    if own.size:
+        return own[:limit]
+    lane, start, end = int(trace.lane[i]), int(trace.start_ns[i]), int(trace.end_ns[i])
+    src = flows.src
+    ok = src >= 0
+    inside = np.zeros(src.size, dtype=bool)
+    inside[ok] = (
+        (trace.lane[src[ok]] == lane)
+        & (trace.start_ns[src[ok]] >= start)
+        & (trace.end_ns[src[ok]] <= end)
+        & (trace.depth[src[ok]] > trace.depth[i])
+    )
+    return np.flatnonzero(inside & (flows.dst >= 0))[:limit]
+
+
+def launch_delay_ns(trace: Trace, k: int) -> int | None:
+    """How long after its launch began the kernel of flow `k` started (ns); None if an end is unbound."""
+    src, dst = int(trace.flows.src[k]), int(trace.flows.dst[k])
+    if src < 0 or dst < 0:
+        return None
+    return int(trace.start_ns[dst]) - int(trace.start_ns[src])
+
+
+#: Collective calls: NCCL/Gloo annotations, c10d ops, NCCL kernels, `record_param_comms`.
+_COLLECTIVE = re.compile(r"^(nccl:|gloo:|c10d::|ncclKernel_|ncclDevKernel_|record_param_comms)")
+
+
+def collective_key(trace: Trace, i: int) -> tuple[str, str, int] | None:
+    """(name, "seq" or "order", number) of a collective event: its `Collective name` and `Seq` where the
+    trace has them (newer PyTorch), else its name and its place among the events of that name on its
+    rank (first, second, …); None for other events."""
+    name = trace.event_name(i)
+    if not _COLLECTIVE.match(name):
+        return None
+    args = trace.event_args(i)
+    seq = args.get("Seq", args.get("seq"))
+    if type(seq) is int:
+        coll = args.get("Collective name", name)
+        group = args.get("Process Group Name", args.get("pg_name", ""))
+        return (f"{coll}@{group}" if group else str(coll), "seq", seq)
+    rank = trace.lanes[int(trace.lane[i])].rank
+    same = np.flatnonzero(trace.name_id == trace.name_id[i])
+    mine = same[[trace.lanes[int(trace.lane[k])].rank == rank for k in same.tolist()]]
+    mine = mine[np.argsort(trace.start_ns[mine], kind="stable")]
+    return (name, "order", int(np.flatnonzero(mine == i)[0]))
+
+
+def collective_peers(trace: Trace, i: int) -> dict[int, int]:
+    """{rank: event} of the same collective on every rank of a merged trace (`collective_key`:
+    same name and sequence number, or same name and place), the event's own rank included; {} when
+    `i` is no collective or its trace has one rank."""
+    key = collective_key(trace, i)
+    if key is None or len({ln.rank for ln in trace.lanes}) < 2:
+        return {}
+    same = np.flatnonzero(trace.name_id == trace.name_id[i])
+    same = same[np.argsort(trace.start_ns[same], kind="stable")]
+    out: dict[int, int] = {}
+    if key[1] == "order":
+        seen: dict[int | None, int] = {}
+        for k in same.tolist():
+            rank = trace.lanes[int(trace.lane[k])].rank
+            n = seen.get(rank, 0)
+            seen[rank] = n + 1
+            if n == key[2] and rank is not None:
+                out[rank] = k
+        return out
+    for k in same.tolist():
+        rank = trace.lanes[int(trace.lane[k])].rank
+        if rank is not None and rank not in out and collective_key(trace, k) == key:
+            out[rank] = k
+    return out
+
+
+def merged_flow_binder(parts: Sequence[Trace]) -> Callable[[Trace], Flows]:
+    """A flow binder for the merge of `parts` (ranks merged in order, each part's events kept in
+    order after the parts before it, as `merge_traces` does): each part's own arrows, bound in it."""
+
+    def bind(_merged: Trace) -> Flows:
+        cats: dict[str, int] = {}
+        cols: list[tuple[np.ndarray, ...]] = []
+        offset = 0
+        for part in parts:
+            f = part.flows
+            cat_map = np.array([cats.setdefault(c, len(cats)) for c in f.cats], dtype=np.int32)
+            shift = np.where(f.src >= 0, f.src + offset, -1), np.where(f.dst >= 0, f.dst + offset, -1)
+            cols.append((cat_map[f.cat_id] if len(f) else f.cat_id, f.flow_id, *shift))
+            offset += len(part)
+        return Flows(
+            cats=list(cats),
+            cat_id=np.concatenate([c[0] for c in cols]).astype(np.int32) if cols else np.zeros(0, np.int32),
+            flow_id=np.concatenate([c[1] for c in cols]).astype(np.int64) if cols else np.zeros(0, np.int64),
+            src=np.concatenate([c[2] for c in cols]).astype(np.int64) if cols else np.zeros(0, np.int64),
+            dst=np.concatenate([c[3] for c in cols]).astype(np.int64) if cols else np.zeros(0, np.int64),
+        )
+
+    return bind
