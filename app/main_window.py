@@ -733,7 +733,7 @@ class MainWindow(QMainWindow):
             text += f"<br><span style='color:#c0392b'>No branches: {html.escape(fx_error)}</span>"
         elif isinstance(tracer, str) and tracer != "torch.fx":
             failed = run.get("tracer_errors") if isinstance(run.get("tracer_errors"), dict) else {}
-            why = "".join(f"; {name} failed: {reason}" for name, reason in failed.items())
+            why = "".join(f"; {reason}" for reason in failed.values())  # "<tracer> could not …"
             text += f"<br>Branches found through {html.escape(tracer)}{html.escape(why)}"
         self.summary_line.setText(f"<b>{html.escape(self.run_list[k].title)}</b>: " + text)
 

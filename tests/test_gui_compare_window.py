@@ -108,8 +108,8 @@ def test_branches_found_through_torch_export_say_so_and_why_fx_failed(window, tm
     folder = _run_folder(tmp_path / "run", "fork", 2, 1, 20.0)
     run = json.loads((folder / "run.json").read_text())
     run["tracer"] = "torch.export (non-strict)"
-    run["tracer_errors"] = {"torch.fx": "TypeError: 'Proxy' object does not support item assignment"}
+    run["tracer_errors"] = {"torch.fx": "torch.fx could not trace BertModel: TypeError: 'Proxy' object"}
     (folder / "run.json").write_text(json.dumps(run))
     assert window.open_trace_files([str(folder)]) == 1
     text = window.summary_line.text()
-    assert "Branches found through torch.export (non-strict); torch.fx failed: TypeError" in text
+    assert "Branches found through torch.export (non-strict); torch.fx could not trace BertModel: TypeError" in text

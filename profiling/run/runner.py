@@ -521,7 +521,8 @@ def format_summary(run: dict[str, Any], out: Path) -> str:
         regions = {b["region"] for b in branches}
         tracer = run.get("tracer")
         failed = run.get("tracer_errors") if isinstance(run.get("tracer_errors"), dict) else {}
-        how = f" (graph from {tracer}" + "".join(f"; {k}: {v}" for k, v in failed.items()) + ")" if tracer else ""
+        # Each failure reads "<tracer> could not …" already.
+        how = f" (graph from {tracer}" + "".join(f"; {v}" for v in failed.values()) + ")" if tracer else ""
         lines.append(f"branches: {len(branches)} in {len(regions)} region(s){how}")
         for b in branches:
             indent = "  " * (1 + int(b.get("depth", 0)))
