@@ -1,13 +1,18 @@
-"""`branchscope inspect TRACE [--json]`: what a trace holds, as a table or as JSON for scripts."""
+"""`branchscope inspect TRACE... [--json]`: what a trace holds, as a table or as JSON for scripts.
+
+Several traces are the ranks of one job, reported per rank; traces of different jobs (another
+`distributedInfo`, clocks that do not overlap: `merge.rank_groups`) are refused, never merged.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
-from branchscope.profiling import TraceFormatError, load_traces
+from branchscope.profiling import TraceFormatError, load_trace
 from branchscope.profiling.trace.analyses import (
     cores_used,
     interop_occupancy,
@@ -16,7 +21,9 @@ from branchscope.profiling.trace.analyses import (
     parallelism,
     steps_window,
 )
+from branchscope.profiling.trace.merge import as_ranks, load_source, merge_traces, rank_groups, rank_summaries
 from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.snapshot import is_snapshot
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,6 +65,19 @@ def summary(trace: Trace) -> dict[str, Any]:
         "steps_window_us": None if window is None else [window[0] / 1000.0, window[1] / 1000.0],
         "interop_pool": {"size": occupancy.capacity, "max_busy": int(occupancy.value.max())},
         "memory_imbalance_cuda": memory_imbalance(trace, "cuda"),
+        "ranks": [
+            {
+                "rank": r.rank,
+                "host": r.host,
+                "events": r.events,
+                "span_us": r.span_ns / 1000.0,
+                "busy": r.busy,
+                "busy_of": r.busy_of,
+                "memory_peak_bytes": r.memory_peak_bytes,
+                "step_us": None if r.step_ns is None else r.step_ns / 1000.0,
+            }
+            for r in rank_summaries(trace)
+        ],
     }
 
 
@@ -91,16 +111,70 @@ def format_table(doc: dict[str, Any], path: str) -> str:
             lines.append(f"  {m['device']:<8} {m['events']:>9,} {_bytes(m['peak_bytes']):>12}")
         if doc["memory_imbalance_cuda"] is not None:
             lines.append(f"  CUDA memory imbalance (max peak / median peak): {doc['memory_imbalance_cuda']:.2f}")
+    if len(doc["ranks"]) > 1:
+        lines += ["", f"  {'rank':>4}  {'host':<16} {'events':>9} {'busy':>10} {'memory peak':>12} {'step ms':>10}"]
+        for r in doc["ranks"]:
+            peak = "–" if r["memory_peak_bytes"] is None else _bytes(r["memory_peak_bytes"])
+            step = "–" if r["step_us"] is None else f"{r['step_us'] / 1000:.3f}"
+            lines.append(
+                f"  {r['rank']:>4}  {(r['host'] or '–'):<16} {r['events']:>9,} "
+                f"{r['busy'] * 100:>5.0f}% {r['busy_of']:<3} {peak:>12} {step:>10}"
+            )
     pool = doc["interop_pool"]
     if pool["size"]:
         lines += ["", f"  inter-op pool: {pool['size']} threads, at most {pool['max_busy']} busy at once"]
     return "\n".join(lines)
 
 
+def _job(trace: Any) -> tuple[int, int, str | None] | None:
+    info = trace.metadata.get("distributedInfo")
+    if not isinstance(info, dict) or type(info.get("rank")) is not int or type(info.get("world_size")) is not int:
+        return None
+    backend = info.get("backend")
+    return info["rank"], info["world_size"], backend if isinstance(backend, str) else None
+
+
+def why_apart(traces: list[Trace], paths: list[str], groups: list[list[int]]) -> str:
+    """Why `rank_groups` did not put the traces in one group: the first trace outside the first group
+    against that group."""
+    first = groups[0]
+    k = groups[1][0]
+    a, b = paths[first[0]], paths[k]
+    me, ref = _job(traces[k]), _job(traces[first[0]])
+    for path, job in ((a, ref), (b, me)):
+        if job is None:
+            return f"{path} has no distributedInfo with its rank and world size: not a rank of a distributed job"
+    assert me is not None and ref is not None
+    if me[1:] != ref[1:]:
+        return (
+            f"different distributedInfo: {a} is rank {ref[0]} of {ref[1]} ({ref[2] or 'no backend'}), "
+            f"{b} rank {me[0]} of {me[1]} ({me[2] or 'no backend'})"
+        )
+    taken = [i for i in first if _job(traces[i]) is not None and _job(traces[i])[0] == me[0]]  # type: ignore[index]
+    if taken:
+        return f"{paths[taken[0]]} and {b} are both rank {me[0]}"
+    return f"their clocks do not overlap: {b} was not recorded while {a} was"
+
+
+def load_job(paths: list[str]) -> Trace:
+    """One trace, or the ranks of one job merged; raises TraceFormatError naming why traces of
+    different jobs are not merged. Allocator snapshots opened together are ranks of one job."""
+    # Only a regular file is asked whether it is a snapshot (reading a FIFO's first bytes would
+    # block); the reader refuses anything else in one line.
+    traces = [load_source(p) if os.path.isfile(p) else load_trace(p) for p in paths]
+    if len(traces) == 1:
+        return traces[0]
+    if not all(is_snapshot(p) for p in paths):
+        groups = rank_groups(traces)
+        if len(groups) > 1:
+            raise TraceFormatError(f"not the ranks of one job, so not merged: {why_apart(traces, paths, groups)}")
+    return merge_traces(as_ranks(traces))
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        trace = load_traces(args.trace)
-    except TraceFormatError as exc:
+        trace = load_job(list(args.trace))
+    except (TraceFormatError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     doc = summary(trace)

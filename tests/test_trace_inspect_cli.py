@@ -16,19 +16,31 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _inspect(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "branchscope.app.cli", "inspect", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "branchscope.app.cli", "inspect", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
 @pytest.mark.parametrize(
-    "name", ["hta_gpu_memory_2streams.json.gz", "kineto_legacy_resnet50_v100.pt.trace.json.gz", "hta_two_ranks/rank-0.json.gz"]
+    "name",
+    [
+        "hta_gpu_memory_2streams.json.gz",
+        "kineto_legacy_resnet50_v100.pt.trace.json.gz",
+        "hta_two_ranks/rank-0.json.gz",
+    ],
 )
 def test_inspect_json_shape_and_facts(shared_traces: Path, name: str) -> None:
     proc = _inspect(str(shared_traces / name), "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert list(doc)[:4] == ["events", "lanes", "memory", "span_us"] or list(doc)[:4] == [
-        "events", "span_us", "lanes", "memory"
+        "events",
+        "span_us",
+        "lanes",
+        "memory",
     ]
     events, cpu, gpu = FACTS[name]
     assert doc["events"] == events and isinstance(doc["span_us"], float) and doc["span_us"] > 0
@@ -63,3 +75,59 @@ def test_inspect_table_is_readable(shared_traces: Path) -> None:
 def test_inspect_errors_exit_2(tmp_path: Path, target: str) -> None:
     proc = _inspect(str(tmp_path / target))
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
+
+
+def test_inspect_reports_the_ranks_of_one_job_per_rank(shared_traces: Path) -> None:
+    ranks = [str(shared_traces / "hta_two_ranks" / f"rank-{r}.json.gz") for r in (0, 1)]
+    doc = json.loads(_inspect(*ranks, "--json").stdout)
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+    assert [r["events"] for r in doc["ranks"]] == [4810, 4675]  # the README's counts
+    for r in doc["ranks"]:
+        assert r["busy_of"] == "GPU" and 0 < r["busy"] < 1 and r["step_us"] > 0
+    assert {ln["rank"] for ln in doc["lanes"]} == {0, 1}
+    table = _inspect(*ranks).stdout
+    assert "rank  host" in table and "4,810" in table and "4,675" in table
+
+
+def _rank_trace(path: Path, rank: int, world: int, ts: int) -> str:
+    events = [{"ph": "X", "name": "step", "pid": 1, "tid": 1, "ts": ts, "dur": 100}]
+    path.write_text(
+        json.dumps({"distributedInfo": {"rank": rank, "world_size": world}, "traceEvents": events})
+    )
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("second", "reason"),
+    [
+        ((1, 4, 0), "different distributedInfo"),
+        ((0, 2, 0), "are both rank 0"),
+        ((1, 2, 10_000_000), "clocks do not overlap"),
+    ],
+)
+def test_inspect_refuses_traces_of_different_jobs_in_one_line(tmp_path: Path, second, reason) -> None:
+    a = _rank_trace(tmp_path / "a.json", 0, 2, 0)
+    b = _rank_trace(tmp_path / "b.json", *second)
+    proc = _inspect(a, b)
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and reason in lines[0], lines
+
+
+def test_inspect_refuses_a_trace_that_is_no_rank(shared_traces: Path) -> None:
+    proc = _inspect(
+        str(shared_traces / "hta_two_ranks" / "rank-0.json.gz"),
+        str(shared_traces / "kineto_legacy_resnet50_v100.pt.trace.json.gz"),
+    )
+    assert proc.returncode == 2 and "kineto_legacy" in proc.stderr and "no distributedInfo" in proc.stderr
+
+
+def test_inspect_merges_ranks_whose_clocks_overlap(tmp_path: Path) -> None:
+    proc = _inspect(_rank_trace(tmp_path / "a.json", 0, 2, 0), _rank_trace(tmp_path / "b.json", 1, 2, 50))
+    assert proc.returncode == 0, proc.stderr
+    assert [
+        r["rank"]
+        for r in json.loads(_inspect(str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--json").stdout)[
+            "ranks"
+        ]
+    ] == [0, 1]

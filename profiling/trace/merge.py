@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -79,6 +79,71 @@ def rank_hosts(trace: Trace) -> dict[int | None, str]:
         if host is not None:
             hosts[rank] = host
     return hosts
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """One rank of a trace at a glance, to tell a slow or heavy rank (`rank_summaries`)."""
+
+    rank: int | None
+    host: str | None
+    events: int
+    span_ns: int
+    #: What share of the rank's span its GPU streams computed (the union of their events), or, for
+    #: a rank without GPU streams, its CPU threads did.
+    busy: float
+    busy_of: str  # "GPU" or "CPU"
+    #: The highest memory peak of the rank's devices (bytes), None without memory events.
+    memory_peak_bytes: int | None
+    #: The median of its profiled steps (ns), None without step annotations.
+    step_ns: int | None
+
+
+def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
+    if starts.size == 0:
+        return 0
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], np.maximum.accumulate(ends[order])
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > e[:-1]
+    last = np.flatnonzero(np.append(new[1:], True))
+    return int((e[last] - s[new]).sum())
+
+
+def rank_summaries(trace: Trace) -> list[RankSummary]:
+    """Each rank's busy share, memory peak and median step, in rank order (one entry for a trace
+    of one process: its lanes' rank, or None)."""
+    from branchscope.profiling.trace.ranges import step_events
+
+    hosts = rank_hosts(trace)
+    lane_rank = np.array([-1 if ln.rank is None else ln.rank for ln in trace.lanes], dtype=np.int64)
+    gpu_lane = np.array([ln.kind == "gpu" for ln in trace.lanes], dtype=bool)
+    ev_rank = lane_rank[trace.lane] if len(trace) else np.zeros(0, dtype=np.int64)
+    steps = step_events(trace)
+    out = []
+    ranks = sorted({int(x) for x in lane_rank.tolist()})
+    for r in ranks:
+        mine = ev_rank == r
+        if not mine.any():
+            continue
+        starts, ends = trace.start_ns[mine], trace.end_ns[mine]
+        span = int(ends.max() - starts.min())
+        on_gpu = gpu_lane[trace.lane[mine]]
+        kind = "GPU" if on_gpu.any() else "CPU"
+        sel = on_gpu if on_gpu.any() else ~on_gpu
+        busy = _union_ns(starts[sel], ends[sel]) / span if span > 0 else 0.0
+        rank = trace.rank if r < 0 else r
+        peaks = [m.peak_bytes for m in trace.memory if len(ranks) == 1 or m.rank == rank]
+        own_steps = steps[ev_rank[steps] == r] if steps.size else steps
+        out.append(
+            RankSummary(
+                rank=rank, host=hosts.get(rank), events=int(mine.sum()), span_ns=span, busy=busy, busy_of=kind,
+                memory_peak_bytes=max(peaks) if peaks else None,
+                step_ns=int(np.median(trace.dur_ns[own_steps])) if own_steps.size else None,
+            )
+        )  # fmt: skip
+    return out
 
 
 def _clock_shift(trace: Trace, reference: Trace) -> int:
