@@ -282,3 +282,45 @@ def test_the_timeline_is_one_item_in_a_linked_pyqtgraph_view(small_trace, qtbot)
     _show(qtbot, pool, 1200, 260).set_trace(small_trace)
     (_, grid), *_ = pool.plots[0].getAxis("bottom").tickValues(lo, hi, pool.plot_width())
     assert ticks == grid
+
+
+def _rank_run(path, rank: int, pid: int) -> str:
+    """A run of ours as rank `rank`: main thread 7 and pool thread 8 (the same tids on every rank),
+    both CPU-sampled."""
+    import json
+
+    events = [
+        {"ph": "X", "name": "step 0", "pid": pid, "tid": 7, "ts": 0, "dur": 1000},
+        {"ph": "X", "name": "aten::mm", "pid": pid, "tid": 8, "ts": 10, "dur": 500},
+    ]
+    for tid, pct in ((7, 100.0), (8, 50.0 + rank * 40)):
+        events += [
+            {"ph": "C", "cat": "cpu_sample", "name": f"thread {tid} (t{tid})", "pid": pid, "tid": tid, "ts": ts,
+             "args": {"cpu_pct": pct, "wait_pct": 0.0}}
+            for ts in range(0, 1001, 100)
+        ]  # fmt: skip
+    doc = {
+        "distributedInfo": {"rank": rank, "world_size": 2},
+        "branchscope": {"mode": "fork", "interop": 1, "intra": 1, "cores": 4, "main_tid": 7,
+                        "interop_tids": [8], "intra_tids": []},
+        "traceEvents": events,
+    }  # fmt: skip
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_threads_of_merged_ranks_never_mix_in_the_cpu_chart(tmp_path, qtbot):
+    from branchscope.profiling import merge_traces
+    from branchscope.profiling.trace.merge import as_ranks
+
+    ranks = [load_trace(_rank_run(tmp_path / f"r{r}.json", r, 100 + r)) for r in (0, 1)]
+    merged = merge_traces(as_ranks(ranks))
+    pool = PoolUsageView()
+    pool.set_trace(merged)
+    # the same tids on both ranks: four threads, each its rank's, none added to another's
+    assert sorted((th.rank, th.track.tid, th.role) for th in pool.threads) == [
+        (0, 7, "main"), (0, 8, "interop"), (1, 7, "main"), (1, 8, "interop")
+    ]  # fmt: skip
+    assert {th.label for th in pool.threads} == {f"rank {r} · thread {t} (t{t})" for r in (0, 1) for t in (7, 8)}
+    by = {(th.rank, th.track.tid): float(np.max(th.v)) for th in pool.threads}
+    assert by[(0, 8)] == pytest.approx(0.5) and by[(1, 8)] == pytest.approx(0.9)

@@ -87,8 +87,10 @@ SMOOTH_SAMPLES = 2
 class _Thread:
     """One sampled OS thread, ready to be reduced per pixel column."""
 
-    def __init__(self, track: CounterTrack, role: str, origin: int, color: QColor):
+    def __init__(self, track: CounterTrack, role: str, origin: int, color: QColor, rank: int | None = None):
         self.track = track
+        #: The thread's rank when the trace holds several (its label says it).
+        self.rank = rank
         self.role = role
         self.color = color
         t, v = counter_as_steps(track.ts_ns - origin, np.asarray(track.values, dtype=np.float64) / 100.0)
@@ -100,7 +102,8 @@ class _Thread:
 
     @property
     def label(self) -> str:
-        return self.track.name or f"thread {self.track.tid}"
+        name = self.track.name or f"thread {self.track.tid}"
+        return name if self.rank is None else f"rank {self.rank} · {name}"
 
     def columns(self, edges: np.ndarray) -> np.ndarray:
         """Cores in use per column [edges[k], edges[k+1]), smoothed over `window`."""
@@ -123,17 +126,20 @@ class _PoolData:
     cpu_ymax: float
 
 
-def thread_roles(trace: Trace) -> dict[int, str]:
-    """{tid: role} of the trace's CPU threads: a run of ours lists its main thread, pool threads and
-    OpenMP workers (sampled threads it does not list are "other"); other traces go by their lanes."""
+def thread_roles(trace: Trace) -> dict[tuple[int, int], str]:
+    """{(pid, tid): role} of the trace's CPU threads: a run of ours lists its main thread, pool
+    threads and OpenMP workers (sampled threads it does not list are "other"); other traces go by
+    their lanes. Keyed by process too, so that the threads of merged ranks never mix."""
     info = trace.run_info or RunInfo()
-    roles = {ln.tid: ln.role for ln in trace.lanes if ln.kind == "cpu"}
+    roles = {(ln.pid, ln.tid): ln.role for ln in trace.lanes if ln.kind == "cpu"}
+    pids = {ln.pid for ln in trace.lanes if ln.kind == "cpu"} | {c.pid for c in trace.counters}
     if info.thread_roles_known:
-        roles = {tid: "other" for tid in roles}
-        roles.update((tid, "interop") for tid in info.interop_tids)
-        roles.update((tid, "intra") for tid in info.intra_tids)
+        roles = dict.fromkeys(roles, "other")
+        for pid in pids:
+            roles.update(((pid, tid), "interop") for tid in info.interop_tids)
+            roles.update(((pid, tid), "intra") for tid in info.intra_tids)
     if info.main_tid is not None:
-        roles[info.main_tid] = "main"
+        roles.update(((pid, info.main_tid), "main") for pid in pids)
     return roles
 
 
@@ -151,15 +157,18 @@ def _pool_data(trace: Trace) -> _PoolData:
     by_role: dict[str, int] = {}
     rows = []
     for tr in cpu_sample_tracks(trace):
-        role = roles.get(tr.tid, "other")
+        role = roles.get((tr.pid, tr.tid), "other")
         role = role if role in ROLE_TITLES else "other"
         rows.append((order.index(role), tr.tid, tr, role))
     threads = []
-    for _, _, tr, role in sorted(rows, key=lambda r: (r[0], r[1])):
+    pid_rank = {ln.pid: ln.rank for ln in trace.lanes if ln.kind == "cpu"}
+    if len(set(pid_rank.values())) < 2:
+        pid_rank = {}
+    for _, _, tr, role in sorted(rows, key=lambda r: (r[0], r[2].pid, r[1])):
         shades = ROLE_COLORS[role]
         k = by_role.get(role, 0)
         by_role[role] = k + 1
-        threads.append(_Thread(tr, role, start, QColor(shades[k % len(shades)])))
+        threads.append(_Thread(tr, role, start, QColor(shades[k % len(shades)]), pid_rank.get(tr.pid)))
     cpu_ymax = float(cores)
     if threads:
         edges = np.linspace(0.0, float(end - start), 2001)
