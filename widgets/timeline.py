@@ -255,6 +255,13 @@ def _derive(trace: Trace, branches):
     return branches, keys, TimelineLod(trace)
 
 
+def prepare_trace(trace: Trace) -> None:
+    """Build what the timeline shows of `trace` (branches, colour keys, the index), kept with the
+    trace (`widgets.trace_cache`), so that `TimelineView.set_trace` finds it built. Creates no Qt
+    object: a loader may call it in a worker thread before handing the trace to the window."""
+    derived(trace, "timeline", lambda: _derive(trace, None))
+
+
 class TimelineItem(pg.GraphicsObject):
     """The lanes: every event of every visible row, in one item (see the module docstring).
 
@@ -475,7 +482,7 @@ class TimelineView(TimePanel):
 
         Raises if it cannot be built, and then nothing about the view has changed.
         """
-        derived(trace, "timeline", lambda: _derive(trace, None))
+        prepare_trace(trace)
 
     def set_trace(self, trace: Trace | None, origin_ns: int | None = None, *, branches=None) -> None:
         """Show `trace` with its instant `origin_ns` (default: its first event) at the axis' 0;
