@@ -203,7 +203,9 @@ def test_each_trace_is_shown_from_its_own_origin(qtbot, traces):
 def _expected_sizes(total, has_pool, has_memory, memory_series, content_height, pool_bands=2):
     """The row's layout: the timeline what its lanes need (at most what the charts' minimums
     leave), a chart without data one line (EMPTY_HEIGHT), the charts with data the rest, 60:40."""
-    pool_min = (max(200, total // 4) if pool_bands == 2 else max(110, total // 8)) if has_pool else EMPTY_HEIGHT
+    pool_min = (
+        (max(200, total // 4) if pool_bands == 2 else max(110, total // 8)) if has_pool else EMPTY_HEIGHT
+    )
     mem_min = max(80, min(72 * max(1, memory_series) + 10, total // 3)) if has_memory else EMPTY_HEIGHT
     need = content_height + 40
     timeline = max(120, min(need, total - mem_min - pool_min))
@@ -249,3 +251,47 @@ def test_charts_with_nothing_to_show_keep_one_line_of_room(workspace, tmp_path):
     assert [row.panel("pool").height(), row.panel("memory").height()] == [
         max(p.minimumHeight(), k.empty) for p, k in zip(row.panels[1:], PANELS[1:])
     ]
+
+
+def _rank(tmp_path, rank: int, step_us: int, peak: int) -> Path:
+    import json
+
+    events = [
+        {"ph": "X", "name": f"ProfilerStep#{n}", "cat": "user_annotation", "pid": 10 + rank, "tid": 1,
+         "ts": n * 2000, "dur": step_us}
+        for n in range(3)
+    ] + [
+        {"ph": "i", "name": "[memory]", "pid": 10 + rank, "tid": 1, "ts": 5 + k, "s": "t",
+         "args": {"Device Type": 1, "Device Id": rank, "Bytes": b, "Total Allocated": t, "Addr": 64}}
+        for k, (b, t) in enumerate(((peak, peak), (-peak, 0)))
+    ]  # fmt: skip
+    path = tmp_path / f"rank-{rank}.json"
+    path.write_text(json.dumps({"distributedInfo": {"rank": rank, "world_size": 3}, "traceEvents": events}))
+    return path
+
+
+def test_several_ranks_get_a_summary_line_where_a_slow_or_heavy_rank_stands_out(workspace, tmp_path):
+    from branchscope.profiling import merge_traces
+    from branchscope.profiling.trace.merge import as_ranks
+
+    ranks = [
+        load_trace(_rank(tmp_path, r, s, m))
+        for r, s, m in ((0, 1000, 8 << 20), (1, 1000, 2 << 20), (2, 1500, 2 << 20))
+    ]
+    workspace.show_traces([merge_traces(as_ranks(ranks))])
+    bar = workspace.rank_bar
+    assert bar.isVisible() and [r.rank for r in bar.ranks] == [0, 1, 2]
+    assert [r.step_ns for r in bar.ranks] == [1_000_000, 1_000_000, 1_500_000]
+    assert bar.standouts == {(2, "step"), (0, "memory")}  # the slow rank, the heavy rank
+    assert "rank 2" in bar.text() and "#c0392b" in bar.text()
+    workspace.show_traces([ranks[0]])  # one rank: no line
+    assert not bar.isVisible() and bar.ranks == []
+
+
+def test_balanced_ranks_have_nothing_that_stands_out(workspace, tmp_path):
+    from branchscope.profiling import merge_traces
+    from branchscope.profiling.trace.merge import as_ranks
+
+    ranks = [load_trace(_rank(tmp_path, r, 1000 + 10 * r, 4 << 20)) for r in range(3)]
+    workspace.show_traces([merge_traces(as_ranks(ranks))])
+    assert workspace.rank_bar.isVisible() and workspace.rank_bar.standouts == set()

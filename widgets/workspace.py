@@ -26,11 +26,14 @@ from dataclasses import dataclass, replace
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
+from branchscope.profiling.trace.merge import RankSummary, rank_summaries
 from branchscope.profiling.trace.model import Trace
 from branchscope.widgets.memory_view import MemoryView
 from branchscope.widgets.pool_usage import PoolUsageView
+from branchscope.widgets.theme import theme
 from branchscope.widgets.time_axis import TimeAxis
 from branchscope.widgets.timeline import TimelineView
+from branchscope.widgets.units import format_bytes, format_duration
 
 #: The height the workspace plans for a row that has not been laid out yet.
 DEFAULT_ROW_HEIGHT = 900
@@ -70,6 +73,65 @@ PANELS: list[PanelKind] = [
               lambda p, h: max(80, min(p.wanted_height(), h // 3)),
               share=0.4, stretch=1, initial=150),
 ]  # fmt: skip
+
+
+#: A rank stands out when its step time or memory peak exceeds the ranks' median by this factor.
+STANDOUT = 1.1
+
+
+class RankSummaryBar(QLabel):
+    """One line per trace of several ranks: each rank's busy share, memory peak and median step,
+    the slow or heavy ranks in red (more than `STANDOUT` times the ranks' median)."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWordWrap(True)
+        self.setTextFormat(Qt.TextFormat.RichText)
+        self.setStyleSheet("padding: 2px 6px;")
+        #: What the bar shows: each rank's summary, and the (rank, "step" | "memory") that stand out.
+        self.ranks: list[RankSummary] = []
+        self.standouts: set[tuple[int | None, str]] = set()
+        self.hide()
+
+    def set_traces(self, traces: Sequence[Trace]) -> None:
+        lines = []
+        self.ranks, self.standouts = [], set()
+        for trace in traces:
+            if len({ln.rank for ln in trace.lanes}) < 2:
+                continue
+            ranks = rank_summaries(trace)
+            self.ranks += ranks
+            out = _standouts(ranks)
+            self.standouts |= out
+            lines.append(" &nbsp;│&nbsp; ".join(_rank_html(r, out) for r in ranks))
+        self.setText("<br>".join(lines))
+        self.setVisible(bool(lines))
+
+
+def _standouts(ranks: list[RankSummary]) -> set[tuple[int | None, str]]:
+    import statistics
+
+    out = set()
+    for metric, value in (("step", lambda r: r.step_ns), ("memory", lambda r: r.memory_peak_bytes)):
+        values = [(r.rank, value(r)) for r in ranks if value(r) is not None]
+        if len(values) < 2:
+            continue
+        median = statistics.median(v for _, v in values)
+        out |= {(rank, metric) for rank, v in values if v > STANDOUT * median and v > min(x for _, x in values)}
+    return out
+
+
+def _rank_html(r: RankSummary, standouts: set) -> str:
+    def mark(text: str, metric: str) -> str:
+        return f"<b style='color:#c0392b'>{text}</b>" if (r.rank, metric) in standouts else text
+
+    host = f" ({r.host})" if r.host else ""
+    parts = [f"<b>rank {r.rank}</b>{host}: busy {r.busy * 100:.0f}% {r.busy_of}"]
+    if r.memory_peak_bytes is not None:
+        parts.append(mark(f"peak {format_bytes(r.memory_peak_bytes)}", "memory"))
+    if r.step_ns is not None:
+        parts.append(mark(f"step {format_duration(r.step_ns)}", "step"))
+    return f"<span style='color:{theme().text.name()}'>" + ", ".join(parts) + "</span>"
 
 
 @dataclass(frozen=True)
@@ -205,8 +267,12 @@ class TraceWorkspace(QWidget):
         self.axis = TimeAxis(self)
         self.stack = QSplitter(Qt.Orientation.Vertical, self)
         self.stack.setChildrenCollapsible(False)
+        #: With several ranks: a line saying how each does, so a slow or heavy rank stands out.
+        self.rank_bar = RankSummaryBar(self)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        lay.addWidget(self.rank_bar)
         lay.addWidget(self.stack)
         #: The rows, the first always there (it shows nothing before the first trace).
         self.rows: list[TraceRow] = []
@@ -271,6 +337,8 @@ class TraceWorkspace(QWidget):
                 self._add_row(row)
             for k, row in enumerate(self.rows):
                 row.show_trace(items[k] if k < len(items) else None)
+            self.rank_bar.set_traces([item.trace for item in items])
+            self.layout().activate()
             self._fit_axis(items)
             self._fit_rows(len(items))
         except Exception:
@@ -328,6 +396,7 @@ class TraceWorkspace(QWidget):
         for row, shown in zip(self.rows, state.shown):
             row.show_trace(shown)
         shown = [s for s in state.shown if s is not None]
+        self.rank_bar.set_traces([s.trace for s in shown])
         for k, row in enumerate(self.rows):
             row.title.setVisible(len(shown) > 1 and k < len(shown))
             row.setVisible(k == 0 or k < len(shown))
