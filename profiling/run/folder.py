@@ -23,6 +23,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -33,6 +34,9 @@ RUN_JSON = "run.json"
 #: Names a folder written by a branchscope before run.json listed its files.
 LEGACY_FILES = frozenset({"run.json", "trace.json.gz", "plan.py", "worker.log"})
 STAGING_PREFIX = ".branchscope-staging-"
+#: The folders of a distributed run's ranks (rank-0, rank-1, …), listed in run.json's "files" as
+#: "rank-R/NAME".
+RANK_DIR = re.compile(r"rank-\d+")
 
 
 class RunFolderError(Exception):
@@ -56,7 +60,11 @@ def files_written_by_branchscope(folder: Path) -> set[str]:
         return set()
     files = run.get("files")
     if isinstance(files, dict):
-        return {RUN_JSON, *(name for name in files if isinstance(name, str) and "/" not in name)}
+        names = {RUN_JSON, *(name for name in files if isinstance(name, str) and "/" not in name)}
+        for name in files:
+            if isinstance(name, str) and name.count("/") == 1 and RANK_DIR.fullmatch(name.split("/")[0]):
+                names.add(name.split("/")[0])
+        return names
     if "trace_clock" in run and "mode" in run:  # a run folder of an earlier version
         return set(LEGACY_FILES)
     return set()
@@ -87,6 +95,14 @@ def lock_folder(out: Path, what: str) -> tuple[int, bool]:
             raise RunFolderError(f"another branchscope {what} is writing to {out}; wait for it or choose another --out") from None
         raise RunFolderError(f"cannot lock --out {out}: {describe_os_error(exc)}") from None
     return fd, created
+
+
+def _remove(path: Path) -> None:
+    """Removes a file, or a rank's folder, that an earlier run wrote (a link as a link)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 class RunFolder:
@@ -136,16 +152,33 @@ class RunFolder:
         user asked to overwrite.
         """
         assert self.staging is not None, "commit() before open()"
-        staged = sorted(p.name for p in self.staging.iterdir() if p.name != RUN_JSON and p.is_file())
-        run = dict(run, files={name: (self.staging / name).stat().st_size for name in staged})
-        tmp = self.staging / RUN_JSON
+        stage = self.staging
+        staged = sorted(
+            p.name
+            for p in stage.iterdir()
+            if p.name != RUN_JSON and (p.is_file() or (RANK_DIR.fullmatch(p.name) and p.is_dir() and not p.is_symlink()))
+        )
+        files: dict[str, int] = {}
+        for name in staged:
+            if (stage / name).is_dir():  # a rank's folder: its files, one level
+                files.update({f"{name}/{p.name}": p.stat().st_size for p in sorted((stage / name).iterdir()) if p.is_file()})
+            else:
+                files[name] = (stage / name).stat().st_size
+        run = dict(run, files=files)
+        tmp = stage / RUN_JSON
         tmp.write_text(json.dumps(run, indent=1), encoding="utf-8")
         earlier = files_written_by_branchscope(self.out)
+        for name in staged:  # a folder in the way that branchscope did not write is never replaced
+            target = self.out / name
+            if (stage / name).is_dir() and (target.exists() or target.is_symlink()) and name not in earlier:
+                raise OSError(errno.EEXIST, f"{name} is in the way and was not written by branchscope", str(target))
         (self.out / RUN_JSON).unlink(missing_ok=True)  # from here on DIR claims no complete run
-        for name in sorted(earlier - set(staged) - {RUN_JSON}):
-            (self.out / name).unlink(missing_ok=True)
+        for name in sorted(earlier - {RUN_JSON}):
+            if name in staged and not (stage / name).is_dir():
+                continue  # replaced below
+            _remove(self.out / name)
         for name in staged:
-            os.replace(self.staging / name, self.out / name)
+            os.replace(stage / name, self.out / name)
         os.replace(tmp, self.out / RUN_JSON)
         return run
 

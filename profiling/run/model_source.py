@@ -3,6 +3,8 @@
 A .py model (demos included) defines `build_model() -> torch.nn.Module` and `example_inputs()`,
 which returns the model's positional arguments (a tuple, or one tensor), its keyword arguments (a
 dict, as Hugging Face models take `input_ids=`, `pixel_values=`), or both as a pair (tuple, dict).
+It may define `train_step(model, inputs)`: then each step runs it (forward, loss, backward,
+optimizer, collectives) instead of a plain forward.
 A TorchScript archive carries no example inputs, so the caller gives their shapes
 (`--input-shape 8x64x35x35`, repeatable) and `--dtype`.
 
@@ -89,6 +91,11 @@ class LoadedModel:
     notes: list[str] = field(default_factory=list)
     #: Keyword arguments.
     kwargs: dict[str, Any] = field(default_factory=dict)
+    #: The file's `train_step(model, inputs)`, when it defines one: a profiled step calls it (with
+    #: grad enabled) on the mode's module, `inputs` being what example_inputs() returned (on the device).
+    train_step: Any = None
+    #: What example_inputs() returned, on the model's device.
+    example: Any = None
 
     def tensors(self) -> list[Any]:
         """Every tensor among the inputs, however nested."""
@@ -329,7 +336,17 @@ def _load_py(path: Path, device: str, label: str, kind: str) -> LoadedModel:
     model = model.to(target)
     args, kwargs = _to_device(args, target), _to_device(kwargs, target)
     model.eval()
-    return LoadedModel(model, args, label, kind, isinstance(model, torch.jit.ScriptModule), kwargs=kwargs)
+    train_step = getattr(module, "train_step", None)
+    return LoadedModel(
+        model,
+        args,
+        label,
+        kind,
+        isinstance(model, torch.jit.ScriptModule),
+        kwargs=kwargs,
+        train_step=train_step if callable(train_step) else None,
+        example=_to_device(inputs, target),
+    )
 
 
 def _load_torchscript(path: Path, shapes: tuple[tuple[int, ...], ...], dtype_name: str, device: str) -> LoadedModel:

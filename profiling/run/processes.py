@@ -23,6 +23,8 @@ import signal
 
 from branchscope.profiling.run.protocol import RUN_TOKEN_ENV
 
+PROCESSES_MODULE = "branchscope.profiling.run.processes"
+
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -44,9 +46,10 @@ def set_child_subreaper(on: bool = True) -> bool:
     return _prctl(_PR_SET_CHILD_SUBREAPER, 1 if on else 0)
 
 
-def processes_with_token(token: str) -> list[int]:
-    """Pids of the processes whose environment holds RUN_TOKEN_ENV=token (those /proc lets us read)."""
-    needle = f"{RUN_TOKEN_ENV}={token}".encode()
+def processes_with_token(token: str, also: tuple[str, ...] = ()) -> list[int]:
+    """Pids of the processes whose environment holds RUN_TOKEN_ENV=token (those /proc lets us read),
+    and every `also` entry (like "RANK=1": one rank's processes of a distributed run)."""
+    needles = {f"{RUN_TOKEN_ENV}={token}".encode(), *(a.encode() for a in also)}
     found = []
     try:
         entries = os.listdir("/proc")
@@ -60,20 +63,21 @@ def processes_with_token(token: str) -> list[int]:
                 environ = f.read()
         except OSError:
             continue  # gone, or not ours to read
-        if needle in environ.split(b"\0"):
+        if needles <= set(environ.split(b"\0")):
             found.append(int(entry))
     return found
 
 
-def kill_processes_with_token(token: str, *, exclude: tuple[int, ...] = ()) -> list[int]:
-    """SIGKILLs every process carrying the token (but `exclude` and this one); returns their pids.
+def kill_processes_with_token(token: str, *, exclude: tuple[int, ...] = (), also: tuple[str, ...] = ()) -> list[int]:
+    """SIGKILLs every process carrying the token (and `also`, see processes_with_token), but `exclude`
+    and this one; returns their pids.
 
     Repeats until none is left, since a process may fork between the scan and the kill.
     """
     killed: list[int] = []
     for _ in range(20):
         # A killed process is a zombie until reaped, and a zombie's environ reads empty: not found again.
-        pids = [pid for pid in processes_with_token(token) if pid != os.getpid() and pid not in exclude]
+        pids = [pid for pid in processes_with_token(token, also) if pid != os.getpid() and pid not in exclude]
         if not pids:
             break
         for pid in pids:
@@ -91,3 +95,30 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+#: Set by `exec_as_child` to its own pid, which the command it execs keeps (the launcher of a
+#: distributed run: its ranks check that their parent is still it, as the worker checks the runner).
+LAUNCHER_PID_ENV = "BRANCHSCOPE_LAUNCHER_PID"
+
+
+def exec_as_child(parent: int, command: list[str]) -> None:
+    """Becomes `command` (execvp, same pid) that dies with `parent` (SIGKILL through PR_SET_PDEATHSIG,
+    which exec keeps); leaves at once when `parent` is already gone. Never returns."""
+    if set_death_signal(signal.SIGKILL) and os.getppid() != parent:
+        os._exit(1)
+    os.environ[LAUNCHER_PID_ENV] = str(os.getpid())
+    try:
+        os.execvp(command[0], command)
+    except OSError:
+        os._exit(127)
+
+
+if __name__ == "__main__":  # python -I -m branchscope.profiling.run.processes PARENT_PID -- COMMAND...
+    import sys
+
+    _argv = sys.argv[1:]
+    if len(_argv) < 3 or not _argv[0].isdigit() or _argv[1] != "--":
+        sys.stderr.write("usage: python -m branchscope.profiling.run.processes PARENT_PID -- COMMAND...\n")
+        sys.exit(2)
+    exec_as_child(int(_argv[0]), _argv[2:])

@@ -40,9 +40,12 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_MODE",
     "EXIT_OK",
+    "EVENTS_DIR_ENV",
     "EXIT_WORKER",
     "MODES",
     "PARENT_PID_ENV",
+    "RANK_EVENTS",
+    "RANK_FOLDER",
     "RUNNER_PID_ENV",
     "RUN_TOKEN_ENV",
     "RunRequest",
@@ -69,6 +72,13 @@ RUNNER_PID_ENV = "BRANCHSCOPE_RUNNER_PID"
 PARENT_PID_ENV = "BRANCHSCOPE_PARENT_PID"
 #: Inherited by every process a run starts, so that none escapes (see branchscope.profiling.run.processes).
 RUN_TOKEN_ENV = "BRANCHSCOPE_RUN_TOKEN"
+
+#: Set by the runner for the ranks of a distributed run: the folder each rank appends its JSON-line
+#: events to (RANK_EVENTS.format(rank=R)), one file per rank so that lines never interleave.
+EVENTS_DIR_ENV = "BRANCHSCOPE_EVENTS_DIR"
+RANK_EVENTS = ".rank-{rank}.events"
+#: Each rank's results, inside a distributed run's folder.
+RANK_FOLDER = "rank-{rank}"
 
 RUNNER_MODULE = "branchscope.profiling.run.runner"
 WORKER_MODULE = "branchscope.profiling.run.worker"
@@ -101,6 +111,8 @@ class RunRequest:
     sample_interval_ms: float = 2.0
     #: Write into an --out folder that holds files branchscope did not write (replacing same-named ones).
     overwrite: bool = False
+    #: Ranks of a distributed run (torch.distributed.run on this machine); 1: one worker, no process group.
+    nproc: int = 1
 
     def argv(self, *, worker: bool = False) -> list[str]:
         """The options that `add_run_arguments` reads back into this request.
@@ -120,6 +132,8 @@ class RunRequest:
         args += ["--out", str(Path(self.out).resolve() if worker else self.out)]
         if self.overwrite and not worker:
             args.append("--overwrite")
+        if self.nproc != 1 and not worker:
+            args += ["--nproc", str(self.nproc)]
         return args
 
 
@@ -158,6 +172,9 @@ def add_run_arguments(p: argparse.ArgumentParser, *, worker: bool = False) -> No
         p.add_argument("--overwrite", action="store_true",
                        help="write into DIR even though it holds files branchscope did not write "
                             "(files named like ours are replaced)")  # fmt: skip
+        p.add_argument("--nproc", type=int, default=1, metavar="N",
+                       help="run N ranks with torch.distributed.run on this machine (gloo on CPU, nccl on "
+                            "CUDA, rank r on cuda:r); DIR gets rank-R/ per rank and a run.json listing them")  # fmt: skip
 
 
 def request_from_args(args: argparse.Namespace) -> RunRequest:
@@ -176,4 +193,5 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
         dtype=args.dtype,
         device=args.device,
         overwrite=bool(getattr(args, "overwrite", False)),
+        nproc=int(getattr(args, "nproc", 1)),
     )

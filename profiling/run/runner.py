@@ -55,18 +55,22 @@ from branchscope.profiling.run.cpu_sampler import ThreadCpuSampler
 from branchscope.profiling.run.folder import RunFolder, RunFolderError, describe_os_error
 from branchscope.profiling.run.model_source import ModelSourceError, ModelSpec, check_spec, parse_input_shape
 from branchscope.profiling.run.processes import (
+    PROCESSES_MODULE,
     kill_group,
     kill_processes_with_token,
     set_child_subreaper,
     set_death_signal,
 )
 from branchscope.profiling.run.protocol import (
+    EVENTS_DIR_ENV,
     EXIT_BAD_INPUT,
     EXIT_MODE,
     EXIT_OK,
     EXIT_WORKER,
     MODES,
     PARENT_PID_ENV,
+    RANK_EVENTS,
+    RANK_FOLDER,
     RUN_TOKEN_ENV,
     RUNNER_MODULE,
     RUNNER_PID_ENV,
@@ -76,6 +80,7 @@ from branchscope.profiling.run.protocol import (
     python_command,
     request_from_args,
 )
+from branchscope.profiling.trace.step_stats import StepStats
 
 #: --device values: auto (CUDA when available), cpu, cuda, cuda:N.
 DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?")
@@ -156,7 +161,8 @@ def validate(req: RunRequest) -> None:
     """Argument checks that need no torch; raises RunError(2) with a one-line message."""
     if req.mode not in MODES:
         raise RunError(EXIT_BAD_INPUT, f"--mode {req.mode!r} is not one of: {', '.join(MODES)}")
-    for name, value, low in (("--interop", req.interop, 1), ("--intra", req.intra, 1), ("--steps", req.steps, 1)):
+    checks = (("--interop", req.interop, 1), ("--intra", req.intra, 1), ("--steps", req.steps, 1), ("--nproc", req.nproc, 1))
+    for name, value, low in checks:
         if value < low:
             raise RunError(EXIT_BAD_INPUT, f"{name} must be at least {low}, not {value}")
     if req.warmup < 0:
@@ -348,6 +354,8 @@ def run_profile(
     except RunFolderError as exc:
         return RunResult(EXIT_BAD_INPUT, out, message=str(exc))
     try:
+        if req.nproc > 1:
+            return _run_ranks(folder, req, on_event, cancel)
         return _run_in(folder, req, on_event, cancel)
     except OSError as exc:  # the disk filled up, the folder went away: the run fails, DIR stays as it was
         return RunResult(EXIT_WORKER, out, message=f"could not write the results to {out}: {describe_os_error(exc)}")
@@ -470,6 +478,305 @@ def _run_in(
     )
 
 
+# ---------------------------------------------------------------- distributed runs (--nproc N)
+
+
+def launcher_command(req: RunRequest, out: Path) -> list[str]:
+    """torch.distributed.run starting N workers on this machine, rendezvous on loopback only, never
+    restarted; made to die with this process (see branchscope.profiling.run.processes.exec_as_child)."""
+    launcher = python_command("torch.distributed.run") + [
+        "--nproc-per-node", str(req.nproc), "--standalone", "--local-addr", "127.0.0.1",
+        "--max-restarts", "0", "--no-python", "--",
+    ]  # fmt: skip
+    return python_command(PROCESSES_MODULE) + [str(os.getpid()), "--"] + launcher + worker_command(req, out)
+
+
+class _EventFile:
+    """The JSON-line events a rank appends to its own file (see the worker), read as they come."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+        self._buf = b""
+
+    def read(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                chunk = f.read()
+        except OSError:
+            return []
+        self._offset += len(chunk)
+        *lines, self._buf = (self._buf + chunk).split(b"\n")
+        events = []
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                events.append(event)
+        return events
+
+
+@dataclass
+class _Rank:
+    rank: int
+    pid: int | None = None
+    phase: str | None = None
+    sampler: ThreadCpuSampler | None = None
+    error: dict[str, Any] | None = None
+    finished: bool = False
+    #: {"code": exit status or -signal, "t": when} once the rank's worker ended.
+    exited: dict[str, Any] | None = None
+    #: When it ran past the others: the monotonic time of its first failure (error or death).
+    failed_at: float | None = None
+
+
+#: Once a rank failed, how long the others' events are still read (to tell the first failure).
+_FAILURE_SETTLE_S = 1.0
+
+
+def _run_ranks(
+    folder: RunFolder,
+    req: RunRequest,
+    on_event: Callable[[dict[str, Any]], None] | None,
+    cancel: CancelFlag | None,
+) -> RunResult:
+    """`_run_in` for N ranks: torch.distributed.run starts them, each rank's events come through its
+    own file, each rank's threads are sampled while it profiles; OUT gets rank-R/ per rank and a
+    run.json listing them. The first rank to fail names the failure; then every process is stopped."""
+    out, stage = folder.out, folder.staging
+    assert stage is not None
+    token = uuid.uuid4().hex
+    log_path = stage / "worker.log"
+    env = _worker_env(req, token)
+    env[EVENTS_DIR_ENV] = str(stage.resolve())
+    env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's connections stay on loopback too
+    env.setdefault("TORCHELASTIC_ENABLE_FILE_TIMER", "0")
+    subreaper = set_child_subreaper(True)
+    children_before = {p.pid for p in psutil.Process().children()}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            launcher_command(req, stage.resolve()),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=env,
+            start_new_session=True,
+        )
+    ranks = [_Rank(r) for r in range(req.nproc)]
+    files = [_EventFile(stage / RANK_EVENTS.format(rank=r)) for r in range(req.nproc)]
+    interval = req.sample_interval_ms / 1000.0
+    deadline = time.monotonic() + req.timeout
+    next_tick = time.monotonic()
+    first_failure: float | None = None
+    finished_at: float | None = None
+    timed_out = False
+
+    def handle(rank: _Rank, events: list[dict[str, Any]]) -> None:
+        nonlocal first_failure
+        for event in events:
+            kind = event.get("event")
+            t = event.get("t") if isinstance(event.get("t"), int | float) else time.monotonic()
+            if kind == "hello" and isinstance(event.get("pid"), int):
+                rank.pid = event["pid"]
+                try:
+                    rank.sampler = ThreadCpuSampler(rank.pid)
+                except (OSError, psutil.Error):
+                    rank.sampler = None
+            elif kind == "phase":
+                rank.phase = event.get("phase") if isinstance(event.get("phase"), str) else None
+                if rank.phase == "profile" and rank.sampler is not None:
+                    rank.sampler.sample()
+                if rank.rank == 0 and on_event is not None and rank.phase:
+                    on_event({"event": "phase", "phase": rank.phase})
+            elif kind == "progress":
+                if rank.rank == 0 and on_event is not None:
+                    on_event({"event": "progress", "step": event.get("step"), "of": event.get("of")})
+            elif kind == "error":
+                rank.error = event
+                rank.failed_at = rank.failed_at or t
+            elif kind == "finished":
+                rank.finished = True
+            elif kind == "exited":
+                rank.exited = event
+                if event.get("code") != 0 and not rank.finished:
+                    rank.failed_at = rank.failed_at or t
+            if rank.failed_at is not None and first_failure is None:
+                first_failure = time.monotonic()
+
+    try:
+        while cancel is None or not cancel.is_set():
+            sampling = [r for r in ranks if r.phase == "profile" and r.sampler is not None]
+            wait = max(0.0, next_tick - time.monotonic()) if sampling else 0.05
+            if wait:
+                time.sleep(wait)
+            for rank, f in zip(ranks, files, strict=True):
+                handle(rank, f.read())
+            if proc.poll() is not None:
+                break
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = True
+                break
+            if first_failure is not None and now - first_failure > _FAILURE_SETTLE_S:
+                break
+            if finished_at is None and all(r.finished for r in ranks):
+                finished_at = now
+            if finished_at is not None and now - finished_at > _EXIT_GRACE_S:
+                break  # results are on disk; a rank hangs in teardown
+            if sampling and now >= next_tick:
+                for r in sampling:
+                    assert r.sampler is not None
+                    r.sampler.sample()
+                next_tick = max(next_tick + interval, time.monotonic() - interval)
+    finally:
+        _stop_everything(proc, token, children_before)
+        if subreaper:
+            set_child_subreaper(False)
+        for rank, f in zip(ranks, files, strict=True):
+            handle(rank, f.read())
+            if rank.sampler is not None:
+                rank.sampler.close()
+    for rank in ranks:
+        if rank.sampler is not None:
+            rank.sampler.refresh_names()
+
+    if cancel is not None and cancel.is_set():
+        return _cancelled(out, cancel)
+    runs = [_complete_run(stage / RANK_FOLDER.format(rank=r.rank)) for r in ranks]
+    if all(run is not None for run in runs) and all(r.failed_at is None for r in ranks):
+        return _commit_ranks(folder, req, ranks, [run for run in runs if run is not None])
+    failure = _first_failure(ranks)
+    if failure is not None:
+        return _rank_failure(out, failure, log_path)
+    if timed_out:
+        waiting = [str(r.rank) for r in ranks if not r.finished]
+        return RunResult(
+            EXIT_WORKER,
+            out,
+            message=f"the run ran past --timeout {req.timeout:g} s and was stopped; rank(s) {', '.join(waiting)} "
+            "had not finished (" + ", ".join(f"rank {r.rank}: {r.phase or 'starting'}" for r in ranks if not r.finished) + ")",
+            traceback=_tail(log_path) or None,
+        )
+    missing = [str(r.rank) for r, run in zip(ranks, runs, strict=True) if run is None]
+    return RunResult(
+        EXIT_WORKER,
+        out,
+        message=f"torch.distributed.run ended ({_describe_exit(proc.returncode)}) before rank(s) {', '.join(missing)} "
+        "wrote their results",
+        traceback=_tail(log_path) or None,
+    )
+
+
+def _first_failure(ranks: list[_Rank]) -> _Rank | None:
+    """The rank whose failure came first: a rank killed by a signal before any rank exited with an
+    error (the launcher signals the others only after one did), else the first to report an error,
+    else the first that died."""
+    failed = [r for r in ranks if r.failed_at is not None]
+    if not failed:
+        return None
+    exited_with_error = [
+        r.exited["t"] for r in failed if r.exited and isinstance(r.exited.get("code"), int) and r.exited["code"] > 0
+    ]
+    first_exit = min(exited_with_error, default=float("inf"))
+    killed = [r for r in failed if r.exited and isinstance(r.exited.get("code"), int) and r.exited["code"] < 0]
+    killed = [r for r in killed if r.exited is not None and r.exited["t"] < first_exit and r.error is None]
+    if killed:
+        return min(killed, key=lambda r: r.exited["t"] if r.exited else 0.0)
+    raised = [r for r in failed if r.error is not None]
+    if raised:
+        return min(raised, key=lambda r: r.failed_at or 0.0)
+    return min(failed, key=lambda r: r.failed_at or 0.0)
+
+
+def _rank_failure(out: Path, rank: _Rank, log_path: Path) -> RunResult:
+    if rank.error is not None:
+        code = int(rank.error.get("exit_code") or 1)
+        return RunResult(
+            code if code in (EXIT_BAD_INPUT, EXIT_MODE) else EXIT_WORKER,
+            out,
+            message=f"rank {rank.rank}: {rank.error.get('message') or 'the worker failed'}",
+            traceback=rank.error.get("traceback") or None,
+        )
+    status = rank.exited.get("code") if rank.exited else None
+    pid = f" (pid {rank.pid})" if rank.pid else ""
+    return RunResult(
+        EXIT_WORKER,
+        out,
+        message=f"rank {rank.rank}{pid} died ({_describe_exit(status if isinstance(status, int) else None)}) "
+        "before writing its results",
+        traceback=_tail(log_path) or None,
+    )
+
+
+def _per_step_max(runs: list[dict[str, Any]], key: str) -> list[float]:
+    """Step by step, the slowest rank's time: a distributed step ends when its last rank does."""
+    series = [run.get(key) for run in runs]
+    if not all(isinstance(s, list) and s for s in series):
+        return []
+    return [max(float(x) for x in xs) for xs in zip(*series, strict=False)]
+
+
+def _commit_ranks(folder: RunFolder, req: RunRequest, ranks: list[_Rank], runs: list[dict[str, Any]]) -> RunResult:
+    assert folder.staging is not None
+    result = RunResult(EXIT_OK, folder.out)
+    for rank, run in zip(ranks, runs, strict=True):
+        sub = folder.staging / RANK_FOLDER.format(rank=rank.rank)
+        sampler = rank.sampler
+        if sampler is None:  # never said hello: an empty sampler, so the trace is still compressed
+            sampler = ThreadCpuSampler(os.getpid())
+            sampler.close()
+        try:
+            result.samples += finish_trace(sub, sampler, run.get("trace_clock"))
+        except ValueError as exc:
+            return RunResult(EXIT_WORKER, folder.out, message=f"could not write rank {rank.rank}'s trace: {exc}")
+        if rank.exited and rank.exited.get("code") not in (0, None, -signal.SIGKILL):
+            result.notes.append(
+                f"rank {rank.rank} ended with {_describe_exit(rank.exited.get('code'))} after writing complete results"
+            )
+    for name in os.listdir(folder.staging):
+        if name.startswith(".rank-"):
+            (folder.staging / name).unlink()
+    first = runs[0]
+    steps = _per_step_max(runs, "steps_ms")
+    unprofiled = _per_step_max(runs, "unprofiled_steps_ms")
+    profiled_stats, unprofiled_stats = StepStats.of(steps), StepStats.of(unprofiled)
+    top = {k: first.get(k) for k in ("mode", "interop", "intra", "cores", "torch", "model", "source", "steps", "warmup")}
+    top.update(
+        device=first.get("device"),
+        nproc=req.nproc,
+        world_size=first.get("world_size"),
+        backend=first.get("backend"),
+        train_step=first.get("train_step"),
+        steps_ms=[round(x, 4) for x in steps],
+        median_ms=round(profiled_stats.median, 4) if profiled_stats else None,
+        unprofiled_steps=len(unprofiled),
+        unprofiled_steps_ms=[round(x, 4) for x in unprofiled],
+        unprofiled_median_ms=round(unprofiled_stats.median, 4) if unprofiled_stats else None,
+        unprofiled_spread_ms=unprofiled_stats.rounded_spread(4) if unprofiled_stats else None,
+        branches=first.get("branches"),
+        tracer=first.get("tracer"),
+        ranks=[
+            {
+                "rank": rank.rank,
+                "pid": run.get("pid"),
+                "device": run.get("device"),
+                "run": f"{RANK_FOLDER.format(rank=rank.rank)}/run.json",
+                "trace": f"{RANK_FOLDER.format(rank=rank.rank)}/trace.json.gz",
+                "median_ms": run.get("median_ms"),
+                "unprofiled_median_ms": run.get("unprofiled_median_ms"),
+            }
+            for rank, run in zip(ranks, runs, strict=True)
+        ],
+        trace=f"{RANK_FOLDER.format(rank=0)}/trace.json.gz",
+        complete=True,
+    )
+    result.run = folder.commit(top)
+    return result
+
+
 def _stop_everything(proc: subprocess.Popen[bytes], token: str, children_before: set[int]) -> None:
     """Kills the worker, its group, every process carrying the run's token and every orphan of the run
     re-parented to this process (see branchscope.profiling.run.processes), and reaps them."""
@@ -520,7 +827,8 @@ def format_summary(run: dict[str, Any], out: Path) -> str:
     if branches:
         regions = {b["region"] for b in branches}
         tracer = run.get("tracer")
-        failed = run.get("tracer_errors") if isinstance(run.get("tracer_errors"), dict) else {}
+        errors = run.get("tracer_errors")
+        failed: dict[str, Any] = errors if isinstance(errors, dict) else {}
         # Each failure reads "<tracer> could not …" already.
         how = f" (graph from {tracer}" + "".join(f"; {v}" for v in failed.values()) + ")" if tracer else ""
         lines.append(f"branches: {len(branches)} in {len(regions)} region(s){how}")

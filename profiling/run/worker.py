@@ -48,23 +48,27 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from branchscope.profiling.run.cpu_sampler import ThreadCensus, read_thread_names, settle_interop_pool
 from branchscope.profiling.run.folder import describe_os_error
-from branchscope.profiling.run.processes import kill_processes_with_token, set_death_signal
-from branchscope.profiling.run.protocol import EXIT_BAD_INPUT as EXIT_BAD_MODEL
+from branchscope.profiling.run.processes import LAUNCHER_PID_ENV, kill_processes_with_token, set_death_signal
 from branchscope.profiling.run.protocol import (
+    EVENTS_DIR_ENV,
     EXIT_FAILED,
     EXIT_MODE,
     EXIT_OK,
+    RANK_EVENTS,
+    RANK_FOLDER,
     RUN_TOKEN_ENV,
     RUNNER_PID_ENV,
     WORKER_MODULE,
     add_run_arguments,
     step_label,
 )
+from branchscope.profiling.run.protocol import EXIT_BAD_INPUT as EXIT_BAD_MODEL
 from branchscope.profiling.run.runner import write_json_atomic
 from branchscope.profiling.trace.step_stats import StepStats
 
@@ -82,14 +86,22 @@ def build_arg_parser() -> argparse.ArgumentParser:
 
 
 class _Protocol:
-    """The JSON-lines channel to the runner, on a private duplicate of the original stdout."""
+    """The JSON-lines channel to the runner, on a private duplicate of the original stdout; for a
+    rank of a distributed run, the rank's own events file (its events carry "rank" and "t", the
+    monotonic clock, shared by the machine's processes)."""
 
-    def __init__(self) -> None:
-        self.stream: TextIO = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    def __init__(self, events: Path | None = None, rank: int | None = None) -> None:
+        if events is None:
+            self.stream: TextIO = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+        else:
+            self.stream = open(events, "a", buffering=1, encoding="utf-8")
+        self.rank = rank
         os.dup2(2, 1)  # the model's prints (and torch's) go to stderr from now on
         sys.stdout = sys.stderr
 
     def emit(self, **event: Any) -> None:
+        if self.rank is not None:
+            event = {**event, "rank": self.rank, "t": time.monotonic()}
         self.stream.write(json.dumps(event) + "\n")
         self.stream.flush()
 
@@ -110,8 +122,9 @@ def _die_with_parent() -> None:
         _start_group_reaper(os.getpid())
 
 
-def _start_group_reaper(worker: int) -> None:
-    """Forks the reaper (single-threaded here: nothing has started a thread yet)."""
+def _start_group_reaper(worker: int, also: tuple[str, ...] = ()) -> None:
+    """Forks the reaper (single-threaded here: nothing has started a thread yet); `also`: the
+    environment entries that, beside the run's token, mark the processes it kills (one rank's)."""
     if os.fork() != 0:
         return
     code = 0
@@ -125,7 +138,7 @@ def _start_group_reaper(worker: int) -> None:
             signal.sigwait({signal.SIGTERM})  # the worker died (or someone asked the group to stop)
         token = os.environ.get(RUN_TOKEN_ENV)
         if token:  # what the model started and that left the group (a daemon)
-            kill_processes_with_token(token)
+            kill_processes_with_token(token, also=also)
         os.killpg(worker, signal.SIGKILL)  # the worker, what the model started, and this reaper
     except BaseException:  # noqa: BLE001 - the reaper must never return into the worker's code
         code = 1
@@ -217,22 +230,33 @@ def _resolve_device(torch: Any, requested: str) -> str:
     return f"cuda:{index}"
 
 
-def timed_steps(step: Any, steps: int, clock: Any = time.perf_counter) -> list[float]:
+def timed_steps(
+    step: Any, steps: int, clock: Any = time.perf_counter, budget_s: float = TIMED_BUDGET_S
+) -> list[float]:
     """Times `step()` (ms each): at least `steps` times, and on up to TIMED_MIN_STEPS times unless
-    TIMED_BUDGET_S of timed steps have passed by then; at most TIMED_MAX_STEPS times in all."""
+    `budget_s` (TIMED_BUDGET_S) of timed steps have passed by then; at most TIMED_MAX_STEPS times in all."""
     floor = min(steps, TIMED_MAX_STEPS)
-    goal = min(max(steps, TIMED_MIN_STEPS), TIMED_MAX_STEPS)
+    goal = min(max(steps, TIMED_MIN_STEPS), TIMED_MAX_STEPS) if budget_s > 0 else floor
     times: list[float] = []
     while len(times) < goal:
         t0 = clock()
         step()
         times.append((clock() - t0) * 1000.0)
-        if len(times) >= floor and sum(times) >= TIMED_BUDGET_S * 1000.0:
+        if len(times) >= floor and sum(times) >= budget_s * 1000.0:
             break
     return times
 
 
-def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RankInfo:
+    """This process's place in a distributed run (torch.distributed.run's RANK, LOCAL_RANK, WORLD_SIZE)."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+
+
+def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None) -> dict[str, Any]:
     import torch
 
     # First torch calls of the process: the inter-op pool size can be set only before it starts.
@@ -267,9 +291,18 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
     )
     from branchscope.profiling.run.plans import ModeUnavailable, build_plan, max_abs_diff
 
-    device = _resolve_device(torch, args.device)
+    if dist is None:
+        device = _resolve_device(torch, args.device)
+    elif args.device == "cpu" or (args.device == "auto" and not torch.cuda.is_available()):
+        device = "cpu"
+    else:  # rank r on cuda:(local rank)
+        device = _resolve_device(torch, f"cuda:{dist.local_rank}")
     if args.mode == "streams" and not device.startswith("cuda"):
         raise RunFailure(EXIT_MODE, "multi-stream needs CUDA: this machine has no CUDA device torch can use")
+    backend = None
+    if dist is not None:  # before build_model(), so that a model file may use torch.distributed freely
+        backend = "nccl" if device.startswith("cuda") else "gloo"
+        torch.distributed.init_process_group(backend=backend)
 
     try:
         spec = ModelSpec(
@@ -329,17 +362,36 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
     diff = max_abs_diff(expected, actual)
     del expected, actual
 
+    def train(what: str) -> None:
+        """The file's train_step on the mode's module, with grad (see LoadedModel.train_step)."""
+        try:
+            with torch.enable_grad():
+                loaded.train_step(plan.module, loaded.example)
+        except (Exception, SystemExit) as exc:
+            tb = user_traceback(exc, user_file) if user_file.suffix == ".py" else traceback.format_exc()
+            if isinstance(exc, SystemExit):
+                raise RunFailure(EXIT_BAD_MODEL, f"train_step called sys.exit({exc.code!r}) while {what}", tb) from None
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise RunFailure(EXIT_BAD_MODEL, f"train_step raised {type(exc).__name__} while {what}: {first}", tb) from exc
+
+    def one(what: str) -> None:
+        if loaded.train_step is not None:
+            train(what)
+        else:
+            call(plan, what)
+
     proto.emit(event="phase", phase="warmup")
     for _ in range(args.warmup):
-        call(plan, "warming up")
+        one("warming up")
     sync()
 
     def step() -> None:
-        call(plan, "running a step")
+        one("running a step")
         sync()
 
     proto.emit(event="phase", phase="timing")
-    unprofiled = timed_steps(step, args.steps)
+    # Ranks step together (collectives): each times the same number of steps, never "as many as fit".
+    unprofiled = timed_steps(step, args.steps) if dist is None else timed_steps(step, args.steps, budget_s=0.0)
     # OpenMP workers of pool threads started with the plan's first run (on CUDA, threads named like
     # the main thread are more likely CUDA's: its team started before the model was loaded).
     census.note(main_named_are_intra=not is_cuda)
@@ -354,7 +406,7 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
         for i in range(1, args.steps + 1):
             t0 = time.perf_counter()
             with record_function(step_label(i)):
-                call(plan, f"profiling step {i}")
+                one(f"profiling step {i}")
                 sync()
             steps_ms.append((time.perf_counter() - t0) * 1000.0)
             proto.emit(event="progress", step=i, of=args.steps)
@@ -386,6 +438,10 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
         "intra_tids": intra,
         "branches": branches,
     }
+    ranked: dict[str, Any] = {}
+    if dist is not None:
+        ranked = {"rank": dist.rank, "local_rank": dist.local_rank, "world_size": dist.world_size, "backend": backend}
+        trace["branchscope"].update(ranked)
     _write_trace(args.out / "trace.json", trace)
 
     profiled_stats, unprofiled_stats = StepStats.of(steps_ms), StepStats.of(unprofiled)
@@ -425,6 +481,8 @@ def run(args: argparse.Namespace, proto: _Protocol) -> dict[str, Any]:
         "plan": "plan.py" if plan.source else None,
         "trace": "trace.json.gz",
         "trace_clock": _trace_clock(trace),
+        "train_step": loaded.train_step is not None,
+        **ranked,
         "complete": True,
     }
 
@@ -443,6 +501,8 @@ def _as_failure(exc: BaseException) -> RunFailure:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if os.environ.get(EVENTS_DIR_ENV):
+        _rank_main(argv)
     _die_with_parent()  # first: a runner killed from here on takes this worker with it
     args = build_arg_parser().parse_args(argv)
     sys.dont_write_bytecode = True  # loading the user's model leaves no __pycache__ in their folder
@@ -461,6 +521,62 @@ def main(argv: list[str] | None = None) -> int:
     sys.stderr.flush()
     proto.stream.flush()
     # Skip interpreter teardown: forked TorchScript may abort there after the results are written.
+    os._exit(code)
+
+
+def _rank_main(argv: list[str] | None) -> None:
+    """One rank of a distributed run, started by torch.distributed.run (never returns).
+
+    This process (the one the launcher started, leading its own group) dies with the launcher and
+    forks the rank's reaper as the worker does (it kills this rank's processes only: the token and
+    RANK=R), then forks the rank's worker, which dies with it, and waits for it: its
+    `{"event": "exited", "rank", "pid", "code", "t"}` (code: the exit status, -N for signal N) tells
+    the runner how the rank ended, which a launcher cannot (it sees this process, not the worker).
+    """
+    rank = int(os.environ.get("RANK", "0"))
+    launcher = os.environ.get(LAUNCHER_PID_ENV, "")
+    if set_death_signal(signal.SIGKILL) and launcher.isdigit() and os.getppid() != int(launcher):
+        os._exit(EXIT_FAILED)  # the launcher died before the request took effect
+    if os.getpgrp() == os.getpid():
+        _start_group_reaper(os.getpid(), also=(f"RANK={rank}",))
+    events = Path(os.environ[EVENTS_DIR_ENV]) / RANK_EVENTS.format(rank=rank)
+    watcher = os.getpid()
+    child = os.fork()
+    if child == 0:
+        if set_death_signal(signal.SIGKILL) and os.getppid() != watcher:
+            os._exit(EXIT_FAILED)
+        _rank_worker(argv, events, rank)
+    _, status = os.waitpid(child, 0)
+    code = os.waitstatus_to_exitcode(status)
+    try:
+        with open(events, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"event": "exited", "rank": rank, "pid": child, "code": code, "t": time.monotonic()}) + "\n")
+    except OSError:
+        pass
+    os._exit(code if code >= 0 else 128 - code)
+
+
+def _rank_worker(argv: list[str] | None, events: Path, rank: int) -> None:
+    """The worker of one rank: the single-process worker's run, into OUT/rank-R (never returns)."""
+    args = build_arg_parser().parse_args(argv)
+    sys.dont_write_bytecode = True
+    dist = RankInfo(rank, int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")))
+    proto = _Protocol(events, rank)
+    proto.emit(event="hello", pid=os.getpid())
+    faulthandler.enable()
+    code = EXIT_OK
+    try:
+        args.out = args.out / RANK_FOLDER.format(rank=rank)
+        args.out.mkdir(parents=True, exist_ok=True)
+        result = run(args, proto, dist)
+        write_json_atomic(args.out / "run.json", result, indent=1)
+        proto.emit(event="finished", run=str(args.out / "run.json"))
+    except (Exception, SystemExit) as exc:
+        failure = _as_failure(exc)
+        proto.emit(event="error", message=str(failure), traceback=failure.tb, exit_code=failure.exit_code)
+        code = failure.exit_code
+    sys.stderr.flush()
+    proto.stream.flush()
     os._exit(code)
 
 
