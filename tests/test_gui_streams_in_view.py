@@ -154,3 +154,10 @@ def test_hovering_a_summary_lane_finds_the_event_under_the_cursor(two_ranks, qtb
     )
     hit = view.event_at(rect.center())
     assert hit >= 0 and int(two_ranks.lane[hit]) == lane and int(two_ranks.depth[hit]) == 0
+
+
+def test_the_summary_names_every_rank_file_and_the_ranks(two_ranks):
+    from branchscope.widgets.details_panel import trace_summary_rows
+
+    rows = dict(trace_summary_rows(two_ranks))
+    assert rows["File"] == "rank-0.json.gz + rank-1.json.gz" and rows["Ranks"] == "0, 1"

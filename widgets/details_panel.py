@@ -27,11 +27,14 @@ def trace_summary_rows(trace: Trace, run: dict[str, Any] | None = None) -> list[
     cpu = trace.lanes_of("cpu")
     gpu = trace.lanes_of("gpu")
     rows = [
-        ("File", os.path.basename(trace.path) or trace.path),
+        ("File", " + ".join(os.path.basename(p) or p for p in trace.path.split(" + "))),
         ("Events", f"{len(trace):,}"),
         ("Span", format_duration(end - start)),
         ("Lanes", f"{len(cpu)} CPU threads, {len(gpu)} GPU streams"),
     ]
+    ranks = sorted({ln.rank for ln in trace.lanes if ln.rank is not None})
+    if len(ranks) > 1:
+        rows.append(("Ranks", ", ".join(str(r) for r in ranks)))
     where = "in the profiled steps" if steps_window(trace) is not None else "over the trace"
     rows.append(("Parallelism", f"{parallelism(trace):.2f} threads computing on average {where}"))
     cores = cores_used(trace)
