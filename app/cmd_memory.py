@@ -1,7 +1,7 @@
 """`branchscope memory SOURCE... [--json] [--top N]`: memory per device, what it holds at its
 peak, and the imbalance across devices of one kind.
 
-A SOURCE is a trace file, a run folder (its trace) or an allocator snapshot (a pickle, told by its
+A SOURCE is a trace file, a run folder (its trace; a distributed run's: each rank's) or an allocator snapshot (a pickle, told by its
 first bytes). Several sources are the ranks of one job: each keeps its own rank (a trace's
 distributedInfo, a snapshot's `rank-N` in its name), or its position when those are missing or
 repeat, and they are merged with `merge_traces`, so devices read `rankR/cuda:N`.
@@ -45,16 +45,23 @@ def _count(text: str) -> int:
 
 
 def load_source(path: str) -> Trace:
-    """A trace file, a run folder's trace, or a snapshot, as a `Trace`."""
+    """A trace file, a run folder's trace (a distributed run's ranks merged), or a snapshot, as a `Trace`."""
+    traces = [merge.load_source(p) for p in _files(path)]
+    return traces[0] if len(traces) == 1 else merge_traces(as_ranks(traces))
+
+
+def _files(path: str) -> list[Path]:
+    """The trace files of a source: a run folder's trace, or each rank's of a distributed run's folder."""
     from branchscope.app.runs import entry_for_path
 
     p = Path(path)
-    return merge.load_source(entry_for_path(p).trace_path if p.is_dir() else p)
+    return list(entry_for_path(p).paths) if p.is_dir() else [p]
 
 
 def load_sources(paths: list[str]) -> Trace:
     """One source as is; several merged as the ranks of one job (see the module docstring)."""
-    traces = [load_source(p) for p in paths]
+    files = [f for p in paths for f in _files(p)]
+    traces = [merge.load_source(f) for f in files]
     return traces[0] if len(traces) == 1 else merge_traces(as_ranks(traces))
 
 

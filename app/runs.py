@@ -500,15 +500,31 @@ def read_run_json(folder: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(run, dict) or run.get("complete") is not True:
         return None
-    trace = _trace_name(run)
-    if trace is None:
+    traces = _rank_traces(run) if "ranks" in run else [_trace_name(run)]
+    if not traces or None in traces:
         return None
     try:
-        if not stat.S_ISREG(os.stat(folder / trace).st_mode):
+        if not all(stat.S_ISREG(os.stat(folder / str(trace)).st_mode) for trace in traces):
             return None
     except OSError:
         return None
     return run
+
+
+#: A rank's trace in a distributed run's folder (run.json "ranks": [{"rank", "trace": "rank-R/NAME"}]).
+_RANK_TRACE = re.compile(r"rank-\d+/[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+
+
+def _rank_traces(run: dict[str, Any]) -> list[str] | None:
+    """The rank traces a distributed run's run.json lists, rank 0 first; None when it lists none or
+    one that is not a rank folder's file."""
+    ranks = run.get("ranks")
+    if not isinstance(ranks, list) or not ranks:
+        return None
+    names = [r.get("trace") if isinstance(r, dict) else None for r in ranks]
+    if not all(isinstance(n, str) and _RANK_TRACE.fullmatch(n) for n in names):
+        return None
+    return [str(n) for n in names]
 
 
 def _trace_name(run: dict[str, Any]) -> str | None:
@@ -529,8 +545,11 @@ def _model_label(run: dict[str, Any]) -> str | None:
 
 
 def _run_entry(folder: Path, run: dict[str, Any]) -> Entry:
-    trace = folder / (_trace_name(run) or "trace.json.gz")
     label = _model_label(run) or folder.name
+    ranks = _rank_traces(run) if "ranks" in run else None
+    if ranks:  # a distributed run: its ranks' traces, merged as one job
+        return Entry(label, folder / ranks[0], spec=spec_from_run(run), run=run, more_paths=tuple(folder / n for n in ranks[1:]))
+    trace = folder / (_trace_name(run) or "trace.json.gz")
     return Entry(label, trace, spec=spec_from_run(run), run=run)
 
 

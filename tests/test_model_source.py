@@ -21,13 +21,14 @@ from branchscope.profiling.run.model_source import (
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
-CPU_DEMOS = ["attention-qkv", "inception", "lstm-ensemble", "twin-mm"]
+CPU_DEMOS = ["attention-qkv", "ddp-gather-loss", "ddp-local-loss", "inception", "lstm-ensemble", "twin-mm"]
 
 
 def test_list_demos_names_descriptions_and_requirements():
     demos = {d.name: d for d in list_demos()}
     assert sorted(demos) == [
-        "attention-qkv", "dataparallel-balanced", "dataparallel-imbalance", "inception", "lstm-ensemble", "twin-mm"
+        "attention-qkv", "dataparallel-balanced", "dataparallel-imbalance", "ddp-gather-loss", "ddp-local-loss",
+        "inception", "lstm-ensemble", "twin-mm",
     ]  # fmt: skip
     assert demos["dataparallel-balanced"].requires_cuda_devices == 2
     for demo in demos.values():
@@ -220,3 +221,38 @@ def test_cpu_demos_build_and_run(name):
     with torch.no_grad():
         out = loaded.model(*loaded.inputs)
     assert isinstance(out, torch.Tensor) and torch.isfinite(out).all()
+
+
+def test_train_step_is_found_with_the_inputs_as_example_inputs_returned(tmp_path):
+    path = tmp_path / "net.py"
+    path.write_text(
+        _TWO_INPUTS.format(returns="(torch.ones(2), torch.ones(2))")
+        + "\n\ndef train_step(model, inputs):\n    return model(*inputs).sum()\n"
+    )
+    loaded = load_model(ModelSpec(path=path))
+    assert loaded.train_step is not None
+    assert isinstance(loaded.example, tuple) and len(loaded.example) == 2
+    assert float(loaded.train_step(loaded.model, loaded.example)) == 4.0
+    without = tmp_path / "plain.py"
+    without.write_text(_TWO_INPUTS.format(returns="torch.ones(2)") + "\ntrain_step = 'not callable'\n")
+    assert load_model(ModelSpec(path=without)).train_step is None
+
+
+def test_ddp_demos_in_one_process_step_alike_whichever_rank_computes_the_loss():
+    """Without a process group both demos train on their own batch: one rank gathering every rank's
+    logits is then the rank's own loss, so one step moves the weights the same way."""
+    import torch
+
+    from branchscope.assets.demos import ddp_gather_loss as gather
+    from branchscope.assets.demos import ddp_local_loss as local
+
+    weights = []
+    for name in ("ddp-local-loss", "ddp-gather-loss"):
+        loaded = load_model(ModelSpec(demo=name))
+        assert loaded.train_step is not None
+        loaded.train_step(loaded.model, loaded.example)
+        weights.append(loaded.model.head.weight.detach().clone())
+    torch.manual_seed(0)
+    assert not torch.equal(weights[0], local.Net().head.weight)  # a step was taken (build_model seeds 0)
+    assert gather.WIDTH == local.WIDTH and gather.CLASSES == local.CLASSES
+    assert torch.allclose(weights[0], weights[1], atol=1e-6)

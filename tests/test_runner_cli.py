@@ -45,7 +45,10 @@ def test_demos_prints_one_line_per_demo(capsys):
     assert cli(["demos"]) == 0
     lines = capsys.readouterr().out.splitlines()
     names = [line.split()[0] for line in lines]
-    assert names == ["attention-qkv", "dataparallel-balanced", "dataparallel-imbalance", "inception", "lstm-ensemble", "twin-mm"]
+    assert names == [
+        "attention-qkv", "dataparallel-balanced", "dataparallel-imbalance", "ddp-gather-loss", "ddp-local-loss",
+        "inception", "lstm-ensemble", "twin-mm",
+    ]  # fmt: skip
     assert "needs 2 CUDA devices" in lines[1] and "needs 2 CUDA devices" in lines[2]
 
 

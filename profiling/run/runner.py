@@ -815,6 +815,8 @@ def _describe_exit(returncode: int | None) -> str:
 
 def format_summary(run: dict[str, Any], out: Path) -> str:
     """A few lines for the terminal: what ran, how long a step took, the branches, where the files are."""
+    if isinstance(run.get("ranks"), list):
+        return _format_ranks_summary(run, out)
     lines = [
         f"{run.get('model')}: {run.get('mode')} mode, {run.get('interop')} inter-op × {run.get('intra')} intra-op "
         f"threads on {run.get('device')} ({run.get('cores')} cores, torch {run.get('torch')})",
@@ -844,6 +846,25 @@ def format_summary(run: dict[str, Any], out: Path) -> str:
         f"intra-op (OpenMP) workers {run.get('intra_tids')}"
     )
     lines.append(f"wrote {out / 'trace.json.gz'} and {out / 'run.json'}")
+    return "\n".join(lines)
+
+
+def _format_ranks_summary(run: dict[str, Any], out: Path) -> str:
+    ranks = [r for r in run.get("ranks") or [] if isinstance(r, dict)]
+    lines = [
+        f"{run.get('model')}: {run.get('mode')} mode, {run.get('interop')} inter-op × {run.get('intra')} intra-op "
+        f"threads, {len(ranks)} ranks ({run.get('backend')}) on {run.get('device')} ({run.get('cores')} cores, "
+        f"torch {run.get('torch')})" + (", train_step" if run.get("train_step") else ""),
+        f"step time (the slowest rank's, step by step): median {run.get('median_ms') or 0:.2f} ms profiled over "
+        f"{run.get('steps')} steps, {run.get('unprofiled_median_ms') or 0:.2f} ms unprofiled over "
+        f"{_unprofiled_steps(run)} steps{_spread_text(run)}",
+    ]
+    for r in ranks:
+        lines.append(
+            f"  rank {r.get('rank')} (pid {r.get('pid')}, {r.get('device')}): median {r.get('median_ms') or 0:.2f} ms "
+            f"profiled, {r.get('unprofiled_median_ms') or 0:.2f} ms unprofiled"
+        )
+    lines.append(f"wrote {out / 'run.json'} and, per rank, {out / 'rank-R'}/trace.json.gz and run.json")
     return "\n".join(lines)
 
 

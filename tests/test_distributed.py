@@ -1,0 +1,219 @@
+"""Distributed runs (`--nproc N`): torch.distributed.run starts the ranks, each is a worker with its
+own trace and CPU samples; a rank that raises, dies or hangs ends the run naming it, and nothing
+the run started is left running, the runner's own death included."""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from branchscope.app import cmd_memory, cmd_profile
+from branchscope.app.runs import entry_for_path
+from branchscope.profiling.run.protocol import RunRequest
+from branchscope.profiling.run.runner import launcher_command, run_profile
+from tests.processes import wait_until
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
+
+
+def cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="branchscope")
+    sub = parser.add_subparsers(dest="command")
+    cmd_profile.register(sub)
+    cmd_memory.register(sub)
+    args = parser.parse_args(argv)
+    return int(args.handler(args))
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _mentioning(text: str) -> list[psutil.Process]:
+    """Live processes whose command line mentions `text` (a marker, or the run's --out folder)."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if any(text in part for part in p.info["cmdline"] or []) and p.pid != os.getpid() and _alive(p):
+            found.append(p)
+    return found
+
+
+def _nothing_left(*texts: str) -> None:
+    wait_until(lambda: not any(_mentioning(t) for t in texts), 30, f"no process mentioning {texts}")
+
+
+#: A model whose train_step runs DDP (a collective every step) and misbehaves on rank 1 as BEHAVE
+#: says; every rank first starts a child process carrying MARKER, which must not outlive the run.
+_MODEL = """
+import os, signal, subprocess, sys, time
+import torch
+import torch.distributed as dist
+from torch import nn
+
+BEHAVE = {behave!r}
+MARKER = {marker!r}
+
+
+def build_model():
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", MARKER])
+    assert dist.is_initialized()  # the process group exists before build_model()
+    return nn.Linear(8, 8)
+
+
+def example_inputs():
+    return (torch.randn(4, 8),)
+
+
+_ddp = {{}}
+
+
+def train_step(model, inputs):
+    ddp = _ddp.setdefault(id(model), nn.parallel.DistributedDataParallel(model))
+    if dist.get_rank() == 1:
+        if BEHAVE == "raise":
+            raise ValueError("rank one fails")
+        if BEHAVE == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if BEHAVE == "hang":
+            time.sleep(600)
+    ddp(*inputs).sum().backward()
+"""
+
+
+def _model(tmp_path: Path, behave: str) -> tuple[Path, str]:
+    marker = f"branchscope-test-{uuid.uuid4().hex}"
+    path = tmp_path / f"{behave}.py"
+    path.write_text(_MODEL.format(behave=behave, marker=marker))
+    return path, marker
+
+
+def _request(model: Path, out: Path, nproc: int = 2, timeout: float = 600.0) -> RunRequest:
+    return RunRequest(
+        mode="sequential", interop=1, intra=1, out=out, model=model, steps=2, warmup=1, nproc=nproc, timeout=timeout
+    )
+
+
+def test_the_launcher_is_torch_distributed_run_on_loopback(tmp_path):
+    cmd = launcher_command(_request(tmp_path / "m.py", tmp_path / "out"), tmp_path / "out")
+    at = cmd.index("torch.distributed.run")
+    assert cmd[at - 1] == "-m" and "branchscope.profiling.run.processes" in cmd[:at]
+    launcher = cmd[at:]
+    assert launcher[launcher.index("--nproc-per-node") + 1] == "2"
+    assert "--standalone" in launcher and launcher[launcher.index("--local-addr") + 1] == "127.0.0.1"
+    assert launcher[launcher.index("--max-restarts") + 1] == "0"
+    assert launcher[launcher.index("--no-python") + 2 :][:3] == [sys.executable, "-I", "-m"]
+
+
+def test_nproc_below_one_is_refused(tmp_path):
+    result = run_profile(_request(tmp_path / "m.py", tmp_path / "out", nproc=0))
+    assert result.exit_code == 2 and result.message == "--nproc must be at least 1, not 0"
+
+
+@pytest.mark.slow
+def test_ddp_gather_loss_on_two_ranks_writes_each_rank_and_rank_0_peaks_higher(tmp_path, capsys):
+    out = tmp_path / "D"
+    argv = ["profile", "--demo", "ddp-gather-loss", "--nproc", "2", "--mode", "sequential", "--interop", "1",
+            "--intra", "1", "--steps", "2", "--warmup", "1", "--out", str(out)]  # fmt: skip
+    assert cli(argv) == 0
+    printed = capsys.readouterr().out
+    assert "2 ranks (gloo)" in printed and "rank 1 (pid" in printed
+    run = json.loads((out / "run.json").read_text())
+    assert run["complete"] is True and run["nproc"] == 2 and run["backend"] == "gloo" and run["train_step"] is True
+    assert [r["rank"] for r in run["ranks"]] == [0, 1]
+    assert [r["device"] for r in run["ranks"]] == ["cpu", "cpu"]
+    assert len({r["pid"] for r in run["ranks"]}) == 2
+    for r in (0, 1):
+        rank_run = json.loads((out / f"rank-{r}" / "run.json").read_text())
+        assert rank_run["rank"] == r and rank_run["world_size"] == 2 and rank_run["pid"] == run["ranks"][r]["pid"]
+        trace = json.loads(gzip.decompress((out / f"rank-{r}" / "trace.json.gz").read_bytes()))
+        assert trace["distributedInfo"]["rank"] == r and trace["branchscope"]["rank"] == r
+        assert any(e.get("cat") == "cpu_sample" for e in trace["traceEvents"])
+        assert "rank-0/trace.json.gz" in run["files"] and f"rank-{r}/run.json" in run["files"]
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no staging, no events files
+    assert [p.name for p in entry_for_path(out).paths] == ["trace.json.gz", "trace.json.gz"]
+
+    assert cli(["memory", "--json", str(out)]) == 0
+    peaks = {d["rank"]: d["peak_bytes"] for d in json.loads(capsys.readouterr().out)["devices"]}
+    assert peaks[0] > 1.5 * peaks[1]
+
+    # A second run on the same folder replaces the ranks' folders it wrote.
+    assert cli(argv) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["rank-0", "rank-1", "run.json", "worker.log"]
+
+
+@pytest.mark.slow
+def test_ddp_local_loss_keeps_the_ranks_peaks_within_15_percent(tmp_path, capsys):
+    out = tmp_path / "D"
+    assert cli(["profile", "--demo", "ddp-local-loss", "--nproc", "2", "--mode", "sequential", "--interop", "1",
+                "--intra", "1", "--steps", "2", "--warmup", "1", "--out", str(out)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert cli(["memory", "--json", str(out)]) == 0
+    peaks = [d["peak_bytes"] for d in json.loads(capsys.readouterr().out)["devices"]]
+    assert len(peaks) == 2 and max(peaks) <= 1.15 * min(peaks)
+
+
+@pytest.mark.slow
+def test_a_rank_that_raises_ends_the_run_with_exit_2_naming_it_and_its_traceback(tmp_path):
+    model, marker = _model(tmp_path, "raise")
+    out = tmp_path / "out"
+    result = run_profile(_request(model, out))
+    assert result.exit_code == 2
+    assert result.message == "rank 1: train_step raised ValueError while warming up: rank one fails"
+    assert result.traceback and "raise ValueError(\"rank one fails\")" in result.traceback
+    _nothing_left(marker, str(out))
+    assert not out.exists()  # a failed first run leaves no folder behind
+
+
+@pytest.mark.slow
+def test_a_killed_rank_ends_the_run_with_exit_4_naming_it_and_the_signal(tmp_path):
+    model, marker = _model(tmp_path, "kill")
+    out = tmp_path / "out"
+    result = run_profile(_request(model, out))
+    assert result.exit_code == 4
+    assert result.message and result.message.startswith("rank 1 (pid ")
+    assert result.message.endswith("died (killed by SIGKILL) before writing its results")
+    _nothing_left(marker, str(out))
+
+
+@pytest.mark.slow
+def test_a_hanging_rank_ends_the_run_with_exit_4_at_the_timeout(tmp_path):
+    model, marker = _model(tmp_path, "hang")
+    out = tmp_path / "out"
+    result = run_profile(_request(model, out, timeout=20.0))
+    assert result.exit_code == 4
+    assert result.message and result.message.startswith("the run ran past --timeout 20 s and was stopped; rank(s) ")
+    _nothing_left(marker, str(out))
+
+
+@pytest.mark.slow
+def test_killing_the_runner_outright_takes_every_rank_and_what_they_started(tmp_path):
+    model, marker = _model(tmp_path, "hang")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "branchscope.profiling.run.runner", *_request(model, out).argv(), "--jsonl"]
+    runner = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: len(_mentioning(marker)) == 2, 120, "both ranks' child processes")
+        assert _mentioning("torch.distributed.run")
+        runner.kill()  # no cleanup of its own: death signals and the ranks' reapers must do it
+        runner.wait(timeout=60)
+        _nothing_left(marker, str(out))
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+        for p in _mentioning(marker) + _mentioning(str(out)):
+            p.kill()
