@@ -156,3 +156,14 @@ def test_pickles_told_by_magic(tmp_path: Path) -> None:
     assert is_snapshot(write(tmp_path / "any-name.json", two_gpu_snapshot()))
     (tmp_path / "t.json").write_text("{}")
     assert not is_snapshot(tmp_path / "t.json") and not is_snapshot(tmp_path / "missing")
+
+
+def test_a_fifo_is_not_taken_for_a_snapshot_and_never_opened(tmp_path: Path) -> None:
+    import os
+
+    from branchscope.profiling.trace.snapshot import is_snapshot
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert not is_snapshot(fifo)  # opening it would block: no writer
+    assert not is_snapshot(tmp_path)

@@ -26,6 +26,7 @@ import io
 import os
 import pickle
 import re
+import stat
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -60,8 +61,11 @@ class _NoGlobals(pickle.Unpickler):
 
 
 def is_snapshot(path: str | os.PathLike[str]) -> bool:
-    """Whether a regular file starts like a pickle (protocol 2+), as snapshots do."""
+    """Whether a regular file starts like a pickle (protocol 2+), as snapshots do. Anything else
+    (a FIFO would block the open for ever, a folder, /dev/zero) is not one."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         with open(path, "rb") as f:
             head = f.read(2)
     except OSError:
