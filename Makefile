@@ -60,6 +60,10 @@ screenshots: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(BIN)/branchscope open $(SHOTS)/dataparallel-4gpu.json --screenshot assets/screenshots/memory-run.png
 	QT_QPA_PLATFORM=offscreen $(BIN)/branchscope open $(SHOTS)/dataparallel-4gpu.json --tab memory \
 	  --screenshot assets/screenshots/memory.png
+	# The public two-rank trace beside the checkout (../shared/traces), when it is there.
+	if [ -d ../shared/traces/hta_two_ranks ]; then QT_QPA_PLATFORM=offscreen $(BIN)/branchscope open \
+	  ../shared/traces/hta_two_ranks/rank-0.json.gz ../shared/traces/hta_two_ranks/rank-1.json.gz \
+	  --screenshot assets/screenshots/two-ranks.png; fi
 
 clean:
 	rm -rf $(VENV) build *.egg-info
