@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from branchscope.profiling.trace.model import Lane, build_trace
+from branchscope.widgets import lod as lod_module
 from branchscope.widgets.lod import TimelineLod, pixel_spans, rasterize
 
 
@@ -259,3 +260,14 @@ def test_runs_of_folded_overlapping_events_are_never_taken_for_one_long_event(se
     # run of several events, which later levels must still merge with its close neighbours.
     trace = _varied_trace(seed, 2, 500)
     _assert_same_levels(TimelineLod(trace, row_cap=row_cap), _reference_levels(trace, row_cap=row_cap))
+
+
+@pytest.mark.parametrize("options", [{}, {"epoch": True}])
+def test_levels_built_in_small_chunks_and_with_offsets_per_item_are_the_reference_levels(
+    monkeypatch, options
+):
+    # Passes over scratch chunks, and per-row offsets as one array (many rows): same levels.
+    monkeypatch.setattr(lod_module, "_CHUNK", 97)
+    monkeypatch.setattr(lod_module, "_ROWS_LOOPED", 0)
+    trace = _varied_trace(7, 3, 3000, **options)
+    _assert_same_levels(TimelineLod(trace), _reference_levels(trace))

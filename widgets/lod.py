@@ -38,6 +38,10 @@ from branchscope.profiling.trace.model import Trace
 #: Deeper events are folded into the last row of their lane (real traces rarely exceed ~12).
 DEFAULT_ROW_CAP = 16
 _NO_GAP = np.iinfo(np.int64).max
+#: Items a building pass handles at a time where it needs scratch arrays.
+_CHUNK = 1 << 20
+#: Up to this many rows, per-row offsets are added row by row (no array of n offsets).
+_ROWS_LOOPED = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +106,9 @@ class TimelineLod:
             lane, depth = trace.lane[events], trace.depth[events]
         # Each event's row, in the smallest integer type that holds every row number.
         row_type = np.uint8 if self.n_rows <= 1 << 8 else np.uint16 if self.n_rows <= 1 << 16 else np.int64
-        row = self.row_base[:-1].astype(row_type)[lane]
-        np.add(row, np.minimum(depth, self.row_cap - 1), out=row, casting="unsafe")
+        row = np.empty(lane.size, dtype=row_type)
+        np.minimum(depth, self.row_cap - 1, out=row, casting="unsafe")
+        row += self.row_base[:-1].astype(row_type)[lane]
         # Events are sorted by (lane, start); a stable sort by row keeps start order within a row
         # (a radix sort when the row numbers fit 16 bits). Sorted, the rows are runs of equal rows.
         order = np.argsort(row, kind="stable")
@@ -115,17 +120,15 @@ class TimelineLod:
         # Key of each row's time 0: row * stride, less the trace start (unshifted keys only).
         row_key = np.arange(self.n_rows, dtype=np.int64) * self.stride
         if self.shift == 0:
-            key_start += np.repeat(row_key - self.t0, row_counts)  # row * stride + (start - t0)
+            _add_per_row(key_start, row_key - self.t0, row_counts)  # row * stride + (start - t0)
             key_end = np.add(key_start, dur)  # row * stride + end: end <= span_ns
         else:
             key_start -= self.t0  # 0 ..= span_ns
             key_end = key_start + dur  # ..= span_ns: t1 is the latest end
             key_start >>= self.shift
             key_end >>= self.shift
-            base = np.repeat(row_key, row_counts)
-            key_start += base
-            key_end += base
-            del base
+            _add_per_row(key_start, row_key, row_counts)
+            _add_per_row(key_end, row_key, row_counts)
         if key_end.size:  # keys of a row stay below the next row's: one running maximum for all rows
             np.maximum.accumulate(key_end, out=key_end)
         self.levels: list[LodLevel] = [LodLevel(0, key_start, key_end, ev)]
@@ -146,11 +149,16 @@ class TimelineLod:
         # gaps (long events add boundaries of their own), lets most thresholds be skipped unbuilt.
         # A gap's binary exponent e (2**(e-1) <= gap < 2**e, as np.frexp) is read from its float64
         # bits; gaps <= 0 fall in bin 0 and the rows' first items in bin 64, neither counted.
-        exp = lead_gap.astype(np.float64).view(np.int64)
-        exp >>= 52
-        np.clip(exp, 1022, 1022 + 64, out=exp)
-        hist = np.bincount(exp, minlength=1022 + 65)[1022:]
-        del exp
+        hist = np.zeros(1022 + 65, dtype=np.int64)
+        chunk = np.empty(min(n, _CHUNK), dtype=np.float64)  # a chunk at a time: no array of n floats
+        for a in range(0, n, _CHUNK):
+            part = chunk[: min(n - a, _CHUNK)]
+            np.copyto(part, lead_gap[a : a + part.size], casting="unsafe")
+            exp = part.view(np.int64)
+            exp >>= 52
+            np.clip(exp, 1022, 1022 + 64, out=exp)
+            hist += np.bincount(exp, minlength=1022 + 65)
+        hist = hist[1022:]
         hist[0] = hist[64] = 0
         at_least = np.cumsum(hist[::-1])[::-1]  # at_least[e] = #gaps with exponent >= e
         last_kept = n
@@ -307,10 +315,16 @@ def _longest_first(dur: np.ndarray, first: np.ndarray, size: np.ndarray) -> tupl
     bits = max(int(n - 1).bit_length(), 1)
     if n and int(dur.max()) < 1 << (62 - bits):
         # One reduction over (duration, n - 1 - position): the longest, then the earliest wins.
-        key = np.left_shift(dur, bits)
-        key |= np.arange(n - 1, -1, -1, dtype=np.int64)
-        best = np.maximum.reduceat(key, first)
-        del key
+        # The keys are built in `dur` itself, and it is given back as it was.
+        dur <<= bits
+        countdown = np.arange(min(n, _CHUNK) - 1, -1, -1, dtype=np.int64)
+        low = np.empty_like(countdown)
+        for a in range(0, n, _CHUNK):
+            b = min(a + _CHUNK, n)
+            part = np.add(countdown[countdown.size - (b - a) :], n - b, out=low[: b - a])  # n - 1 - i
+            dur[a:b] |= part
+        best = np.maximum.reduceat(dur, first)
+        dur >>= bits
         pick = (n - 1) - (best & ((1 << bits) - 1))
         best >>= bits
         return best, pick
@@ -318,6 +332,17 @@ def _longest_first(dur: np.ndarray, first: np.ndarray, size: np.ndarray) -> tupl
     is_max = dur == np.repeat(run_max, size)
     n_max = np.add.reduceat(is_max, first, dtype=np.int64)  # >= 1 in every run
     return run_max, np.flatnonzero(is_max)[np.cumsum(n_max) - n_max]
+
+
+def _add_per_row(keys: np.ndarray, per_row: np.ndarray, counts: np.ndarray) -> None:
+    """keys += per_row[r] for the counts[r] items of each row r (rows in order, contiguous)."""
+    if counts.size > _ROWS_LOOPED:
+        keys += np.repeat(per_row, counts)
+        return
+    stop = np.cumsum(counts).tolist()
+    for r, (a, b) in enumerate(zip([0, *stop[:-1]], stop)):
+        if b > a:
+            keys[a:b] += per_row[r]
 
 
 def pixel_spans(
