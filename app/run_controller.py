@@ -24,7 +24,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QProcess, Signal
 
 from branchscope.app.jsonl_process import CANCEL_GRACE_MS, JsonLinesProcess
-from branchscope.app.runs import RUN_NAME, SESSION_NAME, Entry, RunSpec, runs_root, saved_runs
+from branchscope.app.runs import RANK_TRACE, RUN_NAME, SESSION_NAME, Entry, RunSpec, runs_root, saved_runs
 from branchscope.profiling.run.protocol import RUNNER_MODULE, python_command
 
 __all__ = ["CANCEL_GRACE_MS", "FinishedRun", "RunController", "RunSpec", "default_runs_dir", "prune_runs"]
@@ -38,7 +38,17 @@ class FinishedRun:
 
     @property
     def trace_path(self) -> Path:
-        return self.out / "trace.json.gz"
+        """The trace (a distributed run's: rank 0's)."""
+        return self.paths[0]
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        """Every trace of the run: one, or each rank's of a distributed run (run.json "ranks"), rank 0 first."""
+        ranks = self.run.get("ranks") if isinstance(self.run, dict) else None
+        names = [r.get("trace") for r in ranks if isinstance(r, dict)] if isinstance(ranks, list) else []
+        if names and all(isinstance(n, str) and RANK_TRACE.fullmatch(n) for n in names):
+            return tuple(self.out / str(n) for n in names)
+        return (self.out / "trace.json.gz",)
 
 
 @dataclass

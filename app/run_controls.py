@@ -1,9 +1,9 @@
-"""The run controls: model picker, mode, inter-op and intra-op sliders, steps, timeout, Run/Cancel,
-progress.
+"""The run controls: model picker, mode, inter-op and intra-op sliders, processes (ranks of a
+distributed run), steps, timeout, Run/Cancel, progress.
 
 The widget only says what to run: `runRequested(spec)` at once when Run is pressed, and once the
 user pauses (`RERUN_DELAY_MS` after the last change, never while a slider is held down) after
-changing the thread sliders, the steps, the mode or the model by mouse or keyboard: dragging 2×2 to
+changing the thread sliders, the processes, the steps, the mode or the model by mouse or keyboard: dragging 2×2 to
 1×1 asks for 1×1 only, and changes that end where they started ask for nothing. Setting values from
 code (`set_values`) asks for nothing. `cancelRequested` for Cancel; `openModelRequested` for "Open
 model file…". A demo this machine cannot run (`set_cuda_devices`) is listed greyed out, with why.
@@ -134,6 +134,15 @@ class RunControls(QWidget):
         self.threads_hint = QLabel()
         self.threads_hint.setWordWrap(True)
         form.addRow("", self.threads_hint)
+        self.nproc_spin = _SpinBox()
+        self.nproc_spin.setRange(1, max(8, 2 * cores))
+        self.nproc_spin.setValue(1)
+        self.nproc_spin.setToolTip(
+            "processes (ranks): more than 1 runs the model distributed with torch.distributed.run on this "
+            "machine (gloo on CPU, nccl on GPUs), each rank with the threads above"
+        )
+        self.nproc_spin.userChanged.connect(self._user_changed)
+        form.addRow("Processes", self.nproc_spin)
         self.steps_spin = _SpinBox()
         self.steps_spin.setRange(1, 500)
         self.steps_spin.setValue(5)
@@ -205,6 +214,7 @@ class RunControls(QWidget):
             intra=self.intra_slider.value(),
             steps=self.steps_spin.value(),
             timeout=float(self.timeout_spin.value()),
+            nproc=self.nproc_spin.value(),
         )
         if data[0] == "demo":
             return RunSpec(demo=data[1], **common)
@@ -236,6 +246,7 @@ class RunControls(QWidget):
         intra: int | None = None,
         steps: int | None = None,
         timeout: float | None = None,
+        nproc: int | None = None,
     ) -> None:
         """Set the controls without asking for a run; ValueError for a demo or mode there is not."""
         if demo is not None:
@@ -260,6 +271,9 @@ class RunControls(QWidget):
             self.steps_spin.setValue(steps)
         if timeout is not None:
             self.timeout_spin.setValue(max(1, round(timeout)))
+        if nproc is not None:
+            self.nproc_spin.setMaximum(max(self.nproc_spin.maximum(), nproc))
+            self.nproc_spin.setValue(nproc)
         self._settled = self.spec()
 
     def add_model_file(self, path: str, input_shapes: tuple[str, ...] = ()) -> None:

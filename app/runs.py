@@ -73,6 +73,8 @@ class RunSpec:
     dtype: str | None = None
     #: Seconds before the runner stops the worker (None: the runner's default).
     timeout: float | None = None
+    #: Processes (ranks) of a distributed run; 1: one worker.
+    nproc: int = 1
 
     @property
     def model_key(self) -> str:
@@ -97,6 +99,8 @@ class RunSpec:
             optional["dtype"] = self.dtype
         if self.timeout is not None:
             optional["timeout"] = float(self.timeout)
+        if self.nproc != 1:
+            optional["nproc"] = self.nproc
         return RunRequest(
             mode=self.mode,
             interop=self.interop,
@@ -131,6 +135,8 @@ def spec_from_run(run: dict[str, Any]) -> RunSpec | None:
         common["steps"] = run["steps"]
     if _int(run.get("warmup")) is not None and run["warmup"] >= 0:
         common["warmup"] = run["warmup"]
+    if _int(run.get("nproc")) is not None and run["nproc"] > 1:
+        common["nproc"] = run["nproc"]
     if source == "demo" and model.startswith("demo "):
         return RunSpec(demo=model[len("demo ") :], **common)
     if source == "torchscript":
@@ -512,7 +518,7 @@ def read_run_json(folder: Path) -> dict[str, Any] | None:
 
 
 #: A rank's trace in a distributed run's folder (run.json "ranks": [{"rank", "trace": "rank-R/NAME"}]).
-_RANK_TRACE = re.compile(r"rank-\d+/[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+RANK_TRACE = re.compile(r"rank-\d+/[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 
 
 def _rank_traces(run: dict[str, Any]) -> list[str] | None:
@@ -522,7 +528,7 @@ def _rank_traces(run: dict[str, Any]) -> list[str] | None:
     if not isinstance(ranks, list) or not ranks:
         return None
     names = [r.get("trace") if isinstance(r, dict) else None for r in ranks]
-    if not all(isinstance(n, str) and _RANK_TRACE.fullmatch(n) for n in names):
+    if not all(isinstance(n, str) and RANK_TRACE.fullmatch(n) for n in names):
         return None
     return [str(n) for n in names]
 

@@ -217,3 +217,52 @@ def test_killing_the_runner_outright_takes_every_rank_and_what_they_started(tmp_
             runner.wait()
         for p in _mentioning(marker) + _mentioning(str(out)):
             p.kill()
+
+
+def test_the_processes_control_asks_for_ranks_once_the_user_pauses(qtbot, tmp_path):
+    from PySide6.QtCore import Qt
+
+    from branchscope.app.run_controls import RERUN_DELAY_MS, RunControls
+    from branchscope.profiling.run.model_source import list_demos
+
+    controls = RunControls(list_demos(), cores=2)
+    qtbot.addWidget(controls)
+    controls.show()
+    qtbot.waitExposed(controls)
+    assert controls.spec().nproc == 1 and "--nproc" not in controls.spec().runner_arguments(tmp_path)
+    asked: list = []
+    controls.runRequested.connect(asked.append)
+    controls.nproc_spin.setFocus()
+    qtbot.keyClick(controls.nproc_spin, Qt.Key.Key_Up)
+    qtbot.waitUntil(lambda: bool(asked), timeout=RERUN_DELAY_MS + 5000)
+    assert [spec.nproc for spec in asked] == [2]
+    args = asked[0].runner_arguments(tmp_path)
+    assert args[args.index("--nproc") + 1] == "2"
+    controls.set_values(nproc=3)
+    assert controls.spec().nproc == 3
+
+
+def test_a_distributed_run_json_repeats_and_reads_as_its_ranks(tmp_path):
+    from branchscope.app.run_controller import FinishedRun
+    from branchscope.app.runs import RunSpec, read_run_json, spec_from_run
+
+    run = {
+        "mode": "sequential", "interop": 1, "intra": 1, "model": "demo ddp-gather-loss", "source": "demo",
+        "steps": 2, "warmup": 1, "nproc": 2, "complete": True, "trace": "rank-0/trace.json.gz",
+        "ranks": [{"rank": 0, "trace": "rank-0/trace.json.gz"}, {"rank": 1, "trace": "rank-1/trace.json.gz"}],
+    }  # fmt: skip
+    spec = spec_from_run(run)
+    assert spec == RunSpec(mode="sequential", interop=1, intra=1, steps=2, warmup=1, demo="ddp-gather-loss", nproc=2)
+    finished = FinishedRun(spec, tmp_path, run)
+    assert finished.paths == (tmp_path / "rank-0/trace.json.gz", tmp_path / "rank-1/trace.json.gz")
+    assert finished.trace_path == tmp_path / "rank-0/trace.json.gz"
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    (tmp_path / "rank-0").mkdir()
+    (tmp_path / "rank-0" / "trace.json.gz").write_bytes(b"")
+    assert read_run_json(tmp_path) is None  # rank 1's trace is missing: no complete run
+    (tmp_path / "rank-1").mkdir()
+    (tmp_path / "rank-1" / "trace.json.gz").write_bytes(b"")
+    assert read_run_json(tmp_path) == run
+    escaping = dict(run, ranks=[{"rank": 0, "trace": "rank-0/../../etc/passwd"}])
+    (tmp_path / "run.json").write_text(json.dumps(escaping))
+    assert read_run_json(tmp_path) is None

@@ -26,6 +26,17 @@ object per line for the GUI (which starts it with QProcess):
     {"event": "done", "out": DIR, "run": {...run.json...}}    (only when the run succeeded)
 Exit codes: 0 ok, 2 bad arguments or model, 3 mode cannot run, 4 worker died or timed out.
 
+Distributed runs (`--nproc N`, N > 1): `python -m torch.distributed.run --nproc-per-node N
+--standalone --local-addr 127.0.0.1 --max-restarts 0 --no-python` (made to die with the runner by
+`branchscope.profiling.run.processes`, which execs it) starts N workers; GLOO_SOCKET_IFNAME=lo keeps
+gloo on loopback. Each rank's worker appends its events to its own file in the staging folder (one
+file per rank: lines never interleave) and is watched by the process the launcher started, which
+reports its exit status or signal; the runner samples each rank's threads while it profiles, and the
+first rank to fail names the failure (a rank killed by a signal before any rank exited with an
+error, else the first to report an error): exit 2 for a model error, 4 for a death or --timeout.
+OUT gets rank-R/trace.json.gz and rank-R/run.json per rank and a run.json listing the ranks (rank,
+pid, device, their files) with the slowest rank's step times, step by step.
+
 No torch here: the GUI process and the CLI import this module and must stay light.
 """
 

@@ -27,6 +27,12 @@ Exit codes: 0 ok, 2 bad model or model code raised, 3 mode cannot run here, 1 an
 A forked TorchScript run may abort at interpreter exit ("terminate called without an active
 exception") once its work is done, so the worker leaves with os._exit after flushing its results.
 
+A rank of a distributed run ($BRANCHSCOPE_EVENTS_DIR set by the runner, the rank's place in
+RANK, LOCAL_RANK, WORLD_SIZE from torch.distributed.run): see `_rank_main`. Its process group
+(gloo on CPU, nccl on CUDA with rank r on cuda:(local rank)) is initialised before the model is
+built; it writes into OUT/rank-R; it times exactly --steps unprofiled steps (ranks step together).
+A model file's `train_step(model, inputs)`, when it has one, is each step (see LoadedModel.train_step).
+
 Dying with the runner: before anything else the worker asks the kernel for SIGKILL when its parent
 dies (PR_SET_PDEATHSIG) and checks its parent is still the runner ($BRANCHSCOPE_RUNNER_PID). Processes
 the model starts would survive that, so a worker that leads its own process group (the runner starts
