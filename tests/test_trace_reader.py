@@ -239,3 +239,78 @@ def test_memory_addresses_above_int64_wrap_and_bad_ones_fail(tmp_path: Path) -> 
     path.write_text(json.dumps({"traceEvents": [memory("0x10")]}))
     with pytest.raises(TraceFormatError, match="memory"):
         load_trace(path)
+
+
+# ---- progress and cancel ---------------------------------------------------------------------
+
+
+def _write_many_events(path: Path, n: int) -> Path:
+    """A trace of `n` complete events on two threads (ns-decimal timestamps), a flow and memory."""
+    events: list[dict] = [
+        {"ph": "X", "name": f"op{i % 7}", "cat": "cpu_op", "pid": 1, "tid": 1 + i % 2,
+         "ts": f"{1000 + i}.{i % 1000:03d}", "dur": 0.5, "args": {"seq": i}}
+        for i in range(n)
+    ]  # fmt: skip
+    events.append({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1000, "args": {"Bytes": 8}})
+    text = json.dumps({"traceEvents": events}).replace('"ts": "', '"ts": ').replace('", "dur"', ', "dur"')
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(text.encode(), compresslevel=1))
+    else:
+        path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+def test_progress_reports_each_phase_in_order(tmp_path: Path, suffix: str) -> None:
+    path = _write_many_events(tmp_path / f"t{suffix}", 100_000)
+    calls: list[tuple[str, float]] = []
+    trace = load_trace(path, progress=lambda phase, f: calls.append((phase, f)) or True)
+    assert len(trace) == 100_000 and trace.start_ns[-1] == (1000 + 99_999) * 1000 + 999
+    phases = list(dict.fromkeys(p for p, _ in calls))
+    assert phases == ["reading", "parsing", "events", "memory", "lanes"]
+    for phase in phases:
+        fractions = [f for p, f in calls if p == phase]
+        assert all(0.0 <= f <= 1.0 for f in fractions)
+        assert fractions == sorted(fractions)
+    # The file is read and its events are decoded in several steps, each reported.
+    assert len([1 for p, _ in calls if p == "reading"]) >= 2
+    assert len([1 for p, _ in calls if p == "events"]) >= 2
+    assert calls[-1] == ("lanes", 1.0)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+@pytest.mark.parametrize("stop_at", ["reading", "parsing", "events", "memory", "lanes"])
+def test_progress_returning_false_cancels(tmp_path: Path, suffix: str, stop_at: str) -> None:
+    import gc
+
+    from branchscope.profiling import TraceFormatError
+    from branchscope.profiling.trace.model import LoadCancelled
+
+    path = _write_many_events(tmp_path / f"t{suffix}", 100_000)
+    seen: list[str] = []
+
+    def progress(phase: str, fraction: float) -> bool:
+        seen.append(phase)
+        return phase != stop_at
+
+    with pytest.raises(LoadCancelled) as caught:
+        load_trace(path, progress=progress)
+    assert not isinstance(caught.value, TraceFormatError)
+    assert seen[-1] == stop_at and seen.count(stop_at) == 1  # nothing was called after the refusal
+    assert gc.isenabled()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # nothing left behind
+
+
+def test_progress_none_means_go_on(tmp_path: Path) -> None:
+    path = _write_many_events(tmp_path / "t.json", 1000)
+    assert len(load_trace(path, progress=lambda phase, f: None)) == 1000  # type: ignore[arg-type,return-value]
+
+
+def test_load_traces_forwards_progress(shared_traces: Path) -> None:
+    from branchscope.profiling import load_traces
+
+    paths = [shared_traces / "hta_two_ranks/rank-0.json.gz", shared_traces / "hta_two_ranks/rank-1.json.gz"]
+    calls: list[str] = []
+    merged = load_traces(paths, progress=lambda phase, f: calls.append(phase) or True)
+    assert len(merged) == 4810 + 4675
+    assert calls.count("parsing") >= 2  # once at least per file

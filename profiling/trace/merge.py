@@ -21,7 +21,7 @@ import numpy as np
 
 from branchscope.profiling.trace.flows import merged_flow_binder
 from branchscope.profiling.trace.model import CounterTrack, Lane, MemorySeries, Trace, build_trace
-from branchscope.profiling.trace.reader import load_trace
+from branchscope.profiling.trace.reader import ProgressCallback, load_trace
 from branchscope.profiling.trace.snapshot import is_snapshot, load_snapshot
 
 
@@ -30,9 +30,12 @@ def load_source(path: str | os.PathLike[str]) -> Trace:
     return load_snapshot(path) if is_snapshot(path) else load_trace(path)
 
 
-def load_traces(paths: Sequence[str | os.PathLike[str]]) -> Trace:
-    """One trace (or snapshot) as is, or several merged as ranks (see `merge_traces`, `as_ranks`)."""
-    traces = [load_source(p) for p in paths]
+def load_traces(paths: Sequence[str | os.PathLike[str]], *, progress: ProgressCallback | None = None) -> Trace:
+    """One trace (or snapshot) as is, or several merged as ranks (see `merge_traces`, `as_ranks`).
+
+    `progress` goes to `load_trace` for each trace file in turn (its phases start over per file).
+    """
+    traces = [load_snapshot(p) if is_snapshot(p) else load_trace(p, progress=progress) for p in paths]
     return traces[0] if len(traces) == 1 else merge_traces(as_ranks(traces))
 
 

@@ -32,6 +32,10 @@ class TraceFormatError(ValueError):
     """A file that is not a readable torch.profiler / Chrome trace; the message names the file."""
 
 
+class LoadCancelled(Exception):
+    """A load stopped because its progress callback returned False (not an error in the file)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Lane:
     """One horizontal track: a CPU thread, or one stream of one GPU."""

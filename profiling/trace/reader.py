@@ -36,7 +36,9 @@ import io
 import os
 import re
 import stat
+import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -55,6 +57,7 @@ from branchscope.profiling.trace.model import (
     Lane,
     LaneKind,
     LaneRole,
+    LoadCancelled,
     MemorySeries,
     Trace,
     TraceFormatError,
@@ -152,15 +155,50 @@ _MEMORY_DECODER = msgspec.json.Decoder(list[_MemoryArgs])
 _ANY_DECODER = msgspec.json.Decoder()
 
 
-def load_trace(path: str | os.PathLike[str]) -> Trace:
-    """Load a trace file. Raises `TraceFormatError` (a ValueError) naming the file and the problem."""
+#: `progress(phase, fraction)`: phase "reading", "parsing", "events", "lanes" or "memory", fraction
+#: 0..1 within it; return False to stop the load (`LoadCancelled`).
+ProgressCallback = Callable[[str, float], bool]
+
+
+class _Progress:
+    """Calls a `ProgressCallback` when a phase starts, and then once its fraction has grown by 1% or
+    50 ms have passed; raises `LoadCancelled` when the callback returns False. No callback: no-op."""
+
+    __slots__ = ("_fn", "_phase", "_fraction", "_time")
+
+    def __init__(self, fn: ProgressCallback | None) -> None:
+        self._fn = fn
+        self._phase = ""
+        self._fraction = 0.0
+        self._time = 0.0
+
+    def __call__(self, phase: str, fraction: float) -> None:
+        fn = self._fn
+        if fn is None:
+            return
+        now = time.monotonic()
+        if phase == self._phase and fraction < self._fraction + 0.01 and now < self._time + 0.05:
+            return
+        self._phase, self._fraction, self._time = phase, fraction, now
+        go_on = fn(phase, min(max(fraction, 0.0), 1.0))
+        if go_on is not None and not go_on:
+            raise LoadCancelled(f"loading stopped while {phase}")
+
+
+def load_trace(path: str | os.PathLike[str], *, progress: ProgressCallback | None = None) -> Trace:
+    """Load a trace file. Raises `TraceFormatError` (a ValueError) naming the file and the problem.
+
+    `progress(phase, fraction)` is called now and then (see `ProgressCallback`); when it returns
+    False the load stops with `LoadCancelled`, keeping nothing.
+    """
     p = Path(path)
-    data = _read_bytes(p)
+    report = _Progress(progress)
+    data = _read_bytes(p, report)
     # Hundreds of thousands of new objects would trigger many useless cyclic-GC passes.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _parse(str(p), data)
+        return _parse(str(p), data, report)
     except TraceFormatError:
         raise
     except RecursionError:
@@ -202,8 +240,8 @@ def _check_mode(p: Path, mode: int) -> None:
         raise TraceFormatError(f"{p}: is {kind}, not a regular file: not a trace file")
 
 
-def _read_bytes(p: Path) -> bytes:
-    check_trace_path(p)
+def _read_bytes(p: Path, report: _Progress) -> bytes:
+    size = check_trace_path(p).st_size
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     try:
         # O_NONBLOCK: should the path have become a FIFO since the check, the open does not block.
@@ -216,12 +254,15 @@ def _read_bytes(p: Path) -> bytes:
             _check_mode(p, os.fstat(fd).st_mode)
             gzipped = f.read(2) == _GZIP_MAGIC
             f.seek(0)
+            def read_so_far() -> None:
+                report("reading", f.tell() / size if size else 1.0)
+
             if not gzipped:
-                data = _read_text(p, f, "")
+                data = _read_text(p, f, "", read_so_far)
             else:
                 with _GzipFile(fileobj=f, mode="rb") as gz:
-                    data = _read_text(p, gz, "inflates to ")
-        except TraceFormatError:
+                    data = _read_text(p, gz, "inflates to ", read_so_far)
+        except (TraceFormatError, LoadCancelled):
             raise
         except MemoryError:
             raise TraceFormatError(f"{p}: not enough memory to read it") from None
@@ -238,7 +279,7 @@ def _read_bytes(p: Path) -> bytes:
     return data
 
 
-def _read_text(p: Path, src: _Readable, inflates: str) -> bytes:
+def _read_text(p: Path, src: _Readable, inflates: str, read_so_far: Callable[[], None]) -> bytes:
     """All of `src`, read a chunk at a time; each chunk is checked (module docstring) before the
     next is read, so that no input takes more memory than the text it holds."""
     out = io.BytesIO()  # grows in place; getvalue() hands over its buffer without a copy
@@ -248,6 +289,7 @@ def _read_text(p: Path, src: _Readable, inflates: str) -> bytes:
     started = False
     budget: int | None = None
     while True:
+        read_so_far()
         chunk = src.read(_READ_CHUNK)
         if not chunk:
             break
@@ -374,8 +416,9 @@ def _first_byte(data: bytes) -> bytes:
     return data[m.start() : m.start() + 1] if m else b""
 
 
-def _parse(path: str, data: bytes) -> Trace:
+def _parse(path: str, data: bytes, report: _Progress) -> Trace:
     metadata: dict[str, Any] = {}
+    report("parsing", 0.0)
     try:
         if _first_byte(data) == b"[":
             events = _LIST_DECODER.decode(data)  # the bare-array form of the Chrome format
@@ -388,7 +431,8 @@ def _parse(path: str, data: bytes) -> Trace:
                 value = getattr(top, key)
                 if key != "traceEvents" and value is not None:
                     metadata[key] = value
-        return _build(path, events, metadata)
+        report("parsing", 1.0)
+        return _build(path, events, metadata, report)
     except msgspec.ValidationError as exc:
         raise TraceFormatError(f"{path}: unexpected trace structure: {exc}") from None
     except msgspec.DecodeError as exc:
@@ -520,7 +564,7 @@ class _Interner:
         return np.fromiter(map(table.__getitem__, values), dtype=np.int32, count=len(values))
 
 
-def _build(path: str, raw_events: list[msgspec.Raw], metadata: dict[str, Any]) -> Trace:
+def _build(path: str, raw_events: list[msgspec.Raw], metadata: dict[str, Any], report: _Progress) -> Trace:
     memory_events: list[_Event] = []
     counter_events: list[_Event] = []
     meta_events: list[_Event] = []
@@ -529,6 +573,7 @@ def _build(path: str, raw_events: list[msgspec.Raw], metadata: dict[str, Any]) -
     key_parts, name_parts, cat_parts, start_parts, dur_parts = [], [], [], [], []
     raw_args: list[msgspec.Raw] = []
     for c in range(0, len(raw_events), _CHUNK):
+        report("events", c / len(raw_events))
         chunk_raws = raw_events[c : c + _CHUNK]
         chunk = list(map(_EVENT_DECODER.decode, chunk_raws))
         complete = []
@@ -569,6 +614,10 @@ def _build(path: str, raw_events: list[msgspec.Raw], metadata: dict[str, Any]) -
     cats = list(cat_intern.table)
     synthetic_tids: dict[str, int] = {}
 
+    report("memory", 0.0)
+    memory = _memory_series(memory_events, metadata)
+    counters = _counter_tracks(counter_events)
+    report("lanes", 0.0)
     process_labels, thread_names = _read_metadata_events(meta_events)
     info = RunInfo.parse(metadata.get("branchscope"))
 
@@ -621,13 +670,12 @@ def _build(path: str, raw_events: list[msgspec.Raw], metadata: dict[str, Any]) -
     lane = key_to_lane[key_ids_arr] if key_ids_arr.size else np.zeros(0, dtype=np.int32)
 
     lane_lookup = {key: int(key_to_lane[k]) for key, k in raw_keys.items()}
-    memory = _memory_series(memory_events, metadata)
-    counters = _counter_tracks(counter_events)
     flow_binder = (
         (lambda trace: bind_flows(trace, flow_point_columns(flow_raws, lane_lookup))) if flow_raws else None
     )
 
-    return build_trace(
+    report("lanes", 0.2)
+    trace = build_trace(
         path=path,
         start_ns=start_ns,
         dur_ns=dur_ns,
@@ -643,6 +691,8 @@ def _build(path: str, raw_events: list[msgspec.Raw], metadata: dict[str, Any]) -
         raw_args=raw_args,
         flow_binder=flow_binder,
     )
+    report("lanes", 1.0)
+    return trace
 
 
 def _decode_args(events: list[_Event]) -> list[Any]:
