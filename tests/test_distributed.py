@@ -266,3 +266,52 @@ def test_a_distributed_run_json_repeats_and_reads_as_its_ranks(tmp_path):
     escaping = dict(run, ranks=[{"rank": 0, "trace": "rank-0/../../etc/passwd"}])
     (tmp_path / "run.json").write_text(json.dumps(escaping))
     assert read_run_json(tmp_path) is None
+
+
+def test_the_first_failure_is_a_rank_killed_before_any_rank_exited_with_an_error():
+    from branchscope.profiling.run.runner import _first_failure, _Rank
+
+    killed = _Rank(1, pid=11, exited={"code": -9, "t": 10.0}, failed_at=10.0)
+    # rank 0 saw its peer vanish in a collective: an error, reported about when rank 1 died
+    broken = _Rank(0, pid=10, error={"message": "Connection closed by peer"}, exited={"code": 2, "t": 10.2}, failed_at=9.99)
+    assert _first_failure([broken, killed]) is killed
+    # a rank raised and exited 2; the launcher then stopped the other with SIGTERM
+    raised = _Rank(1, error={"message": "boom"}, exited={"code": 2, "t": 5.0}, failed_at=4.9)
+    stopped = _Rank(0, exited={"code": -15, "t": 5.3}, failed_at=5.3)
+    assert _first_failure([stopped, raised]) is raised
+    assert _first_failure([_Rank(0, finished=True), _Rank(1, finished=True)]) is None
+
+
+def test_a_folder_in_the_way_that_branchscope_did_not_write_is_never_replaced(tmp_path):
+    from branchscope.profiling.run.folder import RunFolder, RunFolderError
+
+    (tmp_path / "rank-0").mkdir()
+    (tmp_path / "rank-0" / "notes.txt").write_text("mine")
+    with pytest.raises(RunFolderError, match=r"holds files branchscope did not write \(rank-0\)"):
+        RunFolder(tmp_path).open()
+    with RunFolder(tmp_path, overwrite=True) as folder:
+        assert folder.staging is not None
+        (folder.staging / "rank-0").mkdir()
+        (folder.staging / "rank-0" / "run.json").write_text("{}")
+        with pytest.raises(OSError, match="rank-0 is in the way and was not written by branchscope"):
+            folder.commit({"complete": True})
+    assert (tmp_path / "rank-0" / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank-0"]
+
+
+def test_a_distributed_run_folder_is_replaced_by_a_single_process_run(tmp_path):
+    from branchscope.profiling.run.folder import RunFolder
+
+    with RunFolder(tmp_path) as folder:
+        assert folder.staging is not None
+        for r in (0, 1):
+            (folder.staging / f"rank-{r}").mkdir()
+            (folder.staging / f"rank-{r}" / "trace.json.gz").write_bytes(b"x")
+        (folder.staging / "worker.log").write_text("")
+        run = folder.commit({"complete": True, "ranks": []})
+    assert set(run["files"]) == {"rank-0/trace.json.gz", "rank-1/trace.json.gz", "worker.log"}
+    with RunFolder(tmp_path) as folder:  # every name is ours: no --overwrite needed
+        assert folder.staging is not None
+        (folder.staging / "trace.json.gz").write_bytes(b"y")
+        folder.commit({"complete": True})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json", "trace.json.gz"]

@@ -238,6 +238,15 @@ def test_timed_phase_runs_at_least_k_and_up_to_20_steps_or_2_seconds(step_s, ste
     assert times == [pytest.approx(step_s * 1000.0)] * timed
 
 
+@pytest.mark.parametrize(("step_s", "steps"), [(0.001, 3), (1.5, 1), (0.001, 30)])
+def test_ranks_time_exactly_the_steps_asked_for_whatever_the_clock_says(step_s, steps):
+    """Ranks step together (collectives): a count that depended on each rank's clock would hang them."""
+    from branchscope.profiling.run.worker import timed_steps
+
+    clock = _Clock(step_s)
+    assert len(timed_steps(clock.step, steps, clock, budget_s=0.0)) == clock.calls == steps
+
+
 def test_without_proc_the_pool_is_the_threads_the_profiler_names_ptthreadpool():
     from branchscope.profiling.run.worker import _pool_tids_from_trace
 
