@@ -315,3 +315,24 @@ def test_a_distributed_run_folder_is_replaced_by_a_single_process_run(tmp_path):
         (folder.staging / "trace.json.gz").write_bytes(b"y")
         folder.commit({"complete": True})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json", "trace.json.gz"]
+
+
+@pytest.mark.slow
+def test_a_cancelled_distributed_run_stops_every_rank(tmp_path):
+    import signal
+
+    from branchscope.profiling.run.runner import CancelFlag
+
+    model, marker = _model(tmp_path, "hang")
+    out = tmp_path / "out"
+    cancel = CancelFlag()
+
+    def on_event(event: dict) -> None:
+        if event.get("phase") == "warmup":  # rank 0's: both ranks run the model now
+            wait_until(lambda: len(_mentioning(marker)) == 2, 60, "both ranks' child processes")
+            cancel.set(signal.SIGTERM)
+
+    result = run_profile(_request(model, out), on_event, cancel)
+    assert result.exit_code == 128 + signal.SIGTERM and result.cancelled_by == signal.SIGTERM
+    _nothing_left(marker, str(out))
+    assert not out.exists()
