@@ -1,0 +1,257 @@
+"""Loading traces off the GUI thread (app.trace_loader) and the load's progress widget
+(widgets.load_progress): progress, Cancel, failures, and a window that keeps running meanwhile."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QTimer
+
+from branchscope.app.trace_loader import TraceLoader, connect_progress, describe_paths
+from branchscope.profiling.trace.model import Lane, LoadCancelled, TraceFormatError, build_trace
+from branchscope.widgets.load_progress import LoadProgress
+from branchscope.widgets.trace_cache import derived
+from tests.gui_helpers import write_small_trace
+
+GATE_TIMEOUT_S = 30  # a fake load waits on its gate at most this long (only a broken test waits)
+
+
+def _tiny_trace():
+    return build_trace(
+        path="fake",
+        start_ns=np.arange(0, 1000, 100),
+        dur_ns=np.full(10, 50),
+        lane=np.zeros(10, np.int32),
+        name_id=np.zeros(10, np.int32),
+        cat_id=np.zeros(10, np.int32),
+        names=["op"],
+        cats=["cpu_op"],
+        lanes=[Lane(0, "cpu", 1, 1, "main", "main")],
+    )
+
+
+class Recorder:
+    """Every signal of a loader, in order, as (name, args)."""
+
+    def __init__(self, loader: TraceLoader):
+        self.events: list[tuple[str, tuple]] = []
+        for name in ("started", "progress", "loaded", "failed", "cancelled"):
+            getattr(loader, name).connect(lambda *args, n=name: self.events.append((n, args)))
+
+    def names(self) -> list[str]:
+        return [n for n, _ in self.events]
+
+    def ends(self) -> list[str]:
+        return [n for n in self.names() if n in ("loaded", "failed", "cancelled")]
+
+
+@pytest.fixture
+def loader(qtbot):
+    made: list[TraceLoader] = []
+
+    def make(**kwargs) -> TraceLoader:
+        made.append(TraceLoader(**kwargs))
+        return made[-1]
+
+    yield make
+    for ld in made:
+        ld.cancel()
+        assert ld.wait(GATE_TIMEOUT_S)
+
+
+def test_a_real_trace_loads_with_progress_that_only_grows_and_its_index_built(qtbot, loader, tmp_path):
+    path = write_small_trace(tmp_path / "trace.json.gz")
+    ld = loader()
+    rec = Recorder(ld)
+    with qtbot.waitSignal(ld.loaded, timeout=20_000) as blocker:
+        ld.start([path])
+    trace = blocker.args[0]
+    assert len(trace) > 0
+    assert rec.ends() == ["loaded"]
+    assert rec.names()[0] == "started"
+    progress = [args for name, args in rec.events if name == "progress"]
+    phases = [phase for phase, _ in progress]
+    fractions = [fraction for _, fraction in progress]
+    assert {"reading", "events", "lanes"} <= set(phases)
+    assert phases[-1] == "index" and fractions[-1] == 1.0
+    assert all(0.0 <= f <= 1.0 for f in fractions)
+    assert fractions == sorted(fractions)
+    assert not ld.is_loading()
+    # What the timeline shows of it was built in the worker: showing it builds nothing.
+    derived(trace, "timeline", lambda: pytest.fail("the timeline's index was not built at load"))
+
+
+def test_several_files_load_as_ranks_with_one_growing_progress(qtbot, loader, tmp_path):
+    paths = [write_small_trace(tmp_path / f"rank{k}.json.gz") for k in range(2)]
+    ld = loader()
+    rec = Recorder(ld)
+    with qtbot.waitSignal(ld.loaded, timeout=20_000):
+        ld.start(paths)
+    fractions = [args[1] for name, args in rec.events if name == "progress"]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    # The second file's phases start over, yet the whole load's fraction never goes back: the
+    # first file takes the first half of the reading share, the second the other half.
+    reader = [args for name, args in rec.events if name == "progress" and args[0] != "index"]
+    first_lanes = next(k for k, (phase, _) in enumerate(reader) if phase == "lanes")
+    second_reading = next(k for k, (phase, _) in enumerate(reader) if phase == "reading" and k > first_lanes)
+    assert reader[second_reading - 1][1] <= 0.5 < reader[-1][1]
+
+
+def _gated_load(gate: threading.Event, stopped: list):
+    """A fake load: reports, waits for `gate`, reports again; records whether it was told to stop."""
+
+    def load(paths, progress):
+        assert progress("reading", 0.5)
+        assert gate.wait(GATE_TIMEOUT_S)
+        if not progress("parsing", 0.5):
+            stopped.append(True)
+            raise LoadCancelled("stopped")
+        return _tiny_trace()
+
+    return load
+
+
+def test_cancel_mid_way_emits_cancelled_and_nothing_else(qtbot, loader):
+    gate, stopped = threading.Event(), []
+    built = []
+    ld = loader(load=_gated_load(gate, stopped), prepare=[built.append])
+    rec = Recorder(ld)
+    with qtbot.waitSignal(ld.progress, timeout=10_000):
+        ld.start(["a.json"])
+    assert ld.is_loading()
+    ld.cancel()
+    gate.set()
+    with qtbot.waitSignal(ld.cancelled, timeout=10_000):
+        pass
+    assert stopped == [True], "the worker was not stopped at its next progress call"
+    assert built == []
+    assert rec.names() == ["started", "progress", "cancelled"]
+    assert not ld.is_loading()
+
+
+def test_a_load_cancelled_after_its_last_progress_call_still_ends_cancelled(qtbot, loader):
+    gate = threading.Event()
+
+    def load(paths, progress):
+        progress("reading", 0.0)
+        assert gate.wait(GATE_TIMEOUT_S)
+        return _tiny_trace()  # never asks again: finishes despite the cancel
+
+    ld = loader(load=load, prepare=[])
+    rec = Recorder(ld)
+    with qtbot.waitSignal(ld.progress, timeout=10_000):
+        ld.start(["a.json"])
+    ld.cancel()
+    gate.set()
+    with qtbot.waitSignal(ld.cancelled, timeout=10_000):
+        pass
+    assert ld.wait(GATE_TIMEOUT_S)
+    qtbot.waitUntil(lambda: not ld.is_loading())
+    assert rec.ends() == ["cancelled"]
+    assert "loaded" not in rec.names()
+
+
+def test_the_gui_thread_keeps_running_while_a_slow_load_works(qtbot, loader):
+    ticks = [0]
+    timer = QTimer()
+    timer.setInterval(10)
+    timer.timeout.connect(lambda: ticks.__setitem__(0, ticks[0] + 1))
+    ticks_at_end: list[int] = []
+
+    def busy_load(paths, progress):
+        # Busy the way a reader is (numpy and Python, progress now and then) until the GUI
+        # thread's timer has ticked a few times: only a GUI thread left running ends this early.
+        x = np.random.default_rng(0).random(10_000)
+        for i in range(200_000):
+            x = np.sqrt(x + 1.0)
+            progress("events", i / 200_000)
+            if ticks[0] >= 5:
+                break
+        ticks_at_end.append(ticks[0])
+        return _tiny_trace()
+
+    ld = loader(load=busy_load)
+    timer.start()
+    with qtbot.waitSignal(ld.loaded, timeout=60_000):
+        ld.start(["slow.json"])
+    timer.stop()
+    assert ticks_at_end and ticks_at_end[0] >= 5
+
+
+def test_a_failing_load_emits_failed_with_its_message(qtbot, loader, tmp_path):
+    def load(paths, progress):
+        progress("reading", 0.0)
+        raise TraceFormatError("x.json: not a trace")
+
+    ld = loader(load=load)
+    rec = Recorder(ld)
+    with qtbot.waitSignal(ld.failed, timeout=10_000) as blocker:
+        ld.start(["x.json"])
+    assert blocker.args == ["x.json: not a trace"]
+    qtbot.waitUntil(lambda: not ld.is_loading())
+    assert rec.ends() == ["failed"]
+
+    bad = tmp_path / "broken.json"
+    bad.write_text("{ this is not json")
+    real = loader()
+    with qtbot.waitSignal(real.failed, timeout=10_000) as blocker:
+        real.start([bad])
+    assert "broken.json" in blocker.args[0]
+
+
+def test_a_view_that_cannot_prepare_the_trace_fails_the_load(qtbot, loader):
+    def prepare(trace):
+        raise ValueError("no colours")
+
+    ld = loader(load=lambda paths, progress: _tiny_trace(), prepare=[prepare])
+    with qtbot.waitSignal(ld.failed, timeout=10_000) as blocker:
+        ld.start(["t.json"])
+    assert "ValueError: no colours" in blocker.args[0] and "t.json" in blocker.args[0]
+
+
+def test_starting_again_abandons_the_load_under_way(qtbot, loader):
+    gate, stopped = threading.Event(), []
+    ld = loader(load=_gated_load(gate, stopped), prepare=[])
+    rec = Recorder(ld)
+    with qtbot.waitSignal(ld.progress, timeout=10_000):
+        ld.start(["first.json"])
+    with qtbot.waitSignal(ld.loaded, timeout=10_000) as blocker:
+        ld.start(["second.json"], load=lambda paths, progress: _tiny_trace())
+    gate.set()
+    assert blocker.args[0].path == "fake"
+    qtbot.waitUntil(lambda: stopped == [True])
+    assert rec.ends() == ["loaded"]
+
+
+def test_the_progress_widget_appears_only_for_a_load_that_takes_a_while(qtbot, loader):
+    widget = LoadProgress(show_after_ms=50)
+    qtbot.addWidget(widget)
+    gate, stopped = threading.Event(), []
+    ld = loader(load=_gated_load(gate, stopped), prepare=[])
+    connect_progress(ld, widget)
+
+    # A quick load ends before the delay: the widget never shows.
+    with qtbot.waitSignal(ld.loaded, timeout=10_000):
+        ld.start(["quick.json"], load=lambda paths, progress: _tiny_trace())
+    assert not widget.is_pending() and not widget.is_loading() and widget.isHidden()
+
+    # A slow one: the widget shows its phase and bar, and Cancel stops the load.
+    ld.start(["big.json.gz"])
+    assert widget.is_pending() and widget.isHidden()
+    qtbot.waitUntil(widget.isVisible, timeout=10_000)
+    qtbot.waitUntil(lambda: widget.bar.value() > 0, timeout=10_000)
+    assert "Reading the file: big.json.gz" in widget.label.text()
+    with qtbot.waitSignal(ld.cancelled, timeout=10_000):
+        widget.cancel_button.click()
+        assert "Cancelling" in widget.label.text()
+        gate.set()
+    assert stopped == [True]
+    assert widget.isHidden() and not widget.is_loading()
+
+
+def test_describe_paths_names_the_file_or_the_first_and_how_many_more(tmp_path):
+    assert describe_paths([tmp_path / "a.json.gz"]) == "a.json.gz"
+    assert describe_paths(["run/trace.json", "b.json", "c.json"]) == "trace.json and 2 more"
+    assert describe_paths(["some/run/"]) == "run"
