@@ -19,6 +19,7 @@ import os
 import stat
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +46,14 @@ from branchscope.app.run_controls import RunControls
 from branchscope.app.runs import Entry, Runs, entry_for_path
 from branchscope.app.runs_table import RunsTableModel, RunsView
 from branchscope.app.sweep_panel import SweepPanel
+from branchscope.app.trace_loader import TraceLoader, connect_progress
 from branchscope.profiling.run.sweep import is_sweep_folder
 from branchscope.profiling.trace.model import Trace, TraceFormatError
 from branchscope.profiling.trace.run_info import branch_label
 from branchscope.widgets.branch_legend import BranchLegend
 from branchscope.widgets.compare_view import CompareView
 from branchscope.widgets.details_panel import DetailsPanel
+from branchscope.widgets.load_progress import LoadProgress
 from branchscope.widgets.machine import usable_cores
 from branchscope.widgets.memory_summary import MemorySummary
 from branchscope.widgets.memory_table import MemoryTable
@@ -86,6 +89,28 @@ def is_model_file(path: str) -> bool:
             return f.read(4) == b"PK\x03\x04"
     except (OSError, ValueError):
         return False
+
+
+def read_sources(
+    paths: list[str], progress: Callable[[str, float], bool]
+) -> tuple[list[tuple[Entry, Trace]], list[str]]:
+    """Read trace files, run folders and snapshots (no Qt: `TraceLoader` runs this off the GUI
+    thread): each with its entry (labelled by model, mode and threads, its medians when a run.json
+    names it) and the timeline's index built; and one message per path that could not be read.
+    `progress(phase, fraction)` returning False cancels (LoadCancelled)."""
+    from branchscope.profiling.trace.merge import load_traces
+    from branchscope.widgets.timeline import prepare_trace
+
+    opened, errors = [], []
+    for path in paths:
+        try:
+            entry = entry_for_path(path)
+            trace = load_traces([entry.trace_path], progress=progress)
+            prepare_trace(trace)
+            opened.append((entry, trace))
+        except (TraceFormatError, OSError) as exc:
+            errors.append(str(exc))
+    return opened, errors
 
 
 class MainWindow(QMainWindow):
@@ -224,6 +249,14 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self._restore_text_and_palette()
         self.statusBar().showMessage(NAVIGATION_HINT)
+        # What the user opens is read off the GUI thread, with a progress bar and Cancel.
+        self.loader = TraceLoader(self, prepare=())
+        self.load_progress = LoadProgress(self)
+        self.statusBar().addPermanentWidget(self.load_progress)
+        connect_progress(self.loader, self.load_progress)
+        self.loader.loaded.connect(self._on_sources_read)
+        self.loader.failed.connect(lambda message: self.show_error("Cannot open trace", message))
+        self.loader.cancelled.connect(lambda: self.statusBar().showMessage("opening cancelled"))
 
         c = self.controller
         c.started.connect(self._on_run_started)
@@ -388,16 +421,47 @@ class MainWindow(QMainWindow):
         files = self.recent_files()
         for path in files:
             act = self.recent_menu.addAction(path)
-            act.triggered.connect(lambda _checked=False, p=path: self.open_trace_files([p]))
+            act.triggered.connect(lambda _checked=False, p=path: self.open_in_background([p]))
         self.recent_menu.setEnabled(bool(files))
 
     def open_trace_dialog(self) -> None:
         paths, _ = QFileDialog.getOpenFileNames(self, "Open trace", "", TRACE_FILTER)
         if paths:
-            self.open_trace_files(paths)
+            self.open_in_background(paths)
 
     def open_trace_files(self, paths: list[str]) -> int:
-        """Open each trace file or run folder as an entry and show the last one; returns how many opened.
+        """Open each trace file, run folder, snapshot or sweep folder, and show the last; returns how
+        many opened. Reads on this thread (the command line and tests): what the user opens from
+        the window goes through `open_in_background` instead, with a progress bar and Cancel."""
+        rest, sweeps = self._open_sweeps(paths)
+        opened, errors = read_sources(rest, lambda _phase, _fraction: True)
+        return self._list_opened(opened, errors) + sweeps
+
+    def open_in_background(self, paths: list[str]) -> None:
+        """Open `paths` as `open_trace_files` does, reading them off the GUI thread (`TraceLoader`):
+        the window stays responsive, a progress bar with Cancel shows a long read."""
+        rest, _ = self._open_sweeps(paths)
+        if rest:
+            self.loader.start(rest, load=read_sources)
+
+    def _open_sweeps(self, paths: list[str]) -> tuple[list[str], int]:
+        """Show the sweep folders among `paths` in the Sweep tab; the other paths, and how many sweeps opened."""
+        rest, opened = [], 0
+        for path in paths:
+            if not is_sweep_folder(Path(path)):
+                rest.append(path)
+            elif self.sweep_panel.open_sweep(path):
+                self.tabs.setCurrentWidget(self.sweep_panel)
+                opened += 1
+            else:
+                self.show_error("Cannot open sweep", self.sweep_panel.status.text())
+        return rest, opened
+
+    def _on_sources_read(self, result: tuple[list[tuple[Entry, Trace]], list[str]]) -> None:
+        self._list_opened(*result)
+
+    def _list_opened(self, opened: list[tuple[Entry, Trace]], errors: list[str]) -> int:
+        """List what `read_sources` read and show the last one; say what could not be read.
 
         Files that are ranks of one distributed job (`rank_groups`: same job, distinct ranks,
         overlapping clocks) open as one entry, ranks side by side on one clock, since comparing
@@ -405,32 +469,14 @@ class MainWindow(QMainWindow):
         another's clock: select several entries to compare them.
         """
         from branchscope.profiling import merge_traces
-        from branchscope.profiling.trace.merge import as_ranks, load_source, rank_groups
+        from branchscope.profiling.trace.merge import as_ranks, rank_groups
         from branchscope.profiling.trace.snapshot import is_snapshot
 
-        opened: list[tuple[Entry, Trace]] = []
-        sweeps = 0
-        for path in paths:
-            if is_sweep_folder(Path(path)):  # a sweep's folder: its heatmap in the Sweep tab
-                if self.sweep_panel.open_sweep(path):
-                    self.tabs.setCurrentWidget(self.sweep_panel)
-                    sweeps += 1
-                else:
-                    self.show_error("Cannot open sweep", self.sweep_panel.status.text())
-                continue
-            try:
-                self.setCursor(Qt.CursorShape.WaitCursor)
-                # Labelled by model, mode and threads, with the run's medians when a run.json names it.
-                entry = entry_for_path(path)
-                opened.append((entry, load_source(entry.trace_path)))
-            except (TraceFormatError, OSError) as exc:
-                self.show_error("Cannot open trace", str(exc))
-                continue
-            finally:
-                self.unsetCursor()
+        for message in errors:
+            self.show_error("Cannot open trace", message)
         for entry, _ in opened:
             self._remember(str(entry.trace_path))
-        count = sweeps
+        count = 0
         # Allocator snapshots opened together are the ranks of one job (they carry no job to tell).
         snapshots = [k for k, (e, _) in enumerate(opened) if is_snapshot(e.trace_path)]
         traces = [k for k in range(len(opened)) if k not in snapshots]
@@ -489,7 +535,7 @@ class MainWindow(QMainWindow):
         for m in models:
             self.add_model_file(m)
         if traces:
-            self.open_trace_files(traces)
+            self.open_in_background(traces)
         event.acceptProposedAction()
 
     def _screenshot_dialog(self) -> None:
@@ -791,6 +837,8 @@ class MainWindow(QMainWindow):
         self.details.show_event(timeline.trace, i, timeline.branch_names, timeline.event_branch)
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        self.loader.cancel()
+        self.loader.wait(2)
         self.controller.shutdown()
         self.sweep_panel.shutdown()
         super().closeEvent(event)

@@ -150,7 +150,7 @@ def test_a_broken_trace_shows_the_readers_message(window, tmp_path):
     assert window.runs_table.rowCount() == 0
 
 
-def test_open_trace_files_and_recent_files(window, tmp_path):
+def test_open_trace_files_and_recent_files(window, qtbot, tmp_path):
     a = write_small_trace(tmp_path / "a.json", "fork")
     b = write_small_trace(tmp_path / "b.json.gz", "sequential")
     assert window.open_trace_files([str(a), str(b)]) == 2
@@ -159,8 +159,9 @@ def test_open_trace_files_and_recent_files(window, tmp_path):
     assert [_row(window, k)[1] for k in range(2)] == ["a · fork", "b · sequential"]
     assert window.recent_files()[:2] == [str(b), str(a)]
     assert [act.text() for act in window.recent_menu.actions()][:2] == [str(b), str(a)]
-    # drag and drop opens traces too
-    assert _drop(window, [a])
+    # drag and drop opens traces too, read off the GUI thread (TraceLoader)
+    with qtbot.waitSignal(window.loader.loaded, timeout=20_000):
+        assert _drop(window, [a])
     assert window.runs_table.rowCount() == 3
 
 
@@ -359,14 +360,15 @@ def test_a_dropped_torchscript_archive_runs_as_a_model_and_a_dropped_trace_opens
     monkeypatch.setattr(
         main_window.QInputDialog, "getText", lambda *a, **k: (asked.append(a[1]), ("8x3", True))[1]
     )
-    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+    # the trace is read off the GUI thread while the model runs: wait for both, listed in the order they end
+    with qtbot.waitSignals([window.controller.finished, window.loader.loaded], timeout=20_000):
         _drop(window, [archive, trace])
     assert asked == ["TorchScript inputs"]
     args = _args(window)
     assert _value_after(args, "--model") == str(archive) and _value_after(args, "--input-shape") == "8x3"
     assert window.controls.model_combo.currentData() == ("file", str(archive), ("8x3",))
     labels = [_row(window, k)[1] for k in range(window.runs_table.rowCount())]
-    assert labels == ["t0", f"{name} · sequential"]  # a plain trace: its name without .json
+    assert sorted(labels) == sorted(["t0", f"{name} · sequential"])  # a plain trace: its name without .json
     assert window.message_box is None  # nothing was opened as a trace by mistake
 
 
@@ -390,3 +392,17 @@ def test_the_core_count_is_the_cpus_this_process_may_use(qtbot, tmp_path, monkey
     win.controls.intra_slider.setValue(2)
     assert "on 3 cores" in win.controls.threads_hint.text() and "oversubscribed" in win.controls.threads_hint.text()
     assert PoolUsageView().cores == 3  # traces that do not say their cores: this machine's
+
+
+def test_opening_from_the_window_reads_off_the_gui_thread_and_can_be_cancelled(window, qtbot, tmp_path):
+    from tests.gui_helpers import write_small_trace
+
+    trace = write_small_trace(tmp_path / "t.json")
+    with qtbot.waitSignal(window.loader.loaded, timeout=20_000):
+        window.open_in_background([str(trace)])
+    assert window.runs_table.rowCount() == 1
+    # a cancelled read lists nothing
+    with qtbot.waitSignal(window.loader.cancelled, timeout=20_000):
+        window.open_in_background([str(trace)])
+        window.loader.cancel()
+    assert window.runs_table.rowCount() == 1
