@@ -336,3 +336,30 @@ def test_a_cancelled_distributed_run_stops_every_rank(tmp_path):
     assert result.exit_code == 128 + signal.SIGTERM and result.cancelled_by == signal.SIGTERM
     _nothing_left(marker, str(out))
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_rank_whose_process_under_the_launcher_is_killed_is_named(tmp_path):
+    """Either process of a rank may be killed (both read `...run.worker` in ps): the one the launcher
+    started watches the worker; when it is the one killed, its reaper says which rank went first."""
+    import signal
+    import threading
+
+    model, marker = _model(tmp_path, "hang")
+    out = tmp_path / "out"
+
+    def kill_rank_1() -> None:
+        children = wait_until(lambda: len(_mentioning(marker)) == 2 and _mentioning(marker), 120, "both ranks")
+        child = next(p for p in children if p.environ().get("RANK") == "1")  # type: ignore[union-attr]
+        watcher = child.parent().parent()
+        assert "branchscope.profiling.run.worker" in " ".join(watcher.cmdline())
+        watcher.send_signal(signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_rank_1)
+    killer.start()
+    result = run_profile(_request(model, out))
+    killer.join()
+    assert result.exit_code == 4
+    assert result.message and result.message.startswith("rank 1 (pid ")
+    assert result.message.endswith("died (its process under the launcher was killed) before writing its results")
+    _nothing_left(marker, str(out))

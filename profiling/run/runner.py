@@ -540,7 +540,9 @@ class _Rank:
     finished: bool = False
     #: {"code": exit status or -signal, "t": when} once the rank's worker ended.
     exited: dict[str, Any] | None = None
-    #: When it ran past the others: the monotonic time of its first failure (error or death).
+    #: When its first process (the one the launcher started) was gone, said by its reaper.
+    ended: float | None = None
+    #: The monotonic time of its first failure (an error, a death).
     failed_at: float | None = None
 
 
@@ -613,6 +615,10 @@ def _run_ranks(
             elif kind == "exited":
                 rank.exited = event
                 if event.get("code") != 0 and not rank.finished:
+                    rank.failed_at = rank.failed_at or t
+            elif kind == "ended":  # the rank's first process is gone (its reaper says so)
+                rank.ended = t
+                if rank.exited is None and not rank.finished:  # killed itself, before it could tell how
                     rank.failed_at = rank.failed_at or t
             if rank.failed_at is not None and first_failure is None:
                 first_failure = time.monotonic()
@@ -692,14 +698,24 @@ def _first_failure(ranks: list[_Rank]) -> _Rank | None:
         r.exited["t"] for r in failed if r.exited and isinstance(r.exited.get("code"), int) and r.exited["code"] > 0
     ]
     first_exit = min(exited_with_error, default=float("inf"))
-    killed = [r for r in failed if r.exited and isinstance(r.exited.get("code"), int) and r.exited["code"] < 0]
-    killed = [r for r in killed if r.exited is not None and r.exited["t"] < first_exit and r.error is None]
+    killed = [(t, r.rank, r) for r in failed if (t := _killed_at(r)) is not None and t < first_exit]
     if killed:
-        return min(killed, key=lambda r: r.exited["t"] if r.exited else 0.0)
+        return min(killed, key=lambda k: k[:2])[2]
     raised = [r for r in failed if r.error is not None]
     if raised:
         return min(raised, key=lambda r: r.failed_at or 0.0)
     return min(failed, key=lambda r: r.failed_at or 0.0)
+
+
+def _killed_at(rank: _Rank) -> float | None:
+    """When a rank was killed without reporting an error: its worker by a signal (the process the
+    launcher started says which), or that process itself (its reaper says when, not how)."""
+    if rank.error is not None:
+        return None
+    if rank.exited is None:
+        return rank.ended
+    code, t = rank.exited.get("code"), rank.exited.get("t")
+    return float(t) if isinstance(code, int) and code < 0 and isinstance(t, int | float) else None
 
 
 def _rank_failure(out: Path, rank: _Rank, log_path: Path) -> RunResult:
@@ -713,11 +729,11 @@ def _rank_failure(out: Path, rank: _Rank, log_path: Path) -> RunResult:
         )
     status = rank.exited.get("code") if rank.exited else None
     pid = f" (pid {rank.pid})" if rank.pid else ""
+    how = _describe_exit(status) if isinstance(status, int) else "its process under the launcher was killed"
     return RunResult(
         EXIT_WORKER,
         out,
-        message=f"rank {rank.rank}{pid} died ({_describe_exit(status if isinstance(status, int) else None)}) "
-        "before writing its results",
+        message=f"rank {rank.rank}{pid} died ({how}) before writing its results",
         traceback=_tail(log_path) or None,
     )
 

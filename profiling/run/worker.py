@@ -128,9 +128,11 @@ def _die_with_parent() -> None:
         _start_group_reaper(os.getpid())
 
 
-def _start_group_reaper(worker: int, also: tuple[str, ...] = ()) -> None:
+def _start_group_reaper(worker: int, also: tuple[str, ...] = (), ended: tuple[Path, int] | None = None) -> None:
     """Forks the reaper (single-threaded here: nothing has started a thread yet); `also`: the
-    environment entries that, beside the run's token, mark the processes it kills (one rank's)."""
+    environment entries that, beside the run's token, mark the processes it kills (one rank's);
+    `ended`: (events file, rank) where it says `{"event": "ended", "rank", "t"}` once `worker` is gone
+    (how a rank whose watching process was killed is told apart from ranks stopped after it)."""
     if os.fork() != 0:
         return
     code = 0
@@ -142,6 +144,9 @@ def _start_group_reaper(worker: int, also: tuple[str, ...] = ()) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         if set_death_signal(signal.SIGTERM) and os.getppid() == worker:
             signal.sigwait({signal.SIGTERM})  # the worker died (or someone asked the group to stop)
+        if ended is not None:
+            with open(ended[0], "a", encoding="utf-8") as f:
+                f.write(json.dumps({"event": "ended", "rank": ended[1], "t": time.monotonic()}) + "\n")
         token = os.environ.get(RUN_TOKEN_ENV)
         if token:  # what the model started and that left the group (a daemon)
             kill_processes_with_token(token, also=also)
@@ -543,9 +548,9 @@ def _rank_main(argv: list[str] | None) -> None:
     launcher = os.environ.get(LAUNCHER_PID_ENV, "")
     if set_death_signal(signal.SIGKILL) and launcher.isdigit() and os.getppid() != int(launcher):
         os._exit(EXIT_FAILED)  # the launcher died before the request took effect
-    if os.getpgrp() == os.getpid():
-        _start_group_reaper(os.getpid(), also=(f"RANK={rank}",))
     events = Path(os.environ[EVENTS_DIR_ENV]) / RANK_EVENTS.format(rank=rank)
+    if os.getpgrp() == os.getpid():
+        _start_group_reaper(os.getpid(), also=(f"RANK={rank}",), ended=(events, rank))
     watcher = os.getpid()
     child = os.fork()
     if child == 0:
