@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_fork_speedup.py
 	$(BIN)/python benchmarks/bench_sweep.py
 	$(BIN)/python benchmarks/bench_memory.py
+	$(BIN)/python benchmarks/bench_ddp.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/bench_startup.py
 
 # The README's pictures: the inception demo sequential and forked (2 inter-op x 1 intra-op threads),

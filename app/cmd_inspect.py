@@ -12,7 +12,8 @@ import os
 import sys
 from typing import Any
 
-from branchscope.profiling import TraceFormatError, load_trace
+from branchscope.app.runs import entry_for_path
+from branchscope.profiling import TraceFormatError, load_trace, load_traces
 from branchscope.profiling.trace.analyses import (
     cores_used,
     interop_occupancy,
@@ -159,6 +160,9 @@ def why_apart(traces: list[Trace], paths: list[str], groups: list[list[int]]) ->
 def load_job(paths: list[str]) -> Trace:
     """One trace, or the ranks of one job merged; raises TraceFormatError naming why traces of
     different jobs are not merged. Allocator snapshots opened together are ranks of one job."""
+    if len(paths) == 1 and os.path.isdir(paths[0]):
+        # A run folder: its run.json names its traces (every rank's, for a distributed run).
+        return load_traces(list(entry_for_path(paths[0]).paths))
     # Only a regular file is asked whether it is a snapshot (reading a FIFO's first bytes would
     # block); the reader refuses anything else in one line.
     traces = [load_source(p) if os.path.isfile(p) else load_trace(p) for p in paths]

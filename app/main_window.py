@@ -105,7 +105,7 @@ def read_sources(
     for path in paths:
         try:
             entry = entry_for_path(path)
-            trace = load_traces([entry.trace_path], progress=progress)
+            trace = load_traces(list(entry.paths), progress=progress)  # every rank of a distributed run
             prepare_trace(trace)
             opened.append((entry, trace))
         except (TraceFormatError, OSError) as exc:
@@ -623,17 +623,18 @@ class MainWindow(QMainWindow):
         )
 
     def _on_run_finished(self, result: FinishedRun) -> None:
-        from branchscope.profiling import load_trace
+        from branchscope.profiling import load_traces
 
         self.controls.show_idle("done")
         spec = result.spec
         try:
-            trace = load_trace(result.trace_path)
+            trace = load_traces(list(result.paths))  # every rank of a distributed run
         except (TraceFormatError, OSError) as exc:
             self.show_error("The run's trace cannot be read", str(exc))
             return
         if not self._add_entry(
-            Entry(spec.model_label, result.trace_path, spec=spec, run=result.run, trace=trace)
+            Entry(spec.model_label, result.trace_path, spec=spec, run=result.run, trace=trace,
+                  more_paths=tuple(result.paths[1:]))
         ):
             return
         median = result.run.get("unprofiled_median_ms")
