@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from branchscope.profiling.run.protocol import RunRequest
+from branchscope.profiling.trace.merge import folder_traces
 from branchscope.profiling.trace.model import TraceFormatError
 from branchscope.profiling.trace.reader import check_trace_path
 from branchscope.profiling.trace.run_info import RunInfo
@@ -681,9 +682,17 @@ def entry_for_path(path: str | os.PathLike[str]) -> Entry:
     p = Path(path)
     if p.is_dir():
         run = read_run_json(p)
-        if run is None:
-            raise TraceFormatError(f"{p}: is a folder without a complete run (run.json and its trace)")
-        return _run_entry(p, run)
+        if run is not None:
+            return _run_entry(p, run)
+        # A job's folder of rank traces (torchrun, tensorboard_trace_handler): the ranks of one job.
+        # (A folder whose run.json is incomplete or broken is a failed run, not such a folder.)
+        files = [] if (p / RUN_JSON).exists() else folder_traces(p)
+        if not files:
+            raise TraceFormatError(
+                f"{p}: is a folder without a complete run (run.json and its trace) or trace files (*.json, *.json.gz)"
+            )
+        label = f"{p.name} · {len(files)} rank{'s' if len(files) != 1 else ''}"
+        return Entry(label, files[0], more_paths=tuple(files[1:]))
     check_trace_path(p)
     run = read_run_json(p.parent)
     if run is not None and _trace_name(run) == p.name:

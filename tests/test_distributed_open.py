@@ -40,3 +40,26 @@ def test_inspect_takes_a_distributed_run_folder(tmp_path):
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert sorted({ln["rank"] for ln in doc["lanes"]}) == [0, 1]
+
+
+def test_a_folder_of_rank_traces_from_a_users_own_job_opens_as_one_job(window, tmp_path):
+    """torchrun / tensorboard_trace_handler leave one file per rank: ranks from distributedInfo,
+    else from `rank-N` in the names (here the traces say nothing, so the names tell)."""
+    job = tmp_path / "job"
+    job.mkdir()
+    for r in (1, 0):  # written out of order: rank-0 still comes first
+        write_small_trace(job / f"worker.rank-{r}.pt.trace.json", "fork")
+    (job / "notes.txt").write_text("not a trace")
+    assert window.open_trace_files([str(job)]) == 1
+    entry = window.entries[0]
+    assert entry.label == "job · 2 ranks"
+    assert [p.name for p in entry.paths] == ["worker.rank-0.pt.trace.json", "worker.rank-1.pt.trace.json"]
+    assert sorted({ln.rank for ln in entry.trace.lanes}) == [0, 1]
+
+
+def test_a_folder_without_a_run_or_traces_is_refused_in_one_line(tmp_path):
+    (tmp_path / "notes.txt").write_text("x")
+    proc = subprocess.run(
+        [sys.executable, "-m", "branchscope.app", "inspect", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ import numpy as np
 from branchscope.profiling.trace.flows import merged_flow_binder
 from branchscope.profiling.trace.model import CounterTrack, Lane, MemorySeries, Trace, build_trace
 from branchscope.profiling.trace.reader import ProgressCallback, load_trace
-from branchscope.profiling.trace.snapshot import is_snapshot, load_snapshot
+from branchscope.profiling.trace.snapshot import is_snapshot, load_snapshot, rank_from_name
 
 
 def load_source(path: str | os.PathLike[str]) -> Trace:
@@ -40,17 +41,35 @@ def load_traces(paths: Sequence[str | os.PathLike[str]], *, progress: ProgressCa
 
 
 def as_ranks(traces: Sequence[Trace]) -> list[Trace]:
-    """The traces of one job with a rank each: their own when every one has a distinct rank (from
-    `distributedInfo`, or a snapshot's file name), else their positions."""
-    ranks = [t.rank for t in traces]
+    """The traces of one job with a rank each: their own (`distributedInfo`), else the N of
+    `rank-N` in their file names, when that gives every one a distinct rank; else their positions."""
+    ranks = [t.rank if t.rank is not None else rank_from_name(t.path or "") for t in traces]
     if None not in ranks and len(set(ranks)) == len(ranks):
-        return list(traces)
+        given = ranks
+    else:
+        given = list(range(len(traces)))
     out = []
-    for i, t in enumerate(traces):
+    for rank, t in zip(given, traces):
+        if t.rank == rank:
+            out.append(t)
+            continue
         info = t.metadata.get("distributedInfo")
-        info = {**info, "rank": i} if isinstance(info, dict) else {"rank": i}
+        info = {**info, "rank": rank} if isinstance(info, dict) else {"rank": rank}
         out.append(replace(t, metadata={**t.metadata, "distributedInfo": info}))
     return out
+
+
+#: What a folder of rank traces holds (torchrun jobs, tensorboard_trace_handler): trace files.
+RANK_FILE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+
+
+def folder_traces(folder: str | os.PathLike[str]) -> list[Path]:
+    """The trace files right in `folder` (regular files, no links), in name order with rank-N numerically."""
+    found = []
+    for entry in os.scandir(folder):
+        if entry.is_file(follow_symlinks=False) and entry.name.endswith(RANK_FILE_SUFFIXES):
+            found.append(Path(entry.path))
+    return sorted(found, key=lambda p: (rank_from_name(p) is None, rank_from_name(p) or 0, p.name))
 
 
 #: Where a trace may say which machine wrote it: keys of the top level, `distributedInfo` or a
