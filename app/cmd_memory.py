@@ -62,7 +62,18 @@ def load_sources(paths: list[str]) -> Trace:
     """One source as is; several merged as the ranks of one job (see the module docstring)."""
     files = [f for p in paths for f in _files(p)]
     traces = [merge.load_source(f) for f in files]
-    return traces[0] if len(traces) == 1 else merge_traces(as_ranks(traces))
+    if len(traces) == 1:
+        return traces[0]
+    named = len(paths) > 1 and all(Path(p).is_file() for p in paths)
+    if named and not any(t.metadata.get("snapshot") for t in traces):
+        # Trace files named one by one must be the ranks of one job, as `inspect` asks (snapshots
+        # carry no job to tell: with them, the sources are taken as ranks).
+        from branchscope.app.cmd_inspect import why_apart
+
+        groups = merge.rank_groups(traces)
+        if len(groups) > 1:
+            raise TraceFormatError(f"not the ranks of one job, so not merged: {why_apart(traces, paths, groups)}")
+    return merge_traces(as_ranks(traces))
 
 
 def _bytes(n: int | None) -> str:

@@ -94,3 +94,10 @@ def test_broken_input_is_one_error_line_and_exit_2(
     assert rc == 2 and out == ""
     assert err.startswith("error: ") and err.count("\n") == 1
     assert not marker.exists()
+
+
+def test_trace_files_of_different_jobs_are_refused_like_inspect_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_trace(tmp_path / "a.json", four_gpu_events())
+    b = write_trace(tmp_path / "b.json", four_gpu_events())
+    rc, out, err = run_cli(capsys, str(a), str(b))
+    assert rc == 2 and err.startswith("error: not the ranks of one job") and len(err.strip().splitlines()) == 1
