@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from branchscope.profiling import load_trace
 from branchscope.profiling.trace.analyses import lane_busy_ns
@@ -314,3 +316,53 @@ def test_load_traces_forwards_progress(shared_traces: Path) -> None:
     merged = load_traces(paths, progress=lambda phase, f: calls.append(phase) or True)
     assert len(merged) == 4810 + 4675
     assert calls.count("parsing") >= 2  # once at least per file
+
+
+# ---- exact ns from decimal text, vectorised ---------------------------------------------------
+
+
+def _exact_ns(text: str) -> int:
+    """The reader's rule, by hand: µs text -> ns, 3 decimals kept, the 4th rounds half up."""
+    neg = text.startswith("-")
+    whole, _, frac = text.lstrip("-").partition(".")
+    ns = int(whole or "0") * 1000 + int(frac[:3].ljust(3, "0")) + (len(frac) > 3 and frac[3] >= "5")
+    return -ns if neg else ns
+
+
+_DECIMAL_TEXT = st.builds(
+    lambda neg, whole, frac, dot: ("-" if neg else "") + whole + ("." + frac if dot else ""),
+    st.booleans(),
+    st.from_regex(r"[0-9]{1,16}", fullmatch=True),
+    st.from_regex(r"[0-9]{0,5}", fullmatch=True),
+    st.booleans(),
+)
+
+
+@given(st.lists(st.one_of(_DECIMAL_TEXT, st.integers(-(10**14), 10**14)), min_size=1, max_size=300))
+@settings(max_examples=200, deadline=None)
+def test_decimal_timestamps_convert_exactly(values: list) -> None:
+    from branchscope.profiling.trace.reader import _MAX_ABS_NS, _ns_column
+
+    expected = [v * 1000 if isinstance(v, int) else _exact_ns(v) for v in values]
+    if any(abs(e) >= _MAX_ABS_NS for e in expected):
+        with pytest.raises(ValueError, match="out of range"):
+            _ns_column(values, "timestamp")
+    else:
+        assert _ns_column(values, "timestamp").tolist() == expected
+
+
+def test_ns_decimal_trace_loads_exactly(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    whole = rng.integers(1_700_000_000_000_000, 1_800_000_000_000_000, 5000)
+    frac = rng.integers(0, 1000, 5000)
+    lens = rng.integers(0, 4, 5000)  # 0..3 decimals written, as real traces mix them
+    texts = [f"{w}" + (f".{f:03d}"[: 1 + k] if k else "") for w, f, k in zip(whole.tolist(), frac.tolist(), lens.tolist())]
+    body = ",".join(
+        f'{{"ph": "X", "name": "op", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": {t}, "dur": {i % 7}.5{i % 10}}}'
+        for i, t in enumerate(texts)
+    )
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [' + body + "]}")
+    trace = load_trace(path)
+    assert sorted(trace.start_ns.tolist()) == sorted(_exact_ns(t) for t in texts)
+    assert sorted(trace.dur_ns.tolist()) == sorted((i % 7) * 1000 + 500 + (i % 10) * 10 for i in range(5000))

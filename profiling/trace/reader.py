@@ -33,12 +33,15 @@ from __future__ import annotations
 import gc
 import gzip
 import io
+import itertools
 import os
 import re
 import stat
+import sys
 import time
 import zlib
 from collections.abc import Callable
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -136,17 +139,11 @@ class _MemoryArgs(msgspec.Struct, gc=False):
     addr: int | None = msgspec.field(name="Addr", default=None)
 
 
-def _keep_float_text(text: str) -> str:
-    """msgspec float hook: keep a float's digits so that ns decimals of µs timestamps survive.
-
-    A float64 µs timestamp near 1.7e15 resolves only 0.25 µs; the text resolves 1 ns.
-    """
-    return text
-
-
-_FILE_DECODER = msgspec.json.Decoder(_TraceFile, float_hook=_keep_float_text)
+#: float_hook=str keeps a float's digits so that ns decimals of µs timestamps survive: a float64 µs
+#: timestamp near 1.7e15 resolves only 0.25 µs; the text resolves 1 ns.
+_FILE_DECODER = msgspec.json.Decoder(_TraceFile, float_hook=str)
 _LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
-_EVENT_DECODER = msgspec.json.Decoder(_Event, float_hook=_keep_float_text)
+_EVENT_DECODER = msgspec.json.Decoder(_Event, float_hook=str)
 #: Events decoded into structs at a time. The file is first split into one Raw slice per event
 #: (a fast scan), then decoded chunk by chunk, so only one chunk of structs is alive at once:
 #: this keeps peak memory near 2x the JSON instead of 3.5x, for ~10% more time.
@@ -447,7 +444,7 @@ def _text_to_ns(v: str) -> int:
     s = v.strip()
     neg = s.startswith("-")
     a, dot, b = s.lstrip("+-").partition(".")
-    if a.isdigit() and (not dot or b.isdigit()) and (a or b):
+    if (not a or a.isdigit()) and (not b or b.isdigit()) and (a or b):
         frac = b[:3].ljust(3, "0")
         ns = int(a or "0") * 1000 + int(frac)
         if len(b) > 3 and b[3] >= "5":
@@ -471,19 +468,106 @@ def _to_ns(v: Any) -> int:
 
 
 def _ns_column(values: list[Any], what: str) -> np.ndarray:
+    """Timestamps or durations in µs (ints, decimal texts, numeric strings) as exact int64 ns."""
     try:
-        # Fast path: integer µs (most traces). numpy rejects float text, which takes the slow path.
+        # Integer µs (most traces). numpy rejects decimal text, which takes the next path.
         col = np.array(values, dtype=np.int64)
         if col.ndim != 1:  # nested lists of equal length make a matrix: let the slow path name it
             raise TypeError
     except (ValueError, TypeError, OverflowError):
-        out = [_to_ns(v) for v in values]
-        if out and (max(out) >= _MAX_ABS_NS or min(out) <= -_MAX_ABS_NS):
+        out = _decimal_ns(values)
+        if out is None:  # anything the vectorised path does not take: one value at a time
+            exact = [_to_ns(v) for v in values]
+            if exact and (max(exact) >= _MAX_ABS_NS or min(exact) <= -_MAX_ABS_NS):
+                raise ValueError(f"{what} out of range") from None
+            return np.array(exact, dtype=np.int64)
+        if out.size and (int(out.max()) >= _MAX_ABS_NS or int(out.min()) <= -_MAX_ABS_NS):
             raise ValueError(f"{what} out of range") from None
-        return np.array(out, dtype=np.int64)
+        return out
     if col.size and (int(col.max()) >= _MAX_ABS_NS // 1000 or int(col.min()) <= -_MAX_ABS_NS // 1000):
         raise ValueError(f"{what} out of range")
     return col * 1000
+
+
+#: Width of the byte rows `_decimal_ns` parses; a value must leave the last 3 bytes free.
+_DEC_WIDTH = 24
+_ASCII_ZEROS = np.uint64(0x3030303030303030)
+_LITTLE_ENDIAN = sys.byteorder == "little"
+
+
+def _digits_value(block: np.ndarray) -> np.ndarray:
+    """Rows of 24 ASCII digits (at most 19 significant) as uint64, 8 digits per 64-bit word at a
+    time, SWAR-style: pairs, then quads, then octets (words are read little-endian)."""
+    x = block.view(np.uint64) - _ASCII_ZEROS  # a word's first digit is its low byte
+    x = (x * np.uint64(10) + (x >> np.uint64(8))) & np.uint64(0x00FF00FF00FF00FF)
+    x = (x * np.uint64(100) + (x >> np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
+    x = (x * np.uint64(10000) + (x >> np.uint64(32))) & np.uint64(0xFFFFFFFF)
+    # The first word holds at most 3 significant digits, so the sum fits in uint64.
+    return x[:, 0] * np.uint64(10**16) + x[:, 1] * np.uint64(10**8) + x[:, 2]
+
+
+def _decimal_ns(values: list[Any]) -> np.ndarray | None:
+    """µs as decimal text (or ints) -> ns, exactly as `_text_to_ns` would, with no Python call per
+    value; None when any value is not plain `[-]digits[.digits]` with at most 16 integer digits
+    (the caller then converts one value at a time, which also names what is wrong).
+
+    Each value becomes a byte row; rows are grouped by where their dot is, and each group's digits
+    are copied right-aligned, as integer digits then exactly 3 decimals (zero-padded), into rows
+    of ASCII zeros, read by `_digits_value`; a 4th decimal of 5 or more rounds up.
+    """
+    n = len(values)
+    w = _DEC_WIDTH
+    if not _LITTLE_ENDIAN:  # pragma: no cover - the words below are read little-endian
+        return None
+    try:
+        text = np.array(values, dtype=f"S{w}")
+    except (ValueError, TypeError, OverflowError, UnicodeError):
+        return None
+    if text.ndim != 1 or text.size != n:
+        return None
+    m = text.view(np.uint8).reshape(n, w)
+    if n == 0 or m[:, w - 3].any():  # too long (or cut short by the width)
+        return None
+    rows = np.arange(n)
+    length = (m == 0).argmax(axis=1)
+    if int(np.count_nonzero(m)) != int(length.sum()):  # a NUL inside a value
+        return None
+    is_dot = m == 46
+    dot = is_dot.argmax(axis=1)
+    has_dot = is_dot[rows, dot]
+    if int(np.count_nonzero(is_dot)) != int(np.count_nonzero(has_dot)):  # two dots in a value
+        return None
+    dot = np.where(has_dot, dot, length)
+    neg = m[:, 0] == 45
+    plain = ((m - np.uint8(48)) < 10) | is_dot | (m == 0)
+    plain[:, 0] |= neg
+    int_digits = dot - neg
+    decimals = np.where(has_dot, length - dot - 1, 0)
+    if not plain.all() or int_digits.max() > 16 or np.any(int_digits + decimals < 1):
+        return None
+    # Per group of rows with the dot at one place: "integer digits + 3 decimals" right-aligned in
+    # rows of '0' (whole columns when every row is alike, the common case), read as one integer.
+    kept = np.minimum(decimals, 3)
+    group = (dot * 2 + neg) * 4 + kept
+    groups = np.flatnonzero(np.bincount(group)).tolist()
+    ns = np.empty(n, dtype=np.uint64)
+    for g in groups:
+        d, sign, k = g // 8, (g // 4) % 2, g % 4
+        sel = np.flatnonzero(group == g) if len(groups) > 1 else None
+        src = m if sel is None else m[sel]
+        block = np.full((len(src), w), 48, dtype=np.uint8)
+        block[:, w - 3 - (d - sign) : w - 3] = src[:, sign:d]
+        block[:, w - 3 : w - 3 + k] = src[:, d + 1 : d + 1 + k]
+        if sel is None:
+            ns = _digits_value(block)
+        else:
+            ns[sel] = _digits_value(block)
+    too_big = ns >= np.uint64(_MAX_ABS_NS)
+    ns[too_big] = np.uint64(_MAX_ABS_NS)  # still out of range once signed; the caller says so
+    fourth = np.minimum(dot + 4, w - 1)
+    up = (decimals >= 4) & (m[rows, fourth] >= 53)
+    out = ns.astype(np.int64) + up
+    return np.where(neg, -out, out)
 
 
 # ---- lanes -----------------------------------------------------------------------------------
@@ -564,40 +648,65 @@ class _Interner:
         return np.fromiter(map(table.__getitem__, values), dtype=np.int32, count=len(values))
 
 
-def _build(path: str, raw_events: list[msgspec.Raw], metadata: dict[str, Any], report: _Progress) -> Trace:
-    memory_events: list[_Event] = []
+#: What the load does with an event, by its phase ("[memory]" events are told by name).
+_KIND_OF_PHASE = {"X": 1, "M": 2, "C": 3, "s": 4, "f": 4, "t": 4}
+_COMPLETE, _META, _COUNTER, _FLOW, _MEMORY = 1, 2, 3, 4, 5
+_get_ph, _get_name, _get_cat = attrgetter("ph"), attrgetter("name"), attrgetter("cat")
+_get_pid, _get_key = attrgetter("pid"), attrgetter("pid", "tid")
+_get_ts, _get_dur, _get_args = attrgetter("ts"), attrgetter("dur"), attrgetter("args")
+
+
+def _picked(items: list[Any], index: np.ndarray) -> list[Any]:
+    return list(map(items.__getitem__, index.tolist()))
+
+
+def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _Progress) -> Trace:
+    memory_parts: list[dict[str, np.ndarray]] = []
     counter_events: list[_Event] = []
     meta_events: list[_Event] = []
     flow_raws: list[msgspec.Raw] = []
     key_intern, name_intern, cat_intern = _Interner(), _Interner(), _Interner()
     key_parts, name_parts, cat_parts, start_parts, dur_parts = [], [], [], [], []
     raw_args: list[msgspec.Raw] = []
-    for c in range(0, len(raw_events), _CHUNK):
-        report("events", c / len(raw_events))
+    total = len(raw_events)
+    for c in range(0, total, _CHUNK):
+        report("events", c / total)
         chunk_raws = raw_events[c : c + _CHUNK]
+        # Each event's Raw is dropped once decoded (the text stays; flows keep theirs).
+        raw_events[c : c + _CHUNK] = [None] * len(chunk_raws)
         chunk = list(map(_EVENT_DECODER.decode, chunk_raws))
-        complete = []
-        for e, raw in zip(chunk, chunk_raws):
-            ph = e.ph
-            if ph == "X":
-                # Pseudo processes ("Spans", "Traces") have string pids: not real lanes.
-                if type(e.pid) is int or _real_id(e.pid) is not None:
-                    complete.append(e)
-            elif e.name == "[memory]":
-                memory_events.append(e)
-            elif ph == "M":
-                meta_events.append(e)
-            elif ph == "C":
-                counter_events.append(e)
-            elif ph in ("s", "f", "t"):
-                flow_raws.append(raw)
-        key_parts.append(key_intern.ids([(e.pid, e.tid) for e in complete]))
-        name_parts.append(name_intern.ids([e.name for e in complete]))
-        cat_parts.append(cat_intern.ids([e.cat for e in complete]))
-        start_parts.append(_ns_column([e.ts for e in complete], "timestamp"))
-        dur_parts.append(_ns_column([0 if e.dur is None else e.dur for e in complete], "duration"))
-        raw_args.extend([e.args for e in complete])  # an empty Raw means no args
-        del chunk, complete
+        # Sort events by kind with maps and numpy rather than a Python loop over events.
+        kinds = np.fromiter(
+            map(_KIND_OF_PHASE.get, map(_get_ph, chunk), itertools.repeat(0)), dtype=np.int8, count=len(chunk)
+        )
+        other = np.flatnonzero(kinds != _COMPLETE)
+        if other.size:
+            others = _picked(chunk, other)
+            is_memory = np.fromiter(map("[memory]".__eq__, map(_get_name, others)), dtype=bool, count=len(others))
+            other_kind = kinds[other]
+            other_kind[is_memory] = _MEMORY
+            if is_memory.any():
+                memory_parts.append(_memory_columns(_picked(others, np.flatnonzero(is_memory))))
+            meta_events += _picked(others, np.flatnonzero(other_kind == _META))
+            counter_events += _picked(others, np.flatnonzero(other_kind == _COUNTER))
+            flow_raws += _picked(chunk_raws, other[other_kind == _FLOW])
+        complete = _picked(chunk, np.flatnonzero(kinds == _COMPLETE))
+        del chunk, chunk_raws
+        try:
+            np.array(list(map(_get_pid, complete)), dtype=np.int64)
+        except (ValueError, TypeError, OverflowError):
+            # Pseudo processes ("Spans", "Traces") have string pids: not real lanes.
+            complete = [e for e in complete if type(e.pid) is int or _real_id(e.pid) is not None]
+        key_parts.append(key_intern.ids(list(map(_get_key, complete))))
+        name_parts.append(name_intern.ids(list(map(_get_name, complete))))
+        cat_parts.append(cat_intern.ids(list(map(_get_cat, complete))))
+        start_parts.append(_ns_column(list(map(_get_ts, complete)), "timestamp"))
+        durations = list(map(_get_dur, complete))
+        if None in durations:
+            durations = [0 if d is None else d for d in durations]
+        dur_parts.append(_ns_column(durations, "duration"))
+        raw_args += map(_get_args, complete)  # an empty Raw means no args
+        del complete
 
     def joined(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
         return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
@@ -615,7 +724,7 @@ def _build(path: str, raw_events: list[msgspec.Raw], metadata: dict[str, Any], r
     synthetic_tids: dict[str, int] = {}
 
     report("memory", 0.0)
-    memory = _memory_series(memory_events, metadata)
+    memory = _memory_series(memory_parts, metadata)
     counters = _counter_tracks(counter_events)
     report("lanes", 0.0)
     process_labels, thread_names = _read_metadata_events(meta_events)
@@ -755,56 +864,88 @@ def _int64(values: list[int], what: str) -> np.ndarray:
         return np.array([v - (1 << 64) if v >= 1 << 63 else v for v in values], dtype=np.int64)
 
 
-def _memory_series(events: list[_Event], metadata: dict[str, Any] | None = None) -> list[MemorySeries]:
-    """Allocator events per device; the legacy format lacks `Total Allocated`: sum `Bytes` instead.
+def _real_ids(values: list[Any]) -> np.ndarray:
+    """pids or tids as int64, -1 for pseudo ones ("Spans", "")."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except (ValueError, TypeError, OverflowError):
+        return np.array([-1 if (r := _real_id(v)) is None else r for v in values], dtype=np.int64)
 
-    Each series keeps per event the address (-1 without `Addr`), `Total Reserved` (None when any
-    event lacks it) and the allocating thread; GPUs get their capacity from deviceProperties.
-    """
-    if not events:
-        return []
-    metadata = metadata or {}
+
+def _memory_columns(events: list[_Event]) -> dict[str, np.ndarray]:
+    """One chunk's `[memory]` events as columns (their args decoded in one batch)."""
     blob = b"[" + b",".join(bytes(e.args) or b"{}" for e in events) + b"]"
     try:
         args = _MEMORY_DECODER.decode(blob)
     except msgspec.ValidationError as exc:
         raise ValueError(f"[memory] event args: {exc}") from None
-    ts = _ns_column([e.ts for e in events], "memory timestamp")
-    pids = np.array([-1 if (v := _real_id(e.pid)) is None else v for e in events], dtype=np.int64)
-    tids = np.array([-1 if (v := _real_id(e.tid)) is None else v for e in events], dtype=np.int64)
+    del blob
+    totals = list(map(_get_total, args))
+    reserved = list(map(_get_reserved, args))
+    addr = list(map(_get_addr, args))
+    return {
+        "ts": _ns_column(list(map(_get_ts, events)), "memory timestamp"),
+        "pid": _real_ids(list(map(_get_pid, events))),
+        "tid": _real_ids([e.tid for e in events]),
+        "device_type": np.array(list(map(_get_device_type, args)), dtype=np.int64),
+        "device_id": np.array(list(map(_get_device_id, args)), dtype=np.int64),
+        "bytes": _int64_strict(list(map(_get_bytes, args)), "Bytes"),
+        "has_total": np.array([t is not None for t in totals], dtype=bool),
+        "total": _int64_strict([0 if t is None else t for t in totals], "Total Allocated"),
+        "has_reserved": np.array([r is not None for r in reserved], dtype=bool),
+        "reserved": _int64_strict([0 if r is None else r for r in reserved], "Total Reserved"),
+        "addr": _int64([-1 if a is None else a for a in addr], "Addr"),
+    }
+
+
+_get_total, _get_reserved, _get_addr = attrgetter("total"), attrgetter("reserved"), attrgetter("addr")
+_get_device_type, _get_device_id, _get_bytes = attrgetter("device_type"), attrgetter("device_id"), attrgetter("bytes")
+
+
+def _int64_strict(values: list[int], what: str) -> np.ndarray:
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:
+        raise ValueError(f"[memory] {what} out of range") from None
+
+
+def _memory_series(parts: list[dict[str, np.ndarray]], metadata: dict[str, Any] | None = None) -> list[MemorySeries]:
+    """Allocator events per device; the legacy format lacks `Total Allocated`: sum `Bytes` instead.
+
+    Each series keeps per event the address (-1 without `Addr`), `Total Reserved` (None when any
+    event lacks it) and the allocating thread; GPUs get their capacity from deviceProperties.
+    """
+    if not parts:
+        return []
+    metadata = metadata or {}
+    col = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     capacity = _capacities(metadata)
     info = metadata.get("distributedInfo")
     rank = info.get("rank") if isinstance(info, dict) and type(info.get("rank")) is int else None
-    by_device: dict[str, list[int]] = {}
-    for i, a in enumerate(args):
-        device = _device_name(a.device_type, a.device_id)
-        by_device.setdefault(device, []).append(i)
+    pairs, which = np.unique(np.stack([col["device_type"], col["device_id"]], axis=1), axis=0, return_inverse=True)
+    which = which.reshape(-1)
+    devices = {_device_name(int(t), int(i)): k for k, (t, i) in enumerate(pairs.tolist())}
+    by_device: dict[str, np.ndarray] = {}
+    for device, k in devices.items():
+        idx = np.flatnonzero(which == k)
+        by_device[device] = idx if device not in by_device else np.sort(np.concatenate([by_device[device], idx]))
     series = []
     for device in sorted(by_device, key=lambda d: (d != "cpu", len(d), d)):
-        idx = np.array(by_device[device], dtype=np.int64)
-        order = idx[np.argsort(ts[idx], kind="stable")]
-        picked = [args[i] for i in order.tolist()]
-        delta = np.array([a.bytes for a in picked], dtype=np.int64)
-        totals = [a.total for a in picked]
-        if all(t is not None for t in totals):
-            total = np.array(totals, dtype=np.int64)
-        else:
-            total = np.cumsum(delta)
-        reserved = [a.reserved for a in picked]
-        addr = _int64([-1 if a.addr is None else a.addr for a in picked], "Addr")
+        idx = by_device[device]
+        order = idx[np.argsort(col["ts"][idx], kind="stable")]
+        delta = col["bytes"][order]
+        total = col["total"][order] if col["has_total"][order].all() else np.cumsum(delta)
         kind, _, dev_id = device.partition(":")
         series.append(
             MemorySeries(
                 device=device,
-                ts_ns=ts[order],
+                ts_ns=col["ts"][order],
                 delta_bytes=delta,
                 total_bytes=total,
-                addr=addr,
-                reserved_bytes=(
-                    np.array(reserved, dtype=np.int64) if all(r is not None for r in reserved) else None
-                ),
-                pid=pids[order],
-                tid=tids[order],
+                addr=col["addr"][order],
+                reserved_bytes=col["reserved"][order] if col["has_reserved"][order].all() else None,
+                pid=col["pid"][order],
+                tid=col["tid"][order],
                 capacity_bytes=capacity.get(int(dev_id)) if kind in ("cuda", "hip") and dev_id else None,
                 rank=rank,
             )
