@@ -401,7 +401,7 @@ def build_trace(
     name_id = np.asarray(name_id, dtype=np.int32)[order]
     cat_id = np.asarray(cat_id, dtype=np.int32)[order]
     if raw_args is not None:
-        raw_args = [raw_args[i] for i in order.tolist()]
+        raw_args = list(map(raw_args.__getitem__, order.tolist()))
     counts = np.bincount(lane, minlength=len(lanes)) if lane.size else np.zeros(len(lanes), dtype=np.int64)
     lane_offsets = np.zeros(len(lanes) + 1, dtype=np.int64)
     np.cumsum(counts, out=lane_offsets[1:])

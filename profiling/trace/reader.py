@@ -146,8 +146,9 @@ _LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 _EVENT_DECODER = msgspec.json.Decoder(_Event, float_hook=str)
 #: Events decoded into structs at a time. The file is first split into one Raw slice per event
 #: (a fast scan), then decoded chunk by chunk, so only one chunk of structs is alive at once:
-#: this keeps peak memory near 2x the JSON instead of 3.5x, for ~10% more time.
-_CHUNK = 32768
+#: this keeps peak memory near 1.5x the JSON instead of 3.5x. A chunk small enough to stay in
+#: the CPU's cache while its columns are taken is 1.7x faster than one of 32768 events.
+_CHUNK = 4096
 _MEMORY_DECODER = msgspec.json.Decoder(list[_MemoryArgs])
 _ANY_DECODER = msgspec.json.Decoder()
 
@@ -874,39 +875,57 @@ def _real_ids(values: list[Any]) -> np.ndarray:
 
 def _memory_columns(events: list[_Event]) -> dict[str, np.ndarray]:
     """One chunk's `[memory]` events as columns (their args decoded in one batch)."""
-    blob = b"[" + b",".join(bytes(e.args) or b"{}" for e in events) + b"]"
+    raws = list(map(_get_args, events))
+    if not all(raws):  # an event without args: {} (every field has its default)
+        raws = [r if len(r) else b"{}" for r in raws]
     try:
-        args = _MEMORY_DECODER.decode(blob)
+        args = _MEMORY_DECODER.decode(b"[" + b",".join(raws) + b"]")
     except msgspec.ValidationError as exc:
         raise ValueError(f"[memory] event args: {exc}") from None
-    del blob
+    del raws
     totals = list(map(_get_total, args))
     reserved = list(map(_get_reserved, args))
-    addr = list(map(_get_addr, args))
     return {
         "ts": _ns_column(list(map(_get_ts, events)), "memory timestamp"),
         "pid": _real_ids(list(map(_get_pid, events))),
-        "tid": _real_ids([e.tid for e in events]),
+        "tid": _real_ids(list(map(_get_tid, events))),
         "device_type": np.array(list(map(_get_device_type, args)), dtype=np.int64),
         "device_id": np.array(list(map(_get_device_id, args)), dtype=np.int64),
-        "bytes": _int64_strict(list(map(_get_bytes, args)), "Bytes"),
-        "has_total": np.array([t is not None for t in totals], dtype=bool),
-        "total": _int64_strict([0 if t is None else t for t in totals], "Total Allocated"),
-        "has_reserved": np.array([r is not None for r in reserved], dtype=bool),
-        "reserved": _int64_strict([0 if r is None else r for r in reserved], "Total Reserved"),
-        "addr": _int64([-1 if a is None else a for a in addr], "Addr"),
+        "bytes": _int64_or_none(list(map(_get_bytes, args)), "Bytes", 0),
+        "has_total": _known(totals),
+        "total": _int64_or_none(totals, "Total Allocated", 0),
+        "has_reserved": _known(reserved),
+        "reserved": _int64_or_none(reserved, "Total Reserved", 0),
+        "addr": _int64_or_none(list(map(_get_addr, args)), "Addr", -1),
     }
 
 
-_get_total, _get_reserved, _get_addr = attrgetter("total"), attrgetter("reserved"), attrgetter("addr")
-_get_device_type, _get_device_id, _get_bytes = attrgetter("device_type"), attrgetter("device_id"), attrgetter("bytes")
+def _known(values: list[Any]) -> np.ndarray:
+    """Where `values` is not None."""
+    if None not in values:
+        return np.ones(len(values), dtype=bool)
+    return np.fromiter(map(None.__ne__, values), dtype=bool, count=len(values))
 
 
-def _int64_strict(values: list[int], what: str) -> np.ndarray:
+def _int64_or_none(values: list[int | None], what: str, missing: int) -> np.ndarray:
+    """An int64 column, `missing` for None; addresses at or above 2**63 wrap (they are compared,
+    never added), any other value out of int64's range is an error."""
     try:
         return np.array(values, dtype=np.int64)
-    except OverflowError:
-        raise ValueError(f"[memory] {what} out of range") from None
+    except (TypeError, OverflowError):
+        pass
+    filled = [missing if v is None else v for v in values]
+    if what != "Addr":
+        try:
+            return np.array(filled, dtype=np.int64)
+        except OverflowError:
+            raise ValueError(f"[memory] {what} out of range") from None
+    return _int64(filled, what)
+
+
+_get_total, _get_reserved, _get_addr = attrgetter("total"), attrgetter("reserved"), attrgetter("addr")
+_get_tid = attrgetter("tid")
+_get_device_type, _get_device_id, _get_bytes = attrgetter("device_type"), attrgetter("device_id"), attrgetter("bytes")
 
 
 def _memory_series(parts: list[dict[str, np.ndarray]], metadata: dict[str, Any] | None = None) -> list[MemorySeries]:
