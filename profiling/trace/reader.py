@@ -1,10 +1,13 @@
 """Read a torch.profiler / Chrome trace file into a `Trace`.
 
-Speed is the point of this module: users open traces of hundreds of MB. The file is decoded once
-by msgspec into small typed structs (far cheaper than dicts), then turned into numpy columns with
-one list comprehension per field. Event `args` are not decoded: they stay as `msgspec.Raw` slices
-and are read on demand (hover, details), except the few kinds we need at load time (memory,
-counters, metadata), which are decoded in one batch each.
+Speed is the point of this module: users open traces of hundreds of MB to 1 GB. msgspec splits
+the file into one `msgspec.Raw` slice per event (a fast scan), then decodes them 4096 at a time
+into small typed structs (far cheaper than dicts), whose fields become numpy columns through
+`map`/`attrgetter` and numpy, never a Python loop over events; decimal timestamps are read from
+their digits by numpy (`_decimal_ns`), exact to the ns. Event `args` are not decoded: they stay as
+`msgspec.Raw` slices and are read on demand (hover, details), except the few kinds we need at load
+time (memory, counters, metadata), which are decoded in one batch each. `load_trace` reports its
+progress and can be cancelled (`progress`).
 
 Formats handled, all seen in real traces: plain or gzipped JSON (detected by magic bytes, not by
 name), an object with `traceEvents` or a bare event array, timestamps as ints, floats with ns
@@ -25,7 +28,7 @@ read, so that a small file that inflates to gigabytes fails early with little me
   in the memory this process may still use (available memory, and `RLIMIT_AS` when set).
 
 So no input needs memory far beyond what its content holds: a valid trace of N bytes of JSON loads
-as before in about 2.4 N; anything else is refused once it has read what shows it is no trace.
+as before in about 1.8 N (the text itself, kept for `args`, is N); anything else is refused once it has read what shows it is no trace.
 """
 
 from __future__ import annotations
@@ -112,9 +115,14 @@ class _Event(msgspec.Struct, gc=False):
     tid: int | str = 0
     ts: Any = None
     dur: Any = None
+    args: msgspec.Raw = msgspec.Raw()  # empty when absent
+
+
+class _FlowEvent(_Event, gc=False):
+    """A flow endpoint: decoded only when the trace's flows are first used."""
+
     id: Any = None
     bp: Any = None
-    args: msgspec.Raw = msgspec.Raw()  # empty when absent
 
 
 class _TraceFile(msgspec.Struct):
@@ -144,6 +152,7 @@ class _MemoryArgs(msgspec.Struct, gc=False):
 _FILE_DECODER = msgspec.json.Decoder(_TraceFile, float_hook=str)
 _LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 _EVENT_DECODER = msgspec.json.Decoder(_Event, float_hook=str)
+_FLOW_DECODER = msgspec.json.Decoder(_FlowEvent, float_hook=str)
 #: Events decoded into structs at a time. The file is first split into one Raw slice per event
 #: (a fast scan), then decoded chunk by chunk, so only one chunk of structs is alive at once:
 #: this keeps peak memory near 1.5x the JSON instead of 3.5x. A chunk small enough to stay in
@@ -680,7 +689,9 @@ def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _
         kinds = np.fromiter(
             map(_KIND_OF_PHASE.get, map(_get_ph, chunk), itertools.repeat(0)), dtype=np.int8, count=len(chunk)
         )
-        other = np.flatnonzero(kinds != _COMPLETE)
+        flow_raws += _picked(chunk_raws, np.flatnonzero(kinds == _FLOW))
+        # Instant, metadata and counter events: "[memory]" by name (flows are never memory).
+        other = np.flatnonzero((kinds != _COMPLETE) & (kinds != _FLOW))
         if other.size:
             others = _picked(chunk, other)
             is_memory = np.fromiter(map("[memory]".__eq__, map(_get_name, others)), dtype=bool, count=len(others))
@@ -690,7 +701,6 @@ def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _
                 memory_parts.append(_memory_columns(_picked(others, np.flatnonzero(is_memory))))
             meta_events += _picked(others, np.flatnonzero(other_kind == _META))
             counter_events += _picked(others, np.flatnonzero(other_kind == _COUNTER))
-            flow_raws += _picked(chunk_raws, other[other_kind == _FLOW])
         complete = _picked(chunk, np.flatnonzero(kinds == _COMPLETE))
         del chunk, chunk_raws
         try:
@@ -1023,7 +1033,7 @@ def flow_point_columns(
     endpoint with a broken id or time is dropped (its arrow is not drawn) rather than failing a
     trace that has already loaded.
     """
-    events = list(map(_EVENT_DECODER.decode, raws))
+    events = list(map(_FLOW_DECODER.decode, raws))
     pts, ts_list = [], []
     for e in events:
         if type(e.id) in (int, str) and (e.pid, e.tid) in lane_lookup:
