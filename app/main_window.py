@@ -106,10 +106,14 @@ def read_sources(
         try:
             entry = entry_for_path(path)
             trace = load_traces(list(entry.paths), progress=progress)  # every rank of a distributed run
-            prepare_trace(trace)
             opened.append((entry, trace))
         except (TraceFormatError, OSError) as exc:
             errors.append(str(exc))
+            continue
+        try:
+            prepare_trace(trace)  # ahead of time only: showing the trace prepares what is missing
+        except Exception:  # noqa: BLE001 - the view says what went wrong when it is shown
+            pass
     return opened, errors
 
 

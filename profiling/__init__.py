@@ -9,11 +9,19 @@ trace entry points (`load_trace` and friends) and nothing from the run engine.
 """
 
 from branchscope.profiling.trace.merge import load_traces, merge_traces
-from branchscope.profiling.trace.model import Lane, MemorySeries, Trace, TraceFormatError, build_trace
+from branchscope.profiling.trace.model import (
+    Lane,
+    LoadCancelled,
+    MemorySeries,
+    Trace,
+    TraceFormatError,
+    build_trace,
+)
 from branchscope.profiling.trace.reader import load_trace
 
 __all__ = [
     "Lane",
+    "LoadCancelled",
     "MemorySeries",
     "Trace",
     "TraceFormatError",
