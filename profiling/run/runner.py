@@ -102,6 +102,19 @@ _EXIT_GRACE_S = 10.0
 _SAMPLE_MARGIN_US = 20_000.0
 
 
+def json_objects(lines: list[bytes]) -> list[dict[str, Any]]:
+    """The JSON objects among protocol lines (anything else on the channel is skipped)."""
+    events = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
 @dataclass
 class RunResult:
     exit_code: int
@@ -257,15 +270,7 @@ class _LineReader:
             if len(self._buf) > self.MAX_LINE and b"\n" not in self._buf:
                 self._buf = b""
         *lines, self._buf = self._buf.split(b"\n")
-        events = []
-        for line in lines:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                events.append(event)
-        return events
+        return json_objects(lines)
 
 
 def _tail(path: Path, lines: int = 40, max_bytes: int = 64 * 1024) -> str:
@@ -519,15 +524,7 @@ class _EventFile:
             return []
         self._offset += len(chunk)
         *lines, self._buf = (self._buf + chunk).split(b"\n")
-        events = []
-        for line in lines:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                events.append(event)
-        return events
+        return json_objects(lines)
 
 
 @dataclass

@@ -56,7 +56,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from branchscope.profiling.run.cpu_sampler import ThreadCensus, read_thread_names, settle_interop_pool
 from branchscope.profiling.run.folder import describe_os_error
@@ -519,10 +519,15 @@ def main(argv: list[str] | None = None) -> int:
     sys.dont_write_bytecode = True  # loading the user's model leaves no __pycache__ in their folder
     proto = _Protocol()
     faulthandler.enable()  # a crash in native code still leaves a Python stack in the log
+    _run_and_exit(args, proto)  # leaves the process
+
+
+def _run_and_exit(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None) -> NoReturn:
+    """Run, write run.json into args.out, tell the runner how it ended, and leave (never returns)."""
     code = EXIT_OK
     try:
         args.out.mkdir(parents=True, exist_ok=True)
-        result = run(args, proto)
+        result = run(args, proto, dist) if dist is not None else run(args, proto)
         write_json_atomic(args.out / "run.json", result, indent=1)
         proto.emit(event="finished", run=str(args.out / "run.json"))
     except (Exception, SystemExit) as exc:
@@ -575,20 +580,8 @@ def _rank_worker(argv: list[str] | None, events: Path, rank: int) -> None:
     proto = _Protocol(events, rank)
     proto.emit(event="hello", pid=os.getpid())
     faulthandler.enable()
-    code = EXIT_OK
-    try:
-        args.out = args.out / RANK_FOLDER.format(rank=rank)
-        args.out.mkdir(parents=True, exist_ok=True)
-        result = run(args, proto, dist)
-        write_json_atomic(args.out / "run.json", result, indent=1)
-        proto.emit(event="finished", run=str(args.out / "run.json"))
-    except (Exception, SystemExit) as exc:
-        failure = _as_failure(exc)
-        proto.emit(event="error", message=str(failure), traceback=failure.tb, exit_code=failure.exit_code)
-        code = failure.exit_code
-    sys.stderr.flush()
-    proto.stream.flush()
-    os._exit(code)
+    args.out = args.out / RANK_FOLDER.format(rank=rank)
+    _run_and_exit(args, proto, dist)
 
 
 if __name__ == "__main__":
