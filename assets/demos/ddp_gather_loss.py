@@ -9,51 +9,17 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+# The same net, data and DDP wrapper as ddp-local-loss: only where the loss is computed differs.
+from branchscope.assets.demos.ddp_local_loss import CLASSES, WIDTH, build_model, example_inputs, wrapped
+
+__all__ = ["CLASSES", "DESCRIPTION", "WIDTH", "build_model", "example_inputs", "gathered_loss_grad", "train_step"]
+
 DESCRIPTION = (
     "A DistributedDataParallel training step where rank 0 gathers every rank's logits and targets, "
     "computes the loss and scatters the logits' gradients back, as DataParallel computes the loss on "
     "its first GPU: rank 0's memory peak and step time grow with the world size; compare with "
     "ddp-local-loss (run with --nproc 2 or more; gloo on CPU, nccl on GPUs)."
 )
-
-WIDTH, CLASSES, BATCH = 64, 4096, 128
-
-
-class Net(nn.Module):
-    def __init__(self, width: int = WIDTH, classes: int = CLASSES) -> None:
-        super().__init__()
-        self.body = nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.Linear(width, width), nn.GELU())
-        self.head = nn.Linear(width, classes)
-
-    def forward(self, x: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
-        """The logits; `target` is for train_step (example_inputs passes both)."""
-        return self.head(self.body(x))
-
-
-def rank() -> int:
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-
-
-def build_model() -> nn.Module:
-    torch.manual_seed(0)
-    return Net()
-
-
-def example_inputs() -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(1 + rank())
-    return torch.randn(BATCH, WIDTH, generator=gen), torch.randint(0, CLASSES, (BATCH,), generator=gen)
-
-
-_state: dict[int, tuple[nn.Module, torch.optim.Optimizer]] = {}
-
-
-def wrapped(model: nn.Module) -> tuple[nn.Module, torch.optim.Optimizer]:
-    if id(model) not in _state:
-        model.train()
-        ddp = nn.parallel.DistributedDataParallel(model) if dist.is_initialized() else model
-        _state[id(model)] = (ddp, torch.optim.SGD(model.parameters(), lr=1e-3))
-    return _state[id(model)]
-
 
 def gathered_loss_grad(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """The loss's gradient for this rank's logits, the loss computed on rank 0 over every rank's
