@@ -10,7 +10,6 @@ when the window closes. The controllers keep what the events mean.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer
 
 from branchscope.profiling.run.protocol import PARENT_PID_ENV
+from branchscope.profiling.run.runner import json_objects
 
 #: How long a stopped child gets to clean up (kill its worker, write its files) before SIGKILL.
 CANCEL_GRACE_MS = 3000
@@ -95,29 +95,21 @@ class JsonLinesProcess(QObject):
     def _read_stdout(self) -> None:
         self._stdout += bytes(self.process.readAllStandardOutput())
         *lines, self._stdout = self._stdout.split(b"\n")
-        for line in lines:
-            self._line(line)
+        self._lines(lines)
 
     def _read_stderr(self) -> None:
         self._stderr += bytes(self.process.readAllStandardError())
         if len(self._stderr) > 2 * STDERR_KEEP:
             self._stderr = self._stderr[-STDERR_KEEP:]
 
-    def _line(self, line: bytes) -> None:
-        line = line.strip()
-        if not line.startswith(b"{"):
-            return
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return
-        if isinstance(event, dict):
+    def _lines(self, lines: list[bytes]) -> None:
+        for event in json_objects(lines):  # the runner's own reading of the same protocol
             self._on_event(event)
 
     def _finished(self, code: int, status: QProcess.ExitStatus) -> None:
         self._read_stdout()
         if self._stdout:  # a last line without its newline
-            self._line(self._stdout)
+            self._lines([self._stdout])
             self._stdout = b""
         self._read_stderr()
         self._on_ended(code, status)

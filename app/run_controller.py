@@ -24,7 +24,16 @@ from typing import Any
 from PySide6.QtCore import QObject, QProcess, Signal
 
 from branchscope.app.jsonl_process import CANCEL_GRACE_MS, JsonLinesProcess
-from branchscope.app.runs import RANK_TRACE, RUN_NAME, SESSION_NAME, Entry, RunSpec, runs_root, saved_runs
+from branchscope.app.runs import (
+    RANK_TRACE,
+    RUN_NAME,
+    SESSION_NAME,
+    Entry,
+    RunSpec,
+    runs_root,
+    saved_runs,
+    subfolders,
+)
 from branchscope.profiling.run.protocol import RUNNER_MODULE, python_command
 
 __all__ = ["CANCEL_GRACE_MS", "FinishedRun", "RunController", "RunSpec", "default_runs_dir", "prune_runs"]
@@ -83,23 +92,13 @@ def prune_runs(session_dir: Path, keep: int) -> None:
     are never followed, and a folder that cannot be read or removed is skipped, never an error.
     """
     session_name, run_name = SESSION_NAME, RUN_NAME
-
-    def folders(parent: Path, name: re.Pattern[str]) -> list[Path]:
-        try:
-            with os.scandir(parent) as entries:
-                return [
-                    Path(e.path) for e in entries if name.fullmatch(e.name) and e.is_dir(follow_symlinks=False)
-                ]
-        except OSError:
-            return []
-
     root = session_dir.parent
     # Sessions of windows still open are left alone: their runs are on screen (and reloaded
     # from disk when selected again).
-    sessions = [d for d in folders(root, session_name) if d != session_dir and not _session_alive(d)]
+    sessions = [d for d in subfolders(root, session_name) if d != session_dir and not _session_alive(d)]
     runs: list[tuple[float, Path]] = []
     for session in sessions:
-        for run in folders(session, run_name):
+        for run in subfolders(session, run_name):
             try:
                 runs.append((run.lstat().st_mtime, run))
             except OSError:

@@ -560,7 +560,8 @@ def _run_entry(folder: Path, run: dict[str, Any]) -> Entry:
     return Entry(label, trace, spec=spec_from_run(run), run=run)
 
 
-def _subfolders(parent: Path, name: re.Pattern[str]) -> list[Path]:
+def subfolders(parent: Path, name: re.Pattern[str]) -> list[Path]:
+    """The folders right in `parent` whose names match `name` (links never followed; [] if unreadable)."""
     try:
         with os.scandir(parent) as entries:
             return [
@@ -578,10 +579,10 @@ def saved_runs(root: Path, *, exclude: Path | None = None) -> list[Entry]:
     and its trace are skipped, links are never followed, and nothing is written.
     """
     found: list[tuple[float, str, Entry]] = []
-    for session in _subfolders(Path(root), SESSION_NAME):
+    for session in subfolders(Path(root), SESSION_NAME):
         if exclude is not None and session == Path(exclude):
             continue
-        for folder in _subfolders(session, RUN_NAME):
+        for folder in subfolders(session, RUN_NAME):
             run = read_run_json(folder)
             if run is None:
                 continue
