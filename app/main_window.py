@@ -213,6 +213,7 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(memory_page, "Memory")
         self.tabs.addTab(self.compare_view, "Compare")
         self.tabs.addTab(self.sweep_panel, "Sweep")
+        self.tabs.setTabEnabled(self.tabs.indexOf(memory_page), False)  # until a trace with memory is shown
         # The side panels belong to the run shown: the Compare and Sweep tabs get their room.
         self.tabs.currentChanged.connect(lambda index: self.side_panel.setVisible(index == 0))
 

@@ -83,6 +83,7 @@ class SweepPanel(QWidget):
         self.intra_edit = QLineEdit(counts)
         for edit in (self.interop_edit, self.intra_edit):
             edit.setToolTip("thread counts separated by commas, e.g. 1,2,4")
+            edit.setMaximumWidth(240)  # a few numbers, not the tab's width
         self.start_button = QPushButton("Start sweep")
         self.start_button.clicked.connect(self.start)
         self.cancel_button = QPushButton("Cancel")
