@@ -44,7 +44,7 @@ import sys
 import time
 import zlib
 from collections.abc import Callable
-from operator import attrgetter
+from operator import attrgetter, is_not
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -914,7 +914,9 @@ def _known(values: list[Any]) -> np.ndarray:
     """Where `values` is not None."""
     if None not in values:
         return np.ones(len(values), dtype=bool)
-    return np.fromiter(map(None.__ne__, values), dtype=bool, count=len(values))
+    # is_not(None, v) is a real bool; None.__ne__(v) returned NotImplemented for every value that
+    # is not None, which only worked through NotImplemented's truth value (deprecated in Python 3.9).
+    return np.fromiter(map(is_not, itertools.repeat(None), values), dtype=bool, count=len(values))
 
 
 def _int64_or_none(values: list[int | None], what: str, missing: int) -> np.ndarray:
