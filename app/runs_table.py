@@ -320,5 +320,6 @@ class RunsView(QTreeView):
     def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 (Qt API)
         index = self.indexAt(event.pos())
         menu = self.context_menu(index.row() if index.isValid() else -1)
-        menu.exec(event.globalPos())
-        menu.deleteLater()
+        # popup, not exec: no nested event loop, which nothing in Python could interrupt
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        menu.popup(event.globalPos())

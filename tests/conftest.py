@@ -19,8 +19,11 @@ SHARED_TRACES = PROJECT_ROOT.parent / "shared" / "traces"
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs a test (or a window or CLI it starts) keeps go to a cache of the test's own, never the
-    user's ~/.cache/branchscope, so a test neither reads nor prunes nor fills the real runs folder."""
+    user's ~/.cache/branchscope, so a test neither reads nor prunes nor fills the real runs folder;
+    and a window it starts in a new process keeps its settings (recent files) in a folder of the
+    test's own, never the user's ~/.config/branchscope."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
 
 
 @pytest.fixture(scope="session")
