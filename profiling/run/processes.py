@@ -17,33 +17,15 @@ worker's reaper kills the group and every process carrying the token (see branch
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 
+# Re-exported: the run engine imports them from here.
+from branchscope.profiling.linux import set_child_subreaper as set_child_subreaper
+from branchscope.profiling.linux import set_death_signal as set_death_signal
 from branchscope.profiling.run.protocol import RUN_TOKEN_ENV
 
 PROCESSES_MODULE = "branchscope.profiling.run.processes"
-
-_PR_SET_PDEATHSIG = 1
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-def _prctl(option: int, value: int) -> bool:
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl(option, int(value), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def set_death_signal(signum: int) -> bool:
-    """Linux: the kernel sends `signum` to this process when its parent (thread) dies; False where unsupported."""
-    return _prctl(_PR_SET_PDEATHSIG, signum)
-
-
-def set_child_subreaper(on: bool = True) -> bool:
-    """Linux: orphaned descendants are re-parented to this process instead of init; False where unsupported."""
-    return _prctl(_PR_SET_CHILD_SUBREAPER, 1 if on else 0)
 
 
 def processes_with_token(token: str, also: tuple[str, ...] = ()) -> list[int]:

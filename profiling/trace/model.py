@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any, Literal
 
 import numpy as np
@@ -174,7 +174,8 @@ class Trace:
     counters: list[CounterTrack] = field(default_factory=list)
     #: Top-level trace keys other than traceEvents (deviceProperties, distributedInfo, ...).
     metadata: dict[str, Any] = field(default_factory=dict)
-    #: Per-event raw JSON of `args` (msgspec.Raw or bytes or dict), decoded on demand; None if absent.
+    #: Per event, its whole JSON text (msgspec.Raw or bytes), whose `args` are decoded on demand, or
+    #: its args as a dict; None if absent.
     _raw_args: list[Any] | None = None
     #: Binds the trace's flow events to its events, called once by `flows` (the reader gives it;
     #: None where the trace has no flows).
@@ -221,7 +222,8 @@ class Trace:
         return self.names[int(self.name_id[i])]
 
     def event_args(self, i: int) -> dict[str, Any]:
-        """The event's `args`, decoded now: reading them at load time would double load time."""
+        """The event's `args`, read now from the event's text: reading them at load time would
+        double load time."""
         if self._raw_args is None:
             return {}
         raw = self._raw_args[i]
@@ -232,8 +234,8 @@ class Trace:
         import msgspec
 
         try:
-            value = msgspec.json.decode(raw)
-        except msgspec.DecodeError:
+            value = _args_of_event().decode(raw).args
+        except (msgspec.DecodeError, msgspec.ValidationError):
             return {}
         return value if isinstance(value, dict) else {}
 
@@ -369,6 +371,17 @@ def _nests_properly(start: np.ndarray, end: np.ndarray, depth: np.ndarray) -> bo
         if row.size > 1 and np.any(start[row[1:]] < end[row[:-1]]):
             return False
     return True
+
+
+@cache
+def _args_of_event() -> Any:
+    """A decoder of an event's text that reads only its `args` (msgspec is imported on first use)."""
+    import msgspec
+
+    class _ArgsOf(msgspec.Struct):
+        args: Any = None
+
+    return msgspec.json.Decoder(_ArgsOf)
 
 
 def build_trace(

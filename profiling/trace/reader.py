@@ -56,6 +56,7 @@ try:  # ISA-L inflates ~1.5x faster than zlib; the stdlib stays the fallback.
 except ImportError:  # pragma: no cover - isal is a declared dependency
     _GzipFile = gzip.GzipFile  # type: ignore[misc,assignment]
 
+from branchscope.profiling.trace import forked
 from branchscope.profiling.trace.flows import bind_flows
 from branchscope.profiling.trace.model import (
     ROLE_ORDER,
@@ -108,6 +109,9 @@ _MAX_ABS_NS = 1 << 61
 
 
 class _Event(msgspec.Struct, gc=False):
+    """What the load reads of every event. `args` are read from the event's own text when needed
+    (`_WithArgs`, `Trace.event_args`), never at load for complete events."""
+
     ph: str = ""
     name: str = ""
     cat: str = ""
@@ -115,6 +119,9 @@ class _Event(msgspec.Struct, gc=False):
     tid: int | str = 0
     ts: Any = None
     dur: Any = None
+
+
+class _WithArgs(_Event, gc=False):
     args: msgspec.Raw = msgspec.Raw()  # empty when absent
 
 
@@ -147,18 +154,26 @@ class _MemoryArgs(msgspec.Struct, gc=False):
     addr: int | None = msgspec.field(name="Addr", default=None)
 
 
+class _MemoryEvent(msgspec.Struct, gc=False):
+    ts: Any = None
+    pid: int | str = 0
+    tid: int | str = 0
+    args: _MemoryArgs = msgspec.field(default_factory=_MemoryArgs)
+
+
 #: float_hook=str keeps a float's digits so that ns decimals of µs timestamps survive: a float64 µs
 #: timestamp near 1.7e15 resolves only 0.25 µs; the text resolves 1 ns.
 _FILE_DECODER = msgspec.json.Decoder(_TraceFile, float_hook=str)
 _LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 _EVENT_DECODER = msgspec.json.Decoder(_Event, float_hook=str)
+_WITH_ARGS_DECODER = msgspec.json.Decoder(_WithArgs, float_hook=str)
+_MEMORY_EVENT_DECODER = msgspec.json.Decoder(_MemoryEvent, float_hook=str)
 _FLOW_DECODER = msgspec.json.Decoder(_FlowEvent, float_hook=str)
 #: Events decoded into structs at a time. The file is first split into one Raw slice per event
 #: (a fast scan), then decoded chunk by chunk, so only one chunk of structs is alive at once:
 #: this keeps peak memory near 1.5x the JSON instead of 3.5x. A chunk small enough to stay in
 #: the CPU's cache while its columns are taken is 1.7x faster than one of 32768 events.
 _CHUNK = 4096
-_MEMORY_DECODER = msgspec.json.Decoder(list[_MemoryArgs])
 _ANY_DECODER = msgspec.json.Decoder()
 
 
@@ -664,32 +679,84 @@ _COMPLETE, _META, _COUNTER, _FLOW, _MEMORY = 1, 2, 3, 4, 5
 _get_ph, _get_name, _get_cat = attrgetter("ph"), attrgetter("name"), attrgetter("cat")
 _get_pid, _get_key = attrgetter("pid"), attrgetter("pid", "tid")
 _get_ts, _get_dur, _get_args = attrgetter("ts"), attrgetter("dur"), attrgetter("args")
+#: From this many events on, a forked child decodes the second half while this process decodes the
+#: first (`forked.ForkedCall`): below it, forking and sending columns back cost more than they save.
+PARALLEL_MIN_EVENTS = 150_000
 
 
 def _picked(items: list[Any], index: np.ndarray) -> list[Any]:
     return list(map(items.__getitem__, index.tolist()))
 
 
-def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _Progress) -> Trace:
+class _Part(msgspec.Struct, gc=False):
+    """What one range of a trace's events decodes to: complete events as columns (ids into the
+    part's own tables), `[memory]` events as columns, and where the other events are (positions in
+    the trace's event list) for the few that are read later. Sent from the forked child as msgpack,
+    columns as bytes (`encode`/`decode`): no pickle, nothing that runs code."""
+
+    keys: list[tuple[Any, Any]]
+    names: list[str]
+    cats: list[str]
+    columns: dict[str, Any]  # key_id, name_id, cat_id, start, dur, index (complete events)
+    memory: dict[str, Any]  # `_memory_columns`, empty without [memory] events
+    meta: Any  # positions of metadata, counter and flow events
+    counter: Any
+    flow: Any
+
+    def encode(self) -> bytes:
+        def raw(columns: dict[str, np.ndarray]) -> dict[str, tuple[str, bytes]]:
+            return {k: (v.dtype.str, v.tobytes()) for k, v in columns.items()}
+
+        return msgspec.msgpack.encode(
+            msgspec.structs.replace(
+                self,
+                columns=raw(self.columns),
+                memory=raw(self.memory),
+                meta=self.meta.tobytes(),
+                counter=self.counter.tobytes(),
+                flow=self.flow.tobytes(),
+            )
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> _Part:
+        part = msgspec.msgpack.decode(data, type=cls)
+
+        def arrays(columns: dict[str, Any]) -> dict[str, np.ndarray]:
+            return {k: np.frombuffer(b, dtype=np.dtype(t)) for k, (t, b) in columns.items()}
+
+        return msgspec.structs.replace(
+            part,
+            columns=arrays(part.columns),
+            memory=arrays(part.memory),
+            meta=np.frombuffer(part.meta, dtype=np.int64),
+            counter=np.frombuffer(part.counter, dtype=np.int64),
+            flow=np.frombuffer(part.flow, dtype=np.int64),
+        )
+
+
+def _joined(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
+
+
+def _decode_range(raw_events: list[Any], lo: int, hi: int, report: Callable[[float], None]) -> _Part:
+    """Decode events lo..hi-1 of the trace, `_CHUNK` at a time (see `_CHUNK`); `report(fraction)`
+    before each chunk. Reads `raw_events` and never changes it (a forked child runs this too)."""
     memory_parts: list[dict[str, np.ndarray]] = []
-    counter_events: list[_Event] = []
-    meta_events: list[_Event] = []
-    flow_raws: list[msgspec.Raw] = []
+    meta_at: list[np.ndarray] = []
+    counter_at: list[np.ndarray] = []
+    flow_at: list[np.ndarray] = []
     key_intern, name_intern, cat_intern = _Interner(), _Interner(), _Interner()
-    key_parts, name_parts, cat_parts, start_parts, dur_parts = [], [], [], [], []
-    raw_args: list[msgspec.Raw] = []
-    total = len(raw_events)
-    for c in range(0, total, _CHUNK):
-        report("events", c / total)
-        chunk_raws = raw_events[c : c + _CHUNK]
-        # Each event's Raw is dropped once decoded (the text stays; flows keep theirs).
-        raw_events[c : c + _CHUNK] = [None] * len(chunk_raws)
+    key_parts, name_parts, cat_parts, start_parts, dur_parts, at_parts = [], [], [], [], [], []
+    for c in range(lo, hi, _CHUNK):
+        report((c - lo) / (hi - lo))
+        chunk_raws = raw_events[c : min(c + _CHUNK, hi)]
         chunk = list(map(_EVENT_DECODER.decode, chunk_raws))
         # Sort events by kind with maps and numpy rather than a Python loop over events.
         kinds = np.fromiter(
             map(_KIND_OF_PHASE.get, map(_get_ph, chunk), itertools.repeat(0)), dtype=np.int8, count=len(chunk)
         )
-        flow_raws += _picked(chunk_raws, np.flatnonzero(kinds == _FLOW))
+        flow_at.append(np.flatnonzero(kinds == _FLOW) + c)
         # Instant, metadata and counter events: "[memory]" by name (flows are never memory).
         other = np.flatnonzero((kinds != _COMPLETE) & (kinds != _FLOW))
         if other.size:
@@ -698,16 +765,19 @@ def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _
             other_kind = kinds[other]
             other_kind[is_memory] = _MEMORY
             if is_memory.any():
-                memory_parts.append(_memory_columns(_picked(others, np.flatnonzero(is_memory))))
-            meta_events += _picked(others, np.flatnonzero(other_kind == _META))
-            counter_events += _picked(others, np.flatnonzero(other_kind == _COUNTER))
-        complete = _picked(chunk, np.flatnonzero(kinds == _COMPLETE))
+                memory_parts.append(_memory_columns(_picked(chunk_raws, other[is_memory])))
+            meta_at.append(other[other_kind == _META] + c)
+            counter_at.append(other[other_kind == _COUNTER] + c)
+        at = np.flatnonzero(kinds == _COMPLETE)
+        complete = _picked(chunk, at)
         del chunk, chunk_raws
         try:
             np.array(list(map(_get_pid, complete)), dtype=np.int64)
         except (ValueError, TypeError, OverflowError):
             # Pseudo processes ("Spans", "Traces") have string pids: not real lanes.
-            complete = [e for e in complete if type(e.pid) is int or _real_id(e.pid) is not None]
+            real = [k for k, e in enumerate(complete) if type(e.pid) is int or _real_id(e.pid) is not None]
+            complete, at = _picked(complete, np.array(real, dtype=np.int64)), at[real]
+        at_parts.append(at + c)
         key_parts.append(key_intern.ids(list(map(_get_key, complete))))
         name_parts.append(name_intern.ids(list(map(_get_name, complete))))
         cat_parts.append(cat_intern.ids(list(map(_get_cat, complete))))
@@ -716,22 +786,96 @@ def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _
         if None in durations:
             durations = [0 if d is None else d for d in durations]
         dur_parts.append(_ns_column(durations, "duration"))
-        raw_args += map(_get_args, complete)  # an empty Raw means no args
         del complete
+    memory = {k: np.concatenate([m[k] for m in memory_parts]) for k in memory_parts[0]} if memory_parts else {}
+    return _Part(
+        keys=list(key_intern.table),
+        names=list(name_intern.table),
+        cats=list(cat_intern.table),
+        columns={
+            "key_id": _joined(key_parts, np.int32),
+            "name_id": _joined(name_parts, np.int32),
+            "cat_id": _joined(cat_parts, np.int32),
+            "start": _joined(start_parts, np.int64),
+            "dur": _joined(dur_parts, np.int64),
+            "index": _joined(at_parts, np.int64),
+        },
+        memory=memory,
+        meta=_joined(meta_at, np.int64),
+        counter=_joined(counter_at, np.int64),
+        flow=_joined(flow_at, np.int64),
+    )
 
-    def joined(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
-        return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
 
-    key_ids_arr = joined(key_parts, np.int64)
-    name_id = joined(name_parts, np.int32)
-    cat_id = joined(cat_parts, np.int32)
-    start_ns = joined(start_parts, np.int64)
-    dur_ns = joined(dur_parts, np.int64)
+def _decode_events(raw_events: list[Any], report: _Progress) -> list[_Part]:
+    """All events as parts in order: one, or with a large trace and a second core, two (the
+    second decoded by a forked child, or here when the child fails: then errors are ours)."""
+    total = len(raw_events)
+    helper = None
+    if total >= PARALLEL_MIN_EVENTS and forked.cores() >= 2:
+        mid = total // 2
+        helper = forked.ForkedCall.start(lambda: _decode_range(raw_events, mid, total, lambda _f: None).encode())
+    if helper is None:
+        return [_decode_range(raw_events, 0, total, lambda f: report("events", f))]
+    try:
+        first = _decode_range(raw_events, 0, mid, lambda f: report("events", 0.9 * f))
+        report("events", 0.9)
+        second = _received_part(helper.result())
+        if second is None:
+            second = _decode_range(raw_events, mid, total, lambda f: report("events", 0.9 + 0.1 * f))
+        return [first, second]
+    finally:
+        helper.stop()
+
+
+def _received_part(data: bytes | None) -> _Part | None:
+    """The child's part, or None if it sent none or something else."""
+    if data is None:
+        return None
+    try:
+        return _Part.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError):
+        return None
+
+
+def _merge_parts(parts: list[_Part]) -> tuple[dict[Any, int], list[str], list[str], dict[str, np.ndarray]]:
+    """One set of tables and columns from parts in order: each later part's ids are mapped into
+    the first part's tables (grown by the values it lacks)."""
+    key_table: dict[Any, int] = {k: i for i, k in enumerate(parts[0].keys)}
+    name_table: dict[Any, int] = {k: i for i, k in enumerate(parts[0].names)}
+    cat_table: dict[Any, int] = {k: i for i, k in enumerate(parts[0].cats)}
+    columns: dict[str, list[np.ndarray]] = {k: [v] for k, v in parts[0].columns.items()}
+    for part in parts[1:]:
+        tables: tuple[tuple[dict[Any, int], list[Any], str], ...] = (
+            (key_table, part.keys, "key_id"),
+            (name_table, part.names, "name_id"),
+            (cat_table, part.cats, "cat_id"),
+        )
+        for table, values, column in tables:
+            ids = np.array([table.setdefault(v, len(table)) for v in values], dtype=np.int32)
+            columns[column].append(ids[part.columns[column]] if ids.size else part.columns[column])
+        for k in ("start", "dur", "index"):
+            columns[k].append(part.columns[k])
+    return key_table, list(name_table), list(cat_table), {k: np.concatenate(v) for k, v in columns.items()}
+
+
+def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _Progress) -> Trace:
+    parts = _decode_events(raw_events, report)
+    raw_keys, names, cats, col = _merge_parts(parts)
+    key_ids_arr, name_id, cat_id, start_ns, dur_ns = (
+        col["key_id"], col["name_id"], col["cat_id"], col["start"], col["dur"]
+    )  # fmt: skip
     if dur_ns.size and dur_ns.min() < 0:
         raise TraceFormatError(f"{path}: negative duration in a complete event")
-    raw_keys = key_intern.table
-    names = list(name_intern.table)
-    cats = list(cat_intern.table)
+    # Complete events keep their whole text for `args` (read on demand); the rest is dropped.
+    raw_args = _picked(raw_events, col["index"])
+    flow_raws = _picked(raw_events, np.concatenate([p.flow for p in parts]))
+    meta_events = list(map(_WITH_ARGS_DECODER.decode, _picked(raw_events, np.concatenate([p.meta for p in parts]))))
+    counter_raws = _picked(raw_events, np.concatenate([p.counter for p in parts]))
+    counter_events = list(map(_WITH_ARGS_DECODER.decode, counter_raws))
+    raw_events.clear()
+    memory_parts = [p.memory for p in parts if p.memory]
+    del parts, col, counter_raws
     synthetic_tids: dict[str, int] = {}
 
     report("memory", 0.0)
@@ -815,7 +959,7 @@ def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _
     return trace
 
 
-def _decode_args(events: list[_Event]) -> list[Any]:
+def _decode_args(events: list[_WithArgs]) -> list[Any]:
     """Decode many events' args in one call: one JSON array is far cheaper than N decodes."""
     if not events:
         return []
@@ -824,7 +968,7 @@ def _decode_args(events: list[_Event]) -> list[Any]:
 
 
 def _read_metadata_events(
-    meta_events: list[_Event],
+    meta_events: list[_WithArgs],
 ) -> tuple[dict[int, str], dict[tuple[int, int], list[str]]]:
     process_labels: dict[int, str] = {}
     thread_names: dict[tuple[int, int], list[str]] = {}
@@ -883,16 +1027,13 @@ def _real_ids(values: list[Any]) -> np.ndarray:
         return np.array([-1 if (r := _real_id(v)) is None else r for v in values], dtype=np.int64)
 
 
-def _memory_columns(events: list[_Event]) -> dict[str, np.ndarray]:
-    """One chunk's `[memory]` events as columns (their args decoded in one batch)."""
-    raws = list(map(_get_args, events))
-    if not all(raws):  # an event without args: {} (every field has its default)
-        raws = [r if len(r) else b"{}" for r in raws]
+def _memory_columns(raws: list[msgspec.Raw]) -> dict[str, np.ndarray]:
+    """`[memory]` events (their texts) as columns."""
     try:
-        args = _MEMORY_DECODER.decode(b"[" + b",".join(raws) + b"]")
+        events = list(map(_MEMORY_EVENT_DECODER.decode, raws))
     except msgspec.ValidationError as exc:
-        raise ValueError(f"[memory] event args: {exc}") from None
-    del raws
+        raise ValueError(f"[memory] event: {exc}") from None
+    args = list(map(_get_args, events))
     totals = list(map(_get_total, args))
     reserved = list(map(_get_reserved, args))
     return {
@@ -984,7 +1125,7 @@ def _memory_series(parts: list[dict[str, np.ndarray]], metadata: dict[str, Any] 
     return series
 
 
-def _counter_tracks(events: list[_Event]) -> list[CounterTrack]:
+def _counter_tracks(events: list[_WithArgs]) -> list[CounterTrack]:
     if not events:
         return []
     ts = _ns_column([e.ts for e in events], "counter timestamp")
