@@ -4,13 +4,15 @@ value, clicks saying which op holds the memory (pytest-qt, offscreen)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QApplication
 
 from branchscope.profiling import load_trace
 from branchscope.profiling.trace.memory import analyze_memory
-from branchscope.widgets.memory_table import BEFORE, NEVER_FREED, MemoryTable
+from branchscope.widgets.memory_table import BEFORE, COLUMNS, NEVER_FREED, MemoryTable, note_of
 from tests.gui_helpers import show
 from tests.test_gui_memory import T0_US, GiB, MiB, write_four_gpu_trace
 
@@ -29,7 +31,7 @@ def _table(qtbot) -> MemoryTable:
 
 
 def _texts(view: MemoryTable, col: int) -> list[str]:
-    proxy = view.proxy
+    proxy = view.model
     return [proxy.index(r, col).data() for r in range(proxy.rowCount())]
 
 
@@ -49,7 +51,7 @@ def test_a_devices_allocations_flag_the_never_freed_and_the_pre_profile_frees(qt
         ("(before profiling)", BEFORE),
         ("aten::empty", NEVER_FREED),
     ]
-    tints = [view.proxy.index(r, 0).data(Qt.ItemDataRole.BackgroundRole) for r in range(3)]
+    tints = [view.model.index(r, 0).data(Qt.ItemDataRole.BackgroundRole) for r in range(3)]
     assert tints[0] is not None and tints[1] is None and tints[2] is not None
     caption = view.caption.text()
     assert (
@@ -94,11 +96,59 @@ def test_a_row_click_says_which_op_holds_the_memory(qtbot, four):
     view = _table(qtbot)
     view.set_analysis(analysis, "cuda:0", None, None, T0)
     QApplication.processEvents()
-    row = next(r for r in range(view.proxy.rowCount()) if view.proxy.index(r, 0).data() == "aten::nll_loss")
-    rect = view.view.visualRect(view.proxy.index(row, 1))
+    row = next(r for r in range(view.model.rowCount()) if view.model.index(r, 0).data() == "aten::nll_loss")
+    rect = view.view.visualRect(view.model.index(row, 1))
     with qtbot.waitSignal(view.whereActivated) as where, qtbot.waitSignal(view.eventActivated) as event:
         qtbot.mouseClick(view.view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert where.args == ["aten::nll_loss"]
     assert trace.names[trace.name_id[event.args[0]]] == "aten::nll_loss"
     view.set_analysis(None, None)
-    assert view.proxy.rowCount() == 0 and view.caption.text() == ""
+    assert view.model.rowCount() == 0 and view.caption.text() == ""
+
+
+def _python_key(a, column: int):
+    """What each column sorts by, as the values say (the text would put "1 GiB" before "768 MiB")."""
+    inf = float("inf")
+    return [
+        a.where.lower(),
+        a.bytes,
+        -inf if a.alloc_ns is None else a.alloc_ns,
+        inf if a.free_ns is None else a.free_ns,
+        inf if a.lifetime_ns is None else a.lifetime_ns,
+        {"": 0, BEFORE: 1, NEVER_FREED: 2}[note_of(a)],
+    ][column]
+
+
+@pytest.mark.parametrize("device", ["cuda:0", "cuda:1", "cuda:2"])
+def test_every_column_sorts_by_its_values_both_ways(qtbot, four, device):
+    trace, analysis = four
+    view = _table(qtbot)
+    view.set_analysis(analysis, device, None, None, T0)
+    for column in range(len(COLUMNS)):
+        for order in (Qt.SortOrder.AscendingOrder, Qt.SortOrder.DescendingOrder):
+            view.view.sortByColumn(column, order)
+            keys = [_python_key(a, column) for a in view.rows()]
+            assert keys == sorted(keys, reverse=order == Qt.SortOrder.DescendingOrder), (column, order)
+
+
+def _many_allocations(path, n: int):
+    """n blocks on cuda:0, each allocated then freed, inside one op."""
+    events = [{"ph": "X", "name": "big op", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 0, "dur": 4 * n + 10}]
+    for k in range(n):
+        common = {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "s": "t"}
+        events.append({**common, "ts": 1 + 4 * k, "args": {"Device Type": 1, "Device Id": 0, "Bytes": 512 + k, "Addr": 4096 * (k + 1)}})  # fmt: skip
+        events.append({**common, "ts": 3 + 4 * k, "args": {"Device Type": 1, "Device Id": 0, "Bytes": -512 - k, "Addr": 4096 * (k + 1)}})  # fmt: skip
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_a_hundred_thousand_allocations_build_only_the_rows_on_screen(qtbot, tmp_path):
+    trace = load_trace(_many_allocations(tmp_path / "many.json", 100_000))
+    analysis = analyze_memory(trace)
+    view = _table(qtbot)
+    view.set_analysis(analysis, "cuda:0")
+    QApplication.processEvents()
+    assert view.model.rowCount() == 100_000 and "100000 allocations alive" in view.caption.text()
+    assert 0 < len(view.model._built) < 2_000  # what was painted and measured, not every row
+    view.view.sortByColumn(1, Qt.SortOrder.DescendingOrder)
+    assert view.model.allocation(0).bytes == 512 + 99_999 and view.model.allocation(99_999).bytes == 512

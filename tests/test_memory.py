@@ -6,7 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from branchscope.profiling import load_trace
 from branchscope.profiling.trace.memory import BEFORE_PROFILING, NO_OP, analyze_memory
@@ -233,3 +236,19 @@ def test_public_trace_peak_and_what_holds_it(shared_traces: Path) -> None:
     assert {a.where: a.bytes for a in cuda.at_peak if a.where != BEFORE_PROFILING} == ops
     assert all(a.where == trace.event_name(a.event) for a in live if a.event >= 0)
     assert [ln.tid for ln in trace.lanes if ln.kind == "cpu"]  # allocations come from real threads
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(-(1 << 40), 1 << 40), st.integers(-(1 << 40), 1 << 40)) | st.tuples(st.integers(-3, 20), st.integers(-1, 8)),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_device_pairs_are_the_distinct_rows_in_order(rows):
+    from branchscope.profiling.trace.reader import _device_pairs
+
+    t, i = (np.array(c, dtype=np.int64) for c in zip(*rows))
+    pairs, which = _device_pairs(t, i)
+    want, want_which = np.unique(np.stack([t, i], axis=1), axis=0, return_inverse=True)
+    assert np.array_equal(pairs, want) and np.array_equal(which, want_which.reshape(-1))

@@ -7,23 +7,21 @@ its text); clicking a row says which op holds the memory (`whereActivated`, `eve
 
 from __future__ import annotations
 
+import numpy as np
 from PySide6.QtCore import (
     QAbstractTableModel,
     QModelIndex,
     QPersistentModelIndex,
-    QSortFilterProxyModel,
     Qt,
     Signal,
 )
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QTableView, QVBoxLayout, QWidget
 
-from branchscope.profiling.trace.memory import Allocation, MemoryAnalysis
+from branchscope.profiling.trace.memory import Allocation, AllocationColumns, MemoryAnalysis
 from branchscope.widgets.units import format_bytes, format_duration, format_offset
 
 COLUMNS = ["op", "bytes", "allocated at", "freed at", "lifetime", "note"]
-#: What a row sorts by (numbers, not text).
-SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 #: A flagged row's tint: readable under light and dark text alike.
 FLAG_TINT = QColor(232, 163, 61, 70)
 NEVER_FREED = "never freed in the profile"
@@ -40,23 +38,77 @@ def note_of(a: Allocation) -> str:
 
 
 class AllocationModel(QAbstractTableModel):
-    """Allocations as rows (see the module docstring); times shown from `origin_ns`."""
+    """Allocations as rows (see the module docstring); times shown from `origin_ns`.
+
+    Rows are numbers into the analysis's columns (`MemoryAnalysis.rows_in_range`): a row's
+    `Allocation` is built only when the view asks for it, and sorting is one numpy argsort over
+    the columns, so a range of a million allocations shows and sorts in a blink."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.allocations: list[Allocation] = []
+        self.analysis: MemoryAnalysis | None = None
+        self.device = ""
+        self.order = np.zeros(0, dtype=np.int64)  # shown rows, top to bottom
         self.origin_ns = 0
         self.where_title = "op"
+        self._built: dict[int, Allocation] = {}
 
-    def set_allocations(self, allocations: list[Allocation], origin_ns: int, where_title: str = "op") -> None:
+    def set_rows(
+        self, analysis: MemoryAnalysis | None, device: str, rows: np.ndarray, origin_ns: int, where_title: str = "op"
+    ) -> None:
         self.beginResetModel()
-        self.allocations = list(allocations)
+        self.analysis, self.device = analysis, device
+        self.order = np.asarray(rows, dtype=np.int64)
         self.origin_ns = int(origin_ns)
         self.where_title = where_title
+        self._built = {}
         self.endResetModel()
 
+    def allocation(self, r: int) -> Allocation:
+        """The allocation shown on row r."""
+        row = int(self.order[r])
+        a = self._built.get(row)
+        if a is None:
+            assert self.analysis is not None
+            if len(self._built) > 4096:  # only what was on screen lately
+                self._built.clear()
+            a = self._built[row] = self.analysis.allocation(self.device, row)
+        return a
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        """Sort by a column's values (not its text); ties keep their order."""
+        cols = self.analysis.columns(self.device) if self.analysis is not None else None
+        if cols is None or self.order.size < 2:
+            return
+        key = self._sort_key(cols, self.order, column)
+        descending = order == Qt.SortOrder.DescendingOrder
+        perm = np.argsort(-key if descending else key, kind="stable")
+        self.layoutAboutToBeChanged.emit()
+        self.order = self.order[perm]
+        self.layoutChanged.emit()
+
+    def _sort_key(self, cols: AllocationColumns, rows: np.ndarray, column: int) -> np.ndarray:
+        before, never = cols.alloc_idx[rows] < 0, cols.free_idx[rows] < 0
+        if column == 0:  # by name, case-insensitive: the rank of each name among the analysis's
+            assert self.analysis is not None
+            lowered = [w.lower() for w in self.analysis.wheres]
+            rank = np.empty(len(lowered), dtype=np.int64)
+            rank[sorted(range(len(lowered)), key=lowered.__getitem__)] = np.arange(len(lowered))
+            return rank[cols.where_id[rows]]
+        if column == 1:
+            return cols.bytes[rows].astype(np.float64)
+        if column == 2:
+            return np.where(before, -_INF, cols.alloc_ns[rows].astype(np.float64))
+        if column == 3:
+            return np.where(never, _INF, cols.free_ns[rows].astype(np.float64))
+        if column == 4:
+            lifetime = (cols.free_ns[rows] - cols.alloc_ns[rows]).astype(np.float64)
+            return np.where(before | never, _INF, lifetime)
+        # The note, in the order of its text: none, then BEFORE, then NEVER_FREED.
+        return np.where(before, 1.0, np.where(never, 2.0, 0.0))
+
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008 (Qt API)
-        return 0 if parent.isValid() else len(self.allocations)
+        return 0 if parent.isValid() else int(self.order.size)
 
     def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008 (Qt API)
         return 0 if parent.isValid() else len(COLUMNS)
@@ -72,7 +124,7 @@ class AllocationModel(QAbstractTableModel):
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         if not index.isValid():
             return None
-        a = self.allocations[index.row()]
+        a = self.allocation(index.row())
         col = index.column()
         if role == Qt.ItemDataRole.DisplayRole:
             if col == 0:
@@ -85,18 +137,6 @@ class AllocationModel(QAbstractTableModel):
                 return self._offset(a.free_ns, "never freed")
             if col == 4:
                 return "—" if a.lifetime_ns is None else format_duration(a.lifetime_ns)
-            return note_of(a)
-        if role == SORT_ROLE:
-            if col == 0:
-                return a.where.lower()
-            if col == 1:
-                return a.bytes
-            if col == 2:
-                return -_INF if a.alloc_ns is None else float(a.alloc_ns)
-            if col == 3:
-                return _INF if a.free_ns is None else float(a.free_ns)
-            if col == 4:
-                return _INF if a.lifetime_ns is None else float(a.lifetime_ns)
             return note_of(a)
         if role == Qt.ItemDataRole.BackgroundRole and note_of(a):
             return FLAG_TINT
@@ -124,12 +164,9 @@ class MemoryTable(QWidget):
         self.caption = QLabel(self)
         self.caption.setWordWrap(True)
         self.model = AllocationModel(self)
-        self.proxy = QSortFilterProxyModel(self)
-        self.proxy.setSourceModel(self.model)
-        self.proxy.setSortRole(SORT_ROLE)
         self.view = QTableView(self)
-        self.view.setModel(self.proxy)
-        self.view.setSortingEnabled(True)
+        self.view.setModel(self.model)
+        self.view.setSortingEnabled(True)  # the header's clicks call `AllocationModel.sort`
         self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -158,7 +195,7 @@ class MemoryTable(QWidget):
         span), times from `origin_ns` (default: the trace's first event)."""
         self.analysis, self.device = analysis, device
         if analysis is None or device is None:
-            self.model.set_allocations([], 0)
+            self.model.set_rows(None, "", np.zeros(0, dtype=np.int64), 0)
             self.caption.setText("")
             return
         start, end = analysis.trace.span()
@@ -167,15 +204,17 @@ class MemoryTable(QWidget):
         origin = int(start) if origin_ns is None else int(origin_ns)
         series = analysis.series.get(device)
         sites = series is not None and series.site_id is not None
-        rows = analysis.in_range(device, lo, hi)
-        self.model.set_allocations(rows, origin, "allocation site" if sites else "op")
+        rows = analysis.rows_in_range(device, lo, hi)
+        self.model.set_rows(analysis, device, rows, origin, "allocation site" if sites else "op")
         self.view.sortByColumn(2, Qt.SortOrder.AscendingOrder)
+        cols = analysis.columns(device)
+        n = int(rows.size)
         words = [
             f"{device}, {format_offset(lo - origin)} to {format_offset(hi - origin)}:",
-            f"{len(rows)} allocation{'s' if len(rows) != 1 else ''} alive, {format_bytes(sum(a.bytes for a in rows))}",
+            f"{n} allocation{'s' if n != 1 else ''} alive, {format_bytes(int(cols.bytes[rows].sum()) if cols else 0)}",
         ]
-        never = sum(a.alloc_ns is not None and a.free_ns is None for a in rows)
-        before = sum(a.alloc_ns is None for a in rows)
+        before = int(np.count_nonzero(cols.alloc_idx[rows] < 0)) if cols else 0
+        never = int(np.count_nonzero((cols.alloc_idx[rows] >= 0) & (cols.free_idx[rows] < 0))) if cols else 0
         if never:
             words.append(f"· {never} never freed")
         if before:
@@ -186,10 +225,7 @@ class MemoryTable(QWidget):
 
     def rows(self) -> list[Allocation]:
         """The allocations as shown, top to bottom (sorted as the view is)."""
-        return [
-            self.model.allocations[self.proxy.mapToSource(self.proxy.index(r, 0)).row()]
-            for r in range(self.proxy.rowCount())
-        ]
+        return [self.model.allocation(r) for r in range(self.model.rowCount())]
 
     def flagged(self) -> list[tuple[Allocation, str]]:
         """The flagged rows, top to bottom, with what their note says."""
@@ -198,7 +234,7 @@ class MemoryTable(QWidget):
     def _activate(self, index: QModelIndex) -> None:
         if not index.isValid():
             return
-        a = self.model.allocations[self.proxy.mapToSource(index).row()]
+        a = self.model.allocation(index.row())
         self.whereActivated.emit(a.where)
         if a.event >= 0:
             self.eventActivated.emit(a.event)

@@ -115,7 +115,7 @@ def device_type_of(device: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Pairs:
+class AllocationColumns:
     """A device's allocations as columns, in time order (pre-profile frees first)."""
 
     alloc_idx: np.ndarray  # int64 index into the series; -1: allocated before profiling
@@ -194,7 +194,7 @@ class MemoryAnalysis:
         self.series: dict[str, MemorySeries] = {m.device: m for m in trace.memory}
         self.wheres: list[str] = [NO_OP, BEFORE_PROFILING]
         self._where_ids: dict[str, int] = {w: i for i, w in enumerate(self.wheres)}
-        self._pairs: dict[str, _Pairs] = {}
+        self._pairs: dict[str, AllocationColumns] = {}
         self.devices: list[DeviceMemory] = [self._device(m) for m in trace.memory]
         self.imbalance: list[Imbalance] = _imbalance(self.devices)
 
@@ -234,7 +234,7 @@ class MemoryAnalysis:
             alloc_idx, free_idx = _pair(series)
             where_id, event = self._where(series, alloc_idx)
             ts = series.ts_ns
-            pairs = _Pairs(
+            pairs = AllocationColumns(
                 alloc_idx=alloc_idx,
                 free_idx=free_idx,
                 alloc_ns=np.where(alloc_idx >= 0, ts[np.maximum(alloc_idx, 0)], _MIN),
@@ -267,11 +267,11 @@ class MemoryAnalysis:
         )
 
     @staticmethod
-    def _live_at_index(pairs: _Pairs, i: int) -> np.ndarray:
+    def _live_at_index(pairs: AllocationColumns, i: int) -> np.ndarray:
         """Rows live just after series event `i` (exact where several events share a time)."""
         return (pairs.alloc_idx <= i) & ((pairs.free_idx > i) | (pairs.free_idx < 0))
 
-    def _grouped(self, pairs: _Pairs, live: np.ndarray, unseen: int) -> tuple[AtPeak, ...]:
+    def _grouped(self, pairs: AllocationColumns, live: np.ndarray, unseen: int) -> tuple[AtPeak, ...]:
         """Live rows grouped by `where`, largest first; `unseen` bytes join BEFORE_PROFILING."""
         wid = pairs.where_id[live]
         n = len(self.wheres)
@@ -327,10 +327,23 @@ class MemoryAnalysis:
 
     def in_range(self, device: str, t0_ns: int, t1_ns: int) -> list[Allocation]:
         """Allocations alive at any time in [t0_ns, t1_ns]."""
+        return self._build(device, self.rows_in_range(device, t0_ns, t1_ns))
+
+    def rows_in_range(self, device: str, t0_ns: int, t1_ns: int) -> np.ndarray:
+        """`in_range` as row numbers (into `columns(device)`), without building an object per row:
+        what a view of hundreds of thousands of allocations needs."""
         p = self._pairs.get(device)
         if p is None:
-            return []
-        return self._build(device, np.flatnonzero((p.alloc_ns <= t1_ns) & (p.free_ns > t0_ns)))
+            return np.zeros(0, dtype=np.int64)
+        return np.flatnonzero((p.alloc_ns <= t1_ns) & (p.free_ns > t0_ns))
+
+    def allocation(self, device: str, row: int) -> Allocation:
+        """Row `row` of the device's allocations (a number from `rows_in_range`)."""
+        return self._build(device, np.array([row], dtype=np.int64))[0]
+
+    def columns(self, device: str) -> AllocationColumns | None:
+        """The device's allocations as columns (None without addresses): to sort or sum rows."""
+        return self._pairs.get(device)
 
     def device(self, device: str) -> DeviceMemory | None:
         return next((d for d in self.devices if d.device == device), None)
