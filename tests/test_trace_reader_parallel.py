@@ -103,17 +103,20 @@ def test_public_traces_read_the_same_in_two_processes(shared_traces, monkeypatch
     _same(_load(path, True, monkeypatch), _load(path, False, monkeypatch))
 
 
-def test_a_child_killed_mid_way_leaves_the_work_to_the_parent(tmp_path, monkeypatch):
+@pytest.mark.parametrize("how", ["killed", "cut short"])
+def test_a_child_that_fails_mid_way_leaves_the_work_to_the_parent(tmp_path, monkeypatch, how):
     path = _mixed_trace(tmp_path / "mixed.json.gz")
     parent = os.getpid()
-    encode = reader._Part.encode
+    write_to = reader._Part.write_to
 
-    def die_in_child(self):
-        if os.getpid() != parent:
+    def fail_in_child(self, pipe):
+        if os.getpid() == parent:
+            return write_to(self, pipe)
+        if how == "killed":
             os.kill(os.getpid(), signal.SIGKILL)
-        return encode(self)
+        pipe.write(b"\x10\x00\x00")  # the start of a header, then a clean exit
 
-    monkeypatch.setattr(reader._Part, "encode", die_in_child)
+    monkeypatch.setattr(reader._Part, "write_to", fail_in_child)
     _same(_load(path, True, monkeypatch), _load(path, False, monkeypatch))
     assert _children() == []
 
@@ -125,7 +128,7 @@ def test_no_fork_at_all_reads_in_one_process(tmp_path, monkeypatch):
         raise OSError("fork refused")
 
     monkeypatch.setattr(os, "fork", no_fork)
-    assert forked.ForkedCall.start(lambda: b"") is None
+    assert forked.ForkedCall.start(lambda pipe: None) is None
     _same(_load(path, True, monkeypatch), _load(path, False, monkeypatch))
 
 
@@ -158,14 +161,21 @@ def test_cancelling_while_the_child_works_ends_the_child(tmp_path, monkeypatch):
     assert _children() == [] and not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in seen)
 
 
-def test_a_forked_call_returns_the_childs_bytes_or_none():
-    call = forked.ForkedCall.start(lambda: b"x" * 3_000_000)  # more than a pipe holds
-    assert call is not None and call.result() == b"x" * 3_000_000
+def test_a_forked_call_reads_what_the_child_writes_or_none():
+    call = forked.ForkedCall.start(lambda pipe: pipe.write(b"x" * 3_000_000))  # more than a pipe holds
+    assert call is not None and call.result(lambda pipe: pipe.read()) == b"x" * 3_000_000
 
-    def fails() -> bytes:
+    def fails(pipe) -> None:
+        pipe.write(b"partial")
         raise ValueError("no")
 
     call = forked.ForkedCall.start(fails)
-    assert call is not None and call.result() is None
+    assert call is not None and call.result(lambda pipe: pipe.read()) is None
     call.stop()  # again: harmless
+
+    def bad_data(pipe) -> bytes:
+        raise EOFError("cut short")
+
+    call = forked.ForkedCall.start(lambda pipe: pipe.write(b"y" * 3_000_000))
+    assert call is not None and call.result(bad_data) is None  # the child, blocked writing, is killed
     assert _children() == []

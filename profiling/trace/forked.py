@@ -1,9 +1,10 @@
-"""Run a function in a forked child and take back the bytes it returns: a second core for the reader.
+"""Run a function in a forked child and read back what it writes: a second core for the reader.
 
 The child is a fork (Linux): it sees the parent's memory as it was, so the reader's text and event
-list reach it with no copy, and it runs only code already imported (no locks, no Qt, no torch). It
-sends `fn()`'s bytes through a pipe and ends with `os._exit`. It dies with the thread that forked it
-(`PR_SET_PDEATHSIG`), and `stop()` kills it, so none outlives the load, cancelled or not.
+list reach it with no copy, and it runs only code already imported (no locks, no Qt, no torch). Its
+`write(file)` writes into a pipe, which the parent's `read(file)` reads as it comes, and it ends
+with `os._exit`. It dies with the thread that forked it (`PR_SET_PDEATHSIG`), and `stop()` kills
+it, so none outlives the load, cancelled or not.
 
 Anything that goes wrong in the child (an exception, a crash, no fork at all) makes `result()` None:
 the caller then does the work itself, so errors and their messages are the caller's own.
@@ -11,13 +12,15 @@ the caller then does the work itself, so errors and their messages are the calle
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 from collections.abc import Callable
+from typing import TypeVar
 
 from branchscope.profiling.linux import set_death_signal
 
-_READ = 1 << 20
+T = TypeVar("T")
 
 
 def cores() -> int:
@@ -29,15 +32,15 @@ def cores() -> int:
 
 
 class ForkedCall:
-    """`fn()` running in a forked child; `result()` waits for its bytes, `stop()` ends it."""
+    """`write(file)` running in a forked child; `result(read)` reads it, `stop()` ends it."""
 
     def __init__(self, pid: int, read_fd: int):
         self._pid: int | None = pid
         self._fd: int | None = read_fd
 
     @classmethod
-    def start(cls, fn: Callable[[], bytes]) -> ForkedCall | None:
-        """Fork a child running `fn`; None if no child can be started."""
+    def start(cls, write: Callable[[io.BufferedWriter], object]) -> ForkedCall | None:
+        """Fork a child running `write(pipe)`; None if no child can be started."""
         if not hasattr(os, "fork"):  # pragma: no cover - not POSIX
             return None
         parent = os.getpid()
@@ -57,30 +60,30 @@ class ForkedCall:
                 os.close(r)
                 if set_death_signal(signal.SIGKILL) and os.getppid() != parent:
                     os._exit(1)  # the parent died before the death signal was set
-                view = memoryview(fn())
-                while view:
-                    view = view[os.write(w, view) :]
+                with os.fdopen(w, "wb") as pipe:
+                    write(pipe)
                 code = 0
             finally:
                 os._exit(code)
         os.close(w)
         return cls(pid, r)
 
-    def result(self) -> bytes | None:
-        """The child's bytes once it has ended well; None if it failed or died."""
-        fd = self._fd
+    def result(self, read: Callable[[io.BufferedReader], T]) -> T | None:
+        """`read(pipe)` of what the child wrote, once the child has ended well; None if the child
+        failed or died, or `read` found the data cut short or malformed (then the child is killed)."""
+        fd, self._fd = self._fd, None
         if fd is None or self._pid is None:
             return None
-        parts = []
-        try:
-            while chunk := os.read(fd, _READ):
-                parts.append(chunk)
-        except OSError:
-            parts = []
-        status = self._reap(kill=False)
-        if status is None or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+        value: T | None = None
+        with os.fdopen(fd, "rb") as pipe:
+            try:
+                value = read(pipe)
+            except (OSError, EOFError, ValueError, TypeError):
+                value = None
+        status = self._reap(kill=value is None)
+        if value is None or status is None or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
             return None
-        return b"".join(parts)
+        return value
 
     def stop(self) -> None:
         """Kill the child if it still runs, reap it, close the pipe (safe to call again)."""
