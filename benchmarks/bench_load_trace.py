@@ -85,11 +85,11 @@ print(json.dumps({{"seconds": dt, "peak_growth_kb": peak - before, "rss_before_k
 """
 
 
-def run_sampled(cmd: list[str], **popen_args) -> tuple[str, int]:
+def run_sampled(cmd: list[str], interval: float = 0.005, **popen_args) -> tuple[str, int]:
     """Run `cmd` to its end; its stdout, and the most memory it and its children held at once:
     its RSS plus each child's USS (the pages only the child holds: what a forked reader copies or
     allocates; the pages it shares with its parent are already in the parent's RSS), sampled every
-    5 ms. The reader's second core is a forked child: its memory counts too."""
+    `interval` seconds. The reader's second core is a forked child: its memory counts too."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen_args)
     me, peak = psutil.Process(proc.pid), 0
     while proc.poll() is None:
@@ -100,7 +100,7 @@ def run_sampled(cmd: list[str], **popen_args) -> tuple[str, int]:
             peak = max(peak, total)
         except psutil.Error:  # it or a child ended meanwhile
             pass
-        time.sleep(0.005)
+        time.sleep(interval)
     out, err = proc.communicate()
     if proc.returncode:
         raise subprocess.CalledProcessError(proc.returncode, cmd, out, err)
