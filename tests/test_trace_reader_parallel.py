@@ -179,3 +179,27 @@ def test_a_forked_call_reads_what_the_child_writes_or_none():
     call = forked.ForkedCall.start(lambda pipe: pipe.write(b"y" * 3_000_000))
     assert call is not None and call.result(bad_data) is None  # the child, blocked writing, is killed
     assert _children() == []
+
+
+def test_a_load_waiting_for_a_stuck_child_can_still_be_cancelled(tmp_path, monkeypatch):
+    path = _mixed_trace(tmp_path / "mixed.json.gz")
+    parent = os.getpid()
+    write_to = reader._Part.write_to
+
+    def stuck_in_child(self, pipe):
+        if os.getpid() == parent:
+            return write_to(self, pipe)
+        signal.pause()  # never writes, never ends by itself
+
+    monkeypatch.setattr(reader._Part, "write_to", stuck_in_child)
+    asked = []
+
+    def progress(phase: str, fraction: float) -> bool:
+        if phase == "events" and fraction >= 0.9:  # this process's half is done: it waits for the child
+            asked.append(fraction)
+            return len(asked) < 3  # the user cancels after a while
+        return True
+
+    with pytest.raises(LoadCancelled):
+        _load(path, True, monkeypatch, progress=progress)
+    assert len(asked) == 3 and _children() == []

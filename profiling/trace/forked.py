@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import os
+import select
 import signal
 from collections.abc import Callable
 from typing import TypeVar
@@ -68,12 +69,16 @@ class ForkedCall:
         os.close(w)
         return cls(pid, r)
 
-    def result(self, read: Callable[[io.BufferedReader], T]) -> T | None:
+    def result(self, read: Callable[[io.BufferedReader], T], waiting: Callable[[], object] = lambda: None) -> T | None:
         """`read(pipe)` of what the child wrote, once the child has ended well; None if the child
-        failed or died, or `read` found the data cut short or malformed (then the child is killed)."""
-        fd, self._fd = self._fd, None
-        if fd is None or self._pid is None:
+        failed or died, or `read` found the data cut short or malformed (then the child is killed).
+        Until the child starts writing, `waiting()` is called every 50 ms: an exception it raises
+        (a cancelled load) ends the wait; `stop()` then ends the child."""
+        if self._fd is None or self._pid is None:
             return None
+        while not select.select([self._fd], [], [], 0.05)[0]:
+            waiting()
+        fd, self._fd = self._fd, None
         value: T | None = None
         with os.fdopen(fd, "rb") as pipe:
             try:

@@ -848,7 +848,7 @@ def _decode_events(raw_events: list[Any], report: _Progress) -> list[_Part]:
     try:
         first = _decode_range(raw_events, 0, mid, lambda f: report("events", 0.9 * f))
         report("events", 0.9)
-        second = helper.result(_Part.read_from)
+        second = helper.result(_Part.read_from, waiting=lambda: report("events", 0.9))
         if second is None:
             second = _decode_range(raw_events, mid, total, lambda f: report("events", 0.9 + 0.1 * f))
         return [first, second]
