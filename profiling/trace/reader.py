@@ -306,8 +306,7 @@ def _read_text(p: Path, src: _Readable, inflates: str, read_so_far: Callable[[],
     next is read, so that no input takes more memory than the text it holds."""
     out = io.BytesIO()  # grows in place; getvalue() hands over its buffer without a copy
     scratch = np.empty(_READ_CHUNK, dtype=np.uint8)
-    total = bare = 0
-    commas: int | None = None  # counted only once memory could run short
+    total = bare = commas = 0
     started = False
     budget: int | None = None
     while True:
@@ -343,21 +342,15 @@ def _read_text(p: Path, src: _Readable, inflates: str, read_so_far: Callable[[],
             )
         if first >= 0:
             bare = n - 1 - max(chunk.rfind(b'"'), chunk.rfind(b","))
-        if commas is not None:
-            commas += int(np.count_nonzero(a == 0x2C))
+        commas += chunk.count(b",")  # C, no temporary array
         out.write(chunk)
         total += n
         del a, chunk
-        # What decoding needs: the text, and a msgspec.Raw per ',' at most (every byte, while
-        # the commas are not counted).
-        need = total + _BYTES_PER_COMMA * (total if commas is None else commas)
+        # What decoding needs: the text, and a msgspec.Raw per ',' at most.
+        need = total + _BYTES_PER_COMMA * commas
         if need > (_UNCHECKED_NEED if budget is None else budget):
             if budget is None:
                 budget = _memory_budget()
-            if need > budget and commas is None:
-                with out.getbuffer() as view:
-                    commas = int(np.count_nonzero(np.frombuffer(view, np.uint8) == 0x2C))
-                need = total + _BYTES_PER_COMMA * commas
             if need > budget:
                 raise TraceFormatError(
                     f"{p}: too large to load: it {inflates or 'holds '}more than {_mib(total)} of JSON text, "
