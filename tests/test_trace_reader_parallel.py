@@ -79,8 +79,19 @@ def _load(path: Path, parallel: bool, monkeypatch: pytest.MonkeyPatch, **kw) -> 
     return load_trace(path, **kw)
 
 
+_EARLIER: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _earlier_children() -> None:
+    """Children that earlier tests left (zombies of theirs) are not this test's."""
+    _EARLIER.clear()
+    _EARLIER.update(p.pid for p in psutil.Process().children(recursive=True))
+
+
 def _children() -> list[psutil.Process]:
-    return psutil.Process().children(recursive=True)
+    """This test's children still there (running or not yet reaped)."""
+    return [p for p in psutil.Process().children(recursive=True) if p.pid not in _EARLIER]
 
 
 def test_two_processes_read_the_trace_one_would(tmp_path, monkeypatch):

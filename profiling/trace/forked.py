@@ -16,6 +16,7 @@ import io
 import os
 import select
 import signal
+import warnings
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -50,7 +51,11 @@ class ForkedCall:
         except OSError:
             return None
         try:
-            pid = os.fork()
+            with warnings.catch_warnings():
+                # Python 3.12+ warns of fork in a process with threads (the window's): the child
+                # runs only the reader's own code and never takes a lock another thread may hold.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
         except OSError:
             os.close(r)
             os.close(w)
