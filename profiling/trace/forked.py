@@ -81,14 +81,16 @@ class ForkedCall:
         (a cancelled load) ends the wait; `stop()` then ends the child."""
         if self._fd is None or self._pid is None:
             return None
-        while not select.select([self._fd], [], [], 0.05)[0]:
+        poll = select.poll()  # not select(): it cannot watch a descriptor numbered 1024 or more
+        poll.register(self._fd, select.POLLIN)
+        while not poll.poll(50):
             waiting()
         fd, self._fd = self._fd, None
         value: T | None = None
         with os.fdopen(fd, "rb") as pipe:
             try:
                 value = read(pipe)
-            except (OSError, EOFError, ValueError, TypeError):
+            except (OSError, EOFError, ValueError, TypeError, KeyError):
                 value = None
         status = self._reap(kill=value is None)
         if value is None or status is None or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
