@@ -4,10 +4,12 @@ Speed is the point of this module: users open traces of hundreds of MB to 1 GB. 
 the file into one `msgspec.Raw` slice per event (a fast scan), then decodes them 4096 at a time
 into small typed structs (far cheaper than dicts), whose fields become numpy columns through
 `map`/`attrgetter` and numpy, never a Python loop over events; decimal timestamps are read from
-their digits by numpy (`_decimal_ns`), exact to the ns. Event `args` are not decoded: they stay as
-`msgspec.Raw` slices and are read on demand (hover, details), except the few kinds we need at load
-time (memory, counters, metadata), which are decoded in one batch each. `load_trace` reports its
-progress and can be cancelled (`progress`).
+their digits by numpy (`_decimal_ns`), exact to the ns. From `PARALLEL_MIN_EVENTS` events on, a
+forked child decodes the second half on another core (`forked`; its columns come back through a
+pipe) while this process decodes the first. Complete events' `args` are not decoded: each keeps
+its whole text, read on demand (hover, details); the few kinds needed at load time (memory,
+counters, metadata) are decoded then. `load_trace` reports its progress and can be cancelled
+(`progress`).
 
 Formats handled, all seen in real traces: plain or gzipped JSON (detected by magic bytes, not by
 name), an object with `traceEvents` or a bare event array, timestamps as ints, floats with ns
