@@ -30,7 +30,7 @@ read, so that a small file that inflates to gigabytes fails early with little me
   in the memory this process may still use (available memory, and `RLIMIT_AS` when set).
 
 So no input needs memory far beyond what its content holds: a valid trace of N bytes of JSON loads
-as before in about 1.8 N (the text itself, kept for `args`, is N); anything else is refused once it has read what shows it is no trace.
+in 1.5 to 1.95 N (the text itself, kept for `args`, is N; the forked child's memory included); anything else is refused once it has read what shows it is no trace.
 """
 
 from __future__ import annotations
