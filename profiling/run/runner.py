@@ -449,6 +449,7 @@ def _run_in(
         _stop_everything(proc, token, children_before)
         if subreaper:
             set_child_subreaper(False)
+            _reap_orphans(children_before | {proc.pid})  # the worker is Popen's to reap
         handle(lines.drain())  # what the worker wrote before it ended (never waits: see _LineReader)
         proc.stdout.close()
         if sampler is not None:
@@ -649,6 +650,7 @@ def _run_ranks(
         _stop_everything(proc, token, children_before)
         if subreaper:
             set_child_subreaper(False)
+            _reap_orphans(children_before | {proc.pid})  # the worker is Popen's to reap
         for rank, f in zip(ranks, files, strict=True):
             handle(rank, f.read())
             if rank.sampler is not None:
@@ -810,7 +812,14 @@ def _stop_everything(proc: subprocess.Popen[bytes], token: str, children_before:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
         pass
-    orphans = [p for p in psutil.Process().children() if p.pid not in children_before and p.pid != proc.pid]
+    _reap_orphans(children_before | {proc.pid})
+
+
+def _reap_orphans(children_before: set[int]) -> None:
+    """Kills and reaps this process's children that the run left (orphans re-parented here while it
+    was a child subreaper). Called again once it no longer is one: an orphan re-parented after the
+    first pass would otherwise stay a zombie of a long-lived caller (tests run runs in-process)."""
+    orphans = [p for p in psutil.Process().children() if p.pid not in children_before]
     for p in orphans:
         try:
             p.kill()
