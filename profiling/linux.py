@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import ctypes
+from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
 
+_PRCTL: Any
+try:  # looked up once, at import: a forked child must not dlopen (another thread may hold its lock)
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # pragma: no cover - not Linux
+    _PRCTL = None
+
+
 def _prctl(option: int, value: int) -> bool:
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl(option, int(value), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
+    return _PRCTL is not None and _PRCTL(option, int(value), 0, 0, 0) == 0
 
 
 def set_death_signal(signum: int) -> bool:

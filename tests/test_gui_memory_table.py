@@ -152,3 +152,38 @@ def test_a_hundred_thousand_allocations_build_only_the_rows_on_screen(qtbot, tmp
     assert 0 < len(view.model._built) < 2_000  # what was painted and measured, not every row
     view.view.sortByColumn(1, Qt.SortOrder.DescendingOrder)
     assert view.model.allocation(0).bytes == 512 + 99_999 and view.model.allocation(99_999).bytes == 512
+
+
+def _close_allocations(path):
+    """Three blocks allocated 100 ns apart at a real epoch (µs with ns decimals), of 300, 100 and 200 bytes."""
+    base = 1_712_195_495_519_000
+    events = [{"ph": "X", "name": "op", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": base, "dur": 10}]
+    for k, size in enumerate((300, 100, 200)):
+        events.append({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "s": "t", "ts": f"{base + 1}.{k + 1}00",
+                       "args": {"Device Type": 1, "Device Id": 0, "Bytes": size, "Addr": 4096 * (k + 1)}})  # fmt: skip
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_times_sort_exactly_even_100_ns_apart(qtbot, tmp_path):
+    trace = load_trace(_close_allocations(tmp_path / "close.json"))
+    view = _table(qtbot)
+    view.set_analysis(analyze_memory(trace), "cuda:0")
+    view.view.sortByColumn(1, Qt.SortOrder.DescendingOrder)  # any order but time's first
+    assert [a.bytes for a in view.rows()] == [300, 200, 100]
+    view.view.sortByColumn(2, Qt.SortOrder.AscendingOrder)
+    assert [a.bytes for a in view.rows()] == [300, 100, 200]  # as allocated, 100 ns apart
+    view.view.sortByColumn(2, Qt.SortOrder.DescendingOrder)
+    assert [a.bytes for a in view.rows()] == [200, 100, 300]
+
+
+def test_the_selection_stays_on_its_allocation_when_sorted(qtbot, tmp_path):
+    trace = load_trace(_close_allocations(tmp_path / "close.json"))
+    view = _table(qtbot)
+    view.set_analysis(analyze_memory(trace), "cuda:0")
+    row = [a.bytes for a in view.rows()].index(200)
+    view.view.selectRow(row)
+    for column, order in ((1, Qt.SortOrder.AscendingOrder), (1, Qt.SortOrder.DescendingOrder), (0, Qt.SortOrder.AscendingOrder)):
+        view.view.sortByColumn(column, order)
+        (selected,) = view.view.selectionModel().selectedRows()
+        assert view.model.allocation(selected.row()).bytes == 200

@@ -214,3 +214,20 @@ def test_a_load_waiting_for_a_stuck_child_can_still_be_cancelled(tmp_path, monke
     with pytest.raises(LoadCancelled):
         _load(path, True, monkeypatch, progress=progress)
     assert len(asked) == 3 and _children() == []
+
+
+def test_a_stuck_child_is_given_up_on_and_its_half_read_here(tmp_path, monkeypatch):
+    """No progress callback to cancel through (the window's re-reads, `inspect`): the load still ends."""
+    path = _mixed_trace(tmp_path / "mixed.json.gz")
+    parent = os.getpid()
+    write_to = reader._Part.write_to
+
+    def stuck_in_child(self, pipe):
+        if os.getpid() == parent:
+            return write_to(self, pipe)
+        signal.pause()
+
+    monkeypatch.setattr(reader._Part, "write_to", stuck_in_child)
+    monkeypatch.setattr(reader, "CHILD_WAIT_FLOOR_S", 0.5)
+    _same(_load(path, True, monkeypatch), _load(path, False, monkeypatch))
+    assert _children() == []

@@ -26,7 +26,6 @@ COLUMNS = ["op", "bytes", "allocated at", "freed at", "lifetime", "note"]
 FLAG_TINT = QColor(232, 163, 61, 70)
 NEVER_FREED = "never freed in the profile"
 BEFORE = "freed, allocated before profiling"
-_INF = float("inf")
 
 
 def note_of(a: Allocation) -> str:
@@ -76,18 +75,25 @@ class AllocationModel(QAbstractTableModel):
         return a
 
     def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
-        """Sort by a column's values (not its text); ties keep their order."""
+        """Sort by a column's values (not its text), exact to the ns; ties keep their order, and
+        the selection stays on its allocations."""
         cols = self.analysis.columns(self.device) if self.analysis is not None else None
         if cols is None or self.order.size < 2:
             return
         key = self._sort_key(cols, self.order, column)
-        descending = order == Qt.SortOrder.DescendingOrder
-        perm = np.argsort(-key if descending else key, kind="stable")
+        if order == Qt.SortOrder.DescendingOrder:  # ranks, negated: stable, and no int64 overflow
+            key = -np.unique(key, return_inverse=True)[1].reshape(-1)
+        perm = np.argsort(key, kind="stable")
         self.layoutAboutToBeChanged.emit()
         self.order = self.order[perm]
+        moved_to = np.empty_like(perm)
+        moved_to[perm] = np.arange(perm.size)
+        before = self.persistentIndexList()
+        self.changePersistentIndexList(before, [self.index(int(moved_to[i.row()]), i.column()) for i in before])
         self.layoutChanged.emit()
 
     def _sort_key(self, cols: AllocationColumns, rows: np.ndarray, column: int) -> np.ndarray:
+        """int64 keys: times stay exact (as float64, ns since the epoch resolve only 256 ns)."""
         before, never = cols.alloc_idx[rows] < 0, cols.free_idx[rows] < 0
         if column == 0:  # by name, case-insensitive: the rank of each name among the analysis's
             assert self.analysis is not None
@@ -96,16 +102,16 @@ class AllocationModel(QAbstractTableModel):
             rank[sorted(range(len(lowered)), key=lowered.__getitem__)] = np.arange(len(lowered))
             return rank[cols.where_id[rows]]
         if column == 1:
-            return cols.bytes[rows].astype(np.float64)
-        if column == 2:
-            return np.where(before, -_INF, cols.alloc_ns[rows].astype(np.float64))
-        if column == 3:
-            return np.where(never, _INF, cols.free_ns[rows].astype(np.float64))
+            return cols.bytes[rows]
+        if column == 2:  # allocated before profiling: int64's least, first
+            return cols.alloc_ns[rows]
+        if column == 3:  # never freed: int64's greatest, last
+            return cols.free_ns[rows]
         if column == 4:
-            lifetime = (cols.free_ns[rows] - cols.alloc_ns[rows]).astype(np.float64)
-            return np.where(before | never, _INF, lifetime)
+            lifetime = cols.free_ns[rows] - np.where(before | never, 0, cols.alloc_ns[rows])
+            return np.where(before | never, np.iinfo(np.int64).max, lifetime)
         # The note, in the order of its text: none, then BEFORE, then NEVER_FREED.
-        return np.where(before, 1.0, np.where(never, 2.0, 0.0))
+        return np.where(before, 1, np.where(never, 2, 0))
 
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008 (Qt API)
         return 0 if parent.isValid() else int(self.order.size)

@@ -449,7 +449,7 @@ def _run_in(
         _stop_everything(proc, token, children_before)
         if subreaper:
             set_child_subreaper(False)
-            _reap_orphans(children_before | {proc.pid})  # the worker is Popen's to reap
+            _reap_dead_orphans(children_before | {proc.pid})  # the worker is Popen's to reap
         handle(lines.drain())  # what the worker wrote before it ended (never waits: see _LineReader)
         proc.stdout.close()
         if sampler is not None:
@@ -650,7 +650,7 @@ def _run_ranks(
         _stop_everything(proc, token, children_before)
         if subreaper:
             set_child_subreaper(False)
-            _reap_orphans(children_before | {proc.pid})  # the worker is Popen's to reap
+            _reap_dead_orphans(children_before | {proc.pid})  # the worker is Popen's to reap
         for rank, f in zip(ranks, files, strict=True):
             handle(rank, f.read())
             if rank.sampler is not None:
@@ -817,8 +817,7 @@ def _stop_everything(proc: subprocess.Popen[bytes], token: str, children_before:
 
 def _reap_orphans(children_before: set[int]) -> None:
     """Kills and reaps this process's children that the run left (orphans re-parented here while it
-    was a child subreaper). Called again once it no longer is one: an orphan re-parented after the
-    first pass would otherwise stay a zombie of a long-lived caller (tests run runs in-process)."""
+    was a child subreaper)."""
     orphans = [p for p in psutil.Process().children() if p.pid not in children_before]
     for p in orphans:
         try:
@@ -826,6 +825,18 @@ def _reap_orphans(children_before: set[int]) -> None:
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(orphans, timeout=10)
+
+
+def _reap_dead_orphans(children_before: set[int]) -> None:
+    """Once this process is no longer a subreaper: reaps the run's orphans that were re-parented
+    here after `_reap_orphans` and have died since (zombies of a long-lived caller otherwise: tests
+    run runs in-process). Only dead ones: a live child is someone else's to wait for."""
+    for p in psutil.Process().children():
+        try:
+            if p.pid not in children_before and p.status() == psutil.STATUS_ZOMBIE:
+                p.wait(timeout=0)
+        except (psutil.Error, psutil.TimeoutExpired):
+            pass
 
 
 def _cancelled(out: Path, cancel: CancelFlag) -> RunResult:

@@ -16,6 +16,7 @@ import io
 import os
 import select
 import signal
+import time
 import warnings
 from collections.abc import Callable
 from typing import TypeVar
@@ -23,6 +24,11 @@ from typing import TypeVar
 from branchscope.profiling.linux import set_death_signal
 
 T = TypeVar("T")
+_MAX_FD = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1 << 16
+
+# Python 3.12+ warns of a fork in a process with threads (the window's). The child runs only the
+# reader's own code, which takes no lock another thread may hold (glibc resets malloc's at fork).
+warnings.filterwarnings("ignore", r".*use of fork\(\) may lead to deadlocks", DeprecationWarning, __name__)
 
 
 def cores() -> int:
@@ -51,11 +57,7 @@ class ForkedCall:
         except OSError:
             return None
         try:
-            with warnings.catch_warnings():
-                # Python 3.12+ warns of fork in a process with threads (the window's): the child
-                # runs only the reader's own code and never takes a lock another thread may hold.
-                warnings.simplefilter("ignore", DeprecationWarning)
-                pid = os.fork()
+            pid = os.fork()
         except OSError:
             os.close(r)
             os.close(w)
@@ -63,9 +65,11 @@ class ForkedCall:
         if pid == 0:  # the child: never returns
             code = 1
             try:
-                os.close(r)
                 if set_death_signal(signal.SIGKILL) and os.getppid() != parent:
                     os._exit(1)  # the parent died before the death signal was set
+                # Only its pipe: a pipe another thread was setting up must see its EOF on time.
+                os.closerange(3, w)
+                os.closerange(w + 1, _MAX_FD)
                 with os.fdopen(w, "wb") as pipe:
                     write(pipe)
                 code = 0
@@ -74,23 +78,33 @@ class ForkedCall:
         os.close(w)
         return cls(pid, r)
 
-    def result(self, read: Callable[[io.BufferedReader], T], waiting: Callable[[], object] = lambda: None) -> T | None:
+    def result(
+        self,
+        read: Callable[[io.BufferedReader], T],
+        waiting: Callable[[], object] = lambda: None,
+        timeout: float | None = None,
+    ) -> T | None:
         """`read(pipe)` of what the child wrote, once the child has ended well; None if the child
-        failed or died, or `read` found the data cut short or malformed (then the child is killed).
-        Until the child starts writing, `waiting()` is called every 50 ms: an exception it raises
-        (a cancelled load) ends the wait; `stop()` then ends the child."""
+        failed or died, `read` found the data cut short or malformed, or the child had not begun
+        to write within `timeout` seconds (a stuck or starved child: it is killed, the caller does
+        the work). Meanwhile `waiting()` is called every 50 ms: an exception it raises (a
+        cancelled load) ends the wait; `stop()` then ends the child."""
         if self._fd is None or self._pid is None:
             return None
+        deadline = None if timeout is None else time.monotonic() + timeout
         poll = select.poll()  # not select(): it cannot watch a descriptor numbered 1024 or more
         poll.register(self._fd, select.POLLIN)
         while not poll.poll(50):
+            if deadline is not None and time.monotonic() > deadline:
+                self._reap(kill=True)
+                return None
             waiting()
         fd, self._fd = self._fd, None
         value: T | None = None
         with os.fdopen(fd, "rb") as pipe:
             try:
                 value = read(pipe)
-            except (OSError, EOFError, ValueError, TypeError, KeyError):
+            except (OSError, EOFError, ValueError, TypeError, KeyError, MemoryError):
                 value = None
         status = self._reap(kill=value is None)
         if value is None or status is None or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:

@@ -677,6 +677,8 @@ _get_ts, _get_dur, _get_args = attrgetter("ts"), attrgetter("dur"), attrgetter("
 #: From this many events on, a forked child decodes the second half while this process decodes the
 #: first (`forked.ForkedCall`): below it, forking and sending columns back cost more than they save.
 PARALLEL_MIN_EVENTS = 150_000
+#: The least time the reader waits for its child to begin sending, once its own half is done.
+CHILD_WAIT_FLOOR_S = 5.0
 
 
 def _picked(items: list[Any], index: np.ndarray) -> list[Any]:
@@ -841,9 +843,13 @@ def _decode_events(raw_events: list[Any], report: _Progress) -> list[_Part]:
     if helper is None:
         return [_decode_range(raw_events, 0, total, lambda f: report("events", f))]
     try:
+        started = time.monotonic()
         first = _decode_range(raw_events, 0, mid, lambda f: report("events", 0.9 * f))
         report("events", 0.9)
-        second = helper.result(_Part.read_from, waiting=lambda: report("events", 0.9))
+        # The child's half is as large as ours: past twice our time (and a floor) it is stuck or
+        # starved, and we do its half ourselves rather than wait on.
+        waited = max(2 * (time.monotonic() - started), CHILD_WAIT_FLOOR_S)
+        second = helper.result(_Part.read_from, waiting=lambda: report("events", 0.9), timeout=waited)
         if second is None:
             second = _decode_range(raw_events, mid, total, lambda f: report("events", 0.9 + 0.1 * f))
         return [first, second]
