@@ -94,6 +94,11 @@ def _children() -> list[psutil.Process]:
     return [p for p in psutil.Process().children(recursive=True) if p.pid not in _EARLIER]
 
 
+def _child_instead(monkeypatch: pytest.MonkeyPatch, behaviour) -> None:
+    """The forked child runs `behaviour(pipe)` instead of sending its part (only the child sends)."""
+    monkeypatch.setattr(reader._Part, "write_to", lambda _part, pipe: behaviour(pipe))
+
+
 def test_two_processes_read_the_trace_one_would(tmp_path, monkeypatch):
     path = _mixed_trace(tmp_path / "mixed.json.gz")
     calls = []
@@ -117,17 +122,13 @@ def test_public_traces_read_the_same_in_two_processes(shared_traces, monkeypatch
 @pytest.mark.parametrize("how", ["killed", "cut short"])
 def test_a_child_that_fails_mid_way_leaves_the_work_to_the_parent(tmp_path, monkeypatch, how):
     path = _mixed_trace(tmp_path / "mixed.json.gz")
-    parent = os.getpid()
-    write_to = reader._Part.write_to
 
-    def fail_in_child(self, pipe):
-        if os.getpid() == parent:
-            return write_to(self, pipe)
+    def fail(pipe):
         if how == "killed":
             os.kill(os.getpid(), signal.SIGKILL)
         pipe.write(b"\x10\x00\x00")  # the start of a header, then a clean exit
 
-    monkeypatch.setattr(reader._Part, "write_to", fail_in_child)
+    _child_instead(monkeypatch, fail)
     _same(_load(path, True, monkeypatch), _load(path, False, monkeypatch))
     assert _children() == []
 
@@ -194,15 +195,7 @@ def test_a_forked_call_reads_what_the_child_writes_or_none():
 
 def test_a_load_waiting_for_a_stuck_child_can_still_be_cancelled(tmp_path, monkeypatch):
     path = _mixed_trace(tmp_path / "mixed.json.gz")
-    parent = os.getpid()
-    write_to = reader._Part.write_to
-
-    def stuck_in_child(self, pipe):
-        if os.getpid() == parent:
-            return write_to(self, pipe)
-        signal.pause()  # never writes, never ends by itself
-
-    monkeypatch.setattr(reader._Part, "write_to", stuck_in_child)
+    _child_instead(monkeypatch, lambda _pipe: signal.pause())  # never writes, never ends by itself
     asked = []
 
     def progress(phase: str, fraction: float) -> bool:
@@ -219,15 +212,7 @@ def test_a_load_waiting_for_a_stuck_child_can_still_be_cancelled(tmp_path, monke
 def test_a_stuck_child_is_given_up_on_and_its_half_read_here(tmp_path, monkeypatch):
     """No progress callback to cancel through (the window's re-reads, `inspect`): the load still ends."""
     path = _mixed_trace(tmp_path / "mixed.json.gz")
-    parent = os.getpid()
-    write_to = reader._Part.write_to
-
-    def stuck_in_child(self, pipe):
-        if os.getpid() == parent:
-            return write_to(self, pipe)
-        signal.pause()
-
-    monkeypatch.setattr(reader._Part, "write_to", stuck_in_child)
+    _child_instead(monkeypatch, lambda _pipe: signal.pause())
     monkeypatch.setattr(reader, "CHILD_WAIT_FLOOR_S", 0.5)
     _same(_load(path, True, monkeypatch), _load(path, False, monkeypatch))
     assert _children() == []
