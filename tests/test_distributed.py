@@ -280,6 +280,10 @@ def test_the_first_failure_is_a_rank_killed_before_any_rank_exited_with_an_error
     stopped = _Rank(0, exited={"code": -15, "t": 5.3}, failed_at=5.3)
     assert _first_failure([stopped, raised]) is raised
     assert _first_failure([_Rank(0, finished=True), _Rank(1, finished=True)]) is None
+    # at a timeout (20.0) the runner stops the ranks itself: what dies after it is no failure
+    hung = _Rank(0, pid=10, ended=20.3, failed_at=20.3)
+    assert _first_failure([hung], before=20.0) is None and _first_failure([hung]) is hung
+    assert _first_failure([hung, killed], before=20.0) is killed
 
 
 def test_a_folder_in_the_way_that_branchscope_did_not_write_is_never_replaced(tmp_path):

@@ -664,7 +664,8 @@ def _run_ranks(
     runs = [_complete_run(stage / RANK_FOLDER.format(rank=r.rank)) for r in ranks]
     if all(run is not None for run in runs) and all(r.failed_at is None for r in ranks):
         return _commit_ranks(folder, req, ranks, [run for run in runs if run is not None])
-    failure = _first_failure(ranks)
+    # At a timeout the runner stops every rank itself: a rank that "failed" after that was stopped.
+    failure = _first_failure(ranks, before=deadline if timed_out else float("inf"))
     if failure is not None:
         return _rank_failure(out, failure, log_path)
     if timed_out:
@@ -686,11 +687,11 @@ def _run_ranks(
     )
 
 
-def _first_failure(ranks: list[_Rank]) -> _Rank | None:
-    """The rank whose failure came first: a rank killed by a signal before any rank exited with an
-    error (the launcher signals the others only after one did), else the first to report an error,
-    else the first that died."""
-    failed = [r for r in ranks if r.failed_at is not None]
+def _first_failure(ranks: list[_Rank], before: float = float("inf")) -> _Rank | None:
+    """The rank whose failure came first (before `before`, on the monotonic clock): a rank killed
+    by a signal before any rank exited with an error (the launcher signals the others only after
+    one did), else the first to report an error, else the first that died."""
+    failed = [r for r in ranks if r.failed_at is not None and r.failed_at < before]
     if not failed:
         return None
     exited_with_error = [
