@@ -1,5 +1,5 @@
 import sys
 
-from branchscope.app.cli import main
+from branchscope.app.cli import entry
 
-sys.exit(main())
+sys.exit(entry())

@@ -4,13 +4,40 @@ No Qt and no torch are imported here: `inspect` and `profile` must start fast an
 and the GUI modules are imported only when the window is asked for.
 """
 
-from __future__ import annotations
-
-import argparse
+# Nothing but os and sys (loaded by every interpreter before any code runs) before `entry()` has
+# taken the current folder off sys.path: argparse, json, numpy… are imported after it.
+import os
 import sys
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing first
+if TYPE_CHECKING:
+    import argparse
 
-def build_parser() -> argparse.ArgumentParser:
+
+def forget_current_folder() -> None:
+    """Takes the current folder off `sys.path`: '' (what `PYTHONPATH=:/x` or `python -c` puts there),
+    ".", a relative entry, and the current folder by its full path. Whatever the user runs us from
+    (their project, a folder of downloads), no `json.py` or `numpy.py` there is ever imported.
+    Entries that cannot be resolved are taken off too."""
+    try:
+        here = os.path.realpath(os.getcwd())
+    except OSError:  # a current folder that was deleted
+        here = None
+
+    def unsafe(entry: str) -> bool:
+        if not isinstance(entry, str) or not os.path.isabs(entry):
+            return True
+        try:
+            return here is not None and os.path.realpath(entry) == here
+        except (OSError, ValueError):
+            return True
+
+    sys.path[:] = [e for e in sys.path if not unsafe(e)]
+
+
+def build_parser() -> "argparse.ArgumentParser":
+    import argparse
+
     from branchscope.app import cmd_compare, cmd_gui, cmd_inspect, cmd_memory, cmd_profile, cmd_sweep
 
     parser = argparse.ArgumentParser(
@@ -35,5 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     return int(args.handler(args) or 0)
 
 
+def entry() -> int:
+    """The `branchscope` command (pyproject's [project.scripts])."""
+    forget_current_folder()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

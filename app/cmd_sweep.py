@@ -12,6 +12,7 @@ import json
 import sys
 from typing import Any
 
+from branchscope.profiling.run.protocol import error_line
 from branchscope.profiling.run.runner import stop_on_signals
 from branchscope.profiling.run.sweep import (
     DONE,
@@ -80,5 +81,5 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         return 0
     if args.jsonl:
         emit({"event": "error", "message": result.message, "out": str(result.out)})
-    print(f"error: {result.message}", file=sys.stderr, flush=True)
+    print(error_line(result.message), file=sys.stderr, flush=True)
     return result.exit_code

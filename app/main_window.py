@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import html
 import os
-import stat
 import sys
 import traceback
 from collections.abc import Callable
@@ -47,6 +46,7 @@ from branchscope.app.runs import Entry, Runs, entry_for_path
 from branchscope.app.runs_table import RunsTableModel, RunsView
 from branchscope.app.sweep_panel import SweepPanel
 from branchscope.app.trace_loader import TraceLoader, connect_progress
+from branchscope.profiling.files import read_head
 from branchscope.profiling.run.sweep import is_sweep_folder
 from branchscope.profiling.trace.model import Trace, TraceFormatError
 from branchscope.profiling.trace.run_info import branch_label
@@ -81,14 +81,7 @@ def is_model_file(path: str) -> bool:
     """
     if path.endswith(".py"):
         return True
-    try:
-        # Only a regular file is opened: opening a FIFO for reading blocks until a writer comes.
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return False
-        with open(path, "rb") as f:
-            return f.read(4) == b"PK\x03\x04"
-    except (OSError, ValueError):
-        return False
+    return read_head(path, 4) == b"PK\x03\x04"  # only a regular file is read: a FIFO would block
 
 
 def read_sources(

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from branchscope.profiling.files import read_json_object
 from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.trace.merge import folder_traces
 from branchscope.profiling.trace.model import TraceFormatError
@@ -55,8 +56,6 @@ TRACE_CACHE = 4
 SESSION_NAME = re.compile(r"\d{8}-\d{6}-\d+")
 RUN_NAME = re.compile(r"\d{3,}-[A-Za-z0-9_.-]+")
 RUN_JSON = "run.json"
-#: A run.json larger than this is not one of ours.
-RUN_JSON_LIMIT = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -484,25 +483,11 @@ def runs_root() -> Path:
     return Path(base) / "branchscope" / "runs"
 
 
-def _read_regular_file(path: Path, limit: int) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes (OSError or ValueError otherwise);
-    never blocks on a FIFO."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
-    with open(fd, "rb", buffering=0) as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError(f"{path}: not a regular file")
-        if st.st_size > limit:
-            raise ValueError(f"{path}: larger than {limit} bytes")
-        return f.read(limit + 1)[:limit]
-
-
 def read_run_json(folder: Path) -> dict[str, Any] | None:
     """The run.json of a complete run in `folder`; None when there is none, it is unreadable or
     not complete, or the trace file it names is missing."""
     try:
-        run = json.loads(_read_regular_file(folder / RUN_JSON, RUN_JSON_LIMIT))
+        run = read_json_object(folder / RUN_JSON)  # a regular file of a sane size, never a FIFO
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(run, dict) or run.get("complete") is not True:

@@ -286,21 +286,25 @@ def test_the_first_failure_is_a_rank_killed_before_any_rank_exited_with_an_error
     assert _first_failure([hung, killed], before=20.0) is killed
 
 
-def test_a_folder_in_the_way_that_branchscope_did_not_write_is_never_replaced(tmp_path):
+def test_a_rank_folder_branchscope_did_not_write_is_never_replaced(tmp_path):
     from branchscope.profiling.run.folder import RunFolder, RunFolderError
 
     (tmp_path / "rank-0").mkdir()
     (tmp_path / "rank-0" / "notes.txt").write_text("mine")
     with pytest.raises(RunFolderError, match=r"holds files branchscope did not write \(rank-0\)"):
         RunFolder(tmp_path).open()
-    with RunFolder(tmp_path, overwrite=True) as folder:
+    with RunFolder(tmp_path, overwrite=True) as folder:  # --overwrite: our files go in beside the user's
         assert folder.staging is not None
         (folder.staging / "rank-0").mkdir()
         (folder.staging / "rank-0" / "run.json").write_text("{}")
-        with pytest.raises(OSError, match="rank-0 is in the way and was not written by branchscope"):
-            folder.commit({"complete": True})
+        folder.commit({"complete": True})
     assert (tmp_path / "rank-0" / "notes.txt").read_text() == "mine"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank-0"]
+    assert sorted(p.name for p in (tmp_path / "rank-0").iterdir()) == ["notes.txt", "run.json"]
+    with RunFolder(tmp_path, overwrite=True) as folder:  # and a next run takes only ours away
+        assert folder.staging is not None
+        (folder.staging / "trace.json.gz").write_bytes(b"x")
+        folder.commit({"complete": True})
+    assert sorted(p.name for p in (tmp_path / "rank-0").iterdir()) == ["notes.txt"]
 
 
 def test_a_distributed_run_folder_is_replaced_by_a_single_process_run(tmp_path):

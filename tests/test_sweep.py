@@ -229,10 +229,10 @@ def test_load_sweep_checks_the_file(tmp_path):
     with pytest.raises(SweepError, match="cell 0 needs"):
         load_sweep(tmp_path)
     cells = [
-        {"mode": "fork", "interop": 1, "intra": 1, "run": "a", "status": "done", "unprofiled_median_ms": "fast"},
-        {"mode": "fork", "interop": 2, "intra": 1, "run": "b", "status": "done", "unprofiled_median_ms": 3.0,
+        {"mode": "fork", "interop": 1, "intra": 1, "run": "fork-1x1", "status": "done", "unprofiled_median_ms": "fast"},
+        {"mode": "fork", "interop": 2, "intra": 1, "run": "fork-2x1", "status": "done", "unprofiled_median_ms": 3.0,
          "unprofiled_spread_ms": [1, 2, 3]},
-        {"mode": "fork", "interop": 4, "intra": 1, "run": "c", "status": "weird", "unprofiled_median_ms": 1.0},
+        {"mode": "fork", "interop": 4, "intra": 1, "run": "fork-4x1", "status": "weird", "unprofiled_median_ms": 1.0},
     ]  # fmt: skip
     (tmp_path / SWEEP_JSON).write_text(json.dumps({"sweep": 1, "best": 2, "cells": cells}))
     data = load_sweep(tmp_path)

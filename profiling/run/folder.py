@@ -25,18 +25,27 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from branchscope.profiling.files import UnreadableFile, read_json_object
+
 #: The run's description; written last.
 RUN_JSON = "run.json"
-#: Names a folder written by a branchscope before run.json listed its files.
-LEGACY_FILES = frozenset({"run.json", "trace.json.gz", "plan.py", "worker.log"})
+#: The files a run writes (beside run.json), and all that a folder written by a branchscope before
+#: run.json listed its files can hold.
+RUN_FILES = frozenset({"trace.json.gz", "plan.py", "worker.log"})
+LEGACY_FILES = frozenset({RUN_JSON, *RUN_FILES})
 STAGING_PREFIX = ".branchscope-staging-"
 #: The folders of a distributed run's ranks (rank-0, rank-1, …), listed in run.json's "files" as
 #: "rank-R/NAME".
-RANK_DIR = re.compile(r"rank-\d+")
+RANK_DIR = re.compile(r"rank-(?:0|[1-9][0-9]{0,5})")
+#: Every name run.json's "files" may hold: the shapes branchscope writes, nothing else. A name read
+#: from a run.json is data: any other ("..", ".", "", "a/../b", an absolute path) is ignored.
+RUN_FILE_NAME = re.compile(rf"(?:{RANK_DIR.pattern}/)?(?:run\.json|trace\.json\.gz|plan\.py|worker\.log)")
 
 
 class RunFolderError(Exception):
@@ -45,29 +54,93 @@ class RunFolderError(Exception):
 
 def describe_os_error(exc: OSError, *, with_file: bool = True) -> str:
     """'no space left on device' and the like: the strerror, lower case, with the file when known."""
+    if isinstance(exc, UnreadableFile):
+        return str(exc)
     what = (exc.strerror or str(exc)).rstrip(".")
     what = what[:1].lower() + what[1:]
     return f"{what} ({exc.filename})" if exc.filename and with_file else what
 
 
-def files_written_by_branchscope(folder: Path) -> set[str]:
-    """The names in `folder` that an earlier branchscope run wrote (empty when it has no run.json of ours)."""
+def read_run_json(folder: Path) -> dict[str, Any] | None:
+    """FOLDER/run.json when it is a regular file (not a link, a FIFO or a device) holding a JSON
+    object of a sane size; None otherwise. Never blocks, whatever the path is."""
     try:
-        run = json.loads((folder / RUN_JSON).read_text(encoding="utf-8"))
+        return read_json_object(Path(folder) / RUN_JSON, follow_symlinks=False)
     except (OSError, ValueError):
-        return set()
-    if not isinstance(run, dict) or run.get("complete") is not True:
+        return None
+
+
+def files_written_by_branchscope(folder: Path) -> set[str]:
+    """The files in `folder` that an earlier branchscope run wrote, as names relative to it ("run.json",
+    "rank-0/trace.json.gz"); empty when it has no complete run.json of ours.
+
+    Only names of the shapes branchscope writes (RUN_FILE_NAME) count: whatever else run.json says
+    is ignored, so no name read from it reaches outside `folder` or names a folder.
+    """
+    run = read_run_json(folder)
+    if run is None or run.get("complete") is not True:
         return set()
     files = run.get("files")
     if isinstance(files, dict):
-        names = {RUN_JSON, *(name for name in files if isinstance(name, str) and "/" not in name)}
-        for name in files:
-            if isinstance(name, str) and name.count("/") == 1 and RANK_DIR.fullmatch(name.split("/")[0]):
-                names.add(name.split("/")[0])
-        return names
+        return {RUN_JSON, *(name for name in files if isinstance(name, str) and RUN_FILE_NAME.fullmatch(name))}
     if "trace_clock" in run and "mode" in run:  # a run folder of an earlier version
         return set(LEGACY_FILES)
     return set()
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
+def real_dir(path: Path) -> bool:
+    """A folder itself, not a link to one."""
+    st = _lstat(path)
+    return st is not None and stat.S_ISDIR(st.st_mode)
+
+
+def foreign_entries(folder: Path, ours: set[str]) -> list[str]:
+    """What in `folder` branchscope did not write, given `ours` (names relative to it): top-level
+    entries, and the entries of a rank's folder ("rank-0/notes.md"). Staging folders are ours."""
+    foreign = []
+    for name in sorted(os.listdir(folder)):
+        if name.startswith(STAGING_PREFIX) or name in ours:
+            continue
+        if RANK_DIR.fullmatch(name) and real_dir(folder / name) and any(n.startswith(name + "/") for n in ours):
+            foreign += [f"{name}/{n}" for n in sorted(os.listdir(folder / name)) if f"{name}/{n}" not in ours]
+            continue
+        foreign.append(name)
+    return foreign
+
+
+def remove_files_written(folder: Path, names: Collection[str], *, keep: Collection[str] = ()) -> None:
+    """Removes the files `names` (relative to `folder`, as `files_written_by_branchscope` gives them)
+    but `keep`, run.json last, then a rank's folder when that leaves it empty.
+
+    Each name must have a shape branchscope writes, and each folder on the way must be a folder
+    itself, not a link: nothing outside `folder` is touched. A name that is a folder is left alone
+    (a file is unlinked; a link as a link).
+    """
+    dirs = set()
+    for name in sorted(set(names) - set(keep), key=lambda n: n.endswith(RUN_JSON)):
+        if not RUN_FILE_NAME.fullmatch(name):
+            continue
+        path = folder / name
+        if "/" in name:
+            dirs.add(name.split("/")[0])
+            if not real_dir(folder / name.split("/")[0]):
+                continue
+        st = _lstat(path)
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            path.unlink(missing_ok=True)
+    for d in sorted(dirs):
+        if real_dir(folder / d):
+            try:
+                (folder / d).rmdir()  # only when empty: whatever else the user keeps there stays
+            except OSError:
+                pass
 
 
 def lock_folder(out: Path, what: str) -> tuple[int, bool]:
@@ -97,12 +170,12 @@ def lock_folder(out: Path, what: str) -> tuple[int, bool]:
     return fd, created
 
 
-def _remove(path: Path) -> None:
-    """Removes a file, or a rank's folder, that an earlier run wrote (a link as a link)."""
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
+def remove_leftover_staging(folder: Path) -> None:
+    """Removes the staging folders of runners that were killed (the caller holds the folder's lock,
+    so no live run writes there)."""
+    for name in os.listdir(folder):
+        if name.startswith(STAGING_PREFIX) and real_dir(folder / name):
+            shutil.rmtree(folder / name, ignore_errors=True)
 
 
 class RunFolder:
@@ -127,12 +200,11 @@ class RunFolder:
 
     def _check_and_stage(self) -> None:
         out = self.out
-        entries = os.listdir(out)
-        # We hold the lock, so no live run writes here: staging folders are leftovers of killed runners.
-        for name in entries:
-            if name.startswith(STAGING_PREFIX) and (out / name).is_dir() and not (out / name).is_symlink():
-                shutil.rmtree(out / name, ignore_errors=True)
-        foreign = sorted(n for n in entries if not n.startswith(STAGING_PREFIX) and n not in files_written_by_branchscope(out))
+        try:
+            remove_leftover_staging(out)
+            foreign = foreign_entries(out, files_written_by_branchscope(out))
+        except OSError as exc:
+            raise RunFolderError(f"cannot read --out {out}: {describe_os_error(exc)}") from None
         if foreign and not self.overwrite:
             shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
             raise RunFolderError(
@@ -147,39 +219,37 @@ class RunFolder:
     def commit(self, run: dict[str, Any]) -> dict[str, Any]:
         """Moves the staged files into DIR and writes run.json (with "files": {name: bytes}) last.
 
-        Returns the run.json written. Files of the earlier run that this one does not write are removed;
-        files branchscope did not write are replaced only when they share a name with ours and the
-        user asked to overwrite.
+        Returns the run.json written. Files of the earlier run that this one does not write are removed
+        (a rank's folder too, once that empties it); files branchscope did not write are replaced only
+        when they share a name with ours and the user asked to overwrite, and are otherwise never touched,
+        in DIR or in a rank's folder.
         """
         assert self.staging is not None, "commit() before open()"
-        stage = self.staging
-        staged = sorted(
-            p.name
-            for p in stage.iterdir()
-            if p.name != RUN_JSON and (p.is_file() or (RANK_DIR.fullmatch(p.name) and p.is_dir() and not p.is_symlink()))
-        )
+        stage, out = self.staging, self.out
         files: dict[str, int] = {}
-        for name in staged:
-            if (stage / name).is_dir():  # a rank's folder: its files, one level
-                files.update({f"{name}/{p.name}": p.stat().st_size for p in sorted((stage / name).iterdir()) if p.is_file()})
-            else:
-                files[name] = (stage / name).stat().st_size
+        for p in sorted(stage.iterdir()):
+            if p.name == RUN_JSON:
+                continue
+            if RANK_DIR.fullmatch(p.name) and real_dir(p):  # a rank's folder: its files, one level
+                files.update({f"{p.name}/{q.name}": q.stat().st_size for q in sorted(p.iterdir()) if q.is_file()})
+            elif p.is_file() and not p.is_symlink():
+                files[p.name] = p.stat().st_size
+        files = {name: size for name, size in files.items() if RUN_FILE_NAME.fullmatch(name)}
         run = dict(run, files=files)
         tmp = stage / RUN_JSON
         tmp.write_text(json.dumps(run, indent=1), encoding="utf-8")
-        earlier = files_written_by_branchscope(self.out)
-        for name in staged:  # a folder in the way that branchscope did not write is never replaced
-            target = self.out / name
-            if (stage / name).is_dir() and (target.exists() or target.is_symlink()) and name not in earlier:
-                raise OSError(errno.EEXIST, f"{name} is in the way and was not written by branchscope", str(target))
-        (self.out / RUN_JSON).unlink(missing_ok=True)  # from here on DIR claims no complete run
-        for name in sorted(earlier - {RUN_JSON}):
-            if name in staged and not (stage / name).is_dir():
-                continue  # replaced below
-            _remove(self.out / name)
-        for name in staged:
-            os.replace(stage / name, self.out / name)
-        os.replace(tmp, self.out / RUN_JSON)
+        for d in sorted({name.split("/")[0] for name in files if "/" in name}):
+            st = _lstat(out / d)  # a rank's folder in DIR: a folder itself, or none yet
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                raise OSError(errno.EEXIST, f"{d} is in the way and is not a folder", str(out / d))
+        earlier = files_written_by_branchscope(out)
+        (out / RUN_JSON).unlink(missing_ok=True)  # from here on DIR claims no complete run
+        remove_files_written(out, earlier - {RUN_JSON}, keep=set(files))
+        for name in files:
+            if "/" in name:
+                (out / name.split("/")[0]).mkdir(exist_ok=True)
+            os.replace(stage / name, out / name)
+        os.replace(tmp, out / RUN_JSON)
         return run
 
     def close(self) -> None:

@@ -84,6 +84,12 @@ RUNNER_MODULE = "branchscope.profiling.run.runner"
 WORKER_MODULE = "branchscope.profiling.run.worker"
 
 
+def error_line(message: object) -> str:
+    """`error: MESSAGE` as one line: a newline or carriage return in it (a path, an --out name can
+    hold them) is written as \\n, \\r."""
+    return "error: " + str(message).replace("\r", "\\r").replace("\n", "\\n")
+
+
 def python_command(module: str) -> list[str]:
     """`python -I -m module`: isolated, so nothing in the current folder (a `json.py`, a
     `statistics.py`) or in PYTHON* variables can slip into branchscope's own processes; the package

@@ -27,22 +27,25 @@ No torch and no Qt here.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
-import shutil
+import re
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from branchscope.profiling.files import read_json_object
 from branchscope.profiling.run.folder import (
     STAGING_PREFIX,
     RunFolderError,
     describe_os_error,
     files_written_by_branchscope,
     lock_folder,
+    real_dir,
+    remove_files_written,
+    remove_leftover_staging,
 )
 from branchscope.profiling.run.processes import set_death_signal
 from branchscope.profiling.run.protocol import (
@@ -286,11 +289,14 @@ def _is_our_sweep(data: Any) -> bool:
     return isinstance(data, dict) and data.get("sweep") == SWEEP_VERSION and isinstance(data.get("cells"), list)
 
 
+#: The only names a cell's run folder has (SweepCell.run): a name read from sweep.json is data, and
+#: any other ("..", ".", "", "a/b", an absolute path) is not a cell of ours.
+CELL_FOLDER = re.compile(rf"(?:{'|'.join(map(re.escape, MODES))})-[1-9][0-9]{{0,5}}x[1-9][0-9]{{0,5}}")
+
+
 def _cell_folder_name(cell: Any) -> str | None:
     name = cell.get("run") if isinstance(cell, dict) else None
-    if isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\0" not in name:
-        return name
-    return None
+    return name if isinstance(name, str) and CELL_FOLDER.fullmatch(name) else None
 
 
 def is_sweep_folder(path: Path) -> bool:
@@ -306,11 +312,9 @@ def load_sweep(folder: Path) -> dict[str, Any]:
     """
     path = Path(folder) / SWEEP_JSON
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SweepError(f"cannot read {path}: {describe_os_error(exc, with_file=False)}") from None
-    except ValueError as exc:
-        raise SweepError(f"{path} is not JSON: {exc}") from None
+        data = read_json_object(path)
+    except (OSError, ValueError) as exc:  # each one line, naming the file
+        raise SweepError(str(exc)) from None
     if not _is_our_sweep(data):
         raise SweepError(f"{path} is not a branchscope sweep (no \"sweep\": {SWEEP_VERSION} and \"cells\" list)")
     cells = []
@@ -361,7 +365,7 @@ class SweepFolder:
     def _earlier_sweep(self) -> set[str] | None:
         """The cell folders DIR's sweep.json lists; None when DIR holds no sweep.json of ours."""
         try:
-            data = json.loads((self.out / SWEEP_JSON).read_text(encoding="utf-8"))
+            data = read_json_object(self.out / SWEEP_JSON, follow_symlinks=False)
         except (OSError, ValueError):
             return None
         if not _is_our_sweep(data):
@@ -376,26 +380,27 @@ class SweepFolder:
         if earlier is not None:
             ours |= earlier | {SWEEP_JSON, SWEEP_JSON + ".tmp"}  # the .tmp: a sweep killed while writing
         foreign = sorted(n for n in entries if not n.startswith(STAGING_PREFIX) and n not in ours)
+        # A cell's folder must be a folder itself: a run never follows a link (or a file) out of DIR.
+        foreign += [c.run for c in self.cells if c.run in entries and not real_dir(out / c.run) and c.run not in foreign]
         if foreign and not self.overwrite:
             shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
             raise RunFolderError(
                 f"--out {out} holds files branchscope did not write ({shown}); choose a new or empty folder, "
                 "or pass --overwrite to write beside them"
             )
+        in_the_way = [c.run for c in self.cells if c.run in entries and not real_dir(out / c.run)]
+        if in_the_way:
+            raise RunFolderError(f"--out {out}: {in_the_way[0]} is in the way of a cell's run folder and is not a folder")
         for name in sorted((earlier or set()) - {c.run for c in self.cells}):
             self._drop_earlier_cell(out / name)
 
     @staticmethod
     def _drop_earlier_cell(folder: Path) -> None:
         """Removes what branchscope wrote in an earlier sweep's cell folder, and the folder if that empties it."""
-        if folder.is_symlink() or not folder.is_dir():
+        if not real_dir(folder):
             return
-        for name in files_written_by_branchscope(folder) - {"run.json"}:
-            (folder / name).unlink(missing_ok=True)
-        (folder / "run.json").unlink(missing_ok=True)  # last, as long as the others are there it claims them
-        for entry in folder.iterdir():
-            if entry.name.startswith(STAGING_PREFIX) and entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
+        remove_files_written(folder, files_written_by_branchscope(folder))  # run.json last
+        remove_leftover_staging(folder)
         try:
             folder.rmdir()
         except OSError:

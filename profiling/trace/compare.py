@@ -15,7 +15,6 @@ Qt-free and torch-free.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from branchscope.profiling.files import read_json_object
 from branchscope.profiling.trace.analyses import (
     cores_used,
     first_step_start,
@@ -158,14 +158,11 @@ def _rounded(x: float | None, digits: int = 4) -> float | None:
 # ---- loading ---------------------------------------------------------------------------------
 def _read_run_json(path: Path) -> dict[str, Any]:
     try:
-        run = json.loads(path.read_text(encoding="utf-8"))
+        return read_json_object(path)  # a regular file of a sane size: never blocks, never fills memory
     except OSError as exc:
-        raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TraceFormatError(f"{path}: not a run.json: {exc}") from None
-    if not isinstance(run, dict):
-        raise TraceFormatError(f"{path}: not a run.json: not a JSON object")
-    return run
+        raise TraceFormatError(str(exc)) from None
+    except ValueError as exc:
+        raise TraceFormatError(f"not a run.json: {exc}") from None
 
 
 def _trace_name(run: dict[str, Any]) -> str:
