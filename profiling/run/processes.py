@@ -1,6 +1,6 @@
 """Keeping track of every process a run starts, so that none outlives it (Linux; no torch, no Qt).
 
-A run's processes are found three ways, because each alone misses some:
+A run's processes are found four ways, because each of the first three alone misses some:
 
 - the worker's process group (the runner starts the worker as a group leader): everything the model
   starts that stays in the group;
@@ -9,16 +9,37 @@ A run's processes are found three ways, because each alone misses some:
   or the session (a daemon: fork, setsid, fork again); `/proc/PID/environ` shows it;
 - the runner as child subreaper (`PR_SET_CHILD_SUBREAPER`): a process orphaned while the run goes on
   is re-parented to the runner instead of init, so it stays among the runner's children even if it
-  cleared its environment.
+  cleared its environment;
+- the run's cgroup (`RunCgroup`), where the system lets the runner make one (see
+  branchscope.profiling.linux.cgroup_bases: its own cgroup in the unified hierarchy, else the v1 freezer
+  or pids one, each only where it may write there): the worker (or the launcher of a distributed run)
+  joins it before it starts anything, and the kernel keeps every process started from there in it,
+  whatever session, group, parent or environment it takes. The runner empties it (every member
+  SIGKILLed until none is left) and removes it when the run ends.
 
 When the runner itself is killed (SIGKILL), the worker dies with it (`PR_SET_PDEATHSIG`) and the
-worker's reaper kills the group and every process carrying the token (see branchscope.profiling.run.worker).
+worker's reaper kills the group and every process carrying the token (see branchscope.profiling.run.worker);
+the orphans, re-parented to init by then, are out of the subreaper's reach. The cgroup's watchdog
+catches them: a tiny process the runner starts beside the run (outside its cgroup, in a session of its
+own), `python -I -S .../linux.py watch RUNNER_PID KIND CGROUP`, which sleeps until the kernel tells it
+the runner died (`PR_SET_PDEATHSIG`), then empties and removes the cgroup. A cgroup whose runner and
+watchdog were both killed outright is emptied and removed by the next run that looks in the same place
+(its name holds its runner's pid and start time). Where no cgroup can be made (a user without a
+delegated cgroup, a read-only /sys/fs/cgroup), a process that leaves the group and the session and
+drops the token, once the runner is SIGKILLed, is not caught (ARCHITECTURE.md, "Contracts").
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from branchscope.profiling import linux
+from branchscope.profiling.linux import Cgroup, cgroup_bases, process_start_time
 
 # Re-exported: the run engine imports them from here.
 from branchscope.profiling.linux import set_child_subreaper as set_child_subreaper
@@ -26,6 +47,12 @@ from branchscope.profiling.linux import set_death_signal as set_death_signal
 from branchscope.profiling.run.protocol import RUN_TOKEN_ENV
 
 PROCESSES_MODULE = "branchscope.profiling.run.processes"
+
+#: The run's cgroup folder: the worker, or the launcher of a distributed run, joins it first thing.
+RUN_CGROUP_ENV = "BRANCHSCOPE_RUN_CGROUP"
+#: A run's cgroup is named CGROUP_PREFIX + "RUNNER_PID-START_TIME-TOKEN": whether its runner still lives.
+CGROUP_PREFIX = "branchscope-run-"
+_STALE = re.compile(re.escape(CGROUP_PREFIX) + r"([0-9]+)-([0-9]+)-[0-9a-f]+")
 
 
 def processes_with_token(token: str, also: tuple[str, ...] = ()) -> list[int]:
@@ -79,6 +106,95 @@ def kill_group(pgid: int) -> None:
         pass
 
 
+class RunCgroup:
+    """A run's cgroup and its watchdog (see the module docstring); `open` makes both, `close` ends both."""
+
+    def __init__(self, cgroup: Cgroup, watchdog: subprocess.Popen[bytes] | None) -> None:
+        self.cgroup = cgroup
+        self.watchdog = watchdog
+
+    @classmethod
+    def open(cls, token: str, bases: list[Cgroup] | None = None) -> RunCgroup | None:
+        """The run's cgroup, made in the first of `bases` (default: `cgroup_bases()`) where this process
+        may make one, with its watchdog started; None where it may make none. Removes, on the way, the
+        cgroups of dead runners it finds there."""
+        me, started = os.getpid(), process_start_time(os.getpid())
+        if started is None:  # no /proc
+            return None
+        for base in cgroup_bases() if bases is None else bases:
+            remove_stale_cgroups(base)
+            cgroup = Cgroup(base.path / f"{CGROUP_PREFIX}{me}-{started}-{token}", base.kind)
+            if cgroup.make():
+                return cls(cgroup, _start_watchdog(cgroup))
+        return None
+
+    def env(self) -> dict[str, str]:
+        """What the run's first process needs in its environment to join the cgroup (`join_run_cgroup`)."""
+        return {RUN_CGROUP_ENV: str(self.cgroup.path)}
+
+    def add(self, pid: int) -> bool:
+        return self.cgroup.join(pid)
+
+    def kill(self, timeout: float = 30.0) -> bool:
+        """SIGKILLs every process of the run until none is left (False: some outlasted `timeout` seconds)."""
+        return self.cgroup.kill(timeout)
+
+    def close(self, timeout: float = 30.0) -> bool:
+        """Empties and removes the cgroup, then stops the watchdog (which removes what may be left,
+        on its own time, when some process outlasted `timeout`); True when the cgroup is gone."""
+        gone = self.cgroup.empty_and_remove(timeout)
+        if self.watchdog is not None:
+            try:
+                self.watchdog.send_signal(signal.SIGTERM)
+                self.watchdog.wait(timeout=10.0 if gone else 0.5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        return gone
+
+
+def _start_watchdog(cgroup: Cgroup) -> subprocess.Popen[bytes] | None:
+    """linux.py as a script (no branchscope import: it starts in milliseconds), outside the cgroup, in
+    a session of its own (no signal sent to the caller's terminal or group reaches it)."""
+    command = [sys.executable, "-I", "-S", str(Path(linux.__file__).resolve()), "watch", str(os.getpid()),
+               cgroup.kind, str(cgroup.path)]  # fmt: skip
+    try:
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+            start_new_session=True,
+        )
+    except OSError:
+        return None
+
+
+def remove_stale_cgroups(base: Cgroup) -> list[Path]:
+    """Empties and removes the run cgroups under `base` whose runner is gone (killed outright together
+    with its watchdog); returns those removed."""
+    removed = []
+    try:
+        names = os.listdir(base.path)
+    except OSError:
+        return []
+    for name in names:
+        m = _STALE.fullmatch(name)
+        if m is None or process_start_time(int(m[1])) == int(m[2]):
+            continue
+        stale = Cgroup(base.path / name, base.kind)
+        if os.access(stale.path / "cgroup.procs", os.W_OK) and stale.empty_and_remove(timeout=2.0):  # another user's: not ours
+            removed.append(stale.path)
+    return removed
+
+
+def join_run_cgroup() -> bool:
+    """Moves this process into the run's cgroup ($BRANCHSCOPE_RUN_CGROUP, when set): the first step of
+    the worker and of the launcher's shim, before either starts anything."""
+    path = os.environ.get(RUN_CGROUP_ENV)
+    return Cgroup(Path(path), "").join() if path else False
+
+
 #: Set by `exec_as_child` to its own pid, which the command it execs keeps (the launcher of a
 #: distributed run: its ranks check that their parent is still it, as the worker checks the runner).
 LAUNCHER_PID_ENV = "BRANCHSCOPE_LAUNCHER_PID"
@@ -86,7 +202,9 @@ LAUNCHER_PID_ENV = "BRANCHSCOPE_LAUNCHER_PID"
 
 def exec_as_child(parent: int, command: list[str]) -> None:
     """Becomes `command` (execvp, same pid) that dies with `parent` (SIGKILL through PR_SET_PDEATHSIG,
-    which exec keeps); leaves at once when `parent` is already gone. Never returns."""
+    which exec keeps), in the run's cgroup when there is one; leaves at once when `parent` is already
+    gone. Never returns."""
+    join_run_cgroup()  # before anything the launcher starts
     if set_death_signal(signal.SIGKILL) and os.getppid() != parent:
         os._exit(1)
     os.environ[LAUNCHER_PID_ENV] = str(os.getpid())
@@ -97,8 +215,6 @@ def exec_as_child(parent: int, command: list[str]) -> None:
 
 
 if __name__ == "__main__":  # python -I -m branchscope.profiling.run.processes PARENT_PID -- COMMAND...
-    import sys
-
     _argv = sys.argv[1:]
     if len(_argv) < 3 or not _argv[0].isdigit() or _argv[1] != "--":
         sys.stderr.write("usage: python -m branchscope.profiling.run.processes PARENT_PID -- COMMAND...\n")

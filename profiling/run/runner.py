@@ -5,8 +5,9 @@ branchscope.profiling.run.folder), spawns `python -I -m branchscope.profiling.ru
 staging folder, forwards its progress, samples the CPU time of each of its OS threads while it
 profiles, enforces the timeout, and merges the samples into trace.json.gz; only a complete run's
 files are moved into OUT, run.json last. Whatever happens, every process of the run is killed before
-it returns (its group, whatever carries the run's token, orphans re-parented to the runner: see
-branchscope.profiling.run.processes), so nothing is left running.
+it returns (its group, its cgroup where the system lets the runner make one, whatever carries the
+run's token, orphans re-parented to the runner: see branchscope.profiling.run.processes), so nothing
+is left running; the worker starts in the staging folder, whatever the caller's current folder.
 
 The worker writes trace.json uncompressed, with "traceEvents" as its last key; the runner copies
 it into trace.json.gz once, inserting the CPU-sample counter events before the array's closing
@@ -15,7 +16,8 @@ bracket, and removes trace.json: the trace is parsed once (in the worker) and co
 Cancelling: `run_profile(..., cancel=flag)` polls `flag` while it waits for the worker; `main()`
 (and `branchscope profile`) set it from SIGTERM/SIGINT with `stop_on_signals()`. A signal never
 raises inside the engine, so the worker's group is always killed and temporary files always removed.
-The worker dies with the runner even when the runner is SIGKILLed (see branchscope.profiling.run.worker), and a
+The worker dies with the runner even when the runner is SIGKILLed (see branchscope.profiling.run.worker; the
+cgroup's watchdog then empties the run's cgroup), and a
 runner started by the window ($BRANCHSCOPE_PARENT_PID) cancels its run when the window dies.
 
 `python -m branchscope.profiling.run.runner ARGS [--jsonl]` is the same as a command; with --jsonl it prints one JSON
@@ -67,6 +69,7 @@ from branchscope.profiling.run.folder import RunFolder, RunFolderError, describe
 from branchscope.profiling.run.model_source import ModelSourceError, ModelSpec, check_spec, parse_input_shape
 from branchscope.profiling.run.processes import (
     PROCESSES_MODULE,
+    RunCgroup,
     kill_group,
     kill_processes_with_token,
     set_child_subreaper,
@@ -390,16 +393,9 @@ def _run_in(
     token = uuid.uuid4().hex
     log_path = stage / "worker.log"
     subreaper = set_child_subreaper(True)
-    children_before = {p.pid for p in psutil.Process().children()}
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            worker_command(req, stage),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            env=_worker_env(req, token),
-            start_new_session=True,  # its own process group: one killpg ends it and its children
-        )
+    cgroup = RunCgroup.open(token)  # None where none can be made (see branchscope.profiling.run.processes)
+    children_before = {p.pid for p in psutil.Process().children()}  # the cgroup's watchdog among them
+    proc = _spawn(worker_command(req, stage), stage, _worker_env(req, token), subprocess.PIPE, log_path, subreaper, cgroup)
     assert proc.stdout is not None
     lines = _LineReader(proc.stdout.fileno())
     sampler: ThreadCpuSampler | None = None
@@ -446,7 +442,7 @@ def _run_in(
                 # A fixed schedule, so a late tick does not shift the later ones; after a stall, start afresh.
                 next_tick = max(next_tick + interval, time.monotonic() - interval)
     finally:
-        _stop_everything(proc, token, children_before)
+        _stop_everything(proc, token, children_before, cgroup)
         if subreaper:
             set_child_subreaper(False)
             _reap_dead_orphans(children_before | {proc.pid})  # the worker is Popen's to reap
@@ -566,16 +562,9 @@ def _run_ranks(
     env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's connections stay on loopback too
     env.setdefault("TORCHELASTIC_ENABLE_FILE_TIMER", "0")
     subreaper = set_child_subreaper(True)
+    cgroup = RunCgroup.open(token)
     children_before = {p.pid for p in psutil.Process().children()}
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            launcher_command(req, stage.resolve()),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            env=env,
-            start_new_session=True,
-        )
+    proc = _spawn(launcher_command(req, stage.resolve()), stage, env, None, log_path, subreaper, cgroup)
     ranks = [_Rank(r) for r in range(req.nproc)]
     files = [_EventFile(stage / RANK_EVENTS.format(rank=r)) for r in range(req.nproc)]
     interval = req.sample_interval_ms / 1000.0
@@ -647,7 +636,7 @@ def _run_ranks(
                     r.sampler.sample()
                 next_tick = max(next_tick + interval, time.monotonic() - interval)
     finally:
-        _stop_everything(proc, token, children_before)
+        _stop_everything(proc, token, children_before, cgroup)
         if subreaper:
             set_child_subreaper(False)
             _reap_dead_orphans(children_before | {proc.pid})  # the worker is Popen's to reap
@@ -804,16 +793,65 @@ def _commit_ranks(folder: RunFolder, req: RunRequest, ranks: list[_Rank], runs: 
     return result
 
 
-def _stop_everything(proc: subprocess.Popen[bytes], token: str, children_before: set[int]) -> None:
-    """Kills the worker, its group, every process carrying the run's token and every orphan of the run
-    re-parented to this process (see branchscope.profiling.run.processes), and reaps them."""
-    kill_group(proc.pid)
-    kill_processes_with_token(token)
+def _spawn(
+    command: list[str],
+    stage: Path,
+    env: dict[str, str],
+    stdout: int | None,
+    log_path: Path,
+    subreaper: bool,
+    cgroup: RunCgroup | None,
+) -> subprocess.Popen[bytes]:
+    """Starts the run's first process (the worker, or the launcher of a distributed run; `stdout`
+    None: into the log too) in a session and process group of its own (one killpg ends it and its
+    children), in the run's cgroup when there is one (it joins it itself before it starts anything,
+    and is moved there here too), and in the staging folder: the caller's current folder may have
+    been deleted (`import torch` then aborts), and every path the process is given is absolute
+    (`RunRequest.argv(worker=True)`). Should it fail to start, the cgroup is removed and this process
+    is no subreaper any more."""
+    if cgroup is not None:
+        env = {**env, **cgroup.env()}
     try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        pass
-    _reap_orphans(children_before | {proc.pid})
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log if stdout is None else stdout,
+                stderr=log,
+                env=env,
+                cwd=stage,
+                start_new_session=True,
+            )
+    except BaseException:
+        if cgroup is not None:
+            cgroup.close()
+        if subreaper:
+            set_child_subreaper(False)
+        raise
+    if cgroup is not None:
+        cgroup.add(proc.pid)
+    return proc
+
+
+def _stop_everything(
+    proc: subprocess.Popen[bytes], token: str, children_before: set[int], cgroup: RunCgroup | None = None
+) -> None:
+    """Kills the worker, its group, every process of the run's cgroup, every process carrying the run's
+    token and every orphan of the run re-parented to this process (see branchscope.profiling.run.processes),
+    and reaps them; then removes the cgroup (also when something here failed)."""
+    try:
+        kill_group(proc.pid)
+        if cgroup is not None:
+            cgroup.kill()
+        kill_processes_with_token(token)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        _reap_orphans(children_before | {proc.pid})
+    finally:
+        if cgroup is not None:
+            cgroup.close(timeout=5.0)  # also when something above failed; the watchdog takes what is left
 
 
 def _reap_orphans(children_before: set[int]) -> None:

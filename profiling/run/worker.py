@@ -39,7 +39,9 @@ the model starts would survive that, so a worker that leads its own process grou
 it so) forks a tiny reaper first: it waits, blocked in sigwait, for its own death signal, sent when
 the worker dies, and then SIGKILLs every process carrying the run's token (those that left the group
 too, see branchscope.profiling.run.processes) and the whole group. Being a separate single-threaded process, it
-works even while the worker's main thread is stuck in native code.
+works even while the worker's main thread is stuck in native code. Before all that, the worker joins the
+run's cgroup when the runner made one ($BRANCHSCOPE_RUN_CGROUP): what the model starts and that drops
+both the group and the token is in it, and the cgroup's watchdog empties it when the runner dies.
 """
 
 from __future__ import annotations
@@ -60,7 +62,12 @@ from typing import Any, NoReturn, TextIO
 
 from branchscope.profiling.run.cpu_sampler import ThreadCensus, read_thread_names, settle_interop_pool
 from branchscope.profiling.run.folder import describe_os_error
-from branchscope.profiling.run.processes import LAUNCHER_PID_ENV, kill_processes_with_token, set_death_signal
+from branchscope.profiling.run.processes import (
+    LAUNCHER_PID_ENV,
+    join_run_cgroup,
+    kill_processes_with_token,
+    set_death_signal,
+)
 from branchscope.profiling.run.protocol import (
     EVENTS_DIR_ENV,
     EXIT_FAILED,
@@ -121,6 +128,7 @@ class RunFailure(Exception):
 
 def _die_with_parent() -> None:
     """SIGKILL this worker when the runner dies, and its process group with it (see the module docstring)."""
+    join_run_cgroup()  # first: everything started from here on stays in the run's cgroup
     expected = os.environ.get(RUNNER_PID_ENV, "")
     if set_death_signal(signal.SIGKILL) and expected.isdigit() and os.getppid() != int(expected):
         os._exit(EXIT_FAILED)  # the runner died before the request took effect: nobody waits for this run
