@@ -64,8 +64,9 @@ from typing import Any, BinaryIO
 
 import psutil
 
+from branchscope.profiling.files import open_regular
 from branchscope.profiling.run.cpu_sampler import ThreadCpuSampler
-from branchscope.profiling.run.folder import RunFolder, RunFolderError, describe_os_error
+from branchscope.profiling.run.folder import RunFolder, RunFolderError, describe_os_error, read_run_json
 from branchscope.profiling.run.model_source import ModelSourceError, ModelSpec, check_spec, parse_input_shape
 from branchscope.profiling.run.processes import (
     PROCESSES_MODULE,
@@ -91,6 +92,7 @@ from branchscope.profiling.run.protocol import (
     WORKER_MODULE,
     RunRequest,
     add_run_arguments,
+    error_line,
     python_command,
     request_from_args,
 )
@@ -279,7 +281,7 @@ class _LineReader:
 def _tail(path: Path, lines: int = 40, max_bytes: int = 64 * 1024) -> str:
     """The last lines of a log, reading at most its last `max_bytes` (a model may print gigabytes)."""
     try:
-        with open(path, "rb") as f:
+        with open(open_regular(path), "rb") as f:  # the model could leave a FIFO there: never blocks
             size = os.fstat(f.fileno()).st_size
             f.seek(max(0, size - max_bytes))
             data = f.read(max_bytes)
@@ -292,11 +294,8 @@ def _tail(path: Path, lines: int = 40, max_bytes: int = 64 * 1024) -> str:
 
 
 def _complete_run(folder: Path) -> dict[str, Any] | None:
-    try:
-        run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return run if isinstance(run, dict) and run.get("complete") is True else None
+    run = read_run_json(folder)
+    return run if run is not None and run.get("complete") is True else None
 
 
 def _array_close(f: BinaryIO, size: int) -> tuple[int, bool]:
@@ -968,7 +967,7 @@ def print_failure(result: RunResult, stream: Any = None) -> None:
     stream = stream or sys.stderr
     if result.traceback:
         stream.write(result.traceback.rstrip("\n") + "\n")
-    stream.write(f"error: {result.message}\n")
+    stream.write(error_line(result.message) + "\n")
     stream.flush()
 
 

@@ -197,19 +197,28 @@ def _exported_trace(prof: Any, raw: Path) -> dict[str, Any]:
 
     On a full disk kineto may fail quietly, leaving no file or a truncated one: that becomes the
     OSError it is ("no space left on device"), not a FileNotFoundError or a JSON error.
+
+    kineto writes the path it is given into the trace unescaped (its "traceName") and turns `\\` into
+    `/` when it renames its temporary file, so --out names holding `"`, `\\` or a newline broke the
+    export. It is given `/proc/self/fd/N/NAME` instead, N a descriptor on the folder: only safe
+    characters, whatever the folder is called. "traceName" is dropped (the path is not the trace's).
     """
+    folder_fd = os.open(raw.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        prof.export_chrome_trace(str(raw))
+        via_fd = f"/proc/self/fd/{folder_fd}/{raw.name}"
+        prof.export_chrome_trace(via_fd if os.path.isdir(os.path.dirname(via_fd)) else str(raw))
         with open(raw, encoding="utf-8") as f:
             trace = json.load(f, strict=False)  # kineto may write raw control characters in strings
         if not isinstance(trace, dict):
             raise ValueError("the profiler's trace is not a JSON object")
+        trace.pop("traceName", None)
         return trace
     except (OSError, ValueError) as exc:
         if _disk_full(raw.parent):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(raw.parent)) from exc
         raise
     finally:
+        os.close(folder_fd)
         for leftover in (raw, raw.with_name(raw.name + ".tmp")):
             leftover.unlink(missing_ok=True)
 
@@ -512,7 +521,11 @@ def _as_failure(exc: BaseException) -> RunFailure:
         return exc
     tb = traceback.format_exc()
     if isinstance(exc, OSError):  # writing the results (the model's own errors are RunFailures): a full disk
-        return RunFailure(EXIT_FAILED, f"could not write the results to --out: {describe_os_error(exc, with_file=False)}", tb)
+        # A full disk is said in one line: its traceback would only bury it.
+        said = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        return RunFailure(
+            EXIT_FAILED, f"could not write the results to --out: {describe_os_error(exc, with_file=False)}", None if said else tb
+        )
     if isinstance(exc, SystemExit):  # the model called sys.exit() where we did not expect it (fx tracing, plans)
         return RunFailure(EXIT_BAD_MODEL, f"the model called sys.exit({exc.code!r})", tb)
     # A bug of ours, or torch failing: report it, never hang.

@@ -440,7 +440,14 @@ def _parse(path: str, data: bytes, report: _Progress) -> Trace:
         if _first_byte(data) == b"[":
             events = _LIST_DECODER.decode(data)  # the bare-array form of the Chrome format
         else:
-            top = _FILE_DECODER.decode(data)
+            try:
+                top = _FILE_DECODER.decode(data)
+            except msgspec.DecodeError:
+                repaired = _without_raw_trace_name(data)
+                if repaired is None:
+                    raise
+                data, metadata["traceName"] = repaired
+                top = _FILE_DECODER.decode(data)
             if top.traceEvents is None:
                 raise TraceFormatError(f"{path}: JSON has no 'traceEvents' list: not a profiler trace")
             events = top.traceEvents
@@ -454,6 +461,29 @@ def _parse(path: str, data: bytes, report: _Progress) -> Trace:
         raise TraceFormatError(f"{path}: unexpected trace structure: {exc}") from None
     except msgspec.DecodeError as exc:
         raise TraceFormatError(f"{path}: not valid JSON: {exc}") from None
+
+
+#: Where kineto's last key, "traceName", is looked for: the end of the text.
+_TRACE_NAME_TAIL = 1 << 16
+_TRACE_NAME_VALUE = re.compile(rb'\s*:\s*"')
+
+
+def _without_raw_trace_name(data: bytes) -> tuple[bytes, str] | None:
+    """kineto writes the path it exports to into the trace's last key, "traceName", unescaped: a
+    trace saved under a name holding `"` or `\\` is not JSON. Such a text without that key, and the
+    name as written; None when the text does not end that way (the error stands)."""
+    tail_start = max(0, len(data) - _TRACE_NAME_TAIL)
+    tail = data[tail_start:]
+    key = tail.rfind(b'"traceName"')
+    if key < 0 or not tail[:key].rstrip().endswith(b","):
+        return None
+    m = _TRACE_NAME_VALUE.match(tail, key + len(b'"traceName"'))
+    rest = tail[m.end() :].rstrip() if m else b""
+    if not (rest.endswith(b"}") and rest[:-1].rstrip().endswith(b'"')):
+        return None
+    name = rest[:-1].rstrip()[:-1]
+    comma = tail_start + tail[:key].rstrip().rfind(b",")
+    return data[:comma] + b"}", name.decode("utf-8", errors="replace")
 
 
 # ---- timestamps ------------------------------------------------------------------------------
