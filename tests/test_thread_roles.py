@@ -148,7 +148,10 @@ def test_a_forked_2x2_run_lists_exactly_its_pool_and_its_openmp_workers(tmp_path
     trace = load_trace(tmp_path / "run" / "trace.json.gz")
     info = trace.run_info
     assert info is not None and set(info.interop_tids) == pool and set(info.intra_tids) == intra
-    assert {ln.tid for ln in trace.lanes_of("cpu", "interop")} == pool  # both ran a branch
+    # The pool threads that ran a branch: which ones is the scheduler's choice (on a busy machine
+    # the first to wake may take both forked tasks before the other gets a core).
+    lanes = {ln.tid for ln in trace.lanes_of("cpu", "interop")}
+    assert lanes and lanes <= pool
     sampled = {c.tid for c in trace.counters if c.cat == "cpu_sample"}
     assert pool | intra | {main} <= sampled
     view = show(qtbot, PoolUsageView(), 1000, 260)

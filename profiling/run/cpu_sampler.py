@@ -200,30 +200,44 @@ class ThreadSeries:
         return pct
 
     def cpu_pct(self) -> list[float]:
-        """Percent of one core over each interval (ts_ns[i-1], ts_ns[i]], for i >= 1."""
+        """Percent of one core over each interval (ts_ns[i-1], ts_ns[i]], for i >= 1.
+
+        Totals are kept: the intervals after a sample at which the thread was not running hold
+        exactly the CPU time it gained since then (see `_spread` and the late CPU below).
+        """
         n = len(self.ts_ns)
-        pct = [0.0] * n
+        cap = [float(max(self.ts_ns[i] - self.ts_ns[i - 1], 1)) if i else 1.0 for i in range(n)]
+        used = [0.0] * n  # ns of CPU given to each interval
         start = 1  # first interval of the current segment (intervals since the last CPU-time update)
         for j in range(1, n):
             gained = self.cpu_ns[j] - self.cpu_ns[start - 1]
             if gained <= 0 and j < n - 1:
                 continue
             if gained > 0:
-                self._spread(gained, start, j, pct)
+                left = self._spread(gained, start, j, cap, used)
+                # More CPU than the segment's span: the kernel had not yet counted all of a running
+                # thread's time at the sample that began it (it does at its next tick), so the rest
+                # ran before that sample. It goes to the intervals just before, back to the last
+                # sample that saw the thread asleep (whose CPU time was up to date).
+                i = start - 1
+                while left > 1e-6 and i >= 1 and self.running[i] is not False:
+                    add = min(left, cap[i] - used[i])
+                    used[i] += add
+                    left -= add
+                    i -= 1
             start = j + 1
-        return pct
+        return [100.0 * used[i] / cap[i] if i else 0.0 for i in range(n)]
 
-    def _spread(self, gained: int, first: int, last: int, pct: list[float]) -> None:
-        """Spreads `gained` ns of CPU over intervals first..last, at most 100% each.
+    def _spread(self, gained: int, first: int, last: int, cap: list[float], used: list[float]) -> float:
+        """Spreads `gained` ns of CPU over intervals first..last, at most 100% each (`cap`: their
+        lengths, `used`: the CPU they hold); returns what did not fit.
 
         Intervals with the thread seen running at both ends are filled first, then those with it
         running at one end (it started or stopped inside), then the rest of the span (short bursts
         between samples), each group in proportion to interval length.
         """
         span = range(first, last + 1)
-        cap = {i: float(max(self.ts_ns[i] - self.ts_ns[i - 1], 1)) for i in span}
         ends = {i: bool(self.running[i]) + bool(self.running[i - 1]) for i in span}
-        used = dict.fromkeys(span, 0.0)
         left = float(gained)
         for pool in ([i for i in span if ends[i] == 2], [i for i in span if ends[i] == 1], list(span)):
             open_ = [i for i in pool if used[i] < cap[i] - 1e-6]
@@ -236,8 +250,7 @@ class ThreadSeries:
                     given += add
                 left -= given
                 open_ = [i for i in open_ if used[i] < cap[i] - 1e-6]
-        for i in span:
-            pct[i] = 100.0 * used[i] / cap[i]
+        return max(left, 0.0)
 
 
 class ThreadCpuSampler:
