@@ -171,9 +171,20 @@ class Cgroup:
         return not self.path.exists()
 
     def empty_and_remove(self, timeout: float = 30.0) -> bool:
-        """`kill`, then `remove` (removing is tried even when some member outlasted the timeout)."""
+        """`kill`, then `remove`, tried until it works or `timeout` seconds have passed: a killed member
+        leaves cgroup.procs as it starts to exit, but the cgroup stays populated, and rmdir says EBUSY,
+        until its exit is complete (and, on some kernels, until it is reaped: its parent, or init, may
+        take a while). Removing is tried even when some member outlasted the kill."""
+        deadline = time.monotonic() + timeout
         self.kill(timeout)
-        return self.remove()
+        pause = 0.002
+        while not self.remove():
+            if time.monotonic() >= deadline:
+                return False
+            self.kill(max(0.0, deadline - time.monotonic()))  # one that joined meanwhile (a fork in flight)
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
+        return True
 
 
 def _mounts() -> list[tuple[str, str, str, str]]:
