@@ -8,7 +8,9 @@ frames and a TorchScript method call (the "forward" of a forked plan, inside whi
 only waits for its forks) are not work themselves, only what runs inside them.
 
 All are vectorised over the event columns (a lane's events are contiguous and start-sorted), so
-they stay cheap on traces of millions of events. None of them imports Qt or torch.
+they stay cheap on traces of millions of events, and across lanes too (`merged_runs_by_lane`,
+`compute_runs_by_lane`): a trace can hold a million threads of one event each. None of them
+imports Qt or torch.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from branchscope.profiling.trace.model import CounterTrack, Trace
+from branchscope.profiling.trace.model import KIND_ORDER, CounterTrack, Trace
 from branchscope.profiling.trace.run_info import CPU_SAMPLE_CATEGORY, branch_name
 
 #: Operators during which a thread waits for others (a forked future, the GPU), not computes.
@@ -66,18 +68,63 @@ def merged_intervals(start_ns: np.ndarray, end_ns: np.ndarray) -> tuple[np.ndarr
     return run_starts, run_ends
 
 
+def _running_max_by_lane(start: np.ndarray, end: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """`np.maximum.accumulate(end)` restarted at every lane, of intervals sorted by (lane, start):
+    `first` marks each lane's first interval.
+
+    Each lane's ends, taken from its first start, are lifted above every earlier lane's (lane k by
+    k times the widest lane), so that one running max over all lanes never carries one lane's reach
+    into the next. Where that would overflow int64 (spans of centuries), the ends' ranks are lifted
+    instead of the ends themselves."""
+    seg = np.cumsum(first) - 1
+    base = start[first][seg]
+    rel = end - base  # >= 0: an interval ends at or after its start, which is at or after the lane's first
+    width = int(rel.max()) + 1
+    n_seg = int(seg[-1]) + 1
+    if n_seg * width < 1 << 62 and int(rel.min()) >= 0:
+        lift = seg * width
+        return np.maximum.accumulate(lift + rel) - lift + base
+    values, rank = np.unique(end, return_inverse=True)
+    lift = seg * values.size
+    return values[np.maximum.accumulate(lift + rank.reshape(-1)) - lift]
+
+
+def merged_runs_by_lane(
+    lane: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`merged_intervals` of every lane at once, from intervals sorted by (lane, start): the
+    (lane, start, end) of each lane's disjoint busy runs, sorted by lane then start."""
+    if start_ns.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=lane.dtype), empty, empty
+    first = np.empty(start_ns.size, dtype=bool)
+    first[0] = True
+    np.not_equal(lane[1:], lane[:-1], out=first[1:])
+    reach = _running_max_by_lane(start_ns, end_ns, first)
+    new_run = first.copy()
+    new_run[1:] |= start_ns[1:] > reach[:-1]
+    last_of_run = np.flatnonzero(np.append(new_run[1:], True))
+    return lane[new_run], start_ns[new_run], reach[last_of_run]
+
+
 def lane_busy_runs(trace: Trace, lane_index: int) -> tuple[np.ndarray, np.ndarray]:
     sl = trace.lane_slice(lane_index)
     return merged_intervals(trace.start_ns[sl], trace.end_ns[sl])
 
 
+def _sum_by_lane(run_lane: np.ndarray, values: np.ndarray, n_lanes: int) -> np.ndarray:
+    """Per lane (int64), the sum of `values` over its runs; `run_lane` is sorted."""
+    out = np.zeros(n_lanes, dtype=np.int64)
+    if run_lane.size:
+        firsts = np.flatnonzero(np.append(True, run_lane[1:] != run_lane[:-1]))
+        out[run_lane[firsts]] = np.add.reduceat(values, firsts)
+    return out
+
+
 def lane_busy_ns(trace: Trace) -> np.ndarray:
     """Busy time of every lane: the union of its events' intervals (nesting counted once)."""
-    busy = np.zeros(len(trace.lanes), dtype=np.int64)
-    for ln in trace.lanes:
-        starts, ends = lane_busy_runs(trace, ln.index)
-        busy[ln.index] = int((ends - starts).sum())
-    return busy
+    run_lane, starts, ends = merged_runs_by_lane(trace.lane, trace.start_ns, trace.end_ns)
+    return _sum_by_lane(run_lane, ends - starts, len(trace.lanes))
 
 
 def concurrency(runs: list[tuple[np.ndarray, np.ndarray]], capacity: int) -> StepSeries:
@@ -110,9 +157,9 @@ def interop_pool_size(trace: Trace) -> int:
 
 def interop_occupancy(trace: Trace) -> StepSeries:
     """How many inter-op pool threads compute at each instant (see the module docstring), against the pool's size."""
-    pool = trace.lanes_of("cpu", "interop")
-    masks = _work_and_wait_events(trace)
-    return concurrency([lane_compute_runs(trace, ln.index, masks) for ln in pool], interop_pool_size(trace))
+    _, starts, ends = compute_runs_by_lane(trace, trace.lane_indices("cpu", "interop"))
+    # Only the runs' times matter to `concurrency`, not which lane each is of.
+    return concurrency([(starts, ends)], interop_pool_size(trace))
 
 
 def _is_wait(name: str) -> bool:
@@ -160,9 +207,85 @@ def lane_compute_runs(
     return subtract_intervals(*runs, *merged_intervals(starts[x], ends[x]))
 
 
-def _clipped_total(starts: np.ndarray, ends: np.ndarray, window: tuple[int, int]) -> int:
+def compute_runs_by_lane(
+    trace: Trace, lanes: np.ndarray, masks: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`lane_compute_runs` of the lanes `lanes` (indices) at once: the (lane, start, end) of each
+    run, sorted by lane then start; the same runs, without a Python step per lane."""
+    work, wait = masks if masks is not None else _work_and_wait_events(trace)
+    chosen = np.zeros(len(trace.lanes), dtype=bool)
+    chosen[lanes] = True
+    on = chosen[trace.lane]
+    lane, start, end = trace.lane, trace.start_ns, trace.end_ns
+    w, x = np.flatnonzero(on & work), np.flatnonzero(on & wait)
+    a_lane, a_start, a_end = merged_runs_by_lane(lane[w], start[w], end[w])
+    b_lane, b_start, b_end = merged_runs_by_lane(lane[x], start[x], end[x])
+    if b_lane.size == 0 or a_lane.size == 0:
+        return a_lane, a_start, a_end
+    # Lanes without a wait keep their work runs as they are (zero-length ones included, as
+    # `subtract_intervals` leaves them); the others lose what their waits cover.
+    waits = np.zeros(len(trace.lanes), dtype=bool)
+    waits[b_lane] = True
+    keep = ~waits[a_lane]
+    cut = ~keep
+    has_work = np.zeros(len(trace.lanes), dtype=bool)
+    has_work[a_lane] = True
+    used = has_work[b_lane]
+    c_lane, c_start, c_end = _subtract_by_lane(
+        (a_lane[cut], a_start[cut], a_end[cut]), (b_lane[used], b_start[used], b_end[used])
+    )
+    run_lane = np.concatenate([a_lane[keep], c_lane])
+    order = np.argsort(run_lane, kind="stable")  # each part is sorted by (lane, start)
+    return (
+        run_lane[order],
+        np.concatenate([a_start[keep], c_start])[order],
+        np.concatenate([a_end[keep], c_end])[order],
+    )
+
+
+def _subtract_by_lane(
+    a: tuple[np.ndarray, np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`subtract_intervals` lane by lane, all lanes at once: (lane, start, end) runs of `a` minus
+    those of `b` (each disjoint and sorted within a lane), as maximal runs sorted by lane and start.
+
+    One sweep over every boundary sorted by (lane, time): each lane's counts come back to 0 at its
+    last boundary, so a single running sum over all lanes is every lane's own."""
+    a_lane, a_start, a_end = a
+    b_lane, b_start, b_end = b
+    n_a, n_b = a_lane.size, b_lane.size
+    if n_a == 0 or n_b == 0:
+        return a
+    lane = np.concatenate([a_lane, a_lane, b_lane, b_lane]).astype(np.int64)
+    t = np.concatenate([a_start, a_end, b_start, b_end])
+    da = np.concatenate([np.ones(n_a, np.int64), -np.ones(n_a, np.int64), np.zeros(2 * n_b, np.int64)])
+    db = np.concatenate([np.zeros(2 * n_a, np.int64), np.ones(n_b, np.int64), -np.ones(n_b, np.int64)])
+    order = np.lexsort((t, lane))
+    lane, t = lane[order], t[order]
+    distinct = np.flatnonzero(np.append(True, (lane[1:] != lane[:-1]) | (t[1:] != t[:-1])))
+    a_level = np.cumsum(np.add.reduceat(da[order], distinct))
+    b_level = np.cumsum(np.add.reduceat(db[order], distinct))
+    lane, t = lane[distinct], t[distinct]
+    # A piece runs from one boundary to the next; at a lane's last boundary both counts are 0.
+    inside = np.flatnonzero((a_level[:-1] > 0) & (b_level[:-1] == 0))
+    p_lane, p_start, p_end = lane[inside].astype(a_lane.dtype), t[inside], t[inside + 1]
+    if p_start.size == 0:
+        return p_lane, p_start, p_end
+    # Pieces that touch (a wait's end inside one run) become one run again.
+    new_run = np.ones(p_start.size, dtype=bool)
+    new_run[1:] = (p_lane[1:] != p_lane[:-1]) | (p_start[1:] != p_end[:-1])
+    last_of_run = np.flatnonzero(np.append(new_run[1:], True))
+    return p_lane[new_run], p_start[new_run], p_end[last_of_run]
+
+
+def _clipped_total_by_lane(run_lane: np.ndarray, starts: np.ndarray, ends: np.ndarray, window: tuple[int, int]) -> int:
+    """The time inside `window` of all the runs, exactly (a Python int): the sum of every lane's own."""
     lo, hi = window
-    return int(np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0, None).sum())
+    clipped = np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0, None)
+    if clipped.size * (int(hi) - int(lo)) < 1 << 63:  # no sum can overflow int64
+        return int(clipped.sum())
+    # Each lane's runs are disjoint, so its own sum stays within the window: add those as Python ints.
+    return sum(_sum_by_lane(run_lane, clipped, int(run_lane.max()) + 1).tolist())
 
 
 def steps_window(trace: Trace) -> tuple[int, int] | None:
@@ -195,8 +318,7 @@ def parallelism(trace: Trace, window: tuple[int, int] | None = None) -> float:
     lo, hi = _window(trace, window)
     if hi <= lo:
         return 0.0
-    masks = _work_and_wait_events(trace)
-    busy = sum(_clipped_total(*lane_compute_runs(trace, ln.index, masks), (lo, hi)) for ln in trace.lanes_of("cpu"))
+    busy = _clipped_total_by_lane(*compute_runs_by_lane(trace, trace.lane_indices("cpu")), (lo, hi))
     return float(busy) / float(hi - lo)
 
 
@@ -230,9 +352,8 @@ def pool_busy_share(trace: Trace, window: tuple[int, int] | None = None) -> floa
     lo, hi = _window(trace, window)
     if size <= 0 or hi <= lo:
         return None
-    masks = _work_and_wait_events(trace)
-    pool = trace.lanes_of("cpu", "interop")
-    busy = sum(_clipped_total(*lane_compute_runs(trace, ln.index, masks), (lo, hi)) for ln in pool)
+    pool = trace.lane_indices("cpu", "interop")
+    busy = _clipped_total_by_lane(*compute_runs_by_lane(trace, pool), (lo, hi))
     return float(busy) / (float(size) * float(hi - lo))
 
 
@@ -282,7 +403,7 @@ def branch_assignment(trace: Trace) -> BranchAssignment:
     if len(flows):
         ok = (flows.src >= 0) & (flows.dst >= 0)
         src, dst = flows.src[ok], flows.dst[ok]
-        gpu_lane = np.array([ln.kind == "gpu" for ln in trace.lanes], dtype=bool)
+        gpu_lane = trace.lane_kind_codes == KIND_ORDER.index("gpu")
         to_gpu = gpu_lane[trace.lane[dst]]
         event_branch[dst[to_gpu]] = event_branch[src[to_gpu]]
     return BranchAssignment(names, event_branch)

@@ -118,7 +118,7 @@ def collective_peers(trace: Trace, i: int) -> dict[int, int]:
     same name and sequence number, or same name and place), the event's own rank included; {} when
     `i` is no collective or its trace has one rank."""
     key = collective_key(trace, i)
-    if key is None or len({ln.rank for ln in trace.lanes}) < 2:
+    if key is None or len(trace.lane_rank_set) < 2:
         return {}
     same = np.flatnonzero(trace.name_id == trace.name_id[i])
     same = same[np.argsort(trace.start_ns[same], kind="stable")]

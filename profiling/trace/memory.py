@@ -161,10 +161,16 @@ def _enclosing_ops(trace: Trace, series: MemorySeries, rows: np.ndarray) -> np.n
         return out
     m = _RANK_PREFIX.match(series.device)
     rank = int(m.group(1)) if m else None
-    lane_of = {(ln.pid, ln.tid): ln.index for ln in trace.lanes if ln.kind == "cpu" and ln.rank == rank}
     pid, tid, ts = series.pid[rows], series.tid[rows], series.ts_ns[rows]
     keys = np.stack([pid, tid], axis=1)
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    # Only lanes of the threads asked for are looked at (a trace can have a million lanes).
+    maybe = np.flatnonzero(np.isin(trace.lane_pids, uniq[:, 0]) & np.isin(trace.lane_tids, uniq[:, 1]))
+    lane_of = {
+        (ln.pid, ln.tid): ln.index
+        for ln in map(trace.lanes.__getitem__, maybe.tolist())
+        if ln.kind == "cpu" and ln.rank == rank
+    }
     inverse = inverse.reshape(-1)
     start, end = trace.start_ns, trace.end_ns
     for u, (p, t) in enumerate(uniq.tolist()):

@@ -193,10 +193,13 @@ def step_table(trace: Trace) -> list[StepRow]:
     if steps.size == 0:
         return []
     # Only a branch of the step's own process (merged ranks share one clock, not one model run).
+    # Only the lanes of steps and annotations are asked (a trace can have a million lanes).
     proc_ids: dict[tuple, int] = {}
-    proc = np.array(
-        [proc_ids.setdefault((ln.pid, ln.rank), len(proc_ids)) for ln in trace.lanes], dtype=np.int64
-    )
+    proc = np.zeros(len(trace.lanes), dtype=np.int64)
+    used = np.unique(np.concatenate([trace.lane[steps], trace.lane[ann]]))
+    for i in used.tolist():
+        ln = trace.lanes[i]
+        proc[i] = proc_ids.setdefault((ln.pid, ln.rank), len(proc_ids))
     ss, se = trace.start_ns[steps][:, None], trace.end_ns[steps][:, None]
     overlap = np.maximum(
         np.minimum(trace.end_ns[ann][None, :], se) - np.maximum(trace.start_ns[ann][None, :], ss), 0

@@ -63,9 +63,8 @@ from branchscope.profiling.trace.flows import bind_flows
 from branchscope.profiling.trace.model import (
     ROLE_ORDER,
     CounterTrack,
-    Lane,
-    LaneKind,
     LaneRole,
+    LaneTable,
     LoadCancelled,
     MemorySeries,
     Trace,
@@ -702,7 +701,7 @@ class _Interner:
 _KIND_OF_PHASE = {"X": 1, "M": 2, "C": 3, "s": 4, "f": 4, "t": 4}
 _COMPLETE, _META, _COUNTER, _FLOW, _MEMORY = 1, 2, 3, 4, 5
 _get_ph, _get_name, _get_cat = attrgetter("ph"), attrgetter("name"), attrgetter("cat")
-_get_pid, _get_key = attrgetter("pid"), attrgetter("pid", "tid")
+_get_pid = attrgetter("pid")
 _get_ts, _get_dur, _get_args = attrgetter("ts"), attrgetter("dur"), attrgetter("args")
 #: From this many events on, a forked child decodes the second half while this process decodes the
 #: first (`forked.ForkedCall`): below it, forking and sending columns back cost more than they save.
@@ -722,10 +721,10 @@ class _Part(msgspec.Struct, gc=False):
     pipe (`write_to`, `read_from`): a msgpack header, then each array's bytes as they are. No
     pickle, nothing that runs code, no copy of the columns on either side."""
 
-    keys: list[tuple[Any, Any]]
+    keys: list[tuple[Any, Any]]  # (pid, tid) as written, of threads not packed (`_thread_codes`)
     names: list[str]
     cats: list[str]
-    columns: dict[str, np.ndarray]  # key_id, name_id, cat_id, start, dur, index (complete events)
+    columns: dict[str, np.ndarray]  # thread, name_id, cat_id, start, dur, index (complete events)
     memory: dict[str, np.ndarray]  # `_memory_columns`, empty without [memory] events
     meta: np.ndarray  # positions of metadata, counter and flow events
     counter: np.ndarray
@@ -826,14 +825,16 @@ def _decode_range(raw_events: list[Any], lo: int, hi: int, report: Callable[[flo
         at = np.flatnonzero(kinds == _COMPLETE)
         complete = _picked(chunk, at)
         del chunk, chunk_raws
+        pids = list(map(_get_pid, complete))
         try:
-            np.array(list(map(_get_pid, complete)), dtype=np.int64)
+            np.array(pids, dtype=np.int64)
         except (ValueError, TypeError, OverflowError):
             # Pseudo processes ("Spans", "Traces") have string pids: not real lanes.
             real = [k for k, e in enumerate(complete) if type(e.pid) is int or _real_id(e.pid) is not None]
             complete, at = _picked(complete, np.array(real, dtype=np.int64)), at[real]
+            pids = list(map(_get_pid, complete))
         at_parts.append(at + c)
-        key_parts.append(key_intern.ids(list(map(_get_key, complete))))
+        key_parts.append(_thread_codes(pids, list(map(_get_tid, complete)), key_intern))
         name_parts.append(name_intern.ids(list(map(_get_name, complete))))
         cat_parts.append(cat_intern.ids(list(map(_get_cat, complete))))
         start_parts.append(_ns_column(list(map(_get_ts, complete)), "timestamp"))
@@ -848,7 +849,7 @@ def _decode_range(raw_events: list[Any], lo: int, hi: int, report: Callable[[flo
         names=list(name_intern.table),
         cats=list(cat_intern.table),
         columns={
-            "key_id": _joined(key_parts, np.int32),
+            "thread": _joined(key_parts, np.int64),
             "name_id": _joined(name_parts, np.int32),
             "cat_id": _joined(cat_parts, np.int32),
             "start": _joined(start_parts, np.int64),
@@ -860,6 +861,39 @@ def _decode_range(raw_events: list[Any], lo: int, hi: int, report: Callable[[flo
         counter=_joined(counter_at, np.int64),
         flow=_joined(flow_at, np.int64),
     )
+
+
+#: An event's thread in one int64 (`_thread_codes`): its pid in the high half and its tid in the
+#: low half, where both were written as ints that fit 32 bits (nearly every trace). Else the high
+#: half is `_AS_WRITTEN` (a pid never packed) and the low half the id of (pid, tid) as written.
+_AS_WRITTEN = -(1 << 31)
+_LOW = 0xFFFFFFFF
+
+
+def _thread_codes(pids: list[Any], tids: list[Any], keys: _Interner) -> np.ndarray:
+    """Events' threads as codes (see `_AS_WRITTEN`): a million threads written as ints cost no
+    Python object each, and 8 bytes an event. Threads written otherwise (a string id, "stream
+    7", an int past 32 bits) are interned as written into `keys`."""
+    n = len(pids)
+    if n and list(map(type, pids)).count(int) == n and list(map(type, tids)).count(int) == n:
+        try:
+            p, t = np.array(pids, dtype=np.int64), np.array(tids, dtype=np.int64)
+        except OverflowError:
+            pass
+        else:
+            if _AS_WRITTEN < p.min() and p.max() < 1 << 31 and _AS_WRITTEN <= t.min() and t.max() < 1 << 31:
+                return (p << 32) | (t & _LOW)
+    return (np.int64(_AS_WRITTEN) << 32) | keys.ids(list(zip(pids, tids))).astype(np.int64)
+
+
+def _split_thread_codes(code: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Codes (`_thread_codes`) as pid, tid (both 0 for a thread written otherwise) and key id
+    (-1 for a thread given by its code)."""
+    pid = code >> 32
+    low = code & _LOW
+    written = pid == _AS_WRITTEN
+    tid = np.where(written, 0, (low ^ 0x80000000) - 0x80000000)
+    return np.where(written, 0, pid), tid, np.where(written, low, -1)
 
 
 def _decode_events(raw_events: list[Any], report: _Progress) -> list[_Part]:
@@ -896,13 +930,21 @@ def _merge_parts(parts: list[_Part]) -> tuple[dict[Any, int], list[str], list[st
     columns: dict[str, list[np.ndarray]] = {k: [v] for k, v in parts[0].columns.items()}
     for part in parts[1:]:
         tables: tuple[tuple[dict[Any, int], list[Any], str], ...] = (
-            (key_table, part.keys, "key_id"),
+            (key_table, part.keys, "thread"),
             (name_table, part.names, "name_id"),
             (cat_table, part.cats, "cat_id"),
         )
         for table, values, column in tables:
             ids = np.array([table.setdefault(v, len(table)) for v in values], dtype=np.int32)
-            columns[column].append(ids[part.columns[column]] if ids.size else part.columns[column])
+            col = part.columns[column]
+            if column == "thread":  # only the threads interned as written take this part's ids
+                if ids.size:
+                    col = col.copy()
+                    written = np.flatnonzero((col >> 32) == _AS_WRITTEN)
+                    col[written] = (np.int64(_AS_WRITTEN) << 32) | ids[col[written] & _LOW].astype(np.int64)
+                columns[column].append(col)
+            else:
+                columns[column].append(ids[col] if ids.size else col)
         for k in ("start", "dur", "index"):
             columns[k].append(part.columns[k])
     return key_table, list(name_table), list(cat_table), {k: np.concatenate(v) for k, v in columns.items()}
@@ -911,9 +953,8 @@ def _merge_parts(parts: list[_Part]) -> tuple[dict[Any, int], list[str], list[st
 def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _Progress) -> Trace:
     parts = _decode_events(raw_events, report)
     raw_keys, names, cats, col = _merge_parts(parts)
-    key_ids_arr, name_id, cat_id, start_ns, dur_ns = (
-        col["key_id"], col["name_id"], col["cat_id"], col["start"], col["dur"]
-    )  # fmt: skip
+    name_id, cat_id, start_ns, dur_ns = col["name_id"], col["cat_id"], col["start"], col["dur"]
+    thread = col["thread"]
     if dur_ns.size and dur_ns.min() < 0:
         raise TraceFormatError(f"{path}: negative duration in a complete event")
     # Complete events keep their whole text for `args` (read on demand); the rest is dropped.
@@ -925,7 +966,6 @@ def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _
     raw_events.clear()
     memory_parts = [p.memory for p in parts if p.memory]
     del parts, col, counter_raws
-    synthetic_tids: dict[str, int] = {}
 
     report("memory", 0.0)
     memory = _memory_series(memory_parts, metadata)
@@ -935,56 +975,10 @@ def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _
     info = RunInfo.parse(metadata.get("branchscope"))
 
     gpu_cat = np.array([c in GPU_CATEGORIES for c in cats], dtype=bool)
-    gpu_hits = (
-        np.bincount(key_ids_arr, weights=gpu_cat[cat_id], minlength=len(raw_keys))
-        if len(raw_keys)
-        else np.zeros(0)
-    )
-
-    # One lane per (pid, tid) as numbers: 123 and "123" are the same thread, "stream 7" is stream 7.
-    norm_of_key: list[tuple[int, int]] = []
-    for raw_pid, raw_tid in raw_keys:
-        pid = _real_id(raw_pid)
-        assert pid is not None  # only events of real processes are given lanes (see the decode loop)
-        norm_of_key.append((pid, _lane_tid(raw_tid, synthetic_tids)))
-    keys_of_norm: dict[tuple[int, int], list[int]] = {}
-    for k, norm in enumerate(norm_of_key):
-        keys_of_norm.setdefault(norm, []).append(k)
-    stream_tid_keys = {
-        k for k, (_, raw_tid) in enumerate(raw_keys) if isinstance(raw_tid, str) and _STREAM_TID.match(raw_tid.strip())
-    }
-
-    # Describe each thread or stream as a lane, then order lanes: CPU by pid/role/tid, GPU by device/stream.
-    cpu_label_pids = {pid for pid, label in process_labels.items() if label.strip().upper() == "CPU"}
-    own_tid_pids = {pid for pid, tid in keys_of_norm if pid == tid}
-    lane_specs: list[tuple[tuple[int, ...], list[int], LaneKind, int, int, str, LaneRole, int]] = []
-    for (pid, tid), keys in keys_of_norm.items():
-        label = process_labels.get(pid, "")
-        gpu_label = _GPU_LABEL.search(label)
-        is_gpu = (
-            any(gpu_hits[k] > 0 or k in stream_tid_keys for k in keys)
-            or (gpu_label is not None and pid not in cpu_label_pids)
-        )
-        if is_gpu:
-            device = int(gpu_label.group(1)) if gpu_label else max(pid, 0)
-            lane_specs.append(((1, device, tid, 0), keys, "gpu", pid, tid, f"stream {tid}", "stream", device))
-        else:
-            tnames = thread_names.get((pid, tid), [])
-            role = _role(pid, tid, tnames, info, pid in own_tid_pids)
-            name = _best_name(tnames, role, tid)
-            order_key = (0, pid, ROLE_ORDER.index(role), tid)
-            lane_specs.append((order_key, keys, "cpu", pid, tid, name, role, -1))
-    lane_specs.sort(key=lambda s: s[0])
-    key_to_lane = np.zeros(len(raw_keys), dtype=np.int32)
-    lanes: list[Lane] = []
-    for index, (_, keys, kind, pid, tid, name, role, device) in enumerate(lane_specs):
-        key_to_lane[keys] = index
-        lanes.append(Lane(index=index, kind=kind, pid=pid, tid=tid, name=name, role=role, device=device))
-    lane = key_to_lane[key_ids_arr] if key_ids_arr.size else np.zeros(0, dtype=np.int32)
-
-    lane_lookup = {key: int(key_to_lane[k]) for key, k in raw_keys.items()}
+    lane, lanes, lane_lookup = _lanes(raw_keys, thread, gpu_cat[cat_id], process_labels, thread_names, info)
+    del thread
     flow_binder = (
-        (lambda trace: bind_flows(trace, flow_point_columns(flow_raws, lane_lookup))) if flow_raws else None
+        (lambda trace: bind_flows(trace, flow_point_columns(flow_raws, lane_lookup()))) if flow_raws else None
     )
 
     report("lanes", 0.2)
@@ -1006,6 +1000,182 @@ def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _
     )
     report("lanes", 1.0)
     return trace
+
+
+def _ints(values: list[int]) -> np.ndarray:
+    """Python ints as an int64 array, or an object array where some do not fit int64."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:
+        return np.array(values, dtype=object)
+
+
+def _alike(*columns: np.ndarray) -> list[np.ndarray]:
+    """The columns as object arrays if any of them is one (ids past int64), else as they are."""
+    if any(c.dtype == object for c in columns):
+        return [c.astype(object) for c in columns]
+    return list(columns)
+
+
+def _find(values: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Where each query is in the sorted distinct `values`, -1 where it is not."""
+    values, queries = _alike(values, queries)
+    if values.size == 0:
+        return np.full(queries.size, -1, dtype=np.int64)
+    at = np.minimum(np.searchsorted(values, queries), values.size - 1)
+    return np.where(values[at] == queries, at, -1)
+
+
+def _threads(pid: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (pid, tid) pairs of the events, sorted: their pids, their tids, where each
+    appears first, and each event's pair (int64).
+
+    Each pair is one integer, (pid - least pid) * tid range + (tid - least tid): counted into that
+    space where it is small (one thread, a million consecutive tids: no sort at all), else sorted."""
+    n = pid.size
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return pid[:0], tid[:0], empty, empty
+    if pid.dtype != object and tid.dtype != object:
+        p0, t0 = int(pid.min()), int(tid.min())
+        p_range, t_range = int(pid.max()) - p0 + 1, int(tid.max()) - t0 + 1
+        if p_range * t_range < 1 << 62:
+            code = (pid - p0) * t_range + (tid - t0)
+            if p_range * t_range <= max(4 * n, 1 << 16):
+                pairs = np.flatnonzero(np.bincount(code, minlength=p_range * t_range))
+                slot = np.empty(p_range * t_range, dtype=np.int64)
+                slot[pairs] = np.arange(pairs.size, dtype=np.int64)
+                thread_of_event = slot[code]
+                first = np.full(pairs.size, n, dtype=np.int64)
+                np.minimum.at(first, thread_of_event, np.arange(n, dtype=np.int64))
+            else:
+                pairs, first, thread_of_event = np.unique(code, return_index=True, return_inverse=True)
+            return pairs // t_range + p0, pairs % t_range + t0, first, thread_of_event.reshape(-1)
+    # Ids past int64, or spread over its whole range: each pair by its pid's and tid's ranks.
+    pids, pid_rank = np.unique(pid, return_inverse=True)
+    tids, tid_rank = np.unique(tid, return_inverse=True)
+    code = pid_rank.reshape(-1).astype(np.int64) * tids.size + tid_rank.reshape(-1)
+    pairs, first, thread_of_event = np.unique(code, return_index=True, return_inverse=True)
+    return pids[pairs // tids.size], tids[pairs % tids.size], first, thread_of_event.reshape(-1)
+
+
+def _lanes(
+    raw_keys: dict[Any, int],
+    thread: np.ndarray,
+    gpu_event: np.ndarray,
+    process_labels: dict[int, str],
+    thread_names: dict[tuple[int, int], list[str]],
+    info: RunInfo | None,
+) -> tuple[np.ndarray, LaneTable, Callable[[], dict[tuple[Any, Any], int]]]:
+    """One lane per (pid, tid) as numbers (123 and "123" are the same thread, "stream 7" is stream
+    7): each event's lane (int32), the lanes, and a maker of the {(pid, tid) as written: lane} map
+    that flows are bound with (made only when they are: a million threads' map takes half a second).
+
+    A lane is a GPU stream when an event of it has a GPU category, its tid was written "stream N",
+    or its process is labelled "GPU N" (and not also "CPU"). Lanes are ordered CPU by (pid, role,
+    tid), GPU by (device, stream), then by first appearance. All of it runs on columns, one row per
+    lane: only threads written otherwise than as two ints, and threads with a name or a role the
+    run lists, take a Python step each.
+    """
+    pid, tid, key_id = _split_thread_codes(thread)
+    # Threads written otherwise than as ints, as numbers (`_thread_codes`: they are few).
+    synthetic_tids: dict[str, int] = {}
+    odd_pid, odd_tid, odd_stream = [], [], []
+    for raw_pid, raw_tid in raw_keys:
+        p = _real_id(raw_pid)
+        assert p is not None  # only events of real processes are given lanes (see the decode loop)
+        odd_pid.append(p)
+        odd_tid.append(_lane_tid(raw_tid, synthetic_tids))
+        odd_stream.append(isinstance(raw_tid, str) and _STREAM_TID.match(raw_tid.strip()) is not None)
+    odd = np.flatnonzero(key_id >= 0)
+    if odd.size:
+        pid, odd_p = _alike(pid, _ints(odd_pid))
+        tid, odd_t = _alike(tid, _ints(odd_tid))
+        pid, tid = pid.copy(), tid.copy()
+        pid[odd], tid[odd] = odd_p[key_id[odd]], odd_t[key_id[odd]]
+
+    t_pid, t_tid, first, thread_of_event = _threads(pid, tid)
+    n = t_pid.size
+
+    def thread_of(qp: list[int], qt: list[int]) -> np.ndarray:
+        """The thread of each (pid, tid) asked for, -1 where there is none."""
+        pids, pid_rank = np.unique(t_pid, return_inverse=True)
+        tids, tid_rank = np.unique(t_tid, return_inverse=True)
+        pairs = pid_rank.astype(np.int64) * tids.size + tid_rank  # ascending: threads are sorted
+        at_p, at_t = _find(pids, _ints(qp)), _find(tids, _ints(qt))
+        found = _find(pairs, at_p.astype(np.int64) * tids.size + at_t)
+        return np.where((at_p >= 0) & (at_t >= 0), found, -1)
+
+    gpu = np.bincount(thread_of_event, weights=gpu_event, minlength=n) > 0
+    if odd.size and any(odd_stream):
+        stream_event = odd[np.array(odd_stream, dtype=bool)[key_id[odd]]]
+        gpu[thread_of_event[stream_event]] = True
+    cpu_label_pids = {p for p, label in process_labels.items() if label.strip().upper() == "CPU"}
+    label_device = {p: int(m.group(1)) for p, label in process_labels.items() if (m := _GPU_LABEL.search(label))}
+    device = np.maximum(t_pid, 0)
+    if label_device:
+        labelled = sorted(label_device)
+        at = _find(_ints(labelled), t_pid)
+        has = at >= 0
+        device, devices = _alike(device, _ints([label_device[p] for p in labelled]))
+        device = device.copy()
+        device[has] = devices[at[has]]
+        gpu |= _find(_ints([p for p in labelled if p not in cpu_label_pids]), t_pid) >= 0
+    device = np.where(gpu, device, -1)
+
+    # Roles: a thread without a name or a role listed by the run is the main thread when its tid
+    # is its pid, else "other" (what `_role` says of it); the others are asked one by one.
+    own_tid = t_pid == t_tid
+    main, other, stream = (ROLE_ORDER.index(r) for r in ("main", "other", "stream"))
+    role = np.where(gpu, stream, np.where(own_tid, main, other))
+    special = np.zeros(n, dtype=bool)
+    if thread_names:
+        named = thread_of([p for p, _ in thread_names], [t for _, t in thread_names])
+        special[named[named >= 0]] = True
+    if info is not None and info.thread_roles_known:
+        listed = [*([] if info.main_tid is None else [info.main_tid]), *info.interop_tids, *info.intra_tids]
+        special |= _find(np.unique(_ints(listed)), t_tid) >= 0
+    special &= ~gpu
+    names: dict[int, str] = {}
+    if special.any():
+        pid_has_own_tid = _find(np.unique(t_pid[own_tid]), t_pid) >= 0
+        for k in np.flatnonzero(special).tolist():
+            p, t = int(t_pid[k]), int(t_tid[k])
+            tnames = thread_names.get((p, t), [])
+            r = _role(p, t, tnames, info, bool(pid_has_own_tid[k]))
+            role[k] = ROLE_ORDER.index(r)
+            names[k] = _best_name(tnames, r, t)
+
+    # Order: CPU by (pid, role, tid), GPU by (device, stream); ties (GPU streams of two processes
+    # on one device) by first appearance.
+    order = np.lexsort(
+        (first, np.where(gpu, 0, t_tid), np.where(gpu, t_tid, role), np.where(gpu, device, t_pid), gpu)
+    )
+    lane_of_thread = np.empty(n, dtype=np.int32)
+    lane_of_thread[order] = np.arange(n, dtype=np.int32)
+    table = LaneTable(
+        kind=gpu[order].astype(np.int8),
+        pid=t_pid[order],
+        tid=t_tid[order],
+        role=role[order],
+        device=device[order],
+        names={int(lane_of_thread[k]): name for k, name in names.items()},
+    )
+    lane = lane_of_thread[thread_of_event] if thread_of_event.size else np.zeros(0, dtype=np.int32)
+
+    # For flows: the lanes of the pairs of ints seen, and of each pair written otherwise.
+    plain = np.zeros(len(table), dtype=bool)
+    plain[lane[key_id < 0]] = True
+    odd_lane = np.zeros(len(raw_keys), dtype=np.int32)
+    odd_lane[key_id[odd]] = lane[odd]
+
+    def lane_lookup() -> dict[tuple[Any, Any], int]:
+        where = np.flatnonzero(plain)
+        lookup = dict(zip(zip(table.pid[where].tolist(), table.tid[where].tolist()), where.tolist()))
+        lookup.update(zip(raw_keys, odd_lane.tolist()))
+        return lookup
+
+    return lane, table, lane_lookup
 
 
 def _decode_args(events: list[_WithArgs]) -> list[Any]:
