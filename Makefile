@@ -33,6 +33,7 @@ lint: check
 bench: $(STAMP)
 	$(PIP_INSTALL) -e '.[bench]'
 	$(BIN)/python benchmarks/bench_load_trace.py
+	$(BIN)/python benchmarks/bench_many_lanes.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/bench_open_window.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/bench_timeline.py
 	$(BIN)/python benchmarks/bench_fork_speedup.py
