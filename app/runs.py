@@ -488,9 +488,9 @@ def read_run_json(folder: Path) -> dict[str, Any] | None:
     not complete, or the trace file it names is missing."""
     try:
         run = read_json_object(folder / RUN_JSON)  # a regular file of a sane size, never a FIFO
-    except (OSError, ValueError, RecursionError):
+    except (OSError, ValueError):
         return None
-    if not isinstance(run, dict) or run.get("complete") is not True:
+    if run.get("complete") is not True:
         return None
     traces = _rank_traces(run) if "ranks" in run else [_trace_name(run)]
     if not traces or None in traces:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 
+import psutil
 import pytest
 
 
@@ -18,3 +21,20 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str) -> ob
             return value
         time.sleep(0.02)
     pytest.fail(f"timed out waiting for {what}")
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def kill_all(pids: list[int]) -> None:
+    """SIGKILLs each of `pids` that is still there."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -27,7 +27,7 @@ from branchscope.profiling.linux import CGROUP_KINDS, Cgroup, cgroup_bases, proc
 from branchscope.profiling.run.processes import CGROUP_PREFIX, RunCgroup, remove_stale_cgroups
 from branchscope.profiling.run.protocol import RunRequest, python_command
 from branchscope.profiling.run.runner import run_profile
-from tests.processes import wait_until
+from tests.processes import alive, kill_all, wait_until
 
 MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
 
@@ -53,19 +53,6 @@ needs_cgroup = pytest.mark.skipif(
 )
 
 
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def kill_all(pids: list[int]) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def our_cgroups(pid: int) -> list[Path]:

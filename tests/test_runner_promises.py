@@ -24,7 +24,7 @@ from branchscope.app import cmd_profile
 from branchscope.profiling.run.folder import STAGING_PREFIX
 from branchscope.profiling.run.protocol import RunRequest, python_command
 from branchscope.profiling.run.runner import _tail, run_profile
-from tests.processes import wait_until
+from tests.processes import alive, kill_all, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
@@ -56,23 +56,10 @@ def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
     }
 
 
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
 
 def with_marker(marker: str) -> list[int]:
     return [p.pid for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or []) and alive(p.pid)]
 
-
-def kill_all(pids: list[int]) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def last_line(text: str) -> str:

@@ -379,18 +379,18 @@ class SweepFolder:
         ours = files_written_by_branchscope(out)
         if earlier is not None:
             ours |= earlier | {SWEEP_JSON, SWEEP_JSON + ".tmp"}  # the .tmp: a sweep killed while writing
+        # A cell's folder must be a folder itself: a run never follows a link (or a file) out of DIR,
+        # --overwrite or not.
+        in_the_way = [c.run for c in self.cells if c.run in entries and not real_dir(out / c.run)]
+        if in_the_way:
+            raise RunFolderError(f"--out {out}: {in_the_way[0]} is in the way of a cell's run folder and is not a folder")
         foreign = sorted(n for n in entries if not n.startswith(STAGING_PREFIX) and n not in ours)
-        # A cell's folder must be a folder itself: a run never follows a link (or a file) out of DIR.
-        foreign += [c.run for c in self.cells if c.run in entries and not real_dir(out / c.run) and c.run not in foreign]
         if foreign and not self.overwrite:
             shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
             raise RunFolderError(
                 f"--out {out} holds files branchscope did not write ({shown}); choose a new or empty folder, "
                 "or pass --overwrite to write beside them"
             )
-        in_the_way = [c.run for c in self.cells if c.run in entries and not real_dir(out / c.run)]
-        if in_the_way:
-            raise RunFolderError(f"--out {out}: {in_the_way[0]} is in the way of a cell's run folder and is not a folder")
         for name in sorted((earlier or set()) - {c.run for c in self.cells}):
             self._drop_earlier_cell(out / name)
 

@@ -58,6 +58,7 @@ try:  # ISA-L inflates ~1.5x faster than zlib; the stdlib stays the fallback.
 except ImportError:  # pragma: no cover - isal is a declared dependency
     _GzipFile = gzip.GzipFile  # type: ignore[misc,assignment]
 
+from branchscope.profiling.files import kind_of
 from branchscope.profiling.trace import forked
 from branchscope.profiling.trace.flows import bind_flows
 from branchscope.profiling.trace.model import (
@@ -253,14 +254,7 @@ def _check_mode(p: Path, mode: int) -> None:
     if stat.S_ISDIR(mode):
         raise TraceFormatError(f"{p}: is a folder, not a trace file")
     if not stat.S_ISREG(mode):
-        kind = (
-            "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
-            else "a character device" if stat.S_ISCHR(mode)
-            else "a block device" if stat.S_ISBLK(mode)
-            else "a socket" if stat.S_ISSOCK(mode)
-            else "a special file"
-        )
-        raise TraceFormatError(f"{p}: is {kind}, not a regular file: not a trace file")
+        raise TraceFormatError(f"{p}: is {kind_of(mode)}, not a regular file: not a trace file")
 
 
 def _read_bytes(p: Path, report: _Progress) -> bytes:
