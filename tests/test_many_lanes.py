@@ -283,6 +283,17 @@ def test_small_and_big_lanes_take_the_same_depths(tmp_path: Path) -> None:
         assert np.array_equal(trace.depth, reference_depth(trace.start_ns, trace.dur_ns, trace.lane_offsets))
 
 
+def test_a_lane_spanning_more_than_int64_from_its_first_start_keeps_its_depths() -> None:
+    """Its ends taken from its first start wrap past 2^63: the lanes are then sorted by (lane, time),
+    as for lanes too wide to lift (found by a random test against the per-lane code: [-1, -1])."""
+    start = np.array([-4533544459761278525, 1976988000560982873], dtype=np.int64)
+    dur = np.array([2022509300404538106, 3283857152347593520], dtype=np.int64)
+    offsets = np.array([0, 2], dtype=np.int64)
+    for big in (2, 1 << 30):  # one lane alone, or among the small lanes done together
+        with mock.patch.object(model, "BIG_LANE_EVENTS", big):
+            assert model.compute_depth(start, dur, offsets).tolist() == reference_depth(start, dur, offsets).tolist() == [0, 0]
+
+
 def test_the_forked_half_gives_the_same_lanes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Threads written as strings in both halves: the child's keys join this process's."""
     path = _write(tmp_path / "t.json", many_lane_doc(seed=3, n_lanes=600))

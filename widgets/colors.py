@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.model import KIND_ORDER, Trace
 from branchscope.profiling.trace.ranges import branch_order
 
 BRANCH_HEX = [
@@ -148,7 +148,7 @@ def event_color_keys(
         branch_key = (BRANCH_BASE + slot_of % len(BRANCH_HEX)).astype(np.uint8)
         keys[in_branch] = branch_key[branch[in_branch]]
     keys[is_step_name[trace.name_id]] = STEP_KEY
-    gpu_lane = np.array([ln.kind == "gpu" for ln in trace.lanes], dtype=bool)
+    gpu_lane = trace.lane_kind_codes == KIND_ORDER.index("gpu")  # no Lane made per lane
     if gpu_lane.any():
         kind_of_cat = np.array([gpu_kind_of_category(c) for c in trace.cats], dtype=np.int64)
         on_gpu = gpu_lane[trace.lane]

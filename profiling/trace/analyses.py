@@ -107,11 +107,6 @@ def merged_runs_by_lane(
     return lane[new_run], start_ns[new_run], reach[last_of_run]
 
 
-def lane_busy_runs(trace: Trace, lane_index: int) -> tuple[np.ndarray, np.ndarray]:
-    sl = trace.lane_slice(lane_index)
-    return merged_intervals(trace.start_ns[sl], trace.end_ns[sl])
-
-
 def _sum_by_lane(run_lane: np.ndarray, values: np.ndarray, n_lanes: int) -> np.ndarray:
     """Per lane (int64), the sum of `values` over its runs; `run_lane` is sorted."""
     out = np.zeros(n_lanes, dtype=np.int64)
@@ -207,12 +202,10 @@ def lane_compute_runs(
     return subtract_intervals(*runs, *merged_intervals(starts[x], ends[x]))
 
 
-def compute_runs_by_lane(
-    trace: Trace, lanes: np.ndarray, masks: tuple[np.ndarray, np.ndarray] | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def compute_runs_by_lane(trace: Trace, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`lane_compute_runs` of the lanes `lanes` (indices) at once: the (lane, start, end) of each
     run, sorted by lane then start; the same runs, without a Python step per lane."""
-    work, wait = masks if masks is not None else _work_and_wait_events(trace)
+    work, wait = _work_and_wait_events(trace)
     chosen = np.zeros(len(trace.lanes), dtype=bool)
     chosen[lanes] = True
     on = chosen[trace.lane]

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from branchscope.profiling.trace.flows import merged_flow_binder
-from branchscope.profiling.trace.model import CounterTrack, Lane, MemorySeries, Trace, build_trace
+from branchscope.profiling.trace.model import KIND_ORDER, CounterTrack, Lane, MemorySeries, Trace, build_trace
 from branchscope.profiling.trace.reader import ProgressCallback, load_trace
 from branchscope.profiling.trace.snapshot import is_snapshot, load_snapshot, rank_from_name
 
@@ -140,7 +140,7 @@ def rank_summaries(trace: Trace) -> list[RankSummary]:
 
     hosts = rank_hosts(trace)
     lane_rank = np.array([-1 if ln.rank is None else ln.rank for ln in trace.lanes], dtype=np.int64)
-    gpu_lane = np.array([ln.kind == "gpu" for ln in trace.lanes], dtype=bool)
+    gpu_lane = trace.lane_kind_codes == KIND_ORDER.index("gpu")
     ev_rank = lane_rank[trace.lane] if len(trace) else np.zeros(0, dtype=np.int64)
     steps = step_events(trace)
     out = []

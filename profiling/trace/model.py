@@ -183,7 +183,11 @@ class LaneTable(Sequence[Lane]):
         kind = self.kind[index].tolist()
         tid = self.tid[index].tolist()
         name = list(map(str.format, map(_DEFAULT_NAME.__getitem__, kind), tid))
-        if self.names:  # `index` is ascending
+        if self.names and index.size <= len(self.names):  # one lane, a few: look each up
+            for j, k in enumerate(index.tolist()):
+                if (own_name := self.names.get(k)) is not None:
+                    name[j] = own_name
+        elif self.names:  # most lanes: go through the names once (`index` is ascending)
             own = np.array(list(self.names), dtype=np.int64)
             at = np.minimum(np.searchsorted(index, own), max(index.size - 1, 0))
             for k, j in zip(own.tolist(), at.tolist()):
@@ -600,10 +604,11 @@ def _small_lanes_depth(start: np.ndarray, end: np.ndarray, seg: np.ndarray, firs
     # Times from the lane's first start, lifted by lane (lane k by k times the widest lane) so that
     # one sorted array holds every lane's ends in turn; by (lane, time) sorts where that overflows.
     base = start[first]
-    width = int((end - base).max()) + 1
-    if (int(seg[-1]) + 1) * width < 1 << 62:
+    rel = end - base  # >= 0, but for spans past int64 (it wraps: then by (lane, time))
+    width = int(rel.max()) + 1
+    if (int(seg[-1]) + 1) * width < 1 << 62 and int(rel.min()) >= 0:
         lift = seg * width
-        ends_up_to = np.searchsorted(np.sort(lift + (end - base)), lift + (start - base), side="right")
+        ends_up_to = np.searchsorted(np.sort(lift + rel), lift + (start - base), side="right")
     else:
         times = np.concatenate([end, start])
         is_start = np.concatenate([np.zeros(m, dtype=np.int8), np.ones(m, dtype=np.int8)])

@@ -70,6 +70,7 @@ from branchscope.profiling.trace.model import (
     MemorySeries,
     Trace,
     TraceFormatError,
+    _int_column,
     build_trace,
 )
 from branchscope.profiling.trace.run_info import RunInfo
@@ -996,14 +997,6 @@ def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _
     return trace
 
 
-def _ints(values: list[int]) -> np.ndarray:
-    """Python ints as an int64 array, or an object array where some do not fit int64."""
-    try:
-        return np.array(values, dtype=np.int64)
-    except OverflowError:
-        return np.array(values, dtype=object)
-
-
 def _alike(*columns: np.ndarray) -> list[np.ndarray]:
     """The columns as object arrays if any of them is one (ids past int64), else as they are."""
     if any(c.dtype == object for c in columns):
@@ -1083,8 +1076,8 @@ def _lanes(
         odd_stream.append(isinstance(raw_tid, str) and _STREAM_TID.match(raw_tid.strip()) is not None)
     odd = np.flatnonzero(key_id >= 0)
     if odd.size:
-        pid, odd_p = _alike(pid, _ints(odd_pid))
-        tid, odd_t = _alike(tid, _ints(odd_tid))
+        pid, odd_p = _alike(pid, _int_column(odd_pid))
+        tid, odd_t = _alike(tid, _int_column(odd_tid))
         pid, tid = pid.copy(), tid.copy()
         pid[odd], tid[odd] = odd_p[key_id[odd]], odd_t[key_id[odd]]
 
@@ -1096,7 +1089,7 @@ def _lanes(
         pids, pid_rank = np.unique(t_pid, return_inverse=True)
         tids, tid_rank = np.unique(t_tid, return_inverse=True)
         pairs = pid_rank.astype(np.int64) * tids.size + tid_rank  # ascending: threads are sorted
-        at_p, at_t = _find(pids, _ints(qp)), _find(tids, _ints(qt))
+        at_p, at_t = _find(pids, _int_column(qp)), _find(tids, _int_column(qt))
         found = _find(pairs, at_p.astype(np.int64) * tids.size + at_t)
         return np.where((at_p >= 0) & (at_t >= 0), found, -1)
 
@@ -1109,12 +1102,12 @@ def _lanes(
     device = np.maximum(t_pid, 0)
     if label_device:
         labelled = sorted(label_device)
-        at = _find(_ints(labelled), t_pid)
+        at = _find(_int_column(labelled), t_pid)
         has = at >= 0
-        device, devices = _alike(device, _ints([label_device[p] for p in labelled]))
+        device, devices = _alike(device, _int_column([label_device[p] for p in labelled]))
         device = device.copy()
         device[has] = devices[at[has]]
-        gpu |= _find(_ints([p for p in labelled if p not in cpu_label_pids]), t_pid) >= 0
+        gpu |= _find(_int_column([p for p in labelled if p not in cpu_label_pids]), t_pid) >= 0
     device = np.where(gpu, device, -1)
 
     # Roles: a thread without a name or a role listed by the run is the main thread when its tid
@@ -1128,7 +1121,7 @@ def _lanes(
         special[named[named >= 0]] = True
     if info is not None and info.thread_roles_known:
         listed = [*([] if info.main_tid is None else [info.main_tid]), *info.interop_tids, *info.intra_tids]
-        special |= _find(np.unique(_ints(listed)), t_tid) >= 0
+        special |= _find(np.unique(_int_column(listed)), t_tid) >= 0
     special &= ~gpu
     names: dict[int, str] = {}
     if special.any():
