@@ -35,7 +35,6 @@ import itertools
 import os
 import pickletools
 import re
-import stat
 import struct
 import sys
 from dataclasses import replace
@@ -45,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from branchscope.profiling.files import UnreadableFile, open_regular, read_head
 from branchscope.profiling.trace.memory import NO_OP
 from branchscope.profiling.trace.model import MemorySeries, Trace, TraceFormatError, build_trace
 from branchscope.profiling.trace.reader import _memory_budget, _mib, check_trace_path
@@ -512,13 +512,7 @@ def _put(memo: list[Any], index: int, value: Any, holes: int) -> int:
 def is_snapshot(path: str | os.PathLike[str]) -> bool:
     """Whether a regular file starts like a pickle (protocol 2+), as snapshots do. Anything else
     (a FIFO would block the open for ever, a folder, /dev/zero) is not one."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return False
-        with open(path, "rb") as f:
-            head = f.read(2)
-    except OSError:
-        return False
+    head = read_head(path, 2)
     return len(head) == 2 and head[:1] == PICKLE_MAGIC and 2 <= head[1] <= 5
 
 
@@ -538,8 +532,10 @@ def _read(p: Path) -> tuple[Any, int]:
             f"{_mib(st.st_size * _MAX_EXPANSION)} of memory, more than the {_mib(budget)} this process may still use"
         )
     try:
-        with open(p, "rb") as f:
+        with open(open_regular(p), "rb") as f:  # never blocks, should the path have become a FIFO
             data = f.read(st.st_size + 1)
+    except UnreadableFile as exc:
+        raise TraceFormatError(str(exc)) from None
     except OSError as exc:
         raise TraceFormatError(f"{p}: cannot read: {exc.strerror or exc}") from None
     if len(data) > st.st_size:
@@ -653,23 +649,29 @@ def _int(v: Any, what: str) -> int:
     return v
 
 
-def _segment_totals(segments: list[dict[str, Any]]) -> tuple[dict[int, int], dict[int, int]]:
-    """Per device, the bytes its segments' blocks hold as `active_allocated`, and its segments'
-    `total_size`."""
-    held: dict[int, int] = {}
-    reserved: dict[int, int] = {}
+def _segment_totals(segments: list[dict[str, Any]], n_devices: int) -> tuple[list[int], list[int]]:
+    """Per device 0..n_devices-1 (those with a trace), the bytes its segments' blocks hold as
+    `active_allocated`, and its segments' `total_size`. Every segment's sizes are checked; those of
+    other devices are not kept, so no device number from the file is ever hashed (numbers built to
+    collide made a dict of them take minutes)."""
+    held = [0] * n_devices
+    reserved = [0] * n_devices
     for s in segments:
         device = s.get("device")
         if type(device) is not int:
             continue
-        reserved[device] = reserved.get(device, 0) + _int(s.get("total_size", 0), "segment size")
+        size = _int(s.get("total_size", 0), "segment size")
         blocks = s.get("blocks")
+        active = 0
         if type(blocks) is list:
-            held[device] = held.get(device, 0) + sum(
+            active = sum(
                 _int(b.get("size", 0), "block size")
                 for b in blocks
                 if type(b) is dict and b.get("state") == "active_allocated"
             )
+        if 0 <= device < n_devices:
+            reserved[device] += size
+            held[device] += active
     return held, reserved
 
 
@@ -756,12 +758,12 @@ def load_snapshot(path: str | os.PathLike[str], rank: int | None = None) -> Trac
         )
     memory: list[MemorySeries] = []
     try:
-        held, seg_total = _segment_totals(segments)
+        held, seg_total = _segment_totals(segments, len(traces))
         sites = _Sites(_SITE_CHARS_PER_BYTE * size + _SLACK)
         for device, entries in enumerate(traces):
             if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
                 raise ValueError(f"device_traces[{device}] is not a list of objects")
-            series = _device_series(device, entries, held.get(device, 0), seg_total.get(device, 0), sites)
+            series = _device_series(device, entries, held[device], seg_total[device], sites)
             if series is not None:
                 memory.append(series)
     except (ValueError, TypeError, OverflowError) as exc:
