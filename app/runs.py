@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from branchscope.profiling.files import read_json_object
+from branchscope.profiling.files import open_regular, read_json_object
 from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.trace.merge import folder_traces
 from branchscope.profiling.trace.model import TraceFormatError
@@ -631,10 +631,7 @@ def read_trace_info(path: Path) -> dict[str, Any] | None:
     trace; None when the file has none or cannot be read (loading it says why)."""
     try:
         check_trace_path(path)
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        with open(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
+        with open(open_regular(path), "rb") as f:
             gzipped = f.read(2) == b"\x1f\x8b"
             f.seek(0)
             if not gzipped:

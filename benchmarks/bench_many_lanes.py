@@ -14,6 +14,9 @@ analyses alone (busy time per lane, inter-op occupancy, parallelism, steps windo
 memory imbalance), then the whole `--json` summary (those again, the rank summaries and one row
 per lane: the lanes' objects are made there).
 
+The same pair again with a "thread_name" event for each thread, as kineto writes them: the names
+take the reader a Python step per named thread.
+
 Goals (issue 17): on N lanes, load time <= 3x and peak memory <= 2x what the same events take on
 one lane. Run: `.venv/bin/python benchmarks/bench_many_lanes.py [--events N] [--before DIR]`;
 writes benchmarks/results/many_lanes.json.
@@ -83,13 +86,17 @@ print(json.dumps(row))
 """
 
 
-def write_trace(path: Path, n: int, many: bool) -> None:
-    """N complete events 10 µs apart, 5 µs long: each on a thread of its own, or all on one."""
+def write_trace(path: Path, n: int, many: bool, named: bool = False) -> None:
+    """N complete events 10 µs apart, 5 µs long: each on a thread of its own, or all on one;
+    `named`: each thread with its "thread_name" event, as kineto writes them."""
     with path.open("w") as f:
         f.write('{"schemaVersion": 1, "traceEvents": [\n')
         f.write(
             json.dumps({"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "python3"}}) + ",\n"
         )
+        if named:
+            for t in range(PID + 1, PID + 1 + n) if many else (PID,):
+                f.write(f'{{"ph": "M", "name": "thread_name", "pid": {PID}, "tid": {t}, "args": {{"name": "thread {t}"}}}},\n')
         step = 100_000
         for lo in range(0, n, step):
             lines = []
@@ -106,12 +113,12 @@ def write_trace(path: Path, n: int, many: bool) -> None:
         f.write("]}\n")
 
 
-def trace_path(work: Path, n: int, many: bool) -> Path:
-    path = work / f"{'many' if many else 'one'}_lanes_{n}.json"
+def trace_path(work: Path, n: int, many: bool, named: bool = False) -> Path:
+    path = work / f"{'many' if many else 'one'}_{'named_' if named else ''}lanes_{n}.json"
     if not path.exists():
         print(f"generating {path}...", flush=True)
         partial = path.with_suffix(".partial")
-        write_trace(partial, n, many)
+        write_trace(partial, n, many, named)
         partial.replace(path)
     return path
 
@@ -158,7 +165,12 @@ def main() -> int:
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    paths = {"one lane": trace_path(work, args.events, False), "N lanes": trace_path(work, args.events, True)}
+    paths = {
+        "one lane": trace_path(work, args.events, False),
+        "N lanes": trace_path(work, args.events, True),
+        "one named": trace_path(work, args.events, False, named=True),
+        "N named": trace_path(work, args.events, True, named=True),
+    }
     versions = {"branchscope": ("", args.repeats)}
     if args.before:
         versions["before"] = (str(Path(args.before).resolve()), args.before_repeats)
@@ -166,32 +178,36 @@ def main() -> int:
     for version, (folder, repeats) in versions.items():
         results[version] = measure(paths, repeats, folder)
 
-    print(f"\n{args.events:,} complete events; JSON {paths['N lanes'].stat().st_size / 1e6:.0f} MB")
+    print(f"\n{args.events:,} complete events; JSON {paths['N lanes'].stat().st_size / 1e6:.0f} MB "
+          f"({paths['N named'].stat().st_size / 1e6:.0f} MB with a name per thread)")
     print(
-        f"  {'version':<12}{'trace':<10}{'lanes':>10}{'load s':>8}{'peak MB':>9}{'analyses s':>11}"
+        f"  {'version':<12}{'trace':<11}{'lanes':>10}{'load s':>8}{'peak MB':>9}{'analyses s':>11}"
         f"{'summary s':>10}{'load+inspect s':>15}"
     )
     for version, shapes in results.items():
         for shape, r in shapes.items():
             print(
-                f"  {version:<12}{shape:<10}{r['lanes']:>10,}{r['load_median_s']:>8.2f}"
+                f"  {version:<12}{shape:<11}{r['lanes']:>10,}{r['load_median_s']:>8.2f}"
                 f"{r['peak_growth_bytes'] / 1e6:>9.0f}{r['analyses_median_s']:>11.3f}{r['summary_median_s']:>10.2f}"
                 f"{r['load_and_inspect_median_s']:>15.2f}"
             )
-    ratios = {}
+    ratios: dict[str, dict[str, dict[str, float]]] = {}
+    pairs = {"unnamed": ("one lane", "N lanes"), "named": ("one named", "N named")}
     for version, shapes in results.items():
-        one, many = shapes["one lane"], shapes["N lanes"]
-        t = many["load_median_s"] / one["load_median_s"]
-        m = many["peak_growth_bytes"] / one["peak_growth_bytes"]
-        i = many["load_and_inspect_median_s"] / one["load_and_inspect_median_s"]
-        ratios[version] = {"load_time": t, "peak_memory": m, "load_and_inspect_time": i}
-        print(
-            f"  {version}: N lanes against one lane: load time {t:.2f}x, peak memory {m:.2f}x, "
-            f"load + inspect {i:.2f}x"
-        )
-    t, m = ratios["branchscope"]["load_time"], ratios["branchscope"]["peak_memory"]
-    print(f"  load time {t:.2f}x (goal <= {TIME_GOAL:g}x): {'met' if t <= TIME_GOAL else 'NOT met'}")
-    print(f"  peak memory {m:.2f}x (goal <= {MEMORY_GOAL:g}x): {'met' if m <= MEMORY_GOAL else 'NOT met'}")
+        for pair, (one_shape, many_shape) in pairs.items():
+            one, many = shapes[one_shape], shapes[many_shape]
+            t = many["load_median_s"] / one["load_median_s"]
+            m = many["peak_growth_bytes"] / one["peak_growth_bytes"]
+            i = many["load_and_inspect_median_s"] / one["load_and_inspect_median_s"]
+            ratios.setdefault(version, {})[pair] = {"load_time": t, "peak_memory": m, "load_and_inspect_time": i}
+            print(
+                f"  {version}: {many_shape} against {one_shape}: load time {t:.2f}x, peak memory {m:.2f}x, "
+                f"load + inspect {i:.2f}x"
+            )
+    for pair, r in ratios["branchscope"].items():
+        t, m = r["load_time"], r["peak_memory"]
+        print(f"  {pair}: load time {t:.2f}x (goal <= {TIME_GOAL:g}x): {'met' if t <= TIME_GOAL else 'NOT met'}")
+        print(f"  {pair}: peak memory {m:.2f}x (goal <= {MEMORY_GOAL:g}x): {'met' if m <= MEMORY_GOAL else 'NOT met'}")
     report = {
         "machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
         "events": args.events,
