@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import FIXTURES, SHARED_TRACES
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-#: Real traces from public projects, beside the checkout (never copied into it).
-SHARED_TRACES = PROJECT_ROOT.parent / "shared" / "traces"
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +36,7 @@ def shared_traces() -> Path:
 def torch_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Real traces torch writes now (a sequential MLP; TorchScript with fork), in their own process."""
     out = tmp_path_factory.mktemp("torch_traces")
-    script = PROJECT_ROOT / "tests" / "fixtures" / "traces" / "write_torch_traces.py"
+    script = FIXTURES / "traces" / "write_torch_traces.py"
     subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True, timeout=300)
     return out
 
@@ -54,7 +53,7 @@ def window(qtbot, tmp_path):
     controller = RunController(command=FAKE_RUNNER, runs_dir=tmp_path / "runs")
     settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
     win = MainWindow(controller=controller, settings=settings, cores=2, check_cuda=False)
-    win.auto_baseline = False  # one run per request here; tests/test_gui_compare_window.py turns it on
+    win.auto_baseline = False  # one run per request here; tests/app/test_compare_window.py turns it on
     qtbot.addWidget(win)
     win.show()
     qtbot.waitExposed(win)

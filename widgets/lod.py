@@ -10,7 +10,7 @@ did not merge are at least half a pixel wide, so a pixel column holds at most a 
 
 Everything is a vectorised numpy pass (10 million events build in about 0.7 s on 2 cores: rows as
 8- or 16-bit numbers for a radix sort, keys built in place, the longest event of every run found
-by one reduction over (duration, position) keys; `tests/test_gui_lod.py` checks that the levels
+by one reduction over (duration, position) keys; `tests/widgets/test_lod.py` checks that the levels
 are those of the plainer first build). All rows of a level live in one sorted array keyed by
 `row * stride + time`, so one `searchsorted` call finds the visible items of every visible row at
 once, and `rasterize` paints them into an RGB32 buffer with a handful of array operations whose

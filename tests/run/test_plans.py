@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,8 +18,8 @@ from branchscope.profiling.run.plans import (
     generate_plan_module,
     max_abs_diff,
 )
+from tests.paths import MODELS
 
-MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
 CPU_DEMOS = ["attention-qkv", "inception", "lstm-ensemble", "twin-mm"]
 
 

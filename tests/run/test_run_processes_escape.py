@@ -27,9 +27,8 @@ from branchscope.profiling.linux import CGROUP_KINDS, Cgroup, cgroup_bases, proc
 from branchscope.profiling.run.processes import CGROUP_PREFIX, RunCgroup, remove_stale_cgroups
 from branchscope.profiling.run.protocol import RunRequest, python_command
 from branchscope.profiling.run.runner import run_profile
+from tests.paths import MODELS
 from tests.processes import alive, kill_all, wait_until
-
-MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups, /proc, cgroups: Linux")
 

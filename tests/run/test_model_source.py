@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -18,9 +17,8 @@ from branchscope.profiling.run.model_source import (
     load_model,
     parse_input_shape,
 )
+from tests.paths import MODELS, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
 CPU_DEMOS = ["attention-qkv", "ddp-gather-loss", "ddp-local-loss", "inception", "lstm-ensemble", "twin-mm"]
 
 

@@ -1,6 +1,6 @@
 """The sweep engine (branchscope.profiling.run.sweep) without torch: cells run through the real runner
 engine with a stand-in worker (python -c, quick), and sweep.json, the sweep folder's rules, the
-options and the table checked directly. Real workers: tests/test_sweep_cli.py."""
+options and the table checked directly. Real workers: tests/app/test_sweep_cli.py."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from branchscope.profiling import load_trace
 from branchscope.profiling.trace.memory import analyze_memory
 from branchscope.widgets.memory_table import BEFORE, COLUMNS, NEVER_FREED, MemoryTable, note_of
 from tests.gui_helpers import show
-from tests.test_gui_memory import T0_US, GiB, MiB, write_four_gpu_trace
+from tests.widgets.test_memory_view import T0_US, GiB, MiB, write_four_gpu_trace
 
 T0 = T0_US * 1000
 

@@ -11,9 +11,7 @@ from pathlib import Path
 import pytest
 
 from branchscope import profiling
-
-ROOT = Path(__file__).resolve().parent.parent
-MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
+from tests.paths import MODELS, ROOT
 
 pytestmark = pytest.mark.slow
 

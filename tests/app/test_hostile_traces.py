@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from branchscope.profiling import Trace, TraceFormatError, load_trace
 from tests.gui_helpers import write_small_trace
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 BRANCHSCOPE = Path(sys.executable).with_name("branchscope")
 MIB = 1 << 20
 #: A bomb inflates to this much (the compressed files are a few MB).

@@ -170,7 +170,7 @@ def test_multi_stream_is_disabled_with_the_reason_without_cuda(window):
     item = window.controls.mode_combo.model().item(2)
     assert not item.isEnabled()
     assert "needs CUDA" in item.toolTip()
-    window._on_cuda  # noqa: B018 - the check itself runs without torch (tests/test_gui_cli.py)
+    window._on_cuda  # noqa: B018 - the check itself runs without torch (tests/app/test_cli_window.py)
 
 
 def test_clicking_an_event_shows_it_in_the_details_panel(window, qtbot, tmp_path):

@@ -8,16 +8,14 @@ import signal
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import psutil
 import pytest
 
 from branchscope.profiling import load_trace
 from branchscope.profiling.run.sweep import SWEEP_JSON, usable_cores
+from tests.paths import ROOT
 from tests.processes import wait_until
-
-ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = [
     pytest.mark.slow,

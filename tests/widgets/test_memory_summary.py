@@ -15,7 +15,7 @@ from branchscope.profiling.trace.model import MemorySeries, build_trace
 from branchscope.widgets.memory_summary import MemorySummary
 from branchscope.widgets.theme import dark_palette
 from tests.gui_helpers import show
-from tests.test_gui_memory import PEAKS, GiB, MiB, write_four_gpu_trace
+from tests.widgets.test_memory_view import PEAKS, GiB, MiB, write_four_gpu_trace
 
 
 @pytest.fixture

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_trace_reader import FACTS
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
+from tests.trace.test_reader import FACTS
 
 
 def _inspect(*args: str) -> subprocess.CompletedProcess:

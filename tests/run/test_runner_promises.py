@@ -24,10 +24,8 @@ from branchscope.app import cmd_profile
 from branchscope.profiling.run.folder import STAGING_PREFIX
 from branchscope.profiling.run.protocol import RunRequest, python_command
 from branchscope.profiling.run.runner import _tail, run_profile
+from tests.paths import MODELS
 from tests.processes import alive, kill_all, wait_until
-
-ROOT = Path(__file__).resolve().parent.parent
-MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
 

@@ -20,9 +20,8 @@ from branchscope.app import cmd_memory, cmd_profile
 from branchscope.app.runs import entry_for_path
 from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.run.runner import launcher_command, run_profile
+from tests.paths import ROOT
 from tests.processes import wait_until
-
-ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
 

@@ -20,8 +20,8 @@ from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.run.runner import run_profile
 from branchscope.widgets.pool_usage import PoolUsageView
 from tests.gui_helpers import show
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 POOL = "PTThreadPool"
 
 

@@ -25,8 +25,7 @@ from branchscope.app.runs import (
 )
 from branchscope.profiling import load_trace
 from branchscope.profiling.trace.model import TraceFormatError
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 def _run_json(mode: str, interop: int, intra: int, model: str = "demo twin-mm", source: str = "demo", **more) -> dict:

@@ -14,9 +14,8 @@ from branchscope.profiling.run.branches import EXPORT_NON_STRICT, FX, find_branc
 from branchscope.profiling.run.cpu_sampler import settle_interop_pool
 from branchscope.profiling.run.model_source import ModelSpec, load_model
 from branchscope.profiling.run.plans import ModeUnavailable, build_plan, max_abs_diff
+from tests.paths import MODELS
 
-ROOT = Path(__file__).resolve().parent.parent
-MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
 BRANCHSCOPE = Path(sys.executable).parent / "branchscope"
 
 #: The query, key and value projections of each of the two layers, by the module path they run in.

@@ -16,8 +16,7 @@ from PySide6.QtCore import QSettings
 from branchscope.app.main_window import MainWindow
 from branchscope.app.run_controller import RunController, default_runs_dir, prune_runs
 from tests.gui_helpers import FAKE_RUNNER
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 def _blocked_cache(tmp_path: Path, how: str) -> Path:

@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 
 from branchscope.profiling import TraceFormatError
 from branchscope.profiling.trace.snapshot import _MAX_EXPANSION, load_snapshot
-from tests.test_snapshot import two_gpu_snapshot
+from tests.paths import ROOT
+from tests.trace.test_snapshot import two_gpu_snapshot
 
-ROOT = Path(__file__).resolve().parent.parent
 BRANCHSCOPE = Path(sys.executable).with_name("branchscope")
 MIB = 1 << 20
 #: Address space the CLI child may add to what it holds after its imports.

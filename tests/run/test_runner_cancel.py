@@ -19,10 +19,8 @@ import pytest
 
 from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.run.runner import run_profile, stop_on_signals
+from tests.paths import MODELS, ROOT
 from tests.processes import wait_until
-
-ROOT = Path(__file__).resolve().parent.parent
-MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
 

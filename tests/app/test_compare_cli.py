@@ -16,8 +16,8 @@ import pytest
 
 from branchscope.app import cmd_compare
 from tests.gui_helpers import write_small_trace
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 RUN_KEYS = {"label", "path", "mode", "interop", "intra", "median_ms", "unprofiled_median_ms",
             "unprofiled_spread_ms", "parallelism", "cores_used", "peak_bytes"}  # fmt: skip
 

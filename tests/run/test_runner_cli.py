@@ -15,9 +15,7 @@ import pytest
 
 from branchscope import profiling
 from branchscope.app import cmd_profile
-
-ROOT = Path(__file__).resolve().parent.parent
-MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
+from tests.paths import MODELS, ROOT
 
 
 def cli(argv: list[str]) -> int:

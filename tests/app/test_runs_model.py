@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from branchscope.app.runs import TRACE_CACHE, Entry, Runs, RunSpec
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 def run(mode: str, median: float | None, model: str = "inception", threads=(1, 1), spread: float = 1.0) -> Entry:

@@ -20,7 +20,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -33,8 +32,8 @@ from branchscope.profiling.run.cpu_sampler import (
 )
 from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.run.runner import run_profile
+from tests.paths import MODELS
 
-MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
 TOLERANCE_NS = 2_000_000  # the issue: samples line up with the trace's events within 2 ms
 IDLE_NS, BUSY_NS = 30_000_000, 60_000_000  # fixtures/models/busy_then_idle.py: 30 ms asleep, 60 ms busy, 30 ms asleep
 INTERVAL_S = 0.002  # the runner's default sample period
