@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from branchscope.app.cli_text import bytes_text, fail
 from branchscope.profiling import TraceFormatError
 from branchscope.profiling.trace.compare import Comparison, LoadedRun, compare, load_run
 
@@ -26,8 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "compare",
         help="compare runs side by side: step times, speedups, parallelism, memory, op differences",
-        description="Compare runs side by side. Each RUN is a run folder (run.json + trace.json.gz) or a "
-        "trace file; a run.json beside a trace file that names it is read too.",
+        description="Compare runs side by side. Each RUN is a run folder (run.json + trace.json.gz), a "
+        "distributed run's folder (its ranks merged; the slowest rank's step times, and each rank's), a folder "
+        "of rank traces, or a trace file; a run.json beside a trace file that names it is read too.",
     )
     p.add_argument("runs", nargs="*", metavar="RUN", help="a run folder or a trace file (two or more)")
     p.add_argument(
@@ -46,22 +48,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def _error(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
-
-
 def run(args: argparse.Namespace) -> int:
     if len(args.runs) < 2:
-        return _error("compare needs at least two runs (run folders or trace files)")
+        return fail("compare needs at least two runs (run folders or trace files)")
     if args.baseline is not None and not 0 <= args.baseline < len(args.runs):
-        return _error(
+        return fail(
             f"--baseline {args.baseline} is not one of the {len(args.runs)} runs (0 to {len(args.runs) - 1})"
         )
     try:
         loaded = [load_run(p) for p in args.runs]
     except TraceFormatError as exc:
-        return _error(str(exc))
+        return fail(str(exc))
     result = compare(loaded, args.baseline)
     if args.screenshot is not None:
         return screenshot(loaded, result, args.screenshot)
@@ -74,15 +71,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 # ---- the table ---------------------------------------------------------------------------------
-def _bytes(n: int) -> str:
-    x = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(x) < 1024 or unit == "GiB":
-            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
-        x /= 1024
-    return str(n)
-
-
 def _num(x: float | None, fmt: str) -> str:
     return "–" if x is None else format(x, fmt)
 
@@ -101,19 +89,25 @@ def format_table(c: Comparison) -> str:
             vs = "–"
         else:
             vs = f"{c.speedup[k]:.2f}×" + (" within noise" if c.within_noise[k] else "")
-        memory = ", ".join(f"{d} {_bytes(b)}" for d, b in s.peak_bytes.items()) or "–"
+        memory = ", ".join(f"{d} {bytes_text(b)}" for d, b in s.peak_bytes.items()) or "–"
         rows.append([
             f"{k}{'*' if k == c.baseline else ''}", s.label, s.mode or "–", s.threads or "–",
             _num(None if u is None else u.median, ".2f"), spread, vs,
             _num(s.parallelism, ".2f"), _num(s.cores_used, ".2f"), memory,
         ])  # fmt: skip
+        for r in s.ranks:  # a distributed run: each rank's own step times under the slowest's
+            ru = r.unprofiled
+            rank_spread = "–" if ru is None else f"{ru.min:.2f} [{ru.q1:.2f}–{ru.q3:.2f}] {ru.max:.2f}"
+            rows.append(["", f"  rank {r.rank}", "", "", _num(None if ru is None else ru.median, ".2f"), rank_spread,
+                         "", "", "", ""])  # fmt: skip
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     right = {4, 7, 8}
     lines = ["  ".join(cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in
                        enumerate(zip(r, widths))).rstrip() for r in [header, *rows]]  # fmt: skip
     lines += [
         "",
-        "median and spread: step times without the profiler (unprofiled); speedup: the baseline's median ÷ the run's,",
+        "median and spread: step times without the profiler (unprofiled; a distributed run's: the slowest rank's, step",
+        "by step, its ranks' own below it); speedup: the baseline's median ÷ the run's,",
         "within noise where the interquartile ranges overlap; parallelism: threads busy computing on average",
         "(waits excluded); cores used: CPU cores the samples saw in use; both inside the profiled steps.",
     ]

@@ -16,7 +16,6 @@ from pathlib import Path
 SCREENSHOT_SIZE = (1600, 1000)
 #: How long `--screenshot` waits for the run it draws.
 SCREENSHOT_RUN_TIMEOUT_S = 900
-MODE_CHOICES = ["sequential", "fork", "streams", "multi-stream"]
 
 
 #: The window's centre tabs, as `--tab` names them (MainWindow.tabs, in order).
@@ -26,7 +25,9 @@ TABS = ("run", "memory", "compare", "sweep")
 def add_window_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("window (without a command)")
     g.add_argument("--demo", metavar="NAME", help="the demo to run first (default: inception)")
-    g.add_argument("--mode", choices=MODE_CHOICES, help="the mode of the first run (default: sequential)")
+    from branchscope.profiling.run.modes import BASELINE_MODE, command_line_names
+
+    g.add_argument("--mode", choices=command_line_names(), help=f"the mode of the first run (default: {BASELINE_MODE})")
     g.add_argument("--interop", type=int, metavar="N", help="inter-op threads of the first run")
     g.add_argument("--intra", type=int, metavar="N", help="intra-op threads of the first run")
     g.add_argument("--steps", type=int, metavar="K", help="profiled steps of the first run (default 5)")
@@ -95,19 +96,15 @@ def run_open(args: argparse.Namespace) -> int:
         return _no_display("branchscope open TRACE --screenshot window.png")
     # Refused before the window opens: missing paths, folders, and what is not a regular file
     # (a FIFO would block the open for ever, /dev/zero never ends).
-    from branchscope.app.runs import entry_for_path
+    from branchscope.app.cli_text import fail
     from branchscope.profiling import TraceFormatError
-    from branchscope.profiling.run.sweep import SweepError, is_sweep_folder, load_sweep
+    from branchscope.profiling.trace.sources import open_source
 
     for t in args.traces:
         try:
-            if is_sweep_folder(Path(t)):
-                load_sweep(Path(t))
-            else:
-                entry_for_path(t)  # a trace file, or a run folder with its run.json
-        except (TraceFormatError, SweepError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            open_source(t)  # a trace file, a run folder, a folder of ranks, a snapshot or a sweep
+        except (TraceFormatError, OSError) as exc:
+            return fail(exc)
     return _run_window(args, traces=list(args.traces))
 
 
@@ -147,6 +144,8 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
 def _show_window(app, window, args: argparse.Namespace, traces: list[str], screenshot: Path | None) -> int:
     from PySide6.QtCore import QEventLoop, QTimer
 
+    from branchscope.profiling.run.modes import BASELINE_MODE
+
     if screenshot is not None:
         window.resize(*SCREENSHOT_SIZE)
     window.show()
@@ -163,7 +162,7 @@ def _show_window(app, window, args: argparse.Namespace, traces: list[str], scree
         try:
             window.set_controls(
                 demo=getattr(args, "demo", None) or "inception",
-                mode=getattr(args, "mode", None) or "sequential",
+                mode=getattr(args, "mode", None) or BASELINE_MODE,
                 interop=getattr(args, "interop", None),
                 intra=getattr(args, "intra", None),
                 steps=getattr(args, "steps", None),

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
-from branchscope.app.runs import entry_for_path
-from branchscope.profiling import TraceFormatError, load_trace, load_traces
+from branchscope.app.cli_text import bytes_text, fail
+from branchscope.profiling import TraceFormatError
+from branchscope.profiling.trace import sources
 from branchscope.profiling.trace.analyses import (
     cores_used,
     interop_occupancy,
@@ -22,15 +22,22 @@ from branchscope.profiling.trace.analyses import (
     parallelism,
     steps_window,
 )
-from branchscope.profiling.trace.merge import as_ranks, load_source, merge_traces, rank_groups, rank_summaries
+from branchscope.profiling.trace.merge import rank_summaries
 from branchscope.profiling.trace.model import Trace
-from branchscope.profiling.trace.snapshot import is_snapshot
+from branchscope.profiling.trace.sources import open_source
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("inspect", help="summarise a profiler trace: lanes, busy time, memory peaks")
+    p = sub.add_parser(
+        "inspect",
+        help="summarise a profiler trace: lanes, busy time, memory peaks",
+        description="What a trace holds: its lanes (threads, GPU streams) with their events and busy time, "
+        "memory peaks per device, parallelism, cores used, the inter-op pool, and per rank of a job. A TRACE is "
+        "a trace file, a run folder, a distributed run's folder or a folder of rank traces; several are the "
+        "ranks of one job, merged on one clock (traces of different jobs are refused).",
+    )
     p.add_argument(
-        "trace", nargs="+", help="a torch.profiler / Chrome trace (.json, .json.gz); several ranks' traces merge"
+        "trace", nargs="+", help="a torch.profiler / Chrome trace (.json, .json.gz) or a run folder; several ranks' traces merge"
     )
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(handler=run)
@@ -82,14 +89,6 @@ def summary(trace: Trace) -> dict[str, Any]:
     }
 
 
-def _bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def format_table(doc: dict[str, Any], path: str) -> str:
     lines = [
         f"{path}",
@@ -109,13 +108,13 @@ def format_table(doc: dict[str, Any], path: str) -> str:
     if doc["memory"]:
         lines += ["", f"  {'device':<8} {'events':>9} {'peak':>12}"]
         for m in doc["memory"]:
-            lines.append(f"  {m['device']:<8} {m['events']:>9,} {_bytes(m['peak_bytes']):>12}")
+            lines.append(f"  {m['device']:<8} {m['events']:>9,} {bytes_text(m['peak_bytes']):>12}")
         if doc["memory_imbalance_cuda"] is not None:
             lines.append(f"  CUDA memory imbalance (max peak / median peak): {doc['memory_imbalance_cuda']:.2f}")
     if len(doc["ranks"]) > 1:
         lines += ["", f"  {'rank':>4}  {'host':<16} {'events':>9} {'busy':>10} {'memory peak':>12} {'step ms':>10}"]
         for r in doc["ranks"]:
-            peak = "–" if r["memory_peak_bytes"] is None else _bytes(r["memory_peak_bytes"])
+            peak = "–" if r["memory_peak_bytes"] is None else bytes_text(r["memory_peak_bytes"])
             step = "–" if r["step_us"] is None else f"{r['step_us'] / 1000:.3f}"
             lines.append(
                 f"  {r['rank']:>4}  {(r['host'] or '–'):<16} {r['events']:>9,} "
@@ -127,60 +126,17 @@ def format_table(doc: dict[str, Any], path: str) -> str:
     return "\n".join(lines)
 
 
-def _job(trace: Any) -> tuple[int, int, str | None] | None:
-    info = trace.metadata.get("distributedInfo")
-    if not isinstance(info, dict) or type(info.get("rank")) is not int or type(info.get("world_size")) is not int:
-        return None
-    backend = info.get("backend")
-    return info["rank"], info["world_size"], backend if isinstance(backend, str) else None
-
-
-def why_apart(traces: list[Trace], paths: list[str], groups: list[list[int]]) -> str:
-    """Why `rank_groups` did not put the traces in one group: the first trace outside the first group
-    against that group."""
-    first = groups[0]
-    k = groups[1][0]
-    a, b = paths[first[0]], paths[k]
-    me, ref = _job(traces[k]), _job(traces[first[0]])
-    for path, job in ((a, ref), (b, me)):
-        if job is None:
-            return f"{path} has no distributedInfo with its rank and world size: not a rank of a distributed job"
-    assert me is not None and ref is not None
-    if me[1:] != ref[1:]:
-        return (
-            f"different distributedInfo: {a} is rank {ref[0]} of {ref[1]} ({ref[2] or 'no backend'}), "
-            f"{b} rank {me[0]} of {me[1]} ({me[2] or 'no backend'})"
-        )
-    taken = [i for i in first if _job(traces[i]) is not None and _job(traces[i])[0] == me[0]]  # type: ignore[index]
-    if taken:
-        return f"{paths[taken[0]]} and {b} are both rank {me[0]}"
-    return f"their clocks do not overlap: {b} was not recorded while {a} was"
-
-
 def load_job(paths: list[str]) -> Trace:
-    """One trace, or the ranks of one job merged; raises TraceFormatError naming why traces of
-    different jobs are not merged. Allocator snapshots opened together are ranks of one job."""
-    if len(paths) == 1 and os.path.isdir(paths[0]):
-        # A run folder: its run.json names its traces (every rank's, for a distributed run).
-        return load_traces(list(entry_for_path(paths[0]).paths))
-    # Only a regular file is asked whether it is a snapshot (reading a FIFO's first bytes would
-    # block); the reader refuses anything else in one line.
-    traces = [load_source(p) if os.path.isfile(p) else load_trace(p) for p in paths]
-    if len(traces) == 1:
-        return traces[0]
-    if not all(is_snapshot(p) for p in paths):
-        groups = rank_groups(traces)
-        if len(groups) > 1:
-            raise TraceFormatError(f"not the ranks of one job, so not merged: {why_apart(traces, paths, groups)}")
-    return merge_traces(as_ranks(traces))
+    """One source's trace, or the ranks of one job merged (`sources.load_job`); raises
+    TraceFormatError naming why traces of different jobs are not merged."""
+    return sources.load_job([open_source(p) for p in paths])
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         trace = load_job(list(args.trace))
     except (TraceFormatError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc)
     doc = summary(trace)
     if args.json:
         json.dump(doc, sys.stdout)

@@ -12,18 +12,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
+from branchscope.app.cli_text import bytes_text, fail
 from branchscope.profiling import TraceFormatError
-from branchscope.profiling.trace import merge
 from branchscope.profiling.trace.memory import MemoryAnalysis, analyze_memory
-from branchscope.profiling.trace.merge import as_ranks, merge_traces
 from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.sources import load_job, open_source
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "memory", help="memory per device: peaks, what holds them, imbalance (traces, run folders, snapshots)"
+        "memory",
+        help="memory per device: peaks, what holds them, imbalance (traces, run folders, snapshots)",
+        description="Memory per device: each device's peak, what is live at it (by op, or a snapshot's allocation "
+        "site), and how far the heaviest device of a kind is above the median one. A SOURCE is a trace, a run "
+        "folder (a distributed run's: every rank's) or an allocator snapshot (read with an unpickler that refuses "
+        "every global); several are the ranks of one job, devices named rankR/cuda:N.",
     )
     p.add_argument(
         "sources", nargs="+", metavar="SOURCE",
@@ -44,47 +48,9 @@ def _count(text: str) -> int:
     return n
 
 
-def load_source(path: str) -> Trace:
-    """A trace file, a run folder's trace (a distributed run's ranks merged), or a snapshot, as a `Trace`."""
-    traces = [merge.load_source(p) for p in _files(path)]
-    return traces[0] if len(traces) == 1 else merge_traces(as_ranks(traces))
-
-
-def _files(path: str) -> list[Path]:
-    """The trace files of a source: a run folder's trace, or each rank's of a distributed run's folder."""
-    from branchscope.app.runs import entry_for_path
-
-    p = Path(path)
-    return list(entry_for_path(p).paths) if p.is_dir() else [p]
-
-
 def load_sources(paths: list[str]) -> Trace:
-    """One source as is; several merged as the ranks of one job (see the module docstring)."""
-    files = [f for p in paths for f in _files(p)]
-    traces = [merge.load_source(f) for f in files]
-    if len(traces) == 1:
-        return traces[0]
-    named = len(paths) > 1 and all(Path(p).is_file() for p in paths)
-    if named and not any(t.metadata.get("snapshot") for t in traces):
-        # Trace files named one by one must be the ranks of one job, as `inspect` asks (snapshots
-        # carry no job to tell: with them, the sources are taken as ranks).
-        from branchscope.app.cmd_inspect import why_apart
-
-        groups = merge.rank_groups(traces)
-        if len(groups) > 1:
-            raise TraceFormatError(f"not the ranks of one job, so not merged: {why_apart(traces, paths, groups)}")
-    return merge_traces(as_ranks(traces))
-
-
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{value:.2f} {unit}"
-        value /= 1024
-    return str(n)
+    """One source as is; several merged as the ranks of one job (`sources.load_job`)."""
+    return load_job([open_source(p) for p in paths])
 
 
 def format_table(analysis: MemoryAnalysis, title: str, top: int) -> str:
@@ -95,10 +61,10 @@ def format_table(analysis: MemoryAnalysis, title: str, top: int) -> str:
         series = analysis.series[d.device]
         lines += [
             "",
-            f"  {d.label}: peak {_bytes(d.peak_bytes)} {(d.peak_ns - int(series.ts_ns[0])) / 1e6:.3f} ms after its"
+            f"  {d.label}: peak {bytes_text(d.peak_bytes)} {(d.peak_ns - int(series.ts_ns[0])) / 1e6:.3f} ms after its"
             " first memory event"
-            + (f", reserved peak {_bytes(d.reserved_peak_bytes)}" if d.reserved_peak_bytes is not None else "")
-            + (f", capacity {_bytes(d.capacity_bytes)}" if d.capacity_bytes is not None else "")
+            + (f", reserved peak {bytes_text(d.reserved_peak_bytes)}" if d.reserved_peak_bytes is not None else "")
+            + (f", capacity {bytes_text(d.capacity_bytes)}" if d.capacity_bytes is not None else "")
             + f"; {d.allocations:,} allocations, {d.frees:,} frees",
         ]
         if not series.has_addr:
@@ -107,11 +73,11 @@ def format_table(analysis: MemoryAnalysis, title: str, top: int) -> str:
         if top and d.at_peak:
             lines.append(f"    {'live at the peak':>16} {'allocs':>8}  where")
             for a in d.at_peak[:top]:
-                lines.append(f"    {_bytes(a.bytes):>16} {a.allocations:>8,}  {a.where}")
+                lines.append(f"    {bytes_text(a.bytes):>16} {a.allocations:>8,}  {a.where}")
             if len(d.at_peak) > top:
                 rest = d.at_peak[top:]
                 lines.append(
-                    f"    {_bytes(sum(a.bytes for a in rest)):>16} {sum(a.allocations for a in rest):>8,}"
+                    f"    {bytes_text(sum(a.bytes for a in rest)):>16} {sum(a.allocations for a in rest):>8,}"
                     f"  ({len(rest)} more)"
                 )
     if analysis.imbalance:
@@ -119,7 +85,7 @@ def format_table(analysis: MemoryAnalysis, title: str, top: int) -> str:
     for i in analysis.imbalance:
         ratio = "no median" if i.max_over_median == float("inf") else f"{i.max_over_median:.2f}x the median"
         lines.append(
-            f"  {i.device_type} imbalance: {i.heaviest} peaks at {ratio}, {_bytes(i.excess_bytes)} above the median device"
+            f"  {i.device_type} imbalance: {i.heaviest} peaks at {ratio}, {bytes_text(i.excess_bytes)} above the median device"
         )
     return "\n".join(lines)
 
@@ -127,9 +93,8 @@ def format_table(analysis: MemoryAnalysis, title: str, top: int) -> str:
 def run(args: argparse.Namespace) -> int:
     try:
         trace = load_sources(list(args.sources))
-    except TraceFormatError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except (TraceFormatError, OSError) as exc:
+        return fail(exc)
     analysis = analyze_memory(trace)
     if args.json:
         json.dump(analysis.to_json(args.top), sys.stdout)

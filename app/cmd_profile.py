@@ -14,6 +14,7 @@ from typing import Any
 from branchscope.profiling.run.model_source import list_demos
 from branchscope.profiling.run.protocol import add_run_arguments, request_from_args
 from branchscope.profiling.run.runner import format_summary, print_failure, run_profile, stop_on_signals
+from branchscope.profiling.trace.records import Event, ProgressEvent
 
 
 def register(subparsers: Any) -> None:
@@ -48,10 +49,10 @@ def run_profile_command(args: argparse.Namespace) -> int:
     request = request_from_args(args)
     interactive = sys.stderr.isatty() and not args.quiet
 
-    def on_event(event: dict[str, Any]) -> None:
-        if event.get("event") == "progress" and interactive:
-            end = "\n" if event.get("step") == event.get("of") else "\r"
-            print(f"profiling step {event.get('step')}/{event.get('of')}", end=end, file=sys.stderr, flush=True)
+    def on_event(event: Event) -> None:
+        if isinstance(event, ProgressEvent) and interactive:
+            end = "\n" if event.step == event.of else "\r"
+            print(f"profiling step {event.step}/{event.of}", end=end, file=sys.stderr, flush=True)
 
     # Ctrl-C or SIGTERM stop the run through a flag the engine polls, so its cleanup (killing the
     # worker's group, removing temporary files) always runs; the result says it was cancelled.
@@ -60,7 +61,8 @@ def run_profile_command(args: argparse.Namespace) -> int:
     if not result.ok:
         print_failure(result)
         return result.exit_code
-    print(format_summary(result.run or {}, result.out))
+    assert result.run is not None
+    print(format_summary(result.run, result.out))
     for note in result.notes:
         print(f"note: {note}")
     return 0

@@ -8,19 +8,26 @@ and prints the table. No torch here.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from branchscope.profiling.run.protocol import error_line
 from branchscope.profiling.run.runner import stop_on_signals
 from branchscope.profiling.run.sweep import (
-    DONE,
     add_sweep_arguments,
     markdown_table,
     run_sweep,
     stop_with_parent,
     sweep_request_from_args,
+)
+from branchscope.profiling.trace.records import (
+    DONE,
+    SWEEP_JSON,
+    CellEvent,
+    DoneEvent,
+    ErrorEvent,
+    Event,
+    encode_event,
 )
 
 
@@ -42,44 +49,46 @@ def register(subparsers: Any) -> None:
     sweep.set_defaults(handler=run_sweep_command)
 
 
-def _cell_line(event: dict[str, Any]) -> str:
-    where = f"cell {event['index'] + 1}/{event['of']} {event['mode']} {event['interop']}×{event['intra']}"
-    if event.get("status") == DONE:
-        ms = event.get("unprofiled_median_ms")
-        return f"{where}: {ms:.1f} ms" if isinstance(ms, float) else f"{where}: done"
-    return f"{where}: failed: {event.get('error')}"
+def _cell_line(event: CellEvent) -> str:
+    cell = event.cell
+    where = f"cell {event.index + 1}/{event.of} {cell.label}"
+    if cell.status == DONE:
+        ms = cell.unprofiled_median_ms
+        return f"{where}: {ms:.1f} ms" if ms is not None else f"{where}: done"
+    return f"{where}: failed: {cell.error}"
 
 
 def run_sweep_command(args: argparse.Namespace) -> int:
     request = sweep_request_from_args(args)
 
-    def emit(event: dict[str, Any]) -> None:
+    def emit(event: Event) -> None:
         try:
-            print(json.dumps(event), flush=True)
+            print(encode_event(event).decode("utf-8"), flush=True)
         except OSError:  # the window is gone: the sweep goes on to its cleanup
             pass
 
-    def on_event(event: dict[str, Any]) -> None:
+    def on_event(event: Event) -> None:
         if args.jsonl:
             emit(event)
-        elif event.get("event") == "cell" and not args.quiet:
+        elif isinstance(event, CellEvent) and not args.quiet:
             print(_cell_line(event), file=sys.stderr, flush=True)
 
     with stop_on_signals() as cancel:  # Ctrl+C and SIGTERM stop the running cell, never raise
         stop_with_parent(cancel)
         result = run_sweep(request, on_event, cancel)
     if result.ok:
+        assert result.sweep is not None
         if args.jsonl:
-            emit({"event": "done", "out": str(result.out), "sweep": result.sweep})
+            emit(DoneEvent(out=str(result.out), sweep=result.sweep))
         else:
-            print(markdown_table(result.sweep or {}))
-            best = (result.sweep or {}).get("best")
+            print(markdown_table(result.sweep))
+            best = result.sweep.best
             if best is not None:
-                cell = (result.sweep or {})["cells"][best]
-                print(f"best: {cell['mode']} {cell['interop']}×{cell['intra']} ({result.out / cell['run']})")
-            print(f"wrote {result.out / 'sweep.json'}")
+                cell = result.sweep.cells[best]
+                print(f"best: {cell.label} ({result.out / (cell.run or '')})")
+            print(f"wrote {result.out / SWEEP_JSON}")
         return 0
     if args.jsonl:
-        emit({"event": "error", "message": result.message, "out": str(result.out)})
+        emit(ErrorEvent(message=result.message or "the sweep failed", out=str(result.out)))
     print(error_line(result.message), file=sys.stderr, flush=True)
     return result.exit_code

@@ -3,7 +3,7 @@ sweep (`SweepController`).
 
 What both need from QProcess, once: the window's pid in the child's environment (so the child stops
 itself when the window dies, see `profiling/run/processes.py`), stdout split into lines and each
-JSON object handed on as a dict (anything else on stdout is ignored), the tail of stderr kept for
+event handed on as a typed `records.Event` (anything else on stdout is ignored), the tail of stderr kept for
 the failure message, stopping with SIGTERM and then SIGKILL after a grace period, and waiting for it
 when the window closes. The controllers keep what the events mean.
 """
@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
 
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer
 
 from branchscope.profiling.run.protocol import PARENT_PID_ENV
-from branchscope.profiling.run.runner import json_objects
+from branchscope.profiling.trace.records import Event, decode_events
 
 #: How long a stopped child gets to clean up (kill its worker, write its files) before SIGKILL.
 CANCEL_GRACE_MS = 3000
@@ -28,7 +27,7 @@ STDERR_KEEP = 128_000
 class JsonLinesProcess(QObject):
     """`command` run as a child whose stdout is JSON lines (see the module docstring).
 
-    `on_event(dict)` gets each JSON object line; `on_ended(exit_code, exit_status)` comes once the
+    `on_event(event)` gets each event line (`records.Event`); `on_ended(exit_code, exit_status)` comes once the
     process has exited and all its output was read; `on_failed_to_start(reason)` instead of it
     when the program could not start.
     """
@@ -36,7 +35,7 @@ class JsonLinesProcess(QObject):
     def __init__(
         self,
         command: list[str],
-        on_event: Callable[[dict[str, Any]], None],
+        on_event: Callable[[Event], None],
         on_ended: Callable[[int, QProcess.ExitStatus], None],
         on_failed_to_start: Callable[[str], None],
         parent: QObject | None = None,
@@ -103,7 +102,7 @@ class JsonLinesProcess(QObject):
             self._stderr = self._stderr[-STDERR_KEEP:]
 
     def _lines(self, lines: list[bytes]) -> None:
-        for event in json_objects(lines):  # the runner's own reading of the same protocol
+        for event in decode_events(lines):  # the runner's own reading of the same protocol
             self._on_event(event)
 
     def _finished(self, code: int, status: QProcess.ExitStatus) -> None:

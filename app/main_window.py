@@ -47,14 +47,15 @@ from branchscope.app.runs_table import RunsTableModel, RunsView
 from branchscope.app.sweep_panel import SweepPanel
 from branchscope.app.trace_loader import TraceLoader, connect_progress
 from branchscope.profiling.files import read_head
-from branchscope.profiling.run.sweep import is_sweep_folder
+from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.trace.model import Trace, TraceFormatError
+from branchscope.profiling.trace.records import RunRecord
 from branchscope.profiling.trace.run_info import branch_label
+from branchscope.profiling.trace.sources import is_sweep_folder
 from branchscope.widgets.branch_legend import BranchLegend
 from branchscope.widgets.compare_view import CompareView
 from branchscope.widgets.details_panel import DetailsPanel
 from branchscope.widgets.load_progress import LoadProgress
-from branchscope.widgets.machine import usable_cores
 from branchscope.widgets.memory_summary import MemorySummary
 from branchscope.widgets.memory_table import MemoryTable
 from branchscope.widgets.memory_view import MemoryView
@@ -267,7 +268,7 @@ class MainWindow(QMainWindow):
         self.cuda = CudaCheck(self)
         self.cuda.resolved.connect(self._on_cuda)
         self.cuda.devicesCounted.connect(self.controls.set_cuda_devices)
-        self.controls.set_streams_enabled(False, self.cuda.reason)
+        self.controls.set_cuda_available(False, self.cuda.reason)
         if check_cuda:
             QTimer.singleShot(0, self.cuda.start)
         self.resize(1600, 1000)
@@ -322,8 +323,8 @@ class MainWindow(QMainWindow):
         return self.workspace.panel("memory")
 
     def _on_cuda(self, available: bool, reason: str) -> None:
-        self.controls.set_streams_enabled(available, reason)
-        self.sweep_panel.set_streams_enabled(available, reason)
+        self.controls.set_cuda_available(available, reason)
+        self.sweep_panel.set_cuda_available(available, reason)
 
     # ---- menus, files, drag and drop --------------------------------------------------------
     def _build_menus(self) -> None:
@@ -635,7 +636,7 @@ class MainWindow(QMainWindow):
                   more_paths=tuple(result.paths[1:]))
         ):
             return
-        median = result.run.get("unprofiled_median_ms")
+        median = result.run.unprofiled_median_ms
         self.statusBar().showMessage(
             f"{spec.model_label} {spec.mode} {spec.interop}×{spec.intra}: "
             + (f"median step {median:.2f} ms (unprofiled)" if isinstance(median, (int, float)) else "done")
@@ -706,7 +707,7 @@ class MainWindow(QMainWindow):
         self.entryShown.emit(k)
         return True
 
-    def _show_trace(self, trace: Trace, run: dict[str, Any] | None) -> None:
+    def _show_trace(self, trace: Trace, run: RunRecord | None) -> None:
         """Put `trace` in the workspace and the side panels, all or nothing."""
         shown = self.run_list[self.current] if 0 <= self.current < len(self.run_list) else None
         before = self.workspace.snapshot()
@@ -726,7 +727,7 @@ class MainWindow(QMainWindow):
         memory_only = len(trace) == 0 and bool(trace.memory)
         self.tabs.setCurrentWidget(self.memory_page if memory_only else self.tabs.widget(0))
 
-    def _side_views(self, run: dict[str, Any] | None) -> list[Any]:
+    def _side_views(self, run: RunRecord | None) -> list[Any]:
         """What shows the shown trace beside the workspace, each a call taking the trace."""
         return [lambda t: self.details.set_trace(t, run), self.legend.set_trace, self.ranges.set_trace, self._show_memory]
 
@@ -772,14 +773,12 @@ class MainWindow(QMainWindow):
     def _update_summary_line(self, k: int) -> None:
         """The shown run in one sentence, and why it has no branches when fx could not find them."""
         text = self.run_list.summary_line(k)
-        run = self.run_list[k].run or {}
-        fx_error, tracer = run.get("fx_error"), run.get("tracer")
-        if isinstance(fx_error, str) and fx_error:
-            text += f"<br><span style='color:#c0392b'>No branches: {html.escape(fx_error)}</span>"
-        elif isinstance(tracer, str) and tracer != "torch.fx":
-            failed = run.get("tracer_errors") if isinstance(run.get("tracer_errors"), dict) else {}
-            why = "".join(f"; {reason}" for reason in failed.values())  # "<tracer> could not …"
-            text += f"<br>Branches found through {html.escape(tracer)}{html.escape(why)}"
+        run = self.run_list[k].run or RunRecord()
+        if run.fx_error:
+            text += f"<br><span style='color:#c0392b'>No branches: {html.escape(run.fx_error)}</span>"
+        elif run.tracer and run.tracer != "torch.fx":
+            why = "".join(f"; {reason}" for reason in (run.tracer_errors or {}).values())  # "<tracer> could not …"
+            text += f"<br>Branches found through {html.escape(run.tracer)}{html.escape(why)}"
         self.summary_line.setText(f"<b>{html.escape(self.run_list[k].title)}</b>: " + text)
 
     # ---- runs side by side ------------------------------------------------------------------

@@ -19,13 +19,11 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QObject, QProcess, Signal
 
 from branchscope.app.jsonl_process import CANCEL_GRACE_MS, JsonLinesProcess
 from branchscope.app.runs import (
-    RANK_TRACE,
     RUN_NAME,
     SESSION_NAME,
     Entry,
@@ -35,6 +33,15 @@ from branchscope.app.runs import (
     subfolders,
 )
 from branchscope.profiling.run.protocol import RUNNER_MODULE, python_command
+from branchscope.profiling.trace.records import (
+    DEFAULT_TRACE,
+    DoneEvent,
+    ErrorEvent,
+    Event,
+    PhaseEvent,
+    ProgressEvent,
+    RunRecord,
+)
 
 __all__ = ["CANCEL_GRACE_MS", "FinishedRun", "RunController", "RunSpec", "default_runs_dir", "prune_runs"]
 
@@ -43,7 +50,7 @@ __all__ = ["CANCEL_GRACE_MS", "FinishedRun", "RunController", "RunSpec", "defaul
 class FinishedRun:
     spec: RunSpec
     out: Path
-    run: dict[str, Any]
+    run: RunRecord
 
     @property
     def trace_path(self) -> Path:
@@ -53,11 +60,7 @@ class FinishedRun:
     @property
     def paths(self) -> tuple[Path, ...]:
         """Every trace of the run: one, or each rank's of a distributed run (run.json "ranks"), rank 0 first."""
-        ranks = self.run.get("ranks") if isinstance(self.run, dict) else None
-        names = [r.get("trace") for r in ranks if isinstance(r, dict)] if isinstance(ranks, list) else []
-        if names and all(isinstance(n, str) and RANK_TRACE.fullmatch(n) for n in names):
-            return tuple(self.out / str(n) for n in names)
-        return (self.out / "trace.json.gz",)
+        return tuple(self.out / name for name in self.run.trace_files() or [DEFAULT_TRACE])
 
 
 @dataclass
@@ -65,8 +68,8 @@ class _Job:
     spec: RunSpec
     out: Path
     proc: JsonLinesProcess | None = None
-    done: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
+    done: DoneEvent | None = None
+    error: ErrorEvent | None = None
     progress: tuple[int, int] = (0, 0)
     canceled: bool = False
     notes: list[str] = field(default_factory=list)
@@ -254,20 +257,17 @@ class RunController(QObject):
                 job.proc.wait(wait_ms)
 
     # ---- process output ---------------------------------------------------------------------
-    def _on_event(self, job: _Job, event: dict[str, Any]) -> None:
-        kind = event.get("event")
-        if kind == "phase":
-            name = event.get("phase")
-            if isinstance(name, str) and job is self._job:
-                self.phase.emit(name)
-        elif kind == "progress":
-            step, of = int(event.get("step", 0)), int(event.get("of", 0))
-            job.progress = (step, of)
+    def _on_event(self, job: _Job, event: Event) -> None:
+        if isinstance(event, PhaseEvent):
             if job is self._job:
-                self.progress.emit(step, of)
-        elif kind == "error":
+                self.phase.emit(event.phase)
+        elif isinstance(event, ProgressEvent):
+            job.progress = (event.step, event.of)
+            if job is self._job:
+                self.progress.emit(event.step, event.of)
+        elif isinstance(event, ErrorEvent):
             job.error = event
-        elif kind == "done":
+        elif isinstance(event, DoneEvent):
             job.done = event
 
     def _on_finished(self, job: _Job, code: int, status: QProcess.ExitStatus) -> None:
@@ -279,14 +279,13 @@ class RunController(QObject):
             return
         self._job = None
         if job.done is not None:
-            run = job.done.get("run") if isinstance(job.done.get("run"), dict) else {}
-            out = Path(job.done.get("out") or job.out)
-            self.finished.emit(FinishedRun(job.spec, out, run))
+            out = Path(job.done.out or job.out)
+            self.finished.emit(FinishedRun(job.spec, out, job.done.run or RunRecord()))
             return
         stderr = job.proc.stderr_text()
         if job.error is not None:
-            message = str(job.error.get("message") or "the run failed")
-            details = str(job.error.get("traceback") or "") or stderr
+            message = job.error.message or "the run failed"
+            details = job.error.traceback or stderr
         else:
             crashed = status == QProcess.ExitStatus.CrashExit
             message = "the runner crashed" if crashed else f"the runner exited with code {code}"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 
 import psutil
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer, Signal
@@ -36,8 +37,9 @@ from PySide6.QtWidgets import (
 )
 
 from branchscope.app.run_controller import RunSpec
+from branchscope.profiling.run.modes import MODES, mode_named
+from branchscope.profiling.run.options import RunOptions
 
-MODES = [("sequential", "sequential"), ("fork", "fork (inter-op pool)"), ("streams", "multi-stream (CUDA)")]
 #: How long after the user's last change a run is asked for.
 RERUN_DELAY_MS = 400
 #: What the progress bar says in each phase of a run (the runner's phase names).
@@ -49,6 +51,10 @@ PHASES = {
     "export": "writing the trace…",
 }
 DEFAULT_TIMEOUT_S = 600
+
+
+def _without_timeout(spec: RunSpec) -> RunSpec:
+    return dataclasses.replace(spec, options=spec.options.replace(timeout=0.0))
 
 
 class _SpinBox(QSpinBox):
@@ -122,8 +128,9 @@ class RunControls(QWidget):
         form = QFormLayout(run_box)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.mode_combo = QComboBox()
-        for key, title in MODES:
-            self.mode_combo.addItem(title, key)
+        for mode in MODES.values():
+            self.mode_combo.addItem(mode.label, mode.name)
+            self.mode_combo.setItemData(self.mode_combo.count() - 1, mode.description, Qt.ItemDataRole.ToolTipRole)
         self.mode_combo.activated.connect(lambda _i: self._user_changed())
         form.addRow("Mode", self.mode_combo)
         physical = psutil.cpu_count(logical=False) or cores
@@ -208,17 +215,16 @@ class RunControls(QWidget):
     def spec(self) -> RunSpec:
         """The run the controls describe."""
         data = self.model_combo.currentData() or ("demo", "inception")
-        common = dict(
-            mode=self.mode_combo.currentData(),
-            interop=self.interop_slider.value(),
-            intra=self.intra_slider.value(),
+        options = RunOptions(
             steps=self.steps_spin.value(),
             timeout=float(self.timeout_spin.value()),
             nproc=self.nproc_spin.value(),
         )
         if data[0] == "demo":
-            return RunSpec(demo=data[1], **common)
-        return RunSpec(model=data[1], input_shapes=tuple(data[2]) if len(data) > 2 else (), **common)
+            options = options.replace(demo=data[1])
+        else:
+            options = options.replace(model=Path(data[1]), input_shapes=tuple(data[2]) if len(data) > 2 else ())
+        return RunSpec(self.mode_combo.currentData(), self.interop_slider.value(), self.intra_slider.value(), options)
 
     def request_run(self) -> bool:
         """Ask for a run of what the controls show, now; False (and why, in the progress bar) when
@@ -257,10 +263,11 @@ class RunControls(QWidget):
                 )
             self.model_combo.setCurrentIndex(k)
         if mode is not None:
-            k = self.mode_combo.findData("streams" if mode == "multi-stream" else mode)
-            if k < 0:
-                raise ValueError(f"no mode {mode!r}")
-            self.mode_combo.setCurrentIndex(k)
+            try:
+                name = mode_named(mode).name
+            except KeyError:
+                raise ValueError(f"no mode {mode!r}") from None
+            self.mode_combo.setCurrentIndex(self.mode_combo.findData(name))
         if interop is not None:
             self.interop_slider.setMaximum(max(self.interop_slider.maximum(), interop))
             self.interop_slider.setValue(interop)
@@ -290,14 +297,21 @@ class RunControls(QWidget):
                 return k
         return -1
 
-    def set_streams_enabled(self, enabled: bool, reason: str) -> None:
-        """Offer multi-stream or not; `reason` is the tooltip saying why not."""
+    def set_cuda_available(self, available: bool, reason: str) -> None:
+        """Offer the modes that need CUDA or not; `reason` is the tooltip saying why not."""
         model = self.mode_combo.model()
-        if isinstance(model, QStandardItemModel):
-            item = model.item(2)
-            item.setEnabled(enabled)
-            item.setToolTip("one CUDA stream per branch" if enabled else reason)
-        self.mode_combo.setToolTip("" if enabled else f"multi-stream: {reason}")
+        missing = []
+        for k, mode in enumerate(MODES.values()):
+            if not mode.needs_cuda:
+                continue
+            missing.append(mode.label)
+            if isinstance(model, QStandardItemModel):
+                item = model.item(k)
+                item.setEnabled(available)
+                item.setToolTip(mode.description if available else reason)
+        self.mode_combo.setToolTip("" if available or not missing else f"{', '.join(missing)}: {reason}")
+
+    set_streams_enabled = set_cuda_available
 
     def set_cuda_devices(self, count: int | None) -> None:
         """How many CUDA devices the worker sees (None: not known yet, e.g. still checking). Demos
@@ -358,12 +372,12 @@ class RunControls(QWidget):
             self.rerun_timer.start()
             return
         # The timeout alone is no reason to run again.
-        if dataclasses.replace(self.spec(), timeout=None) != dataclasses.replace(self._settled, timeout=None):
+        if _without_timeout(self.spec()) != _without_timeout(self._settled):
             self.request_run()
 
     # ---- the run going on -------------------------------------------------------------------
     def show_started(self, spec: RunSpec) -> None:
-        self.progress.setRange(0, max(1, spec.steps))
+        self.progress.setRange(0, max(1, spec.options.steps))
         self.progress.setValue(0)
         self.cancel_button.setEnabled(True)
         self._start_phase(f"{spec.model_label} · {spec.mode}: starting worker…")

@@ -22,30 +22,22 @@ No Qt here, so it is tested without a display.
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import json
 import os
 import re
-import stat
-import zlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from branchscope.profiling.files import open_regular, read_json_object
+from branchscope.profiling.run.modes import MODES
+from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RunRequest
-from branchscope.profiling.trace.merge import folder_traces
 from branchscope.profiling.trace.model import TraceFormatError
-from branchscope.profiling.trace.reader import check_trace_path
+from branchscope.profiling.trace.records import BASELINE_MODE, RUN_JSON, RunRecord
 from branchscope.profiling.trace.run_info import RunInfo
-from branchscope.profiling.trace.step_stats import StepStats, unprofiled_stats
+from branchscope.profiling.trace.sources import Source, complete_run, open_source
+from branchscope.profiling.trace.step_stats import StepStats
 from branchscope.profiling.trace.step_stats import speedup as stats_speedup
-
-try:  # ISA-L inflates faster than zlib; the stdlib stays the fallback (as in the trace reader).
-    from isal.igzip import IGzipFile as _GzipFile
-except ImportError:  # pragma: no cover - isal is a declared dependency
-    _GzipFile = gzip.GzipFile  # type: ignore[misc,assignment]
 
 if TYPE_CHECKING:
     from branchscope.profiling.trace.model import Trace
@@ -55,99 +47,42 @@ TRACE_CACHE = 4
 #: Session folders under the runs root (`default_runs_dir`) and run folders in them (`RunController.start`).
 SESSION_NAME = re.compile(r"\d{8}-\d{6}-\d+")
 RUN_NAME = re.compile(r"\d{3,}-[A-Za-z0-9_.-]+")
-RUN_JSON = "run.json"
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    """What to run: a demo or a model file, a mode and thread counts (the runner's arguments)."""
+    """What to run: a mode and thread counts, and the model and how it runs (`RunOptions`: the
+    runner's arguments, as `branchscope profile` and the sweep take them)."""
 
     mode: str
     interop: int
     intra: int
-    steps: int = 5
-    demo: str | None = None
-    model: str | None = None
-    warmup: int | None = None
-    input_shapes: tuple[str, ...] = ()
-    dtype: str | None = None
-    #: Seconds before the runner stops the worker (None: the runner's default).
-    timeout: float | None = None
-    #: Processes (ranks) of a distributed run; 1: one worker.
-    nproc: int = 1
+    options: RunOptions = field(default_factory=RunOptions)
 
     @property
     def model_key(self) -> str:
         """Identifies the model across runs (runs compare only with runs of one model)."""
-        if self.demo:
-            return f"demo:{self.demo}"
-        key = f"file:{os.path.abspath(self.model or '')}"
-        if self.input_shapes:
-            key += f" inputs {' '.join(self.input_shapes)} {self.dtype or 'float32'}"
-        return key
+        return self.options.model_key
 
     @property
     def model_label(self) -> str:
-        return self.demo or os.path.basename(self.model or "?")
+        return self.options.model_label
 
     def request(self, out: Path) -> RunRequest:
         """The runner's request for this run, writing into `out`."""
-        optional: dict[str, Any] = {}  # unset here: the request's own defaults
-        if self.warmup is not None:
-            optional["warmup"] = self.warmup
-        if self.dtype:
-            optional["dtype"] = self.dtype
-        if self.timeout is not None:
-            optional["timeout"] = float(self.timeout)
-        if self.nproc != 1:
-            optional["nproc"] = self.nproc
-        return RunRequest(
-            mode=self.mode,
-            interop=self.interop,
-            intra=self.intra,
-            out=out,
-            demo=self.demo,
-            model=Path(self.model) if self.model else None,
-            steps=self.steps,
-            input_shapes=self.input_shapes,
-            **optional,
-        )
+        return RunRequest(mode=self.mode, interop=self.interop, intra=self.intra, out=out, options=self.options)
 
     def runner_arguments(self, out: Path) -> list[str]:
         return self.request(out).argv() + ["--jsonl"]
 
-
-def _int(value: Any) -> int | None:
-    return value if type(value) is int else None
-
-
-def spec_from_run(run: dict[str, Any]) -> RunSpec | None:
-    """The `RunSpec` that would repeat a run.json's run; None when it does not say enough.
-
-    A TorchScript archive is repeatable only when run.json lists its "input_shapes".
-    """
-    mode, interop, intra = run.get("mode"), _int(run.get("interop")), _int(run.get("intra"))
-    model, source = run.get("model"), run.get("source")
-    if not isinstance(mode, str) or interop is None or intra is None or not isinstance(model, str):
-        return None
-    common: dict[str, Any] = dict(mode=mode, interop=interop, intra=intra)
-    if _int(run.get("steps")) is not None and run["steps"] > 0:
-        common["steps"] = run["steps"]
-    if _int(run.get("warmup")) is not None and run["warmup"] >= 0:
-        common["warmup"] = run["warmup"]
-    if _int(run.get("nproc")) is not None and run["nproc"] > 1:
-        common["nproc"] = run["nproc"]
-    if source == "demo" and model.startswith("demo "):
-        return RunSpec(demo=model[len("demo ") :], **common)
-    if source == "torchscript":
-        shapes = run.get("input_shapes")
-        if not isinstance(shapes, list) or not shapes or not all(isinstance(s, str) for s in shapes):
+    @classmethod
+    def from_record(cls, run: RunRecord) -> RunSpec | None:
+        """The spec that would repeat a run.json's run; None when it does not say enough (a
+        TorchScript archive is repeatable only when run.json lists its input shapes)."""
+        options = RunOptions.from_record(run)
+        if options is None or run.mode is None or run.interop is None or run.intra is None:
             return None
-        dtype = run.get("dtype") if isinstance(run.get("dtype"), str) else None
-        return RunSpec(model=model, input_shapes=tuple(shapes), dtype=dtype, **common)
-    if source == "py":
-        return RunSpec(model=model, **common)
-    return None
+        return cls(run.mode, run.interop, run.intra, options)
 
 
 @dataclass(eq=False)
@@ -157,14 +92,23 @@ class Entry:
     label: str
     trace_path: Path
     spec: RunSpec | None = None
-    run: dict[str, Any] | None = None
+    run: RunRecord | None = None
     #: The loaded trace, or None when it is not among the traces kept in memory.
     trace: Trace | None = None
     #: Further rank files merged with `trace_path` into one trace.
     more_paths: tuple[Path, ...] = ()
     #: The trace's "branchscope" object, for a trace opened without its run.json.
     info: RunInfo | None = None
-    _stats: tuple[object, StepStats | None] | None = dataclasses.field(default=None, repr=False)
+    _stats: tuple[object, StepStats | None] | None = field(default=None, repr=False)
+
+    @classmethod
+    def of_source(cls, source: Source) -> Entry:
+        """The entry of what `sources.open_source` opened (its trace not loaded)."""
+        if not source.traces:
+            raise TraceFormatError(f"{source.path}: is a {source.kind}, not a run or a trace")
+        spec = RunSpec.from_record(source.run) if source.run is not None else None
+        first, *more = source.traces
+        return cls(source.label, first, spec=spec, run=source.run, more_paths=tuple(more), info=source.info)
 
     @property
     def paths(self) -> tuple[Path, ...]:
@@ -174,35 +118,31 @@ class Entry:
     @property
     def median_ms(self) -> float | None:
         """The median profiled step (run.json "median_ms"); `stats` holds the unprofiled steps."""
-        m = (self.run or {}).get("median_ms")
-        return float(m) if isinstance(m, (int, float)) and not isinstance(m, bool) else None
+        return self.run.median_ms if self.run is not None else None
 
     @property
     def stats(self) -> StepStats | None:
         """Median and spread of the unprofiled steps (the honest numbers); None without a run.json."""
         if self._stats is None or self._stats[0] is not self.run:
-            self._stats = (self.run, unprofiled_stats(self.run))
+            self._stats = (self.run, self.run.unprofiled_stats if self.run is not None else None)
         return self._stats[1]
 
     @property
     def mode(self) -> str | None:
         if self.spec is not None:
             return self.spec.mode
-        for source in (self.run or {}, {"mode": self.info.mode} if self.info else {}):
-            if isinstance(source.get("mode"), str):
-                return source["mode"]
-        return None
+        if self.run is not None and self.run.mode is not None:
+            return self.run.mode
+        return self.info.mode if self.info is not None else None
 
     @property
     def threads(self) -> tuple[int, int] | None:
         """(inter-op, intra-op) threads, when known."""
         if self.spec is not None:
             return self.spec.interop, self.spec.intra
-        run = self.run or {}
-        if _int(run.get("interop")) is not None and _int(run.get("intra")) is not None:
-            return run["interop"], run["intra"]
-        if self.info is not None and self.info.interop is not None and self.info.intra is not None:
-            return self.info.interop, self.info.intra
+        for known in (self.run, self.info):
+            if known is not None and known.interop is not None and known.intra is not None:
+                return known.interop, known.intra
         return None
 
     @property
@@ -210,12 +150,19 @@ class Entry:
         """Which model ran (`RunSpec.model_key`); None for a trace that does not say."""
         if self.spec is not None:
             return self.spec.model_key
-        model = (self.run or {}).get("model")
-        if not isinstance(model, str):
+        if self.run is None or not self.run.model:
             return None
-        if (self.run or {}).get("source") == "demo" and model.startswith("demo "):
-            return f"demo:{model[len('demo ') :]}"
-        return f"file:{os.path.abspath(model)}"
+        if self.run.demo is not None:
+            return f"demo:{self.run.demo}"
+        return f"file:{os.path.abspath(self.run.model)}"
+
+    @property
+    def branch_count(self) -> int:
+        """The branches the run found (run.json's, else the trace's own list)."""
+        if self.run is not None and self.run.branches is not None:
+            return len(self.run.branches)
+        info = self.info or (self.trace.run_info if self.trace is not None else None)
+        return len(info.branches) if info is not None else 0
 
     @property
     def title(self) -> str:
@@ -387,7 +334,7 @@ class Runs:
                 e.model_key: b  # the latest wins
                 for b, e in enumerate(self._entries)
                 if e.model_key is not None
-                and e.mode == "sequential"
+                and e.mode == BASELINE_MODE
                 and e.threads == (1, 1)
                 and e.stats is not None
             }
@@ -424,23 +371,20 @@ class Runs:
         spec = self._entries[k].spec
         if spec is None or self.baseline_of(k) is not None:
             return None
-        return dataclasses.replace(spec, mode="sequential", interop=1, intra=1)
+        return dataclasses.replace(spec, mode=BASELINE_MODE, interop=1, intra=1)
 
     def summary_line(self, k: int) -> str:
         """Entry k in one sentence a class follows: what ran on what, and how it compares with
         its baseline, e.g. "4 branches on 2 inter-op threads: 1.90× faster than sequential 1×1,
         within noise: no"."""
         e = self._entries[k]
-        branches = (e.run or {}).get("branches")
-        info = e.info or (e.trace.run_info if e.trace is not None else None)
-        n = len(branches) if isinstance(branches, list) else (len(info.branches) if info else 0)
+        n = e.branch_count
         what = f"{n} branch{'es' if n != 1 else ''}" if n else "the model"
         threads = e.threads
-        if e.mode == "fork" and threads:
-            what += f" on {threads[0]} inter-op thread{'s' if threads[0] != 1 else ''}"
-        elif e.mode == "sequential":
-            what += " one after another on the main thread" if n else ""
-        elif e.mode:
+        mode = MODES.get(e.mode) if e.mode else None
+        if mode is not None and (n or mode.name != BASELINE_MODE) and (threads or "{interop}" not in mode.runs_as):
+            what += " " + mode.runs_text(threads[0] if threads else 1)
+        elif e.mode and mode is None:
             what += f" ({e.mode})"
         if threads:
             what += f", {threads[1]} intra-op thread{'s' if threads[1] != 1 else ''} each"
@@ -483,68 +427,6 @@ def runs_root() -> Path:
     return Path(base) / "branchscope" / "runs"
 
 
-def read_run_json(folder: Path) -> dict[str, Any] | None:
-    """The run.json of a complete run in `folder`; None when there is none, it is unreadable or
-    not complete, or the trace file it names is missing."""
-    try:
-        run = read_json_object(folder / RUN_JSON)  # a regular file of a sane size, never a FIFO
-    except (OSError, ValueError):
-        return None
-    if run.get("complete") is not True:
-        return None
-    traces = _rank_traces(run) if "ranks" in run else [_trace_name(run)]
-    if not traces or None in traces:
-        return None
-    try:
-        if not all(stat.S_ISREG(os.stat(folder / str(trace)).st_mode) for trace in traces):
-            return None
-    except OSError:
-        return None
-    return run
-
-
-#: A rank's trace in a distributed run's folder (run.json "ranks": [{"rank", "trace": "rank-R/NAME"}]).
-RANK_TRACE = re.compile(r"rank-\d+/[A-Za-z0-9_-][A-Za-z0-9_.-]*")
-
-
-def _rank_traces(run: dict[str, Any]) -> list[str] | None:
-    """The rank traces a distributed run's run.json lists, rank 0 first; None when it lists none or
-    one that is not a rank folder's file."""
-    ranks = run.get("ranks")
-    if not isinstance(ranks, list) or not ranks:
-        return None
-    names = [r.get("trace") if isinstance(r, dict) else None for r in ranks]
-    if not all(isinstance(n, str) and RANK_TRACE.fullmatch(n) for n in names):
-        return None
-    return [str(n) for n in names]
-
-
-def _trace_name(run: dict[str, Any]) -> str | None:
-    """The trace file a run.json names: a plain file name in its folder."""
-    name = run.get("trace", "trace.json.gz")
-    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", ".."):
-        return None
-    return name
-
-
-def _model_label(run: dict[str, Any]) -> str | None:
-    model = run.get("model")
-    if not isinstance(model, str) or not model:
-        return None
-    if run.get("source") == "demo" and model.startswith("demo "):
-        return model[len("demo ") :]
-    return os.path.basename(model.rstrip("/")) or model
-
-
-def _run_entry(folder: Path, run: dict[str, Any]) -> Entry:
-    label = _model_label(run) or folder.name
-    ranks = _rank_traces(run) if "ranks" in run else None
-    if ranks:  # a distributed run: its ranks' traces, merged as one job
-        return Entry(label, folder / ranks[0], spec=spec_from_run(run), run=run, more_paths=tuple(folder / n for n in ranks[1:]))
-    trace = folder / (_trace_name(run) or "trace.json.gz")
-    return Entry(label, trace, spec=spec_from_run(run), run=run)
-
-
 def subfolders(parent: Path, name: re.Pattern[str]) -> list[Path]:
     """The folders right in `parent` whose names match `name` (links never followed; [] if unreadable)."""
     try:
@@ -568,121 +450,20 @@ def saved_runs(root: Path, *, exclude: Path | None = None) -> list[Entry]:
         if exclude is not None and session == Path(exclude):
             continue
         for folder in subfolders(session, RUN_NAME):
-            run = read_run_json(folder)
-            if run is None:
+            if complete_run(folder) is None:
                 continue
             try:
                 when = (folder / RUN_JSON).stat().st_mtime
-            except OSError:
+                entry = entry_for_path(folder)
+            except (OSError, TraceFormatError):
                 continue
-            found.append((when, str(folder), _run_entry(folder, run)))
+            found.append((when, str(folder), entry))
     found.sort(key=lambda f: (f[0], f[1]))
     return [e for _, _, e in found]
 
 
-#: How much of a trace is read to find its "branchscope" object, and how large that object may be.
-_SCAN_CHUNK = 1 << 18
-_INFO_LIMIT = 4 << 20
-_INFO_KEY = b'"branchscope"'
-_INFO_START = re.compile(rb'"branchscope"\s*:\s*')
-
-
-def _find_info(stream: IO[bytes]) -> dict[str, Any] | None:
-    """The first `"branchscope": {...}` object of a JSON text, read a chunk at a time: the trace
-    is never decoded as a whole, and memory stays bounded (by `_INFO_LIMIT`)."""
-    decoder = json.JSONDecoder()
-    buf, start, eof = b"", 0, False
-    while True:
-        i = buf.find(_INFO_KEY, start)
-        if i < 0:
-            if eof:
-                return None
-            keep = len(_INFO_KEY) - 1
-            buf, start = buf[-keep:], 0
-            more = stream.read(_SCAN_CHUNK)
-            eof = not more
-            buf += more
-            continue
-        buf, start = buf[i:], 0
-        m = _INFO_START.match(buf)
-        value: Any = None
-        need_more = False
-        if m is None:
-            need_more = (
-                not eof and not buf[len(_INFO_KEY) :].strip()
-            )  # whitespace so far: the colon may follow
-        else:
-            try:
-                value, _end = decoder.raw_decode(buf[m.end() :].decode("utf-8", errors="replace"))
-            except ValueError:
-                need_more = not eof
-        if isinstance(value, dict):
-            return value
-        if need_more and len(buf) < _INFO_LIMIT:
-            more = stream.read(_SCAN_CHUNK)
-            eof = not more
-            buf += more
-            continue
-        start = 1  # not the object: look further
-
-
-def read_trace_info(path: Path) -> dict[str, Any] | None:
-    """A trace file's top-level "branchscope" object (mode, threads, …), found without decoding the
-    trace; None when the file has none or cannot be read (loading it says why)."""
-    try:
-        check_trace_path(path)
-        with open(open_regular(path), "rb") as f:
-            gzipped = f.read(2) == b"\x1f\x8b"
-            f.seek(0)
-            if not gzipped:
-                return _find_info(f)
-            with _GzipFile(fileobj=f, mode="rb") as gz:
-                return _find_info(gz)  # type: ignore[arg-type]
-    except (OSError, EOFError, ValueError, zlib.error, RecursionError):
-        return None
-    except Exception:  # isal's own error type for broken gzip data
-        return None
-
-
-def _trace_label(path: Path) -> str:
-    """A trace file's name without its extensions; a run folder's name for its generic trace.json(.gz)."""
-    name = path.name
-    for suffix in (".gz", ".json"):
-        if name.endswith(suffix) and len(name) > len(suffix):
-            name = name[: -len(suffix)]
-    if name in ("trace", "trace.raw") and path.parent.name:
-        return path.parent.name
-    return name
-
-
 def entry_for_path(path: str | os.PathLike[str]) -> Entry:
-    """The entry of a run folder or trace file opened from disk (its trace not loaded).
-
-    A run folder needs a complete run.json; a trace file uses the run.json beside it when that
-    names it, else its own "branchscope" object (mode, threads). Raises `TraceFormatError` (the
-    message names the path) for a path that is neither.
-    """
-    p = Path(path)
-    if p.is_dir():
-        run = read_run_json(p)
-        if run is not None:
-            return _run_entry(p, run)
-        # A job's folder of rank traces (torchrun, tensorboard_trace_handler): the ranks of one job.
-        # (A folder whose run.json is incomplete or broken is a failed run, not such a folder.)
-        files = [] if (p / RUN_JSON).exists() else folder_traces(p)
-        if not files:
-            raise TraceFormatError(
-                f"{p}: is a folder without a complete run (run.json and its trace) or trace files (*.json, *.json.gz)"
-            )
-        label = f"{p.name} · {len(files)} rank{'s' if len(files) != 1 else ''}"
-        return Entry(label, files[0], more_paths=tuple(files[1:]))
-    check_trace_path(p)
-    run = read_run_json(p.parent)
-    if run is not None and _trace_name(run) == p.name:
-        return _run_entry(p.parent, run)
-    obj = read_trace_info(p)
-    info = RunInfo.parse(obj) if obj is not None else None
-    label = _trace_label(p)
-    if obj is not None:  # a "model" there (not written today) names the model
-        label = _model_label({"model": obj.get("model"), "source": obj.get("source")}) or label
-    return Entry(label, p, info=info)
+    """The entry of a run folder, a distributed run's folder, a folder of rank traces or a trace
+    file opened from disk (`sources.open_source`; its trace not loaded). Raises `TraceFormatError`
+    (the message names the path) for what is none of these, a sweep folder included."""
+    return Entry.of_source(open_source(path))

@@ -153,7 +153,7 @@ class RunsTableModel(QAbstractTableModel):
         if col == 1:
             if e.spec is None:
                 return str(e.trace_path)
-            return f"{e.label}, {e.spec.mode}, {e.spec.steps} steps\n{e.trace_path}"
+            return f"{e.label}, {e.spec.mode}, {e.spec.options.steps} steps\n{e.trace_path}"
         if col == STEP:
             if e.stats is not None:
                 s = e.stats

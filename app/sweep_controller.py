@@ -12,13 +12,21 @@ same, and sweep.json still holds every finished cell). The sweep cancels itself 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from PySide6.QtCore import QObject, QProcess, Signal
 
 from branchscope.app.jsonl_process import CANCEL_GRACE_MS, JsonLinesProcess
 from branchscope.profiling.run.protocol import python_command
 from branchscope.profiling.run.sweep import SweepRequest
+from branchscope.profiling.trace.records import (
+    CellEvent,
+    DoneEvent,
+    ErrorEvent,
+    Event,
+    ProgressEvent,
+    SweepEvent,
+    SweepRecord,
+)
 
 CLI_MODULE = "branchscope.app.cli"
 
@@ -27,21 +35,21 @@ CLI_MODULE = "branchscope.app.cli"
 class _Job:
     request: SweepRequest
     proc: JsonLinesProcess | None = None
-    sweep: dict[str, Any] | None = None
-    done: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
+    sweep: SweepRecord | None = None
+    done: DoneEvent | None = None
+    error: ErrorEvent | None = None
     canceled: bool = False
 
 
 class SweepController(QObject):
     """Starts, follows and cancels a `branchscope sweep --jsonl` process (see the module docstring)."""
 
-    #: The sweep began: sweep.json as first written (every cell "not run").
-    started = Signal(dict)
+    #: The sweep began: sweep.json as first written (every cell "not run"), a SweepRecord.
+    started = Signal(object)
     #: Cell `index` is at profiled step `step` of `of`.
     progress = Signal(int, int, int)
-    #: A cell ended (done or failed): the sweep's "cell" event (index, of, folder, the cell's record, best).
-    cellFinished = Signal(dict)
+    #: A cell ended (done or failed): the sweep's `CellEvent` (index, of, folder, the cell's record, best).
+    cellFinished = Signal(object)
     #: The sweep ran every cell and some finished: its folder.
     finished = Signal(str)
     #: The sweep failed (refused, or no cell ran): one line.
@@ -68,7 +76,7 @@ class SweepController(QObject):
         return sum(1 for j in jobs if j.proc is not None and j.proc.running())
 
     @property
-    def sweep(self) -> dict[str, Any] | None:
+    def sweep(self) -> SweepRecord | None:
         """The current sweep's sweep.json as its events have told it so far."""
         return self._job.sweep if self._job else None
 
@@ -110,30 +118,27 @@ class SweepController(QObject):
                 job.proc.wait(wait_ms)
 
     # ---- process output ---------------------------------------------------------------------
-    def _on_event(self, job: _Job, event: dict[str, Any]) -> None:
-        kind = event.get("event")
+    def _on_event(self, job: _Job, event: Event) -> None:
         current = job is self._job
-        if kind == "sweep" and isinstance(event.get("sweep"), dict):
-            job.sweep = event["sweep"]
+        if isinstance(event, SweepEvent):
+            job.sweep = event.sweep
             if current:
                 self.started.emit(job.sweep)
-        elif kind == "progress":
+        elif isinstance(event, ProgressEvent):
             if current:
-                self.progress.emit(int(event.get("index") or 0), int(event.get("step") or 0), int(event.get("of") or 0))
-        elif kind == "cell":
-            index = event.get("index")
-            if job.sweep is not None and isinstance(index, int) and 0 <= index < len(job.sweep.get("cells", [])):
-                keys = job.sweep["cells"][index].keys()
-                job.sweep["cells"][index] = {k: event.get(k) for k in keys}
-                job.sweep["best"] = event.get("best")
+                self.progress.emit(event.index or 0, event.step, event.of)
+        elif isinstance(event, CellEvent):
+            if job.sweep is not None and 0 <= event.index < len(job.sweep.cells):
+                job.sweep.cells[event.index] = event.cell
+                job.sweep.best = event.best
             if current:
                 self.cellFinished.emit(event)
-        elif kind == "error":
+        elif isinstance(event, ErrorEvent):
             job.error = event
-        elif kind == "done":
+        elif isinstance(event, DoneEvent):
             job.done = event
-            if isinstance(event.get("sweep"), dict):
-                job.sweep = event["sweep"]
+            if event.sweep is not None:
+                job.sweep = event.sweep
 
     def _on_finished(self, job: _Job, code: int, status: QProcess.ExitStatus) -> None:
         if job in self._retired:
@@ -148,10 +153,10 @@ class SweepController(QObject):
             return
         self._job = None
         if job.done is not None:
-            self.finished.emit(str(job.done.get("out") or out))
+            self.finished.emit(job.done.out or out)
             return
         if job.error is not None:
-            self.failed.emit(str(job.error.get("message") or "the sweep failed"))
+            self.failed.emit(job.error.message or "the sweep failed")
             return
         crashed = status == QProcess.ExitStatus.CrashExit
         message = "the sweep crashed" if crashed else f"the sweep exited with code {code}"

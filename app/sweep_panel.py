@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
@@ -28,11 +27,13 @@ from PySide6.QtWidgets import (
 
 from branchscope.app.runs import RunSpec
 from branchscope.app.sweep_controller import SweepController
+from branchscope.profiling.run.modes import BASELINE_MODE, MODES
 from branchscope.profiling.run.sweep import SweepError, SweepRequest, load_sweep
+from branchscope.profiling.trace.records import CellEvent, SweepRecord
 from branchscope.widgets.sweep_view import SweepView
 
-#: The modes a sweep offers (streams needs CUDA: enabled when the window finds it).
-SWEEP_MODES = ("sequential", "fork", "streams")
+#: The modes a sweep checks at first: the baseline and the first that needs nothing this machine may lack.
+DEFAULT_MODES = (BASELINE_MODE, "fork")
 
 
 def parse_counts(text: str) -> tuple[int, ...]:
@@ -74,10 +75,11 @@ class SweepPanel(QWidget):
         #: The folder of the sweep shown.
         self.folder: Path | None = None
 
-        self.mode_boxes = {m: QCheckBox(m) for m in SWEEP_MODES}
-        self.mode_boxes["sequential"].setChecked(True)
-        self.mode_boxes["fork"].setChecked(True)
-        self.set_streams_enabled(False, "multi-stream needs CUDA")
+        self.mode_boxes = {name: QCheckBox(name) for name in MODES}
+        for name, box in self.mode_boxes.items():
+            box.setToolTip(MODES[name].description)
+            box.setChecked(name in DEFAULT_MODES)
+        self.set_cuda_available(False, "needs CUDA")
         counts = ",".join(str(n) for n in sorted({1, 2, max(1, cores)}))
         self.interop_edit = QLineEdit(counts)
         self.intra_edit = QLineEdit(counts)
@@ -122,12 +124,18 @@ class SweepPanel(QWidget):
         c.failed.connect(self._on_failed)
         c.canceled.connect(self._on_canceled)
 
-    def set_streams_enabled(self, enabled: bool, reason: str) -> None:
-        box = self.mode_boxes["streams"]
-        box.setEnabled(enabled)
-        box.setToolTip("" if enabled else reason)
-        if not enabled:
-            box.setChecked(False)
+    def set_cuda_available(self, available: bool, reason: str) -> None:
+        """Modes that need CUDA are offered only where the worker finds it (`reason`: why not)."""
+        for name, box in self.mode_boxes.items():
+            mode = MODES[name]
+            if not mode.needs_cuda:
+                continue
+            box.setEnabled(available)
+            box.setToolTip(mode.description if available else f"{mode.label}: {reason}")
+            if not available:
+                box.setChecked(False)
+
+    set_streams_enabled = set_cuda_available
 
     # ---- running ----------------------------------------------------------------------------
     def request(self) -> SweepRequest:
@@ -138,11 +146,7 @@ class SweepPanel(QWidget):
         interop, intra = parse_counts(self.interop_edit.text()), parse_counts(self.intra_edit.text())
         spec = self.spec_of()
         out = self.new_folder(f"sweep-{spec.model_label}")
-        return SweepRequest(
-            out=out, modes=modes, interop=interop, intra=intra, demo=spec.demo,
-            model=Path(spec.model) if spec.model else None, steps=spec.steps, timeout=spec.timeout,
-            input_shapes=tuple(spec.input_shapes),
-        )  # fmt: skip
+        return SweepRequest(out=out, modes=modes, interop=interop, intra=intra, options=spec.options)
 
     def start(self) -> bool:
         """Start the sweep the form describes; False (and why, in the status line) if it cannot."""
@@ -152,7 +156,7 @@ class SweepPanel(QWidget):
             self.status.setText(f"not started: {exc}")
             return False
         self.folder = request.out
-        self.view.set_sweep({"cells": []}, request.out)
+        self.view.set_sweep(SweepRecord(), request.out)
         self.controller.start(request)
         self.start_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
@@ -160,18 +164,15 @@ class SweepPanel(QWidget):
         self.status.setText(f"sweeping {n} cells into {request.out}…")
         return True
 
-    def _on_update(self, _sweep: dict[str, Any] | None = None) -> None:
+    def _on_update(self, _sweep: SweepRecord | None = None) -> None:
         if self.controller.sweep is not None and self.folder is not None:
             self.view.set_sweep(self.controller.sweep, self.folder)
 
-    def _on_cell(self, event: dict[str, Any]) -> None:
+    def _on_cell(self, event: CellEvent) -> None:
         self._on_update()
-        index, of = event.get("index"), event.get("of")
-        label = f"{event.get('mode')} {event.get('interop')}×{event.get('intra')}"
-        median = event.get("unprofiled_median_ms")
-        result = f"{median:.2f} ms" if isinstance(median, (int, float)) else f"failed: {event.get('error')}"
-        position = f"{index + 1}/{of}" if isinstance(index, int) and isinstance(of, int) else ""
-        self.status.setText(f"cell {position} {label}: {result}")
+        median = event.cell.unprofiled_median_ms
+        result = f"{median:.2f} ms" if median is not None else f"failed: {event.cell.error}"
+        self.status.setText(f"cell {event.index + 1}/{event.of} {event.cell.label}: {result}")
 
     def _idle(self, text: str) -> None:
         self.start_button.setEnabled(True)
@@ -192,12 +193,11 @@ class SweepPanel(QWidget):
 
     def _best_text(self) -> str:
         sweep = self.view.sweep
-        best = sweep.get("best")
-        cells = sweep.get("cells") or []
-        if not isinstance(best, int) or not 0 <= best < len(cells):
+        best = sweep.best
+        if best is None or not 0 <= best < len(sweep.cells) or sweep.cells[best].unprofiled_median_ms is None:
             return "no cell finished"
-        c = cells[best]
-        return f"fastest: {c.get('mode')} {c.get('interop')}×{c.get('intra')}, {c.get('unprofiled_median_ms'):.2f} ms"
+        c = sweep.cells[best]
+        return f"fastest: {c.label}, {c.unprofiled_median_ms:.2f} ms"
 
     # ---- a sweep from disk ------------------------------------------------------------------
     def open_sweep(self, folder: str | Path, quiet: bool = False) -> bool:

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from branchscope.profiling.run.model_source import list_demos  # noqa: E402
+from branchscope.profiling.run.options import RunOptions  # noqa: E402
 from branchscope.profiling.run.protocol import RunRequest  # noqa: E402
 from branchscope.profiling.run.runner import run_profile  # noqa: E402
 
@@ -36,19 +37,20 @@ HAND = Path(__file__).resolve().parent / "lstm_ensemble_handfork.py"
 RESULTS = Path(__file__).resolve().parent / "results" / "fork_speedup.json"
 
 
-def one_run(label: str, steps: int, warmup: int, **kw) -> dict:
+def one_run(label: str, steps: int, warmup: int, mode: str, interop: int, intra: int, **model) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench_fork_") as tmp:
-        result = run_profile(RunRequest(out=Path(tmp), steps=steps, warmup=warmup, **kw))
-        if not result.ok:
+        options = RunOptions(steps=steps, warmup=warmup, **model)
+        result = run_profile(RunRequest(mode, interop, intra, Path(tmp), options=options))
+        if not result.ok or result.run is None:
             return {"label": label, "ok": False, "exit_code": result.exit_code, "message": result.message}
-        run = result.run or {}
+        run = result.run
         return {
             "label": label,
             "ok": True,
-            "unprofiled_median_ms": run["unprofiled_median_ms"],
-            "profiled_median_ms": run["median_ms"],
-            "overhead": run["profiler_overhead"],
-            "max_abs_diff": run["max_abs_diff"],
+            "unprofiled_median_ms": run.unprofiled_median_ms,
+            "profiled_median_ms": run.median_ms,
+            "overhead": run.profiler_overhead,
+            "max_abs_diff": run.max_abs_diff,
             "cpu_samples": result.samples,
         }
 

@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from branchscope.profiling.run.options import RunOptions  # noqa: E402
 from branchscope.profiling.run.protocol import RunRequest  # noqa: E402
 from branchscope.profiling.run.runner import run_profile  # noqa: E402
 
@@ -64,12 +65,11 @@ def discovery(path: Path, repeats: int) -> dict:
 def one_run(path: Path, mode: str, interop: int, steps: int, warmup: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench_hf_") as tmp:
         result = run_profile(
-            RunRequest(mode=mode, interop=interop, intra=1, out=Path(tmp), model=path, steps=steps, warmup=warmup)
+            RunRequest(mode=mode, interop=interop, intra=1, out=Path(tmp), options=RunOptions(model=path, steps=steps, warmup=warmup))
         )
-        if not result.ok:
+        if not result.ok or result.run is None:
             return {"ok": False, "exit_code": result.exit_code, "message": result.message}
-        run = result.run or {}
-        return {"ok": True, "unprofiled_median_ms": run["unprofiled_median_ms"], "max_abs_diff": run["max_abs_diff"]}
+        return {"ok": True, "unprofiled_median_ms": result.run.unprofiled_median_ms, "max_abs_diff": result.run.max_abs_diff}
 
 
 def main() -> int:

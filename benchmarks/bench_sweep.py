@@ -23,7 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from branchscope.profiling.run.sweep import load_sweep, markdown_table, usable_cores  # noqa: E402
+from branchscope.profiling.machine import usable_cores  # noqa: E402
+from branchscope.profiling.run.sweep import load_sweep, markdown_table  # noqa: E402
+from branchscope.profiling.trace.records import to_builtins  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "sweep_lstm.json"
 SWEEP = ["--demo", "lstm-ensemble", "--modes", "sequential,fork", "--interop", "1,2", "--intra", "1,2"]
@@ -58,7 +60,7 @@ def main() -> int:
                     "python": platform.python_version()},
         "command": ["branchscope", "sweep", *options, "--out", "DIR"],
         "seconds": seconds,
-        "sweep": sweep,
+        "sweep": to_builtins(sweep),
     }  # fmt: skip
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     shown = args.out.relative_to(ROOT) if args.out.resolve().is_relative_to(ROOT) else args.out

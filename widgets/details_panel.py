@@ -16,13 +16,14 @@ from branchscope.profiling.trace.analyses import (
     steps_window,
 )
 from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.records import RunRecord
 from branchscope.widgets.branch_legend import legend_rows
 from branchscope.widgets.event_info import describe_event, link_rows, rows_to_html
 from branchscope.widgets.theme import theme
 from branchscope.widgets.units import format_bytes, format_duration
 
 
-def trace_summary_rows(trace: Trace, run: dict[str, Any] | None = None) -> list[tuple[str, str]]:
+def trace_summary_rows(trace: Trace, run: RunRecord | None = None) -> list[tuple[str, str]]:
     start, end = trace.span()
     cpu = trace.lanes_of("cpu")
     gpu = trace.lanes_of("gpu")
@@ -59,13 +60,13 @@ def trace_summary_rows(trace: Trace, run: dict[str, Any] | None = None) -> list[
         if info.branches:
             # In the legend's order: the model's (region, then name), nested ones after their parent.
             rows.append(("Branches", ", ".join(r.name for r in legend_rows(trace))))
-    if run:
-        if isinstance(run.get("median_ms"), (int, float)):
-            rows.append(("Median step", f"{run['median_ms']:.2f} ms (profiled)"))
-        if isinstance(run.get("unprofiled_median_ms"), (int, float)):
-            rows.append(("Without profiler", f"{run['unprofiled_median_ms']:.2f} ms"))
-        if isinstance(run.get("max_abs_diff"), (int, float)):
-            rows.append(("Max |Δ| vs model", f"{run['max_abs_diff']:.2e}"))
+    if run is not None:
+        if run.median_ms is not None:
+            rows.append(("Median step", f"{run.median_ms:.2f} ms (profiled)"))
+        if run.unprofiled_median_ms is not None:
+            rows.append(("Without profiler", f"{run.unprofiled_median_ms:.2f} ms"))
+        if run.max_abs_diff is not None:
+            rows.append(("Max |Δ| vs model", f"{run.max_abs_diff:.2e}"))
     return rows
 
 
@@ -96,7 +97,7 @@ class DetailsPanel(QWidget):
         self.setMinimumWidth(220)
         self.rows: list[tuple[str, str]] = []
         self._trace: Trace | None = None
-        self._run: dict[str, Any] | None = None
+        self._run: RunRecord | None = None
         #: What `show_event` was last given (None: the summary is shown), to redraw it in a new palette.
         self._event: tuple | None = None
         self.show_summary(None)
@@ -111,11 +112,11 @@ class DetailsPanel(QWidget):
             else:
                 self.show_summary(self._trace, self._run)
 
-    def set_trace(self, trace: Trace | None, run: dict[str, Any] | None = None) -> None:
+    def set_trace(self, trace: Trace | None, run: RunRecord | None = None) -> None:
         self._trace, self._run, self._event = trace, run, None
         self.show_summary(trace, run)
 
-    def show_summary(self, trace: Trace | None, run: dict[str, Any] | None = None) -> None:
+    def show_summary(self, trace: Trace | None, run: RunRecord | None = None) -> None:
         muted = theme().muted.name()
         if trace is None:
             self.title.setText("Details")

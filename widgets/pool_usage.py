@@ -26,6 +26,7 @@ from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QWidget
 
+from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.trace.analyses import StepSeries, cpu_sample_tracks, interop_occupancy
 from branchscope.profiling.trace.model import CounterTrack, Trace
 from branchscope.profiling.trace.run_info import RunInfo
@@ -37,7 +38,6 @@ from branchscope.widgets.charts import (
     line_label_opts,
     swatch,
 )
-from branchscope.widgets.machine import usable_cores
 from branchscope.widgets.series import (
     column_max_step,
     column_mean_step,

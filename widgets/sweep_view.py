@@ -8,7 +8,7 @@ tooltip); a cell not run (yet) is blank.
 
 Clicking a finished cell emits `cellChosen(run folder)`; clicking a second one after it also emits
 `compareRequested(first, second)` (Esc forgets the first). `set_sweep(sweep, folder)` takes
-sweep.json's content (`branchscope.profiling.run.sweep.load_sweep`, or the sweep's events) and may be
+sweep.json (a `records.SweepRecord`, from `sources.read_sweep` or the sweep's events) and may be
 called again as cells arrive.
 """
 
@@ -25,6 +25,7 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QKeyEvent, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
+from branchscope.profiling.trace.records import CELL_FOLDER, DONE, FAILED, NOT_RUN, SweepRecord
 from branchscope.widgets.theme import theme
 
 COLORMAP = "viridis"
@@ -57,15 +58,6 @@ class SweepCellView:
     folder: Path | None
     tooltip: str
     oversubscribed: bool
-
-
-def _finite(value: Any) -> float | None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
-
-
-def _threads(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
 
 def _ms(value: float) -> str:
@@ -111,19 +103,19 @@ class SweepView(QWidget):
         self.levels: tuple[float, float] | None = None
         self._selected: SweepCellView | None = None
         self._selection_mark: QGraphicsRectItem | None = None
-        self._sweep: dict[str, Any] = {}
+        self._sweep = SweepRecord()
         self._folder: Path | None = None
-        self.set_sweep({"cells": []}, None)
+        self.set_sweep(SweepRecord(), None)
 
     # ---- content ----------------------------------------------------------------------------
     @property
-    def sweep(self) -> dict[str, Any]:
-        """The sweep shown (sweep.json's content)."""
+    def sweep(self) -> SweepRecord:
+        """The sweep shown (sweep.json)."""
         return self._sweep
 
-    def set_sweep(self, sweep: dict[str, Any], folder: str | Path | None) -> None:
-        """Shows `sweep` (sweep.json's content), its cells' run folders under `folder`."""
-        self._sweep = sweep if isinstance(sweep, dict) else {}
+    def set_sweep(self, sweep: SweepRecord, folder: str | Path | None) -> None:
+        """Shows `sweep` (sweep.json), its cells' run folders under `folder`."""
+        self._sweep = sweep
         self._folder = Path(folder) if folder is not None else None
         selected = self._selected.index if self._selected is not None else None
         self._build()
@@ -133,46 +125,44 @@ class SweepView(QWidget):
             if again is not None:
                 self._select(again)
 
-    def _cells_of(self, sweep: dict[str, Any]) -> list[SweepCellView]:
-        raw = sweep.get("cells") if isinstance(sweep.get("cells"), list) else []
-        entries = [(i, c) for i, c in enumerate(raw) if isinstance(c, dict)]
-        entries = [(i, c) for i, c in entries if isinstance(c.get("mode"), str) and _threads(c.get("interop")) and _threads(c.get("intra"))]
-        interops = sorted({c["interop"] for _, c in entries})
-        intras = sorted({c["intra"] for _, c in entries})
-        cores = _threads(sweep.get("cores"))
+    def _cells_of(self, sweep: SweepRecord) -> list[SweepCellView]:
+        entries = [
+            (i, c) for i, c in enumerate(sweep.cells)
+            if c.mode and c.interop is not None and c.interop >= 1 and c.intra is not None and c.intra >= 1
+        ]  # fmt: skip
+        interops = sorted({c.interop for _, c in entries if c.interop is not None})
+        intras = sorted({c.intra for _, c in entries if c.intra is not None})
+        cores = sweep.cores if sweep.cores is not None and sweep.cores >= 1 else None
         cells = []
         for i, c in entries:
-            status = c.get("status") if c.get("status") in ("done", "failed") else "not run"
-            median = _finite(c.get("unprofiled_median_ms")) if status == "done" else None
-            run = c.get("run")
+            assert c.mode is not None and c.interop is not None and c.intra is not None
+            status = c.status if c.status in (DONE, FAILED) else NOT_RUN
+            median = c.unprofiled_median_ms if status == DONE else None
             folder = (
-                self._folder / run
-                if status == "done" and self._folder is not None and isinstance(run, str) and run and "/" not in run
+                self._folder / c.run
+                if status == DONE and self._folder is not None and c.run and CELL_FOLDER.fullmatch(c.run)
                 else None
             )
-            over = bool(c.get("oversubscribed")) if isinstance(c.get("oversubscribed"), bool) else (
-                cores is not None and c["interop"] * c["intra"] > cores
-            )  # fmt: skip
-            lines = [f"{c['mode']}: {c['interop']} inter-op × {c['intra']} intra-op threads"]
-            if status == "done":
+            over = c.oversubscribed or (cores is not None and c.interop * c.intra > cores)
+            lines = [f"{c.mode}: {c.interop} inter-op × {c.intra} intra-op threads"]
+            if status == DONE:
                 lines.append(f"unprofiled median {median:.3f} ms" if median is not None else "no unprofiled median")
-                spread = c.get("unprofiled_spread_ms")
-                if isinstance(spread, list) and len(spread) == 4 and all(_finite(x) is not None for x in spread):
+                spread = c.unprofiled_spread_ms
+                if spread is not None and len(spread) == 4:
                     lines.append("spread {:.3f} · {:.3f}–{:.3f} · {:.3f} ms (min · quartiles · max)".format(*spread))
-                profiled = _finite(c.get("median_ms"))
-                if profiled is not None:
-                    lines.append(f"profiled median {profiled:.3f} ms")
-            elif status == "failed":
-                lines.append(f"failed: {c.get('error') or 'no message'}")
+                if c.median_ms is not None:
+                    lines.append(f"profiled median {c.median_ms:.3f} ms")
+            elif status == FAILED:
+                lines.append(f"failed: {c.error or 'no message'}")
             else:
                 lines.append("not run")
             if over:
-                lines.append(f"oversubscribed: {c['interop'] * c['intra']} threads > {cores or '?'} cores")
+                lines.append(f"oversubscribed: {c.interop * c.intra} threads > {cores or '?'} cores")
             if folder is not None:
                 lines.append(str(folder))
             cells.append(
                 SweepCellView(
-                    i, c["mode"], c["interop"], c["intra"], interops.index(c["interop"]), intras.index(c["intra"]),
+                    i, c.mode, c.interop, c.intra, interops.index(c.interop), intras.index(c.intra),
                     status, median, folder, "\n".join(lines), over,
                 )  # fmt: skip
             )
@@ -184,7 +174,7 @@ class SweepView(QWidget):
         self.color_bar, self.best_marker, self._selection_mark = None, None, None
         self.oversubscribed_marks = []
         self.cells = cells = self._cells_of(self._sweep)
-        best_index = self._sweep.get("best")
+        best_index = self._sweep.best
         best = next((c for c in cells if c.index == best_index and c.status == "done" and c.median_ms is not None), None)
         medians = [c.median_ms for c in cells if c.median_ms is not None]
         if medians:
@@ -289,7 +279,7 @@ class SweepView(QWidget):
         if best is not None and best.median_ms is not None:
             parts.append(f"★ best: {best.mode} {best.interop}×{best.intra}, {best.median_ms:.3f} ms (outlined)")
         if any(c.oversubscribed for c in cells):
-            cores = _threads(self._sweep.get("cores"))
+            cores = self._sweep.cores
             parts.append(f"hatched: oversubscribed, inter-op × intra-op threads > {cores or 'the'} cores")
         if any(c.status == "failed" for c in cells):
             parts.append("grey: failed (hover for why)")

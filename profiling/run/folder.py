@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import os
 import re
 import shutil
@@ -29,12 +28,12 @@ import stat
 import tempfile
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
 
-from branchscope.profiling.files import UnreadableFile, read_json_object
+import msgspec
 
-#: The run's description; written last.
-RUN_JSON = "run.json"
+from branchscope.profiling.files import UnreadableFile
+from branchscope.profiling.trace.records import RUN_JSON, RunRecord, encode_record, read_run_record
+
 #: The files a run writes: all that a folder written by a branchscope before run.json listed its
 #: files can hold, and (alone or in a rank's folder) all that a run.json's "files" may name.
 LEGACY_FILES = frozenset({RUN_JSON, "trace.json.gz", "plan.py", "worker.log"})
@@ -60,15 +59,6 @@ def describe_os_error(exc: OSError, *, with_file: bool = True) -> str:
     return f"{what} ({exc.filename})" if exc.filename and with_file else what
 
 
-def read_run_json(folder: Path) -> dict[str, Any] | None:
-    """FOLDER/run.json when it is a regular file (not a link, a FIFO or a device) holding a JSON
-    object of a sane size; None otherwise. Never blocks, whatever the path is."""
-    try:
-        return read_json_object(Path(folder) / RUN_JSON, follow_symlinks=False)
-    except (OSError, ValueError):
-        return None
-
-
 def files_written_by_branchscope(folder: Path) -> set[str]:
     """The files in `folder` that an earlier branchscope run wrote, as names relative to it ("run.json",
     "rank-0/trace.json.gz"); empty when it has no complete run.json of ours.
@@ -76,13 +66,12 @@ def files_written_by_branchscope(folder: Path) -> set[str]:
     Only names of the shapes branchscope writes (RUN_FILE_NAME) count: whatever else run.json says
     is ignored, so no name read from it reaches outside `folder` or names a folder.
     """
-    run = read_run_json(folder)
-    if run is None or run.get("complete") is not True:
+    run = read_run_record(folder, follow_symlinks=False)  # never a link, a FIFO or a device
+    if run is None or not run.complete:
         return set()
-    files = run.get("files")
-    if isinstance(files, dict):
-        return {RUN_JSON, *(name for name in files if isinstance(name, str) and RUN_FILE_NAME.fullmatch(name))}
-    if "trace_clock" in run and "mode" in run:  # a run folder of an earlier version
+    if run.files is not None:
+        return {RUN_JSON, *(name for name in run.files if RUN_FILE_NAME.fullmatch(name))}
+    if run.trace_clock is not None and run.mode is not None:  # a run folder of an earlier version
         return set(LEGACY_FILES)
     return set()
 
@@ -215,7 +204,7 @@ class RunFolder:
         except OSError as exc:
             raise RunFolderError(f"cannot write to --out {out}: {describe_os_error(exc)}") from None
 
-    def commit(self, run: dict[str, Any]) -> dict[str, Any]:
+    def commit(self, run: RunRecord) -> RunRecord:
         """Moves the staged files into DIR and writes run.json (with "files": {name: bytes}) last.
 
         Returns the run.json written. Files of the earlier run that this one does not write are removed
@@ -234,9 +223,9 @@ class RunFolder:
             elif p.is_file() and not p.is_symlink():
                 files[p.name] = p.stat().st_size
         files = {name: size for name, size in files.items() if RUN_FILE_NAME.fullmatch(name)}
-        run = dict(run, files=files)
+        run = msgspec.structs.replace(run, files=files)
         tmp = stage / RUN_JSON
-        tmp.write_text(json.dumps(run, indent=1), encoding="utf-8")
+        tmp.write_bytes(encode_record(run))
         for d in sorted({name.split("/")[0] for name in files if "/" in name}):
             st = _lstat(out / d)  # a rank's folder in DIR: a folder itself, or none yet
             if st is not None and not stat.S_ISDIR(st.st_mode):

@@ -1,13 +1,11 @@
-"""Execution plans: the same model run sequentially, forked over the inter-op pool, or on CUDA streams.
+"""Execution plans: the code that runs a model's branches the way a mode says (the modes
+themselves, and how each launches and joins a region's branches, are in
+`branchscope.profiling.run.modes`).
 
-* `sequential` runs the model's own forward.
-* `fork` generates Python source for a module in which each branch of a region is a method, launched
-  with `torch.jit.fork` and joined with `torch.jit.wait`, and compiles it with TorchScript (`fork` runs
-  in parallel only inside TorchScript; in eager Python it runs the branch inline).
-* `streams` generates the same structure as eager Python in which each branch runs on its own
-  `torch.cuda.Stream`: the side stream first waits for the launching stream, inputs are marked with
-  `record_stream` so the caching allocator does not reuse them early, and the launching stream waits
-  for an event recorded after the branch.
+A generated plan is Python source for a module in which each branch of a region is a method, and
+each region is launched and joined by its mode's `Launcher` (fork: `torch.jit.fork`/`wait`, then
+compiled by TorchScript; streams: a CUDA stream per branch). Sequential mode runs the model's own
+forward, its branches marked with forward hooks (`annotate_branches_with_hooks`).
 
 Every branch runs inside `record_function("branch: NAME")`, so the trace shows where it ran. The code
 is generated from the graph that `branchscope.profiling.run.branches` analysed, node for node, so outputs match the
@@ -45,11 +43,35 @@ from branchscope.profiling.run.branches import (
     branch_modules,
     compute_nodes,
 )
-from branchscope.profiling.run.protocol import MODES, branch_label
+from branchscope.profiling.run.modes import ModeUnavailable, mode_named
+from branchscope.profiling.run.protocol import branch_label
+
+__all__ = ["CudaStreamApi", "Launcher", "ModeUnavailable", "Plan", "build_plan", "generate_plan_module", "max_abs_diff"]
 
 
-class ModeUnavailable(Exception):
-    """The mode cannot run this model here (no branches, fx failed, no CUDA...); the message says why."""
+@dataclass(frozen=True)
+class LaunchedBranch:
+    """A branch as its region's launch sees it: the method that runs it, the values it reads from
+    outside (`ins`) and gives back (`outs`), and a number `t` unique in the plan (for temporaries)."""
+
+    method: str
+    ins: list[fx.Node]
+    outs: list[fx.Node]
+    t: int
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """A mode's part of a generated plan: `region(codegen, branches, indent)` writes the lines that
+    launch a region's branches and join them (`codegen.var(node)` names a value); `higher_order`:
+    whether the plan may call `torch.ops.higher_order.*` (TorchScript cannot); `namespace`: globals
+    the plan's source uses; `setup(module, branches)`: called on the plan module once it exists."""
+
+    mode: str
+    region: Callable[[Any, list[LaunchedBranch], str], list[str]]
+    higher_order: bool = True
+    namespace: dict[str, Any] = dataclasses.field(default_factory=dict)
+    setup: Callable[[Any, int], None] | None = None
 
 
 @dataclass
@@ -176,13 +198,14 @@ def _ident(text: str) -> str:
 class _Codegen:
     """Writes the plan module's source from an fx graph and its regions."""
 
-    def __init__(self, analysis: BranchAnalysis, mode: str) -> None:
+    def __init__(self, analysis: BranchAnalysis, launcher: Launcher) -> None:
         assert analysis.graph_module is not None
         self.gm = analysis.graph_module
         self.exported = analysis.exported
         self.tracer = analysis.tracer
         self.types = analysis.value_types
-        self.mode = mode
+        self.launcher = launcher
+        self.mode = launcher.mode
         self.order = {n: i for i, n in enumerate(self.gm.graph.nodes)}
         self.attrs: dict[str, Any] = {}
         self._attr_names: dict[str, str] = {}
@@ -283,9 +306,9 @@ class _Codegen:
             # TorchScript calls an op packet and picks the overload from the arguments.
             name = target.overloadpacket.__name__
             return f"{lhs} = torch.ops.{target.namespace}.{name}({self.call_args(node.args, node.kwargs)})"
-        if isinstance(target, torch._ops.HigherOrderOperator) and self.mode == "fork":
+        if isinstance(target, torch._ops.HigherOrderOperator) and not self.launcher.higher_order:
             raise ModeUnavailable(
-                f"fork mode: the graph {self.tracer} gave calls torch.ops.higher_order.{target.name()} "
+                f"{self.mode} mode: the graph {self.tracer} gave calls torch.ops.higher_order.{target.name()} "
                 f"(node {node.name}), which a TorchScript plan cannot call"
             )
         if target in _BINARY and len(node.args) == 2 and not node.kwargs:
@@ -386,34 +409,9 @@ class _Codegen:
         launched = []
         for branch in region.branches:
             ins, outs = self.interface(branch)
-            launched.append((self.branch_method(branch, ins, outs), ins, outs, next(self._tmp)))
+            launched.append(LaunchedBranch(self.branch_method(branch, ins, outs), ins, outs, next(self._tmp)))
         lines = [f"{indent}# region {region.id}: {len(region.branches)} branches from {region.fork}, joined at {region.join}"]
-        if self.mode == "fork":
-            for method, ins, _, t in launched:
-                args = "".join(f", {self.var(i)}" for i in ins)
-                lines.append(f"{indent}_fut{t} = torch.jit.fork(self.{method}{args})")
-            for _, _, outs, t in launched:
-                lines.append(f"{indent}_res{t} = torch.jit.wait(_fut{t})")
-                lines += [f"{indent}{self.var(o)} = _res{t}[{j}]" for j, o in enumerate(outs)]
-            return lines
-        # streams: each branch on its own stream, after the launching stream's work so far
-        lines.append(f"{indent}_cur{launched[0][3]} = _api.current_stream()")
-        cur = f"_cur{launched[0][3]}"
-        for method, ins, _, t in launched:
-            args = ", ".join(self.var(i) for i in ins)
-            stream = f"self._streams[{t}]"
-            lines += [
-                f"{indent}{stream}.wait_stream({cur})",
-                f"{indent}with _api.stream({stream}):",
-                f"{indent}    _res{t} = self.{method}({args})",
-                f"{indent}_api.record(({args}{',' if ins else ''}), {stream})",
-                f"{indent}_ev{t} = _api.new_event()",
-                f"{indent}_ev{t}.record({stream})",
-            ]
-        for _, _, outs, t in launched:
-            lines += [f"{indent}{cur}.wait_event(_ev{t})", f"{indent}_api.record(_res{t}, {cur})"]
-            lines += [f"{indent}{self.var(o)} = _res{t}[{j}]" for j, o in enumerate(outs)]
-        return lines
+        return lines + self.launcher.region(self, launched, indent)
 
     def module_source(self, class_name: str) -> str:
         graph = self.gm.graph
@@ -461,8 +459,9 @@ class _PlanModule(torch.nn.Module):
 _plan_counter = itertools.count()
 
 
-def generate_plan_module(analysis: BranchAnalysis, mode: str, api: CudaStreamApi | None = None) -> tuple[Any, str]:
-    """The plan as an (unscripted) nn.Module and its source. `mode` is "fork" or "streams"."""
+def generate_plan_module(analysis: BranchAnalysis, launcher: Launcher) -> tuple[Any, str]:
+    """The plan as an (unscripted) nn.Module and its source, its regions launched by `launcher`."""
+    mode = launcher.mode
     if analysis.graph_module is None:
         raise ModeUnavailable(f"{mode} mode needs the model's graph, but {analysis.fx_error}")
     if not analysis.regions:
@@ -471,7 +470,7 @@ def generate_plan_module(analysis: BranchAnalysis, mode: str, api: CudaStreamApi
             f"{mode} mode needs parallel branches, and {analysis.tracer} found none in this model"
             + (f" ({why})" if why else "")
         )
-    gen = _Codegen(analysis, mode)
+    gen = _Codegen(analysis, launcher)
     gen.regions = analysis.regions
     class_name = f"BranchscopePlan{next(_plan_counter)}"
     source = gen.module_source(class_name)
@@ -482,39 +481,16 @@ def generate_plan_module(analysis: BranchAnalysis, mode: str, api: CudaStreamApi
         "torch": torch,
         "Tensor": torch.Tensor,
         "_PlanModule": _PlanModule,
-        "_api": api,
         **{k: getattr(__import__("typing"), k) for k in ("List", "Tuple", "Optional", "Dict")},
+        **launcher.namespace,
         **gen.globals,
     }
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own generated source
     module = namespace[class_name](gen.attrs)
-    if mode == "streams":
-        module._streams = [api.new_stream() for _ in range(gen.branch_count)] if api is not None else []
+    if launcher.setup is not None:
+        launcher.setup(module, gen.branch_count)
     module.eval()
     return module, source
-
-
-def build_fork_plan(analysis: BranchAnalysis) -> Plan:
-    module, source = generate_plan_module(analysis, "fork")
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*torch.jit.script.*deprecated", category=DeprecationWarning)
-            scripted = torch.jit.script(module)
-    except Exception as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
-        raise ModeUnavailable(
-            f"fork mode: TorchScript could not compile the plan generated from the graph {analysis.tracer} gave: {first}"
-        ) from exc
-    return Plan("fork", scripted, source, analysis)
-
-
-def build_streams_plan(analysis: BranchAnalysis, device: Any, api: CudaStreamApi | None = None) -> Plan:
-    if api is None:
-        if not torch.cuda.is_available() or torch.device(device).type != "cuda":
-            raise ModeUnavailable("multi-stream needs CUDA: this machine has no CUDA device torch can use")
-        api = CudaStreamApi(torch.device(device))
-    module, source = generate_plan_module(analysis, "streams", api)
-    return Plan("streams", module, source, analysis)
 
 
 def annotate_branches_with_hooks(model: Any, analysis: BranchAnalysis) -> list[Any]:
@@ -554,17 +530,14 @@ def annotate_branches_with_hooks(model: Any, analysis: BranchAnalysis) -> list[A
 
 
 def build_plan(mode: str, model: Any, analysis: BranchAnalysis, device: Any = "cpu") -> Plan:
-    """The plan for `mode`; raises ModeUnavailable with a one-line reason when it cannot apply."""
-    if mode == "sequential":
-        annotate_branches_with_hooks(model, analysis)
-        return Plan("sequential", model)
-    if mode == "streams":
-        if not torch.cuda.is_available() or torch.device(device).type != "cuda":
-            raise ModeUnavailable("multi-stream needs CUDA: this machine has no CUDA device torch can use")
-        return build_streams_plan(analysis, device)
-    if mode == "fork":
-        return build_fork_plan(analysis)
-    raise ModeUnavailable(f"unknown mode {mode!r}; the modes are {', '.join(MODES)}")
+    """The plan of the mode called `mode` (`modes.mode_named`); raises ModeUnavailable with a
+    one-line reason when it cannot apply."""
+    try:
+        found = mode_named(mode)
+    except KeyError as exc:
+        raise ModeUnavailable(f"unknown mode: {exc.args[0]}") from None
+    plan: Plan = found.build_plan(model, analysis, str(device))
+    return plan
 
 
 # ---------------------------------------------------------------- starting torch's threads

@@ -1,13 +1,13 @@
 """What the runner, the worker, the CLI and the window share about a run, in one place.
 
-- the modes and the exit codes;
+- the exit codes (the modes are a registry of their own: `branchscope.profiling.run.modes`);
 - the labels a run writes into its trace (`branch: NAME`, `step N`, the `cpu_sample` counters),
   defined on the trace side (`branchscope.profiling.trace.run_info`, which reads them) and
   re-exported here for the writers;
 - the environment variables that tie a run's processes together;
-- the run request, its command-line options (`add_run_arguments`, read back by `request_from_args`)
-  and its one argv writer (`RunRequest.argv`), used for the runner (by the window) and the worker
-  (by the runner) alike;
+- the run request (a mode and threads, and the `RunOptions` every run of a model shares), its
+  command-line options (`add_run_arguments`, read back by `request_from_args`) and its one argv
+  writer (`RunRequest.argv`), used for the runner (by the window) and the worker (by the runner) alike;
 - `python_command`, how branchscope starts its own Python processes (isolated).
 
 JSON lines between the processes (ARCHITECTURE.md, "Contracts"): the worker tells the runner
@@ -20,11 +20,12 @@ No torch, no Qt: every process imports this.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from branchscope.profiling.run.modes import MODE_NAMES, MODES
+from branchscope.profiling.run.options import RunOptions, add_options, positive_seconds
 from branchscope.profiling.trace.run_info import (
     BRANCH_PREFIX,
     CPU_SAMPLE_CATEGORY,
@@ -42,12 +43,13 @@ __all__ = [
     "EXIT_OK",
     "EVENTS_DIR_ENV",
     "EXIT_WORKER",
-    "MODES",
+    "MODE_NAMES",
     "PARENT_PID_ENV",
     "RANK_EVENTS",
     "RANK_FOLDER",
     "RUNNER_PID_ENV",
     "RUN_TOKEN_ENV",
+    "RunOptions",
     "RunRequest",
     "add_run_arguments",
     "branch_label",
@@ -57,9 +59,6 @@ __all__ = [
     "request_from_args",
     "step_label",
 ]
-
-#: sequential: the model's own forward; fork: TorchScript fork/wait on the inter-op pool; streams: one CUDA stream per branch.
-MODES = ("sequential", "fork", "streams")
 
 #: Exit codes of `branchscope profile` and the runner: 0 ok, 2 bad arguments or model (the model
 #: raised), 3 the mode cannot run here (no branches, no CUDA), 4 the worker died or timed out.
@@ -99,88 +98,46 @@ def python_command(module: str) -> list[str]:
 
 @dataclass
 class RunRequest:
-    """One run: what to run (a demo or a model file), how (mode, threads, steps), where to (out)."""
+    """One run: a mode and thread counts, the model and how it runs (`options`), where it goes (out)."""
 
     mode: str
     interop: int
     intra: int
     out: Path
-    demo: str | None = None
-    model: Path | None = None
-    steps: int = 10
-    warmup: int = 3
-    timeout: float = 600.0
-    input_shapes: tuple[str, ...] = ()
-    dtype: str = "float32"
-    device: str = "auto"
-    #: Period of the CPU samples of the worker's threads (at most 2 ms).
-    sample_interval_ms: float = 2.0
+    options: RunOptions = field(default_factory=RunOptions)
     #: Write into an --out folder that holds files branchscope did not write (replacing same-named ones).
     overwrite: bool = False
-    #: Ranks of a distributed run (torch.distributed.run on this machine); 1: one worker, no process group.
-    nproc: int = 1
+    #: Period of the CPU samples of the worker's threads (at most 2 ms).
+    sample_interval_ms: float = 2.0
 
     def argv(self, *, worker: bool = False) -> list[str]:
         """The options that `add_run_arguments` reads back into this request.
 
-        `worker=True`: the worker's options, with the model's path made absolute and without the
-        runner's own (--timeout, --overwrite, which the runner enforces itself).
+        `worker=True`: the worker's options, with paths made absolute and without the runner's own
+        (--timeout, --nproc, --overwrite, which the runner enforces itself).
         """
-        model = Path(self.model).resolve() if worker and self.model is not None else self.model
-        args = ["--demo", str(self.demo)] if self.demo else ["--model", str(model)]
-        args += ["--mode", self.mode, "--interop", str(self.interop), "--intra", str(self.intra)]
-        args += ["--steps", str(self.steps), "--warmup", str(self.warmup)]
-        if not worker:
-            args += ["--timeout", repr(float(self.timeout))]
-        for shape in self.input_shapes:
-            args += ["--input-shape", shape]
-        args += ["--dtype", self.dtype, "--device", self.device]
+        options = self.options.argv(worker=worker)  # --demo NAME or --model PATH first
+        args = [*options[:2], "--mode", self.mode, "--interop", str(self.interop), "--intra", str(self.intra), *options[2:]]
         args += ["--out", str(Path(self.out).resolve() if worker else self.out)]
         if self.overwrite and not worker:
             args.append("--overwrite")
-        if self.nproc != 1 and not worker:
-            args += ["--nproc", str(self.nproc)]
         return args
-
-
-def positive_seconds(text: str) -> float:
-    """argparse type of --timeout: a finite number of seconds above 0 (not nan, inf, 0 or negative)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive, finite number of seconds")
-    return value
 
 
 def add_run_arguments(p: argparse.ArgumentParser, *, worker: bool = False) -> None:
     """The options of a run, shared by `branchscope profile`, the runner and the worker
-    (`worker=True`: all but the runner's own --timeout and --overwrite)."""
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--demo", metavar="NAME", help="a built-in demo (see `branchscope demos`)")
-    src.add_argument("--model", metavar="PATH", type=Path, help="a .py file (build_model, example_inputs) or a TorchScript archive")
-    p.add_argument("--mode", choices=MODES, required=True)
+    (`worker=True`: all but the runner's own --timeout, --nproc and --overwrite)."""
+    add_options(p, worker=worker)
+    p.add_argument("--mode", choices=MODE_NAMES, required=True,
+                   help="; ".join(f"{m.name}: {m.description}" for m in MODES.values()))  # fmt: skip
     p.add_argument("--interop", type=int, required=True, metavar="N", help="inter-op threads (torch.set_num_interop_threads)")
     p.add_argument("--intra", type=int, required=True, metavar="N", help="intra-op threads (torch.set_num_threads)")
-    p.add_argument("--steps", type=int, default=10, metavar="K", help="profiled steps (default 10)")
-    p.add_argument("--warmup", type=int, default=3, metavar="W", help="warm-up steps before timing (default 3)")
-    if not worker:
-        p.add_argument("--timeout", type=positive_seconds, default=600.0, metavar="S",
-                       help="stop the worker after S seconds (default 600)")  # fmt: skip
-    p.add_argument("--input-shape", action="append", default=[], dest="input_shapes", metavar="SHAPE",
-                   help="input shape of a TorchScript archive, like 8x64x35x35 (once per input)")  # fmt: skip
-    p.add_argument("--dtype", default="float32", help="input dtype of a TorchScript archive (default float32)")
-    p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda or cuda:N")
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
                    help="where trace.json.gz and run.json go: a new or empty folder, or an earlier run's")  # fmt: skip
     if not worker:
         p.add_argument("--overwrite", action="store_true",
                        help="write into DIR even though it holds files branchscope did not write "
                             "(files named like ours are replaced)")  # fmt: skip
-        p.add_argument("--nproc", type=int, default=1, metavar="N",
-                       help="run N ranks with torch.distributed.run on this machine (gloo on CPU, nccl on "
-                            "CUDA, rank r on cuda:r); DIR gets rank-R/ per rank and a run.json listing them")  # fmt: skip
 
 
 def request_from_args(args: argparse.Namespace) -> RunRequest:
@@ -190,14 +147,6 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
         interop=args.interop,
         intra=args.intra,
         out=args.out,
-        demo=args.demo,
-        model=args.model,
-        steps=args.steps,
-        warmup=args.warmup,
-        timeout=getattr(args, "timeout", 600.0),
-        input_shapes=tuple(args.input_shapes),
-        dtype=args.dtype,
-        device=args.device,
+        options=RunOptions.from_args(args),
         overwrite=bool(getattr(args, "overwrite", False)),
-        nproc=int(getattr(args, "nproc", 1)),
     )

@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import math
 import os
 import re
 import select
@@ -66,8 +65,9 @@ import psutil
 
 from branchscope.profiling.files import open_regular
 from branchscope.profiling.run.cpu_sampler import ThreadCpuSampler
-from branchscope.profiling.run.folder import RunFolder, RunFolderError, describe_os_error, read_run_json
+from branchscope.profiling.run.folder import RunFolder, RunFolderError, describe_os_error
 from branchscope.profiling.run.model_source import ModelSourceError, ModelSpec, check_spec, parse_input_shape
+from branchscope.profiling.run.modes import MODE_NAMES, MODES
 from branchscope.profiling.run.processes import (
     PROCESSES_MODULE,
     RunCgroup,
@@ -82,7 +82,6 @@ from branchscope.profiling.run.protocol import (
     EXIT_MODE,
     EXIT_OK,
     EXIT_WORKER,
-    MODES,
     PARENT_PID_ENV,
     RANK_EVENTS,
     RANK_FOLDER,
@@ -96,6 +95,26 @@ from branchscope.profiling.run.protocol import (
     python_command,
     request_from_args,
 )
+from branchscope.profiling.trace.records import (
+    DEFAULT_TRACE,
+    RUN_FORMAT,
+    RUN_JSON,
+    DoneEvent,
+    EndedEvent,
+    ErrorEvent,
+    Event,
+    ExitedEvent,
+    FinishedEvent,
+    HelloEvent,
+    PhaseEvent,
+    ProgressEvent,
+    RankRecord,
+    RunRecord,
+    TraceClock,
+    decode_events,
+    encode_event,
+    read_run_record,
+)
 from branchscope.profiling.trace.step_stats import StepStats
 
 #: --device values: auto (CUDA when available), cpu, cuda, cuda:N.
@@ -107,25 +126,12 @@ _EXIT_GRACE_S = 10.0
 _SAMPLE_MARGIN_US = 20_000.0
 
 
-def json_objects(lines: list[bytes]) -> list[dict[str, Any]]:
-    """The JSON objects among protocol lines (anything else on the channel is skipped)."""
-    events = []
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
 @dataclass
 class RunResult:
     exit_code: int
     out: Path
-    #: run.json's content when the run succeeded.
-    run: dict[str, Any] | None = None
+    #: run.json when the run succeeded.
+    run: RunRecord | None = None
     #: One line saying what went wrong (printed after "error: ").
     message: str | None = None
     #: The model's traceback, or the worker's crash report, to show above the message.
@@ -189,22 +195,21 @@ def write_json_atomic(path: Path, data: Any, indent: int | None = None) -> None:
 def validate(req: RunRequest) -> None:
     """Argument checks that need no torch; raises RunError(2) with a one-line message."""
     if req.mode not in MODES:
-        raise RunError(EXIT_BAD_INPUT, f"--mode {req.mode!r} is not one of: {', '.join(MODES)}")
-    checks = (("--interop", req.interop, 1), ("--intra", req.intra, 1), ("--steps", req.steps, 1), ("--nproc", req.nproc, 1))
-    for name, value, low in checks:
-        if value < low:
-            raise RunError(EXIT_BAD_INPUT, f"{name} must be at least {low}, not {value}")
-    if req.warmup < 0:
-        raise RunError(EXIT_BAD_INPUT, f"--warmup must be 0 or more, not {req.warmup}")
-    if not (math.isfinite(req.timeout) and req.timeout > 0):
-        raise RunError(EXIT_BAD_INPUT, f"--timeout must be a positive number of seconds, not {req.timeout}")
-    if not DEVICE_PATTERN.fullmatch(req.device):
-        raise RunError(EXIT_BAD_INPUT, f"--device {req.device!r} is not one of: auto, cpu, cuda, cuda:N")
+        raise RunError(EXIT_BAD_INPUT, f"--mode {req.mode!r} is not one of: {', '.join(MODE_NAMES)}")
+    for name, value in (("--interop", req.interop), ("--intra", req.intra)):
+        if value < 1:
+            raise RunError(EXIT_BAD_INPUT, f"{name} must be at least 1, not {value}")
+    opts = req.options
+    problem = opts.problem()
+    if problem:
+        raise RunError(EXIT_BAD_INPUT, problem)
+    if not DEVICE_PATTERN.fullmatch(opts.device):
+        raise RunError(EXIT_BAD_INPUT, f"--device {opts.device!r} is not one of: auto, cpu, cuda, cuda:N")
     if not 0 < req.sample_interval_ms <= 2.0:
         raise RunError(EXIT_BAD_INPUT, "the CPU sample interval must be more than 0 and at most 2 ms")
     try:
-        shapes = tuple(parse_input_shape(s) for s in req.input_shapes)
-        check_spec(ModelSpec(req.demo, req.model, shapes, req.dtype))
+        shapes = tuple(parse_input_shape(s) for s in opts.input_shapes)
+        check_spec(ModelSpec(opts.demo, opts.model, shapes, opts.dtype))
     except ModelSourceError as exc:
         raise RunError(EXIT_BAD_INPUT, str(exc)) from None
 
@@ -250,7 +255,7 @@ class _LineReader:
         self.open = True
         self._buf = b""
 
-    def read(self, timeout: float) -> list[dict[str, Any]]:
+    def read(self, timeout: float) -> list[Event]:
         """Events that arrive within `timeout` seconds (as soon as some do)."""
         if not self.open:
             time.sleep(timeout)
@@ -258,7 +263,7 @@ class _LineReader:
         ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
         return self.drain() if ready else []
 
-    def drain(self) -> list[dict[str, Any]]:
+    def drain(self) -> list[Event]:
         """Everything readable now, without waiting."""
         while self.open:
             try:
@@ -275,7 +280,7 @@ class _LineReader:
             if len(self._buf) > self.MAX_LINE and b"\n" not in self._buf:
                 self._buf = b""
         *lines, self._buf = self._buf.split(b"\n")
-        return json_objects(lines)
+        return decode_events(lines)
 
 
 def _tail(path: Path, lines: int = 40, max_bytes: int = 64 * 1024) -> str:
@@ -293,9 +298,9 @@ def _tail(path: Path, lines: int = 40, max_bytes: int = 64 * 1024) -> str:
     return "\n".join(text[-lines:])
 
 
-def _complete_run(folder: Path) -> dict[str, Any] | None:
-    run = read_run_json(folder)
-    return run if run is not None and run.get("complete") is True else None
+def _complete_run(folder: Path) -> RunRecord | None:
+    run = read_run_record(folder, follow_symlinks=False)
+    return run if run is not None and run.complete else None
 
 
 def _array_close(f: BinaryIO, size: int) -> tuple[int, bool]:
@@ -309,7 +314,7 @@ def _array_close(f: BinaryIO, size: int) -> tuple[int, bool]:
     return size - len(tail) + len(body) - 1, body[:-1].rstrip().endswith(b"[")
 
 
-def finish_trace(out: Path, sampler: ThreadCpuSampler, clock: dict[str, Any] | None) -> int:
+def finish_trace(out: Path, sampler: ThreadCpuSampler, clock: TraceClock | None) -> int:
     """Writes OUT/trace.json.gz from the worker's OUT/trace.json plus the CPU samples; returns how many.
 
     `clock` is run.json's "trace_clock": the trace's baseTimeNanoseconds and the span of its events
@@ -318,11 +323,11 @@ def finish_trace(out: Path, sampler: ThreadCpuSampler, clock: dict[str, Any] | N
     traceEvents array's closing bracket; the uncompressed trace.json is removed once the .gz exists.
     """
     src = out / "trace.json"
-    clock = clock or {}
-    base = clock.get("base_time_ns")
-    events = sampler.to_counter_events(int(base)) if isinstance(base, int | float) else []
-    lo, hi = clock.get("first_us"), clock.get("last_us")
-    if isinstance(lo, int | float) and isinstance(hi, int | float):
+    clock = clock or TraceClock()
+    base = clock.base_time_ns
+    events = sampler.to_counter_events(int(base)) if base is not None else []
+    lo, hi = clock.first_us, clock.last_us
+    if lo is not None and hi is not None:
         events = [e for e in events if lo - _SAMPLE_MARGIN_US <= e["ts"] <= hi + _SAMPLE_MARGIN_US]
     with open(src, "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -349,13 +354,13 @@ def finish_trace(out: Path, sampler: ThreadCpuSampler, clock: dict[str, Any] | N
 
 def run_profile(
     req: RunRequest,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_event: Callable[[Event], None] | None = None,
     cancel: CancelFlag | None = None,
 ) -> RunResult:
     """Runs one profiling run to the end; never raises for a failed run (see RunResult.exit_code).
 
-    `on_event` receives the worker's phase and progress events ({"event": "phase", "phase"},
-    {"event": "progress", "step", "of"}) as they come.
+    `on_event` receives the worker's phase and progress events (`PhaseEvent`, `ProgressEvent`) as
+    they come.
     Once `cancel` is set the worker's group is killed and the result says so (exit code 128 + signal).
     The results reach `req.out` only when the run succeeded (see branchscope.profiling.run.folder).
     """
@@ -372,7 +377,7 @@ def run_profile(
     except RunFolderError as exc:
         return RunResult(EXIT_BAD_INPUT, out, message=str(exc))
     try:
-        if req.nproc > 1:
+        if req.options.nproc > 1:
             return _run_ranks(folder, req, on_event, cancel)
         return _run_in(folder, req, on_event, cancel)
     except OSError as exc:  # the disk filled up, the folder went away: the run fails, DIR stays as it was
@@ -384,7 +389,7 @@ def run_profile(
 def _run_in(
     folder: RunFolder,
     req: RunRequest,
-    on_event: Callable[[dict[str, Any]], None] | None,
+    on_event: Callable[[Event], None] | None,
     cancel: CancelFlag | None,
 ) -> RunResult:
     out, stage = folder.out, folder.staging
@@ -399,29 +404,28 @@ def _run_in(
     lines = _LineReader(proc.stdout.fileno())
     sampler: ThreadCpuSampler | None = None
     interval = req.sample_interval_ms / 1000.0
-    deadline = time.monotonic() + req.timeout
+    deadline = time.monotonic() + req.options.timeout
     finished_at: float | None = None
     next_tick = time.monotonic()
     sampling = False
-    error: dict[str, Any] | None = None
+    error: ErrorEvent | None = None
     timed_out = False
 
-    def handle(events: list[dict[str, Any]]) -> None:
+    def handle(events: list[Event]) -> None:
         nonlocal sampling, error, finished_at
         for event in events:
-            kind = event.get("event")
-            if kind == "phase":
-                sampling = event.get("phase") == "profile"
+            if isinstance(event, PhaseEvent):
+                sampling = event.phase == "profile"
                 if sampling and sampler is not None:
                     sampler.sample()
-                if on_event is not None and isinstance(event.get("phase"), str):
-                    on_event({"event": "phase", "phase": event["phase"]})
-            elif kind == "progress":
                 if on_event is not None:
-                    on_event({"event": "progress", "step": event.get("step"), "of": event.get("of")})
-            elif kind == "error":
+                    on_event(event)
+            elif isinstance(event, ProgressEvent):
+                if on_event is not None:
+                    on_event(event)
+            elif isinstance(event, ErrorEvent):
                 error = event
-            elif kind == "finished":
+            elif isinstance(event, FinishedEvent):
                 finished_at = time.monotonic()
 
     try:
@@ -457,7 +461,7 @@ def _run_in(
         return RunResult(
             EXIT_WORKER,
             out,
-            message=f"the worker ran past --timeout {req.timeout:g} s and was stopped",
+            message=f"the worker ran past --timeout {req.options.timeout:g} s and was stopped",
             traceback=_tail(log_path) or None,
         )
     run = _complete_run(stage)
@@ -468,18 +472,18 @@ def _run_in(
                 f"the worker ended with {_describe_exit(proc.returncode)} after writing complete results"
             )
         try:
-            result.samples = finish_trace(stage, sampler, run.get("trace_clock"))
+            result.samples = finish_trace(stage, sampler, run.trace_clock)
         except ValueError as exc:
             return RunResult(EXIT_WORKER, out, message=f"could not write {out / 'trace.json.gz'}: {exc}")
         result.run = folder.commit(run)
         return result
     if error is not None:
-        code = int(error.get("exit_code") or 1)
+        code = error.exit_code or 1
         return RunResult(
             code if code in (EXIT_BAD_INPUT, EXIT_MODE) else EXIT_WORKER,
             out,
-            message=str(error.get("message") or "the worker failed"),
-            traceback=error.get("traceback") or None,
+            message=error.message or "the worker failed",
+            traceback=error.traceback or None,
         )
     rc = proc.returncode
     return RunResult(
@@ -497,7 +501,7 @@ def launcher_command(req: RunRequest, out: Path) -> list[str]:
     """torch.distributed.run starting N workers on this machine, rendezvous on loopback only, never
     restarted; made to die with this process (see branchscope.profiling.run.processes.exec_as_child)."""
     launcher = python_command("torch.distributed.run") + [
-        "--nproc-per-node", str(req.nproc), "--standalone", "--local-addr", "127.0.0.1",
+        "--nproc-per-node", str(req.options.nproc), "--standalone", "--local-addr", "127.0.0.1",
         "--max-restarts", "0", "--no-python", "--",
     ]  # fmt: skip
     return python_command(PROCESSES_MODULE) + [str(os.getpid()), "--"] + launcher + worker_command(req, out)
@@ -511,7 +515,7 @@ class _EventFile:
         self._offset = 0
         self._buf = b""
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[Event]:
         try:
             with open(self.path, "rb") as f:
                 f.seek(self._offset)
@@ -520,7 +524,7 @@ class _EventFile:
             return []
         self._offset += len(chunk)
         *lines, self._buf = (self._buf + chunk).split(b"\n")
-        return json_objects(lines)
+        return decode_events(lines)
 
 
 @dataclass
@@ -529,10 +533,10 @@ class _Rank:
     pid: int | None = None
     phase: str | None = None
     sampler: ThreadCpuSampler | None = None
-    error: dict[str, Any] | None = None
+    error: ErrorEvent | None = None
     finished: bool = False
-    #: {"code": exit status or -signal, "t": when} once the rank's worker ended.
-    exited: dict[str, Any] | None = None
+    #: Its exit status (or -signal) and when, once the rank's worker ended.
+    exited: ExitedEvent | None = None
     #: When its first process (the one the launcher started) was gone, said by its reaper.
     ended: float | None = None
     #: The monotonic time of its first failure (an error, a death).
@@ -546,7 +550,7 @@ _FAILURE_SETTLE_S = 1.0
 def _run_ranks(
     folder: RunFolder,
     req: RunRequest,
-    on_event: Callable[[dict[str, Any]], None] | None,
+    on_event: Callable[[Event], None] | None,
     cancel: CancelFlag | None,
 ) -> RunResult:
     """`_run_in` for N ranks: torch.distributed.run starts them, each rank's events come through its
@@ -564,45 +568,44 @@ def _run_ranks(
     cgroup = RunCgroup.open(token)
     children_before = {p.pid for p in psutil.Process().children()}
     proc = _spawn(launcher_command(req, stage.resolve()), stage, env, None, log_path, subreaper, cgroup)
-    ranks = [_Rank(r) for r in range(req.nproc)]
-    files = [_EventFile(stage / RANK_EVENTS.format(rank=r)) for r in range(req.nproc)]
+    ranks = [_Rank(r) for r in range(req.options.nproc)]
+    files = [_EventFile(stage / RANK_EVENTS.format(rank=r)) for r in range(req.options.nproc)]
     interval = req.sample_interval_ms / 1000.0
-    deadline = time.monotonic() + req.timeout
+    deadline = time.monotonic() + req.options.timeout
     next_tick = time.monotonic()
     first_failure: float | None = None
     finished_at: float | None = None
     timed_out = False
 
-    def handle(rank: _Rank, events: list[dict[str, Any]]) -> None:
+    def handle(rank: _Rank, events: list[Event]) -> None:
         nonlocal first_failure
         for event in events:
-            kind = event.get("event")
-            t = event.get("t") if isinstance(event.get("t"), int | float) else time.monotonic()
-            if kind == "hello" and isinstance(event.get("pid"), int):
-                rank.pid = event["pid"]
+            t = event.t if event.t is not None else time.monotonic()
+            if isinstance(event, HelloEvent):
+                rank.pid = event.pid
                 try:
                     rank.sampler = ThreadCpuSampler(rank.pid)
                 except (OSError, psutil.Error):
                     rank.sampler = None
-            elif kind == "phase":
-                rank.phase = event.get("phase") if isinstance(event.get("phase"), str) else None
+            elif isinstance(event, PhaseEvent):
+                rank.phase = event.phase or None
                 if rank.phase == "profile" and rank.sampler is not None:
                     rank.sampler.sample()
                 if rank.rank == 0 and on_event is not None and rank.phase:
-                    on_event({"event": "phase", "phase": rank.phase})
-            elif kind == "progress":
+                    on_event(PhaseEvent(phase=rank.phase))
+            elif isinstance(event, ProgressEvent):
                 if rank.rank == 0 and on_event is not None:
-                    on_event({"event": "progress", "step": event.get("step"), "of": event.get("of")})
-            elif kind == "error":
+                    on_event(ProgressEvent(step=event.step, of=event.of))
+            elif isinstance(event, ErrorEvent):
                 rank.error = event
                 rank.failed_at = rank.failed_at or t
-            elif kind == "finished":
+            elif isinstance(event, FinishedEvent):
                 rank.finished = True
-            elif kind == "exited":
+            elif isinstance(event, ExitedEvent):
                 rank.exited = event
-                if event.get("code") != 0 and not rank.finished:
+                if event.code != 0 and not rank.finished:
                     rank.failed_at = rank.failed_at or t
-            elif kind == "ended":  # the rank's first process is gone (its reaper says so)
+            elif isinstance(event, EndedEvent):  # the rank's first process is gone (its reaper says so)
                 rank.ended = t
                 if rank.exited is None and not rank.finished:  # killed itself, before it could tell how
                     rank.failed_at = rank.failed_at or t
@@ -661,7 +664,7 @@ def _run_ranks(
         return RunResult(
             EXIT_WORKER,
             out,
-            message=f"the run ran past --timeout {req.timeout:g} s and was stopped; rank(s) {', '.join(waiting)} "
+            message=f"the run ran past --timeout {req.options.timeout:g} s and was stopped; rank(s) {', '.join(waiting)} "
             "had not finished (" + ", ".join(f"rank {r.rank}: {r.phase or 'starting'}" for r in ranks if not r.finished) + ")",
             traceback=_tail(log_path) or None,
         )
@@ -683,7 +686,7 @@ def _first_failure(ranks: list[_Rank], before: float = float("inf")) -> _Rank | 
     if not failed:
         return None
     exited_with_error = [
-        r.exited["t"] for r in failed if r.exited and isinstance(r.exited.get("code"), int) and r.exited["code"] > 0
+        r.exited.t if r.exited.t is not None else float("inf") for r in failed if r.exited and r.exited.code > 0
     ]
     first_exit = min(exited_with_error, default=float("inf"))
     killed = [(t, r.rank, r) for r in failed if (t := _killed_at(r)) is not None and t < first_exit]
@@ -702,20 +705,20 @@ def _killed_at(rank: _Rank) -> float | None:
         return None
     if rank.exited is None:
         return rank.ended
-    code, t = rank.exited.get("code"), rank.exited.get("t")
-    return float(t) if isinstance(code, int) and code < 0 and isinstance(t, int | float) else None
+    code, t = rank.exited.code, rank.exited.t
+    return float(t) if code < 0 and t is not None else None
 
 
 def _rank_failure(out: Path, rank: _Rank, log_path: Path) -> RunResult:
     if rank.error is not None:
-        code = int(rank.error.get("exit_code") or 1)
+        code = rank.error.exit_code or 1
         return RunResult(
             code if code in (EXIT_BAD_INPUT, EXIT_MODE) else EXIT_WORKER,
             out,
-            message=f"rank {rank.rank}: {rank.error.get('message') or 'the worker failed'}",
-            traceback=rank.error.get("traceback") or None,
+            message=f"rank {rank.rank}: {rank.error.message or 'the worker failed'}",
+            traceback=rank.error.traceback or None,
         )
-    status = rank.exited.get("code") if rank.exited else None
+    status = rank.exited.code if rank.exited else None
     pid = f" (pid {rank.pid})" if rank.pid else ""
     how = _describe_exit(status) if isinstance(status, int) else "its process under the launcher was killed"
     return RunResult(
@@ -726,15 +729,14 @@ def _rank_failure(out: Path, rank: _Rank, log_path: Path) -> RunResult:
     )
 
 
-def _per_step_max(runs: list[dict[str, Any]], key: str) -> list[float]:
+def _per_step_max(series: list[list[float] | None]) -> list[float]:
     """Step by step, the slowest rank's time: a distributed step ends when its last rank does."""
-    series = [run.get(key) for run in runs]
-    if not all(isinstance(s, list) and s for s in series):
+    if not all(series):
         return []
-    return [max(float(x) for x in xs) for xs in zip(*series, strict=False)]
+    return [max(xs) for xs in zip(*series, strict=False)]
 
 
-def _commit_ranks(folder: RunFolder, req: RunRequest, ranks: list[_Rank], runs: list[dict[str, Any]]) -> RunResult:
+def _commit_ranks(folder: RunFolder, req: RunRequest, ranks: list[_Rank], runs: list[RunRecord]) -> RunResult:
     assert folder.staging is not None
     result = RunResult(EXIT_OK, folder.out)
     for rank, run in zip(ranks, runs, strict=True):
@@ -744,48 +746,58 @@ def _commit_ranks(folder: RunFolder, req: RunRequest, ranks: list[_Rank], runs: 
             sampler = ThreadCpuSampler(os.getpid())
             sampler.close()
         try:
-            result.samples += finish_trace(sub, sampler, run.get("trace_clock"))
+            result.samples += finish_trace(sub, sampler, run.trace_clock)
         except ValueError as exc:
             return RunResult(EXIT_WORKER, folder.out, message=f"could not write rank {rank.rank}'s trace: {exc}")
-        if rank.exited and rank.exited.get("code") not in (0, None, -signal.SIGKILL):
-            result.notes.append(
-                f"rank {rank.rank} ended with {_describe_exit(rank.exited.get('code'))} after writing complete results"
-            )
+        code = rank.exited.code if rank.exited else None
+        if code not in (0, None, -signal.SIGKILL):
+            result.notes.append(f"rank {rank.rank} ended with {_describe_exit(code)} after writing complete results")
     for name in os.listdir(folder.staging):
         if name.startswith(".rank-"):
             (folder.staging / name).unlink()
     first = runs[0]
-    steps = _per_step_max(runs, "steps_ms")
-    unprofiled = _per_step_max(runs, "unprofiled_steps_ms")
+    steps = _per_step_max([run.steps_ms for run in runs])
+    unprofiled = _per_step_max([run.unprofiled_steps_ms for run in runs])
     profiled_stats, unprofiled_stats = StepStats.of(steps), StepStats.of(unprofiled)
-    top = {k: first.get(k) for k in ("mode", "interop", "intra", "cores", "torch", "model", "source", "steps", "warmup")}
-    top.update(
-        device=first.get("device"),
-        nproc=req.nproc,
-        world_size=first.get("world_size"),
-        backend=first.get("backend"),
-        train_step=first.get("train_step"),
+    top = RunRecord(
+        format=RUN_FORMAT,
+        mode=first.mode,
+        interop=first.interop,
+        intra=first.intra,
+        cores=first.cores,
+        device=first.device,
+        torch=first.torch,
+        model=first.model,
+        source=first.source,
+        input_shapes=first.input_shapes,
+        dtype=first.dtype,
+        steps=first.steps,
+        warmup=first.warmup,
+        nproc=req.options.nproc,
+        world_size=first.world_size,
+        backend=first.backend,
+        train_step=first.train_step,
         steps_ms=[round(x, 4) for x in steps],
         median_ms=round(profiled_stats.median, 4) if profiled_stats else None,
         unprofiled_steps=len(unprofiled),
         unprofiled_steps_ms=[round(x, 4) for x in unprofiled],
         unprofiled_median_ms=round(unprofiled_stats.median, 4) if unprofiled_stats else None,
         unprofiled_spread_ms=unprofiled_stats.rounded_spread(4) if unprofiled_stats else None,
-        branches=first.get("branches"),
-        tracer=first.get("tracer"),
+        branches=first.branches,
+        tracer=first.tracer,
         ranks=[
-            {
-                "rank": rank.rank,
-                "pid": run.get("pid"),
-                "device": run.get("device"),
-                "run": f"{RANK_FOLDER.format(rank=rank.rank)}/run.json",
-                "trace": f"{RANK_FOLDER.format(rank=rank.rank)}/trace.json.gz",
-                "median_ms": run.get("median_ms"),
-                "unprofiled_median_ms": run.get("unprofiled_median_ms"),
-            }
+            RankRecord(
+                rank=rank.rank,
+                pid=run.pid,
+                device=run.device,
+                run=f"{RANK_FOLDER.format(rank=rank.rank)}/{RUN_JSON}",
+                trace=f"{RANK_FOLDER.format(rank=rank.rank)}/{DEFAULT_TRACE}",
+                median_ms=run.median_ms,
+                unprofiled_median_ms=run.unprofiled_median_ms,
+            )
             for rank, run in zip(ranks, runs, strict=True)
         ],
-        trace=f"{RANK_FOLDER.format(rank=0)}/trace.json.gz",
+        trace=f"{RANK_FOLDER.format(rank=0)}/{DEFAULT_TRACE}",
         complete=True,
     )
     result.run = folder.commit(top)
@@ -895,69 +907,66 @@ def _describe_exit(returncode: int | None) -> str:
 # ---------------------------------------------------------------- summary and command line
 
 
-def format_summary(run: dict[str, Any], out: Path) -> str:
+def format_summary(run: RunRecord, out: Path) -> str:
     """A few lines for the terminal: what ran, how long a step took, the branches, where the files are."""
-    if isinstance(run.get("ranks"), list):
+    if run.distributed:
         return _format_ranks_summary(run, out)
     lines = [
-        f"{run.get('model')}: {run.get('mode')} mode, {run.get('interop')} inter-op × {run.get('intra')} intra-op "
-        f"threads on {run.get('device')} ({run.get('cores')} cores, torch {run.get('torch')})",
-        f"step time: median {run.get('median_ms', 0):.2f} ms profiled over {run.get('steps')} steps, "
-        f"{run.get('unprofiled_median_ms', 0):.2f} ms unprofiled over {_unprofiled_steps(run)} steps"
-        f"{_spread_text(run)} (profiler overhead ×{run.get('profiler_overhead') or 0:.2f})",
-        f"outputs vs the model: max abs diff {run.get('max_abs_diff')}",
+        f"{run.model}: {run.mode} mode, {run.interop} inter-op × {run.intra} intra-op "
+        f"threads on {run.device} ({run.cores} cores, torch {run.torch})",
+        f"step time: median {run.median_ms or 0:.2f} ms profiled over {run.steps} steps, "
+        f"{run.unprofiled_median_ms or 0:.2f} ms unprofiled over {_unprofiled_steps(run)} steps"
+        f"{_spread_text(run)} (profiler overhead ×{run.profiler_overhead or 0:.2f})",
+        f"outputs vs the model: max abs diff {run.max_abs_diff}",
     ]
-    branches = run.get("branches") or []
+    branches = run.branches or []
     if branches:
-        regions = {b["region"] for b in branches}
-        tracer = run.get("tracer")
-        errors = run.get("tracer_errors")
-        failed: dict[str, Any] = errors if isinstance(errors, dict) else {}
+        regions = {b.region for b in branches}
         # Each failure reads "<tracer> could not …" already.
-        how = f" (graph from {tracer}" + "".join(f"; {v}" for v in failed.values()) + ")" if tracer else ""
+        failed = run.tracer_errors or {}
+        how = f" (graph from {run.tracer}" + "".join(f"; {v}" for v in failed.values()) + ")" if run.tracer else ""
         lines.append(f"branches: {len(branches)} in {len(regions)} region(s){how}")
         for b in branches:
-            indent = "  " * (1 + int(b.get("depth", 0)))
-            lines.append(f"{indent}[{b['region']}] {b['name']} ({b['ops']} ops)")
-    elif run.get("fx_error"):
-        lines.append(f"branches: none found ({run['fx_error']})")
+            indent = "  " * (1 + b.depth)
+            lines.append(f"{indent}[{b.region}] {b.name} ({b.ops} ops)")
+    elif run.fx_error:
+        lines.append(f"branches: none found ({run.fx_error})")
     else:
         lines.append("branches: none found")
     lines.append(
-        f"threads: main {run.get('main_tid')}, inter-op pool {run.get('interop_tids')}, "
-        f"intra-op (OpenMP) workers {run.get('intra_tids')}"
+        f"threads: main {run.main_tid}, inter-op pool {run.interop_tids}, intra-op (OpenMP) workers {run.intra_tids}"
     )
-    lines.append(f"wrote {out / 'trace.json.gz'} and {out / 'run.json'}")
+    lines.append(f"wrote {out / DEFAULT_TRACE} and {out / RUN_JSON}")
     return "\n".join(lines)
 
 
-def _format_ranks_summary(run: dict[str, Any], out: Path) -> str:
-    ranks = [r for r in run.get("ranks") or [] if isinstance(r, dict)]
+def _format_ranks_summary(run: RunRecord, out: Path) -> str:
+    ranks = run.ranks or []
     lines = [
-        f"{run.get('model')}: {run.get('mode')} mode, {run.get('interop')} inter-op × {run.get('intra')} intra-op "
-        f"threads, {len(ranks)} ranks ({run.get('backend')}) on {run.get('device')} ({run.get('cores')} cores, "
-        f"torch {run.get('torch')})" + (", train_step" if run.get("train_step") else ""),
-        f"step time (the slowest rank's, step by step): median {run.get('median_ms') or 0:.2f} ms profiled over "
-        f"{run.get('steps')} steps, {run.get('unprofiled_median_ms') or 0:.2f} ms unprofiled over "
+        f"{run.model}: {run.mode} mode, {run.interop} inter-op × {run.intra} intra-op "
+        f"threads, {len(ranks)} ranks ({run.backend}) on {run.device} ({run.cores} cores, "
+        f"torch {run.torch})" + (", train_step" if run.train_step else ""),
+        f"step time (the slowest rank's, step by step): median {run.median_ms or 0:.2f} ms profiled over "
+        f"{run.steps} steps, {run.unprofiled_median_ms or 0:.2f} ms unprofiled over "
         f"{_unprofiled_steps(run)} steps{_spread_text(run)}",
     ]
     for r in ranks:
         lines.append(
-            f"  rank {r.get('rank')} (pid {r.get('pid')}, {r.get('device')}): median {r.get('median_ms') or 0:.2f} ms "
-            f"profiled, {r.get('unprofiled_median_ms') or 0:.2f} ms unprofiled"
+            f"  rank {r.rank} (pid {r.pid}, {r.device}): median {r.median_ms or 0:.2f} ms "
+            f"profiled, {r.unprofiled_median_ms or 0:.2f} ms unprofiled"
         )
-    lines.append(f"wrote {out / 'run.json'} and, per rank, {out / 'rank-R'}/trace.json.gz and run.json")
+    lines.append(f"wrote {out / RUN_JSON} and, per rank, {out / 'rank-R'}/{DEFAULT_TRACE} and {RUN_JSON}")
     return "\n".join(lines)
 
 
-def _unprofiled_steps(run: dict[str, Any]) -> Any:
-    times = run.get("unprofiled_steps_ms")
-    return run.get("unprofiled_steps") or (len(times) if isinstance(times, list) else run.get("steps"))
+def _unprofiled_steps(run: RunRecord) -> int | None:
+    times = run.unprofiled_steps_ms
+    return run.unprofiled_steps or (len(times) if times else run.steps)
 
 
-def _spread_text(run: dict[str, Any]) -> str:
-    spread = run.get("unprofiled_spread_ms")
-    if not (isinstance(spread, list) and len(spread) == 4 and all(isinstance(x, int | float) for x in spread)):
+def _spread_text(run: RunRecord) -> str:
+    spread = run.unprofiled_spread_ms
+    if spread is None or len(spread) != 4:
         return ""
     return f", half of them {spread[1]:.2f}–{spread[2]:.2f} ms (all {spread[0]:.2f}–{spread[3]:.2f})"
 
@@ -977,10 +986,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jsonl", action="store_true", help="print JSON lines (progress, error, done) for the GUI")
     args = p.parse_args(argv)
 
-    def emit(event: dict[str, Any]) -> None:
+    def emit(event: Event) -> None:
         if args.jsonl:
             try:
-                print(json.dumps(event), flush=True)
+                print(encode_event(event).decode("utf-8"), flush=True)
             except OSError:  # the window is gone (a broken pipe): the run goes on to its cleanup
                 pass
 
@@ -988,15 +997,16 @@ def main(argv: list[str] | None = None) -> int:
         _stop_with_parent(cancel)
         result = run_profile(request_from_args(args), emit, cancel)
     if result.ok:
+        assert result.run is not None
         if args.jsonl:
-            emit({"event": "done", "out": str(result.out), "run": result.run})
+            emit(DoneEvent(out=str(result.out), run=result.run))
         else:
-            print(format_summary(result.run or {}, result.out))
+            print(format_summary(result.run, result.out))
             for note in result.notes:
                 print(f"note: {note}")
         return EXIT_OK
     if args.jsonl:
-        emit({"event": "error", "message": result.message, "traceback": result.traceback})
+        emit(ErrorEvent(message=result.message or "the run failed", traceback=result.traceback))
     print_failure(result)
     return result.exit_code
 

@@ -27,16 +27,17 @@ No torch and no Qt here.
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import re
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from branchscope.profiling.files import read_json_object
+from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.run.folder import (
     STAGING_PREFIX,
     RunFolderError,
@@ -47,29 +48,37 @@ from branchscope.profiling.run.folder import (
     remove_files_written,
     remove_leftover_staging,
 )
+from branchscope.profiling.run.modes import MODE_NAMES, MODES
+from branchscope.profiling.run.options import RunOptions, add_options
 from branchscope.profiling.run.processes import set_death_signal
-from branchscope.profiling.run.protocol import (
-    EXIT_BAD_INPUT,
-    EXIT_OK,
-    MODES,
-    PARENT_PID_ENV,
-    RunRequest,
-    positive_seconds,
-)
+from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_OK, PARENT_PID_ENV, RunRequest
 from branchscope.profiling.run.runner import (
     CancelFlag,
     RunError,
     RunResult,
     run_profile,
     validate,
-    write_json_atomic,
+    write_atomic,
 )
-from branchscope.profiling.trace.step_stats import StepStats
-
-SWEEP_JSON = "sweep.json"
-#: sweep.json's format version, also what marks a sweep.json as branchscope's.
-SWEEP_VERSION = 1
-DONE, FAILED, NOT_RUN = "done", "failed", "not run"
+from branchscope.profiling.trace.model import TraceFormatError
+from branchscope.profiling.trace.records import (
+    CELL_FOLDER,
+    DONE,
+    FAILED,
+    NOT_RUN,
+    SWEEP_FORMAT,
+    SWEEP_JSON,
+    CellEvent,
+    CellRecord,
+    Event,
+    ProgressEvent,
+    RunRecord,
+    SweepEvent,
+    SweepRecord,
+    encode_record,
+    is_sweep_json,
+)
+from branchscope.profiling.trace.sources import read_sweep
 
 
 class SweepError(Exception):
@@ -94,21 +103,14 @@ class SweepCell:
 
 @dataclass
 class SweepRequest:
-    """A sweep: the model (demo or file), the values of each axis, the run options of every cell."""
+    """A sweep: the values of each axis, and the run options every cell shares (the model, steps,
+    timeout per cell, ranks…)."""
 
     out: Path
     modes: tuple[str, ...]
     interop: tuple[int, ...]
     intra: tuple[int, ...]
-    demo: str | None = None
-    model: Path | None = None
-    steps: int = 10
-    warmup: int = 3
-    #: Per cell.
-    timeout: float = 600.0
-    input_shapes: tuple[str, ...] = ()
-    dtype: str = "float32"
-    device: str = "auto"
+    options: RunOptions = field(default_factory=RunOptions)
     overwrite: bool = False
 
     def cells(self) -> list[SweepCell]:
@@ -121,26 +123,16 @@ class SweepRequest:
             interop=cell.interop,
             intra=cell.intra,
             out=Path(self.out) / cell.run,
-            demo=self.demo,
-            model=self.model,
-            steps=self.steps,
-            warmup=self.warmup,
-            timeout=self.timeout,
-            input_shapes=self.input_shapes,
-            dtype=self.dtype,
-            device=self.device,
+            options=self.options,
             overwrite=self.overwrite,
         )
 
     def argv(self) -> list[str]:
         """The options of `branchscope sweep` that `add_sweep_arguments` reads back into this request."""
-        args = ["--demo", str(self.demo)] if self.demo else ["--model", str(self.model)]
+        args = self.options.argv()
         args += ["--modes", ",".join(self.modes)]
         args += ["--interop", ",".join(map(str, self.interop)), "--intra", ",".join(map(str, self.intra))]
-        args += ["--steps", str(self.steps), "--warmup", str(self.warmup), "--timeout", repr(float(self.timeout))]
-        for shape in self.input_shapes:
-            args += ["--input-shape", shape]
-        args += ["--dtype", self.dtype, "--device", self.device, "--out", str(self.out)]
+        args += ["--out", str(self.out)]
         if self.overwrite:
             args.append("--overwrite")
         return args
@@ -163,7 +155,7 @@ def _comma_list(kind: Callable[[str], Any], what: str) -> Callable[[str], tuple[
 
 def _mode(text: str) -> str:
     if text not in MODES:
-        raise ValueError(f"one of {', '.join(MODES)}")
+        raise ValueError(f"one of {', '.join(MODE_NAMES)}")
     return text
 
 
@@ -175,24 +167,15 @@ def _threads(text: str) -> int:
 
 
 def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `branchscope sweep` (read back by `sweep_request_from_args`)."""
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--demo", metavar="NAME", help="a built-in demo (see `branchscope demos`)")
-    src.add_argument("--model", metavar="PATH", type=Path, help="a .py file (build_model, example_inputs) or a TorchScript archive")
+    """The options of `branchscope sweep` (read back by `sweep_request_from_args`): the run
+    options every cell shares (`options.add_options`), the axes, DIR."""
+    add_options(p)
     p.add_argument("--modes", type=_comma_list(_mode, "a mode"), required=True, metavar="M,M",
-                   help=f"modes to run, comma-separated ({', '.join(MODES)})")  # fmt: skip
+                   help=f"modes to run, comma-separated ({', '.join(MODE_NAMES)})")  # fmt: skip
     p.add_argument("--interop", type=_comma_list(_threads, "a thread count"), required=True, metavar="N,N",
                    help="inter-op thread counts, comma-separated")  # fmt: skip
     p.add_argument("--intra", type=_comma_list(_threads, "a thread count"), required=True, metavar="N,N",
                    help="intra-op thread counts, comma-separated")  # fmt: skip
-    p.add_argument("--steps", type=int, default=10, metavar="K", help="timed and profiled steps per cell (default 10)")
-    p.add_argument("--warmup", type=int, default=3, metavar="W", help="warm-up steps per cell (default 3)")
-    p.add_argument("--timeout", type=positive_seconds, default=600.0, metavar="S",
-                   help="stop a cell's worker after S seconds (default 600)")  # fmt: skip
-    p.add_argument("--input-shape", action="append", default=[], dest="input_shapes", metavar="SHAPE",
-                   help="input shape of a TorchScript archive, like 8x64x35x35 (once per input)")  # fmt: skip
-    p.add_argument("--dtype", default="float32", help="input dtype of a TorchScript archive (default float32)")
-    p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda or cuda:N")
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
                    help="where sweep.json and one run folder per cell go: a new or empty folder, or an earlier sweep's")  # fmt: skip
     p.add_argument("--overwrite", action="store_true",
@@ -205,49 +188,27 @@ def sweep_request_from_args(args: argparse.Namespace) -> SweepRequest:
         modes=tuple(args.modes),
         interop=tuple(args.interop),
         intra=tuple(args.intra),
-        demo=args.demo,
-        model=args.model,
-        steps=args.steps,
-        warmup=args.warmup,
-        timeout=args.timeout,
-        input_shapes=tuple(args.input_shapes),
-        dtype=args.dtype,
-        device=args.device,
+        options=RunOptions.from_args(args),
         overwrite=bool(args.overwrite),
     )
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity), as the worker counts them."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 # ---------------------------------------------------------------- sweep.json
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) else None
-
-
-def empty_cell(cell: SweepCell, cores: int) -> dict[str, Any]:
+def empty_cell(cell: SweepCell, cores: int) -> CellRecord:
     """A cell not run (yet)."""
-    return {
-        "mode": cell.mode,
-        "interop": cell.interop,
-        "intra": cell.intra,
-        "run": cell.run,
-        "status": NOT_RUN,
-        "oversubscribed": cell.interop * cell.intra > cores,
-        "median_ms": None,
-        "unprofiled_median_ms": None,
-        "unprofiled_spread_ms": None,
-        "unprofiled_steps": None,
-        "error": None,
-        "exit_code": None,
-    }
+    return CellRecord(
+        mode=cell.mode,
+        interop=cell.interop,
+        intra=cell.intra,
+        run=cell.run,
+        status=NOT_RUN,
+        oversubscribed=cell.interop * cell.intra > cores,
+    )
 
 
-def cell_record(cell: SweepCell, result: RunResult, cores: int) -> dict[str, Any]:
+def cell_record(cell: SweepCell, result: RunResult, cores: int) -> CellRecord:
     """The cell's entry in sweep.json from its run's result: numbers from run.json, or the error.
 
     The spread is run.json's "unprofiled_spread_ms" when it has one, else computed from its
@@ -255,89 +216,33 @@ def cell_record(cell: SweepCell, result: RunResult, cores: int) -> dict[str, Any
     """
     record = empty_cell(cell, cores)
     if not result.ok:
-        return dict(record, status=FAILED, error=result.message or "the run failed", exit_code=result.exit_code)
-    run = result.run or {}
-    stats = StepStats.of(run.get("unprofiled_steps_ms") or [])
-    spread = run.get("unprofiled_spread_ms")
-    if not (isinstance(spread, list) and len(spread) == 4 and all(_number(x) is not None for x in spread)):
+        return msgspec.structs.replace(record, status=FAILED, error=result.message or "the run failed", exit_code=result.exit_code)
+    run = result.run or RunRecord()
+    stats = run.unprofiled_stats
+    spread = run.unprofiled_spread_ms
+    if spread is None or len(spread) != 4:
         spread = stats.rounded_spread() if stats is not None else None
-    median = _number(run.get("unprofiled_median_ms"))
+    median = run.unprofiled_median_ms
     if median is None and stats is not None:
         median = round(stats.median, 4)
-    return dict(
+    return msgspec.structs.replace(
         record,
         status=DONE,
         exit_code=EXIT_OK,
-        median_ms=_number(run.get("median_ms")),
+        median_ms=run.median_ms,
         unprofiled_median_ms=median,
         unprofiled_spread_ms=spread,
         unprofiled_steps=stats.n if stats is not None else None,
     )
 
 
-def best_index(cells: list[dict[str, Any]]) -> int | None:
-    """The finished cell with the lowest unprofiled median (the first of equals); None when none finished."""
-    best: tuple[float, int] | None = None
-    for i, c in enumerate(cells):
-        ms = _number(c.get("unprofiled_median_ms"))
-        if c.get("status") == DONE and ms is not None and (best is None or ms < best[0]):
-            best = (ms, i)
-    return best[1] if best else None
-
-
-def _is_our_sweep(data: Any) -> bool:
-    return isinstance(data, dict) and data.get("sweep") == SWEEP_VERSION and isinstance(data.get("cells"), list)
-
-
-#: The only names a cell's run folder has (SweepCell.run): a name read from sweep.json is data, and
-#: any other ("..", ".", "", "a/b", an absolute path) is not a cell of ours.
-CELL_FOLDER = re.compile(rf"(?:{'|'.join(map(re.escape, MODES))})-[1-9][0-9]{{0,5}}x[1-9][0-9]{{0,5}}")
-
-
-def _cell_folder_name(cell: Any) -> str | None:
-    name = cell.get("run") if isinstance(cell, dict) else None
-    return name if isinstance(name, str) and CELL_FOLDER.fullmatch(name) else None
-
-
-def is_sweep_folder(path: Path) -> bool:
-    """Whether `path` is a folder holding a sweep.json (whether it reads is `load_sweep`'s to say)."""
-    return path.is_dir() and (path / SWEEP_JSON).is_file()
-
-
-def load_sweep(folder: Path) -> dict[str, Any]:
-    """FOLDER/sweep.json, checked: raises SweepError with one line when it is not a sweep of ours.
-
-    Cells keep their fields; numbers that are not finite numbers read as None, and `best` is
-    recomputed (a hand-edited file cannot point at a failed or missing cell).
-    """
-    path = Path(folder) / SWEEP_JSON
+def load_sweep(folder: Path) -> SweepRecord:
+    """FOLDER/sweep.json, checked (`sources.read_sweep`): raises SweepError with one line when it is
+    not a sweep of ours."""
     try:
-        data = read_json_object(path)
-    except (OSError, ValueError) as exc:  # each one line, naming the file
+        return read_sweep(Path(folder))
+    except TraceFormatError as exc:
         raise SweepError(str(exc)) from None
-    if not _is_our_sweep(data):
-        raise SweepError(f"{path} is not a branchscope sweep (no \"sweep\": {SWEEP_VERSION} and \"cells\" list)")
-    cells = []
-    for i, c in enumerate(data["cells"]):
-        ok = (
-            isinstance(c, dict)
-            and c.get("mode") in MODES
-            and all(isinstance(c.get(k), int) and not isinstance(c.get(k), bool) and c[k] >= 1 for k in ("interop", "intra"))
-            and _cell_folder_name(c) is not None
-        )
-        if not ok:
-            raise SweepError(f"{path}: cell {i} needs a mode, inter-op and intra-op thread counts and a run folder")
-        cell = dict(c)
-        for key in ("median_ms", "unprofiled_median_ms"):
-            cell[key] = _number(c.get(key))
-        spread = c.get("unprofiled_spread_ms")
-        cell["unprofiled_spread_ms"] = [float(x) for x in spread] if (
-            isinstance(spread, list) and len(spread) == 4 and all(_number(x) is not None for x in spread)
-        ) else None  # fmt: skip
-        if cell.get("status") not in (DONE, FAILED, NOT_RUN):
-            cell["status"] = NOT_RUN
-        cells.append(cell)
-    return dict(data, cells=cells, best=best_index(cells))
 
 
 # ---------------------------------------------------------------- the sweep folder
@@ -368,9 +273,9 @@ class SweepFolder:
             data = read_json_object(self.out / SWEEP_JSON, follow_symlinks=False)
         except (OSError, ValueError):
             return None
-        if not _is_our_sweep(data):
+        if not is_sweep_json(data):
             return None
-        return {name for c in data["cells"] if (name := _cell_folder_name(c)) is not None}
+        return {c.run for c in SweepRecord.parse(data).cells if c.run is not None and CELL_FOLDER.fullmatch(c.run)}
 
     def _check(self) -> None:
         out = self.out
@@ -432,7 +337,7 @@ class SweepResult:
     exit_code: int
     out: Path
     #: sweep.json as last written (None when the sweep never started).
-    sweep: dict[str, Any] | None = None
+    sweep: SweepRecord | None = None
     message: str | None = None
     cancelled_by: int | None = None
 
@@ -448,7 +353,7 @@ def validate_sweep(req: SweepRequest) -> str | None:
             return f"{name} needs at least one value"
     bad = [m for m in req.modes if m not in MODES]
     if bad:
-        return f"--modes {bad[0]!r} is not one of: {', '.join(MODES)}"
+        return f"--modes {bad[0]!r} is not one of: {', '.join(MODE_NAMES)}"
     for name, values in (("--interop", req.interop), ("--intra", req.intra)):
         low = [v for v in values if v < 1]
         if low:
@@ -458,15 +363,14 @@ def validate_sweep(req: SweepRequest) -> str | None:
 
 def run_sweep(
     req: SweepRequest,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_event: Callable[[Event], None] | None = None,
     cancel: CancelFlag | None = None,
 ) -> SweepResult:
     """Runs every cell of the sweep in turn; never raises for a failed cell or sweep.
 
-    `on_event` receives {"event": "sweep", "out", "sweep"} once sweep.json is first written, then
-    {"event": "progress", "index", "step", "of"} during a cell and {"event": "cell", "index", "of",
-    "out", "folder", **the cell's record, "best"} after each (index counts from 0, as sweep.json's
-    cells). Exit code: 0 when some cell finished (failed cells are in sweep.json), the first failure's
+    `on_event` receives a `SweepEvent` once sweep.json is first written, then `ProgressEvent`s
+    (with the cell's `index`) during a cell and a `CellEvent` after each (index counts from 0, as
+    sweep.json's cells). Exit code: 0 when some cell finished (failed cells are in sweep.json), the first failure's
     when none did, 2 when the request or DIR is refused, 128 + signal when `cancel` was set.
     """
     out = Path(req.out)
@@ -486,52 +390,50 @@ def run_sweep(
     except RunFolderError as exc:
         return SweepResult(EXIT_BAD_INPUT, out, message=str(exc))
     try:
-        sweep: dict[str, Any] = {
-            "sweep": SWEEP_VERSION,
-            "demo": req.demo,
-            "model": str(Path(req.model).resolve()) if req.model is not None else None,
-            "modes": list(req.modes),
-            "interop": list(req.interop),
-            "intra": list(req.intra),
-            "steps": req.steps,
-            "warmup": req.warmup,
-            "device": req.device,
-            "cores": cores,
-            "complete": False,
-            "cancelled": None,
-            "best": None,
-            "cells": [empty_cell(c, cores) for c in cells],
-        }
+        opts = req.options
+        sweep = SweepRecord(
+            sweep=SWEEP_FORMAT,
+            demo=opts.demo,
+            model=str(Path(opts.model).resolve()) if opts.model is not None else None,
+            modes=list(req.modes),
+            interop=list(req.interop),
+            intra=list(req.intra),
+            steps=opts.steps,
+            warmup=opts.warmup,
+            device=opts.device,
+            nproc=opts.nproc,
+            cores=cores,
+            cells=[empty_cell(c, cores) for c in cells],
+        )
         try:
-            write_json_atomic(out / SWEEP_JSON, sweep, indent=1)
+            _write(out, sweep)
         except OSError as exc:
             return SweepResult(EXIT_BAD_INPUT, out, message=f"cannot write {out / SWEEP_JSON}: {describe_os_error(exc, with_file=False)}")
-        emit({"event": "sweep", "out": str(out), "sweep": sweep})
+        emit(SweepEvent(out=str(out), sweep=sweep))
         first_failure: RunResult | None = None
         for index, cell in enumerate(cells):
             if cancel is not None and cancel.is_set():
                 break
 
-            def progress(event: dict[str, Any], index: int = index) -> None:
-                if event.get("event") == "progress":
-                    emit({"event": "progress", "index": index, "step": event.get("step"), "of": event.get("of")})
+            def progress(event: Event, index: int = index) -> None:
+                if isinstance(event, ProgressEvent):
+                    emit(ProgressEvent(index=index, step=event.step, of=event.of))
 
             result = run_profile(req.run_request(cell), progress, cancel)
             if result.cancelled_by is not None:
                 break
             record = cell_record(cell, result, cores)
-            sweep["cells"][index] = record
-            sweep["best"] = best_index(sweep["cells"])
+            sweep.cells[index] = record
+            sweep.best = sweep.best_index()
             if not result.ok and first_failure is None:
                 first_failure = result
             _save(out, sweep)
-            emit({"event": "cell", "index": index, "of": len(cells), "out": str(out),
-                  "folder": str(out / cell.run), **record, "best": sweep["best"]})  # fmt: skip
+            emit(CellEvent(index=index, of=len(cells), out=str(out), folder=str(out / cell.run), cell=record, best=sweep.best))
         if cancel is not None and cancel.is_set():
             signum = cancel.signum or signal.SIGTERM
-            sweep["cancelled"] = signal.Signals(signum).name
+            sweep.cancelled = signal.Signals(signum).name
             _save(out, sweep)
-            done = sum(1 for c in sweep["cells"] if c["status"] != NOT_RUN)
+            done = sum(1 for c in sweep.cells if c.status != NOT_RUN)
             return SweepResult(
                 128 + signum,
                 out,
@@ -539,19 +441,23 @@ def run_sweep(
                 message=f"cancelled by {signal.Signals(signum).name}; {done} of {len(cells)} cells ran, the rest are marked not run",
                 cancelled_by=signum,
             )
-        sweep["complete"] = True
+        sweep.complete = True
         _save(out, sweep)
-        if sweep["best"] is None and first_failure is not None:
+        if sweep.best is None and first_failure is not None:
             return SweepResult(first_failure.exit_code, out, sweep, message=f"no cell ran: {first_failure.message}")
         return SweepResult(EXIT_OK, out, sweep)
     finally:
         folder.close()
 
 
-def _save(out: Path, sweep: dict[str, Any]) -> None:
+def _write(out: Path, sweep: SweepRecord) -> None:
+    write_atomic(out / SWEEP_JSON, lambda f: f.write(encode_record(sweep)))
+
+
+def _save(out: Path, sweep: SweepRecord) -> None:
     """Rewrites sweep.json atomically; a failed write (disk full) leaves the last one and the sweep goes on."""
     try:
-        write_json_atomic(out / SWEEP_JSON, sweep, indent=1)
+        _write(out, sweep)
     except OSError:
         pass
 
@@ -569,38 +475,34 @@ def stop_with_parent(cancel: CancelFlag) -> None:
 # ---------------------------------------------------------------- tables
 
 
-def _ms(value: Any) -> str:
-    number = _number(value)
-    return f"{number:.2f}" if number is not None else "-"
+def _ms(value: float | None) -> str:
+    return f"{value:.2f}" if value is not None else "-"
 
 
-def markdown_table(sweep: dict[str, Any]) -> str:
+def markdown_table(sweep: SweepRecord) -> str:
     """One row per cell: the cell, unprofiled median, spread (min, q1–q3, max), profiled median, notes."""
     rows = [
         "| cell | unprofiled median ms | spread ms (min, q1–q3, max) | steps | profiled median ms | notes |",
         "| --- | ---: | --- | ---: | ---: | --- |",
     ]
-    best = sweep.get("best")
-    for i, c in enumerate(sweep.get("cells") or []):
-        spread = c.get("unprofiled_spread_ms")
+    for i, c in enumerate(sweep.cells):
+        spread = c.unprofiled_spread_ms
         spread_text = (
-            f"{_ms(spread[0])}, {_ms(spread[1])}–{_ms(spread[2])}, {_ms(spread[3])}"
-            if isinstance(spread, list) and len(spread) == 4 else "-"
-        )  # fmt: skip
+            f"{_ms(spread[0])}, {_ms(spread[1])}–{_ms(spread[2])}, {_ms(spread[3])}" if spread and len(spread) == 4 else "-"
+        )
         notes = []
-        if i == best:
+        if i == sweep.best:
             notes.append("best")
-        if c.get("oversubscribed"):
-            notes.append(f"oversubscribed (> {sweep.get('cores')} cores)")
-        if c.get("status") == FAILED:
-            notes.append(f"failed: {c.get('error')}")
-        elif c.get("status") == NOT_RUN:
+        if c.oversubscribed:
+            notes.append(f"oversubscribed (> {sweep.cores} cores)")
+        if c.status == FAILED:
+            notes.append(f"failed: {c.error}")
+        elif c.status == NOT_RUN:
             notes.append("not run")
-        label = f"{c.get('mode')} {c.get('interop')}×{c.get('intra')}"
-        steps = c.get("unprofiled_steps")
+        steps = c.unprofiled_steps
         rows.append(
-            f"| {label} | {_ms(c.get('unprofiled_median_ms'))} | {spread_text} | {steps if isinstance(steps, int) else '-'} | "
-            f"{_ms(c.get('median_ms'))} | "
+            f"| {c.label} | {_ms(c.unprofiled_median_ms)} | {spread_text} | {steps if steps is not None else '-'} | "
+            f"{_ms(c.median_ms)} | "
             f"{'; '.join(notes).replace('|', '/')} |"
         )
     return "\n".join(rows)

@@ -60,8 +60,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+import msgspec
+
+from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.run.cpu_sampler import ThreadCensus, read_thread_names, settle_interop_pool
 from branchscope.profiling.run.folder import describe_os_error
+from branchscope.profiling.run.modes import ModeUnavailable, mode_named
 from branchscope.profiling.run.processes import (
     LAUNCHER_PID_ENV,
     join_run_cgroup,
@@ -82,7 +86,24 @@ from branchscope.profiling.run.protocol import (
     step_label,
 )
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT as EXIT_BAD_MODEL
-from branchscope.profiling.run.runner import write_json_atomic
+from branchscope.profiling.run.runner import write_atomic, write_json_atomic
+from branchscope.profiling.trace.records import (
+    RUN_FORMAT,
+    RUN_JSON,
+    BranchRecord,
+    EndedEvent,
+    ErrorEvent,
+    Event,
+    ExitedEvent,
+    FinishedEvent,
+    HelloEvent,
+    PhaseEvent,
+    ProgressEvent,
+    RunRecord,
+    TraceClock,
+    encode_event,
+    encode_record,
+)
 from branchscope.profiling.trace.step_stats import StepStats
 
 #: The timed (unprofiled) phase: at least --steps steps, and up to TIMED_MIN_STEPS of them unless
@@ -112,10 +133,10 @@ class _Protocol:
         os.dup2(2, 1)  # the model's prints (and torch's) go to stderr from now on
         sys.stdout = sys.stderr
 
-    def emit(self, **event: Any) -> None:
+    def emit(self, event: Event) -> None:
         if self.rank is not None:
-            event = {**event, "rank": self.rank, "t": time.monotonic()}
-        self.stream.write(json.dumps(event) + "\n")
+            event = msgspec.structs.replace(event, rank=self.rank, t=time.monotonic())
+        self.stream.write(encode_event(event).decode("utf-8") + "\n")
         self.stream.flush()
 
 
@@ -153,8 +174,8 @@ def _start_group_reaper(worker: int, also: tuple[str, ...] = (), ended: tuple[Pa
         if set_death_signal(signal.SIGTERM) and os.getppid() == worker:
             signal.sigwait({signal.SIGTERM})  # the worker died (or someone asked the group to stop)
         if ended is not None:
-            with open(ended[0], "a", encoding="utf-8") as f:
-                f.write(json.dumps({"event": "ended", "rank": ended[1], "t": time.monotonic()}) + "\n")
+            with open(ended[0], "ab") as f:
+                f.write(encode_event(EndedEvent(rank=ended[1], t=time.monotonic())) + b"\n")
         token = os.environ.get(RUN_TOKEN_ENV)
         if token:  # what the model started and that left the group (a daemon)
             kill_processes_with_token(token, also=also)
@@ -284,7 +305,7 @@ class RankInfo:
     world_size: int
 
 
-def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None) -> dict[str, Any]:
+def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None) -> RunRecord:
     import torch
 
     # First torch calls of the process: the inter-op pool size can be set only before it starts.
@@ -297,14 +318,15 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     # Which thread is which, taken as torch starts them (see ThreadCensus): the threads there now
     # (torch's pthreadpool among them) are other threads; then the main thread's OpenMP team; then,
     # where the plan forks, the inter-op pool, started by a fork that does no OpenMP work.
+    mode = mode_named(args.mode)
     census = ThreadCensus(main_tid, args.interop)
     start_intra_op_team(args.intra)
     census.note("intra")
-    if args.mode == "fork":
+    if mode.starts_interop_pool:
         start_interop_pool()
         settle_interop_pool()
         census.note("interop")
-    proto.emit(event="phase", phase="load")
+    proto.emit(PhaseEvent(phase="load"))
 
     from branchscope.profiling.run.branches import find_branches
     from branchscope.profiling.run.model_source import (
@@ -317,7 +339,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         parse_input_shape,
         user_traceback,
     )
-    from branchscope.profiling.run.plans import ModeUnavailable, build_plan, max_abs_diff
+    from branchscope.profiling.run.plans import max_abs_diff
 
     if dist is None:
         device = _resolve_device(torch, args.device)
@@ -325,8 +347,8 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         device = "cpu"
     else:  # rank r on cuda:(local rank)
         device = _resolve_device(torch, f"cuda:{dist.local_rank}")
-    if args.mode == "streams" and not device.startswith("cuda"):
-        raise RunFailure(EXIT_MODE, "multi-stream needs CUDA: this machine has no CUDA device torch can use")
+    if mode.needs_cuda and not device.startswith("cuda"):
+        raise RunFailure(EXIT_MODE, f"{mode.title} needs CUDA: this machine has no CUDA device torch can use")
     backend = None
     if dist is not None:  # before build_model(), so that a model file may use torch.distributed freely
         backend = "nccl" if device.startswith("cuda") else "gloo"
@@ -379,7 +401,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     expected = call(loaded.model, "running its forward")
     analysis = find_branches(loaded.model, loaded.inputs, loaded.kwargs)
     try:
-        plan = build_plan(args.mode, loaded.model, analysis, device)
+        plan = mode.build_plan(loaded.model, analysis, device)
     except ModeUnavailable as exc:
         raise RunFailure(EXIT_MODE, str(exc)) from exc
     if plan.source:
@@ -408,7 +430,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         else:
             call(plan, what)
 
-    proto.emit(event="phase", phase="warmup")
+    proto.emit(PhaseEvent(phase="warmup"))
     for _ in range(args.warmup):
         one("warming up")
     sync()
@@ -417,7 +439,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         one("running a step")
         sync()
 
-    proto.emit(event="phase", phase="timing")
+    proto.emit(PhaseEvent(phase="timing"))
     # Ranks step together (collectives): each times the same number of steps, never "as many as fit".
     unprofiled = timed_steps(step, args.steps) if dist is None else timed_steps(step, args.steps, budget_s=0.0)
     # OpenMP workers of pool threads started with the plan's first run (on CUDA, threads named like
@@ -430,20 +452,20 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     steps_ms: list[float] = []
     with profile(activities=activities, record_shapes=True, profile_memory=True) as prof:
         census.note("other")  # the profiler's own threads
-        proto.emit(event="phase", phase="profile")  # after the profiler's (slow) start
+        proto.emit(PhaseEvent(phase="profile"))  # after the profiler's (slow) start
         for i in range(1, args.steps + 1):
             t0 = time.perf_counter()
             with record_function(step_label(i)):
                 one(f"profiling step {i}")
                 sync()
             steps_ms.append((time.perf_counter() - t0) * 1000.0)
-            proto.emit(event="progress", step=i, of=args.steps)
+            proto.emit(ProgressEvent(step=i, of=args.steps))
         # A forked task's future completes before its pool thread has finished the task (and
         # closed its profiler ranges). Stopping the profiler then races with that thread: seen
         # here as heap corruption (glibc malloc abort) and garbage bytes in the exported trace.
         settle_interop_pool()
     census.note(main_named_are_intra=not is_cuda)
-    proto.emit(event="phase", phase="export")
+    proto.emit(PhaseEvent(phase="export"))
 
     trace = _exported_trace(prof, args.out / "trace.raw.json")
     census.note("other")
@@ -452,7 +474,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     interop, intra = census.interop_tids, census.intra_tids
     if not census.names:  # no /proc here: no census
         interop = _pool_tids_from_trace(trace)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = usable_cores()
     branches = analysis.to_json()
     device_label = device if not is_cuda else f"{device} ({torch.cuda.get_device_name()})"
     trace["branchscope"] = {
@@ -465,6 +487,8 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         "interop_tids": interop,
         "intra_tids": intra,
         "branches": branches,
+        "model": loaded.label,
+        "source": loaded.kind,
     }
     ranked: dict[str, Any] = {}
     if dist is not None:
@@ -475,44 +499,47 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     profiled_stats, unprofiled_stats = StepStats.of(steps_ms), StepStats.of(unprofiled)
     assert profiled_stats is not None and unprofiled_stats is not None  # K >= 1 steps of each
     median, unprofiled_median = profiled_stats.median, unprofiled_stats.median
-    return {
-        "mode": args.mode,
-        "interop": args.interop,
-        "intra": args.intra,
-        "cores": cores,
-        "device": device_label,
-        "torch": torch.__version__,
-        "model": loaded.label,
-        "source": loaded.kind,
-        "steps": args.steps,
-        "warmup": args.warmup,
-        "steps_ms": [round(x, 4) for x in steps_ms],
-        "median_ms": round(median, 4),
-        "unprofiled_steps": len(unprofiled),
-        "unprofiled_steps_ms": [round(x, 4) for x in unprofiled],
-        "unprofiled_median_ms": round(unprofiled_median, 4),
-        "unprofiled_spread_ms": unprofiled_stats.rounded_spread(4),
-        "profiler_overhead": round(median / unprofiled_median, 4) if unprofiled_median > 0 else None,
-        "branches": branches,
-        "regions": len({b["region"] for b in branches}),
-        "max_abs_diff": diff,
-        "main_tid": main_tid,
-        "interop_tids": interop,
-        "intra_tids": intra,
-        "threads_applied": {"interop": torch.get_num_interop_threads(), "intra": torch.get_num_threads()},
-        "pid": os.getpid(),
-        "threads": {str(tid): name for tid, name in sorted(threads.items())},
-        "fx_error": analysis.fx_error,
-        "tracer": analysis.tracer,
-        "tracer_errors": analysis.tracer_errors,
-        "notes": analysis.notes,
-        "plan": "plan.py" if plan.source else None,
-        "trace": "trace.json.gz",
-        "trace_clock": _trace_clock(trace),
-        "train_step": loaded.train_step is not None,
+    return RunRecord(
+        format=RUN_FORMAT,
+        mode=args.mode,
+        interop=args.interop,
+        intra=args.intra,
+        cores=cores,
+        device=device_label,
+        torch=str(torch.__version__),
+        model=loaded.label,
+        source=loaded.kind,
+        input_shapes=list(args.input_shapes) or None,
+        dtype=args.dtype if args.input_shapes else None,
+        steps=args.steps,
+        warmup=args.warmup,
+        steps_ms=[round(x, 4) for x in steps_ms],
+        median_ms=round(median, 4),
+        unprofiled_steps=len(unprofiled),
+        unprofiled_steps_ms=[round(x, 4) for x in unprofiled],
+        unprofiled_median_ms=round(unprofiled_median, 4),
+        unprofiled_spread_ms=unprofiled_stats.rounded_spread(4),
+        profiler_overhead=round(median / unprofiled_median, 4) if unprofiled_median > 0 else None,
+        branches=[BranchRecord(**b) for b in branches],
+        regions=len({b["region"] for b in branches}),
+        max_abs_diff=diff,
+        main_tid=main_tid,
+        interop_tids=interop,
+        intra_tids=intra,
+        threads_applied={"interop": torch.get_num_interop_threads(), "intra": torch.get_num_threads()},
+        pid=os.getpid(),
+        threads={str(tid): name for tid, name in sorted(threads.items())},
+        fx_error=analysis.fx_error,
+        tracer=analysis.tracer,
+        tracer_errors=analysis.tracer_errors,
+        notes=analysis.notes,
+        plan="plan.py" if plan.source else None,
+        trace="trace.json.gz",
+        trace_clock=TraceClock(**_trace_clock(trace)),
+        train_step=loaded.train_step is not None,
         **ranked,
-        "complete": True,
-    }
+        complete=True,
+    )
 
 
 def _as_failure(exc: BaseException) -> RunFailure:
@@ -549,11 +576,11 @@ def _run_and_exit(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | N
     try:
         args.out.mkdir(parents=True, exist_ok=True)
         result = run(args, proto, dist) if dist is not None else run(args, proto)
-        write_json_atomic(args.out / "run.json", result, indent=1)
-        proto.emit(event="finished", run=str(args.out / "run.json"))
+        write_atomic(args.out / RUN_JSON, lambda f: f.write(encode_record(result)))
+        proto.emit(FinishedEvent(run=str(args.out / RUN_JSON)))
     except (Exception, SystemExit) as exc:
         failure = _as_failure(exc)
-        proto.emit(event="error", message=str(failure), traceback=failure.tb, exit_code=failure.exit_code)
+        proto.emit(ErrorEvent(message=str(failure), traceback=failure.tb, exit_code=failure.exit_code))
         code = failure.exit_code
     sys.stderr.flush()
     proto.stream.flush()
@@ -586,8 +613,8 @@ def _rank_main(argv: list[str] | None) -> None:
     _, status = os.waitpid(child, 0)
     code = os.waitstatus_to_exitcode(status)
     try:
-        with open(events, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"event": "exited", "rank": rank, "pid": child, "code": code, "t": time.monotonic()}) + "\n")
+        with open(events, "ab") as f:
+            f.write(encode_event(ExitedEvent(rank=rank, pid=child, code=code, t=time.monotonic())) + b"\n")
     except OSError:
         pass
     os._exit(code if code >= 0 else 128 - code)
@@ -599,7 +626,7 @@ def _rank_worker(argv: list[str] | None, events: Path, rank: int) -> None:
     sys.dont_write_bytecode = True
     dist = RankInfo(rank, int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")))
     proto = _Protocol(events, rank)
-    proto.emit(event="hello", pid=os.getpid())
+    proto.emit(HelloEvent(pid=os.getpid()))
     faulthandler.enable()
     args.out = args.out / RANK_FOLDER.format(rank=rank)
     _run_and_exit(args, proto, dist)

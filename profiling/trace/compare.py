@@ -15,7 +15,6 @@ Qt-free and torch-free.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Sequence
@@ -25,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from branchscope.profiling.files import read_json_object
 from branchscope.profiling.trace.analyses import (
     cores_used,
     first_step_start,
@@ -34,9 +32,10 @@ from branchscope.profiling.trace.analyses import (
     steps_window,
 )
 from branchscope.profiling.trace.model import Trace, TraceFormatError
-from branchscope.profiling.trace.reader import load_trace
+from branchscope.profiling.trace.records import BASELINE_MODE, RunRecord
 from branchscope.profiling.trace.run_info import BRANCH_PREFIX
-from branchscope.profiling.trace.step_stats import StepStats, speedup, unprofiled_stats
+from branchscope.profiling.trace.sources import SWEEP, open_source
+from branchscope.profiling.trace.step_stats import StepStats, speedup
 
 #: Categories of events that are not ops: annotations, Python frames, the profiler's own span.
 NOT_OP_CATEGORIES = frozenset(
@@ -50,17 +49,19 @@ _NOT_OP_NAME = re.compile(
     r"step \d+|" + re.escape(BRANCH_PREFIX) + r".*|[^:#]+#[^:]*|<[^<>]*>|__enter__|__exit__|forward",
     re.DOTALL,
 )
-RUN_JSON = "run.json"
-DEFAULT_TRACE = "trace.json.gz"
 
 
 @dataclass(frozen=True)
 class LoadedRun:
-    """A run to compare: its trace, its run.json (None for a trace alone) and the path it came from."""
+    """A run to compare: its trace, its run.json (None for a trace alone) and the path it came from.
+
+    A distributed run's trace is its ranks merged, its run.json the top-level one (the slowest
+    rank's step times, step by step), and `ranks` each rank's own run.json."""
 
     path: str
     trace: Trace
-    run: dict[str, Any] | None = None
+    run: RunRecord | None = None
+    ranks: tuple[RunRecord | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,8 @@ class RunSummary:
     pool_busy_share: float | None
     peak_bytes: dict[str, int] = field(default_factory=dict)
     origin_ns: int = 0
+    #: A distributed run's ranks: each rank's own step times (its rank number, its stats).
+    ranks: tuple[RankSummary, ...] = ()
 
     @property
     def threads(self) -> str | None:
@@ -93,6 +96,15 @@ class RunSummary:
         if self.interop is None or self.intra is None:
             return None
         return f"{self.interop}×{self.intra}"
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """One rank of a distributed run being compared: its own step times."""
+
+    rank: int
+    median_ms: float | None
+    unprofiled: StepStats | None
 
 
 @dataclass(frozen=True)
@@ -148,6 +160,15 @@ def _run_json(s: RunSummary) -> dict[str, Any]:
         "parallelism": _rounded(s.parallelism),
         "cores_used": _rounded(s.cores_used),
         "peak_bytes": dict(s.peak_bytes),
+        "ranks": [
+            {
+                "rank": r.rank,
+                "median_ms": r.median_ms,
+                "unprofiled_median_ms": None if r.unprofiled is None else round(r.unprofiled.median, 4),
+                "unprofiled_spread_ms": None if r.unprofiled is None else r.unprofiled.rounded_spread(),
+            }
+            for r in s.ranks
+        ],
     }
 
 
@@ -156,62 +177,22 @@ def _rounded(x: float | None, digits: int = 4) -> float | None:
 
 
 # ---- loading ---------------------------------------------------------------------------------
-def _read_run_json(path: Path) -> dict[str, Any]:
-    try:
-        return read_json_object(path)  # a regular file of a sane size: never blocks, never fills memory
-    except OSError as exc:
-        raise TraceFormatError(str(exc)) from None
-    except ValueError as exc:
-        raise TraceFormatError(f"not a run.json: {exc}") from None
-
-
-def _trace_name(run: dict[str, Any]) -> str:
-    name = run.get("trace")
-    # A file name beside run.json, nothing else: run.json is data, not a path to follow anywhere.
-    return name if isinstance(name, str) and name and Path(name).name == name else DEFAULT_TRACE
-
-
 def load_run(path: str | os.PathLike[str]) -> LoadedRun:
-    """A run folder (run.json and the trace it names) or a trace file (with the run.json beside it
-    when that names this file). Raises `TraceFormatError` for what cannot be read."""
-    p = Path(path)
-    if p.is_dir():
-        if not (p / RUN_JSON).is_file():
-            raise TraceFormatError(f"{p}: is a folder without a {RUN_JSON}: not a run folder")
-        folder_run = _read_run_json(p / RUN_JSON)
-        return LoadedRun(str(path), load_trace(p / _trace_name(folder_run)), folder_run)
-    trace = load_trace(p)
-    beside = p.parent / RUN_JSON
-    run: dict[str, Any] | None = None
-    if beside.is_file():
-        try:
-            candidate = _read_run_json(beside)
-        except TraceFormatError:  # optional beside a trace file: the trace was asked for, not the run.json
-            candidate = None
-        if candidate is not None and _trace_name(candidate) == p.name:
-            run = candidate
-    return LoadedRun(str(path), trace, run)
+    """A run folder (run.json and the trace it names), a distributed run's folder (its ranks
+    merged), a folder of rank traces, or a trace file (with the run.json beside it when that names
+    this file): whatever `sources.open_source` opens but a sweep. Raises `TraceFormatError`."""
+    source = open_source(path)
+    if source.kind == SWEEP:
+        raise TraceFormatError(f"{path}: is a sweep folder; compare its cells' run folders (or open it in the window)")
+    return LoadedRun(str(path), source.load(), source.run, tuple(source.rank_runs()))
 
 
 # ---- one run ----------------------------------------------------------------------------------
-def _int(value: Any) -> int | None:
-    return value if type(value) is int else None
-
-
-def _float(value: Any) -> float | None:
-    return (
-        float(value)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        else None
-    )
-
-
-def _config(trace: Trace, run: dict[str, Any] | None) -> tuple[str | None, int | None, int | None]:
+def _config(trace: Trace, run: RunRecord | None) -> tuple[str | None, int | None, int | None]:
     """(mode, interop, intra) from run.json, else from the trace's run info."""
-    run = run or {}
+    run = run or RunRecord()
     info = trace.run_info
-    mode = run.get("mode") if isinstance(run.get("mode"), str) else None
-    interop, intra = _int(run.get("interop")), _int(run.get("intra"))
+    mode, interop, intra = run.mode, run.interop, run.intra
     if info is not None:
         mode = mode if mode is not None else info.mode
         interop = interop if interop is not None else info.interop
@@ -219,12 +200,12 @@ def _config(trace: Trace, run: dict[str, Any] | None) -> tuple[str | None, int |
     return mode, interop, intra
 
 
-def run_label(trace: Trace, run: dict[str, Any] | None, path: str) -> str:
+def run_label(trace: Trace, run: RunRecord | None, path: str) -> str:
     """The label "MODEL · MODE · I×J" from run.json and the trace's run info; the file name where they are silent."""
-    model = (run or {}).get("model")
+    model = run.model if run is not None else None
     mode, interop, intra = _config(trace, run)
     name = Path(path).name or str(path)
-    parts = [model if isinstance(model, str) and model else name]
+    parts = [model or name]
     if mode:
         parts.append(mode)
     if interop is not None and intra is not None:
@@ -233,10 +214,14 @@ def run_label(trace: Trace, run: dict[str, Any] | None, path: str) -> str:
 
 
 def summarize(
-    trace: Trace, run: dict[str, Any] | None = None, path: str | None = None, label: str | None = None
+    trace: Trace,
+    run: RunRecord | None = None,
+    path: str | None = None,
+    label: str | None = None,
+    ranks: Sequence[RunRecord | None] = (),
 ) -> RunSummary:
-    """The `RunSummary` of one run (see there)."""
-    run = run or {}
+    """The `RunSummary` of one run (see there); `ranks`: a distributed run's ranks' own run.json."""
+    run = run or RunRecord()
     path = trace.path if path is None else path
     mode, interop, intra = _config(trace, run)
     window = steps_window(trace)
@@ -250,20 +235,25 @@ def summarize(
         mode=mode,
         interop=interop,
         intra=intra,
-        median_ms=_float(run.get("median_ms")),
-        unprofiled=unprofiled_stats(run),
+        median_ms=run.median_ms,
+        unprofiled=run.unprofiled_stats,
         parallelism=parallelism(trace, window) if len(trace) else None,
         cores_used=cores_used(trace, window),
         pool_busy_share=pool_busy_share(trace, window),
         peak_bytes=peaks,
         origin_ns=first if first is not None else trace.span()[0],
+        ranks=tuple(
+            RankSummary(r.rank if r.rank is not None else k, r.median_ms, r.unprofiled_stats)
+            for k, r in enumerate(ranks)
+            if r is not None
+        ),
     )
 
 
 def default_baseline(summaries: Sequence[RunSummary]) -> int:
     """The first sequential 1×1 run, else the first run."""
     for k, s in enumerate(summaries):
-        if s.mode == "sequential" and s.interop == 1 and s.intra == 1:
+        if s.mode == BASELINE_MODE and s.interop == 1 and s.intra == 1:
             return k
     return 0
 
@@ -392,7 +382,7 @@ def compare_summaries(
 def compare(runs: Sequence[LoadedRun], baseline: int | None = None) -> Comparison:
     """Summaries, speedups against the baseline (default: `default_baseline`) and the op diff."""
     labels = unique_labels([run_label(r.trace, r.run, r.path) for r in runs])
-    summaries = [summarize(r.trace, r.run, r.path, label) for r, label in zip(runs, labels)]
+    summaries = [summarize(r.trace, r.run, r.path, label, r.ranks) for r, label in zip(runs, labels)]
     if baseline is None:
         baseline = default_baseline(summaries)
     if not 0 <= baseline < len(summaries):

@@ -26,9 +26,9 @@ from branchscope.profiling.trace.reader import ProgressCallback, load_trace
 from branchscope.profiling.trace.snapshot import is_snapshot, load_snapshot, rank_from_name
 
 
-def load_source(path: str | os.PathLike[str]) -> Trace:
+def load_source(path: str | os.PathLike[str], *, progress: ProgressCallback | None = None) -> Trace:
     """A trace file, or an allocator snapshot (a pickle, told by its first bytes) as a trace of memory."""
-    return load_snapshot(path) if is_snapshot(path) else load_trace(path)
+    return load_snapshot(path) if is_snapshot(path) else load_trace(path, progress=progress)
 
 
 def load_traces(paths: Sequence[str | os.PathLike[str]], *, progress: ProgressCallback | None = None) -> Trace:
@@ -36,7 +36,7 @@ def load_traces(paths: Sequence[str | os.PathLike[str]], *, progress: ProgressCa
 
     `progress` goes to `load_trace` for each trace file in turn (its phases start over per file).
     """
-    traces = [load_snapshot(p) if is_snapshot(p) else load_trace(p, progress=progress) for p in paths]
+    traces = [load_source(p, progress=progress) for p in paths]
     return traces[0] if len(traces) == 1 else merge_traces(as_ranks(traces))
 
 
@@ -184,6 +184,36 @@ def _distributed(trace: Trace) -> tuple[int, int, str | None] | None:
         return None
     backend = info.get("backend")
     return rank, world, backend if isinstance(backend, str) else None
+
+
+def _job(trace: Trace) -> tuple[int, int, str | None] | None:
+    info = trace.metadata.get("distributedInfo")
+    if not isinstance(info, dict) or type(info.get("rank")) is not int or type(info.get("world_size")) is not int:
+        return None
+    backend = info.get("backend")
+    return info["rank"], info["world_size"], backend if isinstance(backend, str) else None
+
+
+def why_apart(traces: Sequence[Trace], paths: Sequence[str], groups: list[list[int]]) -> str:
+    """Why `rank_groups` did not put the traces in one group: the first trace outside the first
+    group against that group (`paths[k]` names trace k)."""
+    first = groups[0]
+    k = groups[1][0]
+    a, b = paths[first[0]], paths[k]
+    me, ref = _job(traces[k]), _job(traces[first[0]])
+    for path, job in ((a, ref), (b, me)):
+        if job is None:
+            return f"{path} has no distributedInfo with its rank and world size: not a rank of a distributed job"
+    assert me is not None and ref is not None
+    if me[1:] != ref[1:]:
+        return (
+            f"different distributedInfo: {a} is rank {ref[0]} of {ref[1]} ({ref[2] or 'no backend'}), "
+            f"{b} rank {me[0]} of {me[1]} ({me[2] or 'no backend'})"
+        )
+    taken = [i for i in first if (job := _job(traces[i])) is not None and job[0] == me[0]]
+    if taken:
+        return f"{paths[taken[0]]} and {b} are both rank {me[0]}"
+    return f"their clocks do not overlap: {b} was not recorded while {a} was"
 
 
 def rank_groups(traces: Sequence[Trace]) -> list[list[int]]:

@@ -90,6 +90,10 @@ class RunInfo:
     intra_tids: tuple[int, ...] = ()
     thread_roles_known: bool = False
     branches: tuple[BranchInfo, ...] = ()
+    #: What run.json calls "model" and "source" (a demo's "demo NAME", or the model file), when the
+    #: trace says.
+    model: str | None = None
+    source: str | None = None
 
     @classmethod
     def parse(cls, obj: Any) -> RunInfo | None:
@@ -122,4 +126,6 @@ class RunInfo:
             intra_tids=_tids(obj.get("intra_tids")),
             thread_roles_known=isinstance(tids, list),
             branches=tuple(branches),
+            model=_str(obj.get("model")),
+            source=_str(obj.get("source")),
         )

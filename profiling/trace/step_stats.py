@@ -1,7 +1,8 @@
 """Step times of a run and how far two runs' step times can be told apart.
 
 A run times steps without the profiler ("unprofiled", the honest number: at least K, up to 20 or
-2 s of steps) and K more under it (run.json `unprofiled_steps_ms` and `steps_ms`). `StepStats` is the median and the spread (min,
+2 s of steps) and K more under it (run.json `unprofiled_steps_ms` and `steps_ms`, read through `RunRecord.unprofiled_stats`
+and `profiled_stats`). `StepStats` is the median and the spread (min,
 quartiles, max) of one of those lists; two runs are *within noise* of each other when their
 interquartile ranges overlap: half of each run's steps fall in a range that the other's also
 reaches, so the difference of their medians is not worth a claim.
@@ -15,7 +16,9 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+#: (min, q1, q3, max) of step times, ms.
+Spread = tuple[float, float, float, float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,28 +45,17 @@ class StepStats:
         return cls(len(xs), statistics.median(xs), xs[0], q1, q3, xs[-1])
 
     @property
-    def spread(self) -> list[float]:
-        """[min, q1, q3, max], as run.json and `branchscope compare --json` write it."""
-        return [self.min, self.q1, self.q3, self.max]
+    def spread(self) -> Spread:
+        """(min, q1, q3, max), as run.json and `branchscope compare --json` write it."""
+        return (self.min, self.q1, self.q3, self.max)
 
-    def rounded_spread(self, digits: int = 4) -> list[float]:
-        return [round(x, digits) for x in self.spread]
+    def rounded_spread(self, digits: int = 4) -> Spread:
+        lo, q1, q3, hi = (round(x, digits) for x in self.spread)
+        return (lo, q1, q3, hi)
 
     def within_noise(self, other: StepStats) -> bool:
         """Whether the two runs' interquartile ranges overlap (see the module docstring)."""
         return self.q1 <= other.q3 and other.q1 <= self.q3
-
-
-def unprofiled_stats(run: dict[str, Any] | None) -> StepStats | None:
-    """The unprofiled step times of a run.json; None when it has none (an opened trace, an old run)."""
-    values = (run or {}).get("unprofiled_steps_ms")
-    return StepStats.of(values) if isinstance(values, list) else None
-
-
-def profiled_stats(run: dict[str, Any] | None) -> StepStats | None:
-    """The profiled step times of a run.json."""
-    values = (run or {}).get("steps_ms")
-    return StepStats.of(values) if isinstance(values, list) else None
 
 
 def speedup(baseline: StepStats | None, run: StepStats | None) -> float | None:

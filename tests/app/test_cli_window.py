@@ -130,7 +130,7 @@ def test_end_to_end_a_tiny_demo_through_a_real_worker_shows_its_lanes(real_windo
     with qtbot.waitSignal(win.controller.finished, timeout=240_000) as sig:
         win.start_run()
     result = sig.args[0]
-    assert result.trace_path.exists() and result.run["mode"] == "sequential"
+    assert result.trace_path.exists() and result.run.mode == "sequential"
     trace = win.timeline.trace
     assert trace is not None and trace.metadata["branchscope"]["interop"] == 1
     assert [ln.role for ln in trace.lanes_of("cpu")][0] == "main"

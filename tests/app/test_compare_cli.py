@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from branchscope.app import cmd_compare
-from tests.gui_helpers import write_small_trace
+from tests.gui_helpers import write_small_trace, write_sweep_folder
 from tests.paths import ROOT
 
 RUN_KEYS = {"label", "path", "mode", "interop", "intra", "median_ms", "unprofiled_median_ms",
-            "unprofiled_spread_ms", "parallelism", "cores_used", "peak_bytes"}  # fmt: skip
+            "unprofiled_spread_ms", "parallelism", "cores_used", "peak_bytes", "ranks"}  # fmt: skip
 
 
 def cli(argv: list[str]) -> int:
@@ -164,12 +164,15 @@ def _error_line(capsys) -> str:
         (lambda d: [], "at least two"),
         (lambda d: [d / "fork.json", d / "fork.json", "--baseline", "2"], "--baseline 2"),
         (lambda d: [d / "fork.json", d / "fork.json", "--baseline", "-1"], "--baseline -1"),
-        (lambda d: [d / "fork.json", d], "run.json"),
+        (lambda d: [d / "fork.json", d / "empty"], "folder without a complete run"),
+        (lambda d: [d / "fork.json", d / "sweep"], "is a sweep folder"),
     ],
 )
 def test_bad_input_is_one_error_line_and_exit_2(tmp_path, capsys, make, message):
     write_small_trace(tmp_path / "fork.json", "fork")
     (tmp_path / "notes.txt").write_text("not a trace")
+    (tmp_path / "empty").mkdir()
+    write_sweep_folder(tmp_path / "sweep")
     assert cli(["compare", *map(str, make(tmp_path))]) == 2
     assert message in _error_line(capsys)
     assert capsys.readouterr().out == ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
@@ -12,6 +13,7 @@ from PySide6.QtWidgets import QSlider, QStyle, QStyleOptionSlider
 
 from branchscope.app.run_controller import RunSpec
 from branchscope.app.run_controls import RERUN_DELAY_MS, RunControls
+from branchscope.profiling.run.options import RunOptions
 
 #: Long enough for a debounced run to have been asked for, had there been one.
 QUIET_MS = RERUN_DELAY_MS + 400
@@ -81,7 +83,7 @@ def test_run_asks_for_the_spec_the_controls_show(controls, qtbot):
     controls.set_values(demo="twin-mm", mode="fork", interop=2, intra=1, steps=3, timeout=90)
     with qtbot.waitSignal(controls.runRequested) as sig:
         controls.run_button.click()
-    assert sig.args == [RunSpec(mode="fork", interop=2, intra=1, steps=3, demo="twin-mm", timeout=90.0)]
+    assert sig.args == [RunSpec(mode="fork", interop=2, intra=1, options=RunOptions(steps=3, demo="twin-mm", timeout=90.0))]
 
 
 def test_dragging_2x2_to_1x1_asks_once_for_1x1_after_the_pause(controls, qtbot):
@@ -126,7 +128,7 @@ def test_keyboard_steps_on_sliders_steps_and_mode_ask_once_with_the_final_values
         qtbot.keyClick(controls.mode_combo, Qt.Key.Key_Down)  # fork
         qtbot.keyClick(controls.mode_combo, Qt.Key.Key_Down)  # streams
         qtbot.keyClick(controls.mode_combo, Qt.Key.Key_Up)  # fork
-    assert [(s.interop, s.intra, s.steps, s.mode) for s in asked] == [(3, 2, 8, "fork")]
+    assert [(s.interop, s.intra, s.options.steps, s.mode) for s in asked] == [(3, 2, 8, "fork")]
     with qtbot.assertNotEmitted(controls.runRequested, wait=QUIET_MS):
         pass
 
@@ -138,7 +140,7 @@ def test_typing_the_steps_asks_once_for_the_typed_number(controls, qtbot):
     with qtbot.waitSignal(controls.runRequested, timeout=5000):
         spin.selectAll()
         qtbot.keyClicks(spin, "12")
-    assert [s.steps for s in asked] == [12]
+    assert [s.options.steps for s in asked] == [12]
 
 
 def test_changes_back_to_where_they_started_and_values_set_from_code_ask_for_nothing(controls, qtbot):
@@ -170,7 +172,7 @@ def test_choosing_a_model_asks_for_a_run(controls, qtbot):
     with qtbot.waitSignal(controls.runRequested, timeout=5000) as sig:
         controls.model_combo.setCurrentIndex(k)
         controls.model_combo.activated.emit(k)  # as a choice in the popup does
-    assert (sig.args[0].model, sig.args[0].input_shapes) == ("/m/net.pt", ("8x3",))
+    assert (sig.args[0].options.model, sig.args[0].options.input_shapes) == (Path("/m/net.pt"), ("8x3",))
     assert controls.description.text() == "Model file /m/net.pt, inputs 8x3"
 
 
@@ -178,7 +180,7 @@ def test_the_timeout_goes_to_the_runner(controls, tmp_path):
     controls.timeout_spin.setValue(45)
     args = controls.spec().runner_arguments(tmp_path)
     assert args[args.index("--timeout") + 1] == "45.0"
-    assert RunSpec(mode="fork", interop=1, intra=1).request(tmp_path).timeout == 600.0  # unset: the runner's default
+    assert RunSpec(mode="fork", interop=1, intra=1).request(tmp_path).options.timeout == 600.0  # unset: the runner's default
 
 
 def test_unknown_demo_or_mode_is_refused(controls):
@@ -202,7 +204,7 @@ def test_a_demo_this_machine_cannot_run_is_greyed_out_with_the_reason(controls, 
     asked = _asked(controls)
     with qtbot.waitSignal(controls.runRequested, timeout=5000):
         qtbot.keyClick(controls.model_combo, Qt.Key.Key_Down)
-    assert [s.demo for s in asked] == ["inception"]
+    assert [s.options.demo for s in asked] == ["inception"]
     # chosen from code anyway: Run is off, and asking says why instead of starting a run that fails
     controls.set_values(demo="dual-gpu")
     assert not controls.run_button.isEnabled()
@@ -211,11 +213,11 @@ def test_a_demo_this_machine_cannot_run_is_greyed_out_with_the_reason(controls, 
     assert len(asked) == 1
     controls.set_cuda_devices(2)
     assert item.isEnabled() and item.text() == "demo: dual-gpu" and item.toolTip() == "two GPUs"
-    assert controls.run_button.isEnabled() and controls.request_run() and asked[-1].demo == "dual-gpu"
+    assert controls.run_button.isEnabled() and controls.request_run() and asked[-1].options.demo == "dual-gpu"
 
 
 def test_the_controls_show_the_phase_ticking_then_the_steps(controls, qtbot):
-    spec = RunSpec(mode="fork", interop=2, intra=1, steps=4, demo="twin-mm")
+    spec = RunSpec(mode="fork", interop=2, intra=1, options=RunOptions(steps=4, demo="twin-mm"))
     controls.show_started(spec)
     assert controls.cancel_button.isEnabled()
     assert re.fullmatch(r"twin-mm · fork: starting worker… \d+\.\d s", controls.progress.format())

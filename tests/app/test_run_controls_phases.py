@@ -10,6 +10,7 @@ import pytest
 
 from branchscope.app.run_controller import RunController, RunSpec
 from branchscope.app.run_controls import RunControls
+from branchscope.profiling.run.options import RunOptions
 
 PHASES = ["load", "warmup", "timing", "profile", "export"]
 
@@ -30,7 +31,7 @@ RUNNER = textwrap.dedent(
     emit(event="phase", phase="export")
     emit(event="phase")  # no phase name: ignored
     out.mkdir(parents=True)
-    emit(event="done", out=str(out), run={"mode": "fork", "argv": args})
+    emit(event="done", out=str(out), run={"mode": "fork", "notes": args})  # notes: run.json's, to carry argv
     """
 )
 
@@ -49,10 +50,10 @@ def test_phases_arrive_in_order_before_the_run_finishes(controller, qtbot):
     controller.phase.connect(lambda p: seen.append(("phase", p)))
     controller.progress.connect(lambda i, n: seen.append(("step", i, n)))
     with qtbot.waitSignal(controller.finished, timeout=30_000) as done:
-        controller.start(RunSpec("fork", 2, 1, steps=2, demo="twin-mm", timeout=42.0))
+        controller.start(RunSpec("fork", 2, 1, options=RunOptions(steps=2, demo="twin-mm", timeout=42.0)))
     assert [s[1] for s in seen if s[0] == "phase"] == PHASES
     assert seen.index(("phase", "profile")) < seen.index(("step", 1, 2)) < seen.index(("phase", "export"))
-    argv = done.args[0].run["argv"]
+    argv = done.args[0].run.notes
     assert argv[argv.index("--timeout") + 1] == "42.0"
 
 
@@ -66,7 +67,7 @@ def test_the_controls_show_each_phase_then_the_steps(controller, qtbot):
     controller.phase.connect(lambda _p: shown.append(controls.progress.format()))
     controller.progress.connect(lambda _i, _n: shown.append(controls.progress.format()))
     with qtbot.waitSignal(controller.finished, timeout=30_000):
-        controller.start(RunSpec("fork", 2, 1, steps=2, demo="twin-mm"))
+        controller.start(RunSpec("fork", 2, 1, options=RunOptions(steps=2, demo="twin-mm")))
     words = [s.rsplit(" ", 2)[0] if s.endswith(" s") else s for s in shown]
     assert words == [
         "loading the model…", "warming up…", "timing steps…", "profiling steps…",
@@ -89,7 +90,7 @@ def test_phases_of_a_cancelled_run_are_not_reported(controller, qtbot, tmp_path)
     seen: list[str] = []
     controller.phase.connect(seen.append)
     with qtbot.waitSignal(controller.phase, timeout=30_000):
-        controller.start(RunSpec("fork", 2, 1, demo="twin-mm"))
+        controller.start(RunSpec("fork", 2, 1, options=RunOptions(demo="twin-mm")))
     with qtbot.waitSignal(controller.canceled):
         controller.cancel()
     qtbot.waitUntil(lambda: controller.active_processes() == 0, timeout=10_000)
@@ -105,7 +106,7 @@ def test_a_real_run_reports_its_phases(qtbot, tmp_path):
     controller.finished.connect(lambda _run: ended.append("finished"))
     controller.failed.connect(lambda message, details: ended.append(f"{message}\n{details}"))
     try:
-        controller.start(RunSpec("fork", 2, 1, steps=2, warmup=1, demo="twin-mm"))
+        controller.start(RunSpec("fork", 2, 1, options=RunOptions(steps=2, warmup=1, demo="twin-mm")))
         qtbot.waitUntil(lambda: bool(ended), timeout=240_000)
     finally:
         controller.shutdown()

@@ -9,15 +9,17 @@ from pathlib import Path
 import pytest
 
 from branchscope.app.runs import TRACE_CACHE, Entry, Runs, RunSpec
+from branchscope.profiling.run.options import RunOptions
+from branchscope.profiling.trace.records import RunRecord
 from tests.paths import ROOT
 
 
 def run(mode: str, median: float | None, model: str = "inception", threads=(1, 1), spread: float = 1.0) -> Entry:
     """A run whose unprofiled steps have `median` and quartiles `spread` ms either side."""
-    spec = RunSpec(mode, *threads, demo=model)
+    spec = RunSpec(mode, *threads, options=RunOptions(demo=model))
     steps = [median - 2 * spread, median - spread, median, median + spread, median + 2 * spread] if median else []
     info = {"median_ms": 999.0, "unprofiled_steps_ms": steps} if median is not None else {}  # profiled: ignored
-    return Entry(model, Path(f"/runs/{model}-{mode}/trace.json.gz"), spec=spec, run=info)
+    return Entry(model, Path(f"/runs/{model}-{mode}/trace.json.gz"), spec=spec, run=RunRecord.parse(info))
 
 
 def opened(name: str) -> Entry:
@@ -72,14 +74,14 @@ def test_an_entry_names_its_files_medians_and_title():
     assert merged.paths == (Path("/t/rank-0.json"), Path("/t/rank-1.json"))
     assert merged.median_ms is None and merged.stats is None and merged.title == "ranks 0, 1"
     e = Entry("inception", Path("/r/trace.json.gz"), spec=RunSpec("fork", 2, 1),
-              run={"median_ms": 20, "unprofiled_steps_ms": [12.0, 10.0, 11.0, 30.0]})  # fmt: skip
+              run=RunRecord.parse({"median_ms": 20, "unprofiled_steps_ms": [12.0, 10.0, 11.0, 30.0]}))  # fmt: skip
     assert e.median_ms == 20.0 and e.title == "inception · fork · 2×1"
     assert (e.stats.n, e.stats.median, e.stats.min, e.stats.max) == (4, 11.5, 10.0, 30.0)
-    assert Entry("x", Path("/x"), run={"median_ms": "fast", "unprofiled_steps_ms": "slow"}).median_ms is None
-    assert Entry("x", Path("/x"), run={"unprofiled_steps_ms": "slow"}).stats is None
+    assert Entry("x", Path("/x"), run=RunRecord.parse({"median_ms": "fast", "unprofiled_steps_ms": "slow"})).median_ms is None
+    assert Entry("x", Path("/x"), run=RunRecord.parse({"unprofiled_steps_ms": "slow"})).stats is None
     # without a spec, mode and threads come from run.json
-    bare = Entry("twin-mm", Path("/x"), run={"mode": "fork", "interop": 2, "intra": 3, "model": "demo twin-mm", "source": "demo"})
-    assert bare.title == "twin-mm · fork · 2×3" and bare.model_key == RunSpec("fork", 2, 3, demo="twin-mm").model_key
+    bare = Entry("twin-mm", Path("/x"), run=RunRecord.parse({"mode": "fork", "interop": 2, "intra": 3, "model": "demo twin-mm", "source": "demo"}))
+    assert bare.title == "twin-mm · fork · 2×3" and bare.model_key == RunSpec("fork", 2, 3, options=RunOptions(demo="twin-mm")).model_key
 
 
 def test_speedup_is_the_unprofiled_median_of_the_models_sequential_1x1_run_over_this_runs():
@@ -142,14 +144,12 @@ def test_a_set_baseline_applies_to_its_own_models_runs_only():
 
 def test_missing_baseline_is_the_1x1_sequential_spec_of_a_model_without_one():
     runs = Runs()
-    spec = RunSpec("fork", 2, 2, steps=7, model="/m/net.pt", input_shapes=("8x3",), timeout=30.0)
-    runs.append(Entry("net.pt", Path("/r/a/trace.json.gz"), spec=spec, run={"unprofiled_steps_ms": [5.0]}))
+    spec = RunSpec("fork", 2, 2, options=RunOptions(steps=7, model=Path("/m/net.pt"), input_shapes=("8x3",), timeout=30.0))
+    runs.append(Entry("net.pt", Path("/r/a/trace.json.gz"), spec=spec, run=RunRecord.parse({"unprofiled_steps_ms": [5.0]})))
     runs.append(opened("b.json"))
-    assert runs.missing_baseline(0) == RunSpec(
-        "sequential", 1, 1, steps=7, model="/m/net.pt", input_shapes=("8x3",), timeout=30.0
-    )
+    assert runs.missing_baseline(0) == RunSpec("sequential", 1, 1, options=RunOptions(steps=7, model=Path("/m/net.pt"), input_shapes=("8x3",), timeout=30.0))
     assert runs.missing_baseline(1) is None  # nothing to repeat
-    runs.append(Entry("net.pt", Path("/r/c/trace.json.gz"), spec=runs.missing_baseline(0), run={"unprofiled_steps_ms": [10.0]}))
+    runs.append(Entry("net.pt", Path("/r/c/trace.json.gz"), spec=runs.missing_baseline(0), run=RunRecord.parse({"unprofiled_steps_ms": [10.0]})))
     assert runs.missing_baseline(0) is None and runs.speedup(0) == 2.0
     other = Runs()
     other.append(run("fork", 20.0, threads=(2, 1)))
@@ -229,9 +229,9 @@ def test_summary_line_says_what_ran_and_how_it_compares_with_the_baseline():
     from branchscope.app.runs import Entry, Runs, RunSpec
 
     def entry(mode, interop, intra, steps):
-        spec = RunSpec(mode=mode, interop=interop, intra=intra, demo="inception")
+        spec = RunSpec(mode=mode, interop=interop, intra=intra, options=RunOptions(demo="inception"))
         run = {"unprofiled_steps_ms": steps, "branches": [{"name": f"b{i}"} for i in range(4)]}
-        return Entry("inception", Path("t.json"), spec=spec, run=run)
+        return Entry("inception", Path("t.json"), spec=spec, run=RunRecord.parse(run))
 
     runs = Runs()
     runs.append(entry("fork", 2, 1, [10, 10, 10, 10]))

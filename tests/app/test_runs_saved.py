@@ -13,18 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from branchscope.app.runs import (
-    _SCAN_CHUNK,
-    Entry,
-    Runs,
-    RunSpec,
-    _find_info,
-    entry_for_path,
-    read_trace_info,
-    saved_runs,
-)
+from branchscope.app.runs import Entry, Runs, RunSpec, entry_for_path, saved_runs
 from branchscope.profiling import load_trace
+from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.trace.model import TraceFormatError
+from branchscope.profiling.trace.records import RunRecord
+from branchscope.profiling.trace.sources import SCAN_CHUNK as _SCAN_CHUNK
+from branchscope.profiling.trace.sources import find_info as _find_info
+from branchscope.profiling.trace.sources import read_trace_info
 from tests.paths import ROOT
 
 
@@ -86,8 +82,8 @@ def test_saved_runs_lists_complete_runs_oldest_first_and_writes_nothing(tmp_path
 
     assert [e.trace_path.parent for e in entries] == [older, middle, newer]
     assert [e.title for e in entries] == ["twin-mm · sequential · 1×1", "net.py · fork · 2×2", "twin-mm · fork · 2×1"]
-    assert entries[0].spec == RunSpec("sequential", 1, 1, steps=3, demo="twin-mm", warmup=1)
-    assert entries[1].spec == RunSpec("fork", 2, 2, steps=3, model="/m/net.py", warmup=1)
+    assert entries[0].spec == RunSpec("sequential", 1, 1, options=RunOptions(steps=3, demo="twin-mm", warmup=1))
+    assert entries[1].spec == RunSpec("fork", 2, 2, options=RunOptions(steps=3, model=Path("/m/net.py"), warmup=1))
     assert entries[0].stats is not None and entries[0].stats.median == 11.0
     assert all(e.trace is None for e in entries)  # read when shown
     assert _snapshot(tmp_path) == before
@@ -107,15 +103,16 @@ def test_saved_runs_compare_with_their_models_sequential_1x1_run(tmp_path):
 
 
 def test_a_torchscript_run_is_repeatable_only_with_its_input_shapes():
-    from branchscope.app.runs import spec_from_run
+    def spec_from_run(run: dict) -> RunSpec | None:
+        return RunSpec.from_record(RunRecord.parse(run))
 
     run = _run_json("fork", 2, 1, model="/m/net.pt", source="torchscript")
     assert spec_from_run(run) is None
     spec = spec_from_run(run | {"input_shapes": ["8x3"], "dtype": "float16"})
-    assert spec == RunSpec("fork", 2, 1, steps=3, model="/m/net.pt", warmup=1, input_shapes=("8x3",), dtype="float16")
+    assert spec == RunSpec("fork", 2, 1, options=RunOptions(steps=3, model=Path("/m/net.pt"), warmup=1, input_shapes=("8x3",), dtype="float16"))
     assert spec_from_run({"mode": "fork"}) is None and spec_from_run(run | {"interop": "2"}) is None
     # without a spec, an entry still says what ran
-    e = Entry("net.pt", Path("/r/trace.json.gz"), run=run)
+    e = Entry("net.pt", Path("/r/trace.json.gz"), run=RunRecord.parse(run))
     assert e.title == "net.pt · fork · 2×1" and e.model_key == "file:/m/net.pt"
 
 
@@ -175,7 +172,7 @@ def test_an_opened_trace_is_labelled_by_its_run_or_its_own_object(tmp_path):
     folder = _write_run(tmp_path / "001-twin-mm-fork-2x1", _run_json("fork", 2, 1))
     e = entry_for_path(folder / "trace.json.gz")
     assert (e.label, e.title, e.stats.median) == ("twin-mm", "twin-mm · fork · 2×1", 11.0)
-    assert e.spec == RunSpec("fork", 2, 1, steps=3, demo="twin-mm", warmup=1)
+    assert e.spec == RunSpec("fork", 2, 1, options=RunOptions(steps=3, demo="twin-mm", warmup=1))
     assert entry_for_path(folder).trace_path == folder / "trace.json.gz"  # the folder itself
     # a trace alone: its "branchscope" object, and its name (a generic name: its folder's)
     alone = _trace_with_info(tmp_path / "mine.json.gz", INFO)
@@ -217,7 +214,7 @@ def test_a_real_run_folder_reads_back_as_it_ran(real_run):
     run = json.loads((real_run / "run.json").read_text())
     e = entry_for_path(real_run)
     assert e.title == "twin-mm · fork · 2×1"
-    assert e.spec == RunSpec("fork", 2, 1, steps=2, demo="twin-mm", warmup=1)
+    assert e.spec == RunSpec("fork", 2, 1, options=RunOptions(steps=2, demo="twin-mm", warmup=1))
     assert e.stats is not None and e.stats.n == len(run["unprofiled_steps_ms"]) >= 2
     [kept] = saved_runs(real_run.parent.parent)
     assert kept.title == e.title and kept.trace_path == e.trace_path

@@ -10,13 +10,15 @@ from PySide6.QtCore import QItemSelectionModel, Qt
 from branchscope.app.run_controller import RunSpec
 from branchscope.app.runs import Entry, Runs
 from branchscope.app.runs_table import RunsTableModel, RunsView, step_text
+from branchscope.profiling.run.options import RunOptions
+from branchscope.profiling.trace.records import RunRecord
 from branchscope.profiling.trace.step_stats import StepStats
 
 
 def _run(mode: str, steps_ms: list[float] | None, interop: int = 1, demo: str = "inception") -> Entry:
-    spec = RunSpec(mode=mode, interop=interop, intra=1, steps=5, demo=demo)
+    spec = RunSpec(mode=mode, interop=interop, intra=1, options=RunOptions(steps=5, demo=demo))
     run = {"median_ms": 99.0} | ({"unprofiled_steps_ms": steps_ms} if steps_ms is not None else {})
-    return Entry(demo, Path(f"/runs/{mode}-{interop}/trace.json.gz"), spec=spec, run=run)
+    return Entry(demo, Path(f"/runs/{mode}-{interop}/trace.json.gz"), spec=spec, run=RunRecord.parse(run))
 
 
 def _texts(model: RunsTableModel) -> list[list[str]]:
@@ -106,7 +108,7 @@ def test_the_context_menu_sets_the_baseline_and_runs_a_missing_one(listed, qtbot
     lstm = {a.text(): a for a in view.context_menu(4).actions() if a.text()}
     with qtbot.waitSignal(view.baselineRunRequested) as sig:
         lstm["Run the sequential 1×1 baseline"].trigger()
-    assert sig.args == [RunSpec("sequential", 1, 1, steps=5, demo="lstm")]
+    assert sig.args == [RunSpec("sequential", 1, 1, options=RunOptions(steps=5, demo="lstm"))]
 
 
 def test_the_view_says_which_row_the_user_chose_but_not_rows_the_window_selects(listed):

@@ -13,7 +13,8 @@ import psutil
 import pytest
 
 from branchscope.profiling import load_trace
-from branchscope.profiling.run.sweep import SWEEP_JSON, usable_cores
+from branchscope.profiling.machine import usable_cores
+from branchscope.profiling.run.sweep import SWEEP_JSON
 from tests.paths import ROOT
 from tests.processes import wait_until
 
@@ -56,7 +57,7 @@ def test_sweep_records_each_cell_goes_on_after_a_failed_one_and_marks_the_best(t
     assert events[0] == {"event": "sweep", "out": str(out), "sweep": events[0]["sweep"]}
     assert events[-1] == {"event": "done", "out": str(out), "sweep": data}
     cells = [e for e in events if e["event"] == "cell"]
-    assert [(e["index"], e["of"], e["mode"], e["interop"], e["status"]) for e in cells] == [
+    assert [(e["index"], e["of"], e["cell"]["mode"], e["cell"]["interop"], e["cell"]["status"]) for e in cells] == [
         (0, 4, "sequential", 1, "done"), (1, 4, "sequential", 2, "done"),
         (2, 4, "streams", 1, "failed"), (3, 4, "streams", 2, "failed"),
     ]  # fmt: skip

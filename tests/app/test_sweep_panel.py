@@ -16,7 +16,9 @@ import pytest
 from PySide6.QtCore import Qt
 
 from branchscope.app.sweep_controller import SweepController
+from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.sweep import SWEEP_JSON, SweepRequest, load_sweep
+from branchscope.profiling.trace.records import CellEvent, CellRecord, SweepRecord, lenient
 from branchscope.widgets.sweep_view import SweepView
 from tests.gui_helpers import show
 from tests.processes import wait_until
@@ -130,14 +132,14 @@ def test_failed_cells_are_not_chosen_and_escape_forgets_the_first_click(qtbot, v
 def test_cells_arriving_update_the_view(qtbot, sweep_folder):
     view = show(qtbot, SweepView(), 600, 300)
     assert view.plots == {} and view.legend.text() == "No sweep cells yet."
-    data = json.loads(json.dumps(SYNTHETIC))
-    for c in data["cells"]:
-        c.update(status="not run", unprofiled_median_ms=None)
-    data["best"] = None
+    data = SweepRecord.parse(json.loads(json.dumps(SYNTHETIC)))
+    for c in data.cells:
+        c.status, c.unprofiled_median_ms = "not run", None
+    data.best = None
     view.set_sweep(data, sweep_folder)
     assert view.best_marker is None and view.color_bar is None and "0 of 8 cells ran" in view.legend.text()
-    data["cells"][0] = cell("sequential", 1, 1, 20.0)
-    data["best"] = 0
+    data.cells[0] = lenient(CellRecord, cell("sequential", 1, 1, 20.0))
+    data.best = 0
     view.set_sweep(data, sweep_folder)
     assert view.best_marker is not None and view.best_marker.rect().contains(0.5, 0.5)
     assert view.images["sequential"].image[0, 0] == 20.0 and math.isnan(view.images["sequential"].image[1, 0])
@@ -187,21 +189,21 @@ def controller(qtbot):
 @pytest.mark.slow
 def test_controller_runs_a_sweep_and_reports_each_cell(qtbot, controller, tmp_path):
     out = tmp_path / "sweep"
-    cells: list[dict] = []
+    cells: list[CellEvent] = []
     controller.cellFinished.connect(cells.append)
-    request = SweepRequest(out=out, modes=("sequential", "streams"), interop=(1,), intra=(1,), demo="twin-mm", steps=2, warmup=1)
+    request = SweepRequest(out=out, modes=("sequential", "streams"), interop=(1,), intra=(1,), options=RunOptions(demo="twin-mm", steps=2, warmup=1))
     with qtbot.waitSignal(controller.started, timeout=60_000) as started:
         controller.start(request)
-    assert [c["status"] for c in started.args[0]["cells"]] == ["not run", "not run"]
+    assert [c.status for c in started.args[0].cells] == ["not run", "not run"]
     assert controller.last_command[1:4] == ["-I", "-m", "branchscope.app.cli"]
     with qtbot.waitSignal(controller.finished, timeout=240_000) as finished:
         pass
     assert finished.args == [str(out)]
-    assert [(c["index"], c["status"], c["folder"]) for c in cells] == [
+    assert [(c.index, c.cell.status, c.folder) for c in cells] == [
         (0, "done", str(out / "sequential-1x1")), (1, "failed", str(out / "streams-1x1")),
     ]  # fmt: skip
-    assert cells[1]["exit_code"] == 3 and cells[0]["best"] == 0
-    assert load_sweep(out)["cells"][0]["unprofiled_median_ms"] == cells[0]["unprofiled_median_ms"]
+    assert cells[1].cell.exit_code == 3 and cells[0].best == 0
+    assert load_sweep(out).cells[0].unprofiled_median_ms == cells[0].cell.unprofiled_median_ms
     assert controller.active_processes() == 0 and not controller.is_running()
 
 
@@ -213,18 +215,18 @@ def test_controller_cancel_keeps_finished_cells_and_leaves_nothing_running(qtbot
     model = tmp_path / "hangs_with_two.py"
     model.write_text(HANGS_WITH_TWO)
     out = tmp_path / "sweep"
-    request = SweepRequest(out=out, modes=("sequential",), interop=(1, 2), intra=(1,), model=model, steps=2, warmup=1)
+    request = SweepRequest(out=out, modes=("sequential",), interop=(1, 2), intra=(1,), options=RunOptions(model=model, steps=2, warmup=1))
     failed: list[str] = []
     controller.failed.connect(failed.append)
     with qtbot.waitSignal(controller.cellFinished, timeout=240_000) as first:
         controller.start(request)
-    assert first.args[0]["status"] == "done", first.args[0]["error"]
+    assert first.args[0].cell.status == "done", first.args[0].cell.error
     wait_until(lambda: _with_marker(marker), 120, "the second cell's model to hang")
     with qtbot.waitSignal(controller.canceled, timeout=60_000) as canceled:
         controller.cancel()
     assert canceled.args == [str(out)] and failed == []
     data = load_sweep(out)
-    assert [c["status"] for c in data["cells"]] == ["done", "not run"]
-    assert data["cancelled"] == signal.Signals(signal.SIGTERM).name and data["best"] == 0
+    assert [c.status for c in data.cells] == ["done", "not run"]
+    assert data.cancelled == signal.Signals(signal.SIGTERM).name and data.best == 0
     assert controller.active_processes() == 0
     wait_until(lambda: not _with_marker(marker), 30, "the hanging model's child to end")

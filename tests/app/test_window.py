@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from branchscope.app.main_window import MainWindow
 from branchscope.app.run_controller import RunController, RunSpec
 from branchscope.profiling import TraceFormatError, load_trace
+from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RunRequest, add_run_arguments, request_from_args
 from tests.gui_helpers import FAKE_RUNNER, write_small_trace
 
@@ -117,8 +118,8 @@ def test_a_new_run_cancels_the_one_going(window, qtbot):
     with qtbot.waitSignal(controller.finished, timeout=20_000):
         window.run_button.click()
     qtbot.waitUntil(lambda: controller.active_processes() == 0, timeout=10_000)
-    assert [s.steps for s in canceled] == [500]
-    assert [r.spec.steps for r in finished] == [2]
+    assert [s.options.steps for s in canceled] == [500]
+    assert [r.spec.options.steps for r in finished] == [2]
     assert window.runs_table.rowCount() == 1
 
 
@@ -185,7 +186,7 @@ def test_clicking_an_event_shows_it_in_the_details_panel(window, qtbot, tmp_path
 
 
 def test_run_spec_arguments_for_a_torchscript_file():
-    spec = RunSpec(mode="fork", interop=2, intra=1, steps=3, model="/m/net.pt", input_shapes=("8x3", "8x4"))
+    spec = RunSpec(mode="fork", interop=2, intra=1, options=RunOptions(steps=3, model=Path("/m/net.pt"), input_shapes=("8x3", "8x4")))
     args = spec.runner_arguments(Path("/o"))
     assert args[:12] == ["--model", "/m/net.pt", "--mode", "fork", "--interop", "2", "--intra", "1",
                          "--steps", "3", "--warmup", "3"]  # fmt: skip
@@ -194,9 +195,7 @@ def test_run_spec_arguments_for_a_torchscript_file():
     parser = argparse.ArgumentParser()
     add_run_arguments(parser)
     parser.add_argument("--jsonl", action="store_true")
-    assert request_from_args(parser.parse_args(args)) == RunRequest(
-        mode="fork", interop=2, intra=1, out=Path("/o"), model=Path("/m/net.pt"), steps=3, input_shapes=("8x3", "8x4")
-    )
+    assert request_from_args(parser.parse_args(args)) == RunRequest(mode="fork", interop=2, intra=1, out=Path("/o"), options=RunOptions(model=Path("/m/net.pt"), steps=3, input_shapes=("8x3", "8x4")))
 
 
 def test_rank_files_open_merged_side_by_side(window, shared_traces):

@@ -18,8 +18,10 @@ import pytest
 
 from branchscope.app import cmd_memory, cmd_profile
 from branchscope.app.runs import entry_for_path
+from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.run.runner import launcher_command, run_profile
+from branchscope.profiling.trace.records import ErrorEvent, ExitedEvent, PhaseEvent, RunRecord
 from tests.paths import ROOT
 from tests.processes import wait_until
 
@@ -101,9 +103,7 @@ def _model(tmp_path: Path, behave: str) -> tuple[Path, str]:
 
 
 def _request(model: Path, out: Path, nproc: int = 2, timeout: float = 600.0) -> RunRequest:
-    return RunRequest(
-        mode="sequential", interop=1, intra=1, out=out, model=model, steps=2, warmup=1, nproc=nproc, timeout=timeout
-    )
+    return RunRequest(mode="sequential", interop=1, intra=1, out=out, options=RunOptions(model=model, steps=2, warmup=1, nproc=nproc, timeout=timeout))
 
 
 def test_the_launcher_is_torch_distributed_run_on_loopback(tmp_path):
@@ -228,55 +228,58 @@ def test_the_processes_control_asks_for_ranks_once_the_user_pauses(qtbot, tmp_pa
     qtbot.addWidget(controls)
     controls.show()
     qtbot.waitExposed(controls)
-    assert controls.spec().nproc == 1 and "--nproc" not in controls.spec().runner_arguments(tmp_path)
+    assert controls.spec().options.nproc == 1 and "--nproc" not in controls.spec().runner_arguments(tmp_path)
     asked: list = []
     controls.runRequested.connect(asked.append)
     controls.nproc_spin.setFocus()
     qtbot.keyClick(controls.nproc_spin, Qt.Key.Key_Up)
     qtbot.waitUntil(lambda: bool(asked), timeout=RERUN_DELAY_MS + 5000)
-    assert [spec.nproc for spec in asked] == [2]
+    assert [spec.options.nproc for spec in asked] == [2]
     args = asked[0].runner_arguments(tmp_path)
     assert args[args.index("--nproc") + 1] == "2"
     controls.set_values(nproc=3)
-    assert controls.spec().nproc == 3
+    assert controls.spec().options.nproc == 3
 
 
 def test_a_distributed_run_json_repeats_and_reads_as_its_ranks(tmp_path):
     from branchscope.app.run_controller import FinishedRun
-    from branchscope.app.runs import RunSpec, read_run_json, spec_from_run
+    from branchscope.app.runs import RunSpec
+    from branchscope.profiling.trace.sources import complete_run
 
-    run = {
+    raw = {
         "mode": "sequential", "interop": 1, "intra": 1, "model": "demo ddp-gather-loss", "source": "demo",
         "steps": 2, "warmup": 1, "nproc": 2, "complete": True, "trace": "rank-0/trace.json.gz",
         "ranks": [{"rank": 0, "trace": "rank-0/trace.json.gz"}, {"rank": 1, "trace": "rank-1/trace.json.gz"}],
     }  # fmt: skip
-    spec = spec_from_run(run)
-    assert spec == RunSpec(mode="sequential", interop=1, intra=1, steps=2, warmup=1, demo="ddp-gather-loss", nproc=2)
+    run = RunRecord.parse(raw)
+    spec = RunSpec.from_record(run)
+    assert spec == RunSpec(mode="sequential", interop=1, intra=1, options=RunOptions(steps=2, warmup=1, demo="ddp-gather-loss", nproc=2))
     finished = FinishedRun(spec, tmp_path, run)
     assert finished.paths == (tmp_path / "rank-0/trace.json.gz", tmp_path / "rank-1/trace.json.gz")
     assert finished.trace_path == tmp_path / "rank-0/trace.json.gz"
-    (tmp_path / "run.json").write_text(json.dumps(run))
+    (tmp_path / "run.json").write_text(json.dumps(raw))
     (tmp_path / "rank-0").mkdir()
     (tmp_path / "rank-0" / "trace.json.gz").write_bytes(b"")
-    assert read_run_json(tmp_path) is None  # rank 1's trace is missing: no complete run
+    assert complete_run(tmp_path) is None  # rank 1's trace is missing: no complete run
     (tmp_path / "rank-1").mkdir()
     (tmp_path / "rank-1" / "trace.json.gz").write_bytes(b"")
-    assert read_run_json(tmp_path) == run
-    escaping = dict(run, ranks=[{"rank": 0, "trace": "rank-0/../../etc/passwd"}])
+    assert complete_run(tmp_path) == run
+    escaping = dict(raw, ranks=[{"rank": 0, "trace": "rank-0/../../etc/passwd"}])
     (tmp_path / "run.json").write_text(json.dumps(escaping))
-    assert read_run_json(tmp_path) is None
+    assert complete_run(tmp_path) is None
 
 
 def test_the_first_failure_is_a_rank_killed_before_any_rank_exited_with_an_error():
     from branchscope.profiling.run.runner import _first_failure, _Rank
 
-    killed = _Rank(1, pid=11, exited={"code": -9, "t": 10.0}, failed_at=10.0)
+    killed = _Rank(1, pid=11, exited=ExitedEvent(code=-9, t=10.0), failed_at=10.0)
     # rank 0 saw its peer vanish in a collective: an error, reported about when rank 1 died
-    broken = _Rank(0, pid=10, error={"message": "Connection closed by peer"}, exited={"code": 2, "t": 10.2}, failed_at=9.99)
+    broken = _Rank(0, pid=10, error=ErrorEvent(message="Connection closed by peer"), exited=ExitedEvent(code=2, t=10.2),
+                   failed_at=9.99)  # fmt: skip
     assert _first_failure([broken, killed]) is killed
     # a rank raised and exited 2; the launcher then stopped the other with SIGTERM
-    raised = _Rank(1, error={"message": "boom"}, exited={"code": 2, "t": 5.0}, failed_at=4.9)
-    stopped = _Rank(0, exited={"code": -15, "t": 5.3}, failed_at=5.3)
+    raised = _Rank(1, error=ErrorEvent(message="boom"), exited=ExitedEvent(code=2, t=5.0), failed_at=4.9)
+    stopped = _Rank(0, exited=ExitedEvent(code=-15, t=5.3), failed_at=5.3)
     assert _first_failure([stopped, raised]) is raised
     assert _first_failure([_Rank(0, finished=True), _Rank(1, finished=True)]) is None
     # at a timeout (20.0) the runner stops the ranks itself: what dies after it is no failure
@@ -296,13 +299,13 @@ def test_a_rank_folder_branchscope_did_not_write_is_never_replaced(tmp_path):
         assert folder.staging is not None
         (folder.staging / "rank-0").mkdir()
         (folder.staging / "rank-0" / "run.json").write_text("{}")
-        folder.commit({"complete": True})
+        folder.commit(RunRecord(complete=True))
     assert (tmp_path / "rank-0" / "notes.txt").read_text() == "mine"
     assert sorted(p.name for p in (tmp_path / "rank-0").iterdir()) == ["notes.txt", "run.json"]
     with RunFolder(tmp_path, overwrite=True) as folder:  # and a next run takes only ours away
         assert folder.staging is not None
         (folder.staging / "trace.json.gz").write_bytes(b"x")
-        folder.commit({"complete": True})
+        folder.commit(RunRecord(complete=True))
     assert sorted(p.name for p in (tmp_path / "rank-0").iterdir()) == ["notes.txt"]
 
 
@@ -315,12 +318,12 @@ def test_a_distributed_run_folder_is_replaced_by_a_single_process_run(tmp_path):
             (folder.staging / f"rank-{r}").mkdir()
             (folder.staging / f"rank-{r}" / "trace.json.gz").write_bytes(b"x")
         (folder.staging / "worker.log").write_text("")
-        run = folder.commit({"complete": True, "ranks": []})
-    assert set(run["files"]) == {"rank-0/trace.json.gz", "rank-1/trace.json.gz", "worker.log"}
+        run = folder.commit(RunRecord(complete=True, ranks=[]))
+    assert set(run.files or {}) == {"rank-0/trace.json.gz", "rank-1/trace.json.gz", "worker.log"}
     with RunFolder(tmp_path) as folder:  # every name is ours: no --overwrite needed
         assert folder.staging is not None
         (folder.staging / "trace.json.gz").write_bytes(b"y")
-        folder.commit({"complete": True})
+        folder.commit(RunRecord(complete=True))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json", "trace.json.gz"]
 
 
@@ -334,8 +337,8 @@ def test_a_cancelled_distributed_run_stops_every_rank(tmp_path):
     out = tmp_path / "out"
     cancel = CancelFlag()
 
-    def on_event(event: dict) -> None:
-        if event.get("phase") == "warmup":  # rank 0's: both ranks run the model now
+    def on_event(event: object) -> None:
+        if isinstance(event, PhaseEvent) and event.phase == "warmup":  # rank 0's: both ranks run the model now
             wait_until(lambda: len(_mentioning(marker)) == 2, 60, "both ranks' child processes")
             cancel.set(signal.SIGTERM)
 

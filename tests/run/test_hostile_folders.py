@@ -19,10 +19,12 @@ from branchscope.profiling.run.folder import (
     RunFolderError,
     files_written_by_branchscope,
 )
+from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RunRequest, python_command
 from branchscope.profiling.run.runner import run_profile
 from branchscope.profiling.run.sweep import SWEEP_JSON, SweepCell, SweepFolder, load_sweep
 from branchscope.profiling.trace.reader import load_trace
+from branchscope.profiling.trace.records import RunRecord, to_builtins
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="FIFOs, /proc, /dev/zero: Linux")
 
@@ -53,7 +55,7 @@ def _commit_a_run(out: Path, *, overwrite: bool = False, ranks: int = 0) -> dict
         else:
             (folder.staging / "trace.json.gz").write_bytes(b"new")
             (folder.staging / "worker.log").write_text("log")
-        return folder.commit({"complete": True, "mode": "sequential"})
+        return to_builtins(folder.commit(RunRecord(complete=True, mode="sequential")))
 
 
 # ------------------------------------------------------------------------------ names from run.json
@@ -261,7 +263,7 @@ def test_overwrite_replaces_a_special_run_json_without_reading_it(tmp_path, fake
     out = tmp_path / "out"
     out.mkdir()
     os.mkfifo(out / "run.json")
-    req = RunRequest(mode="sequential", interop=1, intra=1, out=out, demo="twin-mm", steps=1, warmup=0, overwrite=True)
+    req = RunRequest(mode="sequential", interop=1, intra=1, out=out, overwrite=True, options=RunOptions(demo="twin-mm", steps=1, warmup=0))
     result = run_profile(req)
     assert result.ok, result.message
     assert json.loads((out / "run.json").read_text())["complete"] is True

@@ -11,10 +11,10 @@ from torch import nn
 from branchscope.profiling.run.branches import find_branches
 from branchscope.profiling.run.cpu_sampler import settle_interop_pool
 from branchscope.profiling.run.model_source import ModelSpec, load_model
+from branchscope.profiling.run.modes import fork, streams
 from branchscope.profiling.run.plans import (
     ModeUnavailable,
     build_plan,
-    build_streams_plan,
     generate_plan_module,
     max_abs_diff,
 )
@@ -147,7 +147,7 @@ class _FakeStreamApi:
 def test_streams_plan_orders_each_branch_on_its_own_stream():
     loaded, analysis = _prepare(ModelSpec(demo="inception"))
     api = _FakeStreamApi()
-    plan = build_streams_plan(analysis, "cpu", api)
+    plan = streams.build_plan(None, analysis, "cpu", api)
     assert max_abs_diff(_outputs(loaded.model, loaded.inputs), _outputs(plan, loaded.inputs)) <= 1e-5
     entered = [k for op, k, *_ in api.log if op == "enter"]
     assert entered == [0, 1, 2, 3]  # four branches, four streams
@@ -170,7 +170,7 @@ def test_fork_needs_branches_and_says_why():
 
 def test_generated_source_is_plain_python_with_flat_attributes():
     _, analysis = _prepare(ModelSpec(demo="inception"))
-    module, source = generate_plan_module(analysis, "fork")
+    module, source = generate_plan_module(analysis, fork.launcher())
     assert "self.m_branch5x5_1_conv(" in source
     assert isinstance(module, nn.Module)
     compile(source, "<plan>", "exec")

@@ -24,9 +24,11 @@ import psutil
 import pytest
 
 from branchscope.profiling.linux import CGROUP_KINDS, Cgroup, cgroup_bases, process_start_time
+from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.processes import CGROUP_PREFIX, RunCgroup, remove_stale_cgroups
 from branchscope.profiling.run.protocol import RunRequest, python_command
 from branchscope.profiling.run.runner import run_profile
+from branchscope.profiling.trace.records import PhaseEvent
 from tests.paths import MODELS
 from tests.processes import alive, kill_all, wait_until
 
@@ -226,14 +228,14 @@ def _members(cgroup: Path) -> list[str]:
 def test_no_cgroup_is_left_after_a_run_whatever_its_end(tmp_path, model):
     """A run that succeeds, one whose model raises: the worker ran in the run's cgroup, and none of
     this runner's cgroups is left once run_profile returns (a cancelled run: the test below)."""
-    source = {"demo": model} if not model.endswith(".py") else {"model": MODELS / model}
+    source = RunOptions(demo=model) if not model.endswith(".py") else RunOptions(model=MODELS / model)
     seen: list[list[str]] = []
 
-    def on_event(event: dict) -> None:
-        if event.get("event") == "phase" and not seen:
+    def on_event(event: object) -> None:
+        if isinstance(event, PhaseEvent) and not seen:
             seen.append([pid for c in our_cgroups(os.getpid()) for pid in _members(c)])
 
-    req = RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path / "out", steps=2, warmup=1, **source)  # type: ignore[arg-type]
+    req = RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path / "out", options=source.replace(steps=2, warmup=1))
     result = run_profile(req, on_event)
     assert result.exit_code == {"twin-mm": 0, "raises_in_forward.py": 2}[model], result.message
     assert seen and seen[0], "the worker was in no cgroup of this runner"
@@ -248,12 +250,12 @@ def test_a_cancelled_run_leaves_no_cgroup_and_nothing_running(tmp_path, monkeypa
     marker = f"branchscope-test-{uuid.uuid4().hex}"
     monkeypatch.setenv("BRANCHSCOPE_TEST_MARKER", marker)  # on the command line of hangs.py's child
     cancel = CancelFlag()
-    req = RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path / "out", model=MODELS / "hangs.py")
+    req = RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path / "out", options=RunOptions(model=MODELS / "hangs.py"))
     children: list[int] = []
     members: list[str] = []
 
-    def cancel_once_the_child_runs(event: dict) -> None:
-        if event.get("phase") == "load":
+    def cancel_once_the_child_runs(event: object) -> None:
+        if isinstance(event, PhaseEvent) and event.phase == "load":
             children.extend(wait_until(lambda: _with(marker), 120, "the model's child"))  # type: ignore[arg-type]
             members.extend(pid for c in our_cgroups(os.getpid()) for pid in _members(c))
             cancel.set()

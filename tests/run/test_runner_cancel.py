@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.run.runner import run_profile, stop_on_signals
 from tests.paths import MODELS, ROOT
@@ -76,7 +77,7 @@ def test_signal_to_the_runner_stops_the_run_and_leaves_nothing_running(tmp_path,
         assert runner.returncode == 128 + signum
         name = signal.Signals(signum).name
         assert json.loads(stdout.splitlines()[-1]) == {
-            "event": "error", "message": f"cancelled by {name}; the worker was stopped", "traceback": None,
+            "event": "error", "message": f"cancelled by {name}; the worker was stopped",
         }  # fmt: skip
         assert stderr.splitlines()[-1] == f"error: cancelled by {name}; the worker was stopped"
         wait_until(lambda: not [p for p in descendants if _alive(p)], 30, "the runner's descendants to end")
@@ -128,7 +129,7 @@ def test_cancelled_run_returns_128_plus_the_signal_and_kills_the_group(tmp_path,
             wait_until(lambda: _with_marker(marker), 60, "the fake worker's child")
             os.kill(os.getpid(), signal.SIGUSR1)  # as the GUI's SIGTERM would, through the handler
 
-        result = run_profile(RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, demo="twin-mm"), on_event, cancel)
+        result = run_profile(RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, options=RunOptions(demo="twin-mm")), on_event, cancel)
     assert result.exit_code == 128 + signal.SIGUSR1 and result.cancelled_by == signal.SIGUSR1
     assert result.message == "cancelled by SIGUSR1; the worker was stopped"
     wait_until(lambda: not _with_marker(marker), 30, "the fake worker's child to end")
@@ -142,7 +143,7 @@ def test_worker_that_fails_after_writing_its_trace_leaves_no_partial_files(tmp_p
         "open(out / 'run.json.tmp', 'w').write('{')\n"
         "sys.exit(1)\n"
     ))  # fmt: skip
-    result = run_profile(RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, demo="twin-mm"))
+    result = run_profile(RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, options=RunOptions(demo="twin-mm")))
     assert result.exit_code == 4 and result.message == "the worker died (exit code 1) before writing its results"
     assert list(tmp_path.iterdir()) == []
 
@@ -154,6 +155,6 @@ def test_complete_run_with_a_trace_the_runner_cannot_extend_is_a_failure_not_a_h
         "open(out / 'trace.json', 'w').write('{\"traceEvents\": [], \"x\": 1}')\n"
         f"open(out / 'run.json', 'w').write({json.dumps(run)!r})\n"
     ))  # fmt: skip
-    result = run_profile(RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, demo="twin-mm"))
+    result = run_profile(RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, options=RunOptions(demo="twin-mm")))
     assert result.exit_code == 4 and "does not end with its traceEvents array" in (result.message or "")
     assert list(tmp_path.iterdir()) == []

@@ -30,6 +30,7 @@ from branchscope.profiling.run.cpu_sampler import (
     read_thread_name,
     read_thread_names,
 )
+from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.run.runner import run_profile
 from tests.paths import MODELS
@@ -279,7 +280,7 @@ def test_busy_op_lines_up_with_its_threads_samples(tmp_path, monkeypatch):
 
     monkeypatch.setattr(runner, "ThreadCpuSampler", witness)
     result = run_profile(
-        RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, model=MODELS / "busy_then_idle.py", steps=3, warmup=0)
+        RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, options=RunOptions(model=MODELS / "busy_then_idle.py", steps=3, warmup=0))
     )
     assert result.ok, result.message
     (sampler,) = witnesses

@@ -22,6 +22,7 @@ import pytest
 
 from branchscope.app import cmd_profile
 from branchscope.profiling.run.folder import STAGING_PREFIX
+from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RunRequest, python_command
 from branchscope.profiling.run.runner import _tail, run_profile
 from tests.paths import MODELS
@@ -278,10 +279,11 @@ _WINDOW = textwrap.dedent(
     from pathlib import Path
     from PySide6.QtCore import QCoreApplication
     from branchscope.app.run_controller import RunController, RunSpec
+    from branchscope.profiling.run.options import RunOptions
 
     app = QCoreApplication([])
     controller = RunController(runs_dir=Path(sys.argv[1]))
-    controller.start(RunSpec(mode="sequential", interop=1, intra=1, model=sys.argv[2]))
+    controller.start(RunSpec(mode="sequential", interop=1, intra=1, options=RunOptions(model=Path(sys.argv[2]))))
     app.exec()
     """
 )
@@ -321,7 +323,7 @@ def test_timeout_that_could_never_fire_is_a_bad_argument(tmp_path, capsys, value
 
 @pytest.mark.parametrize("timeout", [math.nan, math.inf, -1.0])
 def test_engine_refuses_a_timeout_that_could_never_fire(tmp_path, timeout):
-    result = run_profile(RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, demo="twin-mm", timeout=timeout))
+    result = run_profile(RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, options=RunOptions(demo="twin-mm", timeout=timeout)))
     assert result.exit_code == 2 and "--timeout must be a positive number of seconds" in (result.message or "")
 
 

@@ -11,6 +11,7 @@ from branchscope import profiling
 from branchscope.profiling.run.cpu_sampler import ThreadCpuSampler, ThreadSeries
 from branchscope.profiling.run.runner import finish_trace, write_atomic
 from branchscope.profiling.run.worker import _trace_clock, _write_trace
+from branchscope.profiling.trace.records import TraceClock
 
 BASE_NS = 1_700_000_000_000_000_000
 
@@ -41,7 +42,7 @@ def test_samples_go_into_the_trace_array_and_the_result_is_a_valid_trace(tmp_pat
     # Samples every 10 ms from 0 to 200 ms; only those within 20 ms of the events are kept.
     ts = [float(t) for t in range(0, 200_001, 10_000)]
     sampler = _sampler(7, ts, [t / 1000.0 for t in ts])  # always busy
-    added = finish_trace(tmp_path, sampler, clock)
+    added = finish_trace(tmp_path, sampler, TraceClock(**clock))
     assert added == len([t for t in ts[1:] if 80_000 <= t <= 170_000])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.json.gz"]
     with gzip.open(tmp_path / "trace.json.gz", "rt", encoding="utf-8") as f:
@@ -58,7 +59,7 @@ def test_samples_go_into_the_trace_array_and_the_result_is_a_valid_trace(tmp_pat
 def test_samples_into_an_empty_event_array(tmp_path):
     _write_trace(tmp_path / "trace.json", _trace([]))
     clock = {"base_time_ns": BASE_NS, "first_us": None, "last_us": None}  # no events: keep every sample
-    assert finish_trace(tmp_path, _sampler(7, [0.0, 2000.0, 4000.0], [0.0, 1.0, 2.0]), clock) == 2
+    assert finish_trace(tmp_path, _sampler(7, [0.0, 2000.0, 4000.0], [0.0, 1.0, 2.0]), TraceClock(**clock)) == 2
     with gzip.open(tmp_path / "trace.json.gz", "rt") as f:
         assert [e["ts"] for e in json.load(f)["traceEvents"]] == [2000.0, 4000.0]
 

@@ -10,8 +10,11 @@ import signal
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from branchscope.profiling.machine import usable_cores
+from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import EXIT_MODE
 from branchscope.profiling.run.runner import CancelFlag, RunResult
 from branchscope.profiling.run.sweep import (
@@ -20,14 +23,13 @@ from branchscope.profiling.run.sweep import (
     SweepError,
     SweepRequest,
     add_sweep_arguments,
-    best_index,
     cell_record,
     load_sweep,
     markdown_table,
     run_sweep,
     sweep_request_from_args,
-    usable_cores,
 )
+from branchscope.profiling.trace.records import CellEvent, RunRecord, SweepEvent, SweepRecord, to_builtins
 
 #: Stands in for the worker: argv = OUT MODE INTEROP INTRA. A step takes 10 / interop + intra ms, so
 #: the most inter-op threads win; mode streams fails as the real worker does without CUDA.
@@ -58,7 +60,8 @@ def fake_worker(monkeypatch):
 
 
 def request(out: Path, modes=("sequential", "fork"), interop=(1, 2), intra=(1,), **kw) -> SweepRequest:
-    return SweepRequest(out=out, modes=tuple(modes), interop=tuple(interop), intra=tuple(intra), demo="twin-mm", steps=1, warmup=0, **kw)
+    options = RunOptions(demo="twin-mm", steps=1, warmup=0)
+    return SweepRequest(out=out, modes=tuple(modes), interop=tuple(interop), intra=tuple(intra), options=options, **kw)
 
 
 def test_sweep_runs_every_cell_into_its_folder_and_writes_sweep_json(tmp_path, fake_worker):
@@ -67,7 +70,7 @@ def test_sweep_runs_every_cell_into_its_folder_and_writes_sweep_json(tmp_path, f
     result = run_sweep(request(out, intra=(1, 2)), events.append)
     assert result.ok, result.message
     data = json.loads((out / SWEEP_JSON).read_text())
-    assert data == result.sweep
+    assert result.sweep is not None and data == to_builtins(result.sweep)
     assert [(c["mode"], c["interop"], c["intra"]) for c in data["cells"]] == [
         ("sequential", 1, 1), ("sequential", 1, 2), ("sequential", 2, 1), ("sequential", 2, 2),
         ("fork", 1, 1), ("fork", 1, 2), ("fork", 2, 1), ("fork", 2, 2),
@@ -84,23 +87,24 @@ def test_sweep_runs_every_cell_into_its_folder_and_writes_sweep_json(tmp_path, f
         assert c["oversubscribed"] is (c["interop"] * c["intra"] > usable_cores())
         assert json.loads((out / c["run"] / "run.json").read_text())["interop"] == c["interop"]
     assert data["best"] == 2  # sequential 2×1: 6 ms; fork 2×1 ties, and the first of equals wins
-    kinds = [e["event"] for e in events]
-    assert kinds[0] == "sweep" and kinds.count("cell") == 8 and kinds.count("progress") == 8
-    cells = [e for e in events if e["event"] == "cell"]
-    assert [e["index"] for e in cells] == list(range(8)) and {e["of"] for e in cells} == {8}
-    assert cells[3]["folder"] == str(out / "sequential-2x2") and cells[3]["status"] == "done"
-    assert [e["best"] for e in cells] == [0, 0, 2, 2, 2, 2, 2, 2]
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[0] == "SweepEvent" and kinds.count("CellEvent") == 8 and kinds.count("ProgressEvent") == 8
+    cells = [e for e in events if isinstance(e, CellEvent)]
+    assert [e.index for e in cells] == list(range(8)) and {e.of for e in cells} == {8}
+    assert cells[3].folder == str(out / "sequential-2x2") and cells[3].cell.status == "done"
+    assert [e.best for e in cells] == [0, 0, 2, 2, 2, 2, 2, 2]
     assert sorted(p.name for p in out.iterdir()) == sorted([SWEEP_JSON, *(c["run"] for c in data["cells"])])
 
 
 def test_a_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path, fake_worker):
     result = run_sweep(request(tmp_path, modes=("streams", "fork")))
     assert result.ok
-    cells = result.sweep["cells"]
-    assert [c["status"] for c in cells] == ["failed", "failed", "done", "done"]
-    assert cells[0]["error"] == "multi-stream needs CUDA" and cells[0]["exit_code"] == EXIT_MODE
-    assert cells[0]["unprofiled_median_ms"] is None and cells[0]["unprofiled_spread_ms"] is None
-    assert result.sweep["best"] == 3
+    assert result.sweep is not None
+    cells = result.sweep.cells
+    assert [c.status for c in cells] == ["failed", "failed", "done", "done"]
+    assert cells[0].error == "multi-stream needs CUDA" and cells[0].exit_code == EXIT_MODE
+    assert cells[0].unprofiled_median_ms is None and cells[0].unprofiled_spread_ms is None
+    assert result.sweep.best == 3
     assert not (tmp_path / "streams-1x1").exists()  # a failed run leaves no folder behind
 
 
@@ -115,7 +119,7 @@ def test_cancel_keeps_the_finished_cells_and_marks_the_others_not_run(tmp_path, 
     cancel = CancelFlag()
 
     def on_event(event):
-        if event["event"] == "cell" and event["index"] == 1:
+        if isinstance(event, CellEvent) and event.index == 1:
             cancel.set(signal.SIGINT)
 
     result = run_sweep(request(tmp_path), on_event, cancel)
@@ -165,7 +169,7 @@ def test_a_folder_being_swept_is_locked(tmp_path, fake_worker):
     inner: list[RunResult | object] = []
 
     def on_event(event):
-        if event["event"] == "sweep":
+        if isinstance(event, SweepEvent):
             inner.append(run_sweep(request(tmp_path)))
 
     assert run_sweep(request(tmp_path), on_event).ok
@@ -174,7 +178,7 @@ def test_a_folder_being_swept_is_locked(tmp_path, fake_worker):
 
 
 def test_a_missing_model_fails_the_sweep_at_once(tmp_path, fake_worker):
-    req = SweepRequest(out=tmp_path / "s", modes=("fork",), interop=(1,), intra=(1,), model=tmp_path / "nope.py")
+    req = SweepRequest(out=tmp_path / "s", modes=("fork",), interop=(1,), intra=(1,), options=RunOptions(model=tmp_path / "nope.py"))
     result = run_sweep(req)
     assert result.exit_code == 2 and "nope.py" in (result.message or "")
     assert not (tmp_path / "s").exists()
@@ -187,10 +191,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def test_options_round_trip_through_argv(tmp_path):
-    req = SweepRequest(
-        out=tmp_path, modes=("fork", "sequential"), interop=(4, 1), intra=(2,), model=tmp_path / "m.pt",
-        steps=3, warmup=0, timeout=12.5, input_shapes=("1x3",), dtype="float16", device="cpu", overwrite=True,
-    )  # fmt: skip
+    req = SweepRequest(out=tmp_path, modes=("fork", "sequential"), interop=(4, 1), intra=(2,), overwrite=True, options=RunOptions(model=tmp_path / "m.pt", steps=3, warmup=0, timeout=12.5, input_shapes=("1x3",), dtype="float16", device="cpu"))  # fmt: skip
     assert sweep_request_from_args(parse(req.argv())) == req
     args = parse(["--demo", "x", "--modes", "fork,fork, sequential", "--interop", "2,1,2", "--intra", "1", "--out", "d"])
     assert args.modes == ("fork", "sequential") and args.interop == (2, 1)
@@ -210,13 +211,15 @@ def test_bad_options_exit_2(option, capsys):
 
 def test_cell_record_prefers_run_json_spread_and_best_skips_failures(tmp_path):
     cell = SweepCell("fork", 2, 2)
-    run = {"median_ms": 5.0, "unprofiled_median_ms": 4.0, "unprofiled_steps_ms": [1, 2, 3], "unprofiled_spread_ms": [3, 3.5, 4.5, 6]}
+    run = RunRecord.parse({"median_ms": 5.0, "unprofiled_median_ms": 4.0, "unprofiled_steps_ms": [1, 2, 3],
+                           "unprofiled_spread_ms": [3, 3.5, 4.5, 6]})  # fmt: skip
     record = cell_record(cell, RunResult(0, tmp_path, run=run), cores=3)
-    assert record["unprofiled_spread_ms"] == [3, 3.5, 4.5, 6] and record["oversubscribed"] is True
+    assert record.unprofiled_spread_ms == (3, 3.5, 4.5, 6) and record.oversubscribed is True
     failed = cell_record(cell, RunResult(4, tmp_path, message="the worker died"), cores=4)
-    assert failed["status"] == "failed" and failed["oversubscribed"] is False and failed["median_ms"] is None
-    assert best_index([failed, record, dict(record, unprofiled_median_ms=3.5)]) == 2
-    assert best_index([failed]) is None
+    assert failed.status == "failed" and failed.oversubscribed is False and failed.median_ms is None
+    faster = msgspec.structs.replace(record, unprofiled_median_ms=3.5)
+    assert SweepRecord(cells=[failed, record, faster]).best_index() == 2
+    assert SweepRecord(cells=[failed]).best_index() is None
 
 
 def test_load_sweep_checks_the_file(tmp_path):
@@ -236,15 +239,16 @@ def test_load_sweep_checks_the_file(tmp_path):
     ]  # fmt: skip
     (tmp_path / SWEEP_JSON).write_text(json.dumps({"sweep": 1, "best": 2, "cells": cells}))
     data = load_sweep(tmp_path)
-    assert data["cells"][0]["unprofiled_median_ms"] is None and data["cells"][1]["unprofiled_spread_ms"] is None
-    assert data["cells"][2]["status"] == "not run" and data["best"] == 1
+    assert data.cells[0].unprofiled_median_ms is None and data.cells[1].unprofiled_spread_ms is None
+    assert data.cells[2].status == "not run" and data.best == 1
 
 
 def test_markdown_table_names_every_cell(tmp_path, fake_worker):
     result = run_sweep(request(tmp_path, modes=("streams", "fork"), interop=(1,)))
+    assert result.sweep is not None
     table = markdown_table(result.sweep).splitlines()
     assert len(table) == 4 and table[0].startswith("| cell | unprofiled median ms |")
     assert table[2].startswith("| streams 1×1 | - | - | - | - | failed: multi-stream needs CUDA |")
-    steps = result.sweep["cells"][1]["unprofiled_steps"]
+    steps = result.sweep.cells[1].unprofiled_steps
     assert steps >= 2  # how many unprofiled steps the median and spread are of
     assert table[3] == f"| fork 1×1 | 12.00 | 10.00, 10.75–13.75, 16.00 | {steps} | 22.00 | best |"

@@ -16,6 +16,7 @@ import pytest
 
 from branchscope.profiling import load_trace
 from branchscope.profiling.run.cpu_sampler import ThreadCensus
+from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.run.runner import run_profile
 from branchscope.widgets.pool_usage import PoolUsageView
@@ -137,14 +138,14 @@ def test_probes_start_the_main_threads_team_then_exactly_the_pool():
 
 @pytest.mark.slow
 def test_a_forked_2x2_run_lists_exactly_its_pool_and_its_openmp_workers(tmp_path, qtbot):
-    req = RunRequest(mode="fork", interop=2, intra=2, out=tmp_path / "run", demo="twin-mm", steps=2, warmup=1)
+    req = RunRequest(mode="fork", interop=2, intra=2, out=tmp_path / "run", options=RunOptions(demo="twin-mm", steps=2, warmup=1))
     result = run_profile(req)
     assert result.ok, result.message
     run = result.run
     assert run is not None
-    main, pool, intra = run["main_tid"], set(run["interop_tids"]), set(run["intra_tids"])
+    main, pool, intra = run.main_tid, set(run.interop_tids or []), set(run.intra_tids or [])
     assert len(pool) == 2 and intra and not pool & intra and main not in pool | intra
-    assert {run["threads"][str(t)] for t in pool} == {POOL}
+    assert {(run.threads or {})[str(t)] for t in pool} == {POOL}
     trace = load_trace(tmp_path / "run" / "trace.json.gz")
     info = trace.run_info
     assert info is not None and set(info.interop_tids) == pool and set(info.intra_tids) == intra

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import statistics
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -23,6 +24,7 @@ from branchscope.profiling.trace.compare import (
 )
 from branchscope.profiling.trace.merge import merge_traces, rank_groups
 from branchscope.profiling.trace.model import Lane, build_trace
+from branchscope.profiling.trace.records import RunRecord, encode_record
 from tests.gui_helpers import write_small_trace
 
 # ---- synthetic traces ----------------------------------------------------------------------------
@@ -149,9 +151,9 @@ def test_op_diff_counts_inside_each_runs_profiled_steps():
 # ---- summaries, labels, baselines ----------------------------------------------------------------
 
 
-def _run_json(mode, interop, intra, steps):
-    return {"mode": mode, "interop": interop, "intra": intra, "model": "demo m", "median_ms": 9.5,
-            "unprofiled_steps_ms": steps, "trace": "trace.json.gz"}  # fmt: skip
+def _run_json(mode, interop, intra, steps, **more) -> RunRecord:
+    return RunRecord(mode=mode, interop=interop, intra=intra, model="demo m", median_ms=9.5,
+                     unprofiled_steps_ms=steps, trace="trace.json.gz", complete=True, **more)  # fmt: skip
 
 
 def test_labels_come_from_run_json_then_the_traces_run_info_then_the_file_name(tmp_path):
@@ -202,7 +204,7 @@ def test_speedup_is_the_baseline_median_over_the_runs_and_within_noise_where_iqr
     ]
     c = compare(runs)
     assert c.baseline == 1
-    medians = [statistics.median(r.run["unprofiled_steps_ms"]) for r in runs[:3]]
+    medians = [statistics.median(r.run.unprofiled_steps_ms) for r in runs[:3] if r.run and r.run.unprofiled_steps_ms]
     assert c.speedup[:3] == [pytest.approx(medians[1] / m) for m in medians]
     assert c.speedup[3] is None  # a plain trace has no unprofiled steps
     assert c.within_noise == [False, True, True, None]
@@ -217,7 +219,7 @@ def test_speedup_is_the_baseline_median_over_the_runs_and_within_noise_where_iqr
 
 def test_a_run_folder_reads_the_trace_its_run_json_names(tmp_path):
     write_small_trace(tmp_path / "t.json.gz", "fork")
-    (tmp_path / "run.json").write_text(json.dumps(_run_json("fork", 2, 1, [1.0]) | {"trace": "t.json.gz"}))
+    (tmp_path / "run.json").write_bytes(encode_record(msgspec.structs.replace(_run_json("fork", 2, 1, [1.0]), trace="t.json.gz")))
     folder = load_run(tmp_path)
     assert folder.run is not None and folder.trace.path.endswith("t.json.gz")
     beside = load_run(tmp_path / "t.json.gz")

@@ -7,21 +7,22 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from branchscope.profiling.trace.step_stats import StepStats, speedup, unprofiled_stats
+from branchscope.profiling.trace.records import RunRecord
+from branchscope.profiling.trace.step_stats import StepStats, speedup
 
 
 def test_quartiles_and_spread_of_known_values():
     s = StepStats.of([5.0, 1.0, 3.0, 2.0, 4.0])
     assert s is not None
     assert (s.n, s.median, s.min, s.max) == (5, 3.0, 1.0, 5.0)
-    assert s.spread == [1.0, 2.0, 4.0, 5.0]
+    assert s.spread == (1.0, 2.0, 4.0, 5.0)
 
 
 def test_bad_values_are_skipped_and_nothing_left_is_none():
     assert StepStats.of([]) is None
     assert StepStats.of([math.nan, -1.0, "x"]) is None  # type: ignore[list-item]
     s = StepStats.of([math.inf, 2.0, None])  # type: ignore[list-item]
-    assert s is not None and s.n == 1 and s.spread == [2.0, 2.0, 2.0, 2.0]
+    assert s is not None and s.n == 1 and s.spread == (2.0, 2.0, 2.0, 2.0)
 
 
 def test_overlapping_interquartile_ranges_are_within_noise_and_disjoint_ones_are_not():
@@ -34,11 +35,11 @@ def test_overlapping_interquartile_ranges_are_within_noise_and_disjoint_ones_are
 
 
 def test_speedup_uses_medians_of_the_run_json_unprofiled_steps():
-    base = unprofiled_stats({"unprofiled_steps_ms": [10, 10, 10]})
-    fast = unprofiled_stats({"unprofiled_steps_ms": [5, 5, 6]})
+    base = RunRecord(unprofiled_steps_ms=[10, 10, 10]).unprofiled_stats
+    fast = RunRecord(unprofiled_steps_ms=[5, 5, 6]).unprofiled_stats
     assert speedup(base, fast) == 2.0
     assert speedup(None, fast) is None
-    assert unprofiled_stats({"steps_ms": [1]}) is None
+    assert RunRecord(steps_ms=[1]).unprofiled_stats is None
 
 
 @given(st.lists(st.floats(min_value=0, max_value=1e6), min_size=1, max_size=50))

@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt
 from branchscope.profiling import load_trace
 from branchscope.profiling.trace.analyses import first_step_start
 from branchscope.profiling.trace.compare import OpDiff, summarize
+from branchscope.profiling.trace.records import RunRecord
 from branchscope.widgets.compare_view import CompareView
 from tests.gui_helpers import show, write_small_trace
 
@@ -31,8 +32,8 @@ def traces(tmp_path):
     return _small_run(tmp_path / "fork.json", "fork"), _small_run(tmp_path / "sequential.json", "sequential")
 
 
-def _run(mode, interop, intra, steps):
-    return {"mode": mode, "interop": interop, "intra": intra, "model": "m", "unprofiled_steps_ms": steps}
+def _run(mode, interop, intra, steps) -> RunRecord:
+    return RunRecord(mode=mode, interop=interop, intra=intra, model="m", unprofiled_steps_ms=steps)
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Facts about the machine the window runs on that the views show next to a run's numbers."""
+"""Facts about the machine: the cores this process may run on, as the worker, the sweep and the
+window all count them. No torch, no Qt."""
 
 from __future__ import annotations
 

@@ -1,0 +1,92 @@
+"""The execution modes, in a registry: one file per mode, one line per mode in `_MODULES`.
+
+A `Mode` says what every part of branchscope needs to know about it: its name and label (the
+command line, the run controls, the sweep panel, the legend and summary lines), what it needs to
+run (CUDA, TorchScript, the model's branches), whether the worker starts torch's inter-op pool for
+it before the model loads (so the thread census can tell the pool's threads), how the runs list
+says what ran ("4 branches on 2 inter-op threads"), and how its plan is built (`build_plan`, which
+imports torch when it is called: in the worker only).
+
+Adding a mode: a file here defining `MODE = Mode(...)` and its plan builder, plus its name in
+`_MODULES`. Nothing else lists the modes.
+
+Importing this package imports no torch and no Qt: the window and the CLI read the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any
+
+from branchscope.profiling.trace.records import BASELINE_MODE
+
+#: The modes, in the order the controls list them (each a module of this package defining MODE).
+_MODULES = ("sequential", "fork", "streams")
+
+
+class ModeUnavailable(Exception):
+    """The mode cannot run this model here (no branches, no CUDA, TorchScript cannot compile the
+    plan, …); the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One execution mode (see the module docstring)."""
+
+    name: str
+    #: How sentences name it ("multi-stream needs CUDA").
+    title: str
+    #: How the controls and the sweep panel list it.
+    label: str
+    #: One line: what it does, for tooltips and --help.
+    description: str
+    #: How a run of it reads in the runs list, after "N branches": `{interop}` and `{s}` (the plural
+    #: of "thread") are filled in, e.g. "on {interop} inter-op thread{s}".
+    runs_as: str
+    #: The plan: `build_plan(model, analysis, device) -> Plan` (imports torch: worker only).
+    build_plan: Callable[[Any, Any, str], Any]
+    needs_cuda: bool = False
+    needs_torchscript: bool = False
+    #: Needs the model's graph and parallel branches (only sequential runs any model as it is).
+    needs_branches: bool = True
+    #: The worker starts torch's inter-op pool before loading the model (its threads counted apart).
+    starts_interop_pool: bool = False
+    #: Other names the command line takes for it ("multi-stream").
+    aliases: tuple[str, ...] = ()
+
+    def runs_text(self, interop: int) -> str:
+        """`runs_as` with the inter-op threads filled in."""
+        return self.runs_as.format(interop=interop, s="s" if interop != 1 else "")
+
+
+def _load() -> dict[str, Mode]:
+    modes: dict[str, Mode] = {}
+    for name in _MODULES:
+        mode = import_module(f"{__name__}.{name}").MODE
+        assert isinstance(mode, Mode) and mode.name == name, f"{name}.py must define MODE = Mode(name={name!r}, …)"
+        modes[name] = mode
+    return modes
+
+
+#: Every mode by name, in `_MODULES` order.
+MODES: dict[str, Mode] = _load()
+#: Their names (what run.json and sweep.json write).
+MODE_NAMES: tuple[str, ...] = tuple(MODES)
+assert BASELINE_MODE in MODES, "speedups are measured against the baseline mode: it must be registered"
+
+
+def mode_named(name: str) -> Mode:
+    """The mode called `name` or one of its aliases; KeyError (naming the modes) otherwise."""
+    if name in MODES:
+        return MODES[name]
+    for mode in MODES.values():
+        if name in mode.aliases:
+            return mode
+    raise KeyError(f"{name!r} is not one of: {', '.join(MODE_NAMES)}")
+
+
+def command_line_names() -> list[str]:
+    """Every name the command line takes: the modes' names, then their aliases."""
+    return [*MODE_NAMES, *(a for m in MODES.values() for a in m.aliases)]

@@ -1,0 +1,61 @@
+"""fork: each region's branches launched with `torch.jit.fork` and joined with `torch.jit.wait`
+in a TorchScript plan, so they run on torch's inter-op pool (fork runs a branch inline in eager
+Python: the plan must be scripted)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from branchscope.profiling.run.modes import Mode, ModeUnavailable
+
+
+def emit_region(gen: Any, launched: list[Any], indent: str) -> list[str]:
+    """Fork every branch of the region, then wait for each and unpack its results."""
+    lines = []
+    for b in launched:
+        args = "".join(f", {gen.var(i)}" for i in b.ins)
+        lines.append(f"{indent}_fut{b.t} = torch.jit.fork(self.{b.method}{args})")
+    for b in launched:
+        lines.append(f"{indent}_res{b.t} = torch.jit.wait(_fut{b.t})")
+        lines += [f"{indent}{gen.var(o)} = _res{b.t}[{j}]" for j, o in enumerate(b.outs)]
+    return lines
+
+
+def launcher() -> Any:
+    """This mode's part of the generated plan (`plans.Launcher`); TorchScript calls no higher-order ops."""
+    from branchscope.profiling.run.plans import Launcher
+
+    return Launcher("fork", emit_region, higher_order=False)
+
+
+def build_plan(model: Any, analysis: Any, device: str) -> Any:
+    """The generated plan, compiled by TorchScript."""
+    import warnings
+
+    import torch
+
+    from branchscope.profiling.run.plans import Plan, generate_plan_module
+
+    module, source = generate_plan_module(analysis, launcher())
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*torch.jit.script.*deprecated", category=DeprecationWarning)
+            scripted = torch.jit.script(module)
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise ModeUnavailable(
+            f"fork mode: TorchScript could not compile the plan generated from the graph {analysis.tracer} gave: {first}"
+        ) from exc
+    return Plan("fork", scripted, source, analysis)
+
+
+MODE = Mode(
+    name="fork",
+    title="fork",
+    label="fork (inter-op pool)",
+    description="TorchScript fork/wait: each region's branches on torch's inter-op thread pool",
+    runs_as="on {interop} inter-op thread{s}",
+    build_plan=build_plan,
+    needs_torchscript=True,
+    starts_interop_pool=True,
+)

@@ -1,0 +1,506 @@
+"""What a run and a sweep write on disk, and the JSON-line events between branchscope's processes,
+as typed records: the one place that knows their keys.
+
+- `RunRecord`: a run folder's run.json (a distributed run's top-level one lists its ranks as
+  `RankRecord`s), written by the worker (and the runner, for a distributed run) through
+  `encode_record`, read by every reader through `read_run_record` / `RunRecord.parse`.
+- `SweepRecord` and `CellRecord`: a sweep folder's sweep.json.
+- The events (`PhaseEvent`, `ProgressEvent`, …): one JSON object per line, `{"event": KIND, …}`,
+  decoded by `decode_events`.
+
+What is on disk is untrusted data: a record is parsed field by field (`lenient`), and a field that
+is missing or holds a value of the wrong type (a string for a number, a bool for an int, NaN) reads
+as its default (None, empty), never as an error and never as a path to act on. Folders written by
+earlier versions (run.json before it had a "format", sweep.json version 1) still open: their keys
+are the same. `RUN_FORMAT` and `SWEEP_FORMAT` say which version wrote a file.
+
+The trace side holds these (`branchscope.profiling.run` writes them; the run engine may import the
+trace engine, never the reverse). No torch, no Qt.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import types
+import typing
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, TypeVar, Union
+
+import msgspec
+
+from branchscope.profiling.files import read_json_object
+from branchscope.profiling.trace.step_stats import Spread, StepStats
+
+#: run.json's format: 2 adds "format", "input_shapes", "dtype" and "nproc" to what version 1 (no
+#: "format" key) wrote; everything else is read the same.
+RUN_FORMAT = 2
+#: sweep.json's "sweep" key: its version, and what marks a sweep.json as branchscope's (1: before
+#: "nproc").
+SWEEP_FORMAT = 2
+SWEEP_FORMATS = (1, 2)
+
+#: The mode speedups are measured against: the model's own forward (sequential 1×1 by default).
+BASELINE_MODE = "sequential"
+
+RUN_JSON = "run.json"
+SWEEP_JSON = "sweep.json"
+DEFAULT_TRACE = "trace.json.gz"
+#: A distributed run's rank folders (rank-0, rank-1, …).
+RANK_FOLDER = "rank-{rank}"
+#: A rank's file as the top-level run.json of a distributed run names it: "rank-R/NAME".
+RANK_FILE = re.compile(r"rank-(?:0|[1-9][0-9]{0,5})/[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+
+T = TypeVar("T")
+
+
+# ---------------------------------------------------------------- lenient parsing
+
+
+def _finite(value: Any) -> bool:
+    """No NaN or infinity anywhere in a converted value (Python's json reads them; they are no data)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, (list, tuple)):
+        return all(_finite(v) for v in value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    return True
+
+
+def _struct_of_list(tp: Any) -> type[msgspec.Struct] | None:
+    """S for a field typed `list[S]` or `list[S] | None`, S a Struct: parsed item by item."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)] if _is_union(tp) else [tp]
+    if len(args) == 1 and typing.get_origin(args[0]) is list:
+        (item,) = typing.get_args(args[0]) or (None,)
+        if isinstance(item, type) and issubclass(item, msgspec.Struct):
+            return item
+    return None
+
+
+def _is_union(tp: Any) -> bool:
+    return typing.get_origin(tp) in (Union, types.UnionType)
+
+
+def _struct_type(tp: Any) -> type[msgspec.Struct] | None:
+    """S for a field typed `S` or `S | None`, S a Struct: parsed leniently itself."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)] if _is_union(tp) else [tp]
+    if len(args) == 1 and isinstance(args[0], type) and issubclass(args[0], msgspec.Struct):
+        return args[0]
+    return None
+
+
+def lenient(cls: type[T], obj: Any) -> T:
+    """`cls` (a msgspec Struct whose fields all have defaults) from the dict `obj`, field by field:
+    a field missing, of the wrong type or not finite keeps its default; a list of structs keeps the
+    items that parse (each leniently; dropped when it is not an object or lacks a field its class
+    names in `REQUIRED`). Keys `cls` does not know are ignored. `obj` not a dict: every field's
+    default."""
+    if not isinstance(obj, dict):
+        return cls()
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in msgspec.structs.fields(cls):  # type: ignore[arg-type]
+        if f.encode_name not in obj:
+            continue
+        raw, tp = obj[f.encode_name], hints[f.name]
+        item = _struct_of_list(tp)
+        struct = _struct_type(tp)
+        if item is not None and isinstance(raw, list):
+            values[f.name] = [x for x in (lenient(item, x) for x in raw) if _complete(x)]
+            continue
+        if struct is not None and isinstance(raw, dict):
+            values[f.name] = lenient(struct, raw)
+            continue
+        try:
+            value = msgspec.convert(raw, tp)
+        except (msgspec.ValidationError, TypeError, ValueError, RecursionError):
+            continue
+        if _finite(value):
+            values[f.name] = value
+    return cls(**values)
+
+
+def _complete(record: Any) -> bool:
+    """Whether a parsed list item has every field its class names in `REQUIRED` (a default there
+    means the file did not give it)."""
+    required: tuple[str, ...] = getattr(type(record), "REQUIRED", ())
+    return all(getattr(record, name) != getattr(type(record)(), name) for name in required)
+
+
+def to_builtins(record: msgspec.Struct) -> dict[str, Any]:
+    """The record as the plain JSON data its file holds (lists, not tuples), fields in declared order."""
+    out = msgspec.json.decode(msgspec.json.encode(record))
+    assert isinstance(out, dict)
+    return out
+
+
+def encode_record(record: msgspec.Struct, *, indent: int | None = 1) -> bytes:
+    """The record as the JSON text branchscope writes (run.json, sweep.json: indented by one)."""
+    return json.dumps(to_builtins(record), indent=indent).encode("utf-8")
+
+
+# ---------------------------------------------------------------- run.json
+
+
+class BranchRecord(msgspec.Struct, kw_only=True):
+    """One branch found in the model: its name, region ("1", "1.2" nested), ops, fork/join nodes."""
+
+    REQUIRED: typing.ClassVar[tuple[str, ...]] = ("name",)
+
+    name: str = ""
+    region: str = ""
+    ops: int | None = None
+    fork: str | None = None
+    join: str | None = None
+    depth: int = 0
+    parent: str | None = None
+
+
+class TraceClock(msgspec.Struct, kw_only=True):
+    """Where the trace's events lie on its clock: its baseTimeNanoseconds and the span of its events
+    (µs), so the runner places CPU samples without parsing the trace again."""
+
+    base_time_ns: float | None = None
+    first_us: float | None = None
+    last_us: float | None = None
+
+
+class RankRecord(msgspec.Struct, kw_only=True):
+    """One rank in a distributed run's top-level run.json: where its files are, its medians."""
+
+    rank: int | None = None
+    pid: int | None = None
+    device: str | None = None
+    run: str | None = None
+    trace: str | None = None
+    median_ms: float | None = None
+    unprofiled_median_ms: float | None = None
+
+
+class RunRecord(msgspec.Struct, kw_only=True):
+    """A run folder's run.json (see the module docstring): what ran, on what, how long each step
+    took with and without the profiler, the branches found, the threads, the files written.
+
+    A rank's run.json carries `rank`, `local_rank`, `world_size`, `backend`; a distributed run's
+    top-level run.json `nproc`, `world_size`, `backend` and `ranks` (the slowest rank's step times,
+    step by step). `files` ({name: bytes}) is added by the run folder when the run is committed.
+    """
+
+    format: int | None = None
+    mode: str | None = None
+    interop: int | None = None
+    intra: int | None = None
+    cores: int | None = None
+    device: str | None = None
+    torch: str | None = None
+    #: "demo NAME" for a demo, else the model file's path.
+    model: str | None = None
+    #: "demo", "py" or "torchscript".
+    source: str | None = None
+    #: A TorchScript archive's input shapes (e.g. "8x64x35x35") and dtype: what repeats the run.
+    input_shapes: list[str] | None = None
+    dtype: str | None = None
+    steps: int | None = None
+    warmup: int | None = None
+    steps_ms: list[float] | None = None
+    median_ms: float | None = None
+    unprofiled_steps: int | None = None
+    unprofiled_steps_ms: list[float] | None = None
+    unprofiled_median_ms: float | None = None
+    #: [min, q1, q3, max] of the unprofiled steps.
+    unprofiled_spread_ms: Spread | None = None
+    profiler_overhead: float | None = None
+    branches: list[BranchRecord] | None = None
+    regions: int | None = None
+    max_abs_diff: float | None = None
+    main_tid: int | None = None
+    interop_tids: list[int] | None = None
+    intra_tids: list[int] | None = None
+    threads_applied: dict[str, int] | None = None
+    pid: int | None = None
+    threads: dict[str, str] | None = None
+    fx_error: str | None = None
+    tracer: str | None = None
+    tracer_errors: dict[str, str] | None = None
+    notes: list[str] | None = None
+    plan: str | None = None
+    trace: str | None = None
+    trace_clock: TraceClock | None = None
+    train_step: bool | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    backend: str | None = None
+    nproc: int | None = None
+    ranks: list[RankRecord] | None = None
+    files: dict[str, int] | None = None
+    complete: bool = False
+
+    @classmethod
+    def parse(cls, obj: Any) -> RunRecord:
+        """The record of a run.json's decoded JSON (see `lenient`)."""
+        return lenient(cls, obj)
+
+    @property
+    def distributed(self) -> bool:
+        """A distributed run's top-level run.json (it lists its ranks)."""
+        return self.ranks is not None
+
+    def trace_files(self) -> list[str] | None:
+        """The trace files this run.json names, relative to its folder, rank 0 first: "trace.json.gz"
+        (or the plain file name "trace" says), or each rank's "rank-R/NAME". None when a name is of
+        another shape ("..", a path, a rank's file outside its folder): run.json is data, and a name
+        it holds is followed only when it has a shape branchscope writes."""
+        if self.ranks is not None:
+            names = [r.trace for r in self.ranks]
+            if not names or not all(isinstance(n, str) and RANK_FILE.fullmatch(n) for n in names):
+                return None
+            return [str(n) for n in names]
+        name = self.trace if self.trace is not None else DEFAULT_TRACE
+        if not name or "/" in name or "\\" in name or name in (".", ".."):
+            return None
+        return [name]
+
+    @property
+    def demo(self) -> str | None:
+        """The demo's name when a demo ran."""
+        if self.source == "demo" and self.model and self.model.startswith("demo "):
+            return self.model[len("demo ") :]
+        return None
+
+    @property
+    def model_label(self) -> str | None:
+        """The demo's name, or the model file's name."""
+        return model_label(self.model, self.source)
+
+    @property
+    def unprofiled_stats(self) -> StepStats | None:
+        """Median and spread of the steps timed without the profiler (the honest numbers); None
+        when it has none (an old run)."""
+        return StepStats.of(self.unprofiled_steps_ms) if self.unprofiled_steps_ms else None
+
+    @property
+    def profiled_stats(self) -> StepStats | None:
+        """Median and spread of the profiled steps."""
+        return StepStats.of(self.steps_ms) if self.steps_ms else None
+
+    @property
+    def threads_label(self) -> str | None:
+        """"I×J" (inter-op × intra-op), None when either is unknown."""
+        return None if self.interop is None or self.intra is None else f"{self.interop}×{self.intra}"
+
+
+def model_label(model: str | None, source: str | None) -> str | None:
+    """How lists name a run's model ("model" and "source" of run.json or a trace's "branchscope"
+    object): a demo's name, or the model file's name."""
+    if not model:
+        return None
+    if source == "demo" and model.startswith("demo "):
+        return model[len("demo ") :]
+    return Path(model.rstrip("/")).name or model
+
+
+def read_run_record(folder: str | Path, *, follow_symlinks: bool = True) -> RunRecord | None:
+    """FOLDER/run.json as a record when it is a regular file (never a FIFO or a device; with
+    `follow_symlinks=False` never a link) holding a JSON object of a sane size; None otherwise.
+    Whether the run is complete is the record's `complete`."""
+    try:
+        return RunRecord.parse(read_json_object(Path(folder) / RUN_JSON, follow_symlinks=follow_symlinks))
+    except (OSError, ValueError):
+        return None
+
+
+# ---------------------------------------------------------------- sweep.json
+
+#: A sweep cell's status.
+DONE, FAILED, NOT_RUN = "done", "failed", "not run"
+#: A mode's name as run.json and sweep.json write it.
+MODE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+#: A sweep cell's run folder inside the sweep's folder, as branchscope names it ("fork-2x1"): a name
+#: read from sweep.json is data, and counts only in this shape ("..", "a/b", a path never do).
+CELL_FOLDER = re.compile(rf"{MODE_NAME.pattern}-[1-9][0-9]{{0,5}}x[1-9][0-9]{{0,5}}")
+
+
+class CellRecord(msgspec.Struct, kw_only=True):
+    """One cell of a sweep: its configuration, its run folder (DIR/MODE-IxJ), what it gave."""
+
+    mode: str | None = None
+    interop: int | None = None
+    intra: int | None = None
+    run: str | None = None
+    status: str = NOT_RUN
+    oversubscribed: bool = False
+    median_ms: float | None = None
+    unprofiled_median_ms: float | None = None
+    #: [min, q1, q3, max] of the unprofiled steps.
+    unprofiled_spread_ms: Spread | None = None
+    unprofiled_steps: int | None = None
+    error: str | None = None
+    exit_code: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.mode} {self.interop}×{self.intra}"
+
+
+class SweepRecord(msgspec.Struct, kw_only=True):
+    """A sweep folder's sweep.json: the axes, the run options of every cell, and the cells."""
+
+    sweep: int = SWEEP_FORMAT
+    demo: str | None = None
+    model: str | None = None
+    modes: list[str] | None = None
+    interop: list[int] | None = None
+    intra: list[int] | None = None
+    steps: int | None = None
+    warmup: int | None = None
+    device: str | None = None
+    nproc: int | None = None
+    cores: int | None = None
+    complete: bool = False
+    cancelled: str | None = None
+    best: int | None = None
+    cells: list[CellRecord] = msgspec.field(default_factory=list)
+
+    @classmethod
+    def parse(cls, obj: Any) -> SweepRecord:
+        return lenient(cls, obj)
+
+    @property
+    def model_label(self) -> str | None:
+        return self.demo or (Path(self.model).name if self.model else None)
+
+    def best_index(self) -> int | None:
+        """The finished cell with the lowest unprofiled median (the first of equals); None when none finished."""
+        best: tuple[float, int] | None = None
+        for i, c in enumerate(self.cells):
+            ms = c.unprofiled_median_ms
+            if c.status == DONE and ms is not None and (best is None or ms < best[0]):
+                best = (ms, i)
+        return best[1] if best else None
+
+
+def is_sweep_json(obj: Any) -> bool:
+    """Whether decoded JSON is a sweep.json of branchscope's (its version and a list of cells)."""
+    return isinstance(obj, dict) and obj.get("sweep") in SWEEP_FORMATS and isinstance(obj.get("cells"), list)
+
+
+# ---------------------------------------------------------------- JSON-line events
+
+
+class Event(msgspec.Struct, tag_field="event", kw_only=True, omit_defaults=True):
+    """One line between branchscope's processes: `{"event": KIND, …}`. A rank's events (a
+    distributed run's worker, through its own file) carry its `rank` and `t` (the monotonic clock)."""
+
+    rank: int | None = None
+    t: float | None = None
+
+
+class PhaseEvent(Event, tag="phase", kw_only=True):
+    """The worker entered a phase: "load", "warmup", "timing", "profile" or "export"."""
+
+    phase: str
+
+
+class ProgressEvent(Event, tag="progress", kw_only=True):
+    """Profiled step `step` of `of` finished (in a sweep: of cell `index`)."""
+
+    step: int
+    of: int
+    index: int | None = None
+
+
+class ErrorEvent(Event, tag="error", kw_only=True):
+    """The run (or sweep) failed: one line, the model's traceback, the worker's exit code."""
+
+    message: str = ""
+    traceback: str | None = None
+    exit_code: int | None = None
+    out: str | None = None
+
+
+class FinishedEvent(Event, tag="finished", kw_only=True):
+    """The worker wrote its run.json (the worker's last word to the runner)."""
+
+    run: str
+
+
+class DoneEvent(Event, tag="done", kw_only=True):
+    """The run (or sweep) succeeded: its folder and its run.json (or sweep.json)."""
+
+    out: str
+    run: RunRecord | None = None
+    sweep: SweepRecord | None = None
+
+
+class HelloEvent(Event, tag="hello", kw_only=True):
+    """A rank's worker started (its pid, for the CPU sampler)."""
+
+    pid: int
+
+
+class ExitedEvent(Event, tag="exited", kw_only=True):
+    """A rank's worker ended: its exit status, or -N for signal N (said by the process watching it)."""
+
+    pid: int | None = None
+    code: int
+
+
+class EndedEvent(Event, tag="ended", kw_only=True):
+    """A rank's first process is gone (said by its reaper)."""
+
+
+class SweepEvent(Event, tag="sweep", kw_only=True):
+    """A sweep began: sweep.json as first written (every cell "not run")."""
+
+    out: str
+    sweep: SweepRecord
+
+
+class CellEvent(Event, tag="cell", kw_only=True):
+    """Sweep cell `index` (of `of`) ended, in `folder`; `best` is the sweep's best cell now."""
+
+    index: int
+    of: int
+    out: str
+    folder: str
+    cell: CellRecord
+    best: int | None = None
+
+
+AnyEvent = Union[  # noqa: UP007 - msgspec needs the union as an object
+    PhaseEvent,
+    ProgressEvent,
+    ErrorEvent,
+    FinishedEvent,
+    DoneEvent,
+    HelloEvent,
+    ExitedEvent,
+    EndedEvent,
+    SweepEvent,
+    CellEvent,
+]
+_EVENT_DECODER = msgspec.json.Decoder(AnyEvent)
+_ENCODER = msgspec.json.Encoder()
+
+
+def encode_event(event: Event) -> bytes:
+    """One event as its line (without the newline)."""
+    return _ENCODER.encode(event)
+
+
+def decode_events(lines: Iterable[bytes]) -> list[Event]:
+    """The events among JSON lines; a line that is not one (anything else a process printed, a kind
+    this version does not know, a field of the wrong type) is skipped."""
+    events: list[Event] = []
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            events.append(_EVENT_DECODER.decode(line))
+        except (msgspec.DecodeError, RecursionError):
+            continue
+    return events
