@@ -71,9 +71,9 @@ def test_rows_nest_under_their_parent_with_totals_and_the_timelines_colours(qtbo
     view.set_trace(trace)
     by_name = {r.name: colors.hex_to_rgb32(r.color) for r in rows}
     mm = int(np.flatnonzero(trace.name_id == trace.names.index("aten::mm"))[0])
-    assert int(colors.PALETTE[view._keys[mm]]) == by_name["a.y"]
+    assert int(colors.PALETTE[view.painter.keys[mm]]) == by_name["a.y"]
     b = int(np.flatnonzero(trace.name_id == trace.names.index("branch: b"))[0])
-    assert int(colors.PALETTE[view._keys[b]]) == by_name["b"]
+    assert int(colors.PALETTE[view.painter.keys[b]]) == by_name["b"]
 
 
 def test_the_widget_shows_swatch_name_and_ms_indented_and_emits_clicks(qtbot):

@@ -117,16 +117,16 @@ def test_cpu_groups_fold_when_space_is_short_and_a_click_opens_or_folds_them(two
         assert g.height == view.summary_height
     # a click on its title opens it (the user's choice holds, even if the streams then scroll)
     g = folded[0]
-    qtbot.mouseClick(view, Qt.MouseButton.LeftButton, pos=QPoint(20, RULER_H + g.top - view._scroll + 4))
+    qtbot.mouseClick(view, Qt.MouseButton.LeftButton, pos=QPoint(20, RULER_H + g.top - view.scroll_y + 4))
     opened = next(h for h in view.group_headers if h.key == g.key)
     assert not opened.collapsed
     assert {lr.lane for lr in view.lane_rows} >= set(g.lanes)
     # and a second click folds it again
-    qtbot.mouseClick(view, Qt.MouseButton.LeftButton, pos=QPoint(20, RULER_H + opened.top - view._scroll + 4))
+    qtbot.mouseClick(view, Qt.MouseButton.LeftButton, pos=QPoint(20, RULER_H + opened.top - view.scroll_y + 4))
     assert next(h for h in view.group_headers if h.key == g.key).collapsed
     # a click on a summary lane in the plot opens its group too
     g = next(h for h in view.group_headers if h.collapsed)
-    view.on_click(QPoint(GUTTER + 50, RULER_H + g.top - view._scroll + g.height // 2))
+    view.on_click(QPoint(GUTTER + 50, RULER_H + g.top - view.scroll_y + g.height // 2))
     assert not next(h for h in view.group_headers if h.key == g.key).collapsed
 
 
@@ -134,7 +134,7 @@ def test_with_room_to_spare_nothing_folds(two_ranks, qtbot):
     view = TimelineView()
     view.set_trace(two_ranks)
     show(qtbot, view, 1400, view.full_height + RULER_H + 10)
-    qtbot.waitUntil(lambda: view._layout_height == view.height() - RULER_H)
+    qtbot.waitUntil(lambda: view.lane_layout.avail == view.height() - RULER_H)
     assert not any(g.collapsed for g in view.group_headers)
     assert view.content_height == view.full_height
 
@@ -150,7 +150,7 @@ def test_hovering_a_summary_lane_finds_the_event_under_the_cursor(two_ranks, qtb
     rect = view.event_rect(i)
     assert (
         rect is not None
-        and g.top - view._scroll + RULER_H <= rect.top() < g.top - view._scroll + RULER_H + g.height
+        and g.top - view.scroll_y + RULER_H <= rect.top() < g.top - view.scroll_y + RULER_H + g.height
     )
     hit = view.event_at(rect.center())
     assert hit >= 0 and int(two_ranks.lane[hit]) == lane and int(two_ranks.depth[hit]) == 0

@@ -533,7 +533,7 @@ def _colour_of_branch_ops(qtbot, trace) -> dict[str, int]:
     for i in range(len(trace)):
         name = trace.event_name(i)
         if name.startswith("op of "):
-            out[name.removeprefix("op of ")] = int(colors.PALETTE[view._keys[i]])
+            out[name.removeprefix("op of ")] = int(colors.PALETTE[view.painter.keys[i]])
     return out
 
 
@@ -582,22 +582,22 @@ def test_lane_labels_and_rows_follow_the_font(small_trace, qtbot):
 
     view = _show(qtbot, TimelineView())
     view.set_trace(small_trace)
-    row, height, label = view.row_height, view.content_height, view._label_font.pointSizeF()
+    row, height, label = view.row_height, view.content_height, view.painter.label_font.pointSizeF()
     base = QApplication.font()
     big = QFont(base)
     big.setPointSizeF(base.pointSizeF() * 2)
     QApplication.setFont(big)
     try:
-        qtbot.waitUntil(lambda: view._label_font.pointSizeF() > label * 1.5)
+        qtbot.waitUntil(lambda: view.painter.label_font.pointSizeF() > label * 1.5)
         assert view.row_height > row and view.content_height > height
-        assert view._label_fm.height() <= view.row_height - 3  # names still fit in a row
+        assert view.painter.label_fm.height() <= view.row_height - 3  # names still fit in a row
     finally:
         QApplication.setFont(base)
     qtbot.waitUntil(lambda: view.row_height == row)
     view.set_row_height(30)  # a fixed height stays through font changes
     QApplication.setFont(big)
     try:
-        qtbot.waitUntil(lambda: view._label_font.pointSizeF() > label * 1.5)
+        qtbot.waitUntil(lambda: view.painter.label_font.pointSizeF() > label * 1.5)
         assert view.row_height == 30
     finally:
         QApplication.setFont(base)
