@@ -1,4 +1,4 @@
-"""Is multi-stream possible here? Decided without importing torch in the window's process.
+"""Is CUDA there for the modes that need it (multi-stream)? Decided without importing torch in the window's process.
 
 First a free check: with no NVIDIA driver (no /proc/driver/nvidia, no /dev/nvidia0 and no
 nvidia-smi on PATH) CUDA cannot work, and the answer is immediate. Only where a driver exists is a
@@ -33,7 +33,7 @@ def driver_present() -> bool:
 
 class CudaCheck(QObject):
     """Emits `devicesCounted(n)` then `resolved(available, reason)`, once; `reason` says why
-    multi-stream is unavailable (or how many devices there are); `device_count` is n."""
+    the modes that need CUDA are unavailable (or how many devices there are); `device_count` is n."""
 
     resolved = Signal(bool, str)
     #: How many CUDA devices the worker's torch sees (0 without a driver or a CUDA build).
@@ -52,14 +52,14 @@ class CudaCheck(QObject):
         if _cached is not None:
             self._set(*_cached)
         elif not driver_present():
-            self._set(False, "multi-stream needs CUDA: no NVIDIA driver on this machine", 0)
+            self._set(False, "no NVIDIA driver on this machine", 0)
         else:
             proc = QProcess(self)
             proc.setProgram(sys.executable)
             proc.setArguments(["-I", "-c", _PROBE])  # isolated: a torch.py in the current folder is never run
             proc.finished.connect(self._probe_done)
             proc.errorOccurred.connect(
-                lambda _e: self._set(False, "multi-stream needs CUDA: the check could not run", 0)
+                lambda _e: self._set(False, "the check for CUDA could not run", 0)
             )
             self._proc = proc
             proc.start()
@@ -70,7 +70,7 @@ class CudaCheck(QObject):
         if n > 0:
             self._set(True, f"{n} CUDA device{'s' if n > 1 else ''}", n)
         else:
-            self._set(False, "multi-stream needs CUDA: this torch build sees no CUDA device", 0)
+            self._set(False, "this torch build sees no CUDA device", 0)
 
     def _set(self, available: bool, reason: str, count: int) -> None:
         global _cached

@@ -304,14 +304,12 @@ class RunControls(QWidget):
         for k, mode in enumerate(MODES.values()):
             if not mode.needs_cuda:
                 continue
-            missing.append(mode.label)
+            missing.append(mode.title)
             if isinstance(model, QStandardItemModel):
                 item = model.item(k)
                 item.setEnabled(available)
-                item.setToolTip(mode.description if available else reason)
-        self.mode_combo.setToolTip("" if available or not missing else f"{', '.join(missing)}: {reason}")
-
-    set_streams_enabled = set_cuda_available
+                item.setToolTip(mode.description if available else f"{mode.title} needs CUDA: {reason}")
+        self.mode_combo.setToolTip("" if available or not missing else f"{', '.join(missing)}: needs CUDA: {reason}")
 
     def set_cuda_devices(self, count: int | None) -> None:
         """How many CUDA devices the worker sees (None: not known yet, e.g. still checking). Demos

@@ -79,7 +79,7 @@ class SweepPanel(QWidget):
         for name, box in self.mode_boxes.items():
             box.setToolTip(MODES[name].description)
             box.setChecked(name in DEFAULT_MODES)
-        self.set_cuda_available(False, "needs CUDA")
+        self.set_cuda_available(False, "checking for CUDA…")
         counts = ",".join(str(n) for n in sorted({1, 2, max(1, cores)}))
         self.interop_edit = QLineEdit(counts)
         self.intra_edit = QLineEdit(counts)
@@ -131,11 +131,9 @@ class SweepPanel(QWidget):
             if not mode.needs_cuda:
                 continue
             box.setEnabled(available)
-            box.setToolTip(mode.description if available else f"{mode.label}: {reason}")
+            box.setToolTip(mode.description if available else f"{mode.title} needs CUDA: {reason}")
             if not available:
                 box.setChecked(False)
-
-    set_streams_enabled = set_cuda_available
 
     # ---- running ----------------------------------------------------------------------------
     def request(self) -> SweepRequest:

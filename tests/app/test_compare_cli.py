@@ -65,6 +65,7 @@ def _run_json(folder: Path) -> dict:
     return json.loads((folder / "run.json").read_text())
 
 
+@pytest.mark.slow
 def test_json_of_two_real_runs(runs, capsys):
     # The fork run first: the baseline is the sequential 1×1 run wherever it is.
     doc = _json(capsys, str(runs["fork"]), str(runs["sequential"]))
@@ -103,6 +104,7 @@ def test_json_of_two_real_runs(runs, capsys):
     assert spreads == sorted(spreads, reverse=True)
 
 
+@pytest.mark.slow
 def test_a_trace_file_with_its_run_json_beside_it_reads_as_its_folder(runs, capsys):
     by_folder = _json(capsys, str(runs["sequential"]), str(runs["fork"]))
     by_file = _json(capsys, str(runs["sequential"] / "trace.json.gz"), str(runs["fork"] / "trace.json.gz"))
@@ -111,6 +113,7 @@ def test_a_trace_file_with_its_run_json_beside_it_reads_as_its_folder(runs, caps
     assert by_file["speedup"] == by_folder["speedup"] and by_file["ops"] == by_folder["ops"]
 
 
+@pytest.mark.slow
 def test_an_explicit_baseline(runs, capsys):
     doc = _json(capsys, str(runs["sequential"]), str(runs["fork"]), "--baseline", "1")
     assert doc["baseline"] == 1 and doc["speedup"][1] == 1.0
@@ -118,6 +121,7 @@ def test_an_explicit_baseline(runs, capsys):
     assert doc["speedup"][0] == pytest.approx(medians[1] / medians[0], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_the_table_names_runs_baseline_and_ops(runs, capsys):
     assert cli(["compare", str(runs["sequential"]), str(runs["fork"])]) == 0
     out = capsys.readouterr().out
@@ -184,6 +188,7 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
+@pytest.mark.slow
 def test_screenshot_of_the_compare_view(runs, tmp_path):
     out = tmp_path / "compare.png"
     proc = branchscope("compare", str(runs["sequential"]), str(runs["fork"]), "--screenshot", str(out))

@@ -239,9 +239,12 @@ def test_the_controls_show_the_phase_ticking_then_the_steps(controls, qtbot):
     assert controls.progress.value() == controls.progress.maximum() == 1
 
 
-def test_multi_stream_offered_only_with_cuda(controls):
-    controls.set_streams_enabled(False, "no NVIDIA driver")
-    item = controls.mode_combo.model().item(2)
-    assert not item.isEnabled() and item.toolTip() == "no NVIDIA driver"
-    controls.set_streams_enabled(True, "")
+def test_modes_that_need_cuda_are_offered_only_with_it(controls):
+    controls.set_cuda_available(False, "no NVIDIA driver")
+    item = controls.mode_combo.model().item(controls.mode_combo.findData("streams"))
+    assert not item.isEnabled() and item.toolTip() == "multi-stream needs CUDA: no NVIDIA driver"
+    assert controls.mode_combo.toolTip() == "multi-stream: needs CUDA: no NVIDIA driver"
+    others = [controls.mode_combo.model().item(k) for k in range(controls.mode_combo.count()) if k != controls.mode_combo.findData("streams")]
+    assert all(i.isEnabled() for i in others)  # sequential and fork need no CUDA
+    controls.set_cuda_available(True, "")
     assert item.isEnabled() and controls.mode_combo.toolTip() == ""

@@ -97,7 +97,7 @@ def test_phases_of_a_cancelled_run_are_not_reported(controller, qtbot, tmp_path)
     assert seen == ["load"]
 
 
-
+@pytest.mark.slow
 def test_a_real_run_reports_its_phases(qtbot, tmp_path):
     controller = RunController(runs_dir=tmp_path / "runs")  # the real runner, a small demo
     seen: list[str] = []

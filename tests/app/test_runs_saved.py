@@ -210,6 +210,7 @@ def real_run(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_a_real_run_folder_reads_back_as_it_ran(real_run):
     run = json.loads((real_run / "run.json").read_text())
     e = entry_for_path(real_run)

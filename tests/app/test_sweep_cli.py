@@ -15,32 +15,13 @@ import pytest
 from branchscope.profiling import load_trace
 from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.run.sweep import SWEEP_JSON
-from tests.paths import ROOT
+from tests.paths import MODELS, ROOT
 from tests.processes import wait_until
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux"),
 ]
-
-#: A model that builds at once with 1 inter-op thread and hangs (after starting a child carrying
-#: $BRANCHSCOPE_TEST_MARKER) with 2: the first cell finishes, the second never does.
-HANGS_WITH_TWO_INTEROP_THREADS = """
-import os, subprocess, sys, time
-import torch
-from torch import nn
-
-def build_model():
-    if torch.get_num_interop_threads() == 2:
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", os.environ["BRANCHSCOPE_TEST_MARKER"]])
-        while True:
-            time.sleep(1)
-    return nn.Linear(4, 4)
-
-def example_inputs():
-    return (torch.randn(2, 4),)
-"""
-
 
 def sweep(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "branchscope.app.cli", "sweep", *args]
@@ -106,8 +87,7 @@ def _with_marker(marker: str) -> list[psutil.Process]:
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_cancel_stops_the_running_cell_and_keeps_the_finished_ones(tmp_path, signum):
-    model = tmp_path / "hangs_with_two.py"
-    model.write_text(HANGS_WITH_TWO_INTEROP_THREADS)
+    model = MODELS / "hangs_with_two.py"
     out = tmp_path / "sweep"
     marker = f"branchscope-test-{uuid.uuid4().hex}"
     cmd = [sys.executable, "-m", "branchscope.app.cli", "sweep", "--model", str(model), "--modes", "sequential",

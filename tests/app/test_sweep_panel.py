@@ -21,6 +21,7 @@ from branchscope.profiling.run.sweep import SWEEP_JSON, SweepRequest, load_sweep
 from branchscope.profiling.trace.records import CellEvent, CellRecord, SweepRecord, lenient
 from branchscope.widgets.sweep_view import SweepView
 from tests.gui_helpers import show
+from tests.paths import MODELS
 from tests.processes import wait_until
 
 
@@ -148,25 +149,6 @@ def test_cells_arriving_update_the_view(qtbot, sweep_folder):
 
 # ---- the controller: real sweeps (torch workers, seconds each) ---------------------------------
 
-#: Builds at once with 1 inter-op thread; with 2 it starts a child carrying $BRANCHSCOPE_TEST_MARKER
-#: (through the environment the window's process passes on) and hangs.
-HANGS_WITH_TWO = """
-import os, subprocess, sys, time
-import torch
-from torch import nn
-
-def build_model():
-    if torch.get_num_interop_threads() == 2:
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", os.environ["BRANCHSCOPE_TEST_MARKER"]])
-        while True:
-            time.sleep(1)
-    return nn.Linear(4, 4)
-
-def example_inputs():
-    return (torch.randn(2, 4),)
-"""
-
-
 def _with_marker(marker: str) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline"]):
@@ -212,8 +194,7 @@ def test_controller_runs_a_sweep_and_reports_each_cell(qtbot, controller, tmp_pa
 def test_controller_cancel_keeps_finished_cells_and_leaves_nothing_running(qtbot, controller, tmp_path, monkeypatch):
     marker = f"branchscope-test-{uuid.uuid4().hex}"
     monkeypatch.setenv("BRANCHSCOPE_TEST_MARKER", marker)  # QProcess passes the environment on
-    model = tmp_path / "hangs_with_two.py"
-    model.write_text(HANGS_WITH_TWO)
+    model = MODELS / "hangs_with_two.py"
     out = tmp_path / "sweep"
     request = SweepRequest(out=out, modes=("sequential",), interop=(1, 2), intra=(1,), options=RunOptions(model=model, steps=2, warmup=1))
     failed: list[str] = []

@@ -168,7 +168,7 @@ def test_open_trace_files_and_recent_files(window, qtbot, tmp_path):
 
 def test_multi_stream_is_disabled_with_the_reason_without_cuda(window):
     window._on_cuda(False, "multi-stream needs CUDA: no NVIDIA driver on this machine")
-    item = window.controls.mode_combo.model().item(2)
+    item = window.controls.mode_combo.model().item(window.controls.mode_combo.findData("streams"))
     assert not item.isEnabled()
     assert "needs CUDA" in item.toolTip()
     window._on_cuda  # noqa: B018 - the check itself runs without torch (tests/app/test_cli_window.py)

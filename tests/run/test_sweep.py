@@ -252,3 +252,19 @@ def test_markdown_table_names_every_cell(tmp_path, fake_worker):
     steps = result.sweep.cells[1].unprofiled_steps
     assert steps >= 2  # how many unprofiled steps the median and spread are of
     assert table[3] == f"| fork 1×1 | 12.00 | 10.00, 10.75–13.75, 16.00 | {steps} | 22.00 | best |"
+
+
+def test_sweeps_take_every_run_option_nproc_included(tmp_path, fake_worker):
+    """The sweep's options are the run's (`RunOptions`, declared once): --nproc reaches every cell."""
+    p = argparse.ArgumentParser()
+    add_sweep_arguments(p)
+    args = p.parse_args(["--demo", "twin-mm", "--modes", "sequential", "--interop", "1", "--intra", "1,2", "--nproc", "2",
+                         "--steps", "3", "--timeout", "30", "--out", str(tmp_path / "s")])  # fmt: skip
+    req = sweep_request_from_args(args)
+    assert req.options == RunOptions(demo="twin-mm", nproc=2, steps=3, timeout=30.0)
+    assert sweep_request_from_args(p.parse_args(req.argv())) == req  # argv and parser agree
+    assert {req.run_request(c).options.nproc for c in req.cells()} == {2}
+    assert "--nproc" in req.run_request(req.cells()[0]).argv() and "--nproc" not in req.run_request(req.cells()[0]).argv(worker=True)
+    result = run_sweep(request(tmp_path / "one", intra=(1,), modes=("sequential",)))
+    assert result.sweep is not None and result.sweep.nproc == 1
+    assert json.loads((tmp_path / "one" / SWEEP_JSON).read_text())["nproc"] == 1
