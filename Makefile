@@ -44,7 +44,7 @@ bench: $(STAMP)
 
 # The README's pictures: the inception demo sequential and forked (2 inter-op x 1 intra-op threads),
 # the two compared side by side (with a sequential 1x1 baseline), a thread sweep's heatmap, and the
-# memory of a built DataParallel-like step over 4 GPUs (tests/widgets/test_memory_view.py writes it).
+# memory of a built DataParallel-like step over 4 GPUs (tests/builders/memory.py writes it).
 # Their runs go to build/screens (each folder replaced by the next `make screenshots`).
 SHOTS := build/screens
 screenshots: $(STAMP)
@@ -59,7 +59,7 @@ screenshots: $(STAMP)
 	$(BIN)/branchscope sweep --demo lstm-ensemble --modes sequential,fork --interop 1,2 --intra 1,2 --steps 5 \
 	  --out $(SHOTS)/sweep-lstm > /dev/null
 	QT_QPA_PLATFORM=offscreen $(BIN)/branchscope open $(SHOTS)/sweep-lstm --screenshot assets/screenshots/sweep.png
-	$(BIN)/python -c "from tests.widgets.test_memory_view import write_four_gpu_trace as w; w(__import__('pathlib').Path('$(SHOTS)/dataparallel-4gpu.json'))"
+	$(BIN)/python -c "from tests.builders.memory import write_four_gpu_trace as w; w(__import__('pathlib').Path('$(SHOTS)/dataparallel-4gpu.json'))"
 	QT_QPA_PLATFORM=offscreen $(BIN)/branchscope open $(SHOTS)/dataparallel-4gpu.json --screenshot assets/screenshots/memory-run.png
 	QT_QPA_PLATFORM=offscreen $(BIN)/branchscope open $(SHOTS)/dataparallel-4gpu.json --tab memory \
 	  --screenshot assets/screenshots/memory.png

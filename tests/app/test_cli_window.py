@@ -14,7 +14,8 @@ from PySide6.QtGui import QImage
 
 from branchscope.app.main_window import MainWindow
 from branchscope.app.run_controller import RunController
-from tests.gui_helpers import FAKE_RUNNER, FIXTURES, write_small_trace, write_sweep_folder
+from tests.builders.runs import write_small_trace, write_sweep_folder
+from tests.gui_helpers import FAKE_RUNNER, FIXTURES
 from tests.paths import ROOT
 
 _small_trace = write_small_trace

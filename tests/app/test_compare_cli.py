@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from branchscope.app import cmd_compare
-from tests.gui_helpers import write_small_trace, write_sweep_folder
+from tests.builders.runs import write_small_trace, write_sweep_folder
 from tests.paths import ROOT
 
 RUN_KEYS = {"label", "path", "mode", "interop", "intra", "median_ms", "unprofiled_median_ms",

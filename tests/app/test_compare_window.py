@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from branchscope.profiling.trace.run_info import step_label
-from tests.gui_helpers import write_run_folder as _run_folder
-from tests.gui_helpers import write_small_trace, write_sweep_folder
+from tests.builders.runs import write_run_folder as _run_folder
+from tests.builders.runs import write_small_trace, write_sweep_folder
 
 
 def test_a_run_without_its_sequential_1x1_baseline_runs_it_too_and_the_summary_line_compares(window, qtbot):

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.gui_helpers import write_small_trace
+from tests.builders.runs import write_small_trace
 
 
 def _distributed_folder(out: Path) -> Path:

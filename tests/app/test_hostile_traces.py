@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from branchscope.profiling import Trace, TraceFormatError, load_trace
-from tests.gui_helpers import write_small_trace
+from tests.builders.runs import write_small_trace
 from tests.paths import ROOT
 
 BRANCHSCOPE = Path(sys.executable).with_name("branchscope")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from branchscope.app.cli import main
-from tests.trace.test_memory import FOUR_GPU_PROPERTIES, four_gpu_events, write_trace
-from tests.trace.test_snapshot import Payload, two_gpu_snapshot
+from tests.builders.memory import FOUR_GPU_PROPERTIES, four_gpu_events, write_trace
+from tests.builders.snapshots import Payload, two_gpu_snapshot
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

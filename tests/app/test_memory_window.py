@@ -3,8 +3,8 @@ device and the timeline's selected range, and a way back to the events in the ti
 
 from __future__ import annotations
 
-from tests.gui_helpers import write_small_trace
-from tests.widgets.test_memory_view import ALLOCATIONS, PEAKS, T0_US, write_four_gpu_trace
+from tests.builders.memory import ALLOCATIONS, PEAKS, T0_US, write_four_gpu_trace
+from tests.builders.runs import write_small_trace
 
 
 def test_a_multi_gpu_trace_fills_the_memory_tab_and_its_table_follows_device_and_range(window, qtbot, tmp_path):
@@ -43,7 +43,7 @@ def test_a_trace_without_memory_events_has_the_memory_tab_disabled(window, tmp_p
 
 
 def test_allocator_snapshots_open_together_as_ranks_in_the_memory_tab(window, tmp_path):
-    from tests.trace.test_snapshot import two_gpu_snapshot, write
+    from tests.builders.snapshots import two_gpu_snapshot, write
 
     paths = [write(tmp_path / f"snapshot-rank-{r}.pickle", two_gpu_snapshot()) for r in (0, 1)]
     assert window.open_trace_files([str(p) for p in paths]) == 2

@@ -13,7 +13,7 @@ from branchscope.app.trace_loader import TraceLoader, connect_progress, describe
 from branchscope.profiling.trace.model import Lane, LoadCancelled, TraceFormatError, build_trace
 from branchscope.widgets.load_progress import LoadProgress
 from branchscope.widgets.trace_cache import derived
-from tests.gui_helpers import write_small_trace
+from tests.builders.runs import write_small_trace
 
 GATE_TIMEOUT_S = 30  # a fake load waits on its gate at most this long (only a broken test waits)
 

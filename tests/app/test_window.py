@@ -19,7 +19,8 @@ from branchscope.app.run_controller import RunController, RunSpec
 from branchscope.profiling import TraceFormatError, load_trace
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RunRequest, add_run_arguments, request_from_args
-from tests.gui_helpers import FAKE_RUNNER, write_small_trace
+from tests.builders.runs import write_small_trace
+from tests.gui_helpers import FAKE_RUNNER
 
 
 def _args(win) -> list[str]:

@@ -25,7 +25,7 @@ from branchscope.profiling.trace.compare import (
 from branchscope.profiling.trace.merge import merge_traces, rank_groups
 from branchscope.profiling.trace.model import Lane, build_trace
 from branchscope.profiling.trace.records import RunRecord, encode_record
-from tests.gui_helpers import write_small_trace
+from tests.builders.runs import write_small_trace
 
 # ---- synthetic traces ----------------------------------------------------------------------------
 

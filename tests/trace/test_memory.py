@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -14,51 +13,7 @@ from hypothesis import strategies as st
 from branchscope.profiling import load_trace
 from branchscope.profiling.trace.memory import BEFORE_PROFILING, NO_OP, analyze_memory
 from branchscope.profiling.trace.merge import merge_traces
-
-PID = 100
-
-
-def op(name: str, tid: int, ts: int, dur: int) -> dict[str, Any]:
-    return {"ph": "X", "name": name, "cat": "cpu_op", "pid": PID, "tid": tid, "ts": ts, "dur": dur}
-
-
-def mem(
-    ts: int, nbytes: int, total: int, *, addr: int | None, tid: int = 1, device: int = 0,
-    device_type: int = 1, reserved: int | None = None,
-) -> dict[str, Any]:
-    args: dict[str, Any] = {"Device Type": device_type, "Device Id": device, "Bytes": nbytes, "Total Allocated": total}
-    if addr is not None:
-        args["Addr"] = addr
-    if reserved is not None:
-        args["Total Reserved"] = reserved
-    return {"ph": "i", "s": "t", "name": "[memory]", "cat": "cpu_instant_event", "pid": PID, "tid": tid, "ts": ts,
-            "args": args}
-
-
-def write_trace(path: Path, events: list[dict[str, Any]], **top: Any) -> Path:
-    path.write_text(json.dumps({"traceEvents": events, **top}))
-    return path
-
-
-def four_gpu_events() -> list[dict[str, Any]]:
-    """DataParallel-like: cuda:0 holds the gathered outputs and the loss (400 + 200 B at its peak),
-    cuda:1..3 one activation of 100 B each; every device frees all by the end."""
-    events = [op("forward", 1, 0, 100), op("aten::cat", 1, 50, 10), op("loss", 1, 70, 20)]
-    events += [mem(10, 100, 100, addr=0x1000, device=0, reserved=2048)]
-    for d in (1, 2, 3):
-        events += [mem(10 + d, 100, 100, addr=0x1000, device=d, reserved=1024),
-                   mem(60 + d, -100, 0, addr=0x1000, device=d, reserved=1024)]
-    events += [
-        mem(55, 400, 500, addr=0x2000, device=0, reserved=2048),
-        mem(75, 100, 600, addr=0x3000, device=0, reserved=2048),
-        mem(80, -100, 500, addr=0x1000, device=0, reserved=2048),
-        mem(95, -400, 100, addr=0x2000, device=0, reserved=2048),
-        mem(96, -100, 0, addr=0x3000, device=0, reserved=2048),
-    ]
-    return events
-
-
-FOUR_GPU_PROPERTIES = [{"id": d, "name": "GPU", "totalGlobalMem": (d + 1) << 30} for d in range(4)]
+from tests.builders.memory import FOUR_GPU_PROPERTIES, four_gpu_events, mem, op, write_trace
 
 
 def test_reused_address_pairs_each_allocation_with_its_own_free(tmp_path: Path) -> None:

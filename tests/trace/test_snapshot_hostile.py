@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from branchscope.profiling import TraceFormatError
 from branchscope.profiling.trace.snapshot import _MAX_EXPANSION, load_snapshot
+from tests.builders.snapshots import two_gpu_snapshot
 from tests.paths import ROOT
-from tests.trace.test_snapshot import two_gpu_snapshot
 
 BRANCHSCOPE = Path(sys.executable).with_name("branchscope")
 MIB = 1 << 20

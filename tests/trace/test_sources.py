@@ -17,7 +17,7 @@ from branchscope.profiling.trace.compare import compare, load_run
 from branchscope.profiling.trace.model import TraceFormatError
 from branchscope.profiling.trace.records import RankRecord, RunRecord, to_builtins
 from branchscope.profiling.trace.sources import load_job, open_source
-from tests.gui_helpers import write_run_folder, write_run_json, write_small_trace, write_sweep_folder
+from tests.builders.runs import write_run_folder, write_run_json, write_small_trace, write_sweep_folder
 from tests.paths import ROOT
 
 
@@ -65,7 +65,7 @@ def test_each_kind_of_source_is_told_apart(tmp_path):
 
 
 def test_a_snapshot_is_a_source_of_its_own(tmp_path):
-    from tests.trace.test_snapshot import two_gpu_snapshot, write
+    from tests.builders.snapshots import two_gpu_snapshot, write
 
     path = write(tmp_path / "snap.pickle", two_gpu_snapshot())
     source = open_source(path)

@@ -10,7 +10,8 @@ from branchscope.profiling.trace.model import Lane, build_trace
 from branchscope.widgets import colors
 from branchscope.widgets.branch_legend import BranchLegend, legend_rows
 from branchscope.widgets.timeline import TimelineView
-from tests.gui_helpers import show, write_small_trace
+from tests.builders.runs import write_small_trace
+from tests.gui_helpers import show
 
 LANES = [
     Lane(0, "cpu", 1, 1, "main", "main"),

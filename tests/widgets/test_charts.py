@@ -23,7 +23,8 @@ from branchscope.widgets.panel import TracePanel
 from branchscope.widgets.pool_usage import PoolUsageView
 from branchscope.widgets.time_axis import GUTTER, TimeAxis
 from branchscope.widgets.timeline import TimelineView
-from tests.gui_helpers import show, write_small_trace
+from tests.builders.runs import write_small_trace
+from tests.gui_helpers import show
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from branchscope.profiling.trace.analyses import first_step_start
 from branchscope.profiling.trace.compare import OpDiff, summarize
 from branchscope.profiling.trace.records import RunRecord
 from branchscope.widgets.compare_view import CompareView
-from tests.gui_helpers import show, write_small_trace
+from tests.builders.runs import write_small_trace
+from tests.gui_helpers import show
 
 
 def _small_run(path, mode):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from branchscope.profiling import load_trace
 from branchscope.widgets.details_panel import trace_summary_rows
-from tests.gui_helpers import write_small_trace
+from tests.builders.runs import write_small_trace
 
 
 def test_parallelism_cores_used_and_pool_share_are_named_apart(tmp_path):

@@ -14,8 +14,8 @@ from branchscope.profiling.trace.memory import analyze_memory
 from branchscope.profiling.trace.model import MemorySeries, build_trace
 from branchscope.widgets.memory_summary import MemorySummary
 from branchscope.widgets.theme import dark_palette
+from tests.builders.memory import PEAKS, GiB, MiB, write_four_gpu_trace
 from tests.gui_helpers import show
-from tests.widgets.test_memory_view import PEAKS, GiB, MiB, write_four_gpu_trace
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from PySide6.QtWidgets import QApplication
 from branchscope.profiling import load_trace
 from branchscope.profiling.trace.memory import analyze_memory
 from branchscope.widgets.memory_table import BEFORE, COLUMNS, NEVER_FREED, MemoryTable, note_of
+from tests.builders.memory import T0_US, GiB, MiB, write_four_gpu_trace
 from tests.gui_helpers import show
-from tests.widgets.test_memory_view import T0_US, GiB, MiB, write_four_gpu_trace
 
 T0 = T0_US * 1000
 

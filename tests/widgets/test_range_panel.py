@@ -11,7 +11,8 @@ from branchscope.profiling.trace.ranges import range_ops
 from branchscope.widgets.range_panel import RANGE_HINT, RangePanel
 from branchscope.widgets.time_axis import GUTTER
 from branchscope.widgets.timeline import TimelineView
-from tests.gui_helpers import show, write_small_trace
+from tests.builders.runs import write_small_trace
+from tests.gui_helpers import show
 
 
 @pytest.fixture

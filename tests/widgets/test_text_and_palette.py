@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QApplication
 
 from branchscope.widgets.charts import GutterText
 from branchscope.widgets.theme import LIGHT
-from tests.gui_helpers import write_small_trace
+from tests.builders.runs import write_small_trace
 
 
 def _tick_font_size(view) -> float:

@@ -17,7 +17,8 @@ from branchscope.widgets.memory_view import MemoryView
 from branchscope.widgets.pool_usage import PoolUsageView
 from branchscope.widgets.time_axis import GUTTER, TimeAxis
 from branchscope.widgets.timeline import RULER_H, TimelineView
-from tests.gui_helpers import show, write_small_trace
+from tests.builders.runs import write_small_trace
+from tests.gui_helpers import show
 
 PUBLIC = [
     "hta_amd_mi250_relative_ts.json.gz",

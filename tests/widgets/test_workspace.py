@@ -20,7 +20,7 @@ from branchscope.widgets.workspace import (
     TraceWorkspace,
     row_sizes,
 )
-from tests.gui_helpers import write_small_trace
+from tests.builders.runs import write_small_trace
 
 
 def _small_trace(path: Path, mode: str):

@@ -1,0 +1,58 @@
+"""Traces and folders as branchscope's runs leave them: the small synthetic trace of a run
+(fixtures/gui/small_trace.py), run folders with their run.json (the one writer of run.json for the
+tests: `records.RunRecord`), sweep folders."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from tests.paths import FIXTURES
+
+
+def write_small_trace(path: Path, mode: str = "fork") -> Path:
+    """Writes fixtures/gui/small_trace.py's trace of a run in `mode` to `path` (gzipped for .gz)."""
+    spec = importlib.util.spec_from_file_location("small_trace", FIXTURES / "gui" / "small_trace.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.write(path, mode)
+
+
+def write_run_json(folder: Path, **fields: Any) -> Path:
+    """FOLDER/run.json as branchscope writes it (`records.RunRecord`, complete unless told), the one
+    writer of run folders' run.json for the tests; returns the folder."""
+    from branchscope.profiling.trace.records import RUN_JSON, RunRecord, encode_record
+
+    folder.mkdir(parents=True, exist_ok=True)
+    run = RunRecord.parse({"complete": True, **fields})  # nested records from plain data too
+    (folder / RUN_JSON).write_bytes(encode_record(run))
+    return folder
+
+
+def write_run_folder(folder: Path, mode: str, interop: int, intra: int, median: float, **fields: Any) -> Path:
+    """A run folder as the runner leaves it (small trace, complete run.json) of the inception demo."""
+    folder.mkdir(parents=True)
+    write_small_trace(folder / "trace.json.gz", mode)
+    return write_run_json(
+        folder, mode=mode, interop=interop, intra=intra, model="demo inception", source="demo",
+        median_ms=median, steps_ms=[median] * 3, unprofiled_steps_ms=[median] * 3, trace="trace.json.gz",
+        branches=[{"name": "left"}, {"name": "right"}], **fields,
+    )  # fmt: skip
+
+
+def write_sweep_folder(folder: Path) -> Path:
+    """A finished sweep of two cells (sequential 1×1 at 40 ms, fork 2×1 at 20 ms), as `branchscope sweep` leaves it."""
+    from branchscope.profiling.trace.records import SWEEP_JSON, CellRecord, SweepRecord, encode_record
+
+    a = write_run_folder(folder / "sequential-1x1", "sequential", 1, 1, 40.0)
+    b = write_run_folder(folder / "fork-2x1", "fork", 2, 1, 20.0)
+    cells = [
+        CellRecord(mode="sequential", interop=1, intra=1, run=a.name, status="done",
+                   median_ms=40.0, unprofiled_median_ms=40.0, unprofiled_spread_ms=[40.0] * 4),
+        CellRecord(mode="fork", interop=2, intra=1, run=b.name, status="done",
+                   median_ms=20.0, unprofiled_median_ms=20.0, unprofiled_spread_ms=[20.0] * 4),
+    ]  # fmt: skip
+    (folder / SWEEP_JSON).write_bytes(encode_record(SweepRecord(cores=2, cells=cells, best=1)))
+    return folder
