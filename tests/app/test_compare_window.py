@@ -96,20 +96,15 @@ def test_the_legend_lists_the_branches_and_a_shift_drag_range_fills_the_range_pa
 
 
 def test_a_model_fx_cannot_trace_says_why_above_the_timeline(window, tmp_path):
-    folder = _run_folder(tmp_path / "run", "sequential", 1, 1, 40.0)
-    run = json.loads((folder / "run.json").read_text())
-    run["fx_error"] = "torch.fx could not trace Net: TraceError: symbolically traced variables cannot be used as inputs to control flow"
-    (folder / "run.json").write_text(json.dumps(run))
+    fx_error = "torch.fx could not trace Net: TraceError: symbolically traced variables cannot be used as inputs to control flow"
+    folder = _run_folder(tmp_path / "run", "sequential", 1, 1, 40.0, fx_error=fx_error)
     assert window.open_trace_files([str(folder)]) == 1
     assert "No branches: torch.fx could not trace Net" in window.summary_line.text()
 
 
 def test_branches_found_through_torch_export_say_so_and_why_fx_failed(window, tmp_path):
-    folder = _run_folder(tmp_path / "run", "fork", 2, 1, 20.0)
-    run = json.loads((folder / "run.json").read_text())
-    run["tracer"] = "torch.export (non-strict)"
-    run["tracer_errors"] = {"torch.fx": "torch.fx could not trace BertModel: TypeError: 'Proxy' object"}
-    (folder / "run.json").write_text(json.dumps(run))
+    folder = _run_folder(tmp_path / "run", "fork", 2, 1, 20.0, tracer="torch.export (non-strict)",
+                         tracer_errors={"torch.fx": "torch.fx could not trace BertModel: TypeError: 'Proxy' object"})  # fmt: skip
     assert window.open_trace_files([str(folder)]) == 1
     text = window.summary_line.text()
     assert "Branches found through torch.export (non-strict); torch.fx could not trace BertModel: TypeError" in text

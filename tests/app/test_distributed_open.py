@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.builders.runs import write_small_trace
+from tests.builders.runs import write_run_json, write_small_trace
 
 
 def _distributed_folder(out: Path) -> Path:
@@ -19,7 +19,7 @@ def _distributed_folder(out: Path) -> Path:
         ranks.append({"rank": r, "pid": 100 + r, "device": "cpu", "trace": f"rank-{r}/trace.json.gz"})
     run = {"mode": "fork", "interop": 2, "intra": 1, "nproc": 2, "world_size": 2, "model": "demo twin-mm",
            "source": "demo", "ranks": ranks, "trace": "rank-0/trace.json.gz", "complete": True}  # fmt: skip
-    (out / "run.json").write_text(json.dumps(run))
+    write_run_json(out, **run)
     return out
 
 

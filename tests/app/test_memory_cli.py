@@ -11,6 +11,7 @@ import pytest
 
 from branchscope.app.cli import main
 from tests.builders.memory import FOUR_GPU_PROPERTIES, four_gpu_events, write_trace
+from tests.builders.runs import write_run_json
 from tests.builders.snapshots import Payload, two_gpu_snapshot
 
 
@@ -48,7 +49,7 @@ def test_run_folder_reads_its_trace(tmp_path: Path, capsys: pytest.CaptureFixtur
     doc = {"traceEvents": four_gpu_events(), "deviceProperties": FOUR_GPU_PROPERTIES}
     with gzip.open(folder / "trace.json.gz", "wt") as f:
         json.dump(doc, f)
-    (folder / "run.json").write_text(json.dumps({"complete": True, "trace": "trace.json.gz"}))
+    write_run_json(folder, trace="trace.json.gz")
     rc, out, _ = run_cli(capsys, str(folder), "--json")
     assert rc == 0 and json.loads(out)["devices"][0]["peak_bytes"] == 600
 

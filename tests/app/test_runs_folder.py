@@ -3,7 +3,6 @@ in one line), and pruning old runs removes only what branchscope made."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ from PySide6.QtCore import QSettings
 
 from branchscope.app.main_window import MainWindow
 from branchscope.app.run_controller import RunController, default_runs_dir, prune_runs
+from tests.builders.runs import write_run_json
 from tests.gui_helpers import FAKE_RUNNER
 from tests.paths import ROOT
 
@@ -165,7 +165,7 @@ def _kept_run(folder: Path, mode: str, when: float) -> Path:
     (folder / "trace.json.gz").write_bytes(b"x")
     run = {"mode": mode, "interop": 1, "intra": 1, "model": "demo twin-mm", "source": "demo",
            "unprofiled_steps_ms": [10.0], "trace": "trace.json.gz", "complete": True}  # fmt: skip
-    (folder / "run.json").write_text(json.dumps(run))
+    write_run_json(folder, **run)
     os.utime(folder, (when, when))
     os.utime(folder / "run.json", (when, when))
     return folder

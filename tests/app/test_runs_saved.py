@@ -21,6 +21,7 @@ from branchscope.profiling.trace.records import RunRecord
 from branchscope.profiling.trace.sources import SCAN_CHUNK as _SCAN_CHUNK
 from branchscope.profiling.trace.sources import find_info as _find_info
 from branchscope.profiling.trace.sources import read_trace_info
+from tests.builders.runs import write_run_json
 from tests.paths import ROOT
 
 
@@ -37,7 +38,7 @@ def _write_run(folder: Path, run: dict | None, *, trace: bool = True, when: floa
     if trace:
         (folder / "trace.json.gz").write_bytes(gzip.compress(b'{"traceEvents": []}'))
     if run is not None:
-        (folder / "run.json").write_text(json.dumps(run))
+        write_run_json(folder, **run)
         if when is not None:
             os.utime(folder / "run.json", (when, when))
     return folder
