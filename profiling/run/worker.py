@@ -11,12 +11,15 @@ the profiler (up to 20, or 2 s of them: `timed_steps`), and profile K more, each
 
 Results, in OUT (the run folder's staging folder, see branchscope.profiling.run.folder): OUT/trace.json (a Chrome
 trace with a top-level "branchscope" object, and "traceEvents" as its last key so the runner can
-append the CPU samples and compress it in one pass into trace.json.gz), OUT/run.json (timings,
-branches, thread ids, the trace's clock; written last, atomically, with "complete": true),
+append the CPU samples and compress it in one pass into trace.json.gz), OUT/run.json (a
+`records.RunRecord`: timings, branches, thread ids, the trace's clock; written last, atomically,
+with "complete": true),
 OUT/plan.py (generated plans).
 
-Protocol with the runner: JSON lines on the *original* stdout. The worker points file descriptor 1 at
-stderr before loading anything, so whatever the model prints cannot corrupt the protocol.
+Protocol with the runner: JSON lines on the *original* stdout, the typed events of
+`branchscope.profiling.trace.records` (PhaseEvent, ProgressEvent, ErrorEvent, FinishedEvent). The
+worker points file descriptor 1 at stderr before loading anything, so whatever the model prints
+cannot corrupt the protocol.
     {"event": "phase", "phase": "load" | "warmup" | "timing" | "profile" | "export"}
         (the runner samples threads between "profile" and "export")
     {"event": "progress", "step": i, "of": K}
