@@ -24,7 +24,7 @@ import re
 import time
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 import numpy as np
@@ -144,9 +144,7 @@ class _Interner:
 #: What the load does with an event, by its phase ("[memory]" events are told by name).
 _KIND_OF_PHASE = {"X": 1, "M": 2, "C": 3, "s": 4, "f": 4, "t": 4}
 _COMPLETE, _META, _COUNTER, _FLOW, _MEMORY = 1, 2, 3, 4, 5
-_get_ph, _get_name, _get_cat = attrgetter("ph"), attrgetter("name"), attrgetter("cat")
-_get_pid, _get_tid = attrgetter("pid"), attrgetter("tid")
-_get_ts, _get_dur, _get_args = attrgetter("ts"), attrgetter("dur"), attrgetter("args")
+_get_ph, _get_name = attrgetter("ph"), attrgetter("name")
 #: From this many events on, a forked child decodes the second half while this process decodes the
 #: first (`forked.ForkedCall`): below it, forking and sending columns back cost more than they save.
 PARALLEL_MIN_EVENTS = 150_000
@@ -158,38 +156,139 @@ def _picked(items: list[Any], index: np.ndarray) -> list[Any]:
     return list(map(items.__getitem__, index.tolist()))
 
 
+# ---- the columns of complete events ----------------------------------------------------------
+
+
+class _Chunk:
+    """A chunk's complete events (of real processes) and their positions in the trace's event
+    list; `values(field)` takes a field's values of them all once, however many columns read it."""
+
+    __slots__ = ("events", "at", "_values")
+
+    def __init__(self, events: list[_Event], at: np.ndarray) -> None:
+        self.events = events
+        self.at = at
+        self._values: dict[str, list[Any]] = {}
+
+    def values(self, field: str) -> list[Any]:
+        got = self._values.get(field)
+        if got is None:
+            got = self._values[field] = list(map(attrgetter(field), self.events))
+        return got
+
+
+def _renumbered(column: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """A later part's column of ids into its own table, as ids into the merged table (`ids[k]`
+    is the merged id of the part's value k)."""
+    return ids[column] if ids.size else column
+
+
+class _Column(NamedTuple):
+    """A column of complete events (see `COLUMNS`)."""
+
+    name: str
+    dtype: np.dtype[Any]
+    #: A chunk's values, from its events (`_Chunk.values`) and the column's running table.
+    decode: Callable[[_Chunk, _Interner], np.ndarray]
+    #: For a column of ids, the type of the values they stand for: each part holds its own table
+    #: of them (sent by the forked child with the part), merged by `_merge_parts`. None: the
+    #: column holds its values.
+    table: Any = None
+    #: How a later part's ids become ids into the merged table.
+    renumber: Callable[[np.ndarray, np.ndarray], np.ndarray] = _renumbered
+
+
+#: An event's thread in one int64 (`_thread_codes`): its pid in the high half and its tid in the
+#: low half, where both were written as ints that fit 32 bits (nearly every trace). Else the high
+#: half is `_AS_WRITTEN` (a pid never packed) and the low half the id of (pid, tid) as written.
+_AS_WRITTEN = -(1 << 31)
+_LOW = 0xFFFFFFFF
+
+
+def _thread_codes(pids: list[Any], tids: list[Any], keys: _Interner) -> np.ndarray:
+    """Events' threads as codes (see `_AS_WRITTEN`): a million threads written as ints cost no
+    Python object each, and 8 bytes an event. Threads written otherwise (a string id, "stream
+    7", an int past 32 bits) are interned as written into `keys`."""
+    n = len(pids)
+    if n and list(map(type, pids)).count(int) == n and list(map(type, tids)).count(int) == n:
+        try:
+            p, t = np.array(pids, dtype=np.int64), np.array(tids, dtype=np.int64)
+        except OverflowError:
+            pass
+        else:
+            if _AS_WRITTEN < p.min() and p.max() < 1 << 31 and _AS_WRITTEN <= t.min() and t.max() < 1 << 31:
+                return (p << 32) | (t & _LOW)
+    return (np.int64(_AS_WRITTEN) << 32) | keys.ids(list(zip(pids, tids))).astype(np.int64)
+
+
+def _renumbered_threads(column: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """`_renumbered` for thread codes: only the threads interned as written take the new ids."""
+    if ids.size:
+        column = column.copy()
+        written = np.flatnonzero((column >> 32) == _AS_WRITTEN)
+        column[written] = (np.int64(_AS_WRITTEN) << 32) | ids[column[written] & _LOW].astype(np.int64)
+    return column
+
+
+def _split_thread_codes(code: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Codes (`_thread_codes`) as pid, tid (both 0 for a thread written otherwise) and key id
+    (-1 for a thread given by its code)."""
+    pid = code >> 32
+    low = code & _LOW
+    written = pid == _AS_WRITTEN
+    tid = np.where(written, 0, (low ^ 0x80000000) - 0x80000000)
+    return np.where(written, 0, pid), tid, np.where(written, low, -1)
+
+
+def _durations(chunk: _Chunk, _table: _Interner) -> np.ndarray:
+    durations = chunk.values("dur")
+    if None in durations:
+        durations = [0 if d is None else d for d in durations]
+    return _ns_column(durations, "duration")
+
+
+_INT32, _INT64 = np.dtype(np.int32), np.dtype(np.int64)
+#: The columns that complete events decode to, each declared here once: its name (in `_Part.columns`
+#: and in what `_merge_parts` returns), dtype, how a chunk of events decodes to it, and for a column
+#: of ids the type of its table. Decoding, sending a part from the forked child and merging parts
+#: go by this table: a new column is one entry here, and the code that uses it (`reader._build`).
+COLUMNS: tuple[_Column, ...] = (
+    # (pid, tid): a code, or the id of the pair as written (`_thread_codes`)
+    _Column(
+        "thread", _INT64, lambda ch, keys: _thread_codes(ch.values("pid"), ch.values("tid"), keys),
+        table=list[tuple[int | str, int | str]], renumber=_renumbered_threads,
+    ),  # fmt: skip
+    _Column("name_id", _INT32, lambda ch, names: names.ids(ch.values("name")), table=list[str]),
+    _Column("cat_id", _INT32, lambda ch, cats: cats.ids(ch.values("cat")), table=list[str]),
+    _Column("start", _INT64, lambda ch, _: _ns_column(ch.values("ts"), "timestamp")),
+    _Column("dur", _INT64, _durations),
+    # the event's position in the trace's event list: its text, kept for `args`
+    _Column("index", _INT64, lambda ch, _: ch.at),
+)
+
+
+# ---- one range of events, and the forked child's half ----------------------------------------
+
+
 class _Part(msgspec.Struct, gc=False):
-    """What one range of a trace's events decodes to: complete events as columns (ids into the
+    """What one range of a trace's events decodes to: complete events as `COLUMNS` (ids into the
     part's own tables), `[memory]` events as columns, and where the other events are (positions in
     the trace's event list) for the few that are read later. The forked child sends it through a
     pipe (`write_to`, `read_from`): a msgpack header, then each array's bytes as they are. No
     pickle, nothing that runs code, no copy of the columns on either side."""
 
-    keys: list[tuple[Any, Any]]  # (pid, tid) as written, of threads not packed (`_thread_codes`)
-    names: list[str]
-    cats: list[str]
-    columns: dict[str, np.ndarray]  # thread, name_id, cat_id, start, dur, index (complete events)
+    tables: dict[str, list[Any]]  # per column of ids (`_Column.table`), the values they stand for
+    columns: dict[str, np.ndarray]  # `COLUMNS`, one value per complete event
     memory: dict[str, np.ndarray]  # `_memory_columns`, empty without [memory] events
-    meta: np.ndarray  # positions of metadata, counter and flow events
-    counter: np.ndarray
-    flow: np.ndarray
+    at: dict[str, np.ndarray]  # positions of the "meta", "counter" and "flow" events
 
-    def _arrays(self) -> list[tuple[str, str, np.ndarray]]:
-        return [
-            *(("columns", k, v) for k, v in self.columns.items()),
-            *(("memory", k, v) for k, v in self.memory.items()),
-            *(("", k, getattr(self, k)) for k in ("meta", "counter", "flow")),
-        ]
+    def _arrays(self) -> list[tuple[_Group, str, np.ndarray]]:
+        return [(group, k, v) for group in _GROUPS for k, v in getattr(self, group).items()]
 
     def write_to(self, pipe: io.BufferedWriter) -> None:
         arrays = self._arrays()
         header = msgspec.msgpack.encode(
-            {
-                "keys": self.keys,
-                "names": self.names,
-                "cats": self.cats,
-                "arrays": [(group, k, v.dtype.str, v.size) for group, k, v in arrays],
-            }
+            {"tables": self.tables, "arrays": [(group, k, v.dtype.str, v.size) for group, k, v in arrays]}
         )
         pipe.write(len(header).to_bytes(8, "little"))
         pipe.write(header)
@@ -199,23 +298,24 @@ class _Part(msgspec.Struct, gc=False):
     @classmethod
     def read_from(cls, pipe: io.BufferedReader) -> _Part:
         header = _PART_HEADER.decode(_read_exact(pipe, int.from_bytes(_read_exact(pipe, 8), "little")))
-        groups: dict[str, dict[str, np.ndarray]] = {"columns": {}, "memory": {}, "": {}}
+        groups: dict[_Group, dict[str, np.ndarray]] = {group: {} for group in _GROUPS}
         for group, name, dtype, size in header.arrays:
             array = np.empty(size, dtype=np.dtype(dtype))
             _read_exact(pipe, array.nbytes, into=array.data.cast("B"))
             groups[group][name] = array
-        rest = groups[""]
-        return cls(
-            keys=header.keys, names=header.names, cats=header.cats, columns=groups["columns"],
-            memory=groups["memory"], meta=rest["meta"], counter=rest["counter"], flow=rest["flow"],
-        )  # fmt: skip
+        tables = {
+            c.name: msgspec.msgpack.decode(header.tables[c.name], type=c.table) for c in COLUMNS if c.table is not None
+        }
+        return cls(tables=tables, columns=groups["columns"], memory=groups["memory"], at=groups["at"])
+
+
+_Group = Literal["columns", "memory", "at"]
+_GROUPS: tuple[_Group, ...] = ("columns", "memory", "at")
 
 
 class _PartHeader(msgspec.Struct):
-    keys: list[tuple[int | str, int | str]]
-    names: list[str]
-    cats: list[str]
-    arrays: list[tuple[Literal["columns", "memory", ""], str, str, int]]
+    tables: dict[str, msgspec.Raw]  # each decoded as its column's `_Column.table`
+    arrays: list[tuple[_Group, str, str, int]]
 
 
 _PART_HEADER = msgspec.msgpack.Decoder(_PartHeader)
@@ -244,8 +344,8 @@ def _decode_range(raw_events: list[Any], lo: int, hi: int, report: Callable[[flo
     meta_at: list[np.ndarray] = []
     counter_at: list[np.ndarray] = []
     flow_at: list[np.ndarray] = []
-    key_intern, name_intern, cat_intern = _Interner(), _Interner(), _Interner()
-    key_parts, name_parts, cat_parts, start_parts, dur_parts, at_parts = [], [], [], [], [], []
+    interners = [_Interner() for _ in COLUMNS]
+    column_parts: list[list[np.ndarray]] = [[] for _ in COLUMNS]
     for c in range(lo, hi, _CHUNK):
         report((c - lo) / (hi - lo))
         chunk_raws = raw_events[c : min(c + _CHUNK, hi)]
@@ -267,77 +367,29 @@ def _decode_range(raw_events: list[Any], lo: int, hi: int, report: Callable[[flo
             meta_at.append(other[other_kind == _META] + c)
             counter_at.append(other[other_kind == _COUNTER] + c)
         at = np.flatnonzero(kinds == _COMPLETE)
-        complete = _picked(chunk, at)
+        complete = _Chunk(_picked(chunk, at), at + c)
         del chunk, chunk_raws
-        pids = list(map(_get_pid, complete))
         try:
-            np.array(pids, dtype=np.int64)
+            np.array(complete.values("pid"), dtype=np.int64)
         except (ValueError, TypeError, OverflowError):
             # Pseudo processes ("Spans", "Traces") have string pids: not real lanes.
-            real = [k for k, e in enumerate(complete) if type(e.pid) is int or _real_id(e.pid) is not None]
-            complete, at = _picked(complete, np.array(real, dtype=np.int64)), at[real]
-            pids = list(map(_get_pid, complete))
-        at_parts.append(at + c)
-        key_parts.append(_thread_codes(pids, list(map(_get_tid, complete)), key_intern))
-        name_parts.append(name_intern.ids(list(map(_get_name, complete))))
-        cat_parts.append(cat_intern.ids(list(map(_get_cat, complete))))
-        start_parts.append(_ns_column(list(map(_get_ts, complete)), "timestamp"))
-        durations = list(map(_get_dur, complete))
-        if None in durations:
-            durations = [0 if d is None else d for d in durations]
-        dur_parts.append(_ns_column(durations, "duration"))
+            events = complete.events
+            real = [k for k, e in enumerate(events) if type(e.pid) is int or _real_id(e.pid) is not None]
+            complete = _Chunk(_picked(events, np.array(real, dtype=np.int64)), complete.at[real])
+        for column, interner, parts in zip(COLUMNS, interners, column_parts):
+            parts.append(column.decode(complete, interner))
         del complete
     memory = {k: np.concatenate([m[k] for m in memory_parts]) for k in memory_parts[0]} if memory_parts else {}
     return _Part(
-        keys=list(key_intern.table),
-        names=list(name_intern.table),
-        cats=list(cat_intern.table),
-        columns={
-            "thread": _joined(key_parts, np.int64),
-            "name_id": _joined(name_parts, np.int32),
-            "cat_id": _joined(cat_parts, np.int32),
-            "start": _joined(start_parts, np.int64),
-            "dur": _joined(dur_parts, np.int64),
-            "index": _joined(at_parts, np.int64),
-        },
+        tables={c.name: list(kept.table) for c, kept in zip(COLUMNS, interners) if c.table is not None},
+        columns={c.name: _joined(parts, c.dtype) for c, parts in zip(COLUMNS, column_parts)},
         memory=memory,
-        meta=_joined(meta_at, np.int64),
-        counter=_joined(counter_at, np.int64),
-        flow=_joined(flow_at, np.int64),
+        at={
+            "meta": _joined(meta_at, np.int64),
+            "counter": _joined(counter_at, np.int64),
+            "flow": _joined(flow_at, np.int64),
+        },
     )
-
-
-#: An event's thread in one int64 (`_thread_codes`): its pid in the high half and its tid in the
-#: low half, where both were written as ints that fit 32 bits (nearly every trace). Else the high
-#: half is `_AS_WRITTEN` (a pid never packed) and the low half the id of (pid, tid) as written.
-_AS_WRITTEN = -(1 << 31)
-_LOW = 0xFFFFFFFF
-
-
-def _thread_codes(pids: list[Any], tids: list[Any], keys: _Interner) -> np.ndarray:
-    """Events' threads as codes (see `_AS_WRITTEN`): a million threads written as ints cost no
-    Python object each, and 8 bytes an event. Threads written otherwise (a string id, "stream
-    7", an int past 32 bits) are interned as written into `keys`."""
-    n = len(pids)
-    if n and list(map(type, pids)).count(int) == n and list(map(type, tids)).count(int) == n:
-        try:
-            p, t = np.array(pids, dtype=np.int64), np.array(tids, dtype=np.int64)
-        except OverflowError:
-            pass
-        else:
-            if _AS_WRITTEN < p.min() and p.max() < 1 << 31 and _AS_WRITTEN <= t.min() and t.max() < 1 << 31:
-                return (p << 32) | (t & _LOW)
-    return (np.int64(_AS_WRITTEN) << 32) | keys.ids(list(zip(pids, tids))).astype(np.int64)
-
-
-def _split_thread_codes(code: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Codes (`_thread_codes`) as pid, tid (both 0 for a thread written otherwise) and key id
-    (-1 for a thread given by its code)."""
-    pid = code >> 32
-    low = code & _LOW
-    written = pid == _AS_WRITTEN
-    tid = np.where(written, 0, (low ^ 0x80000000) - 0x80000000)
-    return np.where(written, 0, pid), tid, np.where(written, low, -1)
 
 
 def _decode_events(raw_events: list[Any], report: Callable[[str, float], None]) -> list[_Part]:
@@ -365,33 +417,20 @@ def _decode_events(raw_events: list[Any], report: Callable[[str, float], None]) 
         helper.stop()
 
 
-def _merge_parts(parts: list[_Part]) -> tuple[dict[Any, int], list[str], list[str], dict[str, np.ndarray]]:
-    """One set of tables and columns from parts in order: each later part's ids are mapped into
-    the first part's tables (grown by the values it lacks)."""
-    key_table: dict[Any, int] = {k: i for i, k in enumerate(parts[0].keys)}
-    name_table: dict[Any, int] = {k: i for i, k in enumerate(parts[0].names)}
-    cat_table: dict[Any, int] = {k: i for i, k in enumerate(parts[0].cats)}
-    columns: dict[str, list[np.ndarray]] = {k: [v] for k, v in parts[0].columns.items()}
+def _merge_parts(parts: list[_Part]) -> tuple[dict[str, dict[Any, int]], dict[str, np.ndarray]]:
+    """One set of tables (value -> id, per column of ids) and `COLUMNS` from parts in order: each
+    later part's ids are mapped into the first part's tables (grown by the values it lacks)."""
+    tables = {name: {v: i for i, v in enumerate(values)} for name, values in parts[0].tables.items()}
+    columns: dict[str, list[np.ndarray]] = {c.name: [parts[0].columns[c.name]] for c in COLUMNS}
     for part in parts[1:]:
-        tables: tuple[tuple[dict[Any, int], list[Any], str], ...] = (
-            (key_table, part.keys, "thread"),
-            (name_table, part.names, "name_id"),
-            (cat_table, part.cats, "cat_id"),
-        )
-        for table, values, column in tables:
-            ids = np.array([table.setdefault(v, len(table)) for v in values], dtype=np.int32)
-            col = part.columns[column]
-            if column == "thread":  # only the threads interned as written take this part's ids
-                if ids.size:
-                    col = col.copy()
-                    written = np.flatnonzero((col >> 32) == _AS_WRITTEN)
-                    col[written] = (np.int64(_AS_WRITTEN) << 32) | ids[col[written] & _LOW].astype(np.int64)
-                columns[column].append(col)
-            else:
-                columns[column].append(ids[col] if ids.size else col)
-        for k in ("start", "dur", "index"):
-            columns[k].append(part.columns[k])
-    return key_table, list(name_table), list(cat_table), {k: np.concatenate(v) for k, v in columns.items()}
+        for c in COLUMNS:
+            col = part.columns[c.name]
+            if c.table is not None:
+                table = tables[c.name]
+                ids = np.array([table.setdefault(v, len(table)) for v in part.tables[c.name]], dtype=np.int32)
+                col = c.renumber(col, ids)
+            columns[c.name].append(col)
+    return tables, {k: np.concatenate(v) for k, v in columns.items()}
 
 
 def _decode_args(events: list[_WithArgs]) -> list[Any]:

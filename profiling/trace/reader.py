@@ -137,16 +137,18 @@ def _parse(path: str, data: bytes, report: _Progress) -> Trace:
 
 def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _Progress) -> Trace:
     parts = _decode_events(raw_events, report)
-    raw_keys, names, cats, col = _merge_parts(parts)
+    tables, col = _merge_parts(parts)
+    raw_keys, names, cats = tables["thread"], list(tables["name_id"]), list(tables["cat_id"])
+    del tables
     name_id, cat_id, start_ns, dur_ns = col["name_id"], col["cat_id"], col["start"], col["dur"]
     thread = col["thread"]
     if dur_ns.size and dur_ns.min() < 0:
         raise TraceFormatError(f"{path}: negative duration in a complete event")
     # Complete events keep their whole text for `args` (read on demand); the rest is dropped.
     raw_args = _picked(raw_events, col["index"])
-    flow_raws = _picked(raw_events, np.concatenate([p.flow for p in parts]))
-    meta_events = list(map(_WITH_ARGS_DECODER.decode, _picked(raw_events, np.concatenate([p.meta for p in parts]))))
-    counter_raws = _picked(raw_events, np.concatenate([p.counter for p in parts]))
+    flow_raws = _picked(raw_events, np.concatenate([p.at["flow"] for p in parts]))
+    meta_events = list(map(_WITH_ARGS_DECODER.decode, _picked(raw_events, np.concatenate([p.at["meta"] for p in parts]))))
+    counter_raws = _picked(raw_events, np.concatenate([p.at["counter"] for p in parts]))
     counter_events = list(map(_WITH_ARGS_DECODER.decode, counter_raws))
     raw_events.clear()
     memory_parts = [p.memory for p in parts if p.memory]
