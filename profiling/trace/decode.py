@@ -251,7 +251,8 @@ _INT32, _INT64 = np.dtype(np.int32), np.dtype(np.int64)
 #: The columns that complete events decode to, each declared here once: its name (in `_Part.columns`
 #: and in what `_merge_parts` returns), dtype, how a chunk of events decodes to it, and for a column
 #: of ids the type of its table. Decoding, sending a part from the forked child and merging parts
-#: go by this table: a new column is one entry here, and the code that uses it (`reader._build`).
+#: go by this table: a new column is one entry here (and a field of `_Event`, if it reads one not
+#: read yet), then the code that uses it (`reader._build`).
 COLUMNS: tuple[_Column, ...] = (
     # (pid, tid): a code, or the id of the pair as written (`_thread_codes`)
     _Column(
