@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from branchscope.profiling import load_trace
-from branchscope.profiling.trace import model, reader
+from branchscope.profiling.trace import decode, forked, model, reader
 from branchscope.profiling.trace.analyses import (
     compute_runs_by_lane,
     concurrency,
@@ -240,7 +240,7 @@ CHUNK = 256
 
 @pytest.fixture(autouse=True)
 def _small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(reader, "_CHUNK", CHUNK)
+    monkeypatch.setattr(decode, "_CHUNK", CHUNK)
 
 
 def _write(path: Path, doc: dict[str, Any]) -> Path:
@@ -297,10 +297,10 @@ def test_a_lane_spanning_more_than_int64_from_its_first_start_keeps_its_depths()
 def test_the_forked_half_gives_the_same_lanes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Threads written as strings in both halves: the child's keys join this process's."""
     path = _write(tmp_path / "t.json", many_lane_doc(seed=3, n_lanes=600))
-    monkeypatch.setattr(reader, "PARALLEL_MIN_EVENTS", 1 << 62)
+    monkeypatch.setattr(decode, "PARALLEL_MIN_EVENTS", 1 << 62)
     alone = load_trace(path)
-    monkeypatch.setattr(reader, "PARALLEL_MIN_EVENTS", 0)
-    monkeypatch.setattr(reader.forked, "cores", lambda: 2)
+    monkeypatch.setattr(decode, "PARALLEL_MIN_EVENTS", 0)
+    monkeypatch.setattr(forked, "cores", lambda: 2)
     both = load_trace(path)
     assert both.lanes == alone.lanes
     for column in ("start_ns", "dur_ns", "lane", "depth", "lane_offsets"):

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from branchscope.profiling import load_trace
-from branchscope.profiling.trace import forked, reader
+from branchscope.profiling.trace import decode, forked
 from branchscope.profiling.trace.model import LoadCancelled, Trace, TraceFormatError
 
 PUBLIC = ["hta_gpu_memory_2streams.json.gz", "hta_ns_resolution_fwdbwd.pt.trace.json.gz", "kineto_legacy_resnet50_v100.pt.trace.json.gz"]
@@ -75,7 +75,7 @@ def _same(a: Trace, b: Trace) -> None:
 
 
 def _load(path: Path, parallel: bool, monkeypatch: pytest.MonkeyPatch, **kw) -> Trace:
-    monkeypatch.setattr(reader, "PARALLEL_MIN_EVENTS", 0 if parallel else 1 << 62)
+    monkeypatch.setattr(decode, "PARALLEL_MIN_EVENTS", 0 if parallel else 1 << 62)
     return load_trace(path, **kw)
 
 
@@ -96,7 +96,7 @@ def _children() -> list[psutil.Process]:
 
 def _child_instead(monkeypatch: pytest.MonkeyPatch, behaviour) -> None:
     """The forked child runs `behaviour(pipe)` instead of sending its part (only the child sends)."""
-    monkeypatch.setattr(reader._Part, "write_to", lambda _part, pipe: behaviour(pipe))
+    monkeypatch.setattr(decode._Part, "write_to", lambda _part, pipe: behaviour(pipe))
 
 
 def test_two_processes_read_the_trace_one_would(tmp_path, monkeypatch):
@@ -166,7 +166,7 @@ def test_cancelling_while_the_child_works_ends_the_child(tmp_path, monkeypatch):
             return False
         return True
 
-    monkeypatch.setattr(reader, "_CHUNK", 256)  # several chunks in each half, so progress is asked mid-way
+    monkeypatch.setattr(decode, "_CHUNK", 256)  # several chunks in each half, so progress is asked mid-way
     with pytest.raises(LoadCancelled):
         _load(path, True, monkeypatch, progress=progress)
     assert seen  # the child was running when the load was cancelled
@@ -213,6 +213,6 @@ def test_a_stuck_child_is_given_up_on_and_its_half_read_here(tmp_path, monkeypat
     """No progress callback to cancel through (the window's re-reads, `inspect`): the load still ends."""
     path = _mixed_trace(tmp_path / "mixed.json.gz")
     _child_instead(monkeypatch, lambda _pipe: signal.pause())
-    monkeypatch.setattr(reader, "CHILD_WAIT_FLOOR_S", 0.5)
+    monkeypatch.setattr(decode, "CHILD_WAIT_FLOOR_S", 0.5)
     _same(_load(path, True, monkeypatch), _load(path, False, monkeypatch))
     assert _children() == []
