@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders.public_traces import FACTS
 from tests.paths import ROOT
-from tests.trace.test_reader import FACTS
 
 
 def _inspect(*args: str) -> subprocess.CompletedProcess:
