@@ -74,7 +74,7 @@ from branchscope.profiling.run.processes import (
     kill_group,
     kill_processes_with_token,
     set_child_subreaper,
-    set_death_signal,
+    stop_with_parent,
 )
 from branchscope.profiling.run.protocol import (
     EVENTS_DIR_ENV,
@@ -82,7 +82,6 @@ from branchscope.profiling.run.protocol import (
     EXIT_MODE,
     EXIT_OK,
     EXIT_WORKER,
-    PARENT_PID_ENV,
     RANK_EVENTS,
     RANK_FOLDER,
     RUN_TOKEN_ENV,
@@ -994,7 +993,7 @@ def main(argv: list[str] | None = None) -> int:
                 pass
 
     with stop_on_signals() as cancel:  # SIGTERM (the GUI's cancel) and SIGINT stop the run, never raise
-        _stop_with_parent(cancel)
+        stop_with_parent(cancel)  # the window's run stops when the window dies
         result = run_profile(request_from_args(args), emit, cancel)
     if result.ok:
         assert result.run is not None
@@ -1009,16 +1008,6 @@ def main(argv: list[str] | None = None) -> int:
         emit(ErrorEvent(message=result.message or "the run failed", traceback=result.traceback))
     print_failure(result)
     return result.exit_code
-
-
-def _stop_with_parent(cancel: CancelFlag) -> None:
-    """Started by the window ($BRANCHSCOPE_PARENT_PID set): cancel the run when the window dies,
-    SIGKILL included, through the SIGTERM the kernel then sends (PR_SET_PDEATHSIG)."""
-    expected = os.environ.get(PARENT_PID_ENV, "")
-    if not expected.isdigit():
-        return
-    if set_death_signal(signal.SIGTERM) and os.getppid() != int(expected):
-        cancel.set(signal.SIGTERM)  # the window died before the request took effect
 
 
 if __name__ == "__main__":

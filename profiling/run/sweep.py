@@ -50,8 +50,7 @@ from branchscope.profiling.run.folder import (
 )
 from branchscope.profiling.run.modes import MODE_NAMES, MODES
 from branchscope.profiling.run.options import RunOptions, add_options
-from branchscope.profiling.run.processes import set_death_signal
-from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_OK, PARENT_PID_ENV, RunRequest
+from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_OK, RunRequest
 from branchscope.profiling.run.runner import (
     CancelFlag,
     RunError,
@@ -460,16 +459,6 @@ def _save(out: Path, sweep: SweepRecord) -> None:
         _write(out, sweep)
     except OSError:
         pass
-
-
-def stop_with_parent(cancel: CancelFlag) -> None:
-    """Started by the window ($BRANCHSCOPE_PARENT_PID set): cancel the sweep when the window dies,
-    through the SIGTERM the kernel then sends (PR_SET_PDEATHSIG), as the runner does."""
-    expected = os.environ.get(PARENT_PID_ENV, "")
-    if not expected.isdigit():
-        return
-    if set_death_signal(signal.SIGTERM) and os.getppid() != int(expected):
-        cancel.set(signal.SIGTERM)
 
 
 # ---------------------------------------------------------------- tables
