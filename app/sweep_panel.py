@@ -159,11 +159,10 @@ class SweepPanel(QWidget):
             return False
         self.folder = request.out
         self.view.set_sweep(SweepRecord(), request.out)
-        self.controller.start(request)
         self.start_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
-        n = len(request.cells())
-        self.status.setText(f"sweeping {n} cells into {request.out}…")
+        self.status.setText(f"sweeping {len(request.cells())} cells into {request.out}…")
+        self.controller.start(request)  # last: a sweep that cannot start says so inside it
         return True
 
     def _on_update(self, _sweep: SweepRecord | None = None) -> None:

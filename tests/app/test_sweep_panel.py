@@ -212,6 +212,23 @@ def test_cancel_frees_the_panel_at_once_and_shows_the_sweep_once_its_process_sto
     assert [cell.status for cell in panel.view.sweep.cells] == ["done", "not run"]
 
 
+@pytest.mark.parametrize("program", ["missing", "empty"])
+def test_a_sweep_that_cannot_start_says_so_and_the_panel_stays_usable(qtbot, panel, tmp_path, program):
+    # "empty": Qt fails inside QProcess.start(), before the panel's start() returns; "missing": just after.
+    fake = panel.controller.command
+    panel.controller.command = [str(tmp_path / "no-such-sweep")] if program == "missing" else [""]
+    failed: list[str] = []
+    panel.controller.failed.connect(failed.append)
+    panel.start()
+    qtbot.waitUntil(lambda: bool(failed))
+    assert panel.status.text().startswith("sweep failed: could not start the sweep")
+    assert panel.start_button.isEnabled() and not panel.cancel_button.isEnabled()
+    panel.controller.command = fake  # the next sweep starts
+    with qtbot.waitSignal(panel.controller.progress, timeout=30_000):
+        assert panel.start()
+    assert panel.status.text().startswith("sweeping 2 cells into") and panel.cancel_button.isEnabled()
+
+
 def test_a_sweep_started_while_the_cancelled_one_stops_is_left_alone(qtbot, panel, tmp_path):
     c = panel.controller
     with qtbot.waitSignal(c.progress, timeout=30_000):
