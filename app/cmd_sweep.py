@@ -11,13 +11,13 @@ import argparse
 import sys
 from typing import Any
 
+from branchscope.profiling.run.processes import stop_with_parent
 from branchscope.profiling.run.protocol import error_line
 from branchscope.profiling.run.runner import stop_on_signals
 from branchscope.profiling.run.sweep import (
     add_sweep_arguments,
     markdown_table,
     run_sweep,
-    stop_with_parent,
     sweep_request_from_args,
 )
 from branchscope.profiling.trace.records import (

@@ -5,7 +5,8 @@ What both need from QProcess, once: the window's pid in the child's environment 
 itself when the window dies, see `profiling/run/processes.py`), stdout split into lines and each
 event handed on as a typed `records.Event` (anything else on stdout is ignored), the tail of stderr kept for
 the failure message, stopping with SIGTERM and then SIGKILL after a grace period, and waiting for it
-when the window closes. The controllers keep what the events mean.
+when the window closes. `app/jobs.py` follows one such child at a time (start, cancel, end); the
+controllers keep what the events mean.
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ one JSON object per line (ARCHITECTURE.md, "Contracts"): phase, progress, error,
 with the output folder and run.json's content; this controller turns those lines into signals.
 `RunSpec` (what to run) lives in the Qt-free `app/runs.py` and is re-exported here.
 
-One run at a time: starting a run while one is going cancels the old one. Cancelling sends
-SIGTERM, on which the runner kills its worker's process group before exiting, and SIGKILL if the
-runner has not exited a few seconds later.
+One run at a time, as `app/jobs.py` says for every job of the window: starting a run while one is
+going cancels the old one; `cancel()` emits `canceled` at once and `stopped` once the runner has
+exited (SIGTERM, on which the runner kills its worker's process group before exiting; SIGKILL if
+it is still there a few seconds later).
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QProcess, Signal
+from PySide6.QtCore import QObject, Signal
 
-from branchscope.app.jsonl_process import CANCEL_GRACE_MS, JsonLinesProcess
+from branchscope.app.jobs import Job, JobController
+from branchscope.app.jsonl_process import CANCEL_GRACE_MS
 from branchscope.app.runs import (
     RUN_NAME,
     SESSION_NAME,
@@ -36,7 +38,6 @@ from branchscope.profiling.run.protocol import RUNNER_MODULE, python_command
 from branchscope.profiling.trace.records import (
     DEFAULT_TRACE,
     DoneEvent,
-    ErrorEvent,
     Event,
     PhaseEvent,
     ProgressEvent,
@@ -61,18 +62,6 @@ class FinishedRun:
     def paths(self) -> tuple[Path, ...]:
         """Every trace of the run: one, or each rank's of a distributed run (run.json "ranks"), rank 0 first."""
         return tuple(self.out / name for name in self.run.trace_files() or [DEFAULT_TRACE])
-
-
-@dataclass
-class _Job:
-    spec: RunSpec
-    out: Path
-    proc: JsonLinesProcess | None = None
-    done: DoneEvent | None = None
-    error: ErrorEvent | None = None
-    progress: tuple[int, int] = (0, 0)
-    canceled: bool = False
-    notes: list[str] = field(default_factory=list)
 
 
 #: Run folders kept in the default runs folder; older ones are removed when a window starts.
@@ -132,10 +121,10 @@ def _session_alive(session: Path) -> bool:
     return True
 
 
-class RunController(QObject):
-    """Starts, follows and cancels runner processes (see the module docstring)."""
+class RunController(JobController):
+    """Starts, follows and cancels runner processes (see the module docstring and `app/jobs.py`)."""
 
-    #: A run began (its RunSpec).
+    #: A run began (its RunSpec); its runner starts next.
     started = Signal(object)
     #: The run entered a phase: "load", "warmup", "timing", "profile" or "export" (the runner's words).
     phase = Signal(str)
@@ -145,21 +134,20 @@ class RunController(QObject):
     finished = Signal(object)
     #: The run failed: one-line message, then the details (the model's traceback, or stderr).
     failed = Signal(str, str)
-    #: The run was cancelled (its RunSpec), by `cancel()` or by a newer run.
+    #: The run was cancelled (its RunSpec), by `cancel()` or by a newer run: emitted at once.
     canceled = Signal(object)
+    #: A cancelled run's runner has exited (its RunSpec): nothing of the run is left running.
+    stopped = Signal(object)
+
+    program = "runner"
+    noun = "run"
 
     def __init__(
         self, parent: QObject | None = None, *, command: list[str] | None = None, runs_dir: Path | None = None
     ):
-        super().__init__(parent)
-        #: The program and leading arguments; the run's arguments follow. Tests point it elsewhere.
-        self.command = list(command) if command else python_command(RUNNER_MODULE)
+        super().__init__(list(command) if command else python_command(RUNNER_MODULE), parent)
         self._runs_dir = Path(runs_dir) if runs_dir else None
-        self._job: _Job | None = None
-        self._retired: list[_Job] = []
         self._count = 0
-        #: The arguments of the last process started (program first).
-        self.last_command: list[str] = []
 
     # ---- state ------------------------------------------------------------------------------
     def _session_dir(self) -> Path:
@@ -198,107 +186,35 @@ class RunController(QObject):
         self._count += 1
         return self.runs_dir() / re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self._count:03d}-{label}")
 
-    def is_running(self) -> bool:
-        return self._job is not None
-
-    def active_processes(self) -> int:
-        """Runner processes not yet exited: the current one and cancelled ones still stopping."""
-        jobs = ([self._job] if self._job else []) + self._retired
-        return sum(1 for j in jobs if j.proc is not None and j.proc.running())
-
     @property
     def current(self) -> RunSpec | None:
-        return self._job.spec if self._job else None
+        return self._job.subject if self._job else None
 
     # ---- control ----------------------------------------------------------------------------
     def start(self, spec: RunSpec) -> None:
-        """Start a run; one already going is cancelled first."""
-        if self._job is not None:
-            self.cancel()
-        out = self.new_folder(f"{spec.model_label}-{spec.mode}-{spec.interop}x{spec.intra}")
-        command = [*self.command, *spec.runner_arguments(out)]
-        job = _Job(spec, out)
-        job.proc = JsonLinesProcess(
-            command,
-            lambda event: self._on_event(job, event),
-            lambda code, status: self._on_finished(job, code, status),
-            lambda reason: self._on_failed_to_start(job, reason),
-            self,
-        )
-        self._job = job
-        self.last_command = command
-        # `started` first: a program that cannot start fails inside start(), and listeners
-        # must see started -> failed, never the reverse.
-        self.started.emit(spec)
-        if self._job is not job:  # a slot of `started` cancelled or replaced this run: never start it
-            if job in self._retired:
-                self._retired.remove(job)
-            job.proc.discard()
-            return
-        job.proc.start()
-
-    def cancel(self) -> None:
-        """Stop the current run (SIGTERM, on which the runner kills its worker; SIGKILL after a grace period)."""
-        job = self._job
-        if job is None:
-            return
-        self._job = None
-        job.canceled = True
-        self._retired.append(job)
-        if job.proc is not None:
-            job.proc.stop(CANCEL_GRACE_MS)
-        self.canceled.emit(job.spec)
-
-    def shutdown(self, wait_ms: int = 5000) -> None:
-        """Cancel and wait for every runner (the window is closing)."""
+        """Start a run; one already going is cancelled first (then OSError, as `new_folder` raises it)."""
         self.cancel()
-        for job in list(self._retired):
-            if job.proc is not None:
-                job.proc.wait(wait_ms)
+        out = self.new_folder(f"{spec.model_label}-{spec.mode}-{spec.interop}x{spec.intra}")
+        self._start(Job(spec, out, [*self.command, *spec.runner_arguments(out)]))
 
-    # ---- process output ---------------------------------------------------------------------
-    def _on_event(self, job: _Job, event: Event) -> None:
+    # ---- what the runner says ---------------------------------------------------------------
+    def _event(self, job: Job, event: Event) -> None:
         if isinstance(event, PhaseEvent):
-            if job is self._job:
-                self.phase.emit(event.phase)
+            self.phase.emit(event.phase)
         elif isinstance(event, ProgressEvent):
-            job.progress = (event.step, event.of)
-            if job is self._job:
-                self.progress.emit(event.step, event.of)
-        elif isinstance(event, ErrorEvent):
-            job.error = event
-        elif isinstance(event, DoneEvent):
-            job.done = event
+            self.progress.emit(event.step, event.of)
 
-    def _on_finished(self, job: _Job, code: int, status: QProcess.ExitStatus) -> None:
-        if job in self._retired:
-            self._retired.remove(job)
-        assert job.proc is not None
-        job.proc.discard()
-        if job.canceled or job is not self._job:
-            return
-        self._job = None
-        if job.done is not None:
-            out = Path(job.done.out or job.out)
-            self.finished.emit(FinishedRun(job.spec, out, job.done.run or RunRecord()))
-            return
-        stderr = job.proc.stderr_text()
-        if job.error is not None:
-            message = job.error.message or "the run failed"
-            details = job.error.traceback or stderr
-        else:
-            crashed = status == QProcess.ExitStatus.CrashExit
-            message = "the runner crashed" if crashed else f"the runner exited with code {code}"
-            last = [ln for ln in stderr.splitlines() if ln.strip()]
-            if last:
-                message += f": {last[-1]}"
-            details = stderr
+    def _emit_started(self, job: Job) -> None:
+        self.started.emit(job.subject)
+
+    def _emit_canceled(self, job: Job) -> None:
+        self.canceled.emit(job.subject)
+
+    def _emit_stopped(self, job: Job) -> None:
+        self.stopped.emit(job.subject)
+
+    def _emit_finished(self, job: Job, done: DoneEvent) -> None:
+        self.finished.emit(FinishedRun(job.subject, Path(done.out or job.out), done.run or RunRecord()))
+
+    def _emit_failed(self, job: Job, message: str, details: str) -> None:
         self.failed.emit(message, details)
-
-    def _on_failed_to_start(self, job: _Job, reason: str) -> None:
-        if job is not self._job:
-            return
-        self._job = None
-        if job.proc is not None:
-            job.proc.discard()
-        self.failed.emit(f"could not start the runner ({self.command[0]}): {reason}", "")

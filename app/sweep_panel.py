@@ -4,8 +4,9 @@ and read the result as a heatmap.
 The form says which modes and which inter-op and intra-op counts (comma-separated); Start runs
 `branchscope sweep` through a `SweepController` (every cell a fresh worker, into a new folder of the
 runs folder), the heatmap (`widgets/sweep_view.py`) fills as cells finish, and Cancel keeps the
-finished cells. A click on a cell asks the window to show its run (`runChosen`), a second click to
-compare the two (`compareRequested`). `open_sweep` shows a sweep folder written earlier.
+finished cells (shown as sweep.json has them once the sweep's process has stopped). A click on a
+cell asks the window to show its run (`runChosen`), a second click to compare the two
+(`compareRequested`). `open_sweep` shows a sweep folder written earlier.
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ class SweepPanel(QWidget):
         c.finished.connect(self._on_finished)
         c.failed.connect(self._on_failed)
         c.canceled.connect(self._on_canceled)
+        c.stopped.connect(self._on_stopped)
 
     def set_cuda_available(self, available: bool, reason: str) -> None:
         """Modes that need CUDA are offered only where the worker finds it (`reason`: why not)."""
@@ -155,11 +157,10 @@ class SweepPanel(QWidget):
             return False
         self.folder = request.out
         self.view.set_sweep(SweepRecord(), request.out)
-        self.controller.start(request)
         self.start_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
-        n = len(request.cells())
-        self.status.setText(f"sweeping {n} cells into {request.out}…")
+        self.status.setText(f"sweeping {len(request.cells())} cells into {request.out}…")
+        self.controller.start(request)  # last: a sweep that cannot start says so inside it
         return True
 
     def _on_update(self, _sweep: SweepRecord | None = None) -> None:
@@ -185,8 +186,14 @@ class SweepPanel(QWidget):
         self._idle(f"sweep failed: {message}")
 
     def _on_canceled(self, out: str) -> None:
-        if out:
-            self.open_sweep(out, quiet=True)
+        """At once: a new sweep may start while this one's process stops (`_on_stopped` follows)."""
+        self._idle(f"cancelling; the finished cells are kept in {out}")
+
+    def _on_stopped(self, out: str) -> None:
+        """The cancelled sweep's sweep.json is final: shown, unless another sweep has started since."""
+        if self.controller.is_running() or self.folder is None or self.folder != Path(out):
+            return
+        self.open_sweep(out, quiet=True)
         self._idle(f"cancelled; the finished cells are kept in {out}")
 
     def _best_text(self) -> str:

@@ -37,6 +37,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Protocol
 
 from branchscope.profiling import linux
 from branchscope.profiling.linux import Cgroup, cgroup_bases, process_start_time
@@ -44,7 +45,7 @@ from branchscope.profiling.linux import Cgroup, cgroup_bases, process_start_time
 # Re-exported: the run engine imports them from here.
 from branchscope.profiling.linux import set_child_subreaper as set_child_subreaper
 from branchscope.profiling.linux import set_death_signal as set_death_signal
-from branchscope.profiling.run.protocol import RUN_TOKEN_ENV
+from branchscope.profiling.run.protocol import PARENT_PID_ENV, RUN_TOKEN_ENV
 
 PROCESSES_MODULE = "branchscope.profiling.run.processes"
 
@@ -193,6 +194,24 @@ def join_run_cgroup() -> bool:
     the worker and of the launcher's shim, before either starts anything."""
     path = os.environ.get(RUN_CGROUP_ENV)
     return Cgroup(Path(path), "").join() if path else False
+
+
+class Cancellable(Protocol):
+    """What stops a run or a sweep once set (the runner's CancelFlag)."""
+
+    def set(self, signum: int = ...) -> None: ...
+
+
+def stop_with_parent(cancel: Cancellable) -> None:
+    """Started by the window ($BRANCHSCOPE_PARENT_PID set: a runner, a sweep): set `cancel` when the
+    window dies, SIGKILL included, through the SIGTERM the kernel then sends (PR_SET_PDEATHSIG; the
+    caller turns SIGTERM into `cancel.set`, see the runner's `stop_on_signals`), and at once when the
+    window died before the request took effect."""
+    expected = os.environ.get(PARENT_PID_ENV, "")
+    if not expected.isdigit():
+        return
+    if set_death_signal(signal.SIGTERM) and os.getppid() != int(expected):
+        cancel.set(signal.SIGTERM)
 
 
 #: Set by `exec_as_child` to its own pid, which the command it execs keeps (the launcher of a

@@ -20,6 +20,10 @@ The worker dies with the runner even when the runner is SIGKILLed (see branchsco
 cgroup's watchdog then empties the run's cgroup), and a
 runner started by the window ($BRANCHSCOPE_PARENT_PID) cancels its run when the window dies.
 
+One supervisor (`_supervise`) follows a run of one worker or of N ranks (below) alike: `_OneWorker`
+and `_Distributed` say only what differs (the process started, where the events come from, how a
+failure is named, what OUT gets).
+
 `python -m branchscope.profiling.run.runner ARGS [--jsonl]` is the same as a command; with --jsonl it prints one JSON
 object per line for the GUI (which starts it with QProcess):
     {"event": "phase", "phase": "load" | "warmup" | "timing" | "profile" | "export"}   (as the worker starts each)
@@ -74,7 +78,7 @@ from branchscope.profiling.run.processes import (
     kill_group,
     kill_processes_with_token,
     set_child_subreaper,
-    set_death_signal,
+    stop_with_parent,
 )
 from branchscope.profiling.run.protocol import (
     EVENTS_DIR_ENV,
@@ -82,7 +86,6 @@ from branchscope.profiling.run.protocol import (
     EXIT_MODE,
     EXIT_OK,
     EXIT_WORKER,
-    PARENT_PID_ENV,
     RANK_EVENTS,
     RANK_FOLDER,
     RUN_TOKEN_ENV,
@@ -360,7 +363,7 @@ def run_profile(
     """Runs one profiling run to the end; never raises for a failed run (see RunResult.exit_code).
 
     `on_event` receives the worker's phase and progress events (`PhaseEvent`, `ProgressEvent`) as
-    they come.
+    they come (a distributed run's: rank 0's).
     Once `cancel` is set the worker's group is killed and the result says so (exit code 128 + signal).
     The results reach `req.out` only when the run succeeded (see branchscope.profiling.run.folder).
     """
@@ -377,21 +380,121 @@ def run_profile(
     except RunFolderError as exc:
         return RunResult(EXIT_BAD_INPUT, out, message=str(exc))
     try:
-        if req.options.nproc > 1:
-            return _run_ranks(folder, req, on_event, cancel)
-        return _run_in(folder, req, on_event, cancel)
+        assert folder.staging is not None
+        layout: _OneWorker = _Distributed(req, folder.staging) if req.options.nproc > 1 else _OneWorker(req, folder.staging)
+        return _supervise(folder, req, layout, on_event, cancel)
     except OSError as exc:  # the disk filled up, the folder went away: the run fails, DIR stays as it was
         return RunResult(EXIT_WORKER, out, message=f"could not write the results to {out}: {describe_os_error(exc)}")
     finally:
         folder.close()
 
 
-def _run_in(
+# ---------------------------------------------------------------- one supervisor for N ranks (1 included)
+
+
+@dataclass
+class _Rank:
+    """One rank of a run (a single worker is rank 0) and what its events said."""
+
+    rank: int
+    pid: int | None = None
+    phase: str | None = None
+    sampler: ThreadCpuSampler | None = None
+    error: ErrorEvent | None = None
+    finished: bool = False
+    #: Its exit status (or -signal) and when, once the rank's worker ended.
+    exited: ExitedEvent | None = None
+    #: When its first process (the one the launcher started) was gone, said by its reaper.
+    ended: float | None = None
+    #: The monotonic time of its first failure (an error, a death).
+    failed_at: float | None = None
+
+
+#: Once a rank failed, how long the others' events are still read (to tell the first failure).
+_FAILURE_SETTLE_S = 1.0
+
+
+class _OneWorker:
+    """What differs between one worker and N ranks (`_Distributed` overrides it): the process the
+    runner starts, where the ranks' events come from (one list per rank), what the runner says of the
+    ranks itself, how a failure is named and what OUT gets. `_supervise` does the rest for both.
+
+    `--nproc 1`: the process started is the worker, rank 0: its events come on its stdout (see
+    `_LineReader`); its pid and exit status are the process's, said by the runner; OUT gets its files."""
+
+    #: The process's stdout: a pipe for the events, or None (into the log).
+    stdout: int | None = subprocess.PIPE
+
+    def __init__(self, req: RunRequest, stage: Path) -> None:
+        self.req, self.stage = req, stage
+        self.nproc = req.options.nproc
+
+    def command(self) -> list[str]:
+        return worker_command(self.req, self.stage)
+
+    def env(self, token: str) -> dict[str, str]:
+        return _worker_env(self.req, token)
+
+    def started(self, proc: subprocess.Popen[bytes]) -> list[list[Event]]:
+        """Once the process runs: starts reading the events; returns what the runner knows of the
+        ranks before they say anything."""
+        assert proc.stdout is not None
+        self.pipe, self.lines = proc.stdout, _LineReader(proc.stdout.fileno())
+        return [[HelloEvent(pid=proc.pid)]]
+
+    def read(self, timeout: float) -> list[list[Event]]:
+        """The events that arrive within `timeout` seconds (as soon as some do, where that can be told)."""
+        return [self.lines.read(timeout)]
+
+    def drain(self) -> list[list[Event]]:
+        """Every event there now, without waiting; then `close`."""
+        return [self.lines.drain()]
+
+    def close(self) -> None:
+        self.pipe.close()
+
+    def ended(self, proc: subprocess.Popen[bytes], t: float) -> list[list[Event]]:
+        """What the runner knows of the ranks once the process it started has ended (at `t`, if it
+        ended on its own)."""
+        return [[ExitedEvent(pid=proc.pid, code=proc.returncode, t=t)]] if proc.returncode is not None else []
+
+    def folder(self, rank: int) -> Path:
+        """Where rank `rank` writes its results, in the staging folder."""
+        return self.stage
+
+    def name(self, rank: _Rank, *, pid: bool = False) -> str:
+        return "the worker"
+
+    def error_message(self, rank: _Rank, message: str) -> str:
+        return message
+
+    def timed_out(self, ranks: list[_Rank]) -> str:
+        return f"the worker ran past --timeout {self.req.options.timeout:g} s and was stopped"
+
+    def ended_early(self, proc: subprocess.Popen[bytes], ranks: list[_Rank], runs: list[RunRecord | None]) -> str:
+        return f"the worker died ({_describe_exit(proc.returncode)}) before writing its results"
+
+    def trace_failed(self, rank: _Rank, exc: ValueError) -> str:
+        return f"could not write {Path(self.req.out) / DEFAULT_TRACE}: {exc}"
+
+    def record(self, ranks: list[_Rank], runs: list[RunRecord]) -> RunRecord:
+        """The run.json committed to OUT (last), once each rank's trace is written."""
+        return runs[0]
+
+
+def _supervise(
     folder: RunFolder,
     req: RunRequest,
+    layout: _OneWorker,
     on_event: Callable[[Event], None] | None,
     cancel: CancelFlag | None,
 ) -> RunResult:
+    """Starts the run's process (`layout`: the worker, or the launcher of N ranks) and follows it to
+    the end: rank 0's phases and steps go on to `on_event`, each rank's threads are sampled while it
+    profiles (on a fixed schedule), the run stops at --timeout, when `cancel` is set, when its
+    process ends, a second after a rank failed (the first to fail names the failure), or once every
+    rank finished and had `_EXIT_GRACE_S` to exit; then every process of the run is stopped
+    (`_stop_everything`), whatever happened, and a complete run's files are committed to OUT."""
     out, stage = folder.out, folder.staging
     assert stage is not None
     token = uuid.uuid4().hex
@@ -399,99 +502,195 @@ def _run_in(
     subreaper = set_child_subreaper(True)
     cgroup = RunCgroup.open(token)  # None where none can be made (see branchscope.profiling.run.processes)
     children_before = {p.pid for p in psutil.Process().children()}  # the cgroup's watchdog among them
-    proc = _spawn(worker_command(req, stage), stage, _worker_env(req, token), subprocess.PIPE, log_path, subreaper, cgroup)
-    assert proc.stdout is not None
-    lines = _LineReader(proc.stdout.fileno())
-    sampler: ThreadCpuSampler | None = None
+    proc = _spawn(layout.command(), stage, layout.env(token), layout.stdout, log_path, subreaper, cgroup)
+    watch = _Watch(layout.nproc, on_event)
     interval = req.sample_interval_ms / 1000.0
     deadline = time.monotonic() + req.options.timeout
-    finished_at: float | None = None
     next_tick = time.monotonic()
-    sampling = False
-    error: ErrorEvent | None = None
+    ended_at: float | None = None
     timed_out = False
-
-    def handle(events: list[Event]) -> None:
-        nonlocal sampling, error, finished_at
-        for event in events:
-            if isinstance(event, PhaseEvent):
-                sampling = event.phase == "profile"
-                if sampling and sampler is not None:
-                    sampler.sample()
-                if on_event is not None:
-                    on_event(event)
-            elif isinstance(event, ProgressEvent):
-                if on_event is not None:
-                    on_event(event)
-            elif isinstance(event, ErrorEvent):
-                error = event
-            elif isinstance(event, FinishedEvent):
-                finished_at = time.monotonic()
-
     try:
-        sampler = ThreadCpuSampler(proc.pid)
+        watch.handle(layout.started(proc))
         while cancel is None or not cancel.is_set():
-            handle(lines.read(max(0.0, next_tick - time.monotonic()) if sampling else 0.05))
+            watch.handle(layout.read(max(0.0, next_tick - time.monotonic()) if watch.sampling() else 0.05))
             if proc.poll() is not None:
+                ended_at = time.monotonic()
                 break
             now = time.monotonic()
             if now >= deadline:
                 timed_out = True
                 break
-            if finished_at is not None and now - finished_at > _EXIT_GRACE_S:
-                break  # results are on disk; the worker hangs in teardown
+            if watch.first_failure is not None and now - watch.first_failure > _FAILURE_SETTLE_S:
+                break
+            if watch.finished_at is None and all(r.finished for r in watch.ranks):
+                watch.finished_at = now
+            if watch.finished_at is not None and now - watch.finished_at > _EXIT_GRACE_S:
+                break  # results are on disk; a worker hangs in teardown
+            sampling = watch.sampling()
             if sampling and now >= next_tick:
-                sampler.sample()
+                for r in sampling:
+                    assert r.sampler is not None
+                    r.sampler.sample()
                 # A fixed schedule, so a late tick does not shift the later ones; after a stall, start afresh.
                 next_tick = max(next_tick + interval, time.monotonic() - interval)
     finally:
         _stop_everything(proc, token, children_before, cgroup)
         if subreaper:
             set_child_subreaper(False)
-            _reap_dead_orphans(children_before | {proc.pid})  # the worker is Popen's to reap
-        handle(lines.drain())  # what the worker wrote before it ended (never waits: see _LineReader)
-        proc.stdout.close()
-        if sampler is not None:
-            sampler.close()
-    sampler.refresh_names()
+            _reap_dead_orphans(children_before | {proc.pid})  # the process started is Popen's to reap
+        watch.handle(layout.drain())  # what the ranks said before they ended (never waits)
+        layout.close()
+        watch.close()
+    watch.refresh_names()
+    watch.handle(layout.ended(proc, ended_at if ended_at is not None else time.monotonic()))
+    ranks = watch.ranks
 
     if cancel is not None and cancel.is_set():
         return _cancelled(out, cancel)
-    if timed_out:
-        return RunResult(
-            EXIT_WORKER,
-            out,
-            message=f"the worker ran past --timeout {req.options.timeout:g} s and was stopped",
-            traceback=_tail(log_path) or None,
-        )
-    run = _complete_run(stage)
-    if run is not None:
-        result = RunResult(EXIT_OK, out)
-        if proc.returncode not in (0, None) and proc.returncode != -signal.SIGKILL:
-            result.notes.append(
-                f"the worker ended with {_describe_exit(proc.returncode)} after writing complete results"
-            )
-        try:
-            result.samples = finish_trace(stage, sampler, run.trace_clock)
-        except ValueError as exc:
-            return RunResult(EXIT_WORKER, out, message=f"could not write {out / 'trace.json.gz'}: {exc}")
-        result.run = folder.commit(run)
-        return result
-    if error is not None:
-        code = error.exit_code or 1
+    runs = [_complete_run(layout.folder(r.rank)) for r in ranks]
+    complete = [run for run in runs if run is not None]
+    if len(complete) == len(ranks):
+        return _commit(folder, layout, ranks, complete)
+    # At a timeout the runner stops every rank itself: a rank that "failed" after that was stopped.
+    failure = _first_failure(ranks, before=deadline if timed_out else float("inf"))
+    if failure is not None:
+        return _rank_failure(out, layout, failure, log_path)
+    message = layout.timed_out(ranks) if timed_out else layout.ended_early(proc, ranks, runs)
+    return RunResult(EXIT_WORKER, out, message=message, traceback=_tail(log_path) or None)
+
+
+class _Watch:
+    """The ranks of a run as their events tell them; rank 0's phases and steps go on to `on_event`."""
+
+    def __init__(self, nproc: int, on_event: Callable[[Event], None] | None) -> None:
+        self.ranks = [_Rank(r) for r in range(nproc)]
+        self.on_event = on_event
+        #: When the runner learned of the first failure, and when every rank had finished (monotonic).
+        self.first_failure: float | None = None
+        self.finished_at: float | None = None
+
+    def sampling(self) -> list[_Rank]:
+        """The ranks profiling now, whose threads are sampled."""
+        return [r for r in self.ranks if r.phase == "profile" and r.sampler is not None]
+
+    def handle(self, per_rank: list[list[Event]]) -> None:
+        for rank, events in zip(self.ranks, per_rank, strict=False):
+            for event in events:
+                self._handle(rank, event)
+
+    def _handle(self, rank: _Rank, event: Event) -> None:
+        t = event.t if event.t is not None else time.monotonic()
+        if isinstance(event, HelloEvent):
+            rank.pid = event.pid
+            try:
+                rank.sampler = ThreadCpuSampler(rank.pid)
+            except (OSError, psutil.Error):
+                rank.sampler = None
+        elif isinstance(event, PhaseEvent):
+            rank.phase = event.phase or None
+            if rank.phase == "profile" and rank.sampler is not None:
+                rank.sampler.sample()
+            if rank.rank == 0 and self.on_event is not None and rank.phase:
+                self.on_event(PhaseEvent(phase=rank.phase))
+        elif isinstance(event, ProgressEvent):
+            if rank.rank == 0 and self.on_event is not None:
+                self.on_event(ProgressEvent(step=event.step, of=event.of))
+        elif isinstance(event, ErrorEvent):
+            rank.error = event
+            rank.failed_at = rank.failed_at or t
+        elif isinstance(event, FinishedEvent):
+            rank.finished = True
+        elif isinstance(event, ExitedEvent):
+            rank.exited = event
+            if event.code != 0 and not rank.finished:
+                rank.failed_at = rank.failed_at or t
+        elif isinstance(event, EndedEvent):  # the rank's first process is gone (its reaper says so)
+            rank.ended = t
+            if rank.exited is None and not rank.finished:  # killed itself, before it could tell how
+                rank.failed_at = rank.failed_at or t
+        if rank.failed_at is not None and self.first_failure is None:
+            self.first_failure = time.monotonic()
+
+    def close(self) -> None:
+        for rank in self.ranks:
+            if rank.sampler is not None:
+                rank.sampler.close()
+
+    def refresh_names(self) -> None:
+        """Each sampled thread's name as /proc last said it (threads rename themselves)."""
+        for rank in self.ranks:
+            if rank.sampler is not None:
+                rank.sampler.refresh_names()
+
+
+def _first_failure(ranks: list[_Rank], before: float = float("inf")) -> _Rank | None:
+    """The rank whose failure came first (before `before`, on the monotonic clock): a rank killed
+    by a signal before any rank exited with an error (the launcher signals the others only after
+    one did), else the first to report an error, else the first that died."""
+    failed = [r for r in ranks if r.failed_at is not None and r.failed_at < before]
+    if not failed:
+        return None
+    exited_with_error = [
+        r.exited.t if r.exited.t is not None else float("inf") for r in failed if r.exited and r.exited.code > 0
+    ]
+    first_exit = min(exited_with_error, default=float("inf"))
+    killed = [(t, r.rank, r) for r in failed if (t := _killed_at(r)) is not None and t < first_exit]
+    if killed:
+        return min(killed, key=lambda k: k[:2])[2]
+    raised = [r for r in failed if r.error is not None]
+    if raised:
+        return min(raised, key=lambda r: r.failed_at or 0.0)
+    return min(failed, key=lambda r: r.failed_at or 0.0)
+
+
+def _killed_at(rank: _Rank) -> float | None:
+    """When a rank was killed without reporting an error: its worker by a signal (the process the
+    launcher started says which), or that process itself (its reaper says when, not how)."""
+    if rank.error is not None:
+        return None
+    if rank.exited is None:
+        return rank.ended
+    code, t = rank.exited.code, rank.exited.t
+    return float(t) if code < 0 and t is not None else None
+
+
+def _rank_failure(out: Path, layout: _OneWorker, rank: _Rank, log_path: Path) -> RunResult:
+    if rank.error is not None:
+        code = rank.error.exit_code or 1
         return RunResult(
             code if code in (EXIT_BAD_INPUT, EXIT_MODE) else EXIT_WORKER,
             out,
-            message=error.message or "the worker failed",
-            traceback=error.traceback or None,
+            message=layout.error_message(rank, rank.error.message or "the worker failed"),
+            traceback=rank.error.traceback or None,
         )
-    rc = proc.returncode
+    status = rank.exited.code if rank.exited else None
+    how = _describe_exit(status) if isinstance(status, int) else "its process under the launcher was killed"
     return RunResult(
         EXIT_WORKER,
         out,
-        message=f"the worker died ({_describe_exit(rc)}) before writing its results",
+        message=f"{layout.name(rank, pid=True)} died ({how}) before writing its results",
         traceback=_tail(log_path) or None,
     )
+
+
+def _commit(folder: RunFolder, layout: _OneWorker, ranks: list[_Rank], runs: list[RunRecord]) -> RunResult:
+    """Every rank's results complete: each rank's trace.json.gz written with its CPU samples, then
+    the run folder committed (run.json last)."""
+    result = RunResult(EXIT_OK, folder.out)
+    for rank, run in zip(ranks, runs, strict=True):
+        sampler = rank.sampler
+        if sampler is None:  # never said hello: an empty sampler, so the trace is still compressed
+            sampler = ThreadCpuSampler(os.getpid())
+            sampler.close()
+        try:
+            result.samples += finish_trace(layout.folder(rank.rank), sampler, run.trace_clock)
+        except ValueError as exc:
+            return RunResult(EXIT_WORKER, folder.out, message=layout.trace_failed(rank, exc))
+        code = rank.exited.code if rank.exited else None
+        if code not in (0, None, -signal.SIGKILL):
+            result.notes.append(f"{layout.name(rank)} ended with {_describe_exit(code)} after writing complete results")
+    result.run = folder.commit(layout.record(ranks, runs))
+    return result
 
 
 # ---------------------------------------------------------------- distributed runs (--nproc N)
@@ -527,206 +726,121 @@ class _EventFile:
         return decode_events(lines)
 
 
-@dataclass
-class _Rank:
-    rank: int
-    pid: int | None = None
-    phase: str | None = None
-    sampler: ThreadCpuSampler | None = None
-    error: ErrorEvent | None = None
-    finished: bool = False
-    #: Its exit status (or -signal) and when, once the rank's worker ended.
-    exited: ExitedEvent | None = None
-    #: When its first process (the one the launcher started) was gone, said by its reaper.
-    ended: float | None = None
-    #: The monotonic time of its first failure (an error, a death).
-    failed_at: float | None = None
+class _Distributed(_OneWorker):
+    """`--nproc N`: the runner starts torch.distributed.run, which starts the N ranks; each rank's
+    events come through its own file (a file cannot be waited on: `read` sleeps), the rank's own
+    hello, the process watching its worker saying how it exited, its reaper when it was gone; OUT
+    gets rank-R/ per rank and a run.json listing them."""
 
+    stdout = None
 
-#: Once a rank failed, how long the others' events are still read (to tell the first failure).
-_FAILURE_SETTLE_S = 1.0
+    def command(self) -> list[str]:
+        return launcher_command(self.req, self.stage.resolve())
 
+    def env(self, token: str) -> dict[str, str]:
+        env = _worker_env(self.req, token)
+        env[EVENTS_DIR_ENV] = str(self.stage.resolve())
+        env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's connections stay on loopback too
+        env.setdefault("TORCHELASTIC_ENABLE_FILE_TIMER", "0")
+        return env
 
-def _run_ranks(
-    folder: RunFolder,
-    req: RunRequest,
-    on_event: Callable[[Event], None] | None,
-    cancel: CancelFlag | None,
-) -> RunResult:
-    """`_run_in` for N ranks: torch.distributed.run starts them, each rank's events come through its
-    own file, each rank's threads are sampled while it profiles; OUT gets rank-R/ per rank and a
-    run.json listing them. The first rank to fail names the failure; then every process is stopped."""
-    out, stage = folder.out, folder.staging
-    assert stage is not None
-    token = uuid.uuid4().hex
-    log_path = stage / "worker.log"
-    env = _worker_env(req, token)
-    env[EVENTS_DIR_ENV] = str(stage.resolve())
-    env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's connections stay on loopback too
-    env.setdefault("TORCHELASTIC_ENABLE_FILE_TIMER", "0")
-    subreaper = set_child_subreaper(True)
-    cgroup = RunCgroup.open(token)
-    children_before = {p.pid for p in psutil.Process().children()}
-    proc = _spawn(launcher_command(req, stage.resolve()), stage, env, None, log_path, subreaper, cgroup)
-    ranks = [_Rank(r) for r in range(req.options.nproc)]
-    files = [_EventFile(stage / RANK_EVENTS.format(rank=r)) for r in range(req.options.nproc)]
-    interval = req.sample_interval_ms / 1000.0
-    deadline = time.monotonic() + req.options.timeout
-    next_tick = time.monotonic()
-    first_failure: float | None = None
-    finished_at: float | None = None
-    timed_out = False
+    def started(self, proc: subprocess.Popen[bytes]) -> list[list[Event]]:
+        self.files = [_EventFile(self.stage / RANK_EVENTS.format(rank=r)) for r in range(self.nproc)]
+        return []
 
-    def handle(rank: _Rank, events: list[Event]) -> None:
-        nonlocal first_failure
-        for event in events:
-            t = event.t if event.t is not None else time.monotonic()
-            if isinstance(event, HelloEvent):
-                rank.pid = event.pid
-                try:
-                    rank.sampler = ThreadCpuSampler(rank.pid)
-                except (OSError, psutil.Error):
-                    rank.sampler = None
-            elif isinstance(event, PhaseEvent):
-                rank.phase = event.phase or None
-                if rank.phase == "profile" and rank.sampler is not None:
-                    rank.sampler.sample()
-                if rank.rank == 0 and on_event is not None and rank.phase:
-                    on_event(PhaseEvent(phase=rank.phase))
-            elif isinstance(event, ProgressEvent):
-                if rank.rank == 0 and on_event is not None:
-                    on_event(ProgressEvent(step=event.step, of=event.of))
-            elif isinstance(event, ErrorEvent):
-                rank.error = event
-                rank.failed_at = rank.failed_at or t
-            elif isinstance(event, FinishedEvent):
-                rank.finished = True
-            elif isinstance(event, ExitedEvent):
-                rank.exited = event
-                if event.code != 0 and not rank.finished:
-                    rank.failed_at = rank.failed_at or t
-            elif isinstance(event, EndedEvent):  # the rank's first process is gone (its reaper says so)
-                rank.ended = t
-                if rank.exited is None and not rank.finished:  # killed itself, before it could tell how
-                    rank.failed_at = rank.failed_at or t
-            if rank.failed_at is not None and first_failure is None:
-                first_failure = time.monotonic()
+    def read(self, timeout: float) -> list[list[Event]]:
+        if timeout > 0:
+            time.sleep(timeout)
+        return self.drain()
 
-    try:
-        while cancel is None or not cancel.is_set():
-            sampling = [r for r in ranks if r.phase == "profile" and r.sampler is not None]
-            wait = max(0.0, next_tick - time.monotonic()) if sampling else 0.05
-            if wait:
-                time.sleep(wait)
-            for rank, f in zip(ranks, files, strict=True):
-                handle(rank, f.read())
-            if proc.poll() is not None:
-                break
-            now = time.monotonic()
-            if now >= deadline:
-                timed_out = True
-                break
-            if first_failure is not None and now - first_failure > _FAILURE_SETTLE_S:
-                break
-            if finished_at is None and all(r.finished for r in ranks):
-                finished_at = now
-            if finished_at is not None and now - finished_at > _EXIT_GRACE_S:
-                break  # results are on disk; a rank hangs in teardown
-            if sampling and now >= next_tick:
-                for r in sampling:
-                    assert r.sampler is not None
-                    r.sampler.sample()
-                next_tick = max(next_tick + interval, time.monotonic() - interval)
-    finally:
-        _stop_everything(proc, token, children_before, cgroup)
-        if subreaper:
-            set_child_subreaper(False)
-            _reap_dead_orphans(children_before | {proc.pid})  # the worker is Popen's to reap
-        for rank, f in zip(ranks, files, strict=True):
-            handle(rank, f.read())
-            if rank.sampler is not None:
-                rank.sampler.close()
-    for rank in ranks:
-        if rank.sampler is not None:
-            rank.sampler.refresh_names()
+    def drain(self) -> list[list[Event]]:
+        return [f.read() for f in self.files]
 
-    if cancel is not None and cancel.is_set():
-        return _cancelled(out, cancel)
-    runs = [_complete_run(stage / RANK_FOLDER.format(rank=r.rank)) for r in ranks]
-    if all(run is not None for run in runs) and all(r.failed_at is None for r in ranks):
-        return _commit_ranks(folder, req, ranks, [run for run in runs if run is not None])
-    # At a timeout the runner stops every rank itself: a rank that "failed" after that was stopped.
-    failure = _first_failure(ranks, before=deadline if timed_out else float("inf"))
-    if failure is not None:
-        return _rank_failure(out, failure, log_path)
-    if timed_out:
-        waiting = [str(r.rank) for r in ranks if not r.finished]
-        return RunResult(
-            EXIT_WORKER,
-            out,
-            message=f"the run ran past --timeout {req.options.timeout:g} s and was stopped; rank(s) {', '.join(waiting)} "
-            "had not finished (" + ", ".join(f"rank {r.rank}: {r.phase or 'starting'}" for r in ranks if not r.finished) + ")",
-            traceback=_tail(log_path) or None,
+    def close(self) -> None:
+        pass
+
+    def ended(self, proc: subprocess.Popen[bytes], t: float) -> list[list[Event]]:
+        return []  # the process that ended is the launcher: the ranks said how they ended
+
+    def folder(self, rank: int) -> Path:
+        return self.stage / RANK_FOLDER.format(rank=rank)
+
+    def name(self, rank: _Rank, *, pid: bool = False) -> str:
+        return f"rank {rank.rank}" + (f" (pid {rank.pid})" if pid and rank.pid else "")
+
+    def error_message(self, rank: _Rank, message: str) -> str:
+        return f"rank {rank.rank}: {message}"
+
+    def timed_out(self, ranks: list[_Rank]) -> str:
+        waiting = [r for r in ranks if not r.finished]
+        return (
+            f"the run ran past --timeout {self.req.options.timeout:g} s and was stopped; rank(s) "
+            f"{', '.join(str(r.rank) for r in waiting)} had not finished ("
+            + ", ".join(f"rank {r.rank}: {r.phase or 'starting'}" for r in waiting)
+            + ")"
         )
-    missing = [str(r.rank) for r, run in zip(ranks, runs, strict=True) if run is None]
-    return RunResult(
-        EXIT_WORKER,
-        out,
-        message=f"torch.distributed.run ended ({_describe_exit(proc.returncode)}) before rank(s) {', '.join(missing)} "
-        "wrote their results",
-        traceback=_tail(log_path) or None,
-    )
 
-
-def _first_failure(ranks: list[_Rank], before: float = float("inf")) -> _Rank | None:
-    """The rank whose failure came first (before `before`, on the monotonic clock): a rank killed
-    by a signal before any rank exited with an error (the launcher signals the others only after
-    one did), else the first to report an error, else the first that died."""
-    failed = [r for r in ranks if r.failed_at is not None and r.failed_at < before]
-    if not failed:
-        return None
-    exited_with_error = [
-        r.exited.t if r.exited.t is not None else float("inf") for r in failed if r.exited and r.exited.code > 0
-    ]
-    first_exit = min(exited_with_error, default=float("inf"))
-    killed = [(t, r.rank, r) for r in failed if (t := _killed_at(r)) is not None and t < first_exit]
-    if killed:
-        return min(killed, key=lambda k: k[:2])[2]
-    raised = [r for r in failed if r.error is not None]
-    if raised:
-        return min(raised, key=lambda r: r.failed_at or 0.0)
-    return min(failed, key=lambda r: r.failed_at or 0.0)
-
-
-def _killed_at(rank: _Rank) -> float | None:
-    """When a rank was killed without reporting an error: its worker by a signal (the process the
-    launcher started says which), or that process itself (its reaper says when, not how)."""
-    if rank.error is not None:
-        return None
-    if rank.exited is None:
-        return rank.ended
-    code, t = rank.exited.code, rank.exited.t
-    return float(t) if code < 0 and t is not None else None
-
-
-def _rank_failure(out: Path, rank: _Rank, log_path: Path) -> RunResult:
-    if rank.error is not None:
-        code = rank.error.exit_code or 1
-        return RunResult(
-            code if code in (EXIT_BAD_INPUT, EXIT_MODE) else EXIT_WORKER,
-            out,
-            message=f"rank {rank.rank}: {rank.error.message or 'the worker failed'}",
-            traceback=rank.error.traceback or None,
+    def ended_early(self, proc: subprocess.Popen[bytes], ranks: list[_Rank], runs: list[RunRecord | None]) -> str:
+        missing = [str(r.rank) for r, run in zip(ranks, runs, strict=True) if run is None]
+        return (
+            f"torch.distributed.run ended ({_describe_exit(proc.returncode)}) before rank(s) {', '.join(missing)} "
+            "wrote their results"
         )
-    status = rank.exited.code if rank.exited else None
-    pid = f" (pid {rank.pid})" if rank.pid else ""
-    how = _describe_exit(status) if isinstance(status, int) else "its process under the launcher was killed"
-    return RunResult(
-        EXIT_WORKER,
-        out,
-        message=f"rank {rank.rank}{pid} died ({how}) before writing its results",
-        traceback=_tail(log_path) or None,
-    )
+
+    def trace_failed(self, rank: _Rank, exc: ValueError) -> str:
+        return f"could not write rank {rank.rank}'s trace: {exc}"
+
+    def record(self, ranks: list[_Rank], runs: list[RunRecord]) -> RunRecord:
+        """The top-level run.json: the first rank's settings, the slowest rank's step times step by
+        step, and the ranks (rank, pid, device, their files); the ranks' event files are dropped."""
+        for name in os.listdir(self.stage):
+            if name.startswith(".rank-"):
+                (self.stage / name).unlink()
+        first = runs[0]
+        steps = _per_step_max([run.steps_ms for run in runs])
+        unprofiled = _per_step_max([run.unprofiled_steps_ms for run in runs])
+        profiled_stats, unprofiled_stats = StepStats.of(steps), StepStats.of(unprofiled)
+        return RunRecord(
+            format=RUN_FORMAT,
+            mode=first.mode,
+            interop=first.interop,
+            intra=first.intra,
+            cores=first.cores,
+            device=first.device,
+            torch=first.torch,
+            model=first.model,
+            source=first.source,
+            input_shapes=first.input_shapes,
+            dtype=first.dtype,
+            steps=first.steps,
+            warmup=first.warmup,
+            nproc=self.nproc,
+            world_size=first.world_size,
+            backend=first.backend,
+            train_step=first.train_step,
+            steps_ms=[round(x, 4) for x in steps],
+            median_ms=round(profiled_stats.median, 4) if profiled_stats else None,
+            unprofiled_steps=len(unprofiled),
+            unprofiled_steps_ms=[round(x, 4) for x in unprofiled],
+            unprofiled_median_ms=round(unprofiled_stats.median, 4) if unprofiled_stats else None,
+            unprofiled_spread_ms=unprofiled_stats.rounded_spread(4) if unprofiled_stats else None,
+            branches=first.branches,
+            tracer=first.tracer,
+            ranks=[
+                RankRecord(
+                    rank=rank.rank,
+                    pid=run.pid,
+                    device=run.device,
+                    run=f"{RANK_FOLDER.format(rank=rank.rank)}/{RUN_JSON}",
+                    trace=f"{RANK_FOLDER.format(rank=rank.rank)}/{DEFAULT_TRACE}",
+                    median_ms=run.median_ms,
+                    unprofiled_median_ms=run.unprofiled_median_ms,
+                )
+                for rank, run in zip(ranks, runs, strict=True)
+            ],
+            trace=f"{RANK_FOLDER.format(rank=0)}/{DEFAULT_TRACE}",
+            complete=True,
+        )
 
 
 def _per_step_max(series: list[list[float] | None]) -> list[float]:
@@ -735,73 +849,6 @@ def _per_step_max(series: list[list[float] | None]) -> list[float]:
         return []
     return [max(xs) for xs in zip(*series, strict=False)]
 
-
-def _commit_ranks(folder: RunFolder, req: RunRequest, ranks: list[_Rank], runs: list[RunRecord]) -> RunResult:
-    assert folder.staging is not None
-    result = RunResult(EXIT_OK, folder.out)
-    for rank, run in zip(ranks, runs, strict=True):
-        sub = folder.staging / RANK_FOLDER.format(rank=rank.rank)
-        sampler = rank.sampler
-        if sampler is None:  # never said hello: an empty sampler, so the trace is still compressed
-            sampler = ThreadCpuSampler(os.getpid())
-            sampler.close()
-        try:
-            result.samples += finish_trace(sub, sampler, run.trace_clock)
-        except ValueError as exc:
-            return RunResult(EXIT_WORKER, folder.out, message=f"could not write rank {rank.rank}'s trace: {exc}")
-        code = rank.exited.code if rank.exited else None
-        if code not in (0, None, -signal.SIGKILL):
-            result.notes.append(f"rank {rank.rank} ended with {_describe_exit(code)} after writing complete results")
-    for name in os.listdir(folder.staging):
-        if name.startswith(".rank-"):
-            (folder.staging / name).unlink()
-    first = runs[0]
-    steps = _per_step_max([run.steps_ms for run in runs])
-    unprofiled = _per_step_max([run.unprofiled_steps_ms for run in runs])
-    profiled_stats, unprofiled_stats = StepStats.of(steps), StepStats.of(unprofiled)
-    top = RunRecord(
-        format=RUN_FORMAT,
-        mode=first.mode,
-        interop=first.interop,
-        intra=first.intra,
-        cores=first.cores,
-        device=first.device,
-        torch=first.torch,
-        model=first.model,
-        source=first.source,
-        input_shapes=first.input_shapes,
-        dtype=first.dtype,
-        steps=first.steps,
-        warmup=first.warmup,
-        nproc=req.options.nproc,
-        world_size=first.world_size,
-        backend=first.backend,
-        train_step=first.train_step,
-        steps_ms=[round(x, 4) for x in steps],
-        median_ms=round(profiled_stats.median, 4) if profiled_stats else None,
-        unprofiled_steps=len(unprofiled),
-        unprofiled_steps_ms=[round(x, 4) for x in unprofiled],
-        unprofiled_median_ms=round(unprofiled_stats.median, 4) if unprofiled_stats else None,
-        unprofiled_spread_ms=unprofiled_stats.rounded_spread(4) if unprofiled_stats else None,
-        branches=first.branches,
-        tracer=first.tracer,
-        ranks=[
-            RankRecord(
-                rank=rank.rank,
-                pid=run.pid,
-                device=run.device,
-                run=f"{RANK_FOLDER.format(rank=rank.rank)}/{RUN_JSON}",
-                trace=f"{RANK_FOLDER.format(rank=rank.rank)}/{DEFAULT_TRACE}",
-                median_ms=run.median_ms,
-                unprofiled_median_ms=run.unprofiled_median_ms,
-            )
-            for rank, run in zip(ranks, runs, strict=True)
-        ],
-        trace=f"{RANK_FOLDER.format(rank=0)}/{DEFAULT_TRACE}",
-        complete=True,
-    )
-    result.run = folder.commit(top)
-    return result
 
 
 def _spawn(
@@ -994,7 +1041,7 @@ def main(argv: list[str] | None = None) -> int:
                 pass
 
     with stop_on_signals() as cancel:  # SIGTERM (the GUI's cancel) and SIGINT stop the run, never raise
-        _stop_with_parent(cancel)
+        stop_with_parent(cancel)  # the window's run stops when the window dies
         result = run_profile(request_from_args(args), emit, cancel)
     if result.ok:
         assert result.run is not None
@@ -1009,16 +1056,6 @@ def main(argv: list[str] | None = None) -> int:
         emit(ErrorEvent(message=result.message or "the run failed", traceback=result.traceback))
     print_failure(result)
     return result.exit_code
-
-
-def _stop_with_parent(cancel: CancelFlag) -> None:
-    """Started by the window ($BRANCHSCOPE_PARENT_PID set): cancel the run when the window dies,
-    SIGKILL included, through the SIGTERM the kernel then sends (PR_SET_PDEATHSIG)."""
-    expected = os.environ.get(PARENT_PID_ENV, "")
-    if not expected.isdigit():
-        return
-    if set_death_signal(signal.SIGTERM) and os.getppid() != int(expected):
-        cancel.set(signal.SIGTERM)  # the window died before the request took effect
 
 
 if __name__ == "__main__":

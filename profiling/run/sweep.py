@@ -50,8 +50,7 @@ from branchscope.profiling.run.folder import (
 )
 from branchscope.profiling.run.modes import MODE_NAMES, MODES
 from branchscope.profiling.run.options import RunOptions, add_options
-from branchscope.profiling.run.processes import set_death_signal
-from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_OK, PARENT_PID_ENV, RunRequest
+from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_OK, RunRequest
 from branchscope.profiling.run.runner import (
     CancelFlag,
     RunError,
@@ -236,6 +235,26 @@ def cell_record(cell: SweepCell, result: RunResult, cores: int) -> CellRecord:
     )
 
 
+def new_sweep(req: SweepRequest, cores: int) -> SweepRecord:
+    """sweep.json before any cell ran (every cell "not run"): what a sweep writes first, and what
+    the window shows as it starts one."""
+    opts = req.options
+    return SweepRecord(
+        sweep=SWEEP_FORMAT,
+        demo=opts.demo,
+        model=str(Path(opts.model).resolve()) if opts.model is not None else None,
+        modes=list(req.modes),
+        interop=list(req.interop),
+        intra=list(req.intra),
+        steps=opts.steps,
+        warmup=opts.warmup,
+        device=opts.device,
+        nproc=opts.nproc,
+        cores=cores,
+        cells=[empty_cell(c, cores) for c in req.cells()],
+    )
+
+
 def load_sweep(folder: Path) -> SweepRecord:
     """FOLDER/sweep.json, checked (`sources.read_sweep`): raises SweepError with one line when it is
     not a sweep of ours."""
@@ -390,21 +409,7 @@ def run_sweep(
     except RunFolderError as exc:
         return SweepResult(EXIT_BAD_INPUT, out, message=str(exc))
     try:
-        opts = req.options
-        sweep = SweepRecord(
-            sweep=SWEEP_FORMAT,
-            demo=opts.demo,
-            model=str(Path(opts.model).resolve()) if opts.model is not None else None,
-            modes=list(req.modes),
-            interop=list(req.interop),
-            intra=list(req.intra),
-            steps=opts.steps,
-            warmup=opts.warmup,
-            device=opts.device,
-            nproc=opts.nproc,
-            cores=cores,
-            cells=[empty_cell(c, cores) for c in cells],
-        )
+        sweep = new_sweep(req, cores)
         try:
             _write(out, sweep)
         except OSError as exc:
@@ -460,16 +465,6 @@ def _save(out: Path, sweep: SweepRecord) -> None:
         _write(out, sweep)
     except OSError:
         pass
-
-
-def stop_with_parent(cancel: CancelFlag) -> None:
-    """Started by the window ($BRANCHSCOPE_PARENT_PID set): cancel the sweep when the window dies,
-    through the SIGTERM the kernel then sends (PR_SET_PDEATHSIG), as the runner does."""
-    expected = os.environ.get(PARENT_PID_ENV, "")
-    if not expected.isdigit():
-        return
-    if set_death_signal(signal.SIGTERM) and os.getppid() != int(expected):
-        cancel.set(signal.SIGTERM)
 
 
 # ---------------------------------------------------------------- tables

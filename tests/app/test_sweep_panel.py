@@ -147,6 +147,102 @@ def test_cells_arriving_update_the_view(qtbot, sweep_folder):
     assert view.cells[0].folder == sweep_folder / "sequential-1x1" and view.cells[1].folder is None
 
 
+# ---- the panel over a stand-in sweep (no torch) ------------------------------------------------
+
+#: Writes sweep.json (two cells, not run) and says a step; on SIGTERM, as `branchscope sweep` does,
+#: marks the first cell done and the sweep cancelled in sweep.json, and exits.
+FAKE_SWEEP = """
+import json, signal, sys, time
+from pathlib import Path
+args = sys.argv[1:]
+out = Path(args[args.index("--out") + 1])
+out.mkdir(parents=True, exist_ok=True)
+def cell(intra, status, ms=None):
+    return {"mode": "sequential", "interop": 1, "intra": intra, "run": f"sequential-1x{intra}", "status": status,
+            "oversubscribed": False, "unprofiled_median_ms": ms, "median_ms": ms}
+def write(cells, cancelled=None):
+    data = {"sweep": 1, "cores": 2, "modes": ["sequential"], "interop": [1], "intra": [1, 2], "cells": cells,
+            "cancelled": cancelled, "complete": False}
+    (out / "sweep.json").write_text(json.dumps(data))
+def stop(*_):
+    write([cell(1, "done", 5.0), cell(2, "not run")], "SIGTERM")
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
+write([cell(1, "not run"), cell(2, "not run")])
+print(json.dumps({"event": "progress", "index": 0, "step": 1, "of": 2}), flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+@pytest.fixture
+def panel(qtbot, tmp_path):
+    from branchscope.app.runs import RunSpec
+    from branchscope.app.sweep_panel import SweepPanel
+
+    script = tmp_path / "fake_sweep.py"
+    script.write_text(FAKE_SWEEP)
+    folders = iter(tmp_path / f"sweep-{k}" for k in range(10))
+    controller = SweepController(command=[sys.executable, str(script)])
+    p = SweepPanel(lambda: RunSpec("sequential", 1, 1, options=RunOptions(demo="twin-mm")), lambda _label: next(folders),
+                   cores=2, controller=controller)  # fmt: skip
+    qtbot.addWidget(p)
+    p.mode_boxes["fork"].setChecked(False)
+    p.interop_edit.setText("1")
+    p.intra_edit.setText("1,2")
+    yield p
+    p.shutdown()
+    assert controller.active_processes() == 0
+
+
+def test_cancel_frees_the_panel_at_once_and_shows_the_sweep_once_its_process_stopped(qtbot, panel, tmp_path):
+    c = panel.controller
+    with qtbot.waitSignal(c.progress, timeout=30_000):
+        assert panel.start()
+    assert not panel.start_button.isEnabled() and panel.cancel_button.isEnabled()
+    assert [cell.status for cell in panel.view.sweep.cells] == ["not run", "not run"]  # from `started`
+    with qtbot.waitSignal(c.stopped, timeout=30_000) as stopped:
+        panel.cancel_button.click()
+        # At once: another sweep may start while this one's process stops.
+        assert panel.start_button.isEnabled() and not panel.cancel_button.isEnabled()
+        assert panel.status.text().startswith("cancelling;")
+    assert stopped.args == [str(tmp_path / "sweep-0")]
+    # Then sweep.json as the stopped sweep left it.
+    assert panel.status.text() == f"cancelled; the finished cells are kept in {tmp_path / 'sweep-0'}"
+    assert panel.view.sweep.cancelled == "SIGTERM"
+    assert [cell.status for cell in panel.view.sweep.cells] == ["done", "not run"]
+
+
+@pytest.mark.parametrize("program", ["missing", "empty"])
+def test_a_sweep_that_cannot_start_says_so_and_the_panel_stays_usable(qtbot, panel, tmp_path, program):
+    # "empty": Qt fails inside QProcess.start(), before the panel's start() returns; "missing": just after.
+    fake = panel.controller.command
+    panel.controller.command = [str(tmp_path / "no-such-sweep")] if program == "missing" else [""]
+    failed: list[str] = []
+    panel.controller.failed.connect(failed.append)
+    panel.start()
+    qtbot.waitUntil(lambda: bool(failed))
+    assert panel.status.text().startswith("sweep failed: could not start the sweep")
+    assert panel.start_button.isEnabled() and not panel.cancel_button.isEnabled()
+    panel.controller.command = fake  # the next sweep starts
+    with qtbot.waitSignal(panel.controller.progress, timeout=30_000):
+        assert panel.start()
+    assert panel.status.text().startswith("sweeping 2 cells into") and panel.cancel_button.isEnabled()
+
+
+def test_a_sweep_started_while_the_cancelled_one_stops_is_left_alone(qtbot, panel, tmp_path):
+    c = panel.controller
+    with qtbot.waitSignal(c.progress, timeout=30_000):
+        panel.start()
+    with qtbot.waitSignal(c.stopped, timeout=30_000) as stopped:
+        panel.cancel_button.click()
+        assert panel.start()  # before the first sweep's process has ended
+    assert stopped.args == [str(tmp_path / "sweep-0")]
+    assert c.is_running() and panel.folder == tmp_path / "sweep-1"
+    assert panel.status.text().startswith("sweeping 2 cells into") and panel.cancel_button.isEnabled()
+    assert panel.view.sweep.cancelled is None
+
+
 # ---- the controller: real sweeps (torch workers, seconds each) ---------------------------------
 
 def _with_marker(marker: str) -> list[psutil.Process]:
@@ -203,9 +299,12 @@ def test_controller_cancel_keeps_finished_cells_and_leaves_nothing_running(qtbot
         controller.start(request)
     assert first.args[0].cell.status == "done", first.args[0].cell.error
     wait_until(lambda: _with_marker(marker), 120, "the second cell's model to hang")
-    with qtbot.waitSignal(controller.canceled, timeout=60_000) as canceled:
+    canceled: list[str] = []
+    controller.canceled.connect(canceled.append)
+    with qtbot.waitSignal(controller.stopped, timeout=60_000) as stopped:
         controller.cancel()
-    assert canceled.args == [str(out)] and failed == []
+        assert canceled == [str(out)] and not controller.is_running()  # at once, the process still stopping
+    assert stopped.args == [str(out)] and canceled == [str(out)] and failed == []
     data = load_sweep(out)
     assert [c.status for c in data.cells] == ["done", "not run"]
     assert data.cancelled == signal.Signals(signal.SIGTERM).name and data.best == 0

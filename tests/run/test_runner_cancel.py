@@ -158,3 +158,39 @@ def test_complete_run_with_a_trace_the_runner_cannot_extend_is_a_failure_not_a_h
     result = run_profile(RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, options=RunOptions(demo="twin-mm")))
     assert result.exit_code == 4 and "does not end with its traceEvents array" in (result.message or "")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_worker_that_ends_badly_after_writing_complete_results_is_a_run_with_a_note(tmp_path, monkeypatch):
+    """One worker's results are committed as every rank's are (the supervisor's one commit path): the
+    trace compressed, run.json last, and a note for the exit status."""
+    run = {"complete": True, "mode": "sequential", "trace_clock": {"base_time_ns": 0, "first_us": 0.0, "last_us": 1.0}}
+    _fake_worker(monkeypatch, (
+        "import json, sys\n"
+        "open(out / 'trace.json', 'w').write(json.dumps({'traceEvents': []}))\n"
+        f"open(out / 'run.json', 'w').write({json.dumps(run)!r})\n"
+        "sys.exit(1)\n"
+    ))  # fmt: skip
+    result = run_profile(RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, options=RunOptions(demo="twin-mm")))
+    assert result.ok, result.message
+    assert result.notes == ["the worker ended with exit code 1 after writing complete results"]
+    assert result.run is not None and result.run.mode == "sequential"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json", "trace.json.gz", "worker.log"]
+
+
+def test_worker_that_reports_an_error_and_hangs_is_stopped_and_its_error_named(tmp_path, monkeypatch):
+    """As for a rank of a distributed run: once a worker said it failed, it is stopped (a second
+    later, not at --timeout) and its error names the failure, with its exit code."""
+    marker = f"branchscope-test-{uuid.uuid4().hex}"
+    error = {"event": "error", "message": "the model raised", "traceback": "Traceback: …", "exit_code": 2}
+    _fake_worker(monkeypatch, (
+        "import json, subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {marker!r}])\n"
+        f"print(json.dumps({error!r}), flush=True)\n"
+        "time.sleep(600)\n"
+    ))  # fmt: skip
+    result = run_profile(
+        RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, options=RunOptions(demo="twin-mm", timeout=900))
+    )
+    assert result.exit_code == 2 and result.message == "the model raised" and result.traceback == "Traceback: …"
+    assert _with_marker(marker) == []  # stopped with the worker, before run_profile returned
+    assert list(tmp_path.iterdir()) == []
