@@ -13,13 +13,15 @@ import os
 import sys
 from pathlib import Path
 
+from branchscope.app.pages import page_keys
+
 SCREENSHOT_SIZE = (1600, 1000)
 #: How long `--screenshot` waits for the run it draws.
 SCREENSHOT_RUN_TIMEOUT_S = 900
 
 
-#: The window's centre tabs, as `--tab` names them (MainWindow.tabs, in order).
-TABS = ("run", "memory", "compare", "sweep")
+#: The window's centre tabs, as `--tab` names them (MainWindow.tabs, in order): its pages' keys.
+TABS = page_keys()
 
 
 def add_window_arguments(parser: argparse.ArgumentParser) -> None:

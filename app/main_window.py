@@ -1,11 +1,15 @@
-"""The workbench window: run controls and the runs list on the left, the trace workspace in the
-centre, the details panel on the right. It only composes them:
+"""The workbench window: run controls and the runs list on the left, the pages (centre tabs) in
+the middle, the side panels on the right. It only composes them:
 
 - `RunControls` (`app/run_controls.py`) says what to run; the window hands that to the
   `RunController` and its progress back to the controls;
 - `Runs` (`app/runs.py`, Qt-free) holds the finished runs and opened traces, the trace cache and
   the speedups; `RunsView` (`app/runs_table.py`) lists them; choosing a row shows it;
-- `TraceWorkspace` (`widgets/workspace.py`) draws the shown trace(s) on one time axis.
+- the pages (`app/pages/`: Run, Memory, Compare, Sweep) are built from `app.pages.PAGES`, in its
+  order, and hear of every entry shown (`app/pages/page.py`); the Run page's `TraceWorkspace`
+  (`widgets/workspace.py`) draws the shown trace on one time axis;
+- the side panels (branch legend, details, range and steps) describe the shown run beside the
+  pages that want them.
 
 Failures (a model that raises, a broken trace file, a view that cannot show a trace, a runs folder
 that cannot be made) are reported in a dialog and the window carries on: a trace that cannot be
@@ -14,13 +18,11 @@ shown leaves every view on the trace it showed before.
 
 from __future__ import annotations
 
-import html
 import os
 import sys
 import traceback
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QFont, QKeySequence, QPalette
@@ -40,18 +42,21 @@ from PySide6.QtWidgets import (
 )
 
 from branchscope.app.cuda_check import CudaCheck
+from branchscope.app.pages import PAGES
+from branchscope.app.pages.compare_page import ComparePage
+from branchscope.app.pages.memory_page import MemoryPage
+from branchscope.app.pages.page import Page
+from branchscope.app.pages.run_page import RunPage
+from branchscope.app.pages.sweep_page import SweepPage
 from branchscope.app.run_controller import FinishedRun, RunController, RunSpec
 from branchscope.app.run_controls import RunControls
 from branchscope.app.runs import Entry, Runs, entry_for_path
 from branchscope.app.runs_table import RunsTableModel, RunsView
-from branchscope.app.sweep_panel import SweepPanel
+from branchscope.app.side_panels import SidePanels
 from branchscope.app.trace_loader import TraceLoader, connect_progress
 from branchscope.profiling.files import read_head
 from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.trace.model import Trace, TraceFormatError
-from branchscope.profiling.trace.records import RunRecord
-from branchscope.profiling.trace.run_info import branch_label
-from branchscope.profiling.trace.sources import is_sweep_folder
 from branchscope.widgets.branch_legend import BranchLegend
 from branchscope.widgets.compare_view import CompareView
 from branchscope.widgets.details_panel import DetailsPanel
@@ -66,6 +71,7 @@ from branchscope.widgets.time_axis import TimeAxis
 from branchscope.widgets.timeline import TimelineView
 from branchscope.widgets.workspace import TraceWorkspace
 
+P = TypeVar("P")
 MAX_RECENT = 10
 #: Ctrl+plus / Ctrl+minus scale every font by this much a step, within TEXT_STEPS.
 TEXT_STEP = 1.15
@@ -171,71 +177,24 @@ class MainWindow(QMainWindow):
         #: After a run whose model has no sequential 1×1 run listed, run that too (the baseline).
         self.auto_baseline = True
 
-        # The centre: the shown run (its one-line summary above its timeline and charts), the
-        # runs compared side by side, and the thread sweep.
-        self.workspace = TraceWorkspace()
-        self.workspace.eventSelected.connect(self._on_event_selected)
-        self.summary_line = QLabel()
-        self.summary_line.setWordWrap(True)
-        self.summary_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        run_page = QWidget()
-        run_lay = QVBoxLayout(run_page)
-        run_lay.setContentsMargins(0, 0, 0, 0)
-        run_lay.setSpacing(2)
-        run_lay.addWidget(self.summary_line)
-        run_lay.addWidget(self.workspace, 1)
-        self.compare_view = CompareView()
-        self.sweep_panel = SweepPanel(self.current_spec, self.controller.new_folder, self.cores)
-        self.sweep_panel.runChosen.connect(self._on_sweep_cell_chosen)
-        self.sweep_panel.compareRequested.connect(self._on_sweep_compare)
-        # Memory of the shown run: peaks per device side by side, what is live at the heaviest
-        # device's peak, and the allocations of a device (in the timeline's selected range).
-        self.memory_summary = MemorySummary()
-        self.memory_table = MemoryTable()
-        self.memory_summary.deviceChosen.connect(lambda device: self._show_memory_events(device=device))
-        self.memory_summary.eventsActivated.connect(lambda events: self._select_event(events[0]) if events else None)
-        self.memory_table.eventActivated.connect(self._select_event)
-        self.memory_analysis: Any = None
-        self._memory_range: tuple[int, int] | None = None
-        memory_page = QSplitter(Qt.Orientation.Vertical)
-        memory_page.addWidget(self.memory_summary)
-        memory_page.addWidget(self.memory_table)
-        memory_page.setSizes([520, 400])
-        self.memory_page = memory_page
+        # The centre: the pages, one tab each, in `PAGES`' order (app/pages/__init__.py).
+        self.pages: list[Page] = [kind.make(self) for kind in PAGES]
         self.tabs = QTabWidget()
-        self.tabs.addTab(run_page, "Run")
-        self.tabs.addTab(memory_page, "Memory")
-        self.tabs.addTab(self.compare_view, "Compare")
-        self.tabs.addTab(self.sweep_panel, "Sweep")
-        self.tabs.setTabEnabled(self.tabs.indexOf(memory_page), False)  # until a trace with memory is shown
-        # The side panels belong to the run shown: the Compare and Sweep tabs get their room.
-        self.tabs.currentChanged.connect(lambda index: self.side_panel.setVisible(index == 0))
+        for kind, page in zip(PAGES, self.pages):
+            self.tabs.addTab(page, kind.title)
+        self._enable_tabs()  # the Memory tab waits for a trace with memory
+        # The side panels belong to the run shown: pages without them (Compare, Sweep) get their room.
+        self.tabs.currentChanged.connect(lambda index: self.side_panel.setVisible(self.pages[index].side_panels))
 
         # The right: the branches of the shown run (its colours), then an event's details and the
-        # selected range's ops and the per-step table.
-        self.details = DetailsPanel()
-        self.legend = BranchLegend()
-        self.legend.branchActivated.connect(lambda name: self.timeline.find(branch_label(name)))
-        self.ranges = RangePanel()
-        timeline = self.timeline
-        timeline.rangeSelected.connect(self._on_range_selected)
-        timeline.rangeCleared.connect(self.ranges.clear_range)
-        self.ranges.stepActivated.connect(timeline.set_time_range)
-        self.ranges.opActivated.connect(timeline.find)
-        self.side_tabs = QTabWidget()
-        self.side_tabs.addTab(self.details, "Details")
-        self.side_tabs.addTab(self.ranges, "Range && steps")
-        self.side_panel = right = QSplitter(Qt.Orientation.Vertical)
-        right.addWidget(self.legend)
-        right.addWidget(self.side_tabs)
-        right.setStretchFactor(0, 0)
-        right.setStretchFactor(1, 1)
-        right.setSizes([260, 700])
+        # selected range's ops and the per-step table (app/side_panels.py).
+        self.side_panel = SidePanels(self.workspace)
+        self.timeline.rangeSelected.connect(self._on_range_selected)
 
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self._left_panel())
         split.addWidget(self.tabs)
-        split.addWidget(right)
+        split.addWidget(self.side_panel)
         split.setStretchFactor(0, 0)
         split.setStretchFactor(1, 1)
         split.setStretchFactor(2, 0)
@@ -294,6 +253,71 @@ class MainWindow(QMainWindow):
         box_lay.addWidget(self.compare_button)
         lay.addWidget(runs_box, 1)
         return panel
+
+    # ---- the pages --------------------------------------------------------------------------
+    def page(self, kind: type[P]) -> P:
+        """The page of type `kind` (pages find each other so, never by position)."""
+        for page in self.pages:
+            if isinstance(page, kind):
+                return page
+        raise LookupError(f"no {kind.__name__} among the pages (app/pages/__init__.PAGES)")
+
+    def show_page(self, page: Any) -> None:
+        """Bring `page`'s tab to the front."""
+        self.tabs.setCurrentWidget(page)
+
+    def _enable_tabs(self) -> None:
+        for k, page in enumerate(self.pages):
+            self.tabs.setTabEnabled(k, page.tab_enabled())
+
+    # What other code reads of the pages, from before they were pages.
+    @property
+    def workspace(self) -> TraceWorkspace:
+        return self.page(RunPage).workspace
+
+    @property
+    def summary_line(self) -> QLabel:
+        return self.page(RunPage).summary_line
+
+    @property
+    def memory_page(self) -> MemoryPage:
+        return self.page(MemoryPage)
+
+    @property
+    def memory_summary(self) -> MemorySummary:
+        return self.page(MemoryPage).memory_summary
+
+    @property
+    def memory_table(self) -> MemoryTable:
+        return self.page(MemoryPage).memory_table
+
+    @property
+    def memory_analysis(self) -> Any:
+        return self.page(MemoryPage).analysis
+
+    @property
+    def details(self) -> DetailsPanel:
+        return self.side_panel.details
+
+    @property
+    def legend(self) -> BranchLegend:
+        return self.side_panel.legend
+
+    @property
+    def ranges(self) -> RangePanel:
+        return self.side_panel.ranges
+
+    @property
+    def side_tabs(self) -> QTabWidget:
+        return self.side_panel.tabs
+
+    @property
+    def compare_view(self) -> CompareView:
+        return self.page(ComparePage)
+
+    @property
+    def sweep_panel(self) -> SweepPage:
+        return self.page(SweepPage)
 
     # ---- what is shown ----------------------------------------------------------------------
     @property
@@ -432,29 +456,16 @@ class MainWindow(QMainWindow):
         """Open each trace file, run folder, snapshot or sweep folder, and show the last; returns how
         many opened. Reads on this thread (the command line and tests): what the user opens from
         the window goes through `open_in_background` instead, with a progress bar and Cancel."""
-        rest, sweeps = self._open_sweeps(paths)
+        rest, sweeps = self.sweep_panel.open_sweeps(paths)
         opened, errors = read_sources(rest, lambda _phase, _fraction: True)
         return self._list_opened(opened, errors) + sweeps
 
     def open_in_background(self, paths: list[str]) -> None:
         """Open `paths` as `open_trace_files` does, reading them off the GUI thread (`TraceLoader`):
         the window stays responsive, a progress bar with Cancel shows a long read."""
-        rest, _ = self._open_sweeps(paths)
+        rest, _ = self.sweep_panel.open_sweeps(paths)
         if rest:
             self.loader.start(rest, load=read_sources)
-
-    def _open_sweeps(self, paths: list[str]) -> tuple[list[str], int]:
-        """Show the sweep folders among `paths` in the Sweep tab; the other paths, and how many sweeps opened."""
-        rest, opened = [], 0
-        for path in paths:
-            if not is_sweep_folder(Path(path)):
-                rest.append(path)
-            elif self.sweep_panel.open_sweep(path):
-                self.tabs.setCurrentWidget(self.sweep_panel)
-                opened += 1
-            else:
-                self.show_error("Cannot open sweep", self.sweep_panel.status.text())
-        return rest, opened
 
     def _on_sources_read(self, result: tuple[list[tuple[Entry, Trace]], list[str]]) -> None:
         self._list_opened(*result)
@@ -690,7 +701,7 @@ class MainWindow(QMainWindow):
             self.show_error("Cannot open trace", str(exc))
             return False
         try:
-            self._show_trace(trace, e.run)
+            self._show_trace(trace, e)
         except Exception as exc:
             if reloaded:
                 e.trace = None  # not shown, so not among the traces kept in memory
@@ -703,136 +714,44 @@ class MainWindow(QMainWindow):
         self.run_list.mark_shown(k)
         self.runs.select_row(k)
         self.setWindowTitle(f"branchscope — {e.title}")
-        self._update_summary_line(k)
+        for page in self.pages:
+            page.entry_shown(e)
         self.entryShown.emit(k)
         return True
 
-    def _show_trace(self, trace: Trace, run: RunRecord | None) -> None:
-        """Put `trace` in the workspace and the side panels, all or nothing."""
-        shown = self.run_list[self.current] if 0 <= self.current < len(self.run_list) else None
-        before = self.workspace.snapshot()
-        self.workspace.show_traces([trace])  # on failure it is back as it was
+    def _show_trace(self, trace: Trace, entry: Entry) -> None:
+        """Put `trace` in every page and the side panels, all or nothing; then the page that fits it in front."""
+        undo: list[Callable[[], None]] = []
         try:
-            for view in self._side_views(run):
-                view(trace)
-        except Exception:
             try:
-                self.workspace.restore(before)
-                for view in self._side_views(shown.run if shown else None):
-                    view(shown.trace if shown else None)
-            except Exception:  # pragma: no cover - what was there before was shown without error
-                pass
-            raise
-        # A snapshot is memory only: its Memory tab says more than an empty timeline.
-        memory_only = len(trace) == 0 and bool(trace.memory)
-        self.tabs.setCurrentWidget(self.memory_page if memory_only else self.tabs.widget(0))
-
-    def _side_views(self, run: RunRecord | None) -> list[Any]:
-        """What shows the shown trace beside the workspace, each a call taking the trace."""
-        return [lambda t: self.details.set_trace(t, run), self.legend.set_trace, self.ranges.set_trace, self._show_memory]
+                for view in [*self.pages, self.side_panel]:
+                    back = view.show_trace(trace, entry)  # if it raises, that view is as it was
+                    if back is not None:
+                        undo.append(back)
+            except Exception:
+                try:
+                    for back in reversed(undo):
+                        back()
+                except Exception:  # pragma: no cover - what was there before was shown without error
+                    pass
+                raise
+        finally:
+            self._enable_tabs()
+        self.show_page(next((p for p in self.pages if p.fits(trace)), self.pages[0]))
 
     def _on_runs_changed(self, *_args: Any) -> None:
-        if 0 <= self.current < len(self.run_list):
-            self._update_summary_line(self.current)
+        shown = self.run_list.current_entry
+        if shown is not None:
+            for page in self.pages:
+                page.entry_shown(shown)
 
     def _on_range_selected(self, start_ns: int, end_ns: int) -> None:
-        self.ranges.set_range(start_ns, end_ns)
-        self.side_tabs.setCurrentWidget(self.ranges)
-        self._memory_range = (start_ns, end_ns)
-        self._show_memory_events()
+        for view in [self.side_panel, *self.pages]:
+            view.select_range(start_ns, end_ns)
 
-    # ---- memory -----------------------------------------------------------------------------
-    def _show_memory(self, trace: Trace | None) -> None:
-        """The Memory tab for `trace`: its analysis (allocations paired, peaks, imbalance)."""
-        from branchscope.profiling.trace.memory import analyze_memory
-
-        self.memory_analysis = analyze_memory(trace) if trace is not None and trace.memory else None
-        self._memory_range = None
-        self.memory_summary.set_analysis(self.memory_analysis)
-        self._show_memory_events(device=self.memory_summary.default_device())
-        self.tabs.setTabEnabled(self.tabs.indexOf(self.memory_page), self.memory_analysis is not None)
-
-    def _show_memory_events(self, device: str | None = None) -> None:
-        """The events table: `device` (default: the one shown) in the timeline's selected range."""
-        if self.memory_analysis is None:
-            self.memory_table.set_analysis(None, None)
-            return
-        self._memory_device = device or getattr(self, "_memory_device", None) or self.memory_summary.default_device()
-        t0, t1 = self._memory_range or (None, None)
-        shown = self.workspace.shown
-        origin = shown[0].origin if shown else None
-        self.memory_table.set_analysis(self.memory_analysis, self._memory_device, t0, t1, origin)
-
-    def _select_event(self, i: int) -> None:
-        """Show event i of the shown trace in the Run tab's timeline, selected."""
-        if i < 0:
-            return
-        self.tabs.setCurrentIndex(0)
-        self.timeline.select_event(i)
-
-    def _update_summary_line(self, k: int) -> None:
-        """The shown run in one sentence, and why it has no branches when fx could not find them."""
-        text = self.run_list.summary_line(k)
-        run = self.run_list[k].run or RunRecord()
-        if run.fx_error:
-            text += f"<br><span style='color:#c0392b'>No branches: {html.escape(run.fx_error)}</span>"
-        elif run.tracer and run.tracer != "torch.fx":
-            why = "".join(f"; {reason}" for reason in (run.tracer_errors or {}).values())  # "<tracer> could not …"
-            text += f"<br>Branches found through {html.escape(run.tracer)}{html.escape(why)}"
-        self.summary_line.setText(f"<b>{html.escape(self.run_list[k].title)}</b>: " + text)
-
-    # ---- runs side by side ------------------------------------------------------------------
     def compare_entries(self, ks: list[int]) -> bool:
-        """Show entries `ks` in the Compare tab: one above the other from their first step on one
-        time scale, their summary and their op diff. False (and a dialog) if one cannot be read."""
-        from branchscope.profiling import load_traces
-        from branchscope.profiling.trace.compare import default_baseline, summarize, unique_labels
-
-        ks = [k for k in dict.fromkeys(ks) if 0 <= k < len(self.run_list)]
-        if len(ks) < 2:
-            return False
-        traces = []
-        for k in ks:
-            try:
-                traces.append(self.run_list.load(k, load_traces)[0])
-            except (TraceFormatError, OSError) as exc:
-                self.show_error("Cannot compare", str(exc))
-                return False
-        labels = unique_labels([self.run_list[k].title for k in ks])
-        summaries = [
-            summarize(t, self.run_list[k].run, str(self.run_list[k].trace_path), label)
-            for k, t, label in zip(ks, traces, labels)
-        ]
-        base = [self.run_list.baseline_of(k) for k in ks]
-        baseline = ks.index(base[0]) if base[0] in ks else default_baseline(summaries)
-        self.compare_view.set_runs(traces, summaries, baseline)
-        self.tabs.setCurrentWidget(self.compare_view)
-        return True
-
-    # ---- sweeps -----------------------------------------------------------------------------
-    def _entry_of_folder(self, folder: str) -> int:
-        """The listed entry of a run folder, listing it if needed (-1 if it cannot be read)."""
-        target = Path(folder).resolve()
-        for k, e in enumerate(self.run_list):
-            if e.trace_path.parent.resolve() == target:
-                return k
-        return self.current if self.open_trace_files([folder]) else -1
-
-    def _on_sweep_cell_chosen(self, folder: str) -> None:
-        k = self._entry_of_folder(folder)
-        if k >= 0 and self.show_entry(k):
-            self.tabs.setCurrentIndex(0)
-
-    def _on_sweep_compare(self, first: str, second: str) -> None:
-        ks = [self._entry_of_folder(first), self._entry_of_folder(second)]
-        if min(ks) >= 0:
-            self.compare_entries(ks)
-
-    def _on_event_selected(self, row: int, i: int) -> None:
-        timeline = self.workspace.panel("timeline", row)
-        if timeline.trace is None:
-            return
-        self.details.show_event(timeline.trace, i, timeline.branch_names, timeline.event_branch)
+        """Show entries `ks` on the Compare page (`ComparePage.compare_entries`)."""
+        return self.compare_view.compare_entries(ks)
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt API)
         self.loader.cancel()

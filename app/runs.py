@@ -186,22 +186,29 @@ class RunsObserver(Protocol):
 
 
 class Runs:
-    """The entries in list order (see the module docstring)."""
+    """The entries in list order (see the module docstring).
+
+    What it remembers about entries (the one shown, the traces kept, the baselines) it holds as the
+    `Entry` objects themselves, so taking an entry out renumbers nothing: it is only forgotten. The
+    index-based methods (`current`, `baseline_of(k)`, `cached`, ...) are for the list's rows.
+    """
 
     def __init__(self, trace_cache: int = TRACE_CACHE):
         if trace_cache < 1:
             raise ValueError(f"trace_cache must be at least 1, not {trace_cache}")
         self.trace_cache = trace_cache
         self._entries: list[Entry] = []
-        #: Index of the entry shown, -1 if none.
-        self.current = -1
-        #: Entry indices, least recently shown first (the cache evicts from the front).
-        self._shown_order: list[int] = []
-        #: The baselines the user set: model key -> entry.
-        self._baselines: dict[str | None, int] = {}
-        self._last_set: int | None = None
+        #: Each entry's row (entries hash by identity), made again whenever the list changes.
+        self._rows: dict[Entry, int] = {}
+        #: The entry shown, None if none.
+        self._current: Entry | None = None
+        #: The entries whose traces are kept, least recently shown first (the cache evicts from the front).
+        self._shown_order: list[Entry] = []
+        #: The baselines the user set: model key -> entry; and the one set last.
+        self._baselines: dict[str | None, Entry] = {}
+        self._last_set: Entry | None = None
         #: Each model's default baseline, worked out once per change of the list.
-        self._defaults: dict[str | None, int] | None = None
+        self._defaults: dict[str | None, Entry] | None = None
         self._observers: list[RunsObserver] = []
 
     # ---- the list ---------------------------------------------------------------------------
@@ -219,6 +226,16 @@ class Runs:
     def __iter__(self) -> Iterator[Entry]:
         return iter(self._entries)
 
+    def index_of(self, entry: Entry | None) -> int:
+        """The row of `entry` (the object itself, not an equal one); -1 for None or an entry not listed."""
+        if entry is None:
+            return -1
+        k = self._rows.get(entry, -1)
+        if 0 <= k < len(self._entries) and self._entries[k] is entry:
+            return k
+        # the list was changed behind our back (see `entries`): look for it
+        return next((i for i, e in enumerate(self._entries) if e is entry), -1)
+
     def add_observer(self, observer: RunsObserver) -> None:
         self._observers.append(observer)
 
@@ -234,35 +251,47 @@ class Runs:
         for o in self._observers:
             o.rows_about_to_be_inserted(k, k + len(entries) - 1)
         self._entries.extend(entries)
-        self._defaults = None
+        self._list_changed()
         for o in self._observers:
             o.rows_inserted()
         self._speedups_changed()
         return k
 
     def remove(self, k: int) -> Entry:
-        """Take entry k out of the list (indices after it move up by one)."""
+        """Take entry k out of the list (indices after it move up by one) and forget it: it is
+        no longer the one shown, among the cached traces, or a baseline."""
         if not 0 <= k < len(self._entries):
             raise IndexError(k)
         for o in self._observers:
             o.rows_about_to_be_removed(k, k)
         entry = self._entries.pop(k)
-        self._defaults = None
-
-        def moved(i: int) -> int:
-            return i - 1 if i > k else i
-
-        self._shown_order = [moved(i) for i in self._shown_order if i != k]
-        self.current = -1 if self.current == k else moved(self.current)
-        self._baselines = {key: moved(b) for key, b in self._baselines.items() if b != k}
-        if self._last_set is not None:
-            self._last_set = None if self._last_set == k else moved(self._last_set)
+        self._list_changed()
+        if self._current is entry:
+            self._current = None
+        self._shown_order = [e for e in self._shown_order if e is not entry]
+        self._baselines = {key: b for key, b in self._baselines.items() if b is not entry}
+        if self._last_set is entry:
+            self._last_set = None
         for o in self._observers:
             o.rows_removed()
         self._speedups_changed()
         return entry
 
+    def _list_changed(self) -> None:
+        self._rows = {e: k for k, e in enumerate(self._entries)}
+        self._defaults = None
+
     # ---- shown entry and trace cache --------------------------------------------------------
+    @property
+    def current(self) -> int:
+        """Index of the entry shown, -1 if none."""
+        return self.index_of(self._current)
+
+    @property
+    def current_entry(self) -> Entry | None:
+        """The entry shown, None if none."""
+        return self._current
+
     def load(self, k: int, read: Callable[[Sequence[Path]], Trace]) -> tuple[Trace, bool]:
         """Entry k's trace, read with `read(paths)` if it is not in memory; and whether it was read.
 
@@ -278,16 +307,17 @@ class Runs:
         """Entry k is now the one shown: keep its trace, and those of the few shown before it."""
         if not 0 <= k < len(self._entries):
             raise IndexError(k)
-        self.current = k
-        self._shown_order = [i for i in self._shown_order if i != k] + [k]
-        for i in self._shown_order[: -self.trace_cache]:
-            self._entries[i].trace = None
-        self._shown_order = self._shown_order[-self.trace_cache :]
+        entry = self._entries[k]
+        self._current = entry
+        order = [e for e in self._shown_order if e is not entry] + [entry]
+        for e in order[: -self.trace_cache]:
+            e.trace = None
+        self._shown_order = order[-self.trace_cache :]
 
     @property
     def cached(self) -> list[int]:
         """Entries whose traces are kept, least recently shown first."""
-        return list(self._shown_order)
+        return [self.index_of(e) for e in self._shown_order]
 
     # ---- baseline and speedup ---------------------------------------------------------------
     @property
@@ -296,7 +326,7 @@ class Runs:
 
         Setting k makes k its model's baseline (`set_baseline`); setting None drops every set baseline.
         """
-        return self._last_set
+        return None if self._last_set is None else self.index_of(self._last_set)
 
     @baseline.setter
     def baseline(self, k: int | None) -> None:
@@ -309,8 +339,9 @@ class Runs:
         """Entry k becomes what every run of its model is compared with."""
         if not 0 <= k < len(self._entries):
             raise IndexError(k)
-        self._baselines[self._entries[k].model_key] = k
-        self._last_set = k
+        entry = self._entries[k]
+        self._baselines[entry.model_key] = entry
+        self._last_set = entry
         self._speedups_changed()
 
     def reset_baseline(self, k: int | None = None) -> None:
@@ -319,7 +350,7 @@ class Runs:
             self._baselines.clear()
         else:
             self._baselines.pop(self._entries[k].model_key, None)
-        if self._last_set is not None and self._last_set not in self._baselines.values():
+        if self._last_set is not None and not any(b is self._last_set for b in self._baselines.values()):
             self._last_set = None
         self._speedups_changed()
 
@@ -327,40 +358,48 @@ class Runs:
         """Whether entry k's model has a baseline the user set."""
         return self._entries[k].model_key in self._baselines
 
-    def default_baseline(self, k: int) -> int | None:
-        """The most recent sequential 1×1 run of entry k's model with unprofiled step times."""
+    def _default_of(self, entry: Entry) -> Entry | None:
         if self._defaults is None:
             self._defaults = {
-                e.model_key: b  # the latest wins
-                for b, e in enumerate(self._entries)
-                if e.model_key is not None
-                and e.mode == BASELINE_MODE
-                and e.threads == (1, 1)
-                and e.stats is not None
+                e.model_key: e  # the latest wins
+                for e in self._entries
+                if e.model_key is not None and e.mode == BASELINE_MODE and e.threads == (1, 1) and e.stats is not None
             }
-        return self._defaults.get(self._entries[k].model_key)
+        return self._defaults.get(entry.model_key)
+
+    def _baseline_of(self, entry: Entry) -> Entry | None:
+        set_by_user = self._baselines.get(entry.model_key)
+        return set_by_user if set_by_user is not None else self._default_of(entry)
+
+    def default_baseline(self, k: int) -> int | None:
+        """The most recent sequential 1×1 run of entry k's model with unprofiled step times."""
+        b = self._default_of(self._entries[k])
+        return None if b is None else self.index_of(b)
 
     def baseline_of(self, k: int) -> int | None:
         """The entry that entry k is compared with, or None."""
-        set_by_user = self._baselines.get(self._entries[k].model_key)
-        return set_by_user if set_by_user is not None else self.default_baseline(k)
+        b = self._baseline_of(self._entries[k])
+        return None if b is None else self.index_of(b)
 
     def is_baseline(self, k: int) -> bool:
-        return self.baseline_of(k) == k
+        e = self._entries[k]
+        return self._baseline_of(e) is e
 
     def speedup(self, k: int) -> float | None:
         """The baseline's unprofiled median step ÷ entry k's (None where either is unknown)."""
-        b = self.baseline_of(k)
-        if b is None:
+        e = self._entries[k]
+        base = self._baseline_of(e)
+        if base is None:
             return None
-        return stats_speedup(self._entries[b].stats, self._entries[k].stats)
+        return stats_speedup(base.stats, e.stats)
 
     def within_noise(self, k: int) -> bool | None:
         """Whether entry k and its baseline's interquartile ranges overlap (None: no comparison)."""
-        b = self.baseline_of(k)
-        if b is None or b == k:
+        e = self._entries[k]
+        b = self._baseline_of(e)
+        if b is None or b is e:
             return None
-        base, this = self._entries[b].stats, self._entries[k].stats
+        base, this = b.stats, e.stats
         if base is None or this is None:
             return None
         return this.within_noise(base)
@@ -368,10 +407,10 @@ class Runs:
     def missing_baseline(self, k: int) -> RunSpec | None:
         """The sequential 1×1 run that entry k's model lacks to compare with (its other settings
         kept), or None: it has a baseline, or entry k is no run the window can repeat."""
-        spec = self._entries[k].spec
-        if spec is None or self.baseline_of(k) is not None:
+        e = self._entries[k]
+        if e.spec is None or self._baseline_of(e) is not None:
             return None
-        return dataclasses.replace(spec, mode=BASELINE_MODE, interop=1, intra=1)
+        return dataclasses.replace(e.spec, mode=BASELINE_MODE, interop=1, intra=1)
 
     def summary_line(self, k: int) -> str:
         """Entry k in one sentence a class follows: what ran on what, and how it compares with

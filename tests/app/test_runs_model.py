@@ -7,10 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from branchscope.app.runs import TRACE_CACHE, Entry, Runs, RunSpec
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.trace.records import RunRecord
+from branchscope.profiling.trace.step_stats import speedup as stats_speedup
 from tests.paths import ROOT
 
 
@@ -170,6 +173,84 @@ def test_removing_entries_keeps_the_baselines_and_the_shown_entry_pointing_at_th
     assert runs.baseline is None and runs.baseline_of(0) is None and runs.current == 1
     runs.remove(1)
     assert runs.current == -1 and runs.cached == []
+
+
+_RUNS = st.lists(
+    st.tuples(
+        st.sampled_from(["inception", "lstm"]),
+        st.sampled_from(["sequential", "fork"]),
+        st.sampled_from([(1, 1), (2, 1)]),
+        st.sampled_from([None, 5.0, 10.0, 40.0]),
+    ),
+    min_size=1,
+    max_size=7,
+)
+
+
+def _default_of(entries: list[Entry], e: Entry) -> Entry | None:
+    """What `Runs` should take as entry e's default baseline, worked out here from scratch."""
+    found = [b for b in entries if b.model_key == e.model_key and b.mode == "sequential"
+             and b.threads == (1, 1) and b.stats is not None]  # fmt: skip
+    return found[-1] if found else None
+
+
+@given(specs=_RUNS, data=st.data())
+@settings(max_examples=150, deadline=None)
+def test_removing_entries_in_any_order_keeps_every_reference_on_its_entry(specs, data):
+    runs = Runs(trace_cache=3)
+    for model, mode, threads, median in specs:
+        runs.append(run(mode, median, model=model, threads=threads))
+    n = len(runs)
+    for k in data.draw(st.lists(st.integers(0, n - 1), max_size=6), label="shown"):
+        runs.mark_shown(k)
+    for k in data.draw(st.lists(st.integers(0, n - 1), max_size=3), label="baselines set"):
+        runs.set_baseline(k)
+    order = data.draw(st.permutations(range(n)), label="removal order")
+    # what each row stands for, as the entries themselves
+    shown = runs[runs.current] if runs.current >= 0 else None
+    cached = [runs[k] for k in runs.cached]
+    set_by_user = {runs[k].model_key: runs[runs.baseline_of(k)] for k in range(n) if runs.has_set_baseline(k)}
+    last_set = runs[runs.baseline] if runs.baseline is not None else None
+    original = list(runs)
+    gone: list[Entry] = []
+
+    def is_gone(e: Entry) -> bool:
+        return any(e is g for g in gone)
+
+    for victim in order:  # the rows as they were before any removal, taken out in the drawn order
+        gone.append(runs.remove(_row(runs, original[victim])))
+        listed = list(runs)
+        assert not any(is_gone(e) for e in listed)
+        assert runs.current == (-1 if shown is None or is_gone(shown) else _row(runs, shown))
+        assert [runs[k] for k in runs.cached] == [e for e in cached if not is_gone(e)]
+        expected_last = None if last_set is None or is_gone(last_set) else last_set
+        assert (runs[runs.baseline] if runs.baseline is not None else None) is expected_last
+        for k, e in enumerate(listed):
+            kept = set_by_user.get(e.model_key)
+            if kept is not None and is_gone(kept):
+                kept = None
+            want = kept if kept is not None else _default_of(listed, e)
+            assert runs.has_set_baseline(k) == (kept is not None)
+            got = runs.baseline_of(k)
+            assert (runs[got] if got is not None else None) is want
+            assert runs.is_baseline(k) == (want is e)
+            assert runs.speedup(k) == (None if want is None else stats_speedup(want.stats, e.stats))
+    assert len(runs) == 0 and runs.current == -1 and runs.cached == [] and runs.baseline is None
+
+
+def _row(runs: Runs, entry: Entry) -> int:
+    return next(i for i, e in enumerate(runs) if e is entry)
+
+
+def test_an_entry_is_found_by_identity_not_by_equal_fields():
+    runs = Runs()
+    a, b = opened("same.json"), opened("same.json")
+    runs.extend([a, b])
+    runs.mark_shown(1)
+    assert runs.index_of(b) == 1 and runs.index_of(a) == 0 and runs.current_entry is b
+    assert runs.index_of(opened("same.json")) == -1 and runs.index_of(None) == -1
+    runs.remove(0)
+    assert runs.current == 0 and runs.current_entry is b and runs.cached == [0]
 
 
 def test_extend_lists_several_entries_in_one_insertion():

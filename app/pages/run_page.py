@@ -1,0 +1,77 @@
+"""The Run page: the shown run in one line (`summary_line`: what ran on what, how it compares with
+its baseline, and why it has no branches when fx could not find them) over the trace workspace
+(`widgets/workspace.py`: its timeline, charts and memory on one time axis)."""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from branchscope.app.pages.page import PageHost, Undo
+from branchscope.app.runs import Entry
+from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.records import RunRecord
+from branchscope.widgets.timeline import TimelineView
+from branchscope.widgets.workspace import TraceWorkspace
+
+
+class RunPage(QWidget):
+    """The Run tab (see the module docstring)."""
+
+    side_panels = True
+
+    def __init__(self, host: PageHost, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.host = host
+        self.workspace = TraceWorkspace()
+        self.summary_line = QLabel()
+        self.summary_line.setWordWrap(True)
+        self.summary_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(2)
+        lay.addWidget(self.summary_line)
+        lay.addWidget(self.workspace, 1)
+
+    @property
+    def timeline(self) -> TimelineView:
+        """The (first) shown trace's timeline."""
+        return self.workspace.panel("timeline")
+
+    # ---- Page -------------------------------------------------------------------------------
+    def show_trace(self, trace: Trace, entry: Entry) -> Undo:
+        before = self.workspace.snapshot()
+        self.workspace.show_traces([trace])  # on failure it is back as it was
+        return lambda: self.workspace.restore(before)
+
+    def entry_shown(self, entry: Entry) -> None:
+        """The shown run in one sentence, and why it has no branches when fx could not find them."""
+        runs = self.host.run_list
+        text = runs.summary_line(runs.index_of(entry))
+        run = entry.run or RunRecord()
+        if run.fx_error:
+            text += f"<br><span style='color:#c0392b'>No branches: {html.escape(run.fx_error)}</span>"
+        elif run.tracer and run.tracer != "torch.fx":
+            why = "".join(f"; {reason}" for reason in (run.tracer_errors or {}).values())  # "<tracer> could not …"
+            text += f"<br>Branches found through {html.escape(run.tracer)}{html.escape(why)}"
+        self.summary_line.setText(f"<b>{html.escape(entry.title)}</b>: " + text)
+
+    def select_range(self, start_ns: int, end_ns: int) -> None:
+        pass  # the timeline selected it
+
+    def tab_enabled(self) -> bool:
+        return True
+
+    def fits(self, trace: Trace) -> bool:
+        """Every trace but a memory-only one (an allocator snapshot: the Memory page says more)."""
+        return len(trace) > 0 or not trace.memory
+
+    # ---- for the other pages ----------------------------------------------------------------
+    def select_event(self, i: int) -> None:
+        """Bring this page to the front with event i of the shown trace selected in its timeline."""
+        if i < 0:
+            return
+        self.host.show_page(self)
+        self.timeline.select_event(i)

@@ -1,0 +1,79 @@
+"""The Sweep page: `app/sweep_panel.py` (a thread sweep of the model the run controls describe, its
+heatmap) in the window: a cell clicked shows its run on the Run page, two cells clicked one after
+the other are compared on the Compare page, and sweep folders opened in the window show here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import QWidget
+
+from branchscope.app.pages.compare_page import ComparePage
+from branchscope.app.pages.page import PageHost, Undo
+from branchscope.app.pages.run_page import RunPage
+from branchscope.app.runs import Entry
+from branchscope.app.sweep_panel import SweepPanel
+from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.sources import is_sweep_folder
+
+
+class SweepPage(SweepPanel):
+    """The Sweep tab: a `SweepPanel` whose cells open in the window."""
+
+    side_panels = False
+
+    def __init__(self, host: PageHost, parent: QWidget | None = None):
+        super().__init__(host.current_spec, host.controller.new_folder, host.cores, parent=parent)
+        self.host = host
+        self.runChosen.connect(self._on_cell_chosen)
+        self.compareRequested.connect(self._on_cells_compared)
+
+    # ---- Page: a sweep is its own, whatever run is shown ------------------------------------
+    def show_trace(self, trace: Trace, entry: Entry) -> Undo:
+        return None
+
+    def entry_shown(self, entry: Entry) -> None:
+        pass
+
+    def select_range(self, start_ns: int, end_ns: int) -> None:
+        pass
+
+    def tab_enabled(self) -> bool:
+        return True
+
+    def fits(self, trace: Trace) -> bool:
+        return False
+
+    # ---- sweep folders and their cells ------------------------------------------------------
+    def open_sweeps(self, paths: list[str]) -> tuple[list[str], int]:
+        """Show the sweep folders among `paths` here (this page in front); the other paths, and
+        how many sweeps opened. A folder that cannot be read says why in a dialog."""
+        rest, opened = [], 0
+        for path in paths:
+            if not is_sweep_folder(Path(path)):
+                rest.append(path)
+            elif self.open_sweep(path):
+                self.host.show_page(self)
+                opened += 1
+            else:
+                self.host.show_error("Cannot open sweep", self.status.text())
+        return rest, opened
+
+    def _entry_of_folder(self, folder: str) -> int:
+        """The listed entry of a run folder, listing it if needed (-1 if it cannot be read)."""
+        runs = self.host.run_list
+        target = Path(folder).resolve()
+        for k, e in enumerate(runs):
+            if e.trace_path.parent.resolve() == target:
+                return k
+        return runs.current if self.host.open_trace_files([folder]) else -1
+
+    def _on_cell_chosen(self, folder: str) -> None:
+        k = self._entry_of_folder(folder)
+        if k >= 0 and self.host.show_entry(k):
+            self.host.show_page(self.host.page(RunPage))
+
+    def _on_cells_compared(self, first: str, second: str) -> None:
+        ks = [self._entry_of_folder(first), self._entry_of_folder(second)]
+        if min(ks) >= 0:
+            self.host.page(ComparePage).compare_entries(ks)
