@@ -17,8 +17,8 @@ from branchscope.app.pages.memory_page import MemoryPage
 from branchscope.app.pages.page import Page
 from branchscope.app.pages.run_page import RunPage
 from branchscope.app.pages.sweep_page import SweepPage
-from tests.gui_helpers import write_small_trace
-from tests.widgets.test_memory_view import write_four_gpu_trace
+from tests.builders.memory import write_four_gpu_trace
+from tests.builders.runs import write_small_trace
 
 
 def test_every_registered_page_is_a_tab_in_the_registrys_order(window):

@@ -395,7 +395,7 @@ def test_the_core_count_is_the_cpus_this_process_may_use(qtbot, tmp_path, monkey
 
 
 def test_opening_from_the_window_reads_off_the_gui_thread_and_can_be_cancelled(window, qtbot, tmp_path):
-    from tests.gui_helpers import write_small_trace
+    from tests.builders.runs import write_small_trace
 
     trace = write_small_trace(tmp_path / "t.json")
     with qtbot.waitSignal(window.loader.loaded, timeout=20_000):
