@@ -136,15 +136,23 @@ class JobController(QObject):
         job.proc.discard()
         self._emit_stopped(job)
 
-    def _on_ended(self, job: Job, code: int, status: QProcess.ExitStatus) -> None:
+    def _ended(self, job: Job) -> bool:
+        """The child of `job` is gone: a cancelled job is retired, a current one stops being current
+        (True: its outcome is to be said)."""
         if job.canceled:
             self._retire(job)
-            return
+            return False
         assert job.proc is not None
         job.proc.discard()
         if job is not self._job:
-            return
+            return False
         self._job = None
+        return True
+
+    def _on_ended(self, job: Job, code: int, status: QProcess.ExitStatus) -> None:
+        if not self._ended(job):
+            return
+        assert job.proc is not None
         if job.done is not None:
             self._emit_finished(job, job.done)
             return
@@ -158,14 +166,8 @@ class JobController(QObject):
         self._emit_failed(job, message + (f": {last[-1]}" if last else ""), stderr)
 
     def _on_failed_to_start(self, job: Job, reason: str) -> None:
-        if job.canceled:
-            self._retire(job)
+        if not self._ended(job):
             return
-        assert job.proc is not None
-        job.proc.discard()
-        if job is not self._job:
-            return
-        self._job = None
         self._emit_failed(job, f"could not start the {self.program} ({self.command[0]}): {reason}", "")
 
     # ---- what a controller says -------------------------------------------------------------

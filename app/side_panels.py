@@ -9,7 +9,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QSplitter, QTabWidget, QWidget
 
-from branchscope.app.pages.page import Undo
+from branchscope.app.pages.page import Undo, all_or_nothing
 from branchscope.app.runs import Entry
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.records import RunRecord
@@ -50,16 +50,7 @@ class SidePanels(QSplitter):
 
     def show_trace(self, trace: Trace, entry: Entry) -> Undo:
         """Show `trace` (of `entry`), all or nothing as a page does (`app/pages/page.py`)."""
-        before = self.trace, self.run
-        try:
-            self._set(trace, entry.run)
-        except Exception:
-            try:
-                self._set(*before)
-            except Exception:  # pragma: no cover - what was there before was shown without error
-                pass
-            raise
-        return lambda: self._set(*before)
+        return all_or_nothing(self._set, (self.trace, self.run), (trace, entry.run))
 
     def _set(self, trace: Trace | None, run: RunRecord | None) -> None:
         self.trace, self.run = trace, run

@@ -6,36 +6,18 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QWidget
 
-from branchscope.app.pages.page import PageHost, Undo
-from branchscope.app.runs import Entry
-from branchscope.profiling.trace.model import Trace, TraceFormatError
+from branchscope.app.pages.page import OwnContentPage, PageHost
+from branchscope.profiling.trace.model import TraceFormatError
 from branchscope.widgets.compare_view import CompareView
 
 
-class ComparePage(CompareView):
-    """The Compare tab: a `CompareView` that compares entries of the runs list."""
-
-    side_panels = False
+class ComparePage(OwnContentPage, CompareView):
+    """The Compare tab: a `CompareView` that compares entries of the runs list (a page of its own
+    content: it shows the runs it was asked to compare, whatever run is shown)."""
 
     def __init__(self, host: PageHost, parent: QWidget | None = None):
-        super().__init__(parent)
+        CompareView.__init__(self, parent)
         self.host = host
-
-    # ---- Page: it shows the runs it was asked to compare, whatever run is shown -------------
-    def show_trace(self, trace: Trace, entry: Entry) -> Undo:
-        return None
-
-    def entry_shown(self, entry: Entry) -> None:
-        pass
-
-    def select_range(self, start_ns: int, end_ns: int) -> None:
-        pass
-
-    def tab_enabled(self) -> bool:
-        return True
-
-    def fits(self, trace: Trace) -> bool:
-        return False
 
     # ---- comparing --------------------------------------------------------------------------
     def compare_entries(self, ks: list[int]) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QSplitter, QWidget
 
-from branchscope.app.pages.page import PageHost, Undo
+from branchscope.app.pages.page import PageHost, Undo, all_or_nothing
 from branchscope.app.pages.run_page import RunPage
 from branchscope.app.runs import Entry
 from branchscope.profiling.trace.model import Trace
@@ -68,15 +68,7 @@ class MemoryPage(QSplitter):
         from branchscope.profiling.trace.memory import analyze_memory
 
         analysis = analyze_memory(trace) if trace is not None and trace.memory else None
-        before = self.trace, self.analysis
-        try:
-            self._show(trace, analysis)
-        except Exception:
-            try:
-                self._show(*before)
-            except Exception:  # pragma: no cover - what was there before was shown without error
-                pass
-            raise
+        all_or_nothing(self._show, (self.trace, self.analysis), (trace, analysis))
 
     def _show(self, trace: Trace | None, analysis: Any) -> None:
         self.trace, self.analysis = trace, analysis

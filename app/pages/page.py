@@ -55,6 +55,43 @@ class Page(Protocol):
         """Whether showing `trace` brings this page to the front."""
 
 
+class OwnContentPage:
+    """What a page that shows content of its own (a comparison, a sweep), whatever run is shown,
+    says to the window: it takes no part in showing a trace, its tab is always there, and no trace
+    brings it to the front. Such a page inherits these and overrides what differs."""
+
+    side_panels = False
+
+    def show_trace(self, trace: Trace, entry: Entry) -> Undo:
+        return None
+
+    def entry_shown(self, entry: Entry) -> None:
+        pass
+
+    def select_range(self, start_ns: int, end_ns: int) -> None:
+        pass
+
+    def tab_enabled(self) -> bool:
+        return True
+
+    def fits(self, trace: Trace) -> bool:
+        return False
+
+
+def all_or_nothing(show: Callable[..., None], before: tuple[Any, ...], after: tuple[Any, ...]) -> Undo:
+    """`show(*after)`; if that raises, `show(*before)` (what was shown) and raise again. Returns how
+    to go back (`show(*before)`), as `Page.show_trace` does."""
+    try:
+        show(*after)
+    except Exception:
+        try:
+            show(*before)
+        except Exception:  # pragma: no cover - what was there before was shown without error
+            pass
+        raise
+    return lambda: show(*before)
+
+
 class PageHost(Protocol):
     """What a page may ask of the window (`MainWindow`)."""
 

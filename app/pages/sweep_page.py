@@ -9,40 +9,21 @@ from pathlib import Path
 from PySide6.QtWidgets import QWidget
 
 from branchscope.app.pages.compare_page import ComparePage
-from branchscope.app.pages.page import PageHost, Undo
+from branchscope.app.pages.page import OwnContentPage, PageHost
 from branchscope.app.pages.run_page import RunPage
-from branchscope.app.runs import Entry
 from branchscope.app.sweep_panel import SweepPanel
-from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.sources import is_sweep_folder
 
 
-class SweepPage(SweepPanel):
-    """The Sweep tab: a `SweepPanel` whose cells open in the window."""
-
-    side_panels = False
+class SweepPage(OwnContentPage, SweepPanel):
+    """The Sweep tab: a `SweepPanel` whose cells open in the window (a page of its own content: a
+    sweep is its own, whatever run is shown)."""
 
     def __init__(self, host: PageHost, parent: QWidget | None = None):
-        super().__init__(host.current_spec, host.controller.new_folder, host.cores, parent=parent)
+        SweepPanel.__init__(self, host.current_spec, host.controller.new_folder, host.cores, parent=parent)
         self.host = host
         self.runChosen.connect(self._on_cell_chosen)
         self.compareRequested.connect(self._on_cells_compared)
-
-    # ---- Page: a sweep is its own, whatever run is shown ------------------------------------
-    def show_trace(self, trace: Trace, entry: Entry) -> Undo:
-        return None
-
-    def entry_shown(self, entry: Entry) -> None:
-        pass
-
-    def select_range(self, start_ns: int, end_ns: int) -> None:
-        pass
-
-    def tab_enabled(self) -> bool:
-        return True
-
-    def fits(self, trace: Trace) -> bool:
-        return False
 
     # ---- sweep folders and their cells ------------------------------------------------------
     def open_sweeps(self, paths: list[str]) -> tuple[list[str], int]:
