@@ -13,7 +13,6 @@ from typing import Any
 
 from branchscope.app.cli_text import bytes_text, fail
 from branchscope.profiling import TraceFormatError
-from branchscope.profiling.trace import sources
 from branchscope.profiling.trace.analyses import (
     cores_used,
     interop_occupancy,
@@ -24,7 +23,7 @@ from branchscope.profiling.trace.analyses import (
 )
 from branchscope.profiling.trace.merge import rank_summaries
 from branchscope.profiling.trace.model import Trace
-from branchscope.profiling.trace.sources import open_source
+from branchscope.profiling.trace.sources import open_job
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -126,15 +125,9 @@ def format_table(doc: dict[str, Any], path: str) -> str:
     return "\n".join(lines)
 
 
-def load_job(paths: list[str]) -> Trace:
-    """One source's trace, or the ranks of one job merged (`sources.load_job`); raises
-    TraceFormatError naming why traces of different jobs are not merged."""
-    return sources.load_job([open_source(p) for p in paths])
-
-
 def run(args: argparse.Namespace) -> int:
     try:
-        trace = load_job(list(args.trace))
+        trace = open_job(list(args.trace))
     except (TraceFormatError, OSError) as exc:
         return fail(exc)
     doc = summary(trace)

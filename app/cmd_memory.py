@@ -16,8 +16,7 @@ import sys
 from branchscope.app.cli_text import bytes_text, fail
 from branchscope.profiling import TraceFormatError
 from branchscope.profiling.trace.memory import MemoryAnalysis, analyze_memory
-from branchscope.profiling.trace.model import Trace
-from branchscope.profiling.trace.sources import load_job, open_source
+from branchscope.profiling.trace.sources import open_job
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,11 +45,6 @@ def _count(text: str) -> int:
     if n < 0:
         raise argparse.ArgumentTypeError("must be 0 or more")
     return n
-
-
-def load_sources(paths: list[str]) -> Trace:
-    """One source as is; several merged as the ranks of one job (`sources.load_job`)."""
-    return load_job([open_source(p) for p in paths])
 
 
 def format_table(analysis: MemoryAnalysis, title: str, top: int) -> str:
@@ -92,7 +86,7 @@ def format_table(analysis: MemoryAnalysis, title: str, top: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        trace = load_sources(list(args.sources))
+        trace = open_job(list(args.sources))
     except (TraceFormatError, OSError) as exc:
         return fail(exc)
     analysis = analyze_memory(trace)

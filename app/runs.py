@@ -35,7 +35,7 @@ from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.trace.model import TraceFormatError
 from branchscope.profiling.trace.records import BASELINE_MODE, RUN_JSON, RunRecord
 from branchscope.profiling.trace.run_info import RunInfo
-from branchscope.profiling.trace.sources import Source, complete_run, open_source
+from branchscope.profiling.trace.sources import Source, open_source, run_folder
 from branchscope.profiling.trace.step_stats import StepStats
 from branchscope.profiling.trace.step_stats import speedup as stats_speedup
 
@@ -489,11 +489,9 @@ def saved_runs(root: Path, *, exclude: Path | None = None) -> list[Entry]:
         if exclude is not None and session == Path(exclude):
             continue
         for folder in subfolders(session, RUN_NAME):
-            if complete_run(folder) is None:
-                continue
             try:
+                entry = Entry.of_source(run_folder(folder))  # only a complete run: run.json read once
                 when = (folder / RUN_JSON).stat().st_mtime
-                entry = entry_for_path(folder)
             except (OSError, TraceFormatError):
                 continue
             found.append((when, str(folder), entry))

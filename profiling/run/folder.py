@@ -32,15 +32,12 @@ from pathlib import Path
 import msgspec
 
 from branchscope.profiling.files import UnreadableFile
-from branchscope.profiling.trace.records import RUN_JSON, RunRecord, encode_record, read_run_record
+from branchscope.profiling.trace.records import RANK_DIR, RUN_JSON, RunRecord, encode_record, read_run_record
 
 #: The files a run writes: all that a folder written by a branchscope before run.json listed its
 #: files can hold, and (alone or in a rank's folder) all that a run.json's "files" may name.
 LEGACY_FILES = frozenset({RUN_JSON, "trace.json.gz", "plan.py", "worker.log"})
 STAGING_PREFIX = ".branchscope-staging-"
-#: The folders of a distributed run's ranks (rank-0, rank-1, …), listed in run.json's "files" as
-#: "rank-R/NAME".
-RANK_DIR = re.compile(r"rank-(?:0|[1-9][0-9]{0,5})")
 #: Every name run.json's "files" may hold: the shapes branchscope writes, nothing else. A name read
 #: from a run.json is data: any other ("..", ".", "", "a/../b", an absolute path) is ignored.
 RUN_FILE_NAME = re.compile(rf"(?:{RANK_DIR.pattern}/)?(?:{'|'.join(map(re.escape, sorted(LEGACY_FILES)))})")

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from branchscope.profiling.run.modes import MODE_NAMES, MODES
 from branchscope.profiling.run.options import RunOptions, add_options, positive_seconds
+from branchscope.profiling.trace.records import RANK_FOLDER
 from branchscope.profiling.trace.run_info import (
     BRANCH_PREFIX,
     CPU_SAMPLE_CATEGORY,
@@ -76,8 +77,6 @@ RUN_TOKEN_ENV = "BRANCHSCOPE_RUN_TOKEN"
 #: events to (RANK_EVENTS.format(rank=R)), one file per rank so that lines never interleave.
 EVENTS_DIR_ENV = "BRANCHSCOPE_EVENTS_DIR"
 RANK_EVENTS = ".rank-{rank}.events"
-#: Each rank's results, inside a distributed run's folder.
-RANK_FOLDER = "rank-{rank}"
 
 RUNNER_MODULE = "branchscope.profiling.run.runner"
 WORKER_MODULE = "branchscope.profiling.run.worker"

@@ -26,6 +26,7 @@ import re
 import types
 import typing
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
@@ -48,10 +49,14 @@ BASELINE_MODE = "sequential"
 RUN_JSON = "run.json"
 SWEEP_JSON = "sweep.json"
 DEFAULT_TRACE = "trace.json.gz"
-#: A distributed run's rank folders (rank-0, rank-1, …).
+#: A distributed run's rank folders (rank-0, rank-1, …), as written and as read back: a name read
+#: from a run.json counts as a rank's folder only in this shape.
 RANK_FOLDER = "rank-{rank}"
+RANK_DIR = re.compile(r"rank-(?:0|[1-9][0-9]{0,5})")
 #: A rank's file as the top-level run.json of a distributed run names it: "rank-R/NAME".
-RANK_FILE = re.compile(r"rank-(?:0|[1-9][0-9]{0,5})/[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+RANK_FILE = re.compile(rf"{RANK_DIR.pattern}/[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+#: A rank's own run.json, likewise.
+RANK_RUN = re.compile(rf"{RANK_DIR.pattern}/{re.escape(RUN_JSON)}")
 
 T = TypeVar("T")
 
@@ -92,6 +97,40 @@ def _struct_type(tp: Any) -> type[msgspec.Struct] | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Field:
+    """How `lenient` reads one field: its names, its type, and the Struct its value (or each item
+    of its list) is, if any."""
+
+    name: str
+    key: str
+    type: Any
+    item: type[msgspec.Struct] | None
+    struct: type[msgspec.Struct] | None
+
+
+_FIELDS: dict[type, tuple[_Field, ...]] = {}
+_DEFAULTS: dict[type, Any] = {}
+
+
+def _fields(cls: type) -> tuple[_Field, ...]:
+    """`cls`'s fields as `lenient` reads them, worked out once per class (not once per list item)."""
+    if cls not in _FIELDS:
+        hints = typing.get_type_hints(cls)
+        _FIELDS[cls] = tuple(
+            _Field(f.name, f.encode_name, hints[f.name], _struct_of_list(hints[f.name]), _struct_type(hints[f.name]))
+            for f in msgspec.structs.fields(cls)
+        )
+    return _FIELDS[cls]
+
+
+def _defaults(cls: type) -> Any:
+    """An instance of `cls` with every field at its default."""
+    if cls not in _DEFAULTS:
+        _DEFAULTS[cls] = cls()
+    return _DEFAULTS[cls]
+
+
 def lenient(cls: type[T], obj: Any) -> T:
     """`cls` (a msgspec Struct whose fields all have defaults) from the dict `obj`, field by field:
     a field missing, of the wrong type or not finite keeps its default; a list of structs keeps the
@@ -100,22 +139,19 @@ def lenient(cls: type[T], obj: Any) -> T:
     default."""
     if not isinstance(obj, dict):
         return cls()
-    hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
-    for f in msgspec.structs.fields(cls):  # type: ignore[arg-type]
-        if f.encode_name not in obj:
+    for f in _fields(cls):
+        if f.key not in obj:
             continue
-        raw, tp = obj[f.encode_name], hints[f.name]
-        item = _struct_of_list(tp)
-        struct = _struct_type(tp)
-        if item is not None and isinstance(raw, list):
-            values[f.name] = [x for x in (lenient(item, x) for x in raw) if _complete(x)]
+        raw = obj[f.key]
+        if f.item is not None and isinstance(raw, list):
+            values[f.name] = [x for x in (lenient(f.item, x) for x in raw) if _complete(x)]
             continue
-        if struct is not None and isinstance(raw, dict):
-            values[f.name] = lenient(struct, raw)
+        if f.struct is not None and isinstance(raw, dict):
+            values[f.name] = lenient(f.struct, raw)
             continue
         try:
-            value = msgspec.convert(raw, tp)
+            value = msgspec.convert(raw, f.type)
         except (msgspec.ValidationError, TypeError, ValueError, RecursionError):
             continue
         if _finite(value):
@@ -127,7 +163,8 @@ def _complete(record: Any) -> bool:
     """Whether a parsed list item has every field its class names in `REQUIRED` (a default there
     means the file did not give it)."""
     required: tuple[str, ...] = getattr(type(record), "REQUIRED", ())
-    return all(getattr(record, name) != getattr(type(record)(), name) for name in required)
+    default = _defaults(type(record))
+    return all(getattr(record, name) != getattr(default, name) for name in required)
 
 
 def to_builtins(record: msgspec.Struct) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from branchscope.profiling.trace.merge import (
     as_ranks,
     folder_traces,
     load_source,
+    load_traces,
     merge_traces,
     rank_groups,
     why_apart,
@@ -52,6 +53,7 @@ from branchscope.profiling.trace.records import (
     FAILED,
     MODE_NAME,
     NOT_RUN,
+    RANK_RUN,
     RUN_JSON,
     SWEEP_JSON,
     RunRecord,
@@ -68,7 +70,7 @@ try:  # ISA-L inflates faster than zlib; the stdlib stays the fallback (as in th
 except ImportError:  # pragma: no cover - isal is a declared dependency
     _GzipFile = gzip.GzipFile  # type: ignore[misc,assignment]
 
-RUN, DISTRIBUTED_RUN, RANK_FOLDER, TRACE, SNAPSHOT, SWEEP = (
+RUN, DISTRIBUTED_RUN, RANK_TRACES, TRACE, SNAPSHOT, SWEEP = (
     "run",
     "distributed run",
     "rank folder",
@@ -105,7 +107,7 @@ class Source:
             return self.run.model_label
         if self.sweep is not None:
             return self.sweep.model_label or self.path.name
-        if self.kind == RANK_FOLDER:
+        if self.kind == RANK_TRACES:
             n = len(self.traces)
             return f"{self.path.name} · {n} rank{'s' if n != 1 else ''}"
         if self.info is not None:
@@ -116,8 +118,6 @@ class Source:
         """Its trace: one file as is, a job's ranks merged (`merge.load_traces`)."""
         if not self.traces:
             raise TraceFormatError(f"{self.path}: is a {self.kind}, not a trace")
-        from branchscope.profiling.trace.merge import load_traces
-
         return load_traces(list(self.traces), progress=progress)
 
     def rank_runs(self) -> list[RunRecord | None]:
@@ -126,12 +126,9 @@ class Source:
             return []
         out: list[RunRecord | None] = []
         for r in self.run.ranks:
-            name = r.run if isinstance(r.run, str) and _RANK_RUN.fullmatch(r.run) else None
+            name = r.run if isinstance(r.run, str) and RANK_RUN.fullmatch(r.run) else None
             out.append(read_run_record((self.path / name).parent) if name else None)
         return out
-
-
-_RANK_RUN = re.compile(r"rank-(?:0|[1-9][0-9]{0,5})/run\.json")
 
 
 def complete_run(folder: Path) -> RunRecord | None:
@@ -141,6 +138,13 @@ def complete_run(folder: Path) -> RunRecord | None:
         return _folder_run(folder)[0]
     except TraceFormatError:
         return None
+
+
+def run_folder(folder: Path) -> Source:
+    """The source of a (distributed) run's folder, its run.json read once; TraceFormatError (one
+    line) when it holds no complete run."""
+    run, names = _folder_run(folder)
+    return Source(folder, DISTRIBUTED_RUN if run.distributed else RUN, tuple(folder / n for n in names), run=run)
 
 
 def _folder_run(folder: Path) -> tuple[RunRecord, list[str]]:
@@ -207,8 +211,7 @@ def open_source(path: str | os.PathLike[str]) -> Source:
         if is_sweep_folder(p):
             return Source(p, SWEEP, sweep=read_sweep(p))
         if os.path.lexists(p / RUN_JSON):
-            run, names = _folder_run(p)
-            return Source(p, DISTRIBUTED_RUN if run.distributed else RUN, tuple(p / n for n in names), run=run)
+            return run_folder(p)
         # A job's folder of rank traces (torchrun, tensorboard_trace_handler): the ranks of one job.
         files = folder_traces(p)
         if not files:
@@ -216,7 +219,7 @@ def open_source(path: str | os.PathLike[str]) -> Source:
                 f"{p}: is a folder without a complete run (run.json and its trace), a sweep (sweep.json) "
                 "or trace files (*.json, *.json.gz)"
             )
-        return Source(p, RANK_FOLDER, tuple(files))
+        return Source(p, RANK_TRACES, tuple(files))
     check_trace_path(p)  # a regular file: a FIFO or a device is refused before it is opened
     if is_snapshot(p):
         return Source(p, SNAPSHOT, (p,))
@@ -225,6 +228,12 @@ def open_source(path: str | os.PathLike[str]) -> Source:
         return Source(p, RUN, (p,), run=beside)
     obj = read_trace_info(p)
     return Source(p, TRACE, (p,), info=RunInfo.parse(obj) if obj is not None else None)
+
+
+def open_job(paths: Sequence[str | os.PathLike[str]]) -> Trace:
+    """The trace of what the paths name (`open_source` each), as one job (`load_job`): what
+    `inspect` and `memory` take."""
+    return load_job([open_source(p) for p in paths])
 
 
 def load_job(sources: Sequence[Source], *, progress: ProgressCallback | None = None) -> Trace:
