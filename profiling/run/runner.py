@@ -65,6 +65,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import msgspec
 import psutil
 
 from branchscope.profiling.files import open_regular
@@ -116,6 +117,7 @@ from branchscope.profiling.trace.records import (
     TraceClock,
     decode_events,
     encode_event,
+    encode_record,
     read_run_record,
 )
 from branchscope.profiling.trace.step_stats import StepStats
@@ -189,6 +191,11 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object], *, gz: bool = 
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_record_atomic(path: Path, record: msgspec.Struct) -> None:
+    """A record (run.json, sweep.json) as branchscope writes it (`records.encode_record`), atomically."""
+    write_atomic(path, lambda f: f.write(encode_record(record)))
 
 
 def write_json_atomic(path: Path, data: Any, indent: int | None = None) -> None:

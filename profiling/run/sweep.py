@@ -57,7 +57,7 @@ from branchscope.profiling.run.runner import (
     RunResult,
     run_profile,
     validate,
-    write_atomic,
+    write_record_atomic,
 )
 from branchscope.profiling.trace.model import TraceFormatError
 from branchscope.profiling.trace.records import (
@@ -74,7 +74,6 @@ from branchscope.profiling.trace.records import (
     RunRecord,
     SweepEvent,
     SweepRecord,
-    encode_record,
     is_sweep_json,
 )
 from branchscope.profiling.trace.sources import read_sweep
@@ -456,7 +455,7 @@ def run_sweep(
 
 
 def _write(out: Path, sweep: SweepRecord) -> None:
-    write_atomic(out / SWEEP_JSON, lambda f: f.write(encode_record(sweep)))
+    write_record_atomic(out / SWEEP_JSON, sweep)
 
 
 def _save(out: Path, sweep: SweepRecord) -> None:

@@ -89,7 +89,7 @@ from branchscope.profiling.run.protocol import (
     step_label,
 )
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT as EXIT_BAD_MODEL
-from branchscope.profiling.run.runner import write_atomic, write_json_atomic
+from branchscope.profiling.run.runner import write_json_atomic, write_record_atomic
 from branchscope.profiling.trace.records import (
     RUN_FORMAT,
     RUN_JSON,
@@ -105,7 +105,6 @@ from branchscope.profiling.trace.records import (
     RunRecord,
     TraceClock,
     encode_event,
-    encode_record,
 )
 from branchscope.profiling.trace.step_stats import StepStats
 
@@ -579,7 +578,7 @@ def _run_and_exit(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | N
     try:
         args.out.mkdir(parents=True, exist_ok=True)
         result = run(args, proto, dist) if dist is not None else run(args, proto)
-        write_atomic(args.out / RUN_JSON, lambda f: f.write(encode_record(result)))
+        write_record_atomic(args.out / RUN_JSON, result)
         proto.emit(FinishedEvent(run=str(args.out / RUN_JSON)))
     except (Exception, SystemExit) as exc:
         failure = _as_failure(exc)
