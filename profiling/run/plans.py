@@ -82,6 +82,10 @@ class Plan:
     source: str | None = None
     #: For generated plans: the analysis whose graph they follow (its inputs and output structure).
     analysis: BranchAnalysis | None = None
+    #: Seconds spent writing the plan's source and making its module (generated plans), and
+    #: compiling it (TorchScript: fork mode); None where the mode did not do that step.
+    build_s: float | None = None
+    compile_s: float | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Runs the plan as the model would run: `plan(*args, **kwargs)` gives what `model(...)` gives."""

@@ -30,13 +30,16 @@ def launcher() -> Any:
 
 def build_plan(model: Any, analysis: Any, device: str) -> Any:
     """The generated plan, compiled by TorchScript."""
+    import time
     import warnings
 
     import torch
 
     from branchscope.profiling.run.plans import Plan, generate_plan_module
 
+    t0 = time.perf_counter()
     module, source = generate_plan_module(analysis, launcher())
+    t1 = time.perf_counter()
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*torch.jit.script.*deprecated", category=DeprecationWarning)
@@ -46,7 +49,7 @@ def build_plan(model: Any, analysis: Any, device: str) -> Any:
         raise ModeUnavailable(
             f"fork mode: TorchScript could not compile the plan generated from the graph {analysis.tracer} gave: {first}"
         ) from exc
-    return Plan("fork", scripted, source, analysis)
+    return Plan("fork", scripted, source, analysis, build_s=t1 - t0, compile_s=time.perf_counter() - t1)
 
 
 MODE = Mode(

@@ -44,6 +44,8 @@ def launcher(api: Any) -> Any:
 
 def build_plan(model: Any, analysis: Any, device: str, api: Any = None) -> Any:
     """The generated plan with a stream per branch (`api`: the CUDA calls, a fake one in tests)."""
+    import time
+
     import torch
 
     from branchscope.profiling.run.plans import CudaStreamApi, Plan, generate_plan_module
@@ -52,8 +54,9 @@ def build_plan(model: Any, analysis: Any, device: str, api: Any = None) -> Any:
         if not torch.cuda.is_available() or torch.device(device).type != "cuda":
             raise ModeUnavailable("multi-stream needs CUDA: this machine has no CUDA device torch can use")
         api = CudaStreamApi(torch.device(device))
+    t0 = time.perf_counter()
     module, source = generate_plan_module(analysis, launcher(api))
-    return Plan("streams", module, source, analysis)
+    return Plan("streams", module, source, analysis, build_s=time.perf_counter() - t0)
 
 
 MODE = Mode(
