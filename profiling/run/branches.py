@@ -121,6 +121,8 @@ class Region:
     join: str
     branches: list[Branch]
     depth: int
+    #: Where it is in the model: the module path its branches share (`Mixed_6a`), else its fork.
+    name: str = ""
 
 
 @dataclass
@@ -172,6 +174,7 @@ class BranchAnalysis:
             {
                 "name": branch.name,
                 "region": region.id,
+                "region_name": region.name,
                 "ops": branch.ops,
                 "fork": region.fork,
                 "join": region.join,
@@ -462,77 +465,207 @@ def branch_modules(nodes: list[fx.Node]) -> list[str]:
     return out
 
 
-def _module_targets(nodes: list[fx.Node]) -> list[list[str]]:
-    return [path.split(".") for path in branch_modules(nodes)]
+def _location(node: fx.Node) -> tuple[str, ...]:
+    """Where a node runs: the module a call_module node calls, else the innermost module whose code
+    issued it (its `nn_module_stack`, which torch.fx and torch.export both record); () at the top."""
+    if node.op == "call_module":
+        return tuple(str(node.target).split("."))
+    stack = _module_stack(node)
+    return tuple(stack[-1].split(".")) if stack else ()
 
 
-def _common_prefix(paths: list[list[str]]) -> list[str]:
-    """Leading path components shared by every module of a region (never a whole path)."""
+def _prefixes(path: tuple[str, ...]) -> list[tuple[str, ...]]:
+    return [path[:k] for k in range(1, len(path) + 1)]
+
+
+@dataclass(frozen=True)
+class _Place:
+    """One step of a branch's name: a module the branch owns (`op` None), or a function it calls in
+    module `path`, which other branches run in too (`max_pool2d` in `Mixed_6a`)."""
+
+    path: tuple[str, ...]
+    op: str | None = None
+
+    @property
+    def scope(self) -> tuple[str, ...]:
+        """The module a run of steps is written under: a module's parent, a function's module."""
+        return self.path[:-1] if self.op is None else self.path
+
+    @property
+    def leaf(self) -> str:
+        return _ascii(self.op if self.op is not None else self.path[-1])
+
+    def text(self) -> str:
+        """The step alone: `Mixed_6a.branch3x3`, `Mixed_6a: max_pool2d`, `mm` (at the model's top)."""
+        if self.op is None:
+            return _dotted(self.path)
+        return f"{_dotted(self.path)}: {self.leaf}" if self.path else self.leaf
+
+
+def _dotted(path: tuple[str, ...]) -> str:
+    return ".".join(_ascii(p) for p in path)
+
+
+def _ascii(text: str) -> str:
+    """`text` as a branch label can carry it: printable ASCII (TorchScript writes other labels as
+    "unknown"), and no "->", which a label reads back as "→"."""
+    out = "".join(c if " " <= c <= "~" else "?" for c in text)
+    return out.replace("->", "-")
+
+
+class _Places:
+    """Where branches run: which module paths hold work (`work`: the finder's, per node) outside a
+    given branch. Bookkeeping (an attention mask's `arange`, `unsqueeze`) decides nothing."""
+
+    def __init__(self, gm: fx.GraphModule, work: dict[fx.Node, bool]) -> None:
+        self.work = {n for n in compute_nodes(gm) if work.get(n, True)}
+        #: How many work nodes run under each module path.
+        self.inside: dict[tuple[str, ...], int] = {}
+        for node in self.work:
+            for prefix in _prefixes(_location(node)):
+                self.inside[prefix] = self.inside.get(prefix, 0) + 1
+
+    def of(self, nodes: list[fx.Node]) -> list[_Place]:
+        """A branch's places in graph order: the outermost modules whose work all lies in the branch
+        (`transition1.0`, not the `transition1` it shares); when it owns none, the work it does in
+        modules others run in too (a function with its module path, a shared module's path)."""
+        members = [n for n in nodes if n in self.work]
+        mine: dict[tuple[str, ...], int] = {}
+        for node in members:
+            for prefix in _prefixes(_location(node)):
+                mine[prefix] = mine.get(prefix, 0) + 1
+        owned: dict[_Place, None] = {}
+        loose: list[_Place] = []
+        for node in members:
+            path = _location(node)
+            own = next((p for p in _prefixes(path) if mine[p] == self.inside[p]), None)
+            if own is not None:
+                owned[_Place(own)] = None
+            elif node.op == "call_module":
+                loose.append(_Place(path))  # a module other branches call too (a shared tower)
+            else:
+                loose.append(_Place(path, _op_name(node)))
+        if owned:
+            return list(owned)
+        return [p for k, p in enumerate(loose) if k == 0 or p != loose[k - 1]]
+
+
+#: The most steps a branch's name lists; a longer chain keeps the first two and the last.
+_CHAIN_STEPS = 4
+
+
+def _groups(place: _Place) -> bool:
+    """Can this step share its module with its neighbours' (`layer1.0: conv1 → bn1`)? Not at the
+    model's top, nor a list's item (`blocks.0 → blocks.1`, never `blocks: 0 → 1`)."""
+    return bool(place.scope) and not (place.op is None and place.path[-1].isdigit())
+
+
+def _chain_label(places: list[_Place]) -> str:
+    """The steps joined by " → " (ASCII, as labels are, but for the arrow). A run of steps under one
+    module says the module once (`layer1.0: conv1 → bn1`, `Mixed_6a: flip → mm`); a chain of more
+    than `_CHAIN_STEPS` keeps its first steps and its last (`layer1.0: conv1 → bn1 → ... → bn3`)."""
+    steps: list[tuple[int, _Place]] = []  # (run, place)
+    for k, place in enumerate(places):
+        new_run = k == 0 or not _groups(place) or not _groups(places[k - 1]) or place.scope != places[k - 1].scope
+        steps.append((steps[-1][0] + new_run if steps else 0, place))
+    n = len(steps)
+    keep = list(range(n)) if n <= _CHAIN_STEPS else [*range(_CHAIN_STEPS - 2), n - 1]
+    run_size: dict[int, int] = {}  # steps of each run that the name shows
+    for k in keep:
+        run_size[steps[k][0]] = run_size.get(steps[k][0], 0) + 1
+    labels: list[str] = []
+    for j, k in enumerate(keep):
+        run, place = steps[k]
+        if j and k != keep[j - 1] + 1:
+            labels.append("...")
+        if j and steps[keep[j - 1]][0] == run:
+            labels.append(place.leaf)
+        elif place.op is None and run_size[run] == 1:
+            labels.append(place.text())
+        else:
+            labels.append(f"{_dotted(place.scope)}: {place.leaf}" if place.scope else place.leaf)
+    return " → ".join(labels)
+
+
+def _branch_name(places: list[_Place], nodes: list[fx.Node]) -> str:
+    """A branch's name from its places (`_Places.of`), else its first node's name."""
+    if not places:
+        return _ascii(nodes[0].name) if nodes else "branch"
+    return _chain_label(places)
+
+
+def _common_path(paths: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """The leading components every path shares (a whole path when one lies inside the others)."""
     if not paths:
-        return []
+        return ()
     k = 0
-    while all(len(p) > k + 1 for p in paths) and len({p[k] for p in paths}) == 1:
+    while all(len(p) > k for p in paths) and len({p[k] for p in paths}) == 1:
         k += 1
     return paths[0][:k]
 
 
-def _chain_label(labels: list[str]) -> str:
-    dedup: list[str] = []
-    for label in labels:
-        if not dedup or dedup[-1] != label:
-            dedup.append(label)
-    if len(dedup) > 4:
-        dedup = [dedup[0], dedup[1], "…", dedup[-1]]
-    return " → ".join(dedup)
+def _unique(base: str, used: set[str]) -> str:
+    name, k = base, 2
+    while name in used:
+        name = f"{base} #{k}"
+        k += 1
+    used.add(name)
+    return name
 
 
-def _branch_names(nodes: list[fx.Node], prefix: list[str]) -> tuple[str, str]:
-    """(short name, qualified name) of a branch: its modules below the region's common prefix.
+def _reads(nodes: list[fx.Node]) -> str:
+    """The values a branch reads from before it (`a` for a shared tower's first input)."""
+    members = set(nodes)
+    names = {i.name: None for n in nodes for i in n.all_input_nodes if i not in members and i.op != "get_attr"}
+    return ", ".join(names)
 
-    `branch5x5_1.conv, branch5x5_1.bn, branch5x5_2.conv, ...` -> "branch5x5_1 → branch5x5_2"; a
-    ModuleList index keeps its list's name ("members.0"). The qualified name keeps the prefix too
-    ("members.0.fwd"), for names that would otherwise repeat across regions. Branches without
-    modules are named from their functions ("flip → mm").
+
+def _fork_text(fork: str, nodes: dict[str, fx.Node]) -> str:
+    """A region's fork as a place: `after layer1.0.act3` (the module that computed it), else the
+    value's name (`x`, `u, i`), a long list of them cut short."""
+    names = fork.split(", ")
+    where = _common_path([_location(nodes[n]) for n in names if n in nodes])
+    if where and all(n in nodes for n in names):
+        return f"after {_dotted(where)}"
+    return fork if len(names) <= 3 else f"{', '.join(names[:2])} and {len(names) - 2} more"
+
+
+def _name_regions(gm: fx.GraphModule, regions: list[Region], work: dict[fx.Node, bool]) -> None:
+    """Names every branch and region from where it runs in the model.
+
+    A branch is named by the module paths it owns, in full (`Mixed_6a.branch3x3`), down to the
+    component that tells it from the rest of the model (`transition1.0 → stage2.0.branches.0`); a
+    branch owning no module by its functions, prefixed by the module they run in. Names are unique
+    over the whole model (they mark the trace's branch events; a repeat gets ` #2`). A region is
+    named by the module path its branches share (`Mixed_6a`), else (or when another region took
+    that name) by its fork (`after layer1.0.act3`, `x`).
     """
-    short, full = [], []
-    for path in _module_targets(nodes):
-        rest = path[len(prefix) :]
-        head = rest[0] if rest else path[-1]
-        short.append(f"{prefix[-1]}.{head}" if head.isdigit() and prefix else head)
-        full.append(".".join(prefix + [head]))
-    if short:
-        return _chain_label(short), _chain_label(full)
-    ops = [_op_name(n) for n in nodes if n.op in ("call_function", "call_method")]
-    ops = [o for o in ops if o not in _BOOKKEEPING] or [nodes[0].name]
-    name = _chain_label(ops)
-    return name, name
+    places = _Places(gm, work)
+    nodes = {n.name: n for n in gm.graph.nodes}
+    region_names: set[str] = set()
+    named: list[tuple[Branch, str]] = []
 
-
-def _name_regions(regions: list[Region]) -> None:
-    """Names every branch; names are unique over the whole model (they mark the trace's branch events)."""
-    proposals: list[tuple[Branch, str, str]] = []
-
-    def collect(regs: list[Region]) -> None:
+    def visit(regs: list[Region]) -> None:
         for region in regs:
-            prefix = _common_prefix([p for b in region.branches for p in _module_targets(b.nodes)])
+            of = [places.of(b.nodes) for b in region.branches]
+            named.extend((b, _branch_name(where, b.nodes)) for b, where in zip(region.branches, of, strict=True))
+            common = _dotted(_common_path([p.path for where in of for p in where]))
+            if not common or common in region_names:
+                fork = _fork_text(region.fork, nodes)
+                common = fork if not common or fork.startswith(f"after {common}.") else f"{common}, {fork}"
+            region.name = _unique(common, region_names)
             for branch in region.branches:
-                proposals.append((branch, *_branch_names(branch.nodes, prefix)))
-            for branch in region.branches:
-                collect(branch.regions)
+                visit(branch.regions)
 
-    collect(regions)
+    visit(regions)
+    # Branches that run the same modules (one tower applied to two inputs) say what they read.
     counts: dict[str, int] = {}
-    for _, short, _ in proposals:
-        counts[short] = counts.get(short, 0) + 1
-    used: set[str] = set()
-    for branch, short, full in proposals:
-        base = short if counts[short] == 1 else full
-        name, k = base, 2
-        while name in used:
-            name = f"{base} #{k}"
-            k += 1
-        used.add(name)
-        branch.name = name
+    for _, base in named:
+        counts[base] = counts.get(base, 0) + 1
+    branch_names: set[str] = set()
+    for branch, base in named:
+        reads = _reads(branch.nodes) if counts[base] > 1 else ""
+        branch.name = _unique(f"{base} (from {_ascii(reads)})" if reads else base, branch_names)
 
 
 # ---------------------------------------------------------------- types from one example run
@@ -640,8 +773,26 @@ def _quietly(fn: Any) -> Any:
         logging.disable(logging.NOTSET)
 
 
+#: (pattern in torch.fx's failure, what it means in plain words): torch.fx's common failures.
+_FX_REASONS = (
+    (r"co_varnames|co_argcount|\bcode: ", "torch.fx cannot trace the model's Python code"),
+    (
+        r"inputs to control flow|Proxy.* bool|bool.*Proxy|got Proxy",
+        "the model's control flow depends on tensor values (an `if` or `while` on a tensor)",
+    ),
+    (r"'len' is not supported", "the model calls len() on a tensor"),
+    (r"Proxy object cannot be iterated", "the model iterates over or unpacks a tensor"),
+    (r"does not support item assignment", "the model writes into a tensor by index (`x[i] = ...`)"),
+    (r"type Proxy|Proxy.*(int|size|shape)", "the model uses a tensor where a plain number is needed (a size or shape)"),
+)
+
+
 def _fx_error_text(model: Any, exc: BaseException) -> str:
-    return f"torch.fx could not trace {type(model).__name__}: {_first_line(exc)}"
+    """Why torch.fx failed: a common failure in plain words, torch.fx's own message after it."""
+    detail = _first_line(exc)
+    plain = next((words for pattern, words in _FX_REASONS if re.search(pattern, detail)), None)
+    reason = f"{plain} ({detail})" if plain else detail
+    return f"torch.fx could not trace {type(model).__name__}: {reason}"
 
 
 def graph_inputs(gm: fx.GraphModule, in_spec: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
@@ -745,5 +896,5 @@ def find_branches(model: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any] | 
     finder = _Finder(gm, recorder.types, recorder.index_values)
     regions = finder.find(compute_nodes(gm), 0, "")
     _number_regions(regions, "")
-    _name_regions(regions)
+    _name_regions(gm, regions, finder.work)
     return BranchAnalysis(gm, regions, None, recorder.types, finder.notes, tracer, errors, in_spec, out_spec)

@@ -189,6 +189,8 @@ class BranchRecord(msgspec.Struct, kw_only=True):
 
     name: str = ""
     region: str = ""
+    #: Where the region is in the model (`Mixed_6a`, `after layer1.0.act3`); None in earlier runs.
+    region_name: str | None = None
     ops: int | None = None
     fork: str | None = None
     join: str | None = None

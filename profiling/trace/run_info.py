@@ -64,6 +64,8 @@ class BranchInfo:
     name: str
     region: str
     ops: int | None = None
+    #: Where the region is in the model (`Mixed_6a`); None in traces of earlier runs.
+    region_name: str | None = None
     fork: str | None = None
     join: str | None = None
     depth: int = 0
@@ -109,6 +111,7 @@ class RunInfo:
                         name=b["name"],
                         region=str(b.get("region", "")),
                         ops=_int(b.get("ops")),
+                        region_name=_str(b.get("region_name")),
                         fork=_str(b.get("fork")),
                         join=_str(b.get("join")),
                         depth=_int(b.get("depth")) or 0,
