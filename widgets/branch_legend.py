@@ -1,18 +1,31 @@
-"""The branch legend: one row per branch of the shown run, its colour, name and total time.
+"""The branch legend: the shown run's branches grouped by region, each with its colour, name and total time.
 
 A row's colour is the branch's colour on the timeline (both come from `colors.branch_slots`), its
-time the sum of the branch's `branch: NAME` annotations in this run. Nested branches sit indented
-under the branch they run inside (the run info's `parent`). Clicking a row emits `branchActivated`
-with the branch's name (e.g. to find its events on the timeline).
+time the sum of the branch's `branch: NAME` annotations in this run. Branches sit under their
+region, named as the run named it (`Mixed_6a`; "region 1.2" in runs from before regions had
+names); a region nested in a branch sits under that branch (the run info's `parent`). A name too
+long for the column is cut in its middle and shown in full on hover. The filter box above keeps the
+branches whose name or region's name holds its text (and the branches and regions around them).
+Clicking a branch emits `branchActivated` with its name (e.g. to find its events on the timeline).
+`fill_branch_tree` builds the same grouped rows for the details panel.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLineEdit,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.ranges import branch_order, branch_totals
@@ -28,6 +41,18 @@ class LegendRow:
     total_ns: int  # its annotations' durations summed (0: it did not run)
     depth: int  # 0 at the top, 1 inside another branch, ...
     parent: str | None
+    #: Its region's id ("1", "1.2") and name (`Mixed_6a`); None for a branch the run info does not
+    #: list, and the name None in runs from before regions had names.
+    region: str | None = None
+    region_name: str | None = None
+    ops: int | None = None
+
+    @property
+    def group(self) -> str | None:
+        """What its region is called in the legend: the region's name, else "region ID"."""
+        if self.region is None:
+            return None
+        return self.region_name or f"region {self.region}"
 
 
 def legend_rows(trace: Trace) -> list[LegendRow]:
@@ -40,20 +65,29 @@ def legend_rows(trace: Trace) -> list[LegendRow]:
     color = {name: colors.branch_color(int(s)) for name, s in zip(order, slots.tolist(), strict=True)}
     totals = branch_totals(trace)
     info = trace.run_info
-    parent_of = {b.name: b.parent for b in info.branches} if info is not None else {}
+    described = {b.name: b for b in info.branches} if info is not None else {}
     children: dict[str | None, list[str]] = {}
     for name in order:
-        parent = parent_of.get(name)
+        b = described.get(name)
+        parent = b.parent if b is not None else None
         children.setdefault(parent if parent in color and parent != name else None, []).append(name)
     rows: list[LegendRow] = []
     seen: set[str] = set()
+
+    def row(name: str, depth: int, parent: str | None) -> LegendRow:
+        b = described.get(name)
+        if b is None:
+            return LegendRow(name, color[name], totals.get(name, 0), depth, parent)
+        return LegendRow(
+            name, color[name], totals.get(name, 0), depth, parent, b.region or None, b.region_name, b.ops
+        )
 
     def visit(parent: str | None, depth: int) -> None:
         for name in children.get(parent, []):
             if name in seen:  # a cycle in an untrusted trace's run info
                 continue
             seen.add(name)
-            rows.append(LegendRow(name, color[name], totals.get(name, 0), depth, parent))
+            rows.append(row(name, depth, parent))
             visit(name, depth + 1)
 
     visit(None, 0)
@@ -61,7 +95,7 @@ def legend_rows(trace: Trace) -> list[LegendRow]:
     for name in order:
         if name not in seen:
             seen.add(name)
-            rows.append(LegendRow(name, color[name], totals.get(name, 0), 0, None))
+            rows.append(row(name, 0, None))
     return rows
 
 
@@ -80,8 +114,113 @@ def _swatch(color: str, size: int) -> QIcon:
     return QIcon(pix)
 
 
-class BranchLegend(QTreeWidget):
-    """The legend widget (see the module docstring); `set_trace(trace)` fills it."""
+#: Item data: a branch row's name (UserRole), a region row's id (REGION_ROLE).
+REGION_ROLE = Qt.ItemDataRole.UserRole + 1
+
+
+def branch_tooltip(row: LegendRow, extra: str = "") -> str:
+    """A branch's name in full, its region and ops (and `extra`, e.g. its time in this run)."""
+    lines = [row.name + (f": {extra}" if extra else "")]
+    if row.region is not None:
+        lines.append(f"region {row.region}" + (f" ({row.region_name})" if row.region_name else ""))
+    if row.ops is not None:
+        lines.append(f"{row.ops} ops")
+    return "\n".join(lines)
+
+
+def fill_branch_tree(
+    tree: QTreeWidget, rows: list[LegendRow], second: Callable[[LegendRow], str], tooltip: Callable[[LegendRow], str]
+) -> dict[str, QTreeWidgetItem]:
+    """Fills `tree` with `rows` grouped by region: a bold row per region (its name; its id, branch
+    count and fork on hover), the region's branches under it with their swatch, name and
+    `second(row)`, a nested region under its branch. Returns each branch's item by name."""
+    tree.clear()
+    size = max(8, tree.fontMetrics().height() - 4)
+    tree.setIconSize(QSize(size, size))
+    branch_items: dict[str, QTreeWidgetItem] = {}
+    groups: dict[tuple[str | None, str], QTreeWidgetItem] = {}
+    members: dict[tuple[str | None, str], int] = {}
+    for row in rows:
+        if row.region is not None:
+            key = (row.parent, row.region)
+            members[key] = members.get(key, 0) + 1
+    for row in rows:
+        parent = branch_items.get(row.parent) if row.parent is not None else None
+        if row.region is not None:
+            key = (row.parent, row.region)
+            group = groups.get(key)
+            if group is None:
+                group = QTreeWidgetItem([row.group or "", ""])
+                group.setData(0, REGION_ROLE, row.region)
+                font = group.font(0)
+                font.setBold(True)
+                group.setFont(0, font)
+                group.setFlags(Qt.ItemFlag.ItemIsEnabled)
+                tip = f"region {row.region}" + (f": {row.region_name}" if row.region_name else "")
+                tip += f"\n{members[key]} branches that can run at the same time"
+                group.setToolTip(0, tip)
+                if parent is not None:
+                    parent.addChild(group)
+                else:
+                    tree.addTopLevelItem(group)
+                groups[key] = group
+            parent = group
+        item = QTreeWidgetItem([row.name, second(row)])
+        item.setIcon(0, _swatch(row.color, size))
+        item.setData(0, Qt.ItemDataRole.UserRole, row.name)
+        item.setTextAlignment(1, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        tip = tooltip(row)
+        item.setToolTip(0, tip)
+        item.setToolTip(1, tip)
+        if parent is not None:
+            parent.addChild(item)
+        else:
+            tree.addTopLevelItem(item)
+        branch_items[row.name] = item
+    tree.expandAll()
+    return branch_items
+
+
+def tree_items(tree: QTreeWidget) -> list[QTreeWidgetItem]:
+    """Every item of `tree`, depth first in display order."""
+    out: list[QTreeWidgetItem] = []
+    stack = [tree.topLevelItem(i) for i in range(tree.topLevelItemCount() - 1, -1, -1)]
+    while stack:
+        item = stack.pop()
+        out.append(item)
+        stack.extend(item.child(i) for i in range(item.childCount() - 1, -1, -1))
+    return out
+
+
+def _in_sight(item: QTreeWidgetItem | None) -> bool:
+    while item is not None:
+        if item.isHidden():
+            return False
+        item = item.parent()
+    return True
+
+
+def new_branch_tree(columns: tuple[str, ...], parent: QWidget | None = None) -> QTreeWidget:
+    """A read-only tree for `fill_branch_tree`: the name column stretches and long names are cut in
+    their middle, so both the module a name starts with and the one it ends with stay in sight."""
+    tree = QTreeWidget(parent)
+    tree.setColumnCount(len(columns))
+    tree.setHeaderLabels(list(columns))
+    tree.setRootIsDecorated(False)
+    tree.setIndentation(14)
+    tree.setUniformRowHeights(True)
+    tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+    tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    tree.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    header = tree.header()
+    header.setStretchLastSection(False)
+    header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+    header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+    return tree
+
+
+class BranchLegend(QWidget):
+    """The legend widget (see the module docstring): a filter box over the tree; `set_trace(trace)` fills it."""
 
     #: The name of the branch whose row was clicked.
     branchActivated = Signal(str)
@@ -92,23 +231,24 @@ class BranchLegend(QTreeWidget):
         super().__init__(parent)
         self.trace: Trace | None = None
         self.rows: list[LegendRow] = []
-        self.setColumnCount(len(self.COLUMNS))
-        self.setHeaderLabels(list(self.COLUMNS))
-        self.setRootIsDecorated(False)
-        self.setIndentation(14)
-        self.setUniformRowHeights(True)
-        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        header = self.header()
-        header.setStretchLastSection(False)
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
-        self.itemClicked.connect(self._clicked)
+        self.filter = QLineEdit(self)
+        self.filter.setPlaceholderText("Filter branches")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.setToolTip("Show the branches whose name or region holds this text")
+        self.tree = new_branch_tree(self.COLUMNS, self)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addWidget(self.filter)
+        layout.addWidget(self.tree, 1)
+        self._items: dict[str, QTreeWidgetItem] = {}
+        self.tree.itemClicked.connect(self._clicked)
+        self.filter.textChanged.connect(self._apply_filter)
         self.set_trace(None)
 
     def set_trace(self, trace: Trace | None, origin_ns: int | None = None) -> None:
         """Show the branches of `trace` (None: nothing); `origin_ns` is accepted for the panel
-        protocol and unused (the legend has no time axis)."""
+        protocol and unused (the legend has no time axis). The filter's text stays."""
         self.trace = trace
         self.rows = legend_rows(trace) if trace is not None else []
         self._fill()
@@ -122,62 +262,76 @@ class BranchLegend(QTreeWidget):
 
     def item_of(self, name: str) -> QTreeWidgetItem | None:
         """The row of branch `name`, or None."""
-        for item in self._items():
-            if item.data(0, Qt.ItemDataRole.UserRole) == name:
+        return self._items.get(name)
+
+    def region_item(self, region: str) -> QTreeWidgetItem | None:
+        """The group row of region `region` (its id, "1.2"), or None."""
+        for item in tree_items(self.tree):
+            if item.data(0, REGION_ROLE) == region:
                 return item
         return None
 
-    def _items(self) -> list[QTreeWidgetItem]:
-        out: list[QTreeWidgetItem] = []
-        stack = [self.topLevelItem(i) for i in range(self.topLevelItemCount() - 1, -1, -1)]
-        while stack:
-            item = stack.pop()
-            out.append(item)
-            stack.extend(item.child(i) for i in range(item.childCount() - 1, -1, -1))
-        return out
+    def shown_branches(self) -> list[str]:
+        """The branches the filter leaves in sight, in the legend's order."""
+        return [r.name for r in self.rows if r.name in self._items and _in_sight(self._items[r.name])]
 
     def _fill(self) -> None:
-        self.clear()
         if not self.rows:
+            self.tree.clear()
+            self._items = {}
             item = QTreeWidgetItem([self.no_data_text if self.trace is not None else "", ""])
             item.setFlags(Qt.ItemFlag.NoItemFlags)
-            self.addTopLevelItem(item)
+            self.tree.addTopLevelItem(item)
             return
-        size = max(8, self.fontMetrics().height() - 4)
-        self.setIconSize(QSize(size, size))
-        items: dict[str, QTreeWidgetItem] = {}
-        info = self.trace.run_info if self.trace is not None else None
-        described = {b.name: b for b in info.branches} if info is not None else {}
-        for row in self.rows:
+
+        def tooltip(row: LegendRow) -> str:
             total = format_ms(row.total_ns) if row.total_ns else "did not run"
-            item = QTreeWidgetItem([row.name, total])
-            item.setIcon(0, _swatch(row.color, size))
-            item.setData(0, Qt.ItemDataRole.UserRole, row.name)
-            item.setTextAlignment(1, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            b = described.get(row.name)
-            tip = f"{row.name}: {total} in this run (its branch annotations summed)"
-            if b is not None:
-                tip += f"\nregion {b.region}" + (f", {b.ops} ops" if b.ops is not None else "")
-            item.setToolTip(0, tip)
-            item.setToolTip(1, tip)
-            parent = items.get(row.parent) if row.parent is not None else None
-            if parent is not None:
-                parent.addChild(item)
-            else:
-                self.addTopLevelItem(item)
-            items[row.name] = item
-        self.expandAll()
+            return branch_tooltip(row, f"{total} in this run (its branch annotations summed)")
+
+        self._items = fill_branch_tree(
+            self.tree, self.rows, lambda r: format_ms(r.total_ns) if r.total_ns else "did not run", tooltip
+        )
+        self._apply_filter(self.filter.text())
         self.updateGeometry()
+
+    def _apply_filter(self, text: str) -> None:
+        """Hide the branches whose name and region's name lack `text` (any case), unless a branch
+        nested in them matches; hide regions left with no branch in sight."""
+        needle = text.strip().casefold()
+        by_name = {r.name: r for r in self.rows}
+
+        def matches(name: str) -> bool:
+            row = by_name[name]
+            return needle in name.casefold() or (row.group is not None and needle in row.group.casefold())
+
+        def visit(item: QTreeWidgetItem) -> bool:  # is anything under (or at) item in sight?
+            shown_child = False
+            for i in range(item.childCount()):
+                shown_child = visit(item.child(i)) or shown_child
+            name = item.data(0, Qt.ItemDataRole.UserRole)
+            shown = shown_child or (isinstance(name, str) and name in by_name and matches(name))
+            item.setHidden(not shown)
+            return shown
+
+        for i in range(self.tree.topLevelItemCount()):
+            top = self.tree.topLevelItem(i)
+            if top.flags() == Qt.ItemFlag.NoItemFlags:
+                continue  # the "no branches" line
+            visit(top)
 
     #: The most rows the size hint makes room for (more scroll).
     HINT_ROWS = 12
 
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)
-        """Room for every row (up to HINT_ROWS) under the header, so it sits compactly beside the timeline."""
-        rows = max(1, min(len(self.rows), self.HINT_ROWS))
-        row_h = self.sizeHintForRow(0) if self.topLevelItemCount() else self.fontMetrics().height() + 4
-        height = self.header().sizeHint().height() + rows * row_h + 2 * self.frameWidth() + 4
-        return QSize(max(220, super().sizeHint().width()), height)
+        """Room for the filter and every row (up to HINT_ROWS, region rows counted) under the
+        header, so it sits compactly beside the timeline."""
+        tree = self.tree
+        count = len(tree_items(tree))
+        rows = max(1, min(count, self.HINT_ROWS))
+        row_h = tree.sizeHintForRow(0) if tree.topLevelItemCount() else tree.fontMetrics().height() + 4
+        height = tree.header().sizeHint().height() + rows * row_h + 2 * tree.frameWidth() + 4
+        height += self.filter.sizeHint().height() + self.layout().spacing()
+        return QSize(max(220, tree.sizeHint().width()), height)
 
     def changeEvent(self, ev: QEvent) -> None:  # noqa: N802 (Qt API)
         super().changeEvent(ev)

@@ -1,4 +1,6 @@
-"""The details panel: the selected event (the same fields as the tooltip), else the trace's summary."""
+"""The details panel: the selected event (the same fields as the tooltip), else the trace's summary
+and, under it, the run's branches one per row, grouped by region as the legend groups them (a name
+too long for the panel is cut in its middle and shown in full on hover)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ import os
 from typing import Any
 
 from PySide6.QtCore import QEvent, Qt
-from PySide6.QtWidgets import QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from branchscope.profiling.trace.analyses import (
     cores_used,
@@ -17,7 +19,14 @@ from branchscope.profiling.trace.analyses import (
 )
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.records import RunRecord
-from branchscope.widgets.branch_legend import legend_rows
+from branchscope.widgets.branch_legend import (
+    LegendRow,
+    branch_tooltip,
+    fill_branch_tree,
+    legend_rows,
+    new_branch_tree,
+    tree_items,
+)
 from branchscope.widgets.event_info import describe_event, link_rows, rows_to_html
 from branchscope.widgets.theme import theme
 from branchscope.widgets.units import format_bytes, format_duration
@@ -58,8 +67,9 @@ def trace_summary_rows(trace: Trace, run: RunRecord | None = None) -> list[tuple
             cores = info.cores if info.cores is not None else "?"
             rows.append(("Threads", f"inter-op {info.interop} × intra-op {info.intra} on {cores} cores"))
         if info.branches:
-            # In the legend's order: the model's (region, then name), nested ones after their parent.
-            rows.append(("Branches", ", ".join(r.name for r in legend_rows(trace))))
+            # the branches themselves: the panel's branch list, under the summary
+            regions = {b.region for b in info.branches}
+            rows.append(("Branches", f"{len(info.branches)} in {len(regions)} region{'s' * (len(regions) != 1)}"))
     if run is not None:
         if run.median_ms is not None:
             rows.append(("Median step", f"{run.median_ms:.2f} ms (profiled)"))
@@ -89,7 +99,19 @@ class DetailsPanel(QWidget):
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        scroll.setWidget(self.body)
+        #: The run's branches, one per row under their region (shown with the summary).
+        self.branches = new_branch_tree(("Branch", "Ops"))
+        self.branches.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.branches.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.branches.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.branches.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        content = QWidget()
+        content_layout = QVBoxLayout(content)
+        content_layout.setContentsMargins(0, 0, 0, 0)
+        content_layout.addWidget(self.body)
+        content_layout.addWidget(self.branches)
+        content_layout.addStretch(1)
+        scroll.setWidget(content)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(8, 8, 8, 8)
         lay.addWidget(self.title)
@@ -118,6 +140,7 @@ class DetailsPanel(QWidget):
 
     def show_summary(self, trace: Trace | None, run: RunRecord | None = None) -> None:
         muted = theme().muted.name()
+        self._show_branches(legend_rows(trace) if trace is not None else [])
         if trace is None:
             self.title.setText("Details")
             self.rows = []
@@ -141,6 +164,7 @@ class DetailsPanel(QWidget):
             self.show_summary(self._trace, self._run)
             return
         self.title.setText("Event")
+        self._show_branches([])
         self.rows = describe_event(trace, i, branch_names, event_branch) + link_rows(trace, i)
         args = trace.event_args(i)
         extra = [(k, _short(v)) for k, v in args.items() if k not in ("Input Dims",)][:12]
@@ -151,6 +175,22 @@ class DetailsPanel(QWidget):
                 + rows_to_html(extra)
             )
         self.body.setText(body)
+
+
+    def _show_branches(self, rows: list[LegendRow]) -> None:
+        """The branch list: `rows` grouped by region, as tall as its rows (the panel scrolls)."""
+        fill_branch_tree(self.branches, rows, lambda r: "" if r.ops is None else str(r.ops), branch_tooltip)
+        self.branches.setVisible(bool(rows))
+        if rows:
+            count = len(tree_items(self.branches))
+            row_h = self.branches.sizeHintForRow(0)
+            header = self.branches.header().sizeHint().height()
+            self.branches.setFixedHeight(header + count * row_h + 2 * self.branches.frameWidth() + 2)
+
+    def branch_names(self) -> list[str]:
+        """The branches the list shows, in its order."""
+        names = (item.data(0, Qt.ItemDataRole.UserRole) for item in tree_items(self.branches))
+        return [n for n in names if isinstance(n, str)]
 
 
 def _short(v: Any) -> str:
