@@ -26,6 +26,12 @@ How regions are found, for one scope (the whole graph, then each branch in turn)
   one branch per member.
 * The branches' nodes are then searched in the same way for regions nested inside them.
 
+Names say where things are in the model (`_name_regions`): a branch by the module paths it owns in
+full, down to the component that tells it apart (`transition1.0 → stage2.0.branches.0`), else by its
+functions under the module they ran in (`Mixed_6a: max_pool2d`); a region by the module path its
+branches share (`Mixed_6a`), else by its fork. Branch names are unique and ASCII but for " → ", as
+the `branch: NAME` labels of the trace need.
+
 This module imports torch, so it runs in the worker process only.
 """
 
