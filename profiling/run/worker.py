@@ -401,7 +401,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     # The model's own forward first: a model that raises is a model error in every mode, before
     # branch discovery or a plan could fail on it for another reason.
     expected = call(loaded.model, "running its forward")
-    analysis = find_branches(loaded.model, loaded.inputs, loaded.kwargs)
+    analysis = find_branches(loaded.model, loaded.inputs, loaded.kwargs, grad=loaded.train_step is not None)
     try:
         plan = mode.build_plan(loaded.model, analysis, device)
     except ModeUnavailable as exc:
