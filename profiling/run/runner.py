@@ -118,6 +118,7 @@ from branchscope.profiling.trace.records import (
     decode_events,
     encode_event,
     encode_record,
+    left_out_text,
     read_run_record,
 )
 from branchscope.profiling.trace.step_stats import StepStats
@@ -983,6 +984,8 @@ def format_summary(run: RunRecord, out: Path) -> str:
         for b in branches:
             indent = "  " * (1 + b.depth)
             lines.append(f"{indent}[{b.region}] {b.name} ({b.ops} ops)")
+    if run.left_out:
+        lines.append(f"left out: {left_out_text(run.left_out)}")
     elif run.fx_error:
         lines.append(f"branches: none found ({run.fx_error})")
     else:

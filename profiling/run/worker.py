@@ -100,6 +100,7 @@ from branchscope.profiling.trace.records import (
     ExitedEvent,
     FinishedEvent,
     HelloEvent,
+    LeftOutRecord,
     PhaseEvent,
     ProgressEvent,
     RunRecord,
@@ -489,6 +490,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         "interop_tids": interop,
         "intra_tids": intra,
         "branches": branches,
+        "left_out": [x.to_json() for x in analysis.left_out],
         "model": loaded.label,
         "source": loaded.kind,
     }
@@ -535,6 +537,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         tracer=analysis.tracer,
         tracer_errors=analysis.tracer_errors,
         notes=analysis.notes,
+        left_out=[LeftOutRecord(**x.to_json()) for x in analysis.left_out],
         plan="plan.py" if plan.source else None,
         trace="trace.json.gz",
         trace_clock=TraceClock(**_trace_clock(trace)),
