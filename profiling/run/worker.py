@@ -67,7 +67,7 @@ import msgspec
 
 from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.run.cpu_sampler import ThreadCensus, read_thread_names, settle_interop_pool
-from branchscope.profiling.run.folder import describe_os_error
+from branchscope.profiling.run.folder import FAILURE_FILES, describe_os_error
 from branchscope.profiling.run.modes import ModeUnavailable, mode_named
 from branchscope.profiling.run.processes import (
     LAUNCHER_PID_ENV,
@@ -406,6 +406,9 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     try:
         plan = mode.build_plan(loaded.model, analysis, device)
     except ModeUnavailable as exc:
+        for name, text in exc.files.items():  # the runner keeps them in OUT/failed-run/
+            if name in FAILURE_FILES:
+                (args.out / name).write_text(text, encoding="utf-8")
         raise RunFailure(EXIT_MODE, str(exc)) from exc
     if plan.source:
         (args.out / "plan.py").write_text(plan.source, encoding="utf-8")

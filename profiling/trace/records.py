@@ -208,6 +208,17 @@ class LeftOutRecord(msgspec.Struct, kw_only=True):
     why: str = ""
 
 
+class FailureRecord(msgspec.Struct, kw_only=True):
+    """OUT/failed-run/failure.json: what a failed run kept there to say why (its `files`, names in
+    that folder) and its error line."""
+
+    REQUIRED: typing.ClassVar[tuple[str, ...]] = ("failure",)
+
+    failure: int = 0
+    files: list[str] = msgspec.field(default_factory=list)
+    message: str = ""
+
+
 class TraceClock(msgspec.Struct, kw_only=True):
     """Where the trace's events lie on its clock: its baseTimeNanoseconds and the span of its events
     (µs), so the runner places CPU samples without parsing the trace again."""
