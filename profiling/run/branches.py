@@ -341,6 +341,7 @@ class _Finder:
         self.order = {node: i for i, node in enumerate(gm.graph.nodes)}
         self.work = {node: _is_work(node, gm, values) for node in gm.graph.nodes}
         self.work_units = values.work_units
+        self.index_values = values.index_values
         self.notes: list[str] = []
         #: What could have been a branch and was not, by the node that ends it (one entry each).
         self.left_out: dict[fx.Node, LeftOut] = {}
@@ -353,8 +354,8 @@ class _Finder:
             if chain.work or not nodes or nodes[-1] in self.left_out:
                 continue
             done = [n for n in nodes if n.op in ("call_function", "call_method") and _op_name(n) not in _BOOKKEEPING]
-            if not done or all(n.target in (operator.getitem, getattr) for n in done):
-                continue  # bookkeeping only (x.size(0)): nobody would call it a branch
+            if all(n.target in (operator.getitem, getattr) or n.name in self.index_values for n in done):
+                continue  # bookkeeping only (x.size(0), position ids): nobody would call it a branch
             asserts = any(_is_assertion(n) for n in nodes)
             kind = "assertion" if asserts else "no tensor work"
             why = "an assertion: no work to run on a thread" if asserts else "no tensor work (scalars, shapes)"
@@ -363,17 +364,18 @@ class _Finder:
     def _cost(self, nodes: list[fx.Node]) -> int:
         return sum(self.work_units.get(n.name, 0) for n in nodes)
 
-    def _too_small(self, branch_nodes: list[list[fx.Node]]) -> bool:
-        """Do the branches beside the largest take less than SMALL_SHARE of its time? Then each is
-        noted as left out and the region is not one: its largest branch's own regions are found at this
-        level instead (a whole network is never one branch beside a side computation)."""
+    def _worth_forking(self, branch_nodes: list[list[fx.Node]]) -> list[list[fx.Node]]:
+        """The branches holding at least SMALL_SHARE of the largest one's work; each other one is
+        noted as left out (its nodes run where the plan runs the nodes of no branch). Fewer than two
+        left: no region, and the largest branch's own regions are found at this level instead (a
+        whole network is never one branch beside a side computation)."""
         costs = [self._cost(nodes) for nodes in branch_nodes]
         big = max(range(len(costs)), key=costs.__getitem__)
-        rest = sum(costs) - costs[big]
-        if costs[big] <= 0 or rest >= SMALL_SHARE * costs[big]:
-            return False
+        kept = [k for k, cost in enumerate(costs) if cost >= SMALL_SHARE * costs[big]]
+        if costs[big] <= 0 or len(kept) == len(costs):
+            return branch_nodes
         for k, nodes in enumerate(branch_nodes):
-            if k != big and nodes[-1] not in self.left_out:
+            if k not in kept and nodes[-1] not in self.left_out:
                 ops = [_op_name(n) for n in nodes if n.op in ("call_function", "call_method", "call_module")]
                 self.left_out[nodes[-1]] = LeftOut(
                     _where(nodes) + _chain_label([o for o in ops if o not in _BOOKKEEPING] or ops),
@@ -382,7 +384,7 @@ class _Finder:
                     f"{_units(costs[k])} of work beside a branch of {_units(costs[big])}: "
                     f"under {SMALL_SHARE:.0%} of it, not worth a thread",
                 )
-        return True
+        return [branch_nodes[k] for k in kept] if len(kept) >= 2 else []
 
     # The top merge of the chains grown from `root` (None: the scope's inputs), or None.
     def _grow(self, root: fx.Node | None, scope_nodes: list[fx.Node], scope: set[fx.Node]) -> _Group | None:
@@ -481,7 +483,10 @@ class _Finder:
             if len(children) < 2:
                 continue
             branch_nodes = [sorted(c.nodes(), key=self.order.__getitem__) for c in children]
-            if self._unsafe(branch_nodes) or self._too_small(branch_nodes):
+            if self._unsafe(branch_nodes):
+                continue
+            branch_nodes = self._worth_forking(branch_nodes)
+            if not branch_nodes:
                 continue
             for nodes in branch_nodes:
                 claimed.update(nodes)
