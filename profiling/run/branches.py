@@ -376,7 +376,11 @@ class _Finder:
             return branch_nodes
         for k, nodes in enumerate(branch_nodes):
             if k not in kept and nodes[-1] not in self.left_out:
-                ops = [_op_name(n) for n in nodes if n.op in ("call_function", "call_method", "call_module")]
+                ops = [
+                    str(n.target).rsplit(".", 1)[-1] if n.op == "call_module" else _op_name(n)
+                    for n in nodes
+                    if n.op in ("call_function", "call_method", "call_module")
+                ]
                 self.left_out[nodes[-1]] = LeftOut(
                     _where(nodes) + _chain_label([o for o in ops if o not in _BOOKKEEPING] or ops),
                     len(nodes),
@@ -583,7 +587,7 @@ def _chain_label(labels: list[str]) -> str:
 def _where(nodes: list[fx.Node]) -> str:
     """"PATH: " for the innermost module the first of `nodes` ran in, "" at the model's top level."""
     for n in nodes:
-        stack = _module_stack(n)
+        stack = _scope(n)
         if stack:
             return f"{stack[-1]}: "
     return ""

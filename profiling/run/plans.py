@@ -45,6 +45,7 @@ from branchscope.profiling.run.branches import (
 )
 from branchscope.profiling.run.modes import ModeUnavailable, mode_named
 from branchscope.profiling.run.protocol import branch_label
+from branchscope.profiling.trace.records import left_out_text
 
 __all__ = ["CudaStreamApi", "Launcher", "ModeUnavailable", "Plan", "build_plan", "generate_plan_module", "max_abs_diff"]
 
@@ -483,9 +484,11 @@ def generate_plan_module(analysis: BranchAnalysis, launcher: Launcher) -> tuple[
         raise ModeUnavailable(f"{mode} mode needs the model's graph, but {analysis.fx_error}")
     if not analysis.regions:
         why = "; ".join(analysis.notes)
+        left = f"; left out: {left_out_text(analysis.left_out)} (run.json's left_out)" if analysis.left_out else ""
         raise ModeUnavailable(
-            f"{mode} mode needs parallel branches, and {analysis.tracer} found none in this model"
+            f"{mode} mode needs parallel branches, and {analysis.tracer} found none worth a thread in this model"
             + (f" ({why})" if why else "")
+            + left
         )
     gen = _Codegen(analysis, launcher)
     gen.regions = analysis.regions

@@ -359,8 +359,9 @@ class RunRecord(msgspec.Struct, kw_only=True):
 _LEFT_OUT_KINDS = {"assertion": ("assertion", "assertions"), "no tensor work": ("chain with no tensor work", "chains with no tensor work"), "small": ("branch too small beside its region's largest", "branches too small beside their region's largest")}  # fmt: skip
 
 
-def left_out_text(left_out: Iterable[LeftOutRecord]) -> str:
-    """What discovery left out, counted by kind: "7 assertions, 1 branch too small beside …"."""
+def left_out_text(left_out: Iterable[Any]) -> str:
+    """What discovery left out (LeftOutRecords, or anything with their `kind`), counted by kind:
+    "7 assertions, 1 branch too small beside its region's largest"."""
     counts: dict[str, int] = {}
     for x in left_out:
         counts[x.kind] = counts.get(x.kind, 0) + 1

@@ -164,3 +164,25 @@ def test_a_failed_run_folder_that_is_not_ours_is_never_touched(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 3 and "see " not in proc.stderr.splitlines()[-1]
     assert mine.read_text() == "# the user's own file\n"
+
+
+class _PoolBesideATree(nn.Module):
+    """dla34's shape: a max-pool downsample beside the block it skips, nothing else parallel."""
+
+    def __init__(self):
+        super().__init__()
+        self.tree = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1))
+        self.downsample = nn.MaxPool2d(1)
+
+    def forward(self, x):
+        return self.tree(x) + self.downsample(x)
+
+
+def test_fork_says_what_was_left_out_when_nothing_is_worth_a_thread():
+    model = _PoolBesideATree().eval()
+    analysis = find_branches(model, (torch.randn(1, 8, 16, 16),))
+    assert analysis.regions == [] and [x.name for x in analysis.left_out] == ["downsample"]
+    with pytest.raises(ModeUnavailable) as err:
+        build_plan("fork", model, analysis)
+    assert "none worth a thread" in str(err.value)
+    assert "left out: 1 branch too small beside its region's largest" in str(err.value)
