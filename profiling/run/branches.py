@@ -150,6 +150,9 @@ class BranchAnalysis:
     #: flat outputs nest back into the model's output (torch.utils._pytree specs); None for torch.fx.
     in_spec: Any = None
     out_spec: Any = None
+    #: What could have been branches and was left out, and why (assertions, scalar work, branches
+    #: too small beside the others of their region), in graph order.
+    left_out: list[LeftOut] = field(default_factory=list)
 
     @property
     def exported(self) -> bool:
@@ -221,8 +224,11 @@ def compute_nodes(gm: fx.GraphModule) -> list[fx.Node]:
     ]
 
 
-def _is_work(node: fx.Node, gm: fx.GraphModule, value_types: dict[str, str], index_values: set[str]) -> bool:
-    """Does this node compute something worth running on its own thread (not just reshape or index)?"""
+def _is_work(node: fx.Node, gm: fx.GraphModule, values: _TypeRecorder) -> bool:
+    """Does this node compute something worth running on its own thread (not just reshape or index)?
+    Not: bookkeeping (views, shapes, dtype casts), an ATen graph's elementwise op, an index or mask
+    value, a value that is no tensor (`x.ndim == 4`), none at all (an assertion) or a tensor of at most
+    one element computed from such."""
     if node.op == "call_module":
         return not isinstance(gm.get_submodule(str(node.target)), _PASSIVE_MODULES)
     if node.op not in ("call_function", "call_method"):
@@ -231,10 +237,48 @@ def _is_work(node: fx.Node, gm: fx.GraphModule, value_types: dict[str, str], ind
         return False
     if isinstance(node.target, torch._ops.OpOverload) and torch.Tag.pointwise in node.target.tags:
         return False  # an ATen graph's elementwise math (an activation written out): not worth a thread
-    if node.name in index_values:
+    if node.name in values.index_values or node.name in values.trivial_values:
         return False
-    kind = value_types.get(node.name)
-    return kind is None or "Tensor" in kind
+    kind = values.types.get(node.name)
+    return kind is None or ("Tensor" in kind and kind != _NONE_TYPE)
+
+
+#: ts_type(None): what a call that gives no value (an assertion) records.
+_NONE_TYPE = "Optional[Tensor]"
+#: A region whose branches beside its largest hold together less than this share of the largest's work
+#: (FLOPs and elements moved, `_TypeRecorder`) is left out: forking it could save at most about that
+#: share, less than starting and joining a thread costs.
+SMALL_SHARE = 0.05
+
+
+def _units(work: int) -> str:
+    """Work units (FLOPs + elements moved) in words: "3.2 M"."""
+    for scale, suffix in ((1e9, " G"), (1e6, " M"), (1e3, " k")):
+        if work >= scale:
+            return f"{work / scale:.3g}{suffix}"
+    return str(work)
+
+
+@dataclass
+class LeftOut:
+    """Work that could have been a branch but was left out: `why` in words, `kind` "assertion",
+    "no tensor work" or "small" (a branch too small beside the others of its region)."""
+
+    name: str
+    ops: int
+    kind: str
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "ops": self.ops, "kind": self.kind, "why": self.why}
+
+
+def _is_assertion(node: fx.Node) -> bool:
+    """`torch._assert(cond, msg)`, `torch._check(...)` and the like, as torch.fx records them."""
+    if node.op != "call_function":
+        return False
+    name = _op_name(node)
+    return name.startswith(("_assert", "_check")) or is_check(node)
 
 
 def _mutated_input(node: fx.Node) -> fx.Node | None:
@@ -301,12 +345,59 @@ class _Group:
 
 
 class _Finder:
-    def __init__(self, gm: fx.GraphModule, value_types: dict[str, str], index_values: set[str]) -> None:
+    def __init__(self, gm: fx.GraphModule, values: _TypeRecorder) -> None:
         self.gm = gm
-        self.value_types = value_types
         self.order = {node: i for i, node in enumerate(gm.graph.nodes)}
-        self.work = {node: _is_work(node, gm, value_types, index_values) for node in gm.graph.nodes}
+        self.work = {node: _is_work(node, gm, values) for node in gm.graph.nodes}
+        self.work_units = values.work_units
+        self.index_values = values.index_values
         self.notes: list[str] = []
+        #: What could have been a branch and was not, by the node that ends it (one entry each).
+        self.left_out: dict[fx.Node, LeftOut] = {}
+
+    def _leave_out(self, chains: list[_Group]) -> None:
+        """Notes the chains beside a branch that do something but no tensor work (an assertion, a
+        scalar computed from shapes): they could have been branches of a region and are not."""
+        for chain in chains:
+            nodes = sorted(chain.nodes(), key=self.order.__getitem__)
+            if chain.work or not nodes or nodes[-1] in self.left_out:
+                continue
+            done = [n for n in nodes if n.op in ("call_function", "call_method") and _op_name(n) not in _BOOKKEEPING]
+            if all(n.target in (operator.getitem, getattr) or n.name in self.index_values for n in done):
+                continue  # bookkeeping only (x.size(0), position ids): nobody would call it a branch
+            asserts = any(_is_assertion(n) for n in nodes)
+            kind = "assertion" if asserts else "no tensor work"
+            why = "an assertion: no work to run on a thread" if asserts else "no tensor work (scalars, shapes)"
+            self.left_out[nodes[-1]] = LeftOut(_where(nodes) + _chain_label([_op_name(n) for n in done]), len(nodes), kind, why)
+
+    def _cost(self, nodes: list[fx.Node]) -> int:
+        return sum(self.work_units.get(n.name, 0) for n in nodes)
+
+    def _worth_forking(self, branch_nodes: list[list[fx.Node]]) -> list[list[fx.Node]]:
+        """The branches holding at least SMALL_SHARE of the largest one's work; each other one is
+        noted as left out (its nodes run where the plan runs the nodes of no branch). Fewer than two
+        left: no region, and the largest branch's own regions are found at this level instead (a
+        whole network is never one branch beside a side computation)."""
+        costs = [self._cost(nodes) for nodes in branch_nodes]
+        big = max(range(len(costs)), key=costs.__getitem__)
+        kept = [k for k, cost in enumerate(costs) if cost >= SMALL_SHARE * costs[big]]
+        if costs[big] <= 0 or len(kept) == len(costs):
+            return branch_nodes
+        for k, nodes in enumerate(branch_nodes):
+            if k not in kept and nodes[-1] not in self.left_out:
+                ops = [
+                    str(n.target).rsplit(".", 1)[-1] if n.op == "call_module" else _op_name(n)
+                    for n in nodes
+                    if n.op in ("call_function", "call_method", "call_module")
+                ]
+                self.left_out[nodes[-1]] = LeftOut(
+                    _where(nodes) + _chain_label([o for o in ops if o not in _BOOKKEEPING] or ops),
+                    len(nodes),
+                    "small",
+                    f"{_units(costs[k])} of work beside a branch of {_units(costs[big])}: "
+                    f"under {SMALL_SHARE:.0%} of it, not worth a thread",
+                )
+        return [branch_nodes[k] for k in kept] if len(kept) >= 2 else []
 
     # The top merge of the chains grown from `root` (None: the scope's inputs), or None.
     def _grow(self, root: fx.Node | None, scope_nodes: list[fx.Node], scope: set[fx.Node]) -> _Group | None:
@@ -349,6 +440,8 @@ class _Finder:
                     g.own.append(node)
                 else:
                     g = working[0] if working else groups[0]
+                    if working:
+                        self._leave_out(groups)
                     for x in groups:
                         if x is not g:
                             g.own.extend(x.nodes())
@@ -358,6 +451,8 @@ class _Finder:
             group_of[node] = g
         finals = list({id(find(g)): find(g) for g in roots_seen}.values())
         working = [g for g in finals if g.work]
+        if working and len(finals) >= 2:
+            self._leave_out(finals)
         if len(working) >= 2:
             top = _Group(None, True)  # the branches meet only at the scope's output
             top.children = working
@@ -402,6 +497,9 @@ class _Finder:
                 continue
             branch_nodes = [sorted(c.nodes(), key=self.order.__getitem__) for c in children]
             if self._unsafe(branch_nodes):
+                continue
+            branch_nodes = self._worth_forking(branch_nodes)
+            if not branch_nodes:
                 continue
             for nodes in branch_nodes:
                 claimed.update(nodes)
@@ -560,13 +658,24 @@ class _Places:
 _CHAIN_STEPS = 4
 
 
+def _chain_label(labels: list[str]) -> str:
+    """`a → b → c` for left-out work's names: consecutive repeats once, a long chain cut (`…`)."""
+    dedup: list[str] = []
+    for label in labels:
+        if not dedup or dedup[-1] != label:
+            dedup.append(label)
+    if len(dedup) > 4:
+        dedup = [dedup[0], dedup[1], "…", dedup[-1]]
+    return " → ".join(dedup)
+
+
 def _groups(place: _Place) -> bool:
     """Can this step share its module with its neighbours' (`layer1.0: conv1 → bn1`)? Not at the
     model's top, nor a list's item (`blocks.0 → blocks.1`, never `blocks: 0 → 1`)."""
     return bool(place.scope) and not (place.op is None and place.path[-1].isdigit())
 
 
-def _chain_label(places: list[_Place]) -> str:
+def _places_label(places: list[_Place]) -> str:
     """The steps joined by " → " (ASCII, as labels are, but for the arrow). A run of steps under one
     module says the module once (`layer1.0: conv1 → bn1`, `Mixed_6a: flip → mm`); a chain of more
     than `_CHAIN_STEPS` keeps its first steps and its last (`layer1.0: conv1 → bn1 → ... → bn3`)."""
@@ -597,7 +706,7 @@ def _branch_name(places: list[_Place], nodes: list[fx.Node]) -> str:
     """A branch's name from its places (`_Places.of`), else its first node's name."""
     if not places:
         return _ascii(nodes[0].name) if nodes else "branch"
-    return _chain_label(places)
+    return _places_label(places)
 
 
 def _common_path(paths: list[tuple[str, ...]]) -> tuple[str, ...]:
@@ -624,6 +733,15 @@ def _reads(nodes: list[fx.Node]) -> str:
     members = set(nodes)
     names = {i.name: None for n in nodes for i in n.all_input_nodes if i not in members and i.op != "get_attr"}
     return ", ".join(names)
+
+
+def _where(nodes: list[fx.Node]) -> str:
+    """"PATH: " for the innermost module the first of `nodes` ran in, "" at the model's top level."""
+    for n in nodes:
+        stack = _scope(n)
+        if stack:
+            return f"{stack[-1]}: "
+    return ""
 
 
 def _fork_text(fork: str, nodes: dict[str, fx.Node]) -> str:
@@ -709,17 +827,72 @@ def ts_type(value: Any) -> str:
     return type(value).__name__
 
 
+def _scripted_as_list(node: fx.Node) -> bool:
+    """Does TorchScript give this call a list where eager Python gives a tuple (`torch.split`,
+    `x.chunk(2)`, `unbind`)? True when every ATen schema of the op returns one list."""
+    if isinstance(node.target, torch._ops.OpOverload):
+        schemas = [node.target._schema]
+    elif node.op in ("call_function", "call_method"):
+        try:
+            schemas = torch._C._jit_get_schemas_for_operator(f"aten::{_op_name(node)}")
+        except RuntimeError:
+            return False
+    else:
+        return False
+    return bool(schemas) and all(
+        len(s.returns) == 1 and isinstance(s.returns[0].type, torch._C.ListType) for s in schemas
+    )
+
+
+def _elements(value: Any) -> int:
+    """How many tensor elements a value holds (0 for a value holding no tensor)."""
+    if isinstance(value, torch.Tensor):
+        return value.numel()
+    if isinstance(value, list | tuple):
+        return sum(_elements(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_elements(v) for v in value.values())
+    return 0
+
+
 class _TypeRecorder(fx.Interpreter):
+    """Runs the graph once on the example inputs and notes, per node: its value's TorchScript type,
+    whether it is an index or mask, whether it is trivial (no value, or a tensor of at most one element
+    computed from such: a scalar sum, an assertion's condition), and its work: the floating-point
+    operations torch's FlopCounterMode counts in it (matrix products, convolutions) plus the tensor
+    elements it reads and writes. Work so estimated is the same on a busy machine as on an idle one,
+    where a time measured here would not be (two cores shared with other work made a 16×64 linear
+    take 6 ms)."""
+
     def __init__(self, gm: fx.GraphModule) -> None:
         super().__init__(gm)
         self.types: dict[str, str] = {}
         self.index_values: set[str] = set()
+        self.trivial_values: set[str] = set()
+        self.work_units: dict[str, int] = {}
+        self._elements: dict[str, int] = {}
+        #: Set around `run` (a torch.utils.flop_counter.FlopCounterMode): the FLOPs counted so far.
+        self.flops: Any = None
 
     def run_node(self, n: fx.Node) -> Any:
+        flops = self.flops.get_total_flops() if self.flops is not None else 0
         result = super().run_node(n)
-        self.types[n.name] = ts_type(result)
+        if self.flops is not None:
+            flops = self.flops.get_total_flops() - flops
+        kind = ts_type(result)
+        if isinstance(result, tuple) and _scripted_as_list(n):
+            kinds = {ts_type(v) for v in result}
+            kind = f"List[{kinds.pop()}]" if len(kinds) == 1 else "List[Tensor]"
+        self.types[n.name] = kind
         if isinstance(result, torch.Tensor) and result.dtype in _INDEX_DTYPES:
             self.index_values.add(n.name)
+        elements = _elements(result)
+        self._elements[n.name] = elements
+        moved = elements + sum(self._elements.get(i.name, 0) for i in n.all_input_nodes)
+        self.work_units[n.name] = flops + moved
+        if n.op in ("call_function", "call_method") and elements <= 1:
+            if all(self._elements.get(i.name, 0) <= 1 for i in n.all_input_nodes if i.op != "get_attr"):
+                self.trivial_values.add(n.name)
         return result
 
 
@@ -831,15 +1004,23 @@ def graph_inputs(gm: fx.GraphModule, in_spec: Any, args: tuple[Any, ...], kwargs
     return values
 
 
-def _export(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], strict: bool) -> tuple[fx.GraphModule, Any, Any]:
-    """(graph module with parameters as attributes, input spec, output spec) from torch.export."""
+def _export(
+    model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], strict: bool, grad: bool = False
+) -> tuple[fx.GraphModule, Any, Any]:
+    """(graph module with parameters as attributes, input spec, output spec) from torch.export.
+
+    For inference (`grad` False: the steps run under no_grad) the model is exported under no_grad
+    too: a module of the model that switches grad itself (`@torch.no_grad()` on Llama's rotary
+    embedding) then adds nothing, where with grad on it becomes a
+    `torch.ops.higher_order.wrap_with_set_grad_enabled` call, which no TorchScript plan can make."""
     import torch.export
 
-    program = torch.export.export(model, tuple(args), dict(kwargs), strict=strict)
+    with torch.set_grad_enabled(grad):
+        program = torch.export.export(model, tuple(args), dict(kwargs), strict=strict)
     return program.module(), program.call_spec.in_spec, program.call_spec.out_spec
 
 
-def _trace(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[fx.GraphModule | None, Any, Any, str | None, dict[str, str]]:
+def _trace(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grad: bool = False) -> tuple[fx.GraphModule | None, Any, Any, str | None, dict[str, str]]:
     """(graph, in_spec, out_spec, the tracer that found it, why the others failed): fx, then torch.export."""
     errors: dict[str, str] = {}
     try:
@@ -848,7 +1029,7 @@ def _trace(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[f
         errors[FX] = _fx_error_text(model, exc)
     for tracer, strict in ((EXPORT_NON_STRICT, False), (EXPORT_STRICT, True)):
         try:
-            gm, in_spec, out_spec = _quietly(lambda strict=strict: _export(model, args, kwargs, strict))
+            gm, in_spec, out_spec = _quietly(lambda strict=strict: _export(model, args, kwargs, strict, grad))
         except Exception as exc:  # torch.export raises many kinds (UserError, Unsupported, RuntimeError...)
             errors[tracer] = _with_hint(f"{tracer} could not export {type(model).__name__}: {_first_line(exc)}")
             continue
@@ -878,8 +1059,11 @@ def _no_progress_thread() -> None:
         tqdm.monitor_interval = 0
 
 
-def find_branches(model: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> BranchAnalysis:
+def find_branches(
+    model: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any] | None = None, *, grad: bool = False
+) -> BranchAnalysis:
     """Traces `model(*inputs, **kwargs)` (torch.fx, else torch.export) and finds its fork-join regions.
+    `grad`: the plan runs with grad on (a model file's train_step), else under no_grad (inference).
 
     Never raises for a model no tracer can handle: the analysis then has no graph and `fx_error` says
     why (the sequential mode still runs the model as it is).
@@ -888,19 +1072,25 @@ def find_branches(model: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any] | 
     _no_progress_thread()
     if isinstance(model, torch.jit.ScriptModule):
         return BranchAnalysis(None, [], "torch.fx cannot trace a TorchScript module; only sequential mode runs it")
-    gm, in_spec, out_spec, tracer, errors = _trace(model, inputs, kwargs)
+    gm, in_spec, out_spec, tracer, errors = _trace(model, inputs, kwargs, grad)
     if gm is None:
         return BranchAnalysis(None, [], _no_graph_text(errors), tracer_errors=errors)
     recorder = _TypeRecorder(gm)
     try:
         with torch.no_grad():
-            recorder.run(*graph_inputs(gm, in_spec, inputs, kwargs))
+            from torch.utils.flop_counter import FlopCounterMode
+
+            with FlopCounterMode(display=False) as recorder.flops:
+                recorder.run(*graph_inputs(gm, in_spec, inputs, kwargs))
     except Exception as exc:
         return BranchAnalysis(
             None, [], f"the graph {tracer} traced does not run: {_first_line(exc)}", tracer=None, tracer_errors=errors
         )
-    finder = _Finder(gm, recorder.types, recorder.index_values)
+    finder = _Finder(gm, recorder)
     regions = finder.find(compute_nodes(gm), 0, "")
     _number_regions(regions, "")
     _name_regions(gm, regions, finder.work)
-    return BranchAnalysis(gm, regions, None, recorder.types, finder.notes, tracer, errors, in_spec, out_spec)
+    left_out = sorted(finder.left_out.items(), key=lambda item: finder.order[item[0]])
+    return BranchAnalysis(
+        gm, regions, None, recorder.types, finder.notes, tracer, errors, in_spec, out_spec, [x for _, x in left_out]
+    )

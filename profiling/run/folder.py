@@ -31,8 +31,23 @@ from pathlib import Path
 
 import msgspec
 
-from branchscope.profiling.files import UnreadableFile
-from branchscope.profiling.trace.records import RANK_DIR, RUN_JSON, RunRecord, encode_record, read_run_record
+from branchscope.profiling.files import UnreadableFile, read_json_object
+from branchscope.profiling.trace.records import (
+    RANK_DIR,
+    RUN_JSON,
+    FailureRecord,
+    RunRecord,
+    encode_record,
+    lenient,
+    read_run_record,
+)
+
+#: Where a failed run's files that tell why are kept (`RunFolder.keep_failure`): the plan TorchScript
+#: could not compile and its whole message. A folder of that name is ours only while FAILURE_JSON in
+#: it is ours, and then only the files it lists are; the next failure replaces them, a success removes them.
+FAILED_DIR = "failed-run"
+FAILURE_JSON = "failure.json"
+FAILURE_FILES = ("plan.py", "plan-error.txt")
 
 #: The files a run writes: all that a folder written by a branchscope before run.json listed its
 #: files can hold, and (alone or in a rank's folder) all that a run.json's "files" may name.
@@ -86,12 +101,48 @@ def real_dir(path: Path) -> bool:
     return st is not None and stat.S_ISDIR(st.st_mode)
 
 
+def failure_files(folder: Path) -> list[str] | None:
+    """The files of `folder`/failed-run/ that a failed run of ours kept there (FAILURE_JSON among
+    them), or None when there is no such folder of ours (none, a link, a file, no failure.json of ours)."""
+    failed = folder / FAILED_DIR
+    if not real_dir(failed):
+        return None
+    try:
+        record = lenient(FailureRecord, read_json_object(failed / FAILURE_JSON, follow_symlinks=False))
+    except (OSError, ValueError):
+        return None
+    if record.failure != 1:
+        return None
+    return [FAILURE_JSON, *(name for name in record.files if name in FAILURE_FILES)]
+
+
+def _remove_failure(folder: Path) -> None:
+    """Removes what failure_files lists (failure.json last), then failed-run/ when that empties it."""
+    names = failure_files(folder)
+    if names is None:
+        return
+    failed = folder / FAILED_DIR
+    for name in sorted(names, key=lambda n: n == FAILURE_JSON):
+        st = _lstat(failed / name)
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            (failed / name).unlink(missing_ok=True)
+    try:
+        failed.rmdir()  # only when empty: whatever else the user put there stays
+    except OSError:
+        pass
+
+
 def foreign_entries(folder: Path, ours: set[str]) -> list[str]:
     """What in `folder` branchscope did not write, given `ours` (names relative to it): top-level
-    entries, and the entries of a rank's folder ("rank-0/notes.md"). Staging folders are ours."""
+    entries, and the entries of a rank's folder ("rank-0/notes.md"). Staging folders are ours, and
+    a failed run's folder (FAILED_DIR) as far as its failure.json lists."""
     foreign = []
+    kept = failure_files(folder)
     for name in sorted(os.listdir(folder)):
         if name.startswith(STAGING_PREFIX) or name in ours:
+            continue
+        if name == FAILED_DIR and kept is not None:
+            foreign += [f"{name}/{n}" for n in sorted(os.listdir(folder / name)) if n not in kept]
             continue
         if RANK_DIR.fullmatch(name) and real_dir(folder / name) and any(n.startswith(name + "/") for n in ours):
             foreign += [f"{name}/{n}" for n in sorted(os.listdir(folder / name)) if f"{name}/{n}" not in ours]
@@ -235,7 +286,29 @@ class RunFolder:
                 (out / name.split("/")[0]).mkdir(exist_ok=True)
             os.replace(stage / name, out / name)
         os.replace(tmp, out / RUN_JSON)
+        _remove_failure(out)  # a success: the last failure's files no longer say anything about DIR
         return run
+
+    def keep_failure(self, source: Path, message: str) -> list[Path]:
+        """Keeps a failed run's FAILURE_FILES found in `source` (its staging folder, or a rank's in it)
+        in DIR/failed-run/, replacing an earlier failure's; returns where they now are. Nothing is
+        kept (an empty list) when the run left none, or DIR/failed-run is in the way: a link, a file,
+        or a folder without a failure.json of ours. The earlier run's results in DIR are untouched."""
+        names = [n for n in FAILURE_FILES if (p := source / n).is_file() and not p.is_symlink()]
+        failed = self.out / FAILED_DIR
+        if not names or (_lstat(failed) is not None and failure_files(self.out) is None):
+            return []
+        _remove_failure(self.out)
+        failed.mkdir(exist_ok=True)
+        if not real_dir(failed):
+            return []
+        for name in names:
+            os.replace(source / name, failed / name)
+        record = FailureRecord(failure=1, files=names, message=message)
+        tmp = failed / f".{FAILURE_JSON}.tmp"
+        tmp.write_bytes(encode_record(record))
+        os.replace(tmp, failed / FAILURE_JSON)
+        return [failed / n for n in names]
 
     def close(self) -> None:
         """Removes the staging folder (and DIR when this run made it and it stayed empty); unlocks."""

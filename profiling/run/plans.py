@@ -45,6 +45,7 @@ from branchscope.profiling.run.branches import (
 )
 from branchscope.profiling.run.modes import ModeUnavailable, mode_named
 from branchscope.profiling.run.protocol import branch_label
+from branchscope.profiling.trace.records import left_out_text
 
 __all__ = ["CudaStreamApi", "Launcher", "ModeUnavailable", "Plan", "build_plan", "generate_plan_module", "max_abs_diff"]
 
@@ -192,6 +193,18 @@ _BINARY = {
 _UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~", operator.not_: "not "}
 
 
+#: Why a graph holds a higher-order op a TorchScript plan cannot call, and what to do.
+_HIGHER_ORDER_HINTS = {
+    "wrap_with_set_grad_enabled": (
+        "a module of the model switches autograd inside its forward (`torch.enable_grad()`, "
+        "`set_grad_enabled`, or `torch.no_grad()` in a run with a train_step): take the switch out of the "
+        "forward, or run sequential mode"
+    ),
+    "wrap_with_autocast": "the forward enters torch.autocast: enter it around the model instead, or run sequential mode",
+    "cond": "the model chooses a path by a tensor's value (torch.cond): profile one path, or run sequential mode",
+}
+
+
 def _ident(text: str) -> str:
     name = re.sub(r"\W", "_", text)
     if not name or name[0].isdigit() or keyword.iskeyword(name):
@@ -311,9 +324,10 @@ class _Codegen:
             name = target.overloadpacket.__name__
             return f"{lhs} = torch.ops.{target.namespace}.{name}({self.call_args(node.args, node.kwargs)})"
         if isinstance(target, torch._ops.HigherOrderOperator) and not self.launcher.higher_order:
+            hint = _HIGHER_ORDER_HINTS.get(target.name(), "run sequential mode, which runs the model as it is")
             raise ModeUnavailable(
                 f"{self.mode} mode: the graph {self.tracer} gave calls torch.ops.higher_order.{target.name()} "
-                f"(node {node.name}), which a TorchScript plan cannot call"
+                f"(node {node.name}), which a TorchScript plan cannot call; {hint}"
             )
         if target in _BINARY and len(node.args) == 2 and not node.kwargs:
             return f"{lhs} = {self.fmt(node.args[0])} {_BINARY[target]} {self.fmt(node.args[1])}"
@@ -470,9 +484,11 @@ def generate_plan_module(analysis: BranchAnalysis, launcher: Launcher) -> tuple[
         raise ModeUnavailable(f"{mode} mode needs the model's graph, but {analysis.fx_error}")
     if not analysis.regions:
         why = "; ".join(analysis.notes)
+        left = f"; left out: {left_out_text(analysis.left_out)} (run.json's left_out)" if analysis.left_out else ""
         raise ModeUnavailable(
-            f"{mode} mode needs parallel branches, and {analysis.tracer} found none in this model"
+            f"{mode} mode needs parallel branches, and {analysis.tracer} found none worth a thread in this model"
             + (f" ({why})" if why else "")
+            + left
         )
     gen = _Codegen(analysis, launcher)
     gen.regions = analysis.regions

@@ -118,6 +118,7 @@ from branchscope.profiling.trace.records import (
     decode_events,
     encode_event,
     encode_record,
+    left_out_text,
     read_run_record,
 )
 from branchscope.profiling.trace.step_stats import StepStats
@@ -561,7 +562,11 @@ def _supervise(
     # At a timeout the runner stops every rank itself: a rank that "failed" after that was stopped.
     failure = _first_failure(ranks, before=deadline if timed_out else float("inf"))
     if failure is not None:
-        return _rank_failure(out, layout, failure, log_path)
+        result = _rank_failure(out, layout, failure, log_path)
+        kept = folder.keep_failure(layout.folder(failure.rank), result.message or "")
+        if kept:
+            result.message = f"{result.message} — see {' and '.join(map(str, kept))}"
+        return result
     message = layout.timed_out(ranks) if timed_out else layout.ended_early(proc, ranks, runs)
     return RunResult(EXIT_WORKER, out, message=message, traceback=_tail(log_path) or None)
 
@@ -983,6 +988,8 @@ def format_summary(run: RunRecord, out: Path) -> str:
         for b in branches:
             indent = "  " * (1 + b.depth)
             lines.append(f"{indent}[{b.region}] {b.name} ({b.ops} ops)")
+    if run.left_out:
+        lines.append(f"left out: {left_out_text(run.left_out)}")
     elif run.fx_error:
         lines.append(f"branches: none found ({run.fx_error})")
     else:

@@ -67,7 +67,7 @@ import msgspec
 
 from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.run.cpu_sampler import ThreadCensus, read_thread_names, settle_interop_pool
-from branchscope.profiling.run.folder import describe_os_error
+from branchscope.profiling.run.folder import FAILURE_FILES, describe_os_error
 from branchscope.profiling.run.modes import ModeUnavailable, mode_named
 from branchscope.profiling.run.processes import (
     LAUNCHER_PID_ENV,
@@ -100,6 +100,7 @@ from branchscope.profiling.trace.records import (
     ExitedEvent,
     FinishedEvent,
     HelloEvent,
+    LeftOutRecord,
     PhaseEvent,
     ProgressEvent,
     RunRecord,
@@ -401,10 +402,13 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     # The model's own forward first: a model that raises is a model error in every mode, before
     # branch discovery or a plan could fail on it for another reason.
     expected = call(loaded.model, "running its forward")
-    analysis = find_branches(loaded.model, loaded.inputs, loaded.kwargs)
+    analysis = find_branches(loaded.model, loaded.inputs, loaded.kwargs, grad=loaded.train_step is not None)
     try:
         plan = mode.build_plan(loaded.model, analysis, device)
     except ModeUnavailable as exc:
+        for name, text in exc.files.items():  # the runner keeps them in OUT/failed-run/
+            if name in FAILURE_FILES:
+                (args.out / name).write_text(text, encoding="utf-8")
         raise RunFailure(EXIT_MODE, str(exc)) from exc
     if plan.source:
         (args.out / "plan.py").write_text(plan.source, encoding="utf-8")
@@ -489,6 +493,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         "interop_tids": interop,
         "intra_tids": intra,
         "branches": branches,
+        "left_out": [x.to_json() for x in analysis.left_out],
         "model": loaded.label,
         "source": loaded.kind,
     }
@@ -535,6 +540,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         tracer=analysis.tracer,
         tracer_errors=analysis.tracer_errors,
         notes=analysis.notes,
+        left_out=[LeftOutRecord(**x.to_json()) for x in analysis.left_out],
         plan="plan.py" if plan.source else None,
         trace="trace.json.gz",
         trace_clock=TraceClock(**_trace_clock(trace)),

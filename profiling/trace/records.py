@@ -198,6 +198,29 @@ class BranchRecord(msgspec.Struct, kw_only=True):
     parent: str | None = None
 
 
+class LeftOutRecord(msgspec.Struct, kw_only=True):
+    """Work discovery found beside a branch and did not make one: its name (where it is, its ops),
+    ops, kind ("assertion", "no tensor work", "small") and why, in words."""
+
+    REQUIRED: typing.ClassVar[tuple[str, ...]] = ("name",)
+
+    name: str = ""
+    ops: int | None = None
+    kind: str = ""
+    why: str = ""
+
+
+class FailureRecord(msgspec.Struct, kw_only=True):
+    """OUT/failed-run/failure.json: what a failed run kept there to say why (its `files`, names in
+    that folder) and its error line."""
+
+    REQUIRED: typing.ClassVar[tuple[str, ...]] = ("failure",)
+
+    failure: int = 0
+    files: list[str] = msgspec.field(default_factory=list)
+    message: str = ""
+
+
 class TraceClock(msgspec.Struct, kw_only=True):
     """Where the trace's events lie on its clock: its baseTimeNanoseconds and the span of its events
     (µs), so the runner places CPU samples without parsing the trace again."""
@@ -265,6 +288,9 @@ class RunRecord(msgspec.Struct, kw_only=True):
     tracer: str | None = None
     tracer_errors: dict[str, str] | None = None
     notes: list[str] | None = None
+    #: What could have been branches and was left out, and why (assertions, scalar work, branches
+    #: too small beside the others of their region).
+    left_out: list[LeftOutRecord] | None = None
     plan: str | None = None
     trace: str | None = None
     trace_clock: TraceClock | None = None
@@ -330,6 +356,22 @@ class RunRecord(msgspec.Struct, kw_only=True):
     def threads_label(self) -> str | None:
         """"I×J" (inter-op × intra-op), None when either is unknown."""
         return None if self.interop is None or self.intra is None else f"{self.interop}×{self.intra}"
+
+
+_LEFT_OUT_KINDS = {"assertion": ("assertion", "assertions"), "no tensor work": ("chain with no tensor work", "chains with no tensor work"), "small": ("branch too small beside its region's largest", "branches too small beside their region's largest")}  # fmt: skip
+
+
+def left_out_text(left_out: Iterable[Any]) -> str:
+    """What discovery left out (LeftOutRecords, or anything with their `kind`), counted by kind:
+    "7 assertions, 1 branch too small beside its region's largest"."""
+    counts: dict[str, int] = {}
+    for x in left_out:
+        counts[x.kind] = counts.get(x.kind, 0) + 1
+    parts = []
+    for kind, n in counts.items():
+        one, many = _LEFT_OUT_KINDS.get(kind, (kind or "other", kind or "other"))
+        parts.append(f"{n} {one if n == 1 else many}")
+    return ", ".join(parts)
 
 
 def model_label(model: str | None, source: str | None) -> str | None:

@@ -64,10 +64,11 @@ class InceptionBlock(nn.Module):
 
     def __init__(self, c):
         super().__init__()
-        self.branch1x1 = Conv(c, 4)
-        self.branch3x3_1 = Conv(c, 4)
-        self.branch3x3_2 = Conv(4, 4, 3)
-        self.reduce = Conv(8 + c, c)
+        # narrow convolutions, so the pool's work is no small share of the largest branch's
+        self.branch1x1 = Conv(c, 2)
+        self.branch3x3_1 = Conv(c, 2)
+        self.branch3x3_2 = Conv(2, 2, 3)
+        self.reduce = Conv(4 + c, c)
 
     def forward(self, x):
         a = self.branch1x1(x)
@@ -79,9 +80,9 @@ class InceptionBlock(nn.Module):
 class InceptionNet(nn.Module):
     def __init__(self):
         super().__init__()
-        self.stem = Conv(3, 8)
-        self.Mixed_a = InceptionBlock(8)
-        self.Mixed_b = InceptionBlock(8)
+        self.stem = Conv(3, 16)
+        self.Mixed_a = InceptionBlock(16)
+        self.Mixed_b = InceptionBlock(16)
 
     def forward(self, x):
         return self.Mixed_b(self.Mixed_a(self.stem(x)))

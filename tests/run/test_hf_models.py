@@ -153,3 +153,28 @@ def test_profile_fork_of_an_unplannable_export_exits_3(tmp_path):
     assert proc.returncode == 3
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: fork mode: the graph torch.export (non-strict) gave calls torch.ops.higher_order.cond")
+
+
+@pytest.mark.slow
+def test_llama_forks_its_qkv_projections_with_the_no_grad_rotary_embedding():
+    loaded, analysis = _prepare("hf_llama.py")
+    assert analysis.tracer == EXPORT_NON_STRICT
+    qkv = [[b.name.rsplit(".", 1)[-1] for b in r.branches] for r in analysis.regions if len(r.branches) == 3]
+    assert qkv == [["q_proj", "k_proj", "v_proj"]] * 2  # one region per layer
+    plan = build_plan("fork", loaded.model, analysis)
+    assert "higher_order" not in plan.source
+    assert max_abs_diff(_outputs(loaded.model, loaded), _outputs(plan, loaded)) <= 1e-4
+
+
+@pytest.mark.slow
+def test_t5_forks_its_encoder_beside_the_decoder():
+    loaded, analysis = _prepare("hf_t5.py")
+    (top,) = [r for r in analysis.regions if r.depth == 0 and len(r.branches) == 2]
+    modules = [{m.split(".")[0] for n in b.nodes for m in _module_paths(n)} for b in top.branches]
+    assert any("encoder" in m for m in modules) and all("decoder" in m for m in modules)
+    plan = build_plan("fork", loaded.model, analysis)
+    assert max_abs_diff(_outputs(loaded.model, loaded), _outputs(plan, loaded)) <= 1e-4
+
+
+def _module_paths(node):
+    return [v[0] for v in (node.meta.get("nn_module_stack") or {}).values() if isinstance(v, tuple) and v[0]]

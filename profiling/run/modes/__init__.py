@@ -28,7 +28,14 @@ _MODULES = ("sequential", "fork", "streams")
 
 class ModeUnavailable(Exception):
     """The mode cannot run this model here (no branches, no CUDA, TorchScript cannot compile the
-    plan, …); the message says why in one line."""
+    plan, …); the message says why in one line. `files`: what a user needs to see why, by the name the
+    run keeps it under (the plan that failed to compile as "plan.py", the compiler's whole message as
+    "plan-error.txt"): the worker writes them into the run's folder, and the runner keeps them in
+    OUT/failed-run/ (see `folder.RunFolder.keep_failure`)."""
+
+    def __init__(self, message: str, files: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.files = dict(files or {})
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ Python: the plan must be scripted)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from branchscope.profiling.run.modes import Mode, ModeUnavailable
@@ -19,6 +20,25 @@ def emit_region(gen: Any, launched: list[Any], indent: str) -> list[str]:
         lines.append(f"{indent}_res{b.t} = torch.jit.wait(_fut{b.t})")
         lines += [f"{indent}{gen.var(o)} = _res{b.t}[{j}]" for j, o in enumerate(b.outs)]
     return lines
+
+
+def compiler_summary(message: str, limit: int = 400) -> str:
+    """TorchScript's message up to the source excerpt it quotes, on one line: its first line is often
+    only the signature it failed on ("_branch0(… (Tensor, Tensor) v_split) -> ((Tensor)):"), the
+    cause on the lines after ("Expected a value of type 'Tuple[Tensor, Tensor]' … found type
+    'List[Tensor]'")."""
+    kept: list[str] = []
+    lines = message.strip().splitlines()
+    for line in lines:
+        text = line.strip()
+        if not text or text == ":" or text.startswith(("File \"", "~", "^")):
+            break
+        kept.append(text)
+    summary = " ".join(kept).rstrip(": ")
+    if len(summary) > limit:
+        summary = summary[: limit - 1] + "…"
+    where = next((m for line in lines if (m := re.match(r'\s*File "([^"<][^"]*)", line (\d+)', line))), None)
+    return f"{summary} (at {where[1]}, line {where[2]})" if where else summary
 
 
 def launcher() -> Any:
@@ -45,9 +65,10 @@ def build_plan(model: Any, analysis: Any, device: str) -> Any:
             warnings.filterwarnings("ignore", message=".*torch.jit.script.*deprecated", category=DeprecationWarning)
             scripted = torch.jit.script(module)
     except Exception as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
         raise ModeUnavailable(
-            f"fork mode: TorchScript could not compile the plan generated from the graph {analysis.tracer} gave: {first}"
+            f"fork mode: TorchScript could not compile the plan generated from the graph {analysis.tracer} "
+            f"gave: {compiler_summary(str(exc))}",
+            files={"plan.py": source, "plan-error.txt": f"{type(exc).__name__}: {exc}\n"},
         ) from exc
     return Plan("fork", scripted, source, analysis, build_s=t1 - t0, compile_s=time.perf_counter() - t1)
 
