@@ -746,12 +746,23 @@ def _where(nodes: list[fx.Node]) -> str:
 
 def _fork_text(fork: str, nodes: dict[str, fx.Node]) -> str:
     """A region's fork as a place: `after layer1.0.act3` (the module that computed it), else the
-    value's name (`x`, `u, i`), a long list of them cut short."""
+    values' names (`x`, `u, i`); more than three values say the first two and how many more."""
     names = fork.split(", ")
-    where = _common_path([_location(nodes[n]) for n in names if n in nodes])
-    if where and all(n in nodes for n in names):
-        return f"after {_dotted(where)}"
-    return fork if len(names) <= 3 else f"{', '.join(names[:2])} and {len(names) - 2} more"
+    if not all(n in nodes for n in names):
+        texts = names
+    else:
+        places = [_location(nodes[n]) for n in names]
+        where = _common_path(places)
+        if where:
+            return f"after {_dotted(where)}"
+        texts = list(dict.fromkeys(_dotted(p) if p else n for n, p in zip(names, places, strict=True)))
+        if any(places):
+            return "after " + _few(texts)
+    return _few(texts)
+
+
+def _few(texts: list[str]) -> str:
+    return ", ".join(texts) if len(texts) <= 3 else f"{', '.join(texts[:2])} and {len(texts) - 2} more"
 
 
 def _name_regions(gm: fx.GraphModule, regions: list[Region], work: dict[fx.Node, bool]) -> None:
