@@ -249,6 +249,8 @@ _NONE_TYPE = "Optional[Tensor]"
 #: (FLOPs and elements moved, `_TypeRecorder`) is left out: forking it could save at most about that
 #: share, less than starting and joining a thread costs.
 SMALL_SHARE = 0.05
+#: In a region worth forking, a branch under this share of the largest one's work runs inline instead.
+TINY_SHARE = 0.01
 
 
 def _units(work: int) -> str:
@@ -374,14 +376,20 @@ class _Finder:
         return sum(self.work_units.get(n.name, 0) for n in nodes)
 
     def _worth_forking(self, branch_nodes: list[list[fx.Node]]) -> list[list[fx.Node]]:
-        """The branches holding at least SMALL_SHARE of the largest one's work; each other one is
-        noted as left out (its nodes run where the plan runs the nodes of no branch). Fewer than two
-        left: no region, and the largest branch's own regions are found at this level instead (a
-        whole network is never one branch beside a side computation)."""
+        """The branches worth a thread. When the branches beside the largest hold together less than
+        SMALL_SHARE of its work, none: no region, and the largest branch's own regions are found at
+        this level instead (a whole network is never one branch beside a side computation). Else
+        those holding at least TINY_SHARE of the largest's work (a pooling branch of Inception stays,
+        a scalar beside three convolutions does not); fewer than two of them: none. Each branch
+        dropped is noted as left out; its nodes run where the plan runs the nodes of no branch."""
         costs = [self._cost(nodes) for nodes in branch_nodes]
         big = max(range(len(costs)), key=costs.__getitem__)
-        kept = [k for k, cost in enumerate(costs) if cost >= SMALL_SHARE * costs[big]]
-        if costs[big] <= 0 or len(kept) == len(costs):
+        if costs[big] <= 0:
+            return branch_nodes
+        region_small = sum(costs) - costs[big] < SMALL_SHARE * costs[big]
+        share = 1.0 if region_small else TINY_SHARE
+        kept = [k for k, cost in enumerate(costs) if k == big or (cost >= share * costs[big] and not region_small)]
+        if len(kept) == len(costs):
             return branch_nodes
         for k, nodes in enumerate(branch_nodes):
             if k not in kept and nodes[-1] not in self.left_out:
@@ -390,12 +398,16 @@ class _Finder:
                     for n in nodes
                     if n.op in ("call_function", "call_method", "call_module")
                 ]
+                why = (
+                    f"the other branches of its region hold under {SMALL_SHARE:.0%} of the largest one's work"
+                    if region_small
+                    else f"under {TINY_SHARE:.0%} of the largest branch's work"
+                )
                 self.left_out[nodes[-1]] = LeftOut(
                     _where(nodes) + _chain_label([o for o in ops if o not in _BOOKKEEPING] or ops),
                     len(nodes),
                     "small",
-                    f"{_units(costs[k])} of work beside a branch of {_units(costs[big])}: "
-                    f"under {SMALL_SHARE:.0%} of it, not worth a thread",
+                    f"{_units(costs[k])} of work beside a branch of {_units(costs[big])}: {why}, not worth a thread",
                 )
         return [branch_nodes[k] for k in kept] if len(kept) >= 2 else []
 

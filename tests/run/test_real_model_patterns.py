@@ -58,6 +58,7 @@ def test_with_grad_on_the_wrapper_stays_and_the_error_says_what_to_do(monkeypatc
 
     # One wrapper call is little work beside the projections: keep its region whatever its size.
     monkeypatch.setattr(branches, "SMALL_SHARE", 0.0)
+    monkeypatch.setattr(branches, "TINY_SHARE", 0.0)
     loaded = load_model(ModelSpec(path=MODELS / "grad_wrapped.py"))
     analysis = find_branches(loaded.model, loaded.inputs, grad=True)  # a run with a train_step
     with pytest.raises(ModeUnavailable) as err:
