@@ -7,6 +7,8 @@ names); a region nested in a branch sits under that branch (the run info's `pare
 long for the column is cut in its middle and shown in full on hover. The filter box above keeps the
 branches whose name or region's name holds its text (and the branches and regions around them).
 Clicking a branch emits `branchActivated` with its name (e.g. to find its events on the timeline).
+Under the tree, a line says what discovery left out (assertions, chains with no tensor work,
+branches too small beside their region's largest: `left_out_summary`), each with why on hover.
 `fill_branch_tree` builds the same grouped rows for the details panel.
 """
 
@@ -20,6 +22,7 @@ from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
+    QLabel,
     QLineEdit,
     QTreeWidget,
     QTreeWidgetItem,
@@ -29,7 +32,23 @@ from PySide6.QtWidgets import (
 
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.ranges import branch_order, branch_totals
+from branchscope.profiling.trace.records import left_out_text
 from branchscope.widgets import colors
+
+#: How many of the left-out entries the tooltip lists one by one.
+LEFT_OUT_SHOWN = 40
+
+
+def left_out_summary(trace: Trace | None) -> tuple[str, str]:
+    """(line, tooltip) saying what discovery left out of the trace's run; ("", "") for nothing."""
+    info = trace.run_info if trace is not None else None
+    left = info.left_out if info is not None else ()
+    if not left:
+        return "", ""
+    lines = [f"{x.name} ({x.ops} ops): {x.why}" if x.ops else f"{x.name}: {x.why}" for x in left[:LEFT_OUT_SHOWN]]
+    if len(left) > LEFT_OUT_SHOWN:
+        lines.append(f"… and {len(left) - LEFT_OUT_SHOWN} more (run.json's left_out)")
+    return f"Left out: {left_out_text(left)}", "\n".join(lines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +260,10 @@ class BranchLegend(QWidget):
         layout.setSpacing(2)
         layout.addWidget(self.filter)
         layout.addWidget(self.tree, 1)
+        #: What discovery left out of the shown run, counted by kind; each with why on hover.
+        self.left_out = QLabel(self)
+        self.left_out.setWordWrap(True)
+        layout.addWidget(self.left_out)
         self._items: dict[str, QTreeWidgetItem] = {}
         self.tree.itemClicked.connect(self._clicked)
         self.filter.textChanged.connect(self._apply_filter)
@@ -251,6 +274,10 @@ class BranchLegend(QWidget):
         protocol and unused (the legend has no time axis). The filter's text stays."""
         self.trace = trace
         self.rows = legend_rows(trace) if trace is not None else []
+        line, tip = left_out_summary(trace)
+        self.left_out.setText(line)
+        self.left_out.setToolTip(tip)
+        self.left_out.setVisible(bool(line))
         self._fill()
 
     def has_data(self) -> bool:

@@ -73,6 +73,17 @@ class BranchInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class LeftOutInfo:
+    """Work discovery left out rather than make it a branch (run.json's `left_out`): name, ops,
+    kind ("assertion", "no tensor work", "small") and why, in words."""
+
+    name: str
+    ops: int | None = None
+    kind: str = ""
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class RunInfo:
     """The `"branchscope"` object of a run's trace: mode, threads, machine, thread ids, branches.
 
@@ -92,6 +103,8 @@ class RunInfo:
     intra_tids: tuple[int, ...] = ()
     thread_roles_known: bool = False
     branches: tuple[BranchInfo, ...] = ()
+    #: What discovery left out, and why (empty in traces of earlier runs).
+    left_out: tuple[LeftOutInfo, ...] = ()
     #: What run.json calls "model" and "source" (a demo's "demo NAME", or the model file), when the
     #: trace says.
     model: str | None = None
@@ -118,7 +131,14 @@ class RunInfo:
                         parent=_str(b.get("parent")),
                     )
                 )
+        raw_left = obj.get("left_out")
+        left_out = tuple(
+            LeftOutInfo(name=x["name"], ops=_int(x.get("ops")), kind=_str(x.get("kind")) or "", why=_str(x.get("why")) or "")
+            for x in (raw_left if isinstance(raw_left, list) else ())
+            if isinstance(x, dict) and isinstance(x.get("name"), str)
+        )
         return cls(
+            left_out=left_out,
             mode=_str(obj.get("mode")),
             interop=_int(obj.get("interop")),
             intra=_int(obj.get("intra")),

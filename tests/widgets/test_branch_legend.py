@@ -265,3 +265,27 @@ def test_a_branch_the_run_info_does_not_list_stands_at_the_top_outside_any_regio
     assert legend.item_of("a").parent() is legend.region_item("1")
     assert legend.item_of("stray").parent() is None
     assert [legend.tree.topLevelItem(i).text(0) for i in range(2)] == ["block", "stray"]
+
+
+def test_the_legend_says_what_discovery_left_out_and_why_on_hover(qtbot):
+    legend = show(qtbot, BranchLegend(), 320, 240)
+    legend.set_trace(_trace())
+    assert legend.left_out.isHidden()  # nothing left out: no line
+    info = {
+        **INFO,
+        "left_out": [
+            {"name": "stem.bn: eq → _assert", "ops": 3, "kind": "assertion", "why": "an assertion: no work"},
+            {"name": "blocks.0.bn: eq → _assert", "ops": 3, "kind": "assertion", "why": "an assertion: no work"},
+            {"name": "downsample", "ops": 1, "kind": "small", "why": "under 1% of the largest branch's work"},
+            {"name": 7, "kind": "small"},  # untrusted data: an entry without a name is skipped
+        ],
+    }
+    trace = _trace()
+    trace.metadata["branchscope"] = info  # before run_info is first read (a cached property)
+    legend.set_trace(trace)
+    assert not legend.left_out.isHidden()
+    assert legend.left_out.text() == "Left out: 2 assertions, 1 branch too small beside its region's largest"
+    tip = legend.left_out.toolTip().splitlines()
+    assert tip[0] == "stem.bn: eq → _assert (3 ops): an assertion: no work" and len(tip) == 3
+    legend.set_trace(None)
+    assert legend.left_out.isHidden()
