@@ -89,6 +89,8 @@ class RunSummary:
     origin_ns: int = 0
     #: A distributed run's ranks: each rank's own step times (its rank number, its stats).
     ranks: tuple[RankSummary, ...] = ()
+    #: The cores the run could use (run.json `cores`), None when unknown.
+    cores: int | None = None
 
     @property
     def threads(self) -> str | None:
@@ -247,6 +249,7 @@ def summarize(
             for k, r in enumerate(ranks)
             if r is not None
         ),
+        cores=run.cores,
     )
 
 
