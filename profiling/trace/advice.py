@@ -17,8 +17,9 @@ A fork run forks its branches in parallel only from 2 inter-op threads on: fork 
 one after another on the one pool thread, so it is not one of the two ways compared here.
 
 **Which runs are paired** (`advise`): the fastest sequential run and the fastest fork run (2 or
-more inter-op threads) of one thread count, among runs of one machine (run.json's / sweep.json's
-`cores`, the cores the run could use: runs whose cores differ from the most common are left out).
+more inter-op threads) of one thread count, among runs of one model on one machine (run.json's
+`model`; run.json's / sweep.json's `cores`, the cores the run could use: runs whose model or cores
+differ from the most common are left out).
 The thread count is the cores' when both ways have a run of it, else the largest count up to
 the cores both have, else the largest both have (oversubscribed, and the line says so).
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from branchscope.profiling.trace.compare import RunSummary
 from branchscope.profiling.trace.records import BASELINE_MODE, DONE, SweepRecord
@@ -45,6 +47,8 @@ SEQUENTIAL = BASELINE_MODE
 #: a test ties the two names together, as the trace engine never imports the run engine).
 FORK = "fork"
 
+T = TypeVar("T")
+
 INTRA_WAY = "intra-op threads"
 FORK_WAY = "forking its branches"
 
@@ -54,7 +58,8 @@ class Measured:
     """One run of a model as advice reads it: its mode, thread counts and unprofiled step times.
 
     `spread_known` is False when only the median is known (the stats' quartiles are then the median);
-    `cores` is the cores the run could use (None: unknown); `ranks` the processes of a distributed run.
+    `cores` is the cores the run could use (None: unknown); `ranks` the processes of a distributed run;
+    `model` what ran (None: unknown; runs of another model are never paired).
     """
 
     mode: str
@@ -64,6 +69,7 @@ class Measured:
     cores: int | None = None
     ranks: int = 1
     spread_known: bool = True
+    model: str | None = None
 
     @property
     def threads(self) -> int:
@@ -135,7 +141,7 @@ def _where(threads: int, cores: int | None) -> str:
 
 def ms_text(ms: float) -> str:
     """A step time, three significant digits below 10 ms, one decimal above."""
-    return f"{ms:.1f} ms" if ms >= 10 else f"{ms:.3g} ms"
+    return f"{ms:.1f} ms" if ms >= 10 else f"{ms:#.3g} ms"
 
 
 def _run_text(m: Measured) -> str:
@@ -143,9 +149,9 @@ def _run_text(m: Measured) -> str:
 
 
 # ---- pairing --------------------------------------------------------------------------------
-def _machine_cores(runs: Sequence[Measured]) -> int | None:
-    """The most common known cores among the runs (the first of equals); None when none is known."""
-    known = Counter(m.cores for m in runs if m.cores is not None)
+def _most_common(values: Sequence[T | None]) -> T | None:
+    """The most common known value (the first of equals); None when none is known."""
+    known = Counter(v for v in values if v is not None)
     return known.most_common(1)[0][0] if known else None
 
 
@@ -157,8 +163,13 @@ def _fastest(runs: Sequence[Measured]) -> Measured:
 def _candidates(
     runs: Sequence[Measured],
 ) -> tuple[int | None, dict[int, list[Measured]], dict[int, list[Measured]]]:
-    cores = _machine_cores(runs)
-    same = [m for m in runs if m.cores is None or cores is None or m.cores == cores]
+    cores = _most_common([m.cores for m in runs])
+    model = _most_common([m.model for m in runs])
+    same = [
+        m
+        for m in runs
+        if (m.cores is None or cores is None or m.cores == cores) and (m.model is None or model is None or m.model == model)
+    ]
     seq: dict[int, list[Measured]] = {}
     fork: dict[int, list[Measured]] = {}
     for m in same:
@@ -242,7 +253,7 @@ def from_sweep(sweep: SweepRecord) -> list[Measured]:
 def from_summaries(summaries: Sequence[RunSummary]) -> list[Measured]:
     """Runs compared (`compare.RunSummary`: mode, threads, unprofiled step times, cores)."""
     return [
-        Measured(s.mode, s.interop, s.intra, s.unprofiled, s.cores, max(1, len(s.ranks)))
+        Measured(s.mode, s.interop, s.intra, s.unprofiled, s.cores, max(1, len(s.ranks)), model=s.model)
         for s in summaries
         if s.mode is not None and s.interop is not None and s.intra is not None and s.unprofiled is not None
     ]

@@ -91,6 +91,8 @@ class RunSummary:
     ranks: tuple[RankSummary, ...] = ()
     #: The cores the run could use (run.json `cores`), None when unknown.
     cores: int | None = None
+    #: The model run (run.json `model`: "demo NAME" or the model file's path), None when unknown.
+    model: str | None = None
 
     @property
     def threads(self) -> str | None:
@@ -250,6 +252,7 @@ def summarize(
             if r is not None
         ),
         cores=run.cores,
+        model=run.model,
     )
 
 

@@ -202,3 +202,12 @@ def test_the_mode_names_are_the_run_engines_and_only_fork_uses_the_inter_op_pool
     from branchscope.profiling.run.modes import MODES
 
     assert MODES[FORK].starts_interop_pool and not MODES[SEQUENTIAL].starts_interop_pool
+
+
+def test_runs_of_another_model_are_never_paired():
+    seq = Measured(SEQUENTIAL, 1, 2, steps(41.0), 2, model="demo inception")
+    forks = [Measured(FORK, 2, 1, steps(30.0), 2, model="demo twin-mm"),
+             Measured(FORK, 2, 1, steps(48.0), 2, model="demo inception"),
+             Measured(SEQUENTIAL, 1, 1, steps(60.0), 2, model="demo inception")]  # fmt: skip
+    advice = advise([seq, *forks])
+    assert advice is not None and advice.fork.stats.median == 48.0 and advice.faster == SEQUENTIAL
