@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # torch 2.13.0 is served locally as a CPU build on these machines; the pin keeps pip off CUDA wheels.
 PIP_INSTALL := $(BIN)/python -m pip install --disable-pip-version-check -q
 
-.PHONY: run test check lint bench screenshots clean
+.PHONY: run test check lint bench bench-models bench-models-deps bench-models-quick screenshots clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -41,6 +41,22 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_memory.py
 	$(BIN)/python benchmarks/bench_ddp.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/bench_startup.py
+
+# Real models (benchmarks/bench_real_models.py): torchvision and timm model definitions beside the
+# Hugging Face ones. The index's torchvision is a CUDA build: --no-deps keeps pip off torch (the model
+# files stand in for torchvision's compiled-op registrations, which do not load with this CPU torch);
+# timm's other needs (pyyaml, huggingface_hub, safetensors) come with transformers, of the test extra.
+# The last line checks that torch is still the local 2.13.0 build.
+MODEL_EXTRAS := 'torchvision==0.28.0' 'timm==1.0.29' pillow
+bench-models-deps: $(STAMP)
+	$(PIP_INSTALL) --no-deps $(MODEL_EXTRAS)
+	$(BIN)/python -c "import torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+
+bench-models: bench-models-deps
+	$(BIN)/python benchmarks/bench_real_models.py
+
+bench-models-quick: bench-models-deps
+	$(BIN)/python benchmarks/bench_real_models.py --quick
 
 # The README's pictures: the inception demo sequential and forked (2 inter-op x 1 intra-op threads),
 # the two compared side by side (with a sequential 1x1 baseline), a thread sweep's heatmap, and the
