@@ -14,7 +14,8 @@ inputs: batch 1, 96–128 px images, sequences of 16–64 tokens; and the incept
   round, ROUNDS rounds; each run's unprofiled median, and the median of the rounds in the table.
   A configuration whose run exits 3 (the mode cannot run this model) is not tried again.
   `advice` compares fork 2×1 with sequential 1×2 (the same 2 threads) the way `branchscope sweep`
-  does, the rounds' medians as the step times and their quartiles as the noise.
+  does, the rounds' medians as the step times and their quartiles as the noise (one round: the
+  run's own median and spread).
 
 Models are written as model files (`build_model()` / `example_inputs()`, as `branchscope profile
 --model` takes them) into build/real_models/; a model whose package is missing is skipped and the
@@ -26,7 +27,7 @@ bench-models` installs torchvision, timm and pillow into .venv without letting p
 
 Prints a markdown table and writes benchmarks/results/real_models.json and real_models.md.
 
-    python benchmarks/bench_real_models.py [--quick] [--rounds 3] [--steps 5] [--models a,b]
+    python benchmarks/bench_real_models.py [--quick] [--rounds 3] [--steps 4] [--models a,b] [--update]
 """
 
 from __future__ import annotations
@@ -154,7 +155,8 @@ CASES: list[Case] = [
          return WhisperModel(WhisperConfig(vocab_size=512, d_model=256, encoder_layers=2, decoder_layers=2,
                                            encoder_attention_heads=8, decoder_attention_heads=8, encoder_ffn_dim=512,
                                            decoder_ffn_dim=512, num_mel_bins=80, max_source_positions=64,
-                                           max_target_positions=64, use_cache=False))""",
+                                           max_target_positions=64, pad_token_id=0, bos_token_id=1,
+                                           eos_token_id=2, decoder_start_token_id=3, use_cache=False))""",
          """\
          return {"input_features": torch.randn(1, 80, 128), "decoder_input_ids": torch.randint(0, 512, (1, 16))}"""),
     Case("BERT", "transformers", "64 tokens; hidden 256, 2 layers",
@@ -315,9 +317,13 @@ def summarize(runs: dict[str, list[dict]], cores: int) -> dict:
     medians: dict[str, float | None] = {}
     measured = []
     for mode, interop, intra in CONFIGS:
-        values = [r["unprofiled_median_ms"] for r in runs[config_key(mode, interop, intra)] if r["ok"]]
+        ok = [r for r in runs[config_key(mode, interop, intra)] if r["ok"]]
+        values = [r["unprofiled_median_ms"] for r in ok]
         medians[config_key(mode, interop, intra)] = statistics.median(values) if values else None
         stats = StepStats.of(values)
+        if len(ok) == 1 and ok[0]["unprofiled_spread_ms"]:  # one round: the noise is that run's own spread
+            lo, q1, q3, hi = ok[0]["unprofiled_spread_ms"]
+            stats = StepStats(ok[0]["unprofiled_steps"], values[0], lo, q1, q3, hi)
         if stats is not None:
             measured.append(Measured(mode, interop, intra, stats, cores))
     fork, seq = medians[config_key(FORK, 2, 1)], medians[config_key(SEQUENTIAL, 1, 1)]
@@ -392,13 +398,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}, one round, 3 steps")
     ap.add_argument("--rounds", type=int, default=None, help="rounds of the three configurations (default 3; --quick 1)")
-    ap.add_argument("--steps", type=int, default=None, help="profiled steps per run (default 5; --quick 3)")
+    ap.add_argument("--steps", type=int, default=None, help="profiled steps per run (default 4; --quick 3)")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds before a run's worker is stopped")
     ap.add_argument("--models", help="comma-separated model names (default: all; see CASES)")
+    ap.add_argument("--update", action="store_true",
+                    help="replace only these models' rows in the results written before (same rounds and steps)")  # fmt: skip
     args = ap.parse_args()
     rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
-    steps = args.steps if args.steps is not None else (3 if args.quick else 5)
+    steps = args.steps if args.steps is not None else (3 if args.quick else 4)
     cases = CASES
     if args.models:
         wanted = {n.strip().lower() for n in args.models.split(",")}
@@ -420,10 +428,19 @@ def main() -> int:
         "models": {},
     }
     MODEL_DIR.mkdir(parents=True, exist_ok=True)
+    earlier = RESULTS / f"{_results_name(out)}.json"
+    if args.update and earlier.exists():
+        before = json.loads(earlier.read_text(encoding="utf-8"))
+        if (before.get("rounds"), before.get("steps")) != (rounds, steps):
+            ap.error(f"--update: {earlier} was measured with {before.get('rounds')} rounds of {before.get('steps')} steps")
+        out["models"] = before.get("models", {})
+        out["updated"] = {**before.get("updated", {}), **{c.name: out["date"] for c in cases}}
+        out["date"] = before.get("date", out["date"])
 
     def log(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
+    order = [c.name for c in CASES]
     for case in cases:
         entry: dict[str, Any] = {"input": case.input, "package": case.package}
         out["models"][case.name] = entry
@@ -444,19 +461,28 @@ def main() -> int:
         entry["runs"] = measure(options, rounds, log)
         entry["summary"] = summarize(entry["runs"], cores)
         log(f"{case.name}: {entry['summary']}")
+        out["models"] = {k: out["models"][k] for k in sorted(out["models"], key=lambda k: order.index(k) if k in order else len(order))}
         _write(out, started)
     _write(out, started)
     print(markdown(out))
     return 0
 
 
+def _results_name(out: dict) -> str:
+    return "real_models_quick" if out["quick"] else "real_models"
+
+
 def _write(out: dict, started: float) -> None:
     out["seconds"] = round(time.perf_counter() - started, 1)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    name = "real_models_quick" if out["quick"] else "real_models"
+    name = _results_name(out)
     (RESULTS / f"{name}.json").write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     (RESULTS / f"{name}.md").write_text(
-        f"{out['date']}, {out['machine']['cores']} cores, {out['rounds']} rounds, {out['steps']} steps\n\n" + markdown(out) + "\n",
+        f"{out['date']}, {out['machine']['cores']} cores, {out['rounds']} rounds, {out['steps']} steps"
+        + "".join(f"; {k} measured again {v}" for k, v in out.get("updated", {}).items())
+        + "\n\n"
+        + markdown(out)
+        + "\n",
         encoding="utf-8",
     )
 
