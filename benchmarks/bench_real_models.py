@@ -23,7 +23,9 @@ table says so. torchvision's wheel on the package index is a CUDA build whose co
 load with the CPU torch here (`import torchvision` fails registering `torchvision::nms`); the model
 files put empty modules in place of torchvision's `_meta_registrations` and
 `_autograd_registrations` before importing it (the model definitions use no compiled op). `make
-bench-models` installs torchvision, timm and pillow into .venv without letting pip touch torch.
+bench-models` installs torchvision, timm and pillow into build/model-extras (never .venv, where
+transformers would import the broken torchvision) without letting pip touch torch; the model files
+put that folder on sys.path.
 
 Prints a markdown table and writes benchmarks/results/real_models.json and real_models.md.
 
@@ -62,12 +64,17 @@ MODEL_DIR = ROOT / "build" / "real_models"
 #: two ways of using 2 cores apart (fork 2×1 vs sequential 1×2).
 CONFIGS = (("fork", 2, 1), ("sequential", 1, 1), ("sequential", 1, 2))
 
-#: What a model file starts with: torchvision's registrations of its compiled ops replaced by empty
+#: Where `make bench-models` installs torchvision, timm and pillow (not .venv: see the Makefile).
+EXTRAS = ROOT / "build" / "model-extras"
+#: What a model file starts with: the extras' folder on sys.path (the worker runs `python -I`, which
+#: reads no PYTHONPATH), and torchvision's registrations of its compiled ops replaced by empty
 #: modules (its CUDA build's ops do not load with this CPU torch; the models need none of them).
-PRELUDE = '''\
+PRELUDE = f'''\
 import sys
 import types
 
+if {str(EXTRAS)!r} not in sys.path:
+    sys.path.append({str(EXTRAS)!r})
 for _name in ("torchvision._meta_registrations", "torchvision._autograd_registrations"):
     sys.modules.setdefault(_name, types.ModuleType(_name))
 
@@ -414,6 +421,9 @@ def main() -> int:
     elif args.quick:
         cases = [c for c in CASES if c.name in QUICK]
     from branchscope.profiling.machine import usable_cores
+
+    if str(EXTRAS) not in sys.path:  # torchvision and timm, as the model files find them
+        sys.path.append(str(EXTRAS))
 
     cores = usable_cores()
     started = time.perf_counter()
