@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # torch 2.13.0 is served locally as a CPU build on these machines; the pin keeps pip off CUDA wheels.
 PIP_INSTALL := $(BIN)/python -m pip install --disable-pip-version-check -q
 
-.PHONY: run test check lint bench screenshots clean
+.PHONY: run test check lint bench bench-models bench-models-quick screenshots clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -41,6 +41,26 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_memory.py
 	$(BIN)/python benchmarks/bench_ddp.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/bench_startup.py
+
+# Real models (benchmarks/bench_real_models.py): torchvision and timm model definitions beside the
+# Hugging Face ones, installed into a folder of their own (never .venv: transformers imports any
+# torchvision it finds, and the index's torchvision is a CUDA build whose compiled ops do not load
+# with this CPU torch, so it would break the tests' Hugging Face models). --no-deps keeps pip off
+# torch; the benchmark's model files put that folder on sys.path and stand in for torchvision's
+# compiled-op registrations; timm's other needs (pyyaml, huggingface_hub, safetensors) come with
+# transformers, of the test extra. The last line checks that torch is still the local 2.13.0 build.
+MODEL_EXTRAS := build/model-extras
+$(MODEL_EXTRAS)/.installed: $(STAMP)
+	rm -rf $(MODEL_EXTRAS)
+	$(PIP_INSTALL) --no-deps --target $(MODEL_EXTRAS) 'torchvision==0.28.0' 'timm==1.0.29' pillow
+	$(BIN)/python -c "import torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	touch $@
+
+bench-models: $(MODEL_EXTRAS)/.installed
+	$(BIN)/python benchmarks/bench_real_models.py
+
+bench-models-quick: $(MODEL_EXTRAS)/.installed
+	$(BIN)/python benchmarks/bench_real_models.py --quick
 
 # The README's pictures: the inception demo sequential and forked (2 inter-op x 1 intra-op threads),
 # the two compared side by side (with a sequential 1x1 baseline), a thread sweep's heatmap, and the

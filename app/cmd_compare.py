@@ -3,7 +3,9 @@
 Each argument is a run folder (run.json + its trace) or a trace file. Prints one row per run (what
 it ran, its unprofiled step time and spread, the speedup against the baseline, parallelism, cores
 used, memory peaks) and the ops whose time differs most; `--json` prints the same for scripts;
-`--screenshot` draws the compare view offscreen instead (Qt is imported only then).
+`--screenshot` draws the compare view offscreen instead (Qt is imported only then). When a sequential
+and a fork run of the same thread count are among the runs, one line says which way of using the
+cores served the model better (`profiling/trace/advice.py`), or which run would tell.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from branchscope.app.cli_text import bytes_text, fail
 from branchscope.profiling import TraceFormatError
+from branchscope.profiling.trace.advice import advice_line, from_summaries
 from branchscope.profiling.trace.compare import Comparison, LoadedRun, compare, load_run
 
 SCREENSHOT_SIZE = (1600, 1000)
@@ -63,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if args.screenshot is not None:
         return screenshot(loaded, result, args.screenshot)
     if args.json:
-        json.dump(result.to_json(), sys.stdout)
+        json.dump({**result.to_json(), "advice": comparison_advice(result)}, sys.stdout)
         sys.stdout.write("\n")
     else:
         print(format_table(result))
@@ -71,6 +74,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 # ---- the table ---------------------------------------------------------------------------------
+def comparison_advice(c: Comparison) -> str | None:
+    """Which way of using the cores served the model better, among the runs compared (or which run
+    would tell); None when the runs are not of both ways."""
+    return advice_line(from_summaries(c.runs))
+
+
 def _num(x: float | None, fmt: str) -> str:
     return "–" if x is None else format(x, fmt)
 
@@ -104,6 +113,9 @@ def format_table(c: Comparison) -> str:
     right = {4, 7, 8}
     lines = ["  ".join(cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in
                        enumerate(zip(r, widths))).rstrip() for r in [header, *rows]]  # fmt: skip
+    advice = comparison_advice(c)
+    if advice is not None:
+        lines += ["", f"advice: {advice}"]
     lines += [
         "",
         "median and spread: step times without the profiler (unprofiled; a distributed run's: the slowest rank's, step",

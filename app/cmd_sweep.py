@@ -2,13 +2,15 @@
 
 The engine is `branchscope.profiling.run.sweep` (each cell through the runner engine); this module
 parses, reports each cell (a line on stderr, or JSON lines on stdout with --jsonl, for the window)
-and prints the table. No torch here.
+and prints the table, the best cell and which way of using the cores served the model better
+(`profiling/trace/advice.py`: a sequential and a fork cell of the same thread count). No torch here.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from branchscope.profiling.run.processes import stop_with_parent
@@ -20,6 +22,7 @@ from branchscope.profiling.run.sweep import (
     run_sweep,
     sweep_request_from_args,
 )
+from branchscope.profiling.trace.advice import advice_line, from_sweep
 from branchscope.profiling.trace.records import (
     DONE,
     SWEEP_JSON,
@@ -27,6 +30,7 @@ from branchscope.profiling.trace.records import (
     DoneEvent,
     ErrorEvent,
     Event,
+    SweepRecord,
     encode_event,
 )
 
@@ -58,6 +62,20 @@ def _cell_line(event: CellEvent) -> str:
     return f"{where}: failed: {cell.error}"
 
 
+def report(sweep: SweepRecord, out: Path) -> str:
+    """What a finished sweep prints: its table, the best cell, the advice (when there is one), where it went."""
+    lines = [markdown_table(sweep)]
+    best = sweep.best
+    if best is not None and 0 <= best < len(sweep.cells):
+        cell = sweep.cells[best]
+        lines.append(f"best: {cell.label} ({out / (cell.run or '')})")
+    advice = advice_line(from_sweep(sweep))
+    if advice is not None:
+        lines.append(f"advice: {advice}")
+    lines.append(f"wrote {out / SWEEP_JSON}")
+    return "\n".join(lines)
+
+
 def run_sweep_command(args: argparse.Namespace) -> int:
     request = sweep_request_from_args(args)
 
@@ -81,12 +99,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         if args.jsonl:
             emit(DoneEvent(out=str(result.out), sweep=result.sweep))
         else:
-            print(markdown_table(result.sweep))
-            best = result.sweep.best
-            if best is not None:
-                cell = result.sweep.cells[best]
-                print(f"best: {cell.label} ({result.out / (cell.run or '')})")
-            print(f"wrote {result.out / SWEEP_JSON}")
+            print(report(result.sweep, result.out))
         return 0
     if args.jsonl:
         emit(ErrorEvent(message=result.message or "the sweep failed", out=str(result.out)))

@@ -6,7 +6,9 @@ The form says which modes and which inter-op and intra-op counts (comma-separate
 runs folder), the heatmap (`widgets/sweep_view.py`) fills as cells finish, and Cancel keeps the
 finished cells (shown as sweep.json has them once the sweep's process has stopped). A click on a
 cell asks the window to show its run (`runChosen`), a second click to compare the two
-(`compareRequested`). `open_sweep` shows a sweep folder written earlier.
+(`compareRequested`). `open_sweep` shows a sweep folder written earlier. Under the status line, one
+line says which way of using the cores served the model better (`profiling/trace/advice.py`: a
+sequential and a fork cell of the same thread count), or which cell would tell, as cells finish.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QFormLayout,
@@ -30,6 +32,7 @@ from branchscope.app.runs import RunSpec
 from branchscope.app.sweep_controller import SweepController
 from branchscope.profiling.run.modes import BASELINE_MODE, MODES
 from branchscope.profiling.run.sweep import SweepError, SweepRequest, load_sweep
+from branchscope.profiling.trace.advice import advice_line, from_sweep
 from branchscope.profiling.trace.records import CellEvent, SweepRecord
 from branchscope.widgets.sweep_view import SweepView
 
@@ -96,6 +99,16 @@ class SweepPanel(QWidget):
             "Runs the model chosen on the left once per mode × inter-op × intra-op, each in a fresh worker."
         )
         self.status.setWordWrap(True)
+        #: Which way of using the cores served the model better (empty and hidden until a sweep says).
+        self.advice = QLabel("")
+        self.advice.setWordWrap(True)
+        self.advice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.advice.setToolTip(
+            "A sequential and a fork cell of the same thread count compared: sequential I×J computes with J "
+            "threads (its inter-op pool is idle), fork I×J with I×J; within noise when their step times' "
+            "interquartile ranges overlap."
+        )
+        self.advice.hide()
 
         modes = QHBoxLayout()
         for box in self.mode_boxes.values():
@@ -116,6 +129,7 @@ class SweepPanel(QWidget):
         lay = QVBoxLayout(self)
         lay.addLayout(form)
         lay.addWidget(self.status)
+        lay.addWidget(self.advice)
         lay.addWidget(self.view, 1)
 
         c = self.controller
@@ -156,7 +170,7 @@ class SweepPanel(QWidget):
             self.status.setText(f"not started: {exc}")
             return False
         self.folder = request.out
-        self.view.set_sweep(SweepRecord(), request.out)
+        self._show(SweepRecord(), request.out)
         self.start_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self.status.setText(f"sweeping {len(request.cells())} cells into {request.out}…")
@@ -165,7 +179,14 @@ class SweepPanel(QWidget):
 
     def _on_update(self, _sweep: SweepRecord | None = None) -> None:
         if self.controller.sweep is not None and self.folder is not None:
-            self.view.set_sweep(self.controller.sweep, self.folder)
+            self._show(self.controller.sweep, self.folder)
+
+    def _show(self, sweep: SweepRecord, folder: str | Path) -> None:
+        """The sweep in the heatmap, and its advice under the status line."""
+        self.view.set_sweep(sweep, folder)
+        advice = advice_line(from_sweep(sweep))
+        self.advice.setText("" if advice is None else f"Advice: {advice}")
+        self.advice.setVisible(advice is not None)
 
     def _on_cell(self, event: CellEvent) -> None:
         self._on_update()
@@ -214,7 +235,7 @@ class SweepPanel(QWidget):
                 self.status.setText(str(exc))
             return False
         self.folder = Path(folder)
-        self.view.set_sweep(sweep, folder)
+        self._show(sweep, folder)
         if not quiet:
             self.status.setText(f"{self._best_text()} · {folder}")
         return True

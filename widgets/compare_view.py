@@ -4,7 +4,9 @@ On the left, a `TraceWorkspace` with a row per run, each shown from its own orig
 profiled step) so every run starts at 0 and a shorter run is shorter on screen. On the right,
 one above the other: the summary (one column per run: what ran, unprofiled step time and spread, speedup against
 the baseline and whether it is within noise, parallelism, cores used, pool busy share, memory
-peaks) and the op diff (count, total and self time per run; click a header to sort).
+peaks) and the op diff (count, total and self time per run; click a header to sort). Above them, one
+line says which way of using the cores served the model better where a sequential and a fork run
+of the same thread count are compared, or which run would tell (`profiling/trace/advice.py`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from PySide6.QtGui import QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
+    QLabel,
     QSplitter,
     QTableView,
     QTableWidget,
@@ -24,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from branchscope.profiling.trace.advice import advice_line, from_summaries
 from branchscope.profiling.trace.compare import OpDiff, RunSummary, compare_summaries, op_diff
 from branchscope.profiling.trace.model import Trace
 from branchscope.widgets.units import format_bytes
@@ -87,8 +91,19 @@ class CompareView(QWidget):
         self.splitter.setStretchFactor(0, 2)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([1000, 600])
+        #: Which way of using the cores served the model better (hidden when the runs do not tell).
+        self.advice_label = QLabel("", self)
+        self.advice_label.setWordWrap(True)
+        self.advice_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.advice_label.setToolTip(
+            "A sequential and a fork run of the same thread count compared: sequential I×J computes with J "
+            "threads (its inter-op pool is idle), fork I×J with I×J; within noise when their step times' "
+            "interquartile ranges overlap."
+        )
+        self.advice_label.hide()
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.advice_label)
         lay.addWidget(self.splitter)
         self.summaries: list[RunSummary] = []
         self.baseline = 0
@@ -113,6 +128,9 @@ class CompareView(QWidget):
         self.summaries = list(summaries)
         self.baseline = baseline
         self.ops = list(op_diff(traces) if ops is None else ops)
+        advice = advice_line(from_summaries(self.summaries))
+        self.advice_label.setText("" if advice is None else f"Advice: {advice}")
+        self.advice_label.setVisible(advice is not None)
         self._fill_summary()
         self._fill_ops()
 

@@ -89,6 +89,10 @@ class RunSummary:
     origin_ns: int = 0
     #: A distributed run's ranks: each rank's own step times (its rank number, its stats).
     ranks: tuple[RankSummary, ...] = ()
+    #: The cores the run could use (run.json `cores`), None when unknown.
+    cores: int | None = None
+    #: The model run (run.json `model`: "demo NAME" or the model file's path), None when unknown.
+    model: str | None = None
 
     @property
     def threads(self) -> str | None:
@@ -247,6 +251,8 @@ def summarize(
             for k, r in enumerate(ranks)
             if r is not None
         ),
+        cores=run.cores,
+        model=run.model,
     )
 
 

@@ -69,7 +69,9 @@ def _run_json(folder: Path) -> dict:
 def test_json_of_two_real_runs(runs, capsys):
     # The fork run first: the baseline is the sequential 1×1 run wherever it is.
     doc = _json(capsys, str(runs["fork"]), str(runs["sequential"]))
-    assert set(doc) == {"runs", "baseline", "speedup", "ops"}
+    assert set(doc) == {"runs", "baseline", "speedup", "ops", "advice"}
+    # fork 2×1 computes with 2 threads, sequential 1×1 with one: which way serves better is not told.
+    assert "sequential 1×2 beside it would tell" in doc["advice"]
     assert doc["baseline"] == 1
     fork, seq = doc["runs"]
     assert set(fork) == RUN_KEYS and set(seq) == RUN_KEYS

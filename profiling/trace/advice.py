@@ -1,0 +1,259 @@
+"""Which way of using the cores served a model better: intra-op threads, or forking its branches.
+
+Forking a model's branches onto torch's inter-op pool is one way of putting several cores to work;
+giving each op more intra-op threads (sequential mode, the model's own forward) is the other.
+Which wins depends on the model: on 2 cores fork 2×1 beat sequential 1×1 by 1.2–1.4× on
+googlenet, CLIP and T5, yet sequential 1×2 matched or beat fork 2×1 on dla34, inception_v3,
+Whisper and squeezenet. Against sequential 1×1 the fork run uses twice the threads, so that
+comparison cannot tell the two ways apart; this module compares runs that use **the same number
+of threads**, and says in one line which was faster, by how much, or that the two are within noise.
+
+**Threads of a run** (`threads`): the most threads that compute at once, per rank, times the ranks.
+- sequential I×J: J. The model runs on the main thread with its intra-op team of J threads (the
+  main thread one of them); sequential mode hands nothing to the inter-op pool, so I does not count.
+- any other mode I×J (fork): I×J, up to I branches at once on the inter-op pool, each op with J
+  intra-op threads. This is the count a sweep's cell is "oversubscribed" by (I×J > cores).
+A fork run forks its branches in parallel only from 2 inter-op threads on: fork 1×J runs them
+one after another on the one pool thread, so it is not one of the two ways compared here.
+
+**Which runs are paired** (`advise`): the fastest sequential run and the fastest fork run (2 or
+more inter-op threads) of one thread count, among runs of one model on one machine (run.json's
+`model`; run.json's / sweep.json's `cores`, the cores the run could use: runs whose model or cores
+differ from the most common are left out).
+The thread count is the cores' when both ways have a run of it, else the largest count up to
+the cores both have, else the largest both have (oversubscribed, and the line says so).
+
+**Noise** is judged as everywhere else in branchscope (`step_stats.StepStats.within_noise`): the
+two runs are within noise when their unprofiled step times' interquartile ranges overlap. A run
+without a spread (an old sweep.json) is compared on its median alone, and the line says so.
+
+Qt-free and torch-free: `branchscope sweep`, `branchscope compare`, the Sweep and Compare pages.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from branchscope.profiling.trace.compare import RunSummary
+from branchscope.profiling.trace.records import BASELINE_MODE, DONE, SweepRecord
+from branchscope.profiling.trace.step_stats import StepStats
+
+#: The mode that runs the model's own forward, every branch on the main thread.
+SEQUENTIAL = BASELINE_MODE
+#: The mode that forks each region's branches onto torch's inter-op pool (profiling/run/modes/fork.py;
+#: a test ties the two names together, as the trace engine never imports the run engine).
+FORK = "fork"
+
+T = TypeVar("T")
+
+INTRA_WAY = "intra-op threads"
+FORK_WAY = "forking its branches"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One run of a model as advice reads it: its mode, thread counts and unprofiled step times.
+
+    `spread_known` is False when only the median is known (the stats' quartiles are then the median);
+    `cores` is the cores the run could use (None: unknown); `ranks` the processes of a distributed run;
+    `model` what ran (None: unknown; runs of another model are never paired).
+    """
+
+    mode: str
+    interop: int
+    intra: int
+    stats: StepStats
+    cores: int | None = None
+    ranks: int = 1
+    spread_known: bool = True
+    model: str | None = None
+
+    @property
+    def threads(self) -> int:
+        return threads(self.mode, self.interop, self.intra) * max(1, self.ranks)
+
+    @property
+    def label(self) -> str:
+        return f"{self.mode} {self.interop}×{self.intra}"
+
+    @property
+    def forks(self) -> bool:
+        """A fork run that runs branches side by side (2 or more inter-op threads)."""
+        return self.mode == FORK and self.interop >= 2
+
+
+def threads(mode: str, interop: int, intra: int) -> int:
+    """The most threads a run of `mode` I×J computes with at once (see the module docstring)."""
+    return intra if mode == SEQUENTIAL else interop * intra
+
+
+@dataclass(frozen=True)
+class Advice:
+    """A sequential and a fork run of the same thread count, and which served the model better.
+
+    `faster` is SEQUENTIAL or FORK, or None when the two are within noise; `ratio` the slower
+    median ÷ the faster (≥ 1)."""
+
+    sequential: Measured
+    fork: Measured
+    threads: int
+    cores: int | None
+    faster: str | None
+    ratio: float
+
+    @property
+    def noise_known(self) -> bool:
+        return self.sequential.spread_known and self.fork.spread_known
+
+    @property
+    def text(self) -> str:
+        """The advice in one line (see the module docstring)."""
+        seq, fork = self.sequential, self.fork
+        where = _where(self.threads, self.cores)
+        if self.faster is None:
+            a, b = sorted((seq, fork), key=lambda m: m.stats.median)
+            return (
+                f"{where}, {_run_text(a)} and {_run_text(b)} are within noise ({self.ratio:.2f}×, their step "
+                f"times' interquartile ranges overlap): neither {INTRA_WAY} nor {FORK_WAY} served this model "
+                "clearly better"
+            )
+        win, lose = (seq, fork) if self.faster == SEQUENTIAL else (fork, seq)
+        if self.faster == SEQUENTIAL:
+            why = f"{INTRA_WAY}{' alone' if fork.intra > 1 else ''} serve this model better than {FORK_WAY}"
+        else:
+            why = f"{FORK_WAY} serves this model better than {INTRA_WAY}{' alone' if fork.intra > 1 else ''}"
+        text = f"{where}, {_run_text(win)} beat {_run_text(lose)} by {self.ratio:.2f}×: {why}"
+        if not self.noise_known:
+            text += " (no spread to judge noise by: medians alone)"
+        return text
+
+
+def _where(threads: int, cores: int | None) -> str:
+    if cores is not None and threads == cores:
+        return f"on {cores} cores"
+    if cores is not None:
+        return f"with {threads} threads on {cores} core{'s' if cores != 1 else ''}"
+    return f"with {threads} threads"
+
+
+def ms_text(ms: float) -> str:
+    """A step time, three significant digits below 10 ms, one decimal above."""
+    return f"{ms:.1f} ms" if ms >= 10 else f"{ms:#.3g} ms"
+
+
+def _run_text(m: Measured) -> str:
+    return f"{m.label} ({ms_text(m.stats.median)})"
+
+
+# ---- pairing --------------------------------------------------------------------------------
+def _most_common(values: Sequence[T | None]) -> T | None:
+    """The most common known value (the first of equals); None when none is known."""
+    known = Counter(v for v in values if v is not None)
+    return known.most_common(1)[0][0] if known else None
+
+
+def _fastest(runs: Sequence[Measured]) -> Measured:
+    """The lowest median (fewer inter-op threads first among equals: the plainer configuration)."""
+    return min(runs, key=lambda m: (m.stats.median, m.interop, m.intra))
+
+
+def _candidates(
+    runs: Sequence[Measured],
+) -> tuple[int | None, dict[int, list[Measured]], dict[int, list[Measured]]]:
+    cores = _most_common([m.cores for m in runs])
+    model = _most_common([m.model for m in runs])
+    same = [
+        m
+        for m in runs
+        if (m.cores is None or cores is None or m.cores == cores) and (m.model is None or model is None or m.model == model)
+    ]
+    seq: dict[int, list[Measured]] = {}
+    fork: dict[int, list[Measured]] = {}
+    for m in same:
+        if m.mode == SEQUENTIAL:
+            seq.setdefault(m.threads, []).append(m)
+        elif m.forks:
+            fork.setdefault(m.threads, []).append(m)
+    return cores, seq, fork
+
+
+def _thread_count(common: set[int], cores: int | None) -> int:
+    if cores is not None and cores in common:
+        return cores
+    if cores is not None and any(t <= cores for t in common):
+        return max(t for t in common if t <= cores)
+    return max(common)
+
+
+def advise(runs: Sequence[Measured]) -> Advice | None:
+    """Which way of using the cores served the model better (see the module docstring); None when
+    the runs hold no sequential and fork run of the same thread count."""
+    cores, seq, fork = _candidates(runs)
+    common = set(seq) & set(fork)
+    if not common:
+        return None
+    t = _thread_count(common, cores)
+    s, f = _fastest(seq[t]), _fastest(fork[t])
+    slow, fast = max(s.stats.median, f.stats.median), min(s.stats.median, f.stats.median)
+    ratio = slow / fast if fast > 0 else float("inf")
+    noise_known = s.spread_known and f.spread_known
+    if noise_known and s.stats.within_noise(f.stats):
+        faster = None
+    elif s.stats.median == f.stats.median:
+        faster = None
+    else:
+        faster = SEQUENTIAL if s.stats.median < f.stats.median else FORK
+    return Advice(s, f, t, cores, faster, ratio)
+
+
+def missing_text(runs: Sequence[Measured]) -> str | None:
+    """Why no advice can be given, when runs of both ways are there but of different thread counts
+    (fork 2×1 beside sequential 1×1, say): which run would tell. None when advice can be given, or
+    when the runs are not of both ways."""
+    cores, seq, fork = _candidates(runs)
+    if not seq or not fork or set(seq) & set(fork):
+        return None
+    f = _fastest(fork[_thread_count(set(fork), cores)])
+    t = f.threads
+    peer = f"sequential 1×{f.interop * f.intra}"
+    seq_counts = sorted(seq)
+    uses = ", ".join(str(n) for n in seq_counts)
+    return (
+        f"which way of using the cores serves this model better is not told: {f.label} computes with {t} "
+        f"threads, the sequential run{'s' if sum(len(v) for v in seq.values()) > 1 else ''} here with {uses}; "
+        f"{peer} beside it would tell whether {INTRA_WAY} or {FORK_WAY} serve it better"
+    )
+
+
+def advice_line(runs: Sequence[Measured]) -> str | None:
+    """The advice's line, else why there is none (`missing_text`), else None."""
+    advice = advise(runs)
+    return advice.text if advice is not None else missing_text(runs)
+
+
+# ---- typed inputs from what branchscope writes ----------------------------------------------
+def from_sweep(sweep: SweepRecord) -> list[Measured]:
+    """A sweep's finished cells (sweep.json: their unprofiled median and spread, the sweep's cores)."""
+    out = []
+    for c in sweep.cells:
+        ms = c.unprofiled_median_ms
+        if c.status != DONE or ms is None or c.mode is None or c.interop is None or c.intra is None:
+            continue
+        spread = c.unprofiled_spread_ms
+        known = spread is not None and len(spread) == 4
+        lo, q1, q3, hi = spread if spread is not None and known else (ms, ms, ms, ms)
+        stats = StepStats(c.unprofiled_steps or 0, ms, lo, q1, q3, hi)
+        out.append(Measured(c.mode, c.interop, c.intra, stats, sweep.cores, max(1, sweep.nproc or 1), known))
+    return out
+
+
+def from_summaries(summaries: Sequence[RunSummary]) -> list[Measured]:
+    """Runs compared (`compare.RunSummary`: mode, threads, unprofiled step times, cores)."""
+    return [
+        Measured(s.mode, s.interop, s.intra, s.unprofiled, s.cores, max(1, len(s.ranks)), model=s.model)
+        for s in summaries
+        if s.mode is not None and s.interop is not None and s.intra is not None and s.unprofiled is not None
+    ]
