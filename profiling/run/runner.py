@@ -836,6 +836,11 @@ class _Distributed(_OneWorker):
             unprofiled_steps_ms=[round(x, 4) for x in unprofiled],
             unprofiled_median_ms=round(unprofiled_stats.median, 4) if unprofiled_stats else None,
             unprofiled_spread_ms=unprofiled_stats.rounded_spread(4) if unprofiled_stats else None,
+            # Ranks warm up together: the same steps, settled or stopped alike (each rank's times: its run.json).
+            warmup_steps=first.warmup_steps,
+            warmup_settled=first.warmup_settled,
+            warmup_cap=first.warmup_cap,
+            warnings=[f"rank {rank.rank}: {w}" for rank, run in zip(ranks, runs, strict=True) for w in run.warnings or []],
             branches=first.branches,
             tracer=first.tracer,
             ranks=[
