@@ -62,7 +62,9 @@ def run_profile_command(args: argparse.Namespace) -> int:
         print_failure(result)
         return result.exit_code
     assert result.run is not None
-    print(format_summary(result.run, result.out))
+    print(format_summary(result.run, result.out))  # with the phases' seconds
+    for warning in result.run.warnings or []:  # why the timings may not be steady
+        print(f"warning: {warning}")
     for note in result.notes:
         print(f"note: {note}")
     return 0

@@ -1,5 +1,6 @@
 """The Run page: the shown run in one line (`summary_line`: what ran on what, how it compares with
-its baseline, and why it has no branches when fx could not find them) over the trace workspace
+its baseline, why it has no branches when fx could not find them, and that its timings may not be
+steady when run.json has warnings: each in its tooltip) over the trace workspace
 (`widgets/workspace.py`: its timeline, charts and memory on one time axis)."""
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ class RunPage(QWidget):
         elif run.tracer and run.tracer != "torch.fx":
             why = "".join(f"; {reason}" for reason in (run.tracer_errors or {}).values())  # "<tracer> could not …"
             text += f"<br>Branches found through {html.escape(run.tracer)}{html.escape(why)}"
+        warnings = run.warnings or []
+        if warnings:  # the timings may not be steady: said in one line, each warning in the tooltip
+            n = len(warnings)
+            text += f"<br><span style='color:#b9770e'>⚠ {n} timing warning{'s' if n > 1 else ''} (hover to read)</span>"
+        self.summary_line.setToolTip("\n".join(f"⚠ {w}" for w in warnings))
         self.summary_line.setText(f"<b>{html.escape(entry.title)}</b>: " + text)
 
     def select_range(self, start_ns: int, end_ns: int) -> None:

@@ -42,6 +42,7 @@ import io
 import logging
 import operator
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,6 +154,8 @@ class BranchAnalysis:
     #: What could have been branches and was left out, and why (assertions, scalar work, branches
     #: too small beside the others of their region), in graph order.
     left_out: list[LeftOut] = field(default_factory=list)
+    #: Seconds each tracer tried took, whether it found the graph or failed: {tracer: s}, in order.
+    tracer_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def exported(self) -> bool:
@@ -1043,19 +1046,33 @@ def _export(
     return program.module(), program.call_spec.in_spec, program.call_spec.out_spec
 
 
-def _trace(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], grad: bool = False) -> tuple[fx.GraphModule | None, Any, Any, str | None, dict[str, str]]:
-    """(graph, in_spec, out_spec, the tracer that found it, why the others failed): fx, then torch.export."""
+def _trace(
+    model: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    grad: bool = False,
+    seconds: dict[str, float] | None = None,
+) -> tuple[fx.GraphModule | None, Any, Any, str | None, dict[str, str]]:
+    """(graph, in_spec, out_spec, the tracer that found it, why the others failed): fx, then
+    torch.export; `seconds` gets how long each tracer tried took ({tracer: s})."""
     errors: dict[str, str] = {}
+    seconds = {} if seconds is None else seconds
+    t0 = time.perf_counter()
     try:
         return fx.symbolic_trace(model), None, None, FX, errors
     except Exception as exc:  # fx raises many kinds (TraceError, TypeError, NotImplementedError...)
         errors[FX] = _fx_error_text(model, exc)
+    finally:
+        seconds[FX] = time.perf_counter() - t0
     for tracer, strict in ((EXPORT_NON_STRICT, False), (EXPORT_STRICT, True)):
+        t0 = time.perf_counter()
         try:
             gm, in_spec, out_spec = _quietly(lambda strict=strict: _export(model, args, kwargs, strict, grad))
         except Exception as exc:  # torch.export raises many kinds (UserError, Unsupported, RuntimeError...)
             errors[tracer] = _with_hint(f"{tracer} could not export {type(model).__name__}: {_first_line(exc)}")
             continue
+        finally:
+            seconds[tracer] = time.perf_counter() - t0
         return gm, in_spec, out_spec, tracer, errors
     return None, None, None, None, errors
 
@@ -1095,9 +1112,10 @@ def find_branches(
     _no_progress_thread()
     if isinstance(model, torch.jit.ScriptModule):
         return BranchAnalysis(None, [], "torch.fx cannot trace a TorchScript module; only sequential mode runs it")
-    gm, in_spec, out_spec, tracer, errors = _trace(model, inputs, kwargs, grad)
+    seconds: dict[str, float] = {}
+    gm, in_spec, out_spec, tracer, errors = _trace(model, inputs, kwargs, grad, seconds)
     if gm is None:
-        return BranchAnalysis(None, [], _no_graph_text(errors), tracer_errors=errors)
+        return BranchAnalysis(None, [], _no_graph_text(errors), tracer_errors=errors, tracer_seconds=seconds)
     recorder = _TypeRecorder(gm)
     try:
         with torch.no_grad():
@@ -1107,7 +1125,8 @@ def find_branches(
                 recorder.run(*graph_inputs(gm, in_spec, inputs, kwargs))
     except Exception as exc:
         return BranchAnalysis(
-            None, [], f"the graph {tracer} traced does not run: {_first_line(exc)}", tracer=None, tracer_errors=errors
+            None, [], f"the graph {tracer} traced does not run: {_first_line(exc)}", tracer=None, tracer_errors=errors,
+            tracer_seconds=seconds,
         )
     finder = _Finder(gm, recorder)
     regions = finder.find(compute_nodes(gm), 0, "")
@@ -1115,5 +1134,6 @@ def find_branches(
     _name_regions(gm, regions, finder.work)
     left_out = sorted(finder.left_out.items(), key=lambda item: finder.order[item[0]])
     return BranchAnalysis(
-        gm, regions, None, recorder.types, finder.notes, tracer, errors, in_spec, out_spec, [x for _, x in left_out]
+        gm, regions, None, recorder.types, finder.notes, tracer, errors, in_spec, out_spec, [x for _, x in left_out],
+        tracer_seconds=seconds,
     )

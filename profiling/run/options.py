@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from branchscope.profiling.run.steady import WARMUP_MAX_S, WARMUP_MAX_STEPS
 from branchscope.profiling.trace.records import RunRecord
 
 
@@ -52,7 +53,8 @@ class Option:
 #: The options after --demo/--model, in the order `argv` writes them.
 OPTIONS = (
     Option("steps", "--steps", "profiled steps, and at least as many timed without the profiler (default %(default)s)", "K", int),
-    Option("warmup", "--warmup", "warm-up steps before timing (default %(default)s)", "W", int),
+    Option("warmup", "--warmup", f"warm-up steps before timing: at least W, then on until step times settle (at most "
+           f"{WARMUP_MAX_STEPS} steps or {WARMUP_MAX_S:g} s of them); 0: no warm-up (default %(default)s)", "W", int),
     Option("timeout", "--timeout", "stop a run's worker after S seconds (default %(default)s)", "S", positive_seconds, runner_only=True),
     Option("input_shapes", "--input-shape", "input shape of a TorchScript archive, like 8x64x35x35 (once per input)",
            "SHAPE", repeated=True),  # fmt: skip
@@ -76,6 +78,7 @@ class RunOptions:
     device: str = "auto"
     #: Profiled steps (and at least as many timed without the profiler).
     steps: int = 10
+    #: Warm-up steps: at least this many, then on until step times settle (0: none; see `steady`).
     warmup: int = 3
     #: Seconds before the runner stops a run's worker.
     timeout: float = 600.0

@@ -836,6 +836,11 @@ class _Distributed(_OneWorker):
             unprofiled_steps_ms=[round(x, 4) for x in unprofiled],
             unprofiled_median_ms=round(unprofiled_stats.median, 4) if unprofiled_stats else None,
             unprofiled_spread_ms=unprofiled_stats.rounded_spread(4) if unprofiled_stats else None,
+            # Ranks warm up together: the same steps, settled or stopped alike (each rank's times: its run.json).
+            warmup_steps=first.warmup_steps,
+            warmup_settled=first.warmup_settled,
+            warmup_cap=first.warmup_cap,
+            warnings=[f"rank {rank.rank}: {w}" for rank, run in zip(ranks, runs, strict=True) for w in run.warnings or []],
             branches=first.branches,
             tracer=first.tracer,
             ranks=[
@@ -997,8 +1002,33 @@ def format_summary(run: RunRecord, out: Path) -> str:
     lines.append(
         f"threads: main {run.main_tid}, inter-op pool {run.interop_tids}, intra-op (OpenMP) workers {run.intra_tids}"
     )
+    phases = format_phases(run)
+    if phases:
+        lines.append(phases)
     lines.append(f"wrote {out / DEFAULT_TRACE} and {out / RUN_JSON}")
     return "\n".join(lines)
+
+
+def format_phases(run: RunRecord) -> str | None:
+    """One line: the seconds each of the worker's phases took (run.json's "phase_seconds"), with
+    discovery's per tracer, the plan's build and compile, and how the warm-up ended; None for a run
+    from before they were recorded."""
+    if not run.phase_seconds:
+        return None
+    details: dict[str, str] = {}
+    if run.tracer_seconds:
+        details["discovery"] = ", ".join(f"{t} {s:.2f}" for t, s in run.tracer_seconds.items())
+    steps = (("build", run.plan_build_seconds), ("compile", run.plan_compile_seconds))
+    plan = [f"{what} {s:.2f}" for what, s in steps if s is not None]
+    if plan:
+        details["plan"] = ", ".join(plan)
+    if run.warmup_settled is None:
+        details["warmup"] = "none"
+    else:
+        how = "settled" if run.warmup_settled else f"stopped by its {run.warmup_cap or '?'} cap, not settled"
+        details["warmup"] = f"{run.warmup_steps} steps, {how}"
+    parts = [f"{name} {s:.2f}" + (f" ({details[name]})" if name in details else "") for name, s in run.phase_seconds.items()]
+    return "phases (s): " + ", ".join(parts)
 
 
 def _format_ranks_summary(run: RunRecord, out: Path) -> str:
@@ -1063,6 +1093,8 @@ def main(argv: list[str] | None = None) -> int:
             emit(DoneEvent(out=str(result.out), run=result.run))
         else:
             print(format_summary(result.run, result.out))
+            for warning in result.run.warnings or []:
+                print(f"warning: {warning}")
             for note in result.notes:
                 print(f"note: {note}")
         return EXIT_OK

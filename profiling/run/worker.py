@@ -5,9 +5,14 @@ before any inter-op work; so it and `torch.set_num_threads` are the first torch 
 Then: start the main thread's OpenMP team and, in fork mode, the inter-op pool, noting which thread
 is which (`ThreadCensus`); load the model, run its own forward, find its branches (run.json's
 "tracer": the tracer that found the graph, "tracer_errors": why those before it failed), build the mode's
-plan, check the plan's outputs against the model's, warm up W steps, time at least K steps without
-the profiler (up to 20, or 2 s of them: `timed_steps`), and profile K more, each inside
-`record_function("step N")`.
+plan, check the plan's outputs against the model's, warm up until the step times settle (at least
+--warmup W steps, at most WARMUP_MAX_STEPS (200) or WARMUP_MAX_S (30 s) of them; W = 0: none; see
+`branchscope.profiling.run.steady`), time at least K steps without the profiler (up to 20, or 2 s of
+them: `timed_steps`), and profile K more, each inside `record_function("step N")`. run.json says how the warm-up went ("warmup_steps",
+"warmup_steps_ms", "warmup_settled", "warmup_cap"), how long each phase took ("phase_seconds":
+start, load, forward, discovery, plan, check, warmup, timing, profile, export; "tracer_seconds",
+"plan_build_seconds", "plan_compile_seconds") and why its timings may not be steady ("warnings":
+a warm-up stopped by a cap, timed steps still drifting, a profiler overhead below 0.95).
 
 Results, in OUT (the run folder's staging folder, see branchscope.profiling.run.folder): OUT/trace.json (a Chrome
 trace with a top-level "branchscope" object, and "traceEvents" as its last key so the runner can
@@ -33,7 +38,10 @@ exception") once its work is done, so the worker leaves with os._exit after flus
 A rank of a distributed run ($BRANCHSCOPE_EVENTS_DIR set by the runner, the rank's place in
 RANK, LOCAL_RANK, WORLD_SIZE from torch.distributed.run): see `_rank_main`. Its process group
 (gloo on CPU, nccl on CUDA with rank r on cuda:(local rank)) is initialised before the model is
-built; it writes into OUT/rank-R; it times exactly --steps unprofiled steps (ranks step together).
+built; it writes into OUT/rank-R; it times exactly --steps unprofiled steps (ranks step together),
+and every rank warms up the same number of steps: each warm-up step the ranks all-reduce whether
+each has settled or hit a cap (one small collective between steps, on the default group, in the
+same order on every rank), and stop together.
 A model file's `train_step(model, inputs)`, when it has one, is each step (see LoadedModel.train_step).
 
 Dying with the runner: before anything else the worker asks the kernel for SIGKILL when its parent
@@ -90,6 +98,7 @@ from branchscope.profiling.run.protocol import (
 )
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT as EXIT_BAD_MODEL
 from branchscope.profiling.run.runner import write_json_atomic, write_record_atomic
+from branchscope.profiling.run.steady import CAP_SECONDS, CAP_STEPS, run_warnings, warm_up
 from branchscope.profiling.trace.records import (
     RUN_FORMAT,
     RUN_JSON,
@@ -299,6 +308,22 @@ def timed_steps(
     return times
 
 
+class _Phases:
+    """Seconds of each phase of a run, in the order they ran (run.json's "phase_seconds"): `end(NAME)`
+    ends the phase that began where the previous one ended (or where this was made); a phase ended
+    twice adds up."""
+
+    def __init__(self, clock: Any = time.perf_counter) -> None:
+        self.clock = clock
+        self.seconds: dict[str, float] = {}
+        self._since = clock()
+
+    def end(self, name: str) -> None:
+        now = self.clock()
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self._since, 4)
+        self._since = now
+
+
 @dataclass(frozen=True)
 class RankInfo:
     """This process's place in a distributed run (torch.distributed.run's RANK, LOCAL_RANK, WORLD_SIZE)."""
@@ -309,6 +334,7 @@ class RankInfo:
 
 
 def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None) -> RunRecord:
+    phases = _Phases()
     import torch
 
     # First torch calls of the process: the inter-op pool size can be set only before it starts.
@@ -329,6 +355,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         start_interop_pool()
         settle_interop_pool()
         census.note("interop")
+    phases.end("start")
     proto.emit(PhaseEvent(phase="load"))
 
     from branchscope.profiling.run.branches import find_branches
@@ -372,6 +399,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     except ModelCodeError as exc:
         raise RunFailure(EXIT_BAD_MODEL, str(exc), exc.model_traceback) from exc
     census.note(main_named_are_intra=False)  # CUDA starts its threads here, named like the main thread
+    phases.end("load")
 
     user_file = demo_info(args.demo).path if args.demo else Path(args.model)
     is_cuda = device.startswith("cuda") or any(t.is_cuda for t in loaded.tensors())
@@ -402,7 +430,9 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     # The model's own forward first: a model that raises is a model error in every mode, before
     # branch discovery or a plan could fail on it for another reason.
     expected = call(loaded.model, "running its forward")
+    phases.end("forward")
     analysis = find_branches(loaded.model, loaded.inputs, loaded.kwargs, grad=loaded.train_step is not None)
+    phases.end("discovery")
     try:
         plan = mode.build_plan(loaded.model, analysis, device)
     except ModeUnavailable as exc:
@@ -412,11 +442,13 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         raise RunFailure(EXIT_MODE, str(exc)) from exc
     if plan.source:
         (args.out / "plan.py").write_text(plan.source, encoding="utf-8")
+    phases.end("plan")
 
     actual = call(plan, f"running the {args.mode} plan")
     sync()
     diff = max_abs_diff(expected, actual)
     del expected, actual
+    phases.end("check")
 
     def train(what: str) -> None:
         """The file's train_step on the mode's module, with grad (see LoadedModel.train_step)."""
@@ -436,10 +468,22 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         else:
             call(plan, what)
 
-    proto.emit(PhaseEvent(phase="warmup"))
-    for _ in range(args.warmup):
+    def warm() -> None:
         one("warming up")
-    sync()
+        sync()
+
+    def agree(settled_here: bool, cap_here: str | None) -> tuple[bool, str | None]:
+        """Ranks warm up together (see steady.warm_up): stop when all settled or any hit a cap."""
+        flags = torch.tensor(
+            [not settled_here, cap_here == CAP_STEPS, cap_here == CAP_SECONDS], dtype=torch.int64, device=device
+        )
+        torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX)
+        unsettled, steps_cap, seconds_cap = (bool(x) for x in flags.tolist())
+        return not unsettled, CAP_STEPS if steps_cap else CAP_SECONDS if seconds_cap else None
+
+    proto.emit(PhaseEvent(phase="warmup"))
+    warmup = warm_up(warm, args.warmup, agree=None if dist is None else agree)
+    phases.end("warmup")
 
     def step() -> None:
         one("running a step")
@@ -456,6 +500,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])
     steps_ms: list[float] = []
+    phases.end("timing")  # with importing the profiler
     with profile(activities=activities, record_shapes=True, profile_memory=True) as prof:
         census.note("other")  # the profiler's own threads
         proto.emit(PhaseEvent(phase="profile"))  # after the profiler's (slow) start
@@ -471,6 +516,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         # here as heap corruption (glibc malloc abort) and garbage bytes in the exported trace.
         settle_interop_pool()
     census.note(main_named_are_intra=not is_cuda)
+    phases.end("profile")
     proto.emit(PhaseEvent(phase="export"))
 
     trace = _exported_trace(prof, args.out / "trace.raw.json")
@@ -502,6 +548,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         ranked = {"rank": dist.rank, "local_rank": dist.local_rank, "world_size": dist.world_size, "backend": backend}
         trace["branchscope"].update(ranked)
     _write_trace(args.out / "trace.json", trace)
+    phases.end("export")
 
     profiled_stats, unprofiled_stats = StepStats.of(steps_ms), StepStats.of(unprofiled)
     assert profiled_stats is not None and unprofiled_stats is not None  # K >= 1 steps of each
@@ -527,6 +574,15 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         unprofiled_median_ms=round(unprofiled_median, 4),
         unprofiled_spread_ms=unprofiled_stats.rounded_spread(4),
         profiler_overhead=round(median / unprofiled_median, 4) if unprofiled_median > 0 else None,
+        warmup_steps=len(warmup.times_ms),
+        warmup_steps_ms=[round(x, 4) for x in warmup.times_ms],
+        warmup_settled=warmup.settled,
+        warmup_cap=warmup.cap,
+        phase_seconds=phases.seconds,
+        tracer_seconds={tracer: round(s, 4) for tracer, s in analysis.tracer_seconds.items()},
+        plan_build_seconds=None if plan.build_s is None else round(plan.build_s, 4),
+        plan_compile_seconds=None if plan.compile_s is None else round(plan.compile_s, 4),
+        warnings=run_warnings(warmup, unprofiled, steps_ms),
         branches=[BranchRecord(**b) for b in branches],
         regions=len({b["region"] for b in branches}),
         max_abs_diff=diff,

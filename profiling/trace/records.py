@@ -275,6 +275,24 @@ class RunRecord(msgspec.Struct, kw_only=True):
     #: [min, q1, q3, max] of the unprofiled steps.
     unprofiled_spread_ms: Spread | None = None
     profiler_overhead: float | None = None
+    #: The warm-up (`profiling/run/steady.py`): steps taken (at least `warmup`) and their times,
+    #: whether they settled (None: --warmup 0, no warm-up) and, when they did not, the cap that
+    #: stopped them ("steps" or "seconds").
+    warmup_steps: int | None = None
+    warmup_steps_ms: list[float] | None = None
+    warmup_settled: bool | None = None
+    warmup_cap: str | None = None
+    #: Seconds of each of the worker's phases, in the order they ran: "start" (torch, threads),
+    #: "load", "forward" (the model's own), "discovery", "plan", "check" (the plan's outputs),
+    #: "warmup", "timing", "profile", "export".
+    phase_seconds: dict[str, float] | None = None
+    #: Seconds each tracer tried took ({tracer: s}, in the order tried): discovery's share.
+    tracer_seconds: dict[str, float] | None = None
+    #: Seconds the plan took to write and make, and to compile (None: the mode has no such step).
+    plan_build_seconds: float | None = None
+    plan_compile_seconds: float | None = None
+    #: Why the timings may not be steady, one line each (see `profiling/run/steady.py`).
+    warnings: list[str] | None = None
     branches: list[BranchRecord] | None = None
     regions: int | None = None
     max_abs_diff: float | None = None

@@ -108,3 +108,14 @@ def test_branches_found_through_torch_export_say_so_and_why_fx_failed(window, tm
     assert window.open_trace_files([str(folder)]) == 1
     text = window.summary_line.text()
     assert "Branches found through torch.export (non-strict); torch.fx could not trace BertModel: TypeError" in text
+
+
+def test_a_run_whose_timings_were_not_steady_says_so_with_its_warnings_in_the_tooltip(window, tmp_path):
+    warnings = ["warm-up reached its cap of 200 steps after 200 steps without settling", "profiler overhead ×0.07: …"]
+    steady = _run_folder(tmp_path / "steady", "sequential", 1, 1, 40.0, warnings=[])
+    unsteady = _run_folder(tmp_path / "unsteady", "fork", 2, 1, 20.0, warnings=warnings)
+    assert window.open_trace_files([str(unsteady)]) == 1
+    assert "⚠ 2 timing warnings" in window.summary_line.text()
+    assert window.summary_line.toolTip() == "⚠ " + warnings[0] + "\n⚠ " + warnings[1]
+    assert window.open_trace_files([str(steady)]) == 1  # the next run shown has none: nothing left of them
+    assert "warning" not in window.summary_line.text() and window.summary_line.toolTip() == ""

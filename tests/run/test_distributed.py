@@ -154,6 +154,55 @@ def test_ddp_gather_loss_on_two_ranks_writes_each_rank_and_rank_0_peaks_higher(t
     assert sorted(p.name for p in out.iterdir()) == ["rank-0", "rank-1", "run.json", "worker.log"]
 
 
+#: Rank 1 is slow for its first SLOW_CALLS calls, each quicker than the one before; rank 0 is quick
+#: from the first. No collective in the step: only the warm-up's own agreement ties the ranks.
+_RANK_ONE_WARMS_UP = """
+import time
+import torch
+import torch.distributed as dist
+from torch import nn
+
+SLOW_CALLS = {slow_calls}
+
+
+class RankOneWarmsUp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if dist.get_rank() == 1 and self.calls <= SLOW_CALLS:
+            time.sleep(0.015 * (SLOW_CALLS + 1 - self.calls))
+        return x * 2
+
+
+def build_model():
+    return RankOneWarmsUp()
+
+
+def example_inputs():
+    return (torch.randn(4),)
+"""
+
+
+@pytest.mark.slow
+def test_ranks_warm_up_together_until_the_last_to_settle_has(tmp_path):
+    slow_calls = 12
+    model = tmp_path / "rank_one_warms_up.py"
+    model.write_text(_RANK_ONE_WARMS_UP.format(slow_calls=slow_calls))
+    out = tmp_path / "out"
+    result = run_profile(_request(model, out))  # --warmup 1
+    assert result.ok, result.message
+    ranks = [json.loads((out / f"rank-{r}" / "run.json").read_text()) for r in (0, 1)]
+    # rank 0, quick from the first, would have settled after two windows on its own: it waited for rank 1
+    assert ranks[0]["warmup_steps"] == ranks[1]["warmup_steps"] >= slow_calls
+    assert ranks[0]["warmup_settled"] is True and ranks[1]["warmup_settled"] is True
+    top = json.loads((out / "run.json").read_text())
+    assert (top["warmup_steps"], top["warmup_settled"], top["warmup_cap"]) == (ranks[0]["warmup_steps"], True, None)
+    assert top["warnings"] == [f"rank {r}: {w}" for r in (0, 1) for w in ranks[r]["warnings"]]
+
+
 @pytest.mark.slow
 def test_ddp_local_loss_keeps_the_ranks_peaks_within_15_percent(tmp_path, capsys):
     out = tmp_path / "D"

@@ -15,6 +15,7 @@ import pytest
 
 from branchscope import profiling
 from branchscope.app import cmd_profile
+from branchscope.profiling.trace.records import RunRecord
 from tests.paths import MODELS, ROOT
 
 
@@ -85,6 +86,10 @@ def test_profile_writes_trace_with_cpu_samples_and_prints_summary(tmp_path, caps
     out = capsys.readouterr().out
     assert "sequential mode, 1 inter-op × 1 intra-op" in out and "median" in out and "Wy" in out
     run = json.loads((tmp_path / "run.json").read_text())
+    # where the time went, in one line, and each warning (if the timings were not steady) after the summary
+    (phases,) = [line for line in out.splitlines() if line.startswith("phases (s): ")]
+    assert phases.startswith("phases (s): start ") and f"warmup {run['phase_seconds']['warmup']:.2f} (" in phases
+    assert [line.removeprefix("warning: ") for line in out.splitlines() if line.startswith("warning: ")] == run["warnings"]
     with gzip.open(tmp_path / "trace.json.gz", "rt") as f:
         trace = json.load(f)
     samples = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_sample"]
@@ -212,3 +217,45 @@ def test_runner_jsonl_error_line(tmp_path):
     load, event = [json.loads(line) for line in proc.stdout.splitlines()]
     assert load == {"event": "phase", "phase": "load"}  # it failed loading the model
     assert event["event"] == "error" and "build_model()" in event["message"]
+
+
+def _finished(run: RunRecord, tmp_path: Path):
+    """run_profile for the CLI, as if a run had finished writing `run`."""
+    from branchscope.profiling.run.runner import RunResult
+
+    return lambda request, on_event=None, cancel=None: RunResult(0, tmp_path, run, notes=["a note"])
+
+
+def test_profile_prints_the_phases_in_one_line_and_each_warning(tmp_path, capsys, monkeypatch):
+    run = RunRecord(
+        model="demo inception", mode="fork", interop=2, intra=1, median_ms=65.0, unprofiled_median_ms=900.0,
+        warmup=3, warmup_steps=200, warmup_settled=False, warmup_cap="steps",
+        phase_seconds={"start": 4.2, "load": 1.25, "forward": 0.05, "discovery": 2.5, "plan": 2.8, "check": 0.3,
+                       "warmup": 12.0, "timing": 2.0, "profile": 6.1, "export": 0.4},
+        tracer_seconds={"torch.fx": 2.5}, plan_build_seconds=0.1, plan_compile_seconds=2.7,
+        warnings=["warm-up reached its cap of 200 steps after 200 steps without settling", "profiler overhead ×0.07: …"],
+    )  # fmt: skip
+    monkeypatch.setattr(cmd_profile, "run_profile", _finished(run, tmp_path))
+    assert cli(profile(tmp_path, "--demo", "inception", "--mode", "fork", "--interop", "2", "--intra", "1", "--quiet")) == 0
+    lines = capsys.readouterr().out.splitlines()
+    phases = (
+        "phases (s): start 4.20, load 1.25, forward 0.05, discovery 2.50 (torch.fx 2.50), plan 2.80 (build 0.10, "
+        "compile 2.70), check 0.30, warmup 12.00 (200 steps, stopped by its steps cap, not settled), timing 2.00, "
+        "profile 6.10, export 0.40"
+    )
+    assert phases in lines
+    assert lines[-3:] == [
+        "warning: warm-up reached its cap of 200 steps after 200 steps without settling",
+        "warning: profiler overhead ×0.07: …",
+        "note: a note",
+    ]
+
+
+def test_the_phase_line_says_a_settled_warm_up_a_plan_without_steps_and_no_warm_up():
+    from branchscope.profiling.run.runner import format_phases
+
+    phases = {"warmup": 0.5, "timing": 2.0}
+    settled = RunRecord(phase_seconds=phases, warmup_steps=9, warmup_settled=True)
+    assert format_phases(settled) == "phases (s): warmup 0.50 (9 steps, settled), timing 2.00"
+    assert format_phases(RunRecord(phase_seconds=phases, warmup_steps=0)) == "phases (s): warmup 0.50 (none), timing 2.00"
+    assert format_phases(RunRecord()) is None  # a run from before phases were timed: no line

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from branchscope import profiling
+from branchscope.profiling.run.steady import SETTLE_WINDOW
 from tests.paths import MODELS, ROOT
 
 pytestmark = pytest.mark.slow
@@ -19,7 +20,11 @@ RUN_FIELDS = {
     "mode", "interop", "intra", "device", "torch", "steps_ms", "median_ms", "unprofiled_median_ms",
     "unprofiled_steps", "unprofiled_steps_ms", "unprofiled_spread_ms", "branches", "max_abs_diff",
     "main_tid", "interop_tids", "intra_tids", "fx_error", "tracer", "tracer_errors", "complete",
+    "warmup_steps", "warmup_steps_ms", "warmup_settled", "warmup_cap", "phase_seconds", "tracer_seconds",
+    "plan_build_seconds", "plan_compile_seconds", "warnings",
 }  # fmt: skip
+#: run.json's "phase_seconds", in the order the worker runs them.
+PHASES = ["start", "load", "forward", "discovery", "plan", "check", "warmup", "timing", "profile", "export"]
 
 
 def _worker(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -70,6 +75,14 @@ def test_run_json_fields_and_thread_counts(twin_fork):
     assert len(run["interop_tids"]) == 2 and run["main_tid"] not in run["interop_tids"]
     assert run["intra_tids"] == []  # one intra-op thread: no OpenMP workers
     assert (out / "plan.py").read_text().count("torch.jit.fork(") == 2
+    # where the time went: every phase, discovery per tracer, the fork plan's build and TorchScript compile
+    assert list(run["phase_seconds"]) == PHASES and all(s >= 0 for s in run["phase_seconds"].values())
+    assert list(run["tracer_seconds"]) == ["torch.fx"]
+    assert run["plan_build_seconds"] >= 0 and run["plan_compile_seconds"] >= 0
+    # the warm-up: at least --warmup 1 step, and two windows of steps before it could settle
+    assert run["warmup"] == 1 and run["warmup_steps"] == len(run["warmup_steps_ms"]) >= 2 * SETTLE_WINDOW
+    assert (run["warmup_settled"], run["warmup_cap"]) in ((True, None), (False, "steps"), (False, "seconds"))
+    assert isinstance(run["warnings"], list) and all(isinstance(w, str) for w in run["warnings"])
 
 
 def test_trace_marks_steps_and_branches_on_the_right_threads(twin_fork):
@@ -260,6 +273,67 @@ def test_run_json_says_why_no_tracer_found_a_graph(tmp_path):
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["tracer"] is None and run["branches"] == []
     assert list(run["tracer_errors"]) == ["torch.fx", "torch.export (non-strict)", "torch.export (strict)"]
+    assert list(run["tracer_seconds"]) == list(run["tracer_errors"])  # each tracer tried, timed
     assert "control flow" in run["tracer_errors"]["torch.fx"]
     assert run["fx_error"].startswith("torch.fx could not trace DataDependent") and "nor could torch.export" in run["fx_error"]
     assert "def forward(" not in proc.stderr and "symbolic_shapes" not in proc.stderr  # export's partial graph, logs
+
+
+#: A model slow for its first SLOW_CALLS calls, each quicker than the one before (as TorchScript's
+#: profiling executor optimising a forked plan), then quick. Its calls before the warm-up: its own
+#: forward, torch.fx's trace and the plan's output check.
+_SLOW_FIRST_CALLS = """
+import time
+import torch
+from torch import nn
+
+SLOW_CALLS = {slow_calls}
+UNIT_S = 0.015
+
+
+class SlowFirstCalls(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls <= SLOW_CALLS:
+            time.sleep(UNIT_S * (SLOW_CALLS + 1 - self.calls))
+        return x * 2
+
+
+def build_model():
+    return SlowFirstCalls()
+
+
+def example_inputs():
+    return (torch.randn(4),)
+"""
+
+
+def test_the_warm_up_outlasts_a_model_slow_for_its_first_calls(tmp_path):
+    slow_calls = 12
+    model = tmp_path / "slow_first_calls.py"
+    model.write_text(_SLOW_FIRST_CALLS.format(slow_calls=slow_calls))
+    out = tmp_path / "out"
+    proc = _worker(out, "--model", str(model), "--mode", "sequential", "--interop", "1", "--intra", "1")  # --warmup 1
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads((out / "run.json").read_text())
+    # 1 warm-up step asked for; it went on past every slow call, until the quick steps settled
+    assert run["warmup"] == 1 and run["warmup_steps"] >= slow_calls
+    assert run["warmup_settled"] is True and run["warmup_cap"] is None
+    assert len(run["warmup_steps_ms"]) == run["warmup_steps"]
+    assert list(run["phase_seconds"]) == PHASES and list(run["tracer_seconds"]) == ["torch.fx"]
+    assert run["plan_build_seconds"] is None and run["plan_compile_seconds"] is None  # sequential: the model itself
+    assert isinstance(run["warnings"], list)
+
+
+def test_warmup_zero_runs_no_warm_up_step(tmp_path):
+    cmd = [sys.executable, "-m", "branchscope.profiling.run.worker", "--demo", "twin-mm", "--mode", "sequential",
+           "--interop", "1", "--intra", "1", "--steps", "1", "--warmup", "0", "--out", str(tmp_path)]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert (run["warmup_steps"], run["warmup_steps_ms"], run["warmup_settled"], run["warmup_cap"]) == (0, [], None, None)
+    assert not any(w.startswith("warm-up") for w in run["warnings"])
