@@ -881,11 +881,52 @@ def _elements(value: Any) -> int:
     return 0
 
 
+#: Ops (ATen names, torch functions, methods) that multiply matrices: their FLOPs are
+#: 2 × output elements × the first matrix's last dimension (`_flops`).
+_MATMULS = {"linear", "mm", "bmm", "matmul", "addmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "einsum"}
+_CONVS = {"conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_transpose1d", "conv_transpose2d",
+          "conv_transpose3d", "cudnn_convolution", "mkldnn_convolution"}  # fmt: skip
+_RNN_GATES = {torch.nn.LSTM: 4, torch.nn.GRU: 3, torch.nn.RNN: 1, torch.nn.LSTMCell: 4, torch.nn.GRUCell: 3}
+
+
+def _first_tensor(values: Any) -> torch.Tensor | None:
+    return next((v for v in values if isinstance(v, torch.Tensor)), None)
+
+
+def _flops(node: fx.Node, gm: fx.GraphModule, args: tuple[Any, ...], result: Any) -> int:
+    """Floating-point operations of a node, from shapes: matrix products, convolutions, attention,
+    recurrent layers and the modules doing them (Linear, Conv*d, LSTM…); 0 for the rest, whose work
+    is the elements they move. An estimate, the same on a busy machine as on an idle one (torch's own
+    FlopCounterMode costs about 3 s to import and start in a worker)."""
+    out = result if isinstance(result, torch.Tensor) else _first_tensor(result if isinstance(result, list | tuple) else ())
+    if out is None:
+        return 0
+    module = gm.get_submodule(str(node.target)) if node.op == "call_module" else None
+    name = _op_name(node) if module is None else ""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if isinstance(module, torch.nn.Linear) or (name in _MATMULS and tensors):
+        first = tensors[-2] if name in ("addmm", "baddbmm", "addbmm", "addmv") and len(tensors) >= 3 else tensors[0]
+        k = first.shape[-1] if first.dim() else 1
+        return 2 * out.numel() * int(k)
+    if isinstance(module, torch.nn.modules.conv._ConvNd):
+        return 2 * out.numel() * int(module.weight[0].numel())
+    if name in _CONVS and len(tensors) >= 2:
+        return 2 * out.numel() * int(tensors[1][0].numel())
+    if name in ("scaled_dot_product_attention", "_scaled_dot_product_flash_attention") and len(tensors) >= 2:
+        return 4 * tensors[0].numel() * int(tensors[1].shape[-2])
+    gates = next((g for cls, g in _RNN_GATES.items() if isinstance(module, cls)), 0)
+    if gates and tensors:
+        hidden, size = int(getattr(module, "hidden_size", 0)), int(getattr(module, "input_size", 0)) or 1
+        layers = int(getattr(module, "num_layers", 1)) * (2 if getattr(module, "bidirectional", False) else 1)
+        return 2 * gates * hidden * (size + hidden) * (tensors[0].numel() // size) * layers
+    return 0
+
+
 class _TypeRecorder(fx.Interpreter):
     """Runs the graph once on the example inputs and notes, per node: its value's TorchScript type,
     whether it is an index or mask, whether it is trivial (no value, or a tensor of at most one element
-    computed from such: a scalar sum, an assertion's condition), and its work: the floating-point
-    operations torch's FlopCounterMode counts in it (matrix products, convolutions) plus the tensor
+    computed from such: a scalar sum, an assertion's condition), and its work: its floating-point
+    operations as `_flops` estimates them from shapes (matrix products, convolutions) plus the tensor
     elements it reads and writes. Work so estimated is the same on a busy machine as on an idle one,
     where a time measured here would not be (two cores shared with other work made a 16×64 linear
     take 6 ms)."""
@@ -897,14 +938,13 @@ class _TypeRecorder(fx.Interpreter):
         self.trivial_values: set[str] = set()
         self.work_units: dict[str, int] = {}
         self._elements: dict[str, int] = {}
-        #: Set around `run` (a torch.utils.flop_counter.FlopCounterMode): the FLOPs counted so far.
-        self.flops: Any = None
 
     def run_node(self, n: fx.Node) -> Any:
-        flops = self.flops.get_total_flops() if self.flops is not None else 0
         result = super().run_node(n)
-        if self.flops is not None:
-            flops = self.flops.get_total_flops() - flops
+        flops = 0
+        if n.op in ("call_module", "call_function", "call_method"):
+            args, _ = self.fetch_args_kwargs_from_env(n)
+            flops = _flops(n, self.module, args, result)  # type: ignore[arg-type]
         kind = ts_type(result)
         if isinstance(result, tuple) and _scripted_as_list(n):
             kinds = {ts_type(v) for v in result}
@@ -1119,10 +1159,7 @@ def find_branches(
     recorder = _TypeRecorder(gm)
     try:
         with torch.no_grad():
-            from torch.utils.flop_counter import FlopCounterMode
-
-            with FlopCounterMode(display=False) as recorder.flops:
-                recorder.run(*graph_inputs(gm, in_spec, inputs, kwargs))
+            recorder.run(*graph_inputs(gm, in_spec, inputs, kwargs))
     except Exception as exc:
         return BranchAnalysis(
             None, [], f"the graph {tracer} traced does not run: {_first_line(exc)}", tracer=None, tracer_errors=errors,

@@ -484,7 +484,12 @@ def generate_plan_module(analysis: BranchAnalysis, launcher: Launcher) -> tuple[
         raise ModeUnavailable(f"{mode} mode needs the model's graph, but {analysis.fx_error}")
     if not analysis.regions:
         why = "; ".join(analysis.notes)
-        left = f"; left out: {left_out_text(analysis.left_out)} (run.json's left_out)" if analysis.left_out else ""
+        left = (
+            f"; left out: {left_out_text(analysis.left_out)} (run.json's left_out): give the cores to "
+            "intra-op threads instead (sequential mode, --intra N)"
+            if analysis.left_out
+            else ""
+        )
         raise ModeUnavailable(
             f"{mode} mode needs parallel branches, and {analysis.tracer} found none worth a thread in this model"
             + (f" ({why})" if why else "")
