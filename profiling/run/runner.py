@@ -993,12 +993,12 @@ def format_summary(run: RunRecord, out: Path) -> str:
         for b in branches:
             indent = "  " * (1 + b.depth)
             lines.append(f"{indent}[{b.region}] {b.name} ({b.ops} ops)")
-    if run.left_out:
-        lines.append(f"left out: {left_out_text(run.left_out)}")
     elif run.fx_error:
         lines.append(f"branches: none found ({run.fx_error})")
     else:
         lines.append("branches: none found")
+    if run.left_out:
+        lines.append(f"left out: {left_out_text(run.left_out)}")
     lines.append(
         f"threads: main {run.main_tid}, inter-op pool {run.interop_tids}, intra-op (OpenMP) workers {run.intra_tids}"
     )
