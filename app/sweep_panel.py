@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QFormLayout,
@@ -32,8 +32,9 @@ from branchscope.app.runs import RunSpec
 from branchscope.app.sweep_controller import SweepController
 from branchscope.profiling.run.modes import BASELINE_MODE, MODES
 from branchscope.profiling.run.sweep import SweepError, SweepRequest, load_sweep
-from branchscope.profiling.trace.advice import advice_line, from_sweep
+from branchscope.profiling.trace.advice import from_sweep
 from branchscope.profiling.trace.records import CellEvent, SweepRecord
+from branchscope.widgets.advice_label import AdviceLabel
 from branchscope.widgets.sweep_view import SweepView
 
 #: The modes a sweep checks at first: the baseline and the first that needs nothing this machine may lack.
@@ -100,15 +101,7 @@ class SweepPanel(QWidget):
         )
         self.status.setWordWrap(True)
         #: Which way of using the cores served the model better (empty and hidden until a sweep says).
-        self.advice = QLabel("")
-        self.advice.setWordWrap(True)
-        self.advice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.advice.setToolTip(
-            "A sequential and a fork cell of the same thread count compared: sequential I×J computes with J "
-            "threads (its inter-op pool is idle), fork I×J with I×J; within noise when their step times' "
-            "interquartile ranges overlap."
-        )
-        self.advice.hide()
+        self.advice = AdviceLabel("cell")
 
         modes = QHBoxLayout()
         for box in self.mode_boxes.values():
@@ -184,9 +177,7 @@ class SweepPanel(QWidget):
     def _show(self, sweep: SweepRecord, folder: str | Path) -> None:
         """The sweep in the heatmap, and its advice under the status line."""
         self.view.set_sweep(sweep, folder)
-        advice = advice_line(from_sweep(sweep))
-        self.advice.setText("" if advice is None else f"Advice: {advice}")
-        self.advice.setVisible(advice is not None)
+        self.advice.show_runs(from_sweep(sweep))
 
     def _on_cell(self, event: CellEvent) -> None:
         self._on_update()

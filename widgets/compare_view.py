@@ -18,7 +18,6 @@ from PySide6.QtGui import QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
-    QLabel,
     QSplitter,
     QTableView,
     QTableWidget,
@@ -27,9 +26,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from branchscope.profiling.trace.advice import advice_line, from_summaries
+from branchscope.profiling.trace.advice import from_summaries
 from branchscope.profiling.trace.compare import OpDiff, RunSummary, compare_summaries, op_diff
 from branchscope.profiling.trace.model import Trace
+from branchscope.widgets.advice_label import AdviceLabel
 from branchscope.widgets.units import format_bytes
 from branchscope.widgets.workspace import ShownTrace, TraceWorkspace
 
@@ -92,15 +92,7 @@ class CompareView(QWidget):
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([1000, 600])
         #: Which way of using the cores served the model better (hidden when the runs do not tell).
-        self.advice_label = QLabel("", self)
-        self.advice_label.setWordWrap(True)
-        self.advice_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.advice_label.setToolTip(
-            "A sequential and a fork run of the same thread count compared: sequential I×J computes with J "
-            "threads (its inter-op pool is idle), fork I×J with I×J; within noise when their step times' "
-            "interquartile ranges overlap."
-        )
-        self.advice_label.hide()
+        self.advice_label = AdviceLabel("run", self)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.advice_label)
@@ -128,9 +120,7 @@ class CompareView(QWidget):
         self.summaries = list(summaries)
         self.baseline = baseline
         self.ops = list(op_diff(traces) if ops is None else ops)
-        advice = advice_line(from_summaries(self.summaries))
-        self.advice_label.setText("" if advice is None else f"Advice: {advice}")
-        self.advice_label.setVisible(advice is not None)
+        self.advice_label.show_runs(from_summaries(self.summaries))
         self._fill_summary()
         self._fill_ops()
 

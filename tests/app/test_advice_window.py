@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from branchscope.profiling.trace.records import SWEEP_JSON
-from tests.builders.runs import write_run_json, write_small_trace
+from tests.builders.runs import write_timed_run
 
 SEQ_WINS = (
     "Advice: on 2 cores, sequential 1×2 (41.0 ms) beat fork 2×1 (48.0 ms) by 1.17×: "
@@ -20,20 +20,12 @@ SEQ_WINS = (
 )
 
 
-def _run(folder: Path, mode: str, interop: int, intra: int, steps: list[float]) -> Path:
-    folder.mkdir(parents=True)
-    write_small_trace(folder / "trace.json.gz", mode)
-    return write_run_json(folder, mode=mode, interop=interop, intra=intra, cores=2, model="demo inception",
-                          source="demo", median_ms=steps[2], steps_ms=steps, unprofiled_steps_ms=steps,
-                          trace="trace.json.gz")  # fmt: skip
-
-
 @pytest.fixture
 def folders(tmp_path) -> dict[str, Path]:
     return {
-        "seq 1x1": _run(tmp_path / "seq11", "sequential", 1, 1, [69.0, 70.0, 71.0, 72.0, 73.0]),
-        "seq 1x2": _run(tmp_path / "seq12", "sequential", 1, 2, [39.0, 40.0, 41.0, 42.0, 43.0]),
-        "fork 2x1": _run(tmp_path / "fork21", "fork", 2, 1, [46.0, 47.0, 48.0, 49.0, 50.0]),
+        "seq 1x1": write_timed_run(tmp_path / "seq11", "sequential", 1, 1, [69.0, 70.0, 71.0, 72.0, 73.0]),
+        "seq 1x2": write_timed_run(tmp_path / "seq12", "sequential", 1, 2, [39.0, 40.0, 41.0, 42.0, 43.0]),
+        "fork 2x1": write_timed_run(tmp_path / "fork21", "fork", 2, 1, [46.0, 47.0, 48.0, 49.0, 50.0]),
     }
 
 

@@ -42,6 +42,16 @@ def write_run_folder(folder: Path, mode: str, interop: int, intra: int, median: 
     )  # fmt: skip
 
 
+def write_timed_run(folder: Path, mode: str, interop: int, intra: int, steps: list[float], cores: int = 2) -> Path:
+    """A run folder of the inception demo as the runner leaves it, with these (unprofiled and
+    profiled) step times, run on `cores` cores."""
+    folder.mkdir(parents=True)
+    write_small_trace(folder / "trace.json.gz", mode)
+    return write_run_json(folder, mode=mode, interop=interop, intra=intra, cores=cores, model="demo inception",
+                          source="demo", median_ms=steps[len(steps) // 2], steps_ms=steps, unprofiled_steps_ms=steps,
+                          trace="trace.json.gz")  # fmt: skip
+
+
 def write_sweep_folder(folder: Path) -> Path:
     """A finished sweep of two cells (sequential 1×1 at 40 ms, fork 2×1 at 20 ms), as `branchscope sweep` leaves it."""
     from branchscope.profiling.trace.records import SWEEP_JSON, CellRecord, SweepRecord, encode_record
