@@ -373,7 +373,7 @@ class _Finder:
             asserts = any(_is_assertion(n) for n in nodes)
             kind = "assertion" if asserts else "no tensor work"
             why = "an assertion: no work to run on a thread" if asserts else "no tensor work (scalars, shapes)"
-            self.left_out[nodes[-1]] = LeftOut(_where(nodes) + _chain_label([_op_name(n) for n in done]), len(nodes), kind, why)
+            self.left_out[nodes[-1]] = LeftOut(_left_out_name(nodes), len(nodes), kind, why)
 
     def _cost(self, nodes: list[fx.Node]) -> int:
         return sum(self.work_units.get(n.name, 0) for n in nodes)
@@ -390,24 +390,18 @@ class _Finder:
         if costs[big] <= 0:
             return branch_nodes
         region_small = sum(costs) - costs[big] < SMALL_SHARE * costs[big]
-        share = 1.0 if region_small else TINY_SHARE
-        kept = [k for k, cost in enumerate(costs) if k == big or (cost >= share * costs[big] and not region_small)]
+        kept = [big] if region_small else [k for k, cost in enumerate(costs) if cost >= TINY_SHARE * costs[big]]
         if len(kept) == len(costs):
             return branch_nodes
         for k, nodes in enumerate(branch_nodes):
             if k not in kept and nodes[-1] not in self.left_out:
-                ops = [
-                    str(n.target).rsplit(".", 1)[-1] if n.op == "call_module" else _op_name(n)
-                    for n in nodes
-                    if n.op in ("call_function", "call_method", "call_module")
-                ]
                 why = (
                     f"the other branches of its region hold under {SMALL_SHARE:.0%} of the largest one's work"
                     if region_small
                     else f"under {TINY_SHARE:.0%} of the largest branch's work"
                 )
                 self.left_out[nodes[-1]] = LeftOut(
-                    _where(nodes) + _chain_label([o for o in ops if o not in _BOOKKEEPING] or ops),
+                    _left_out_name(nodes),
                     len(nodes),
                     "small",
                     f"{_units(costs[k])} of work beside a branch of {_units(costs[big])}: {why}, not worth a thread",
@@ -750,13 +744,17 @@ def _reads(nodes: list[fx.Node]) -> str:
     return ", ".join(names)
 
 
-def _where(nodes: list[fx.Node]) -> str:
-    """"PATH: " for the innermost module the first of `nodes` ran in, "" at the model's top level."""
-    for n in nodes:
-        stack = _scope(n)
-        if stack:
-            return f"{stack[-1]}: "
-    return ""
+def _left_out_name(nodes: list[fx.Node]) -> str:
+    """Left-out work by where it is and what it does: "PATH: " for the innermost module its first
+    node ran in ("" at the model's top level), then its calls (a module by its own name) but
+    bookkeeping, unless that is all it does: `blocks.0.norm3: eq → _assert`, `level2: downsample → project`."""
+    where = next((f"{stack[-1]}: " for n in nodes if (stack := _scope(n))), "")
+    ops = [
+        str(n.target).rsplit(".", 1)[-1] if n.op == "call_module" else _op_name(n)
+        for n in nodes
+        if n.op in ("call_function", "call_method", "call_module")
+    ]
+    return where + _chain_label([o for o in ops if o not in _BOOKKEEPING] or ops)
 
 
 def _fork_text(fork: str, nodes: dict[str, fx.Node]) -> str:
