@@ -580,7 +580,8 @@ def _no_task(x: int) -> int:
     return x
 
 
-def _fork_and_wait(x: int) -> int:
+def fork_and_wait(x: int) -> int:
+    """`x`, from a task forked and waited for (TorchScript: scripted, it runs on the inter-op pool)."""
     return torch.jit.wait(torch.jit.fork(_no_task, x))
 
 
@@ -589,5 +590,5 @@ def start_interop_pool() -> None:
     with a TorchScript fork of a task that does nothing, so that no OpenMP team starts with it."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*torch.jit.script.*deprecated", category=DeprecationWarning)
-        scripted = torch.jit.script(_fork_and_wait)
+        scripted = torch.jit.script(fork_and_wait)
     scripted(0)

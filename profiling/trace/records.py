@@ -210,6 +210,24 @@ class LeftOutRecord(msgspec.Struct, kw_only=True):
     why: str = ""
 
 
+class BranchThreadRecord(msgspec.Struct, kw_only=True):
+    """One thread of threads mode's Python pool over the profiled steps (run.json's
+    `branch_threads`), measured by the thread itself around each branch it ran: `calls` branches,
+    `wall_ms` inside them, of which `cpu_ms` on a core, `core_wait_ms` runnable but waiting for a
+    core (the kernel's run delay), and `gil_wait_ms` the rest: asleep, which for a branch on a
+    Python thread is waiting for the GIL (with intra-op threads > 1, also the thread's wait for its
+    own OpenMP team at the end of a parallel op)."""
+
+    REQUIRED: typing.ClassVar[tuple[str, ...]] = ("tid",)
+
+    tid: int = 0
+    calls: int = 0
+    wall_ms: float = 0.0
+    cpu_ms: float = 0.0
+    core_wait_ms: float = 0.0
+    gil_wait_ms: float = 0.0
+
+
 class FailureRecord(msgspec.Struct, kw_only=True):
     """OUT/failed-run/failure.json: what a failed run kept there to say why (its `files`, names in
     that folder) and its error line."""
@@ -258,6 +276,14 @@ class RunRecord(msgspec.Struct, kw_only=True):
     cores: int | None = None
     device: str | None = None
     torch: str | None = None
+    #: The worker's interpreter: its version ("3.11.7", "3.13.1 free-threading build"), its path,
+    #: and whether the GIL was on (False: a free-threaded CPython running without it; None: not said).
+    python: str | None = None
+    python_executable: str | None = None
+    gil: bool | None = None
+    #: threads mode with the GIL on: each pool thread's time in branches, on a core, waiting for a
+    #: core and waiting for the GIL over the profiled steps (`BranchThreadRecord`).
+    branch_threads: list[BranchThreadRecord] | None = None
     #: "demo NAME" for a demo, else the model file's path.
     model: str | None = None
     #: "demo", "py" or "torchscript".

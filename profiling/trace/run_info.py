@@ -53,6 +53,17 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _ms(value: Any) -> float:
+    """A finite, non-negative number of ms, or 0."""
+    if type(value) in (int, float) and value == value and 0 <= value < float("inf"):
+        return float(value)
+    return 0.0
+
+
 def _tids(value: Any) -> tuple[int, ...]:
     return tuple(t for t in value if type(t) is int) if isinstance(value, list) else ()
 
@@ -70,6 +81,30 @@ class BranchInfo:
     join: str | None = None
     depth: int = 0
     parent: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BranchThreadInfo:
+    """One thread of threads mode's Python pool over the profiled steps (run.json's
+    `branch_threads`, see `records.BranchThreadRecord`): branches run, ms inside them, on a core,
+    waiting for a core, waiting for the GIL."""
+
+    tid: int
+    calls: int = 0
+    wall_ms: float = 0.0
+    cpu_ms: float = 0.0
+    core_wait_ms: float = 0.0
+    gil_wait_ms: float = 0.0
+
+    @classmethod
+    def parse(cls, obj: Any) -> BranchThreadInfo | None:
+        if not isinstance(obj, dict) or _int(obj.get("tid")) is None:
+            return None
+        return cls(
+            tid=obj["tid"],
+            calls=_int(obj.get("calls")) or 0,
+            **{k: _ms(obj.get(k)) for k in ("wall_ms", "cpu_ms", "core_wait_ms", "gil_wait_ms")},
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +144,12 @@ class RunInfo:
     #: trace says.
     model: str | None = None
     source: str | None = None
+    #: The worker's Python version, and whether its GIL was on (None: the trace does not say; False:
+    #: free-threaded, without the GIL).
+    python: str | None = None
+    gil: bool | None = None
+    #: threads mode with the GIL on: each pool thread's branch time, CPU, core wait and GIL wait.
+    branch_threads: tuple[BranchThreadInfo, ...] = ()
 
     @classmethod
     def parse(cls, obj: Any) -> RunInfo | None:
@@ -151,4 +192,7 @@ class RunInfo:
             branches=tuple(branches),
             model=_str(obj.get("model")),
             source=_str(obj.get("source")),
+            python=_str(obj.get("python")),
+            gil=obj.get("gil") if isinstance(obj.get("gil"), bool) else None,
+            branch_threads=tuple(t for x in _list(obj.get("branch_threads")) if (t := BranchThreadInfo.parse(x))),
         )

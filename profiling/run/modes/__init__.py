@@ -3,9 +3,11 @@
 A `Mode` says what every part of branchscope needs to know about it: its name and label (the
 command line, the run controls, the sweep panel, the legend and summary lines), what it needs to
 run (CUDA, TorchScript, the model's branches), whether the worker starts torch's inter-op pool for
-it before the model loads (so the thread census can tell the pool's threads), how the runs list
-says what ran ("4 branches on 2 inter-op threads"), and how its plan is built (`build_plan`, which
-imports torch when it is called: in the worker only).
+it before the model loads (`start_pool`, so the thread census can tell the pool's threads), what it
+needs of the worker's torch (`check`: fork needs TorchScript), whether the profiler must record every
+thread (threads mode's branches run on Python threads, which torch.profiler does not follow by
+itself), how the runs list says what ran ("4 branches on 2 inter-op threads"), and how its plan is
+built (`build_plan`, which imports torch when it is called: in the worker only).
 
 Adding a mode: a file here defining `MODE = Mode(...)` and its plan builder, plus its name in
 `_MODULES`. Nothing else lists the modes.
@@ -23,7 +25,7 @@ from typing import Any
 from branchscope.profiling.trace.records import BASELINE_MODE
 
 #: The modes, in the order the controls list them (each a module of this package defining MODE).
-_MODULES = ("sequential", "fork", "streams")
+_MODULES = ("sequential", "fork", "threads", "streams")
 
 
 class ModeUnavailable(Exception):
@@ -58,10 +60,23 @@ class Mode:
     needs_torchscript: bool = False
     #: Needs the model's graph and parallel branches (only sequential runs any model as it is).
     needs_branches: bool = True
-    #: The worker starts torch's inter-op pool before loading the model (its threads counted apart).
-    starts_interop_pool: bool = False
+    #: `start_pool(threads)`: starts the mode's inter-op pool in the worker before the model loads,
+    #: so the thread census counts its threads apart (they are run.json's `interop_tids`); None: the
+    #: mode has no pool of its own. Imports torch when called.
+    start_pool: Callable[[int], None] | None = None
+    #: `check()`: why this mode cannot run with the worker's torch, in one line (the run exits 3 with
+    #: it before anything starts), or None. Imports torch when called.
+    check: Callable[[], str | None] | None = None
+    #: Its branches run on threads torch.profiler does not follow by itself (Python threads): the
+    #: worker profiles every thread.
+    profile_all_threads: bool = False
     #: Other names the command line takes for it ("multi-stream").
     aliases: tuple[str, ...] = ()
+
+    @property
+    def starts_interop_pool(self) -> bool:
+        """The worker starts the mode's inter-op pool before loading the model."""
+        return self.start_pool is not None
 
     def runs_text(self, interop: int) -> str:
         """`runs_as` with the inter-op threads filled in."""

@@ -41,6 +41,57 @@ def compiler_summary(message: str, limit: int = 400) -> str:
     return f"{summary} (at {where[1]}, line {where[2]})" if where else summary
 
 
+def torchscript_problem() -> str | None:
+    """Why this torch cannot run fork mode's plans (TorchScript is deprecated upstream: a torch may
+    lack it, raise at `torch.jit.script`, or run it disabled, `PYTORCH_JIT=0`, where a "scripted"
+    function is the Python function and fork runs inline), in a few words; None when a scripted
+    function forks and waits."""
+    import warnings
+
+    import torch
+
+    from branchscope.profiling.run.plans import fork_and_wait
+
+    jit = getattr(torch, "jit", None)
+    for name in ("script", "fork", "wait"):
+        if not callable(getattr(jit, name, None)):
+            return f"this torch has no torch.jit.{name}"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            scripted = torch.jit.script(fork_and_wait)
+            if not isinstance(scripted, torch.jit.ScriptFunction):
+                return "TorchScript is disabled in this torch (torch.jit.script gives back the Python function: PYTORCH_JIT=0?)"
+            if scripted(7) != 7:
+                return "a scripted fork and wait gave a wrong result"
+    except Exception as exc:  # noqa: BLE001 - whatever this torch raises is the reason
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return f"torch.jit.script raised {type(exc).__name__}: {first}"[:300]
+    return None
+
+
+def check() -> str | None:
+    """fork mode needs TorchScript (see `torchscript_problem`); the line names threads mode."""
+    problem = torchscript_problem()
+    if problem is None:
+        return None
+    import torch
+
+    return (
+        f"fork mode needs TorchScript, and {problem} (torch {torch.__version__}): run --mode threads, which "
+        "runs the same branches on a pool of Python threads in eager PyTorch"
+    )
+
+
+def start_pool(threads: int) -> None:
+    """Starts torch's inter-op pool (its size was set first thing in the worker)."""
+    from branchscope.profiling.run.cpu_sampler import settle_interop_pool
+    from branchscope.profiling.run.plans import start_interop_pool
+
+    start_interop_pool()
+    settle_interop_pool()
+
+
 def launcher() -> Any:
     """This mode's part of the generated plan (`plans.Launcher`); TorchScript calls no higher-order ops."""
     from branchscope.profiling.run.plans import Launcher
@@ -81,5 +132,6 @@ MODE = Mode(
     runs_as="on {interop} inter-op thread{s}",
     build_plan=build_plan,
     needs_torchscript=True,
-    starts_interop_pool=True,
+    start_pool=start_pool,
+    check=check,
 )

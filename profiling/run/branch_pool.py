@@ -1,0 +1,230 @@
+"""threads mode's inter-op pool: a fixed number of Python threads that run a region's branches.
+
+ATen ops release the GIL while they compute, so branches submitted to Python threads overlap in plain
+eager PyTorch, with no TorchScript; what needs the GIL (the Python between the ops, and each op's
+entry and return) runs one thread at a time unless the interpreter is free-threaded.
+
+- All threads start at once (`BranchPool(size)`), before the model loads, so the worker's thread
+  census takes them as the inter-op pool; each names itself `POOL_THREAD_NAME` (its OS name, which
+  the OpenMP workers it starts inherit, as torch's own pool threads do with "PTThreadPool").
+- `submit(fn, *args)` gives a `Task`; `Task.result()` waits for it. A pool thread that waits for a
+  task no thread has taken yet runs it itself (a branch holding a region of its own submits and
+  waits from inside the pool: with every thread waiting, a plain pool would deadlock). Any other
+  thread (the model's main thread) only waits, so a run uses exactly `size` branch threads.
+- `measuring = True` makes each pool thread measure every task it takes from the queue: its wall
+  time, its CPU time and its run delay (runnable but waiting for a core) from the kernel
+  (`/proc/thread-self/schedstat`), and the time it waited for tasks of other threads. What is left,
+  asleep and not joining, is the GIL (`ThreadTimes.gil_wait_ns`).
+
+No torch and no Qt here: what a branch needs of the launching thread's state (grad mode, the CUDA
+stream) is the caller's to carry (see `modes/threads.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The OS name of the pool's threads (15 characters at most).
+POOL_THREAD_NAME = "BSThreadPool"
+
+_PENDING, _RUNNING, _DONE = 0, 1, 2
+
+
+def gil_enabled() -> bool:
+    """Whether this interpreter runs with the GIL (False only on a free-threaded CPython running
+    without it: `sys._is_gil_enabled()`, Python 3.13 and later)."""
+    probe = getattr(sys, "_is_gil_enabled", None)
+    return bool(probe()) if callable(probe) else True
+
+
+def python_version() -> str:
+    """This interpreter's version, and "free-threading build" where it is one ("3.13.1 free-threading build")."""
+    import platform
+    import sysconfig
+
+    version = platform.python_version()
+    return f"{version} free-threading build" if sysconfig.get_config_var("Py_GIL_DISABLED") else version
+
+
+class _SchedStat:
+    """This thread's CPU time and run delay (ns) from `/proc/thread-self/schedstat`, kept open and
+    re-read with pread; falls back to `time.thread_time_ns()` (and no run delay) without /proc."""
+
+    def __init__(self) -> None:
+        try:
+            self.fd: int | None = os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY)
+        except OSError:
+            self.fd = None
+
+    def read(self) -> tuple[int, int]:
+        if self.fd is not None:
+            try:
+                fields = os.pread(self.fd, 128, 0).split()
+                return int(fields[0]), int(fields[1])
+            except (OSError, ValueError, IndexError):
+                pass
+        return time.thread_time_ns(), 0
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+@dataclass
+class ThreadTimes:
+    """What one pool thread measured of the tasks it took while `measuring` (ns)."""
+
+    tid: int
+    calls: int = 0
+    wall_ns: int = 0
+    cpu_ns: int = 0
+    core_wait_ns: int = 0
+    #: Waiting for tasks another thread had taken (a branch joining its own region's branches).
+    join_ns: int = 0
+
+    @property
+    def gil_wait_ns(self) -> int:
+        """Asleep inside a branch, not waiting for a core nor for another branch: the GIL."""
+        return max(0, self.wall_ns - self.cpu_ns - self.core_wait_ns - self.join_ns)
+
+
+class Task:
+    """One submitted call; `result()` gives its value or raises its exception."""
+
+    def __init__(self, pool: BranchPool, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self._pool = pool
+        self._fn = fn
+        self._args = args
+        self._lock = threading.Lock()
+        self._state = _PENDING
+        self._done = threading.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def _claim(self) -> bool:
+        with self._lock:
+            if self._state != _PENDING:
+                return False
+            self._state = _RUNNING
+            return True
+
+    def _run(self) -> None:
+        try:
+            self._value = self._fn(*self._args)
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for the task
+            self._error = exc
+        finally:
+            self._fn = self._args = None  # type: ignore[assignment]
+            self._state = _DONE
+            self._done.set()
+
+    def result(self) -> Any:
+        """The task's value, once it has run (see the module docstring for who runs it)."""
+        times = self._pool._own_times()
+        if times is not None and self._claim():
+            self._run()  # a pool thread runs a task nobody took, rather than wait for it
+        elif not self._done.is_set():
+            t0 = time.perf_counter_ns()
+            self._done.wait()
+            if times is not None and self._pool.measuring:
+                times.join_ns += time.perf_counter_ns() - t0
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+@dataclass
+class _Worker:
+    times: ThreadTimes
+    stat: _SchedStat = field(default_factory=_SchedStat)
+
+
+class BranchPool:
+    """`size` Python threads that run submitted tasks (see the module docstring)."""
+
+    def __init__(self, size: int, name: str = POOL_THREAD_NAME) -> None:
+        if size < 1:
+            raise ValueError(f"a pool needs at least one thread, not {size}")
+        self.size = size
+        self.name = name
+        self.measuring = False
+        self._queue: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
+        self._local = threading.local()
+        self._workers: list[_Worker] = []
+        self._started = threading.Barrier(size + 1)
+        self._threads = [
+            threading.Thread(target=self._loop, name=f"{name}-{i}", daemon=True) for i in range(size)
+        ]
+        for t in self._threads:
+            t.start()
+        self._started.wait()  # every thread is there (and named) when the pool is made
+
+    @property
+    def tids(self) -> list[int]:
+        """The OS thread ids of the pool's threads."""
+        return sorted(w.times.tid for w in self._workers)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Task:
+        task = Task(self, fn, args)
+        self._queue.put(task)
+        return task
+
+    def times(self) -> list[ThreadTimes]:
+        """What each thread measured (see `measuring`), by thread id."""
+        return sorted((w.times for w in self._workers), key=lambda t: t.tid)
+
+    def reset_times(self) -> None:
+        for w in self._workers:
+            w.times = ThreadTimes(w.times.tid)
+
+    def shutdown(self) -> None:
+        """Stops the threads once the tasks submitted before have run."""
+        for _ in self._threads:
+            self._queue.put(None)
+        for t in self._threads:
+            t.join()
+
+    def _own_times(self) -> ThreadTimes | None:
+        worker = getattr(self._local, "worker", None)
+        return worker.times if worker is not None else None
+
+    def _loop(self) -> None:
+        _name_this_thread(self.name)
+        worker = _Worker(ThreadTimes(threading.get_native_id()))
+        self._local.worker = worker
+        self._workers.append(worker)
+        self._started.wait()
+        try:
+            while (task := self._queue.get()) is not None:
+                if not task._claim():
+                    continue  # a pool thread waiting for it ran it already
+                if not self.measuring:
+                    task._run()
+                    continue
+                times = worker.times
+                t0, (cpu0, delay0) = time.perf_counter_ns(), worker.stat.read()
+                task._run()
+                cpu1, delay1 = worker.stat.read()
+                times.calls += 1
+                times.wall_ns += time.perf_counter_ns() - t0
+                times.cpu_ns += cpu1 - cpu0
+                times.core_wait_ns += delay1 - delay0
+        finally:
+            worker.stat.close()
+
+
+def _name_this_thread(name: str) -> None:
+    """Sets the calling thread's OS name (Linux; 15 bytes kept), which /proc and profilers show."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w", encoding="ascii") as f:
+            f.write(name[:15])
+    except OSError:
+        pass

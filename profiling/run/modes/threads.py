@@ -1,0 +1,112 @@
+"""threads: the plan as eager Python in which each region's branches are submitted to a pool of
+`--interop` Python threads (`branch_pool.BranchPool`, this mode's inter-op pool) and joined; the
+model's own Python runs the rest on the main thread. No TorchScript: it runs every model whose graph
+discovery finds, higher-order ops included.
+
+ATen ops release the GIL while they compute, so branches of large ops overlap about as well as
+fork mode's; the Python between the ops and each op's entry need the GIL, so branches of many small
+ops wait for it (run.json's `branch_threads`; a free-threaded CPython has no GIL to wait for).
+
+A branch runs with the launching thread's grad mode and inference mode (torch keeps both per
+thread). On CUDA each branch thread runs on the launching thread's current stream and device: the
+branches' CPU work (Python, launches) overlaps, their kernels queue on one stream in the order they
+were launched (multi-stream mode gives each branch a stream of its own).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from branchscope.profiling.run.modes import Mode
+
+#: The pool the worker started before the model loaded (`start_pool`); plans submit to it.
+_shared_pool: Any = None
+
+
+def start_pool(threads: int) -> None:
+    """Starts this process's branch pool of `threads` Python threads (once)."""
+    global _shared_pool
+    from branchscope.profiling.run.branch_pool import BranchPool
+
+    if _shared_pool is None:
+        _shared_pool = BranchPool(threads)
+
+
+def shared_pool() -> Any:
+    """The pool `start_pool` started, or None."""
+    return _shared_pool
+
+
+class ThreadLauncher:
+    """What a threads plan calls to launch a branch: the branch with the launching thread's
+    per-thread torch state (see the module docstring), submitted to the pool."""
+
+    def __init__(self, pool: Any, device: str = "cpu") -> None:
+        import torch
+
+        self.pool = pool
+        self.torch = torch
+        self.cuda = torch.device(device) if torch.device(device).type == "cuda" else None
+
+    def submit(self, fn: Any, *args: Any) -> Any:
+        torch = self.torch
+        grad, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
+        cuda = self.cuda
+        stream = torch.cuda.current_stream(cuda) if cuda is not None else None
+
+        def call() -> Any:
+            with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+                if stream is None:
+                    return fn(*args)
+                with torch.cuda.device(cuda), torch.cuda.stream(stream):
+                    return fn(*args)
+
+        return self.pool.submit(call)
+
+
+def emit_region(gen: Any, launched: list[Any], indent: str) -> list[str]:
+    """Submit every branch of the region to the pool, then wait for each and unpack its results."""
+    lines = []
+    for b in launched:
+        args = "".join(f", {gen.var(i)}" for i in b.ins)
+        lines.append(f"{indent}_task{b.t} = _threads.submit(self.{b.method}{args})")
+    for b in launched:
+        lines.append(f"{indent}_res{b.t} = _task{b.t}.result()")
+        lines += [f"{indent}{gen.var(o)} = _res{b.t}[{j}]" for j, o in enumerate(b.outs)]
+    return lines
+
+
+def launcher(threads: ThreadLauncher) -> Any:
+    """This mode's part of the generated plan (`plans.Launcher`): eager Python, so higher-order ops
+    are called as the graph has them."""
+    from branchscope.profiling.run.plans import Launcher
+
+    return Launcher("threads", emit_region, namespace={"_threads": threads})
+
+
+def build_plan(model: Any, analysis: Any, device: str, pool: Any = None) -> Any:
+    """The generated plan, its regions' branches on `pool` (default: the pool the worker started;
+    one of two threads when none was, as in tests run in process)."""
+    import time
+
+    from branchscope.profiling.run.plans import Plan, generate_plan_module
+
+    if pool is None:
+        if _shared_pool is None:
+            start_pool(2)
+        pool = _shared_pool
+    t0 = time.perf_counter()
+    module, source = generate_plan_module(analysis, launcher(ThreadLauncher(pool, device)))
+    return Plan("threads", module, source, analysis, build_s=time.perf_counter() - t0)
+
+
+MODE = Mode(
+    name="threads",
+    title="threads",
+    label="threads (Python pool)",
+    description="each region's branches on a pool of Python threads in eager PyTorch (ops release the GIL; no TorchScript)",
+    runs_as="on {interop} Python thread{s}",
+    build_plan=build_plan,
+    start_pool=start_pool,
+    profile_all_threads=True,
+)
