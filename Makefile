@@ -37,6 +37,7 @@ bench: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/bench_open_window.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/bench_timeline.py
 	$(BIN)/python benchmarks/bench_fork_speedup.py
+	$(BIN)/python benchmarks/bench_threads.py
 	$(BIN)/python benchmarks/bench_sweep.py
 	$(BIN)/python benchmarks/bench_memory.py
 	$(BIN)/python benchmarks/bench_ddp.py

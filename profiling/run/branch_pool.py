@@ -116,13 +116,26 @@ class Task:
             self._state = _RUNNING
             return True
 
-    def _run(self) -> None:
+    def _run(self, worker: _Worker | None = None) -> None:
+        """Runs the task; `worker`: the pool thread that took it from the queue, which measures it
+        (while the pool is `measuring`) before anyone waiting can see it done."""
+        measure = worker is not None and self._pool.measuring
+        if measure:
+            t0, (cpu0, delay0) = time.perf_counter_ns(), worker.stat.read()  # type: ignore[union-attr]
         try:
             self._value = self._fn(*self._args)
         except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for the task
             self._error = exc
         finally:
             self._fn = self._args = None  # type: ignore[assignment]
+            if measure:
+                assert worker is not None
+                cpu1, delay1 = worker.stat.read()
+                times = worker.times
+                times.calls += 1
+                times.wall_ns += time.perf_counter_ns() - t0
+                times.cpu_ns += cpu1 - cpu0
+                times.core_wait_ns += delay1 - delay0
             self._state = _DONE
             self._done.set()
 
@@ -204,19 +217,8 @@ class BranchPool:
         self._started.wait()
         try:
             while (task := self._queue.get()) is not None:
-                if not task._claim():
-                    continue  # a pool thread waiting for it ran it already
-                if not self.measuring:
-                    task._run()
-                    continue
-                times = worker.times
-                t0, (cpu0, delay0) = time.perf_counter_ns(), worker.stat.read()
-                task._run()
-                cpu1, delay1 = worker.stat.read()
-                times.calls += 1
-                times.wall_ns += time.perf_counter_ns() - t0
-                times.cpu_ns += cpu1 - cpu0
-                times.core_wait_ns += delay1 - delay0
+                if task._claim():  # else a pool thread waiting for it ran it already
+                    task._run(worker)
         finally:
             worker.stat.close()
 

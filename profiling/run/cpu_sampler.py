@@ -32,12 +32,15 @@ from typing import Any
 
 import psutil
 
+from branchscope.profiling.run.branch_pool import POOL_THREAD_NAME as BRANCH_POOL_THREAD_NAME
 from branchscope.profiling.run.protocol import CPU_SAMPLE_CATEGORY, cpu_sample_name
 
 #: Category of the counter events (see ARCHITECTURE.md, "Contracts between the runner and the views").
 CATEGORY = CPU_SAMPLE_CATEGORY
 #: The OS name torch gives its inter-op pool threads (and that OpenMP workers they start inherit).
 POOL_THREAD_NAME = "PTThreadPool"
+#: The OS names of inter-op pools: torch's, and threads mode's Python pool (`branch_pool`).
+POOL_THREAD_NAMES = (POOL_THREAD_NAME, BRANCH_POOL_THREAD_NAME)
 
 
 def _read(path: str) -> str | None:
@@ -151,13 +154,13 @@ class ThreadCensus:
             self.roles.update((tid, role) for tid in new)
             return new
         if not self.interop_tids:
-            pool_named = [tid for tid in new if names[tid] == POOL_THREAD_NAME]
+            pool_named = [tid for tid in new if names[tid] in POOL_THREAD_NAMES]
             self.roles.update((tid, "interop") for tid in pool_named[: self.interop_size])
         for tid in new:
             if tid in self.roles:
                 continue
             name = names[tid]
-            intra = name == POOL_THREAD_NAME or (main_named_are_intra and name == self.main_name)
+            intra = name in POOL_THREAD_NAMES or (main_named_are_intra and name == self.main_name)
             self.roles[tid] = "intra" if intra else "other"
         return new
 

@@ -2,13 +2,16 @@
 
 A fresh process per run because `torch.set_num_interop_threads` can be called once per process,
 before any inter-op work; so it and `torch.set_num_threads` are the first torch calls made here.
-Then: start the main thread's OpenMP team and, in fork mode, the inter-op pool, noting which thread
-is which (`ThreadCensus`); load the model, run its own forward, find its branches (run.json's
+Then: check the mode can run with this torch (`Mode.check`: fork needs TorchScript), start the main
+thread's OpenMP team and the mode's inter-op pool (fork: torch's; threads: a pool of Python threads,
+`branch_pool`), noting which thread is which (`ThreadCensus`); load the model, run its own forward, find its branches (run.json's
 "tracer": the tracer that found the graph, "tracer_errors": why those before it failed), build the mode's
 plan, check the plan's outputs against the model's, warm up until the step times settle (at least
 --warmup W steps, at most WARMUP_MAX_STEPS (200) or WARMUP_MAX_S (30 s) of them; W = 0: none; see
 `branchscope.profiling.run.steady`), time at least K steps without the profiler (up to 20, or 2 s of
-them: `timed_steps`), and profile K more, each inside `record_function("step N")`. run.json says how the warm-up went ("warmup_steps",
+them: `timed_steps`), and profile K more, each inside `record_function("step N")` (threads mode: every thread profiled, and
+each pool thread measuring its branches' time on a core, waiting for one and waiting for the GIL:
+run.json's "branch_threads", absent where the interpreter runs without the GIL, "gil": false). run.json says how the warm-up went ("warmup_steps",
 "warmup_steps_ms", "warmup_settled", "warmup_cap"), how long each phase took ("phase_seconds":
 start, load, forward, discovery, plan, check, warmup, timing, profile, export; "tracer_seconds",
 "plan_build_seconds", "plan_compile_seconds") and why its timings may not be steady ("warnings":
@@ -74,6 +77,7 @@ from typing import Any, NoReturn, TextIO
 import msgspec
 
 from branchscope.profiling.machine import usable_cores
+from branchscope.profiling.run.branch_pool import BranchPool, gil_enabled, python_version
 from branchscope.profiling.run.cpu_sampler import ThreadCensus, read_thread_names, settle_interop_pool
 from branchscope.profiling.run.folder import FAILURE_FILES, describe_os_error
 from branchscope.profiling.run.modes import ModeUnavailable, mode_named
@@ -103,6 +107,7 @@ from branchscope.profiling.trace.records import (
     RUN_FORMAT,
     RUN_JSON,
     BranchRecord,
+    BranchThreadRecord,
     EndedEvent,
     ErrorEvent,
     Event,
@@ -308,6 +313,24 @@ def timed_steps(
     return times
 
 
+def branch_pool_of(mode: Any) -> BranchPool | None:
+    """The Python pool the mode's branches ran on (threads mode), or None."""
+    if mode.name != "threads":
+        return None
+    from branchscope.profiling.run.modes.threads import shared_pool
+
+    pool = shared_pool()
+    return pool if isinstance(pool, BranchPool) else None
+
+
+def profiler_threads(torch: Any, mode: Any) -> dict[str, Any]:
+    """torch.profiler's arguments for the threads it records: every thread where the mode runs branches
+    on threads it does not follow by itself (Python threads: `Mode.profile_all_threads`)."""
+    if not mode.profile_all_threads:
+        return {}
+    return {"experimental_config": torch._C._profiler._ExperimentalConfig(profile_all_threads=True)}
+
+
 class _Phases:
     """Seconds of each phase of a run, in the order they ran (run.json's "phase_seconds"): `end(NAME)`
     ends the phase that began where the previous one ended (or where this was made); a phase ended
@@ -342,18 +365,19 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     torch.set_num_threads(args.intra)
     main_tid = threading.get_native_id()
 
-    from branchscope.profiling.run.plans import start_interop_pool, start_intra_op_team
+    from branchscope.profiling.run.plans import start_intra_op_team
 
     # Which thread is which, taken as torch starts them (see ThreadCensus): the threads there now
     # (torch's pthreadpool among them) are other threads; then the main thread's OpenMP team; then,
     # where the plan forks, the inter-op pool, started by a fork that does no OpenMP work.
     mode = mode_named(args.mode)
+    if mode.check is not None and (why := mode.check()):
+        raise RunFailure(EXIT_MODE, why)
     census = ThreadCensus(main_tid, args.interop)
     start_intra_op_team(args.intra)
     census.note("intra")
-    if mode.starts_interop_pool:
-        start_interop_pool()
-        settle_interop_pool()
+    if mode.start_pool is not None:
+        mode.start_pool(args.interop)
         census.note("interop")
     phases.end("start")
     proto.emit(PhaseEvent(phase="load"))
@@ -501,7 +525,13 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])
     steps_ms: list[float] = []
     phases.end("timing")  # with importing the profiler
-    with profile(activities=activities, record_shapes=True, profile_memory=True) as prof:
+    pool = branch_pool_of(mode)
+    if pool is not None:
+        pool.reset_times()
+        pool.measuring = True  # each pool thread measures the branches it runs (see branch_pool)
+    with profile(
+        activities=activities, record_shapes=True, profile_memory=True, **profiler_threads(torch, mode)
+    ) as prof:
         census.note("other")  # the profiler's own threads
         proto.emit(PhaseEvent(phase="profile"))  # after the profiler's (slow) start
         for i in range(1, args.steps + 1):
@@ -516,6 +546,24 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         # here as heap corruption (glibc malloc abort) and garbage bytes in the exported trace.
         settle_interop_pool()
     census.note(main_named_are_intra=not is_cuda)
+    if pool is not None:
+        pool.measuring = False
+    gil = gil_enabled()
+    branch_threads = (
+        [
+            BranchThreadRecord(
+                tid=t.tid,
+                calls=t.calls,
+                wall_ms=round(t.wall_ns / 1e6, 4),
+                cpu_ms=round(t.cpu_ns / 1e6, 4),
+                core_wait_ms=round(t.core_wait_ns / 1e6, 4),
+                gil_wait_ms=round(t.gil_wait_ns / 1e6, 4),
+            )
+            for t in pool.times()
+        ]
+        if pool is not None and gil
+        else None
+    )
     phases.end("profile")
     proto.emit(PhaseEvent(phase="export"))
 
@@ -542,7 +590,11 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         "left_out": [x.to_json() for x in analysis.left_out],
         "model": loaded.label,
         "source": loaded.kind,
+        "python": python_version(),
+        "gil": gil,
     }
+    if branch_threads is not None:
+        trace["branchscope"]["branch_threads"] = [msgspec.to_builtins(t) for t in branch_threads]
     ranked: dict[str, Any] = {}
     if dist is not None:
         ranked = {"rank": dist.rank, "local_rank": dist.local_rank, "world_size": dist.world_size, "backend": backend}
@@ -561,6 +613,10 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         cores=cores,
         device=device_label,
         torch=str(torch.__version__),
+        python=python_version(),
+        python_executable=sys.executable,
+        gil=gil,
+        branch_threads=branch_threads,
         model=loaded.label,
         source=loaded.kind,
         input_shapes=list(args.input_shapes) or None,

@@ -26,7 +26,7 @@ def test_list_demos_names_descriptions_and_requirements():
     demos = {d.name: d for d in list_demos()}
     assert sorted(demos) == [
         "attention-qkv", "dataparallel-balanced", "dataparallel-imbalance", "ddp-gather-loss", "ddp-local-loss",
-        "inception", "lstm-ensemble", "twin-mm",
+        "inception", "lstm-ensemble", "small-ops", "twin-mm", "two-towers",
     ]  # fmt: skip
     assert demos["dataparallel-balanced"].requires_cuda_devices == 2
     for demo in demos.values():
