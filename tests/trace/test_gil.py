@@ -145,3 +145,18 @@ def test_the_line_of_run_json_and_of_the_trace_agree():
     assert free == {"python": "3.13.1 free-threading build", "gil": False, "branch_threads": None,
                     "line": "free-threaded Python 3.13.1: no GIL"}  # fmt: skip
     assert gil_json(RunInfo(mode="fork")) is None
+
+
+def test_a_read_trace_keeps_the_branch_threads_figures(tmp_path):
+    # The reader keeps a float's digits as a string (ns timestamps): the figures read as numbers.
+    info = load_trace(write_small_trace(tmp_path / "t.json", "threads")).run_info
+    assert info is not None and (info.python, info.gil) == ("3.11.7", True)
+    assert [(t.tid, t.calls) for t in info.branch_threads] == [(11, 2), (12, 2)]
+    assert [t.wall_ms for t in info.branch_threads] == pytest.approx([1.6, 1.6])
+    assert [t.gil_wait_ms for t in info.branch_threads] == pytest.approx([0.64, 0.64])
+    assert gil_line_of(info) == (
+        "branch threads: 55% computing, 5% waiting for a core, 40% waiting for the GIL "
+        "(2 threads, 4 branch calls, Python 3.11.7)"
+    )
+    odd = RunInfo.parse({"mode": "threads", "branch_threads": [{"tid": 1, "wall_ms": "1e3", "cpu_ms": "-2.5", "gil_wait_ms": "x"}]})
+    assert odd is not None and (odd.branch_threads[0].wall_ms, odd.branch_threads[0].cpu_ms, odd.branch_threads[0].gil_wait_ms) == (1000.0, 0.0, 0.0)
