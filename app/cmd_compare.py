@@ -4,7 +4,7 @@ Each argument is a run folder (run.json + its trace) or a trace file. Prints one
 it ran, its unprofiled step time and spread, the speedup against the baseline, parallelism, cores
 used, memory peaks) and the ops whose time differs most; `--json` prints the same for scripts;
 `--screenshot` draws the compare view offscreen instead (Qt is imported only then). When a sequential
-and a fork run of the same thread count are among the runs, one line says which way of using the
+and a fork or threads run of the same thread count are among the runs, one line says which way of using the
 cores served the model better (`profiling/trace/advice.py`), or which run would tell.
 """
 

@@ -15,12 +15,14 @@ from branchscope.app.cli_text import bytes_text, fail
 from branchscope.profiling import TraceFormatError
 from branchscope.profiling.trace.analyses import (
     cores_used,
+    gil_wait,
     interop_occupancy,
     lane_busy_ns,
     memory_imbalance,
     parallelism,
     steps_window,
 )
+from branchscope.profiling.trace.gil import gil_json
 from branchscope.profiling.trace.merge import rank_summaries
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.sources import open_job
@@ -72,6 +74,10 @@ def summary(trace: Trace) -> dict[str, Any]:
         "steps_window_us": None if window is None else [window[0] / 1000.0, window[1] / 1000.0],
         "interop_pool": {"size": occupancy.capacity, "max_busy": int(occupancy.value.max())},
         "memory_imbalance_cuda": memory_imbalance(trace, "cuda"),
+        # threads mode: the Python, the GIL, the branch threads' shares (run's own figures) and the
+        # line; then each branch thread's wait for the GIL from the CPU samples. None / [] otherwise.
+        "gil": gil_json(trace.run_info),
+        "gil_wait": [{"pid": w.pid, "tid": w.tid, "name": w.name, "wait_us": w.total_ns / 1000.0} for w in gil_wait(trace)],
         "ranks": [
             {
                 "rank": r.rank,
@@ -122,6 +128,12 @@ def format_table(doc: dict[str, Any], path: str) -> str:
     pool = doc["interop_pool"]
     if pool["size"]:
         lines += ["", f"  inter-op pool: {pool['size']} threads, at most {pool['max_busy']} busy at once"]
+    if doc["gil"] is not None:
+        lines += ["", f"  {doc['gil']['line']}"]
+        lines += [
+            f"    {w['name'] or w['tid']}: {w['wait_us'] / 1000:.3f} ms waiting for the GIL (CPU samples)"
+            for w in doc["gil_wait"]
+        ]
     return "\n".join(lines)
 
 

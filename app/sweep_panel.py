@@ -37,8 +37,12 @@ from branchscope.profiling.trace.records import CellEvent, SweepRecord
 from branchscope.widgets.advice_label import AdviceLabel
 from branchscope.widgets.sweep_view import SweepView
 
-#: The modes a sweep checks at first: the baseline and the first that needs nothing this machine may lack.
-DEFAULT_MODES = (BASELINE_MODE, "fork")
+#: The modes a sweep checks at first: the baseline and every mode that runs the branches on a pool of
+#: its own without CUDA (fork, threads: read from the registry), so that a model TorchScript cannot
+#: compile for fork still gets a parallel run from threads.
+DEFAULT_MODES = tuple(
+    name for name, m in MODES.items() if name == BASELINE_MODE or (m.starts_interop_pool and not m.needs_cuda)
+)
 
 
 def parse_counts(text: str) -> tuple[int, ...]:

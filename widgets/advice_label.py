@@ -20,9 +20,9 @@ class AdviceLabel(QLabel):
         self.setWordWrap(True)
         self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.setToolTip(
-            f"A sequential and a fork {what} of the same thread count compared: sequential I×J computes with J "
-            "threads (its inter-op pool is idle), fork I×J with I×J; within noise when their step times' "
-            "interquartile ranges overlap."
+            f"A sequential {what} and a fork or threads {what} of the same thread count compared: sequential I×J "
+            "computes with J threads (its inter-op pool is idle), fork or threads I×J with I×J; within noise when "
+            "their step times' interquartile ranges overlap."
         )
         self.hide()
 

@@ -5,7 +5,7 @@ profiled step) so every run starts at 0 and a shorter run is shorter on screen. 
 one above the other: the summary (one column per run: what ran, unprofiled step time and spread, speedup against
 the baseline and whether it is within noise, parallelism, cores used, pool busy share, memory
 peaks) and the op diff (count, total and self time per run; click a header to sort). Above them, one
-line says which way of using the cores served the model better where a sequential and a fork run
+line says which way of using the cores served the model better where a sequential and a fork or threads run
 of the same thread count are compared, or which run would tell (`profiling/trace/advice.py`).
 """
 

@@ -17,8 +17,9 @@ from branchscope.profiling.trace.analyses import (
     pool_busy_share,
     steps_window,
 )
+from branchscope.profiling.trace.gil import gil_line_of
 from branchscope.profiling.trace.model import Trace
-from branchscope.profiling.trace.records import RunRecord
+from branchscope.profiling.trace.records import THREADS_MODE, RunRecord
 from branchscope.widgets.branch_legend import (
     LegendRow,
     branch_tooltip,
@@ -52,17 +53,23 @@ def trace_summary_rows(trace: Trace, run: RunRecord | None = None) -> list[tuple
         rows.append(("Cores used", f"{cores:.2f} on average {where} (CPU samples)"))
     share = pool_busy_share(trace)
     pool = trace.lanes_of("cpu", "interop")
+    info = trace.run_info
     if pool and share is not None:
-        rows.append(("Inter-op pool", f"{len(pool)} threads, busy {share * 100:.0f}% of their time {where}"))
+        title = "Python pool" if info is not None and info.mode == THREADS_MODE else "Inter-op pool"
+        rows.append((title, f"{len(pool)} threads, busy {share * 100:.0f}% of their time {where}"))
     for m in trace.memory:
         rows.append((f"Memory {m.device}", f"peak {format_bytes(m.peak_bytes)}"))
     imb = memory_imbalance(trace)
     if imb is not None and len([m for m in trace.memory if "cuda" in m.device]) > 1:
         rows.append(("GPU memory imbalance", f"{imb:.2f}× (max peak ÷ median peak)"))
-    info = trace.run_info
     if info is not None:
         if info.mode:
             rows.append(("Mode", info.mode))
+        if info.python:
+            rows.append(("Python", info.python))
+        gil = gil_line_of(run if run is not None and run.mode is not None else info)
+        if gil is not None:
+            rows.append(("GIL", gil))
         if info.interop is not None and info.intra is not None:
             cores = info.cores if info.cores is not None else "?"
             rows.append(("Threads", f"inter-op {info.interop} × intra-op {info.intra} on {cores} cores"))

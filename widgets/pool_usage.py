@@ -9,7 +9,11 @@ Two bands on the shared time axis, pyqtgraph plots (`widgets.charts`):
    they are stacked, in cores, under a line at the machine's core count, grouped as main thread,
    inter-op pool, intra-op (OpenMP) workers and other threads (a run of ours lists which thread is
    which: `RunInfo.interop_tids`, `intra_tids`). Inter-op x intra-op threads above the core count
-   is oversubscription: the stack hits the core line while threads wait, and the view says so in red.
+   is oversubscription: the stack hits the core line while threads wait, and the view says so in red;
+3. threads mode with the GIL on: each branch thread's time waiting for the GIL (`analyses.gil_wait`:
+   inside its branches, the part of each sample interval neither on a core nor waiting for one),
+   stacked, in threads, under a line at the pool's size. Absent in other modes and without the GIL.
+   In threads mode the inter-op pool is a pool of Python threads, and the bands say so.
 
 Each series is a `StepSeriesItem`: every frame reduces it to one value per pixel column
 (`widgets.series`), so the cost does not grow with the number of samples. Zoom, pan, ticks and
@@ -27,8 +31,15 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QWidget
 
 from branchscope.profiling.machine import usable_cores
-from branchscope.profiling.trace.analyses import StepSeries, cpu_sample_tracks, interop_occupancy
+from branchscope.profiling.trace.analyses import (
+    GilWait,
+    StepSeries,
+    cpu_sample_tracks,
+    gil_wait,
+    interop_occupancy,
+)
 from branchscope.profiling.trace.model import CounterTrack, Trace
+from branchscope.profiling.trace.records import THREADS_MODE
 from branchscope.profiling.trace.run_info import RunInfo
 from branchscope.widgets.charts import (
     ChartPanel,
@@ -70,6 +81,12 @@ ROLE_TITLES = {
     "intra": "intra-op OpenMP workers",
     "other": "other threads",
 }
+#: The same in threads mode, whose inter-op pool is a pool of Python threads.
+THREADS_ROLE_TITLES = {**ROLE_TITLES, "interop": "Python pool"}
+#: Each branch thread's wait for the GIL (threads mode), shade by shade: a purple no other band uses.
+GIL_COLORS = ["#8e44ad", "#b07cc6", "#6c3483", "#c39bd3", "#5b2c6f"]
+#: The GIL band's name (its gutter, its legend, its series' names in a CSV export).
+GIL_TITLE = "waiting for the GIL"
 
 
 #: A chart with nothing to show: one line (as the workspace keeps for it).
@@ -110,6 +127,27 @@ class _Thread:
         return column_window_mean(self.t, self.v, edges, self.window, self.cum)
 
 
+class _GilThread:
+    """One branch thread's wait for the GIL, ready to be reduced per pixel column (as `_Thread`)."""
+
+    def __init__(self, wait: GilWait, origin: int, color: QColor):
+        self.wait = wait
+        self.color = color
+        self.t = np.asarray(wait.series.t_ns - origin, dtype=np.float64)
+        self.v = np.asarray(wait.series.value, dtype=np.float64)
+        self.cum = step_integral(self.t, self.v)
+        #: As the CPU band's: SMOOTH_SAMPLES of the thread's median sampling interval.
+        self.window = SMOOTH_SAMPLES * (float(np.median(np.diff(self.t))) if self.t.size > 1 else 0.0)
+
+    @property
+    def label(self) -> str:
+        return self.wait.name or f"thread {self.wait.tid}"
+
+    def columns(self, edges: np.ndarray) -> np.ndarray:
+        """Threads waiting for the GIL per column [edges[k], edges[k+1]), smoothed over `window`."""
+        return column_window_mean(self.t, self.v, edges, self.window, self.cum)
+
+
 @dataclass(frozen=True)
 class _PoolData:
     """What the view derives from one trace (cached with it: see `widgets.trace_cache`)."""
@@ -124,6 +162,10 @@ class _PoolData:
     occ_cum: np.ndarray
     threads: list[_Thread]
     cpu_ymax: float
+    #: threads mode with the GIL: each branch thread's wait for it (none otherwise).
+    gil: list[_GilThread]
+    #: What the pool is called: "inter-op pool", or "Python pool" in threads mode.
+    pool_title: str
 
 
 def thread_roles(trace: Trace) -> dict[tuple[int, int], str]:
@@ -174,9 +216,12 @@ def _pool_data(trace: Trace) -> _PoolData:
         edges = np.linspace(0.0, float(end - start), 2001)
         total = sum(th.columns(edges) for th in threads)
         cpu_ymax = max(cpu_ymax, float(np.max(total)))
+    gil = [_GilThread(w, start, QColor(GIL_COLORS[k % len(GIL_COLORS)])) for k, w in enumerate(gil_wait(trace))]
+    pool_title = THREADS_ROLE_TITLES["interop"] if info.mode == THREADS_MODE else ROLE_TITLES["interop"]
     return _PoolData(
-        cores_known, cores, interop, intra, occ, occ_t, occ_v, step_integral(occ_t, occ_v), threads, cpu_ymax
-    )
+        cores_known, cores, interop, intra, occ, occ_t, occ_v, step_integral(occ_t, occ_v), threads, cpu_ymax,
+        gil, pool_title,
+    )  # fmt: skip
 
 
 class PoolUsageView(ChartPanel):
@@ -200,13 +245,20 @@ class PoolUsageView(ChartPanel):
         self._occ_cum = np.zeros(0)
         #: Where the trace's first event sits on the axis (ns).
         self._shift = 0.0
-        #: The series drawn, pool band first (peak, mean), then one per thread, stacked.
+        #: The series drawn, pool band first (peak, mean), then one per thread, stacked, then one per
+        #: branch thread waiting for the GIL, stacked.
         self.items: list[StepSeriesItem] = []
+        #: threads mode with the GIL: each branch thread's wait for it (`analyses.gil_wait`).
+        self.gil_threads: list[_GilThread] = []
+        #: "inter-op pool", or "Python pool" in threads mode.
+        self.pool_title = ROLE_TITLES["interop"]
 
         self.pool_plot = self.make_plot(ValueAxisItem(integer=True), "busy inter-op threads")
         self.cpu_plot = self.make_plot(ValueAxisItem(), "CPU use per OS thread")
+        self.gil_plot = self.make_plot(ValueAxisItem(), GIL_TITLE)
         self.pool_gutter = GutterText()
         self.cpu_gutter = GutterText()
+        self.gil_gutter = GutterText()
         self.pool_line = pg.InfiniteLine(
             angle=0, movable=False, pen=pg.mkPen(POOL_LINE, width=1.5, style=Qt.PenStyle.DashLine),
             label="pool size", labelOpts=line_label_opts(POOL_LINE),
@@ -215,7 +267,13 @@ class PoolUsageView(ChartPanel):
             angle=0, movable=False, pen=pg.mkPen(CORE_LINE, width=1.5, style=Qt.PenStyle.DashLine),
             label="cores", labelOpts=line_label_opts(CORE_LINE),
         )  # fmt: skip
-        for plot, line in ((self.pool_plot, self.pool_line), (self.cpu_plot, self.core_line)):
+        self.gil_line = pg.InfiniteLine(
+            angle=0, movable=False, pen=pg.mkPen(GIL_COLORS[2], width=1.5, style=Qt.PenStyle.DashLine),
+            label="branch threads", labelOpts=line_label_opts(GIL_COLORS[2]),
+        )  # fmt: skip
+        for plot, line in (
+            (self.pool_plot, self.pool_line), (self.cpu_plot, self.core_line), (self.gil_plot, self.gil_line)
+        ):  # fmt: skip
             line.setZValue(5)  # over the series
             plot.addItem(line, ignoreBounds=True)
         self.pool_empty = self._note(self.pool_plot, "no inter-op pool threads ran in this trace")
@@ -248,10 +306,15 @@ class PoolUsageView(ChartPanel):
         # it raises, the view still shows what it showed.
         d = derived(trace, "pool_usage", lambda: _pool_data(trace)) if trace is not None else None
         for item in self.items:
-            (self.pool_plot if item.getViewBox() is self.pool_plot.vb else self.cpu_plot).removeItem(item)
+            vb = item.getViewBox()
+            for plot in (self.pool_plot, self.cpu_plot, self.gil_plot):
+                if vb is plot.vb:
+                    plot.removeItem(item)
         self.items = []
         self.trace = trace
         self.threads = []
+        self.gil_threads = []
+        self.pool_title = ROLE_TITLES["interop"]
         self.occupancy = None
         self._occ_t = self._occ_v = self._occ_cum = np.zeros(0)
         if trace is not None:
@@ -266,6 +329,8 @@ class PoolUsageView(ChartPanel):
             self._occ_t, self._occ_v, self._occ_cum = d.occ_t, d.occ_v, d.occ_cum
             self.threads = list(d.threads)
             self.cpu_ymax = d.cpu_ymax
+            self.gil_threads = list(d.gil)
+            self.pool_title = d.pool_title
             self._add_items()
         self._show()
 
@@ -288,13 +353,28 @@ class PoolUsageView(ChartPanel):
         for k, th in enumerate(self.threads):
             last = k == len(self.threads) - 1
             item = StepSeriesItem(
-                th.columns, (th.t, th.v), name=f"{th.label} ({ROLE_TITLES[th.role]}), cores in use",
+                th.columns, (th.t, th.v), name=f"{th.label} ({self.role_titles[th.role]}), cores in use",
                 brush=th.color, below=below,
                 pen=pg.mkPen(STACK_TOP, width=1) if last else None, y_max=self.cpu_ymax, shift=shift,
             )  # fmt: skip
             self.cpu_plot.addItem(item)
             self.items.append(item)
             below = item
+        below = None
+        for k, g in enumerate(self.gil_threads):
+            last = k == len(self.gil_threads) - 1
+            item = StepSeriesItem(
+                g.columns, (g.t, g.v), name=f"{g.label} ({self.pool_title}), {GIL_TITLE}",
+                brush=g.color, below=below,
+                pen=pg.mkPen(STACK_TOP, width=1) if last else None, y_max=self._gil_ymax(), shift=shift,
+            )  # fmt: skip
+            self.gil_plot.addItem(item)
+            self.items.append(item)
+            below = item
+
+    def _gil_ymax(self) -> float:
+        """The GIL band's top: its branch threads (all of them waiting at once)."""
+        return float(max(1, len(self.gil_threads)))
 
     def _pool_ymax(self) -> float:
         cap = self.occupancy.capacity if self.occupancy is not None else 0
@@ -321,6 +401,8 @@ class PoolUsageView(ChartPanel):
         """Height wanted in a row of `row_height` pixels: a band for each series that has data."""
         if self.trace is not None and not self.has_data():
             return EMPTY_HEIGHT
+        if self.gil_threads:  # a third band
+            return max(280, row_height // 3)
         if all(self._bands_with_data()):
             return max(200, row_height // 4)
         return max(110, row_height // 8)
@@ -334,7 +416,7 @@ class PoolUsageView(ChartPanel):
             self.setMinimumHeight(EMPTY_HEIGHT)
             return
         pool_has, cpu_has = self._bands_with_data()
-        self.setMinimumHeight(170 if pool_has and cpu_has else 90)
+        self.setMinimumHeight(250 if self.gil_threads else 170 if pool_has and cpu_has else 90)
         cap = int(self.occupancy.capacity) if self.occupancy is not None else 0
         self.pool_line.setVisible(cap > 0)
         self.pool_line.setValue(cap)
@@ -348,6 +430,11 @@ class PoolUsageView(ChartPanel):
         self.set_y_top(
             self.cpu_plot, max(self.cpu_ymax, float(self.cores) if self.cores_known else 0.0, 1.0), 18
         )
+        n_gil = len(self.gil_threads)
+        self.gil_line.setVisible(n_gil > 0)
+        self.gil_line.setValue(n_gil)
+        self.gil_line.label.setFormat(f"{n_gil} branch thread{'s' if n_gil != 1 else ''}")
+        self.set_y_top(self.gil_plot, self._gil_ymax(), 18)
         self._show_warning()
         self._label_bands()
         bands = []
@@ -355,6 +442,8 @@ class PoolUsageView(ChartPanel):
             bands.append((self.pool_gutter, self.pool_plot))
         if cpu_has:
             bands.append((self.cpu_gutter, self.cpu_plot))
+        if self.gil_threads:
+            bands.append((self.gil_gutter, self.gil_plot))
         self.set_bands(bands)
 
     def _show_warning(self) -> None:
@@ -370,9 +459,10 @@ class PoolUsageView(ChartPanel):
 
     def _label_bands(self) -> None:
         cap = self.occupancy.capacity if self.occupancy is not None else 0
-        pool = ["<b style='color:#1f2933'>inter-op pool</b>"]
+        threads_mode = self.pool_title != ROLE_TITLES["interop"]
+        pool = [f"<b style='color:#1f2933'>{self.pool_title}</b>"]
         if cap > 0 or self.max_busy_pool_threads > 0:
-            pool.append(f"busy inter-op threads (of {cap})")
+            pool.append(f"busy {'Python pool' if threads_mode else 'inter-op'} threads (of {cap})")
             pool.append(
                 swatch(POOL_COLOR, "on average") + "<br>" + swatch(POOL_PEAK_ON_WHITE, "at the busiest moment")
             )
@@ -396,13 +486,24 @@ class PoolUsageView(ChartPanel):
             cpu.append("cores in use, stacked")
         cpu.extend(swatch(ROLE_COLORS[role][0], text) for role, text in self.legend())
         if not pool_has:
-            cpu.append(f"<span style='color:{EMPTY_TEXT.name()}'>no inter-op pool threads ran</span>")
+            cpu.append(f"<span style='color:{EMPTY_TEXT.name()}'>no {self.pool_title} threads ran</span>")
         self.cpu_gutter.set_html("<br>".join(cpu))
+        gil = [f"<b style='color:#1f2933'>{GIL_TITLE}</b>", "branch threads asleep inside a branch, stacked"]
+        gil.extend(swatch(g.color, g.label) for g in self.gil_threads[:4])
+        if len(self.gil_threads) > 4:
+            gil.append(f"and {len(self.gil_threads) - 4} more")
+        self.gil_gutter.set_html("<br>".join(gil))
 
     def legend(self) -> list[tuple[str, str]]:
         """The CPU chart's groups shown, as (role, "inter-op pool (2)"): each with its thread count."""
-        counts = {role: sum(1 for th in self.threads if th.role == role) for role in ROLE_TITLES}
-        return [(role, f"{ROLE_TITLES[role]} ({n})") for role, n in counts.items() if n]
+        titles = self.role_titles
+        counts = {role: sum(1 for th in self.threads if th.role == role) for role in titles}
+        return [(role, f"{titles[role]} ({n})") for role, n in counts.items() if n]
+
+    @property
+    def role_titles(self) -> dict[str, str]:
+        """The CPU band's groups as named for the trace shown (threads mode: "Python pool")."""
+        return THREADS_ROLE_TITLES if self.pool_title != ROLE_TITLES["interop"] else ROLE_TITLES
 
     def cpu_columns(self, edges: np.ndarray) -> list[np.ndarray]:
         """Each sampled thread's cores in use per column of `edges` (ns on the axis), as drawn:
@@ -434,7 +535,7 @@ class PoolUsageView(ChartPanel):
         if self.occupancy is not None and self._occ_t.size:
             k = int(np.searchsorted(self._occ_t, t, side="right")) - 1
             busy = int(self._occ_v[k]) if k >= 0 else 0
-            lines.append(f"inter-op pool: {busy} of {self.occupancy.capacity} threads busy")
+            lines.append(f"{self.pool_title}: {busy} of {self.occupancy.capacity} threads busy")
         total = 0.0
         parts = []
         for th in self.threads:
@@ -442,10 +543,18 @@ class PoolUsageView(ChartPanel):
             v = float(th.v[k]) if 0 <= k < th.v.size else 0.0
             total += v
             if v >= 0.01:
-                parts.append(f"  {th.label}, {ROLE_TITLES[th.role]}: {v * 100:.0f}% of a core")
+                parts.append(f"  {th.label}, {self.role_titles[th.role]}: {v * 100:.0f}% of a core")
         if self.threads:
             lines.append(f"CPU: {total:.2f} of {self.cores} cores in use")
             lines.extend(parts[:16])
+        waiting = []
+        for g in self.gil_threads:
+            k = int(np.searchsorted(g.t, t, side="right")) - 1
+            v = float(g.v[k]) if 0 <= k < g.v.size else 0.0
+            waiting.append(v)
+        if self.gil_threads:
+            lines.append(f"{GIL_TITLE}: {sum(waiting):.2f} of {len(self.gil_threads)} branch threads")
+            lines.extend(f"  {g.label}: {v * 100:.0f}% of the time" for g, v in zip(self.gil_threads, waiting) if v >= 0.01)
         return "\n".join(lines)
 
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)

@@ -28,6 +28,7 @@ import numpy as np
 
 from branchscope.profiling.trace.merge import rank_hosts
 from branchscope.profiling.trace.model import ROLE_ORDER, Trace
+from branchscope.profiling.trace.records import THREADS_MODE
 
 #: Height of a group header and of one nesting row, at least (more when the font needs it).
 GROUP_H = 20
@@ -98,6 +99,14 @@ class VisibleRows:
     summaries: list[list[int]]
 
 
+def _role_title(trace: Trace, role: str) -> str:
+    """A CPU group's title; threads mode's inter-op pool is a pool of Python threads."""
+    info = trace.run_info
+    if role == "interop" and info is not None and info.mode == THREADS_MODE:
+        return "Python pool"
+    return _GROUP_TITLES.get(role, role)
+
+
 def group_of(trace: Trace, lane_index: int, multi_pid: bool, ranks: dict | None = None) -> tuple[tuple, str]:
     """Sort key and title of the group a lane is shown in.
 
@@ -110,11 +119,11 @@ def group_of(trace: Trace, lane_index: int, multi_pid: bool, ranks: dict | None 
         prefix = f"{ranks.get(lane.rank, 'no rank')} · "
         if lane.kind == "gpu":
             return (rank, 1, lane.device, lane.pid), f"{prefix}GPU {lane.device}"
-        return (rank, 0, lane.pid, ROLE_ORDER.index(lane.role)), f"{prefix}{_GROUP_TITLES.get(lane.role, lane.role)}"
+        return (rank, 0, lane.pid, ROLE_ORDER.index(lane.role)), f"{prefix}{_role_title(trace, lane.role)}"
     prefix = f"pid {lane.pid} · " if multi_pid else ""
     if lane.kind == "gpu":
         return (1, lane.device, lane.pid), f"{prefix}GPU {lane.device}"
-    return (0, lane.pid, ROLE_ORDER.index(lane.role)), f"{prefix}{_GROUP_TITLES.get(lane.role, lane.role)}"
+    return (0, lane.pid, ROLE_ORDER.index(lane.role)), f"{prefix}{_role_title(trace, lane.role)}"
 
 
 def rank_titles(trace: Trace) -> dict:

@@ -1,6 +1,7 @@
 """The Run page: the shown run in one line (`summary_line`: what ran on what, how it compares with
 its baseline, why it has no branches when fx could not find them, and that its timings may not be
-steady when run.json has warnings: each in its tooltip) over the trace workspace
+steady when run.json has warnings: each in its tooltip; in threads mode, the branch threads' wait
+for the GIL or that the Python had none: `profiling/trace/gil.py`) over the trace workspace
 (`widgets/workspace.py`: its timeline, charts and memory on one time axis)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from branchscope.app.pages.page import PageHost, Undo
 from branchscope.app.runs import Entry
+from branchscope.profiling.trace.gil import gil_line_of
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.records import RunRecord
 from branchscope.widgets.timeline import TimelineView
@@ -57,6 +59,10 @@ class RunPage(QWidget):
         elif run.tracer and run.tracer != "torch.fx":
             why = "".join(f"; {reason}" for reason in (run.tracer_errors or {}).values())  # "<tracer> could not …"
             text += f"<br>Branches found through {html.escape(run.tracer)}{html.escape(why)}"
+        info = entry.info or (entry.trace.run_info if entry.trace is not None else None)
+        gil = gil_line_of(entry.run if entry.run is not None and entry.run.mode is not None else info)
+        if gil is not None:  # threads mode: the branch threads' time waiting for the GIL, or no GIL
+            text += f"<br>{html.escape(gil)}"
         warnings = run.warnings or []
         if warnings:  # the timings may not be steady: said in one line, each warning in the tooltip
             n = len(warnings)

@@ -1,7 +1,10 @@
-"""Which way of using the cores served a model better: intra-op threads, or forking its branches.
+"""Which way of using the cores served a model better: intra-op threads, or running its branches
+side by side (forking them, or on Python threads).
 
-Forking a model's branches onto torch's inter-op pool is one way of putting several cores to work;
-giving each op more intra-op threads (sequential mode, the model's own forward) is the other.
+Running a model's branches side by side on a pool of threads is one way of putting several cores
+to work: fork mode forks them onto torch's inter-op pool (TorchScript), threads mode submits them to
+a pool of Python threads (eager PyTorch). Giving each op more intra-op threads (sequential mode, the
+model's own forward) is the other.
 Which wins depends on the model: on 2 cores fork 2×1 beat sequential 1×1 by 1.2–1.4× on
 googlenet, CLIP and T5, yet sequential 1×2 matched or beat fork 2×1 on dla34, inception_v3,
 Whisper and squeezenet. Against sequential 1×1 the fork run uses twice the threads, so that
@@ -11,13 +14,14 @@ of threads**, and says in one line which was faster, by how much, or that the tw
 **Threads of a run** (`threads`): the most threads that compute at once, per rank, times the ranks.
 - sequential I×J: J. The model runs on the main thread with its intra-op team of J threads (the
   main thread one of them); sequential mode hands nothing to the inter-op pool, so I does not count.
-- any other mode I×J (fork): I×J, up to I branches at once on the inter-op pool, each op with J
+- any other mode I×J (fork, threads): I×J, up to I branches at once on the pool, each op with J
   intra-op threads. This is the count a sweep's cell is "oversubscribed" by (I×J > cores).
-A fork run forks its branches in parallel only from 2 inter-op threads on: fork 1×J runs them
+A fork or threads run runs its branches in parallel only from 2 inter-op threads on: 1×J runs them
 one after another on the one pool thread, so it is not one of the two ways compared here.
 
-**Which runs are paired** (`advise`): the fastest sequential run and the fastest fork run (2 or
-more inter-op threads) of one thread count, among runs of one model on one machine (run.json's
+**Which runs are paired** (`advise`): the fastest sequential run and the fastest run of a branch
+pool mode (`records.BRANCH_POOL_MODES`: fork or threads, 2 or more inter-op threads; the line names
+which) of one thread count, among runs of one model on one machine (run.json's
 `model`; run.json's / sweep.json's `cores`, the cores the run could use: runs whose model or cores
 differ from the most common are left out).
 The thread count is the cores' when both ways have a run of it, else the largest count up to
@@ -38,19 +42,31 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from branchscope.profiling.trace.compare import RunSummary
-from branchscope.profiling.trace.records import BASELINE_MODE, DONE, SweepRecord
+from branchscope.profiling.trace.records import (
+    BASELINE_MODE,
+    BRANCH_POOL_MODES,
+    DONE,
+    FORK_MODE,
+    THREADS_MODE,
+    SweepRecord,
+)
 from branchscope.profiling.trace.step_stats import StepStats
 
 #: The mode that runs the model's own forward, every branch on the main thread.
 SEQUENTIAL = BASELINE_MODE
 #: The mode that forks each region's branches onto torch's inter-op pool (profiling/run/modes/fork.py;
 #: a test ties the two names together, as the trace engine never imports the run engine).
-FORK = "fork"
+FORK = FORK_MODE
+#: The mode that runs each region's branches on a pool of Python threads (profiling/run/modes/threads.py).
+THREADS = THREADS_MODE
 
 T = TypeVar("T")
 
 INTRA_WAY = "intra-op threads"
 FORK_WAY = "forking its branches"
+THREADS_WAY = "running its branches on Python threads"
+#: How the advice names each branch pool mode's way of using the cores.
+WAYS = {FORK: FORK_WAY, THREADS: THREADS_WAY}
 
 
 @dataclass(frozen=True)
@@ -81,8 +97,14 @@ class Measured:
 
     @property
     def forks(self) -> bool:
-        """A fork run that runs branches side by side (2 or more inter-op threads)."""
-        return self.mode == FORK and self.interop >= 2
+        """A run of a branch pool mode (fork, threads) that runs branches side by side (2 or more
+        inter-op threads)."""
+        return self.mode in BRANCH_POOL_MODES and self.interop >= 2
+
+    @property
+    def way(self) -> str:
+        """How the advice names this run's way of using the cores."""
+        return WAYS.get(self.mode, INTRA_WAY)
 
 
 def threads(mode: str, interop: int, intra: int) -> int:
@@ -92,13 +114,14 @@ def threads(mode: str, interop: int, intra: int) -> int:
 
 @dataclass(frozen=True)
 class Advice:
-    """A sequential and a fork run of the same thread count, and which served the model better.
+    """A sequential run and a run of a branch pool mode (`parallel`: fork or threads) of the same
+    thread count, and which served the model better.
 
-    `faster` is SEQUENTIAL or FORK, or None when the two are within noise; `ratio` the slower
-    median ÷ the faster (≥ 1)."""
+    `faster` is SEQUENTIAL or the parallel run's mode (FORK, THREADS), or None when the two are
+    within noise; `ratio` the slower median ÷ the faster (≥ 1)."""
 
     sequential: Measured
-    fork: Measured
+    parallel: Measured
     threads: int
     cores: int | None
     faster: str | None
@@ -106,25 +129,25 @@ class Advice:
 
     @property
     def noise_known(self) -> bool:
-        return self.sequential.spread_known and self.fork.spread_known
+        return self.sequential.spread_known and self.parallel.spread_known
 
     @property
     def text(self) -> str:
         """The advice in one line (see the module docstring)."""
-        seq, fork = self.sequential, self.fork
+        seq, par = self.sequential, self.parallel
         where = _where(self.threads, self.cores)
         if self.faster is None:
-            a, b = sorted((seq, fork), key=lambda m: m.stats.median)
+            a, b = sorted((seq, par), key=lambda m: m.stats.median)
             return (
                 f"{where}, {_run_text(a)} and {_run_text(b)} are within noise ({self.ratio:.2f}×, their step "
-                f"times' interquartile ranges overlap): neither {INTRA_WAY} nor {FORK_WAY} served this model "
+                f"times' interquartile ranges overlap): neither {INTRA_WAY} nor {par.way} served this model "
                 "clearly better"
             )
-        win, lose = (seq, fork) if self.faster == SEQUENTIAL else (fork, seq)
+        win, lose = (seq, par) if self.faster == SEQUENTIAL else (par, seq)
         if self.faster == SEQUENTIAL:
-            why = f"{INTRA_WAY}{' alone' if fork.intra > 1 else ''} serve this model better than {FORK_WAY}"
+            why = f"{INTRA_WAY}{' alone' if par.intra > 1 else ''} serve this model better than {par.way}"
         else:
-            why = f"{FORK_WAY} serves this model better than {INTRA_WAY}{' alone' if fork.intra > 1 else ''}"
+            why = f"{par.way} serves this model better than {INTRA_WAY}{' alone' if par.intra > 1 else ''}"
         text = f"{where}, {_run_text(win)} beat {_run_text(lose)} by {self.ratio:.2f}×: {why}"
         if not self.noise_known:
             text += " (no spread to judge noise by: medians alone)"
@@ -190,7 +213,7 @@ def _thread_count(common: set[int], cores: int | None) -> int:
 
 def advise(runs: Sequence[Measured]) -> Advice | None:
     """Which way of using the cores served the model better (see the module docstring); None when
-    the runs hold no sequential and fork run of the same thread count."""
+    the runs hold no sequential run and run of a branch pool mode of the same thread count."""
     cores, seq, fork = _candidates(runs)
     common = set(seq) & set(fork)
     if not common:
@@ -205,13 +228,13 @@ def advise(runs: Sequence[Measured]) -> Advice | None:
     elif s.stats.median == f.stats.median:
         faster = None
     else:
-        faster = SEQUENTIAL if s.stats.median < f.stats.median else FORK
+        faster = SEQUENTIAL if s.stats.median < f.stats.median else f.mode
     return Advice(s, f, t, cores, faster, ratio)
 
 
 def missing_text(runs: Sequence[Measured]) -> str | None:
     """Why no advice can be given, when runs of both ways are there but of different thread counts
-    (fork 2×1 beside sequential 1×1, say): which run would tell. None when advice can be given, or
+    (fork or threads 2×1 beside sequential 1×1, say): which run would tell. None when advice can be given, or
     when the runs are not of both ways."""
     cores, seq, fork = _candidates(runs)
     if not seq or not fork or set(seq) & set(fork):
@@ -224,7 +247,7 @@ def missing_text(runs: Sequence[Measured]) -> str | None:
     return (
         f"which way of using the cores serves this model better is not told: {f.label} computes with {t} "
         f"threads, the sequential run{'s' if sum(len(v) for v in seq.values()) > 1 else ''} here with {uses}; "
-        f"{peer} beside it would tell whether {INTRA_WAY} or {FORK_WAY} serve it better"
+        f"{peer} beside it would tell whether {INTRA_WAY} or {f.way} serve it better"
     )
 
 

@@ -1,4 +1,5 @@
-"""Analyses over a `Trace`: busy time, inter-op pool occupancy, parallelism, memory, branches.
+"""Analyses over a `Trace`: busy time, inter-op pool occupancy, parallelism, memory, branches, and
+threads mode's wait for the GIL (`gil_wait`).
 
 *Busy* (`lane_busy_ns`) is any event on a lane, annotations included. *Computing*
 (`lane_compute_runs`) is what parallelism and the pool's occupancy count: a thread computes while it
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from branchscope.profiling.trace.model import KIND_ORDER, CounterTrack, Trace
+from branchscope.profiling.trace.records import THREADS_MODE
 from branchscope.profiling.trace.run_info import CPU_SAMPLE_CATEGORY, branch_name
 
 #: Operators during which a thread waits for others (a forked future, the GPU), not computes.
@@ -406,3 +408,92 @@ def cpu_sample_tracks(trace: Trace, key: str = "cpu_pct") -> list[CounterTrack]:
     """The runner's samples per OS thread (OpenMP workers included), in % of one core: CPU use
     (`cpu_pct`), or time runnable but waiting for a core (`wait_pct`)."""
     return [c for c in trace.counters if c.cat == CPU_SAMPLE_CATEGORY and c.key == key]
+
+
+@dataclass(frozen=True, slots=True)
+class GilWait:
+    """One branch thread of a threads-mode run (an `interop_tids` thread) waiting for the GIL over
+    time: `series.value[i]` is the share of the sample interval from `series.t_ns[i]` to
+    `series.t_ns[i + 1]` it spent waiting for the GIL (0 to 1; the last value is 0)."""
+
+    pid: int
+    tid: int
+    name: str
+    series: StepSeries
+
+    @property
+    def total_ns(self) -> float:
+        """The thread's time waiting for the GIL, over the whole trace (ns)."""
+        t, v = self.series.t_ns, self.series.value
+        return float((np.diff(t).astype(np.float64) * v[:-1]).sum()) if t.size > 1 else 0.0
+
+
+def _covered_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each instant of `t`, how much of the disjoint sorted runs (`starts`, `ends`) lies
+    before it (ns, float64)."""
+    if starts.size == 0:
+        return np.zeros(t.size)
+    done = np.concatenate([[0.0], np.cumsum((ends - starts).astype(np.float64))])
+    k = np.searchsorted(starts, t, side="right")  # runs started at or before t; all but the last are over
+    last = np.maximum(k - 1, 0)
+    partial = np.clip(np.minimum(t, ends[last]) - starts[last], 0, None).astype(np.float64)
+    return np.where(k > 0, done[last] + partial, 0.0)
+
+
+def gil_shows(trace: Trace) -> bool:
+    """Whether the trace is of a threads-mode run that had a GIL to wait for: the mode says threads
+    and `gil` is not False (a free-threaded CPython without the GIL; a trace that does not say is
+    taken to have had one, as every CPython before 3.13 does)."""
+    info = trace.run_info
+    return info is not None and info.mode == THREADS_MODE and info.gil is not False
+
+
+def gil_wait(trace: Trace) -> list[GilWait]:
+    """Each branch thread's wait for the GIL over time, in a threads-mode run with the GIL on
+    (`gil_shows`; else none), from the runner's CPU samples and the branch spans.
+
+    Inside a `branch: NAME` event on a branch thread, the part of each sample interval the thread
+    was neither on a core (`cpu_pct`) nor runnable waiting for one (`wait_pct`) it was asleep, which
+    for a branch on a Python thread is waiting for the GIL: 100 − cpu − wait, clipped at 0 (with
+    intra-op threads > 1 this also holds the thread's wait for its own OpenMP team, as run.json's
+    `gil_wait_ms` does). Outside branch spans a pool thread waits for work, not the GIL: none. A
+    sample covers the time since its thread's previous one (the first: one median interval). Threads
+    in the order of `cpu_sample_tracks`; a branch thread without samples has no series."""
+    if not gil_shows(trace):
+        return []
+    info = trace.run_info
+    assert info is not None
+    tids = set(info.interop_tids)
+    waits = {(c.pid, c.tid): c for c in cpu_sample_tracks(trace, "wait_pct")}
+    is_branch = np.fromiter((branch_name(n) is not None for n in trace.names), dtype=bool, count=len(trace.names))
+    lanes = {(ln.pid, ln.tid): ln.index for ln in trace.lanes if ln.kind == "cpu"}
+    out = []
+    for track in cpu_sample_tracks(trace):
+        if track.tid not in tids or track.ts_ns.size == 0:
+            continue
+        ends = track.ts_ns.astype(np.int64)
+        gaps = np.diff(ends)
+        first = int(np.median(gaps)) if gaps.size else 0
+        starts = np.concatenate([[ends[0] - first], ends[:-1]])
+        cpu = np.asarray(track.values, dtype=np.float64)
+        wait = np.zeros(ends.size)
+        w = waits.get((track.pid, track.tid))
+        if w is not None and w.ts_ns.size:
+            k = np.clip(np.searchsorted(w.ts_ns, ends), 0, w.ts_ns.size - 1)
+            same = w.ts_ns[k] == ends
+            wait[same] = np.asarray(w.values, dtype=np.float64)[k[same]]
+        lane = lanes.get((track.pid, track.tid))
+        if lane is None:
+            b_start = b_end = np.zeros(0, dtype=np.int64)
+        else:
+            sl = trace.lane_slice(lane)
+            mine = is_branch[trace.name_id[sl]]
+            b_start, b_end = merged_intervals(trace.start_ns[sl][mine], trace.end_ns[sl][mine])
+        inside = _covered_before(b_start, b_end, ends) - _covered_before(b_start, b_end, starts)
+        length = (ends - starts).astype(np.float64)
+        share = np.divide(inside, length, out=np.zeros(ends.size), where=length > 0)
+        asleep = np.clip(100.0 - np.nan_to_num(cpu) - np.nan_to_num(wait), 0.0, 100.0) / 100.0
+        value = np.append(np.clip(asleep * share, 0.0, 1.0), 0.0)
+        series = StepSeries(np.append(starts[:1], ends), value, capacity=1)
+        out.append(GilWait(track.pid, track.tid, track.name, series))
+    return out

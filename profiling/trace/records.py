@@ -45,6 +45,13 @@ SWEEP_FORMATS = (1, 2)
 
 #: The mode speedups are measured against: the model's own forward (sequential 1×1 by default).
 BASELINE_MODE = "sequential"
+#: The modes that run a region's branches side by side on a pool of threads: fork (TorchScript's
+#: inter-op pool) and threads (a pool of Python threads, `profiling/run/modes/threads.py`). Advice
+#: pairs them with sequential runs; a test ties the names to the mode registry (the trace engine
+#: never imports the run engine).
+FORK_MODE = "fork"
+THREADS_MODE = "threads"
+BRANCH_POOL_MODES = (FORK_MODE, THREADS_MODE)
 
 RUN_JSON = "run.json"
 SWEEP_JSON = "sweep.json"

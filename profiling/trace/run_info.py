@@ -14,6 +14,7 @@ engine only reads them, so this module belongs to the trace side and imports not
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,12 +54,19 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+#: A JSON number as the reader hands it over (a float kept as its digits).
+_DECIMAL = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?")
+
+
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
 def _ms(value: Any) -> float:
-    """A finite, non-negative number of ms, or 0."""
+    """A finite, non-negative number of ms, or 0. The reader keeps a float's digits as a string
+    (`decode`: float_hook=str), so a decimal string is read as its number."""
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
+        value = float(value)
     if type(value) in (int, float) and value == value and 0 <= value < float("inf"):
         return float(value)
     return 0.0

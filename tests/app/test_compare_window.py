@@ -119,3 +119,20 @@ def test_a_run_whose_timings_were_not_steady_says_so_with_its_warnings_in_the_to
     assert window.summary_line.toolTip() == "⚠ " + warnings[0] + "\n⚠ " + warnings[1]
     assert window.open_trace_files([str(steady)]) == 1  # the next run shown has none: nothing left of them
     assert "warning" not in window.summary_line.text() and window.summary_line.toolTip() == ""
+
+
+def test_a_threads_run_says_its_branch_threads_wait_for_the_gil_under_the_summary(window, tmp_path):
+    figures = [{"tid": t, "calls": 20, "wall_ms": 100.0, "cpu_ms": 58.0, "core_wait_ms": 6.0, "gil_wait_ms": 36.0}
+               for t in (11, 12)]  # fmt: skip
+    folder = _run_folder(tmp_path / "threads", "threads", 2, 1, 20.0, python="3.11.7", gil=True, branch_threads=figures)
+    assert window.open_trace_files([str(folder)]) == 1
+    text = window.summary_line.text()
+    assert "2 branches on 2 Python threads" in text
+    assert ("branch threads: 58% computing, 6% waiting for a core, 36% waiting for the GIL "
+            "(2 threads, 40 branch calls, Python 3.11.7)") in text  # fmt: skip
+    # A trace opened alone says it from its own branchscope object.
+    free = write_small_trace(tmp_path / "free.json", "threads", gil=False)
+    assert window.open_trace_files([str(free)]) == 1
+    assert "free-threaded Python 3.13.1: no GIL" in window.summary_line.text()
+    assert window.open_trace_files([str(write_small_trace(tmp_path / "fork.json", "fork"))]) == 1
+    assert "GIL" not in window.summary_line.text()

@@ -130,3 +130,23 @@ def test_inspect_merges_ranks_whose_clocks_overlap(tmp_path: Path) -> None:
             "ranks"
         ]
     ] == [0, 1]
+
+
+def test_inspect_says_the_gil_of_a_threads_run(tmp_path: Path) -> None:
+    from tests.builders.runs import write_small_trace
+
+    path = write_small_trace(tmp_path / "threads.json", "threads")
+    doc = json.loads(_inspect(str(path), "--json").stdout)
+    assert doc["gil"]["python"] == "3.11.7" and doc["gil"]["gil"] is True
+    assert doc["gil"]["branch_threads"]["calls"] == 4
+    assert doc["gil"]["branch_threads"]["gil_wait"] == pytest.approx(0.4)
+    assert [(w["tid"], round(w["wait_us"], 3)) for w in doc["gil_wait"]] == [(11, 640.0), (12, 640.0)]
+    table = _inspect(str(path)).stdout
+    assert "branch threads: 55% computing, 5% waiting for a core, 40% waiting for the GIL" in table
+    assert "thread 11 (BSThreadPool): 0.640 ms waiting for the GIL (CPU samples)" in table
+    free = write_small_trace(tmp_path / "free.json", "threads", gil=False)
+    doc = json.loads(_inspect(str(free), "--json").stdout)
+    assert doc["gil"]["line"] == "free-threaded Python 3.13.1: no GIL" and doc["gil_wait"] == []
+    assert "free-threaded Python 3.13.1: no GIL" in _inspect(str(free)).stdout
+    fork = json.loads(_inspect(str(write_small_trace(tmp_path / "fork.json", "fork")), "--json").stdout)
+    assert fork["gil"] is None and fork["gil_wait"] == []

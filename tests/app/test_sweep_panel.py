@@ -187,7 +187,9 @@ def panel(qtbot, tmp_path):
     p = SweepPanel(lambda: RunSpec("sequential", 1, 1, options=RunOptions(demo="twin-mm")), lambda _label: next(folders),
                    cores=2, controller=controller)  # fmt: skip
     qtbot.addWidget(p)
+    assert [m for m, box in p.mode_boxes.items() if box.isChecked()] == ["sequential", "fork", "threads"]
     p.mode_boxes["fork"].setChecked(False)
+    p.mode_boxes["threads"].setChecked(False)
     p.interop_edit.setText("1")
     p.intra_edit.setText("1,2")
     yield p

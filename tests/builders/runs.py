@@ -11,13 +11,14 @@ from typing import Any
 from tests.paths import FIXTURES
 
 
-def write_small_trace(path: Path, mode: str = "fork") -> Path:
-    """Writes fixtures/gui/small_trace.py's trace of a run in `mode` to `path` (gzipped for .gz)."""
+def write_small_trace(path: Path, mode: str = "fork", gil: bool = True) -> Path:
+    """Writes fixtures/gui/small_trace.py's trace of a run in `mode` to `path` (gzipped for .gz;
+    `gil`: whether a threads-mode run had the GIL on)."""
     spec = importlib.util.spec_from_file_location("small_trace", FIXTURES / "gui" / "small_trace.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.write(path, mode)
+    return module.write(path, mode, gil=gil)
 
 
 def write_run_json(folder: Path, **fields: Any) -> Path:

@@ -8,6 +8,7 @@ import pytest
 from branchscope.profiling.trace.advice import (
     FORK,
     SEQUENTIAL,
+    THREADS,
     Measured,
     advice_line,
     advise,
@@ -115,11 +116,11 @@ def test_the_fastest_of_each_way_at_the_cores_thread_count_is_paired():
     ]  # fmt: skip
     advice = advise(runs)
     assert advice is not None and advice.threads == 4
-    assert (advice.sequential.label, advice.fork.label) == ("sequential 1×4", "fork 2×2")
+    assert (advice.sequential.label, advice.parallel.label) == ("sequential 1×4", "fork 2×2")
     assert advice.text.endswith("forking its branches serves this model better than intra-op threads alone")
     # At 2 threads the fastest sequential run is 2×2 (its inter-op threads idle): the pair is 2×2 vs 2×1.
     two = advise([r for r in runs if r.threads == 2])
-    assert two is not None and (two.sequential.label, two.fork.label, two.threads) == (
+    assert two is not None and (two.sequential.label, two.parallel.label, two.threads) == (
         "sequential 2×2",
         "fork 2×1",
         2,
@@ -142,7 +143,7 @@ def test_thread_count_up_to_the_cores_is_preferred_then_oversubscribed_says_so()
 def test_runs_of_another_machine_are_left_out_and_unknown_cores_say_threads():
     runs = [run("sequential", 1, 2, 41.0), run("fork", 2, 1, 48.0), run("fork", 2, 1, 10.0, cores=8)]
     advice = advise(runs)
-    assert advice is not None and advice.fork.stats.median == 48.0
+    assert advice is not None and advice.parallel.stats.median == 48.0
     unknown = advise([run("sequential", 1, 2, 41.0, cores=None), run("fork", 2, 1, 48.0, cores=None)])
     assert unknown is not None and unknown.text.startswith("with 2 threads, sequential 1×2 (41.0 ms) beat")
 
@@ -198,10 +199,43 @@ def test_compared_runs_are_read_from_their_summaries():
     assert advice is not None and advice.faster == SEQUENTIAL and advice.ratio == pytest.approx(31 / 21)
 
 
-def test_the_mode_names_are_the_run_engines_and_only_fork_uses_the_inter_op_pool():
+def test_the_mode_names_are_the_run_engines_and_fork_and_threads_start_a_pool():
     from branchscope.profiling.run.modes import MODES
+    from branchscope.profiling.trace.records import BRANCH_POOL_MODES
 
     assert MODES[FORK].starts_interop_pool and not MODES[SEQUENTIAL].starts_interop_pool
+    assert MODES[THREADS].starts_interop_pool
+    # The modes advice pairs with sequential are every registered mode with a pool of its own.
+    assert set(BRANCH_POOL_MODES) == {name for name, m in MODES.items() if m.starts_interop_pool}
+
+
+def test_threads_runs_count_their_pool_times_the_team_and_are_paired_like_fork():
+    assert threads(THREADS, 2, 1) == 2 and threads(THREADS, 2, 2) == 4
+    advice = advise([run("sequential", 1, 2, 41.0), run("threads", 2, 1, 30.0)])
+    assert advice is not None and advice.faster == THREADS and advice.parallel.label == "threads 2×1"
+    assert advice.text == (
+        "on 2 cores, threads 2×1 (30.0 ms) beat sequential 1×2 (41.0 ms) by 1.37×: "
+        "running its branches on Python threads serves this model better than intra-op threads"
+    )
+    lost = advise([run("sequential", 1, 2, 41.0), run("threads", 2, 1, 48.3)])
+    assert lost is not None and lost.text.endswith(
+        "intra-op threads serve this model better than running its branches on Python threads"
+    )
+    noise = advise([run("sequential", 1, 2, 41.5, half_iqr=2.0), run("threads", 2, 1, 40.0, half_iqr=2.0)])
+    assert noise is not None and noise.faster is None
+    assert "neither intra-op threads nor running its branches on Python threads" in noise.text
+    assert advise([run("sequential", 1, 2, 41.0), run("threads", 1, 2, 30.0)]) is None  # one pool thread
+
+
+def test_the_fastest_of_fork_and_threads_is_paired_and_named():
+    runs = [run("sequential", 1, 2, 41.0), run("fork", 2, 1, 35.0), run("threads", 2, 1, 38.0)]
+    advice = advise(runs)
+    assert advice is not None and (advice.faster, advice.parallel.label) == (FORK, "fork 2×1")
+    advice = advise([*runs[:2], run("threads", 2, 1, 31.0)])
+    assert advice is not None and (advice.faster, advice.parallel.label) == (THREADS, "threads 2×1")
+    missing = missing_text([run("sequential", 1, 1, 50.0), run("threads", 2, 1, 38.0)])
+    assert missing is not None and "threads 2×1 computes with 2 threads" in missing
+    assert missing.endswith("whether intra-op threads or running its branches on Python threads serve it better")
 
 
 def test_runs_of_another_model_are_never_paired():
@@ -210,4 +244,4 @@ def test_runs_of_another_model_are_never_paired():
              Measured(FORK, 2, 1, steps(48.0), 2, model="demo inception"),
              Measured(SEQUENTIAL, 1, 1, steps(60.0), 2, model="demo inception")]  # fmt: skip
     advice = advise([seq, *forks])
-    assert advice is not None and advice.fork.stats.median == 48.0 and advice.faster == SEQUENTIAL
+    assert advice is not None and advice.parallel.stats.median == 48.0 and advice.faster == SEQUENTIAL

@@ -325,3 +325,42 @@ def test_threads_of_merged_ranks_never_mix_in_the_cpu_chart(tmp_path, qtbot):
     assert {th.label for th in pool.threads} == {f"rank {r} · thread {t} (t{t})" for r in (0, 1) for t in (7, 8)}
     by = {(th.rank, th.track.tid): float(np.max(th.v)) for th in pool.threads}
     assert by[(0, 8)] == pytest.approx(0.5) and by[(1, 8)] == pytest.approx(0.9)
+
+
+def test_threads_mode_with_the_gil_gets_a_band_of_the_branch_threads_waiting_for_it(qtbot, tmp_path):
+    from branchscope.profiling.trace.analyses import gil_wait
+    from branchscope.widgets.pool_usage import GIL_COLORS, GIL_TITLE
+
+    trace = load_trace(write_small_trace(tmp_path / "threads.json", "threads"))
+    pool = _show(qtbot, PoolUsageView(), 1200, 400)
+    pool.set_trace(trace)
+    assert [p.objectName() for p in pool.plots] == ["busy inter-op threads", "CPU use per OS thread", GIL_TITLE]
+    assert [g.wait.tid for g in pool.gil_threads] == [11, 12]
+    assert [g.color.name() for g in pool.gil_threads] == GIL_COLORS[:2]
+    gutter = pool.gil_gutter.text.toPlainText()
+    assert gutter.startswith(GIL_TITLE) and "thread 11 (BSThreadPool)" in gutter
+    # threads mode's pool is a pool of Python threads, and the bands say so.
+    assert pool.pool_gutter.text.toPlainText().startswith("Python pool")
+    assert ("interop", "Python pool (2)") in pool.legend()
+    assert pool.gil_line.isVisible() and pool.gil_line.value() == 2
+    # The series exported as CSV are the analysis' own, on the axis.
+    CSVExporter(pool.plots[2]).export(str(tmp_path / "gil.csv"))
+    rows = list(csv.reader((tmp_path / "gil.csv").open()))
+    assert rows[0][:2] == [f"thread 11 (BSThreadPool) (Python pool), {GIL_TITLE}_x", f"thread 11 (BSThreadPool) (Python pool), {GIL_TITLE}_y"]
+    first = gil_wait(trace)[0].series
+    got = np.array([[float(v) for v in row[:2]] for row in rows[1:]])
+    assert np.allclose(got[:, 0], first.t_ns - trace.span()[0]) and np.allclose(got[:, 1], first.value)
+    # Inside a branch: 40% of each branch thread's time, so 0.8 of a thread in all.
+    t = float(trace.start_ns[trace.find("branch: left")[0]] - trace.span()[0]) + 400_000
+    text = pool.describe_at(t)
+    assert f"{GIL_TITLE}: 0.80 of 2 branch threads" in text and "Python pool: 2 of 2 threads busy" in text
+    assert pool.wanted_height(900) == 300
+
+
+def test_no_gil_band_without_the_gil_or_in_fork_mode(qtbot, tmp_path):
+    pool = _show(qtbot, PoolUsageView(), 1200, 300)
+    for name, mode, gil in (("free.json", "threads", False), ("fork.json", "fork", True)):
+        pool.set_trace(load_trace(write_small_trace(tmp_path / name, mode, gil=gil)))
+        assert pool.gil_threads == [] and len(pool.plots) == 2 and not pool.gil_line.isVisible()
+        assert pool.gil_plot.items == [] or all(not isinstance(i, StepSeriesItem) for i in pool.gil_plot.items)
+    assert pool.pool_gutter.text.toPlainText().startswith("inter-op pool")  # fork mode
