@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from branchscope.profiling.run.model_source import list_demos
 from branchscope.profiling.run.protocol import add_run_arguments, request_from_args
 from branchscope.profiling.run.runner import format_summary, print_failure, run_profile, stop_on_signals
-from branchscope.profiling.trace.gil import gil_line_of
-from branchscope.profiling.trace.records import Event, ProgressEvent, RunRecord
+from branchscope.profiling.trace.records import Event, ProgressEvent
 
 
 def register(subparsers: Any) -> None:
@@ -47,19 +45,6 @@ def run_demos(args: argparse.Namespace) -> int:
     return 0
 
 
-def profile_summary(run: RunRecord, out: Path) -> str:
-    """The summary (`runner.format_summary`) with, in threads mode, the branch threads' wait for the
-    GIL or that the Python had none (`profiling/trace/gil.py`) after the line of threads (a
-    distributed run's summary, which has no such line, gets it last)."""
-    text = format_summary(run, out)
-    line = gil_line_of(run)
-    if line is None:
-        return text
-    lines = text.splitlines()
-    at = next((k + 1 for k, s in enumerate(lines) if s.startswith("threads: ")), len(lines))
-    return "\n".join([*lines[:at], line, *lines[at:]])
-
-
 def run_profile_command(args: argparse.Namespace) -> int:
     request = request_from_args(args)
     interactive = sys.stderr.isatty() and not args.quiet
@@ -77,7 +62,7 @@ def run_profile_command(args: argparse.Namespace) -> int:
         print_failure(result)
         return result.exit_code
     assert result.run is not None
-    print(profile_summary(result.run, result.out))  # with the phases' seconds, and the GIL in threads mode
+    print(format_summary(result.run, result.out))  # with the phases' seconds, and the GIL in threads mode
     for warning in result.run.warnings or []:  # why the timings may not be steady
         print(f"warning: {warning}")
     for note in result.notes:

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 DESCRIPTION = (
-    "Two independent branches of 120 tiny element-wise ops each (64 numbers per op). Each op computes "
+    "Two independent branches of 200 tiny ops each (indexing, multiply, add, tanh on 64 numbers). Each op computes "
     "for a few microseconds without the GIL, but the Python around it needs the GIL: in threads mode the "
     "branches mostly take turns (run.json's branch_threads shows the GIL wait), fork mode's TorchScript "
     "needs no GIL between ops. Compare with two-towers, whose few large ops overlap in both."

@@ -99,6 +99,7 @@ from branchscope.profiling.run.protocol import (
     python_command,
     request_from_args,
 )
+from branchscope.profiling.trace.gil import gil_line_of
 from branchscope.profiling.trace.records import (
     DEFAULT_TRACE,
     RUN_FORMAT,
@@ -1002,6 +1003,9 @@ def format_summary(run: RunRecord, out: Path) -> str:
     lines.append(
         f"threads: main {run.main_tid}, inter-op pool {run.interop_tids}, intra-op (OpenMP) workers {run.intra_tids}"
     )
+    gil = gil_line_of(run)  # threads mode: the branch threads' wait for the GIL, or that there was none
+    if gil:
+        lines.append(gil)
     phases = format_phases(run)
     if phases:
         lines.append(phases)

@@ -213,6 +213,25 @@ def _pool_tids_from_trace(trace: dict[str, Any]) -> list[int]:
     return sorted(tids)
 
 
+def _name_threads(trace: dict[str, Any], names: dict[int, str]) -> None:
+    """One "thread_name" per thread, with the OS name the worker read ({tid: name}): the profiler may
+    name a thread twice, once by the name it had when started (a Python thread starts with its
+    creator's name, "python", before the branch pool names it)."""
+    seen: set[tuple[Any, Any]] = set()
+    kept = []
+    for ev in trace.get("traceEvents", []):
+        if isinstance(ev, dict) and ev.get("ph") == "M" and ev.get("name") == "thread_name":
+            key = (ev.get("pid"), ev.get("tid"))
+            if key in seen:
+                continue
+            seen.add(key)
+            tid = ev.get("tid")
+            if isinstance(tid, int) and tid in names and isinstance(ev.get("args"), dict):
+                ev["args"]["name"] = f"thread {tid} ({names[tid]})"
+        kept.append(ev)
+    trace["traceEvents"] = kept
+
+
 def _trace_clock(trace: dict[str, Any]) -> dict[str, Any]:
     """What the runner needs to put CPU samples on the trace's clock without parsing the trace again."""
     lo, hi = float("inf"), float("-inf")
@@ -571,6 +590,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     census.note("other")
 
     threads = {**census.names, **read_thread_names()}
+    _name_threads(trace, threads)
     interop, intra = census.interop_tids, census.intra_tids
     if not census.names:  # no /proc here: no census
         interop = _pool_tids_from_trace(trace)

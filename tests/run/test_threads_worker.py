@@ -46,6 +46,12 @@ def test_threads_runs_every_cpu_demo_on_its_pool(demo, tmp_path):
     assert [t["tid"] for t in run["branch_threads"]] == pool
     assert "_threads.submit(" in (tmp_path / "plan.py").read_text()
 
+    raw = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    named = [(e["tid"], e["args"]["name"]) for e in raw if e.get("ph") == "M" and e.get("name") == "thread_name"]
+    assert len(named) == len({tid for tid, _ in named})  # one name a thread: the OS name it has
+    pool_names = [(tid, name) for tid, name in named if tid in pool]  # the pool threads that ran a branch
+    assert pool_names and all(name == f"thread {tid} ({POOL_THREAD_NAME})" for tid, name in pool_names)
+
     trace = profiling.load_trace(tmp_path / "trace.json")
     roles = {lane.tid: lane.role for lane in trace.lanes if lane.kind == "cpu"}
     assert roles[run["main_tid"]] == "main"
