@@ -64,7 +64,8 @@ bench-models-quick: $(MODEL_EXTRAS)/.installed
 	$(BIN)/python benchmarks/bench_real_models.py --quick
 
 # The README's pictures: the inception demo sequential and forked (2 inter-op x 1 intra-op threads),
-# the two compared side by side (with a sequential 1x1 baseline), a thread sweep's heatmap, and the
+# the two compared side by side (with a sequential 1x1 baseline), the small-ops demo on Python threads
+# (threads mode: the GIL band), a thread sweep's heatmap, and the
 # memory of a built DataParallel-like step over 4 GPUs (tests/builders/memory.py writes it).
 # Their runs go to build/screens (each folder replaced by the next `make screenshots`).
 SHOTS := build/screens
@@ -77,6 +78,9 @@ screenshots: $(STAMP)
 	$(BIN)/branchscope profile --demo inception --mode fork --interop 2 --intra 1 --quiet --out $(SHOTS)/fork-2x1
 	QT_QPA_PLATFORM=offscreen $(BIN)/branchscope compare $(SHOTS)/seq-1x1 $(SHOTS)/fork-2x1 \
 	  --screenshot assets/screenshots/compare.png
+	$(BIN)/branchscope profile --demo small-ops --mode threads --interop 2 --intra 1 --quiet --out $(SHOTS)/small-ops-threads-2x1
+	QT_QPA_PLATFORM=offscreen $(BIN)/branchscope open $(SHOTS)/small-ops-threads-2x1 \
+	  --screenshot assets/screenshots/small-ops-threads.png
 	$(BIN)/branchscope sweep --demo lstm-ensemble --modes sequential,fork --interop 1,2 --intra 1,2 --steps 5 \
 	  --out $(SHOTS)/sweep-lstm > /dev/null
 	QT_QPA_PLATFORM=offscreen $(BIN)/branchscope open $(SHOTS)/sweep-lstm --screenshot assets/screenshots/sweep.png

@@ -46,7 +46,7 @@ def test_demos_prints_one_line_per_demo(capsys):
     names = [line.split()[0] for line in lines]
     assert names == [
         "attention-qkv", "dataparallel-balanced", "dataparallel-imbalance", "ddp-gather-loss", "ddp-local-loss",
-        "inception", "lstm-ensemble", "twin-mm",
+        "inception", "lstm-ensemble", "small-ops", "twin-mm", "two-towers",
     ]  # fmt: skip
     assert "needs 2 CUDA devices" in lines[1] and "needs 2 CUDA devices" in lines[2]
 

@@ -44,8 +44,9 @@ def compiler_summary(message: str, limit: int = 400) -> str:
 def torchscript_problem() -> str | None:
     """Why this torch cannot run fork mode's plans (TorchScript is deprecated upstream: a torch may
     lack it, raise at `torch.jit.script`, or run it disabled, `PYTORCH_JIT=0`, where a "scripted"
-    function is the Python function and fork runs inline), in a few words; None when a scripted
-    function forks and waits."""
+    function is the Python function and fork runs inline), in a few words; None when a function that
+    forks and waits compiles. It is not called: that would start the inter-op pool before the worker's
+    thread census could tell its threads apart."""
     import warnings
 
     import torch
@@ -62,8 +63,6 @@ def torchscript_problem() -> str | None:
             scripted = torch.jit.script(fork_and_wait)
             if not isinstance(scripted, torch.jit.ScriptFunction):
                 return "TorchScript is disabled in this torch (torch.jit.script gives back the Python function: PYTORCH_JIT=0?)"
-            if scripted(7) != 7:
-                return "a scripted fork and wait gave a wrong result"
     except Exception as exc:  # noqa: BLE001 - whatever this torch raises is the reason
         first = (str(exc).strip().splitlines() or [""])[0]
         return f"torch.jit.script raised {type(exc).__name__}: {first}"[:300]
