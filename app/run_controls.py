@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSlider,
     QSpinBox,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -176,7 +177,8 @@ class RunControls(QWidget):
             "your model's dependencies; branchscope need not be installed there. Empty: branchscope's own"
         )
         self.python_edit.editingFinished.connect(self._python_edited)
-        choose_python = QPushButton("…")
+        self.python_button = choose_python = QToolButton()
+        choose_python.setText("…")
         choose_python.setToolTip("choose the worker's Python executable")
         choose_python.clicked.connect(self._choose_python)
         python_row = QWidget()

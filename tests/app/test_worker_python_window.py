@@ -59,3 +59,12 @@ def test_set_values_expands_the_home_folder_and_asks_for_no_run(window, qtbot):
     assert window.current_spec().options.python == Path.home() / "envs/torch/bin/python"
     # A different Python is another torch: its runs have baselines of their own.
     assert window.current_spec().model_key != window.current_spec().options.replace(python=None).model_key
+
+
+def test_the_file_chooser_sets_it_and_asks_for_a_run(window, qtbot, tmp_path, monkeypatch):
+    chosen = tmp_path / "venv" / "bin" / "python3"
+    monkeypatch.setattr("branchscope.app.run_controls.QFileDialog.getOpenFileName", lambda *a, **k: (str(chosen), ""))
+    with qtbot.waitSignal(window.controls.runRequested, timeout=5000) as sig:
+        window.controls.python_button.click()
+    assert sig.args[0].options.python == chosen
+    assert window.controls.python_edit.text() == str(chosen)
