@@ -3,12 +3,14 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# torch 2.13.0 is served locally as a CPU build on these machines; the pin keeps pip off CUDA wheels.
-PIP_INSTALL := $(BIN)/python -m pip install --disable-pip-version-check -q
+# pyproject.toml takes a range of torch; constraints-dev.txt pins the development build (2.13.0, served
+# locally as a CPU build on these machines): the pin keeps pip off CUDA wheels.
+CONSTRAINTS := constraints-dev.txt
+PIP_INSTALL := $(BIN)/python -m pip install --disable-pip-version-check -q -c $(CONSTRAINTS)
 
 .PHONY: run test check lint bench bench-models bench-models-quick screenshots clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(PIP_INSTALL) -e '.[test,dev]'
 	touch $(STAMP)

@@ -33,6 +33,8 @@ def add_window_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--interop", type=int, metavar="N", help="inter-op threads of the first run")
     g.add_argument("--intra", type=int, metavar="N", help="intra-op threads of the first run")
     g.add_argument("--steps", type=int, metavar="K", help="profiled steps of the first run (default 5)")
+    g.add_argument("--python", metavar="PATH", help="the Python every run's worker runs under (your environment's "
+                   "bin/python, with your torch; default: the window's setting, else branchscope's own)")  # fmt: skip
     g.add_argument(
         "--screenshot",
         metavar="OUT.png",
@@ -168,6 +170,7 @@ def _show_window(app, window, args: argparse.Namespace, traces: list[str], scree
                 interop=getattr(args, "interop", None),
                 intra=getattr(args, "intra", None),
                 steps=getattr(args, "steps", None),
+                python=getattr(args, "python", None),
             )
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)

@@ -158,6 +158,9 @@ class MainWindow(QMainWindow):
         self.controls.runRequested.connect(self._start)
         self.controls.cancelRequested.connect(self.controller.cancel)
         self.controls.openModelRequested.connect(self.open_model_dialog)
+        # The worker's Python (--python) is the user's environment: kept for the next window too.
+        self.controls.set_values(python=str(self.settings.value("workerPython", "") or ""))
+        self.controls.pythonChanged.connect(lambda path: self.settings.setValue("workerPython", path))
         # Kept for callers from before the controls were their own widget.
         self.run_button = self.controls.run_button
         self.cancel_button = self.controls.cancel_button

@@ -1,9 +1,11 @@
 """The run controls: model picker, mode, inter-op and intra-op sliders, processes (ranks of a
-distributed run), steps, timeout, Run/Cancel, progress.
+distributed run), steps, timeout, the worker's Python (`--python`: empty for branchscope's own),
+Run/Cancel, progress.
 
 The widget only says what to run: `runRequested(spec)` at once when Run is pressed, and once the
 user pauses (`RERUN_DELAY_MS` after the last change, never while a slider is held down) after
-changing the thread sliders, the processes, the steps, the mode or the model by mouse or keyboard: dragging 2×2 to
+changing the thread sliders, the processes, the steps, the mode, the model or the worker's Python (once
+its line is left or a file is chosen) by mouse or keyboard: dragging 2×2 to
 1×1 asks for 1×1 only, and changes that end where they started ask for nothing. Setting values from
 code (`set_values`) asks for nothing. `cancelRequested` for Cancel; `openModelRequested` for "Open
 model file…". A demo this machine cannot run (`set_cuda_devices`) is listed greyed out, with why.
@@ -24,14 +26,17 @@ from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractSlider,
     QComboBox,
+    QFileDialog,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QProgressBar,
     QPushButton,
     QSlider,
     QSpinBox,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -80,6 +85,8 @@ class RunControls(QWidget):
     runRequested = Signal(object)
     cancelRequested = Signal()
     openModelRequested = Signal()
+    #: The user set the worker's Python (its path as written; "" for branchscope's own).
+    pythonChanged = Signal(str)
 
     def __init__(self, demos: list, cores: int, parent: QWidget | None = None):
         super().__init__(parent)
@@ -162,6 +169,24 @@ class RunControls(QWidget):
         self.timeout_spin.setSuffix(" s")
         self.timeout_spin.setToolTip("stop the run after this many seconds (the runner's --timeout)")
         form.addRow("Timeout", self.timeout_spin)
+        self.python_edit = QLineEdit()
+        self.python_edit.setPlaceholderText("branchscope's own")
+        self.python_edit.setClearButtonEnabled(True)
+        self.python_edit.setToolTip(
+            "the Python the worker runs under (--python): your environment's bin/python, with your torch and "
+            "your model's dependencies; branchscope need not be installed there. Empty: branchscope's own"
+        )
+        self.python_edit.editingFinished.connect(self._python_edited)
+        self.python_button = choose_python = QToolButton()
+        choose_python.setText("…")
+        choose_python.setToolTip("choose the worker's Python executable")
+        choose_python.clicked.connect(self._choose_python)
+        python_row = QWidget()
+        python_lay = QHBoxLayout(python_row)
+        python_lay.setContentsMargins(0, 0, 0, 0)
+        python_lay.addWidget(self.python_edit, 1)
+        python_lay.addWidget(choose_python)
+        form.addRow("Python", python_row)
         buttons = QHBoxLayout()
         self.run_button = QPushButton("Run")
         self.run_button.setDefault(True)
@@ -219,12 +244,18 @@ class RunControls(QWidget):
             steps=self.steps_spin.value(),
             timeout=float(self.timeout_spin.value()),
             nproc=self.nproc_spin.value(),
+            python=self.python(),
         )
         if data[0] == "demo":
             options = options.replace(demo=data[1])
         else:
             options = options.replace(model=Path(data[1]), input_shapes=tuple(data[2]) if len(data) > 2 else ())
         return RunSpec(self.mode_combo.currentData(), self.interop_slider.value(), self.intra_slider.value(), options)
+
+    def python(self) -> Path | None:
+        """The worker's Python the controls name (~ expanded); None: branchscope's own."""
+        text = self.python_edit.text().strip()
+        return Path(os.path.expanduser(text)) if text else None
 
     def request_run(self) -> bool:
         """Ask for a run of what the controls show, now; False (and why, in the progress bar) when
@@ -253,8 +284,10 @@ class RunControls(QWidget):
         steps: int | None = None,
         timeout: float | None = None,
         nproc: int | None = None,
+        python: str | Path | None = None,
     ) -> None:
-        """Set the controls without asking for a run; ValueError for a demo or mode there is not."""
+        """Set the controls without asking for a run; ValueError for a demo or mode there is not.
+        `python=""` sets the worker's Python back to branchscope's own."""
         if demo is not None:
             k = self._model_index("demo", demo)
             if k < 0:
@@ -281,6 +314,8 @@ class RunControls(QWidget):
         if nproc is not None:
             self.nproc_spin.setMaximum(max(self.nproc_spin.maximum(), nproc))
             self.nproc_spin.setValue(nproc)
+        if python is not None:
+            self.python_edit.setText(os.fspath(python))
         self._settled = self.spec()
 
     def add_model_file(self, path: str, input_shapes: tuple[str, ...] = ()) -> None:
@@ -358,6 +393,19 @@ class RunControls(QWidget):
             self.rerun_timer.stop()  # the release restarts it
         else:
             self.rerun_timer.start()
+
+    def _python_edited(self) -> None:
+        """The Python line was left (Return, focus elsewhere): a run once the user pauses, if it changed."""
+        if self.python() != self._settled.options.python:
+            self.pythonChanged.emit(self.python_edit.text().strip())
+            self._user_changed()
+
+    def _choose_python(self) -> None:
+        start = os.fspath(self.python() or Path.home())
+        path, _filter = QFileDialog.getOpenFileName(self, "The worker's Python", start)
+        if path:
+            self.python_edit.setText(path)
+            self._python_edited()
 
     def _slider_held(self) -> bool:
         none = QAbstractSlider.SliderAction.SliderNoAction

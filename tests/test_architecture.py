@@ -1,9 +1,10 @@
 """The house rules that the import contracts (pyproject's [tool.importlinter], run by `make test`)
 cannot state: no import cycles at all, an installed wheel with one top-level name, and the light
-entry points staying light at run time."""
+entry points staying light at run time; torch a range for the user's environment, pinned for ours."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import sysconfig
@@ -90,6 +91,10 @@ def test_the_wheel_installs_one_top_level_name(tmp_path):
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"branchscope"}
     assert "branchscope/assets/demos/inception.py" in names
+    # Every package of the checkout is in the wheel (pyproject lists them one by one).
+    packages = {f"branchscope/{p.parent.relative_to(ROOT).as_posix()}/__init__.py"
+                for top in ("app", "widgets", "profiling", "assets") for p in (ROOT / top).rglob("__init__.py")}  # fmt: skip
+    assert packages - set(names) == set()
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)
     # -S: no site processing, so the editable install's import hook (a .pth file) stays off; the
@@ -99,6 +104,8 @@ def test_the_wheel_installs_one_top_level_name(tmp_path):
         "import branchscope.profiling, branchscope.profiling.run.model_source as m\n"
         "assert branchscope.profiling.__file__.startswith(sys.argv[1]), branchscope.profiling.__file__\n"
         "assert [d.name for d in m.list_demos()], 'no demos in the wheel'\n"
+        "import branchscope.profiling.run.interpreter as i, pathlib\n"  # --python's bootstrap finds profiling/ there
+        "assert i.package_root() == pathlib.Path(sys.argv[1]).resolve() / 'branchscope', i.package_root()\n"
         "for name in ('app', 'profiling', 'widgets', 'assets'):\n"
         "    try:\n"
         "        __import__(name)\n"
@@ -120,3 +127,24 @@ def test_cli_inspect_runs_without_torch_or_qt(tmp_path):
     )
     proc = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_torch_is_a_range_and_make_pins_the_development_build():
+    """`pip install .` into a user's environment keeps their torch (a range, from the oldest the
+    engines need); `make` installs the local CPU build through constraints-dev.txt."""
+    tomllib = pytest.importorskip("tomllib")
+    from branchscope.profiling.run.interpreter import TORCH_OLDEST, WORKER_NEEDS
+
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    (torch,) = [d for d in dependencies if re.match(r"torch\b", d)]
+    assert "==" not in torch and re.fullmatch(r"torch>=([0-9.]+),<([0-9.]+)", torch), torch
+    assert re.fullmatch(r"torch>=([0-9.]+),.*", torch)[1] == TORCH_OLDEST  # the runner's probe says the same
+    for name, oldest in WORKER_NEEDS.items():  # what the probe checks in another environment
+        assert f"{name}>={oldest}" in dependencies
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^CONSTRAINTS := constraints-dev\.txt$", makefile, re.M)
+    assert re.search(r"^PIP_INSTALL := .* -c \$\(CONSTRAINTS\)$", makefile, re.M)
+    assert re.search(r"^\$\(STAMP\): .*\$\(CONSTRAINTS\)", makefile, re.M)  # a new pin reinstalls
+    assert "$(PIP_INSTALL) -e '.[test,dev]'" in makefile
+    pins = [line.strip() for line in (ROOT / "constraints-dev.txt").read_text().splitlines()]
+    assert "torch==2.13.0" in pins

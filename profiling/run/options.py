@@ -1,11 +1,11 @@
 """`RunOptions`: what every run of a model shares apart from its mode and threads — the model, its
-inputs, the device, the steps, the timeout, the ranks — in one place, inside the run request
+inputs, the device, the steps, the timeout, the ranks, the worker's Python — in one place, inside the run request
 (`protocol.RunRequest`), the sweep request (`sweep.SweepRequest`) and the window's `RunSpec`.
 
 Its command-line options are declared once (`OPTIONS`): `add_options` adds them to a parser,
 `RunOptions.from_args` reads them back and `RunOptions.argv` writes them, for `branchscope
 profile`, `branchscope sweep`, the runner and the worker alike (the worker takes all but the
-runner's own: --timeout and --nproc, which the runner enforces itself).
+runner's own: --timeout, --nproc and --python, which the runner enforces or uses itself).
 
 No torch, no Qt: every process imports this.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -63,6 +64,9 @@ OPTIONS = (
     Option("nproc", "--nproc", "run N ranks with torch.distributed.run on this machine (gloo on CPU, nccl on CUDA, "
            "rank r on cuda:r); a run folder gets rank-R/ per rank and a run.json listing them", "N", int,
            runner_only=True),  # fmt: skip
+    Option("python", "--python", "run the worker under this Python (your environment, with your torch and your model's "
+           "dependencies; branchscope need not be installed there) instead of branchscope's own", "PATH", Path,
+           runner_only=True),  # fmt: skip
 )
 
 
@@ -84,16 +88,21 @@ class RunOptions:
     timeout: float = 600.0
     #: Ranks of a distributed run (torch.distributed.run on this machine); 1: one worker.
     nproc: int = 1
+    #: The Python the worker runs under (`profiling/run/interpreter.py`); None: branchscope's own.
+    python: Path | None = None
 
     # ---- what runs ---------------------------------------------------------------------------
     @property
     def model_key(self) -> str:
         """Identifies the model across runs (runs compare only with runs of one model)."""
         if self.demo:
-            return f"demo:{self.demo}"
-        key = f"file:{os.path.abspath(self.model or '')}"
-        if self.input_shapes:
-            key += f" inputs {' '.join(self.input_shapes)} {self.dtype}"
+            key = f"demo:{self.demo}"
+        else:
+            key = f"file:{os.path.abspath(self.model or '')}"
+            if self.input_shapes:
+                key += f" inputs {' '.join(self.input_shapes)} {self.dtype}"
+        if self.python is not None:  # another torch: its runs are not compared with branchscope's own
+            key += f" python {os.path.abspath(self.python)}"
         return key
 
     @property
@@ -117,7 +126,7 @@ class RunOptions:
             if opt.repeated:
                 for v in value:
                     args += [opt.flag, str(v)]
-            elif opt.dest == "nproc" and value == 1:
+            elif (opt.dest == "nproc" and value == 1) or value is None:
                 continue  # the default, left out so a one-process run reads as it always has
             else:
                 args += [opt.flag, repr(float(value)) if isinstance(value, float) else str(value)]
@@ -146,6 +155,9 @@ class RunOptions:
             common["warmup"] = run.warmup
         if run.nproc is not None and run.nproc > 1:
             common["nproc"] = run.nproc
+        # Run under another Python (--python): again under it; under this one's own: as it is.
+        if run.python_executable and os.path.abspath(run.python_executable) != os.path.abspath(sys.executable):
+            common["python"] = Path(run.python_executable)
         if run.demo is not None:
             return cls(demo=run.demo, **common)
         if run.source == "torchscript":

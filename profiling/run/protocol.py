@@ -8,7 +8,8 @@
 - the run request (a mode and threads, and the `RunOptions` every run of a model shares), its
   command-line options (`add_run_arguments`, read back by `request_from_args`) and its one argv
   writer (`RunRequest.argv`), used for the runner (by the window) and the worker (by the runner) alike;
-- `python_command`, how branchscope starts its own Python processes (isolated).
+- `python_command`, how branchscope starts its own Python processes (isolated; a worker under
+  `--python`'s interpreter starts through `interpreter.worker_command` instead).
 
 JSON lines between the processes (ARCHITECTURE.md, "Contracts"): the worker tells the runner
 `{"event": "phase" | "progress" | "error" | "finished", ...}`; the runner (with --jsonl) tells the window
@@ -113,7 +114,7 @@ class RunRequest:
         """The options that `add_run_arguments` reads back into this request.
 
         `worker=True`: the worker's options, with paths made absolute and without the runner's own
-        (--timeout, --nproc, --overwrite, which the runner enforces itself).
+        (--timeout, --nproc, --python, --overwrite, which the runner enforces or uses itself).
         """
         options = self.options.argv(worker=worker)  # --demo NAME or --model PATH first
         args = [*options[:2], "--mode", self.mode, "--interop", str(self.interop), "--intra", str(self.intra), *options[2:]]
@@ -125,7 +126,7 @@ class RunRequest:
 
 def add_run_arguments(p: argparse.ArgumentParser, *, worker: bool = False) -> None:
     """The options of a run, shared by `branchscope profile`, the runner and the worker
-    (`worker=True`: all but the runner's own --timeout, --nproc and --overwrite)."""
+    (`worker=True`: all but the runner's own --timeout, --nproc, --python and --overwrite)."""
     add_options(p, worker=worker)
     p.add_argument("--mode", choices=MODE_NAMES, required=True,
                    help="; ".join(f"{m.name}: {m.description}" for m in MODES.values()))  # fmt: skip

@@ -43,6 +43,11 @@ error, else the first to report an error): exit 2 for a model error, 4 for a dea
 OUT gets rank-R/trace.json.gz and rank-R/run.json per rank and a run.json listing the ranks (rank,
 pid, device, their files) with the slowest rank's step times, step by step.
 
+`--python PATH` runs the worker (and a distributed run's launcher and ranks) under another
+interpreter, the user's environment, without branchscope installed there: `validate` probes it
+first (`branchscope.profiling.run.interpreter`), so a Python without torch or without what the worker
+imports is refused in one line, exit 2, before OUT is touched.
+
 No torch here: the GUI process and the CLI import this module and must stay light.
 """
 
@@ -71,6 +76,15 @@ import psutil
 from branchscope.profiling.files import open_regular
 from branchscope.profiling.run.cpu_sampler import ThreadCpuSampler
 from branchscope.profiling.run.folder import RunFolder, RunFolderError, describe_os_error
+from branchscope.profiling.run.interpreter import (
+    TORCH_OLDEST,
+    Interpreter,
+    InterpreterError,
+    torch_older_than_oldest,
+)
+from branchscope.profiling.run.interpreter import check as check_interpreter
+from branchscope.profiling.run.interpreter import locate as locate_interpreter
+from branchscope.profiling.run.interpreter import worker_command as interpreter_worker_command
 from branchscope.profiling.run.model_source import ModelSourceError, ModelSpec, check_spec, parse_input_shape
 from branchscope.profiling.run.modes import MODE_NAMES, MODES
 from branchscope.profiling.run.processes import (
@@ -147,6 +161,8 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
     #: The signal that cancelled the run (see CancelFlag), if one did.
     cancelled_by: int | None = None
+    #: The worker's Python (--python), as its probe found it; None: this process's own.
+    interpreter: Interpreter | None = None
 
     @property
     def ok(self) -> bool:
@@ -204,8 +220,10 @@ def write_json_atomic(path: Path, data: Any, indent: int | None = None) -> None:
     write_atomic(path, lambda f: f.write(json.dumps(data, indent=indent).encode("utf-8")))
 
 
-def validate(req: RunRequest) -> None:
-    """Argument checks that need no torch; raises RunError(2) with a one-line message."""
+def validate(req: RunRequest) -> Interpreter | None:
+    """Argument checks that need no torch in this process; raises RunError(2) with a one-line
+    message. With --python, that interpreter is probed (`interpreter.check`: once per process) and
+    returned; None: the worker runs under this process's Python."""
     if req.mode not in MODES:
         raise RunError(EXIT_BAD_INPUT, f"--mode {req.mode!r} is not one of: {', '.join(MODE_NAMES)}")
     for name, value in (("--interop", req.interop), ("--intra", req.intra)):
@@ -224,11 +242,26 @@ def validate(req: RunRequest) -> None:
         check_spec(ModelSpec(opts.demo, opts.model, shapes, opts.dtype))
     except ModelSourceError as exc:
         raise RunError(EXIT_BAD_INPUT, str(exc)) from None
+    if opts.python is None:
+        return None
+    try:
+        return check_interpreter(opts.python)
+    except InterpreterError as exc:
+        raise RunError(EXIT_BAD_INPUT, str(exc)) from None
 
 
 def worker_command(req: RunRequest, out: Path) -> list[str]:
-    """The worker's command line; it writes into `out` (the run folder's staging folder)."""
-    return python_command(WORKER_MODULE) + replace(req, out=out).argv(worker=True)
+    """The worker's command line; it writes into `out` (the run folder's staging folder). Under
+    --python's interpreter, through `interpreter.BOOTSTRAP` (branchscope is not installed there)."""
+    argv = replace(req, out=out).argv(worker=True)
+    if req.options.python is not None:
+        return interpreter_worker_command(locate_interpreter(req.options.python), argv)
+    return python_command(WORKER_MODULE) + argv
+
+
+def _worker_python(req: RunRequest) -> str:
+    """The Python the worker (and a distributed run's launcher) runs under."""
+    return str(locate_interpreter(req.options.python)) if req.options.python is not None else sys.executable
 
 
 def _worker_env(req: RunRequest, token: str) -> dict[str, str]:
@@ -378,7 +411,7 @@ def run_profile(
     """
     out = Path(req.out)
     try:
-        validate(req)
+        python = validate(req)
     except RunError as exc:
         return RunResult(exc.exit_code, out, message=str(exc))
     if cancel is not None and cancel.is_set():
@@ -391,7 +424,13 @@ def run_profile(
     try:
         assert folder.staging is not None
         layout: _OneWorker = _Distributed(req, folder.staging) if req.options.nproc > 1 else _OneWorker(req, folder.staging)
-        return _supervise(folder, req, layout, on_event, cancel)
+        result = _supervise(folder, req, layout, on_event, cancel)
+        result.interpreter = python
+        if python is not None and result.ok:
+            result.notes.append(f"the worker ran under {python.describe()}")
+            if torch_older_than_oldest(python.torch):
+                result.notes.append(f"torch {python.torch} is older than {TORCH_OLDEST}, the oldest branchscope is meant for")
+        return result
     except OSError as exc:  # the disk filled up, the folder went away: the run fails, DIR stays as it was
         return RunResult(EXIT_WORKER, out, message=f"could not write the results to {out}: {describe_os_error(exc)}")
     finally:
@@ -711,8 +750,9 @@ def _commit(folder: RunFolder, layout: _OneWorker, ranks: list[_Rank], runs: lis
 
 def launcher_command(req: RunRequest, out: Path) -> list[str]:
     """torch.distributed.run starting N workers on this machine, rendezvous on loopback only, never
-    restarted; made to die with this process (see branchscope.profiling.run.processes.exec_as_child)."""
-    launcher = python_command("torch.distributed.run") + [
+    restarted; made to die with this process (see branchscope.profiling.run.processes.exec_as_child).
+    The shim runs under branchscope's Python; the launcher and its workers under the worker's (--python)."""
+    launcher = [_worker_python(req), "-I", "-m", "torch.distributed.run"] + [
         "--nproc-per-node", str(req.options.nproc), "--standalone", "--local-addr", "127.0.0.1",
         "--max-restarts", "0", "--no-python", "--",
     ]  # fmt: skip

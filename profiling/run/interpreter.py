@@ -1,0 +1,254 @@
+"""The worker's Python (`--python PATH`): the user's environment, with their torch and their model's
+dependencies, while the runner, the CLI and the window stay in branchscope's own.
+
+That interpreter does not have branchscope installed, and nothing is installed into it: the worker
+starts as `PATH -I -c BOOTSTRAP ROOT ARGS...`, where the bootstrap makes `branchscope` a package
+whose `__path__` is ROOT, the folder holding branchscope's `profiling/` (the repository in an
+editable install, site-packages/branchscope in a wheel's), then runs the worker module as
+`__main__`. `-I` stays: nothing from the current folder, PYTHONPATH or the user's site-packages
+slips in.
+
+Before a run touches its folder, `check(path)` asks that interpreter, in a short probe under a
+timeout (`PATH -I -c PROBE ROOT`), what it is: its Python version (3.10 or newer), whether its GIL
+is on, torch and its version, and whether what the worker imports there (`WORKER_NEEDS`, and the
+worker module itself through the bootstrap) is importable. What is missing is said in one line
+(`InterpreterError`, which the runner turns into `error: …` and exit 2). A probe that passed is
+kept for the rest of the process (a sweep asks once).
+
+No torch here: the runner imports this; the probe imports torch in the other process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from branchscope.profiling.run.protocol import WORKER_MODULE
+
+#: The oldest Python the worker runs on (pyproject's requires-python).
+PYTHON_OLDEST = (3, 10)
+#: The oldest torch the worker's engines need: torch.export non-strict (2.3) and
+#: `_ExperimentalConfig(profile_all_threads=True)` for threads mode (2.7); pyproject's lower bound.
+TORCH_OLDEST = "2.7"
+#: What the worker imports besides torch and the standard library, with the oldest version of each
+#: it works with (pyproject's dependencies). isal is optional there (gzip is the fallback).
+WORKER_NEEDS = {"msgspec": "0.18", "psutil": "5.9", "numpy": "1.26"}
+#: Seconds the probe may take (it imports torch: a CUDA build on a busy machine takes a while).
+PROBE_TIMEOUT_S = 120.0
+#: Marks the probe's answer among whatever importing torch prints.
+_ANSWER = "branchscope-probe: "
+
+#: Makes `branchscope` the package of the folder sys.argv[1] names (removed from sys.argv), without
+#: installing anything: its subpackages are then found there as they would be installed.
+_PACKAGE = (
+    "import sys, importlib.machinery, importlib.util\n"
+    "spec = importlib.machinery.ModuleSpec('branchscope', None, is_package=True)\n"
+    "spec.submodule_search_locations.append(sys.argv.pop(1))\n"
+    "sys.modules['branchscope'] = importlib.util.module_from_spec(spec)\n"
+)
+#: `python -I -c BOOTSTRAP ROOT ARGS...`: the worker as `__main__`, with ARGS as its arguments.
+BOOTSTRAP = _PACKAGE + f"import runpy\nrunpy.run_module({WORKER_MODULE!r}, run_name='__main__', alter_sys=True)\n"
+
+#: `python -I -c PROBE ROOT`: one line `_ANSWER + JSON`. Written for any Python 3 (even one too old
+#: to run the worker, which it only names), and the GIL read after the imports (a free-threaded
+#: Python turns it back on for an extension that does not declare itself safe without it).
+PROBE = (
+    _PACKAGE
+    + "import json, importlib\n"
+    + f"needs = {list(WORKER_NEEDS)!r}\n"
+    + f"oldest = {PYTHON_OLDEST!r}\n"
+    + "answer = {'python': '%d.%d.%d' % tuple(sys.version_info[:3]), 'executable': sys.executable,\n"
+    "          'torch': None, 'torch_error': None, 'missing': {}, 'versions': {}, 'worker_error': None}\n"
+    "def why(exc):\n"
+    "    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__\n"
+    "if tuple(sys.version_info[:2]) >= oldest:\n"
+    "    for name in needs:\n"
+    "        try:\n"
+    "            answer['versions'][name] = str(getattr(importlib.import_module(name), '__version__', ''))\n"
+    "        except Exception as exc:\n"
+    "            answer['missing'][name] = why(exc)\n"
+    "    try:\n"
+    "        import torch\n"
+    "        answer['torch'] = str(torch.__version__)\n"
+    "    except Exception as exc:\n"
+    "        answer['torch_error'] = why(exc)\n"
+    "    if not answer['missing']:\n"
+    "        try:\n"
+    f"            importlib.import_module({WORKER_MODULE!r})\n"
+    "        except ImportError as exc:\n"
+    "            answer['missing'][exc.name or '?'] = why(exc)\n"
+    "        except Exception as exc:\n"
+    "            answer['worker_error'] = '%s: %s' % (type(exc).__name__, why(exc))\n"
+    "gil = getattr(sys, '_is_gil_enabled', None)\n"
+    "answer['gil'] = bool(gil()) if gil is not None else True\n"
+    f"sys.stdout.write({_ANSWER!r} + json.dumps(answer) + '\\n')\n"
+)
+
+
+class InterpreterError(Exception):
+    """The interpreter cannot run the worker; the message is one line, naming the path and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """The Python a run's worker runs under, as its probe found it."""
+
+    #: The path the worker is started with (absolute; symbolic links kept: a venv's python is one).
+    executable: Path
+    #: Its version, "3.11.7".
+    python: str
+    #: torch's version there ("2.14.1+cu130").
+    torch: str
+    #: Whether its GIL is on once the worker's modules are imported (False: a free-threaded Python).
+    gil: bool
+
+    def describe(self) -> str:
+        """One line: "/x/bin/python (Python 3.11.7, torch 2.14.1, GIL on)"."""
+        return f"{self.executable} (Python {self.python}, torch {self.torch}, GIL {'on' if self.gil else 'off'})"
+
+
+def package_root() -> Path:
+    """The folder whose `profiling/` is `branchscope.profiling`: the repository of an editable
+    install, site-packages/branchscope of a wheel's."""
+    import branchscope.profiling
+
+    return Path(branchscope.profiling.__file__).resolve().parent.parent
+
+
+def locate(python: Path | str) -> Path:
+    """`--python`'s value as the path to start: a path made absolute (symbolic links kept, or a
+    venv's python would lose its venv), or a bare name (python3.12) looked up in PATH's absolute
+    folders (never the current one). Unchecked: `check` says what is wrong with it."""
+    text = os.fspath(python)
+    if os.sep not in text:
+        folders = [p for p in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
+        found = shutil.which(text, path=os.pathsep.join(folders))
+        if found:
+            return Path(found)
+    return Path(os.path.abspath(text))
+
+
+def worker_command(python: Path, argv: list[str]) -> list[str]:
+    """The worker under `python` (see the module docstring), with `argv` as its arguments."""
+    return [os.fspath(python), "-I", "-c", BOOTSTRAP, os.fspath(package_root()), *argv]
+
+
+_checked: dict[tuple[Path, int, int], Interpreter] = {}
+
+
+def check(python: Path | str, timeout: float = PROBE_TIMEOUT_S) -> Interpreter:
+    """What `python` is (see the module docstring), or InterpreterError saying in one line why the
+    worker cannot run there. A probe that passed is kept for the process's life."""
+    path = locate(python)
+    flag = f"--python {python}"
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise InterpreterError(f"{flag}: no such file") from None
+    except OSError as exc:
+        raise InterpreterError(f"{flag}: {exc.strerror or exc}") from None
+    if path.is_dir():
+        raise InterpreterError(f"{flag}: is a folder, not a Python executable (its bin/python, perhaps?)")
+    if not os.access(path, os.X_OK):
+        raise InterpreterError(f"{flag}: is not executable")
+    key = (path, st.st_ino, st.st_mtime_ns)
+    if key in _checked:
+        return _checked[key]
+    answer = _probe(path, flag, timeout)
+    found = _judge(path, flag, answer)
+    _checked[key] = found
+    return found
+
+
+def _probe(path: Path, flag: str, timeout: float) -> dict:
+    # cwd "/": the caller's folder may be gone (importing torch then aborts), and nothing there is read.
+    try:
+        proc = subprocess.run(
+            [os.fspath(path), "-I", "-c", PROBE, os.fspath(package_root())],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            cwd="/",
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        raise InterpreterError(f"{flag}: did not answer within {timeout:g} s (importing torch there hangs?)") from None
+    except OSError as exc:
+        raise InterpreterError(f"{flag}: cannot be run ({exc.strerror or exc})") from None
+    for line in reversed(proc.stdout.decode("utf-8", "replace").splitlines()):
+        if line.startswith(_ANSWER):
+            try:
+                answer = json.loads(line[len(_ANSWER) :])
+            except ValueError:
+                break
+            if isinstance(answer, dict):
+                return answer
+            break
+    last = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    how = f"exit code {proc.returncode}" if proc.returncode >= 0 else f"killed by signal {-proc.returncode}"
+    raise InterpreterError(f"{flag}: is not a Python that can run the worker ({how}" + (f": {last[-1]}" if last else "") + ")")
+
+
+def _judge(path: Path, flag: str, answer: dict) -> Interpreter:
+    python = str(answer.get("python") or "?")
+    if _version(python)[:2] < PYTHON_OLDEST:
+        oldest = ".".join(map(str, PYTHON_OLDEST))
+        raise InterpreterError(f"{flag}: is Python {python}; branchscope's worker needs Python {oldest} or newer")
+    missing: dict[str, str] = dict(answer.get("missing") or {})
+    versions: dict[str, str] = dict(answer.get("versions") or {})
+    old = [f"{name} {versions[name]} (needs {low}+)" for name, low in WORKER_NEEDS.items()
+           if versions.get(name) and _version(versions[name]) < _version(low)]  # fmt: skip
+    torch = answer.get("torch")
+    if not torch:
+        message = f"{flag}: torch is not importable there ({answer.get('torch_error') or 'no torch'})"
+        if missing or old:
+            message += "; also missing: " + ", ".join([*missing, *old])
+        raise InterpreterError(message)
+    if missing or old:
+        raise InterpreterError(
+            f"{flag}: branchscope's worker needs {', '.join([*missing, *old])} there (torch {torch} is); "
+            f"install {'them' if len(missing) + len(old) > 1 else 'it'} into that environment"
+        )
+    if answer.get("worker_error"):
+        raise InterpreterError(f"{flag}: branchscope's worker cannot be imported there ({answer['worker_error']})")
+    return Interpreter(executable=path, python=python, torch=str(torch), gil=bool(answer.get("gil", True)))
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """The leading numbers of a version ("2.14.1+cu130" → (2, 14, 1); "3.13.0rc1" → (3, 13, 0))."""
+    parts: list[int] = []
+    for piece in text.split("."):
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        parts.append(int(digits))
+        if len(digits) < len(piece):
+            break
+    return tuple(parts)
+
+
+def torch_older_than_oldest(torch: str) -> bool:
+    """Whether a torch version is older than the oldest branchscope's engines need (`TORCH_OLDEST`)."""
+    return _version(torch) < _version(TORCH_OLDEST)
+
+
+__all__ = [
+    "BOOTSTRAP",
+    "PROBE",
+    "PYTHON_OLDEST",
+    "TORCH_OLDEST",
+    "WORKER_NEEDS",
+    "Interpreter",
+    "InterpreterError",
+    "check",
+    "locate",
+    "package_root",
+    "worker_command",
+]
