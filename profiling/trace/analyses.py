@@ -454,7 +454,9 @@ def gil_wait(trace: Trace) -> list[GilWait]:
 
     Inside a `branch: NAME` event on a branch thread, the part of each sample interval the thread
     was neither on a core (`cpu_pct`) nor runnable waiting for one (`wait_pct`) it was asleep, which
-    for a branch on a Python thread is waiting for the GIL: 100 − cpu − wait, clipped at 0 (with
+    for a branch on a Python thread is waiting for the GIL. A sample interval partly inside branches
+    counts only the sleep beyond the part outside them (where the thread sleeps on the pool's queue):
+    asleep − outside share, clipped at 0 (with
     intra-op threads > 1 this also holds the thread's wait for its own OpenMP team, as run.json's
     `gil_wait_ms` does). Outside branch spans a pool thread waits for work, not the GIL: none. A
     sample covers the time since its thread's previous one (the first: one median interval). Threads
@@ -493,7 +495,9 @@ def gil_wait(trace: Trace) -> list[GilWait]:
         length = (ends - starts).astype(np.float64)
         share = np.divide(inside, length, out=np.zeros(ends.size), where=length > 0)
         asleep = np.clip(100.0 - np.nan_to_num(cpu) - np.nan_to_num(wait), 0.0, 100.0) / 100.0
-        value = np.append(np.clip(asleep * share, 0.0, 1.0), 0.0)
+        # Outside its branches a pool thread sleeps on the queue of work: only the sleep beyond that
+        # part of the interval was inside a branch.
+        value = np.append(np.clip(asleep - (1.0 - share), 0.0, 1.0), 0.0)
         series = StepSeries(np.append(starts[:1], ends), value, capacity=1)
         out.append(GilWait(track.pid, track.tid, track.name, series))
     return out

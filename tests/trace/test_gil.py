@@ -42,10 +42,12 @@ def _trace(meta: dict, counters: list[CounterTrack], events=((1, "branch: a", 15
 
 
 THREADS = {"mode": "threads", "interop": 1, "intra": 1, "main_tid": 1, "interop_tids": [2], "intra_tids": [], "gil": True}
-# The pool thread, sampled every 100 ns: 50% on a core and 10% waiting for one, so asleep 40%.
+# The pool thread, sampled every 100 ns: inside its branch (150–350) 50% on a core, 10% waiting for
+# one and 40% asleep on the GIL; outside, asleep on the pool's queue. An interval half inside the
+# branch: 25% on a core, 5% waiting, 70% asleep, of which 20% inside the branch.
 SAMPLES = [
-    _track(2, "cpu_pct", [100, 200, 300, 400], [50.0] * 4),
-    _track(2, "wait_pct", [100, 200, 300, 400], [10.0] * 4),
+    _track(2, "cpu_pct", [100, 200, 300, 400], [0.0, 25.0, 50.0, 25.0]),
+    _track(2, "wait_pct", [100, 200, 300, 400], [0.0, 5.0, 10.0, 5.0]),
     _track(1, "cpu_pct", [100, 200, 300, 400], [0.0] * 4),  # the main thread: never a branch thread
 ]
 
@@ -64,8 +66,9 @@ def test_gil_wait_clips_at_zero_and_reads_a_missing_wait_as_none():
     busy = [_track(2, "cpu_pct", [100, 200, 300, 400], [70.0, 120.0, 95.0, 30.0]),
             _track(2, "wait_pct", [100, 200, 400], [0.0, 40.0, 10.0])]  # fmt: skip
     (w,) = gil_wait(_trace(THREADS, busy))
-    # 200: 100 − 120 − 40 < 0; 300: no wait sample, so 5% asleep over the whole interval.
-    assert w.series.value == pytest.approx([0.0, 0.0, 0.05, 0.3, 0.0])
+    # 200: 100 − 120 − 40 < 0; 300: no wait sample, so 5% asleep over the whole interval; 400: 60%
+    # asleep, 50% of the interval outside the branch.
+    assert w.series.value == pytest.approx([0.0, 0.0, 0.05, 0.1, 0.0])
 
 
 def test_outside_branch_spans_a_pool_thread_waits_for_no_gil():
