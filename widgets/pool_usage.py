@@ -22,7 +22,9 @@ export (PNG, SVG, CSV: right click, Export…) are pyqtgraph's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
@@ -349,26 +351,24 @@ class PoolUsageView(ChartPanel):
             for item in (peak, mean):
                 self.pool_plot.addItem(item)
                 self.items.append(item)
+        self._add_stack(
+            self.cpu_plot, self.threads, lambda th: f"{th.label} ({self.role_titles[th.role]}), cores in use",
+            self.cpu_ymax, shift,
+        )  # fmt: skip
+        self._add_stack(
+            self.gil_plot, self.gil_threads, lambda g: f"{g.label} ({self.pool_title}), {GIL_TITLE}", self._gil_ymax(), shift
+        )
+
+    def _add_stack(self, plot: Any, rows: list[Any], name: Callable[[Any], str], y_max: float, shift: float) -> None:
+        """One series a row (its columns, t, v and colour), each stacked on the one before, the top
+        one outlined."""
         below = None
-        for k, th in enumerate(self.threads):
-            last = k == len(self.threads) - 1
+        for k, row in enumerate(rows):
             item = StepSeriesItem(
-                th.columns, (th.t, th.v), name=f"{th.label} ({self.role_titles[th.role]}), cores in use",
-                brush=th.color, below=below,
-                pen=pg.mkPen(STACK_TOP, width=1) if last else None, y_max=self.cpu_ymax, shift=shift,
+                row.columns, (row.t, row.v), name=name(row), brush=row.color, below=below,
+                pen=pg.mkPen(STACK_TOP, width=1) if k == len(rows) - 1 else None, y_max=y_max, shift=shift,
             )  # fmt: skip
-            self.cpu_plot.addItem(item)
-            self.items.append(item)
-            below = item
-        below = None
-        for k, g in enumerate(self.gil_threads):
-            last = k == len(self.gil_threads) - 1
-            item = StepSeriesItem(
-                g.columns, (g.t, g.v), name=f"{g.label} ({self.pool_title}), {GIL_TITLE}",
-                brush=g.color, below=below,
-                pen=pg.mkPen(STACK_TOP, width=1) if last else None, y_max=self._gil_ymax(), shift=shift,
-            )  # fmt: skip
-            self.gil_plot.addItem(item)
+            plot.addItem(item)
             self.items.append(item)
             below = item
 

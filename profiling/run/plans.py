@@ -61,6 +61,20 @@ class LaunchedBranch:
     t: int
 
 
+def start_then_join(gen: Any, launched: list[LaunchedBranch], indent: str, start: str, join: str) -> list[str]:
+    """A region's lines for a mode that starts every branch, then waits for each and unpacks its
+    results: `start` is the expression that starts one ({fn}: its method, {args}: ", a, b"), `join`
+    the one that waits for it ({handle}: what `start` gave)."""
+    lines = []
+    for b in launched:
+        args = "".join(f", {gen.var(i)}" for i in b.ins)
+        lines.append(f"{indent}_fut{b.t} = {start.format(fn=f'self.{b.method}', args=args)}")
+    for b in launched:
+        lines.append(f"{indent}_res{b.t} = {join.format(handle=f'_fut{b.t}')}")
+        lines += [f"{indent}{gen.var(o)} = _res{b.t}[{j}]" for j, o in enumerate(b.outs)]
+    return lines
+
+
 @dataclass(frozen=True)
 class Launcher:
     """A mode's part of a generated plan: `region(codegen, branches, indent)` writes the lines that

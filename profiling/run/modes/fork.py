@@ -12,14 +12,9 @@ from branchscope.profiling.run.modes import Mode, ModeUnavailable
 
 def emit_region(gen: Any, launched: list[Any], indent: str) -> list[str]:
     """Fork every branch of the region, then wait for each and unpack its results."""
-    lines = []
-    for b in launched:
-        args = "".join(f", {gen.var(i)}" for i in b.ins)
-        lines.append(f"{indent}_fut{b.t} = torch.jit.fork(self.{b.method}{args})")
-    for b in launched:
-        lines.append(f"{indent}_res{b.t} = torch.jit.wait(_fut{b.t})")
-        lines += [f"{indent}{gen.var(o)} = _res{b.t}[{j}]" for j, o in enumerate(b.outs)]
-    return lines
+    from branchscope.profiling.run.plans import start_then_join
+
+    return start_then_join(gen, launched, indent, "torch.jit.fork({fn}{args})", "torch.jit.wait({handle})")
 
 
 def compiler_summary(message: str, limit: int = 400) -> str:

@@ -66,14 +66,9 @@ class ThreadLauncher:
 
 def emit_region(gen: Any, launched: list[Any], indent: str) -> list[str]:
     """Submit every branch of the region to the pool, then wait for each and unpack its results."""
-    lines = []
-    for b in launched:
-        args = "".join(f", {gen.var(i)}" for i in b.ins)
-        lines.append(f"{indent}_task{b.t} = _threads.submit(self.{b.method}{args})")
-    for b in launched:
-        lines.append(f"{indent}_res{b.t} = _task{b.t}.result()")
-        lines += [f"{indent}{gen.var(o)} = _res{b.t}[{j}]" for j, o in enumerate(b.outs)]
-    return lines
+    from branchscope.profiling.run.plans import start_then_join
+
+    return start_then_join(gen, launched, indent, "_threads.submit({fn}{args})", "{handle}.result()")
 
 
 def launcher(threads: ThreadLauncher) -> Any:
