@@ -121,6 +121,13 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
     from branchscope.app.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
+    # Python's cyclic collector runs in whichever thread allocates when it is due: in the trace
+    # loader's thread it could destroy Qt objects of the GUI thread (cycles through pyqtgraph items
+    # and their signal lambdas) while the GUI thread uses Qt. pyqtgraph's GarbageCollector turns the
+    # automatic collector off and collects from a timer, in the GUI thread only.
+    from pyqtgraph.util.garbage_collector import GarbageCollector
+
+    collector = GarbageCollector(interval=1.0)  # noqa: F841 - alive as long as the window runs
     app.setApplicationName("branchscope")
     app.setOrganizationName("branchscope")
     # A picture shows what was asked for: not the runs kept from earlier windows, nor a baseline

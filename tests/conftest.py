@@ -25,6 +25,27 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
 
 
+@pytest.fixture(autouse=True)
+def _collect_garbage_in_the_gui_thread(request: pytest.FixtureRequest):
+    """Qt tests run with Python's automatic cyclic collector off, and collect in this (the GUI)
+    thread when they end, as the window does (pyqtgraph's GarbageCollector, see app/cmd_gui.py): a
+    collection the trace loader's thread happened to start could destroy Qt objects of earlier
+    tests' windows while this thread builds new ones."""
+    if "qtbot" not in request.fixturenames:
+        yield
+        return
+    import gc
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.collect()
+        if was_enabled:
+            gc.enable()
+
+
 @pytest.fixture(scope="session")
 def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():
@@ -58,5 +79,7 @@ def window(qtbot, tmp_path):
     win.show()
     qtbot.waitExposed(win)
     yield win
+    win.loader.cancel()
+    assert win.loader.wait(120), "the trace loader's thread outlived its test"
     controller.shutdown()
     win.restore_application_look()  # the font and palette are the application's: the next test gets the defaults
