@@ -36,14 +36,14 @@ def _collect_garbage_in_the_gui_thread(request: pytest.FixtureRequest):
         return
     import gc
 
-    was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         gc.collect()
-        if was_enabled:
-            gc.enable()
+        # On, whatever a thread of the test found (the reader turns it off while it parses and back
+        # on only if it found it on): every test starts with the collector on.
+        gc.enable()
 
 
 @pytest.fixture(scope="session")
