@@ -89,11 +89,11 @@ def error_line(message: object) -> str:
     return "error: " + str(message).replace("\r", "\\r").replace("\n", "\\n")
 
 
-def python_command(module: str) -> list[str]:
+def python_command(module: str, python: str | None = None) -> list[str]:
     """`python -I -m module`: isolated, so nothing in the current folder (a `json.py`, a
     `statistics.py`) or in PYTHON* variables can slip into branchscope's own processes; the package
-    comes from its installation."""
-    return [sys.executable, "-I", "-m", module]
+    comes from its installation. `python`: another interpreter than this one (--python's)."""
+    return [python or sys.executable, "-I", "-m", module]
 
 
 @dataclass

@@ -752,7 +752,7 @@ def launcher_command(req: RunRequest, out: Path) -> list[str]:
     """torch.distributed.run starting N workers on this machine, rendezvous on loopback only, never
     restarted; made to die with this process (see branchscope.profiling.run.processes.exec_as_child).
     The shim runs under branchscope's Python; the launcher and its workers under the worker's (--python)."""
-    launcher = [_worker_python(req), "-I", "-m", "torch.distributed.run"] + [
+    launcher = python_command("torch.distributed.run", _worker_python(req)) + [
         "--nproc-per-node", str(req.options.nproc), "--standalone", "--local-addr", "127.0.0.1",
         "--max-restarts", "0", "--no-python", "--",
     ]  # fmt: skip

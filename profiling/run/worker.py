@@ -332,16 +332,6 @@ def timed_steps(
     return times
 
 
-def branch_pool_of(mode: Any) -> BranchPool | None:
-    """The Python pool the mode's branches ran on (threads mode), or None."""
-    if mode.name != "threads":
-        return None
-    from branchscope.profiling.run.modes.threads import shared_pool
-
-    pool = shared_pool()
-    return pool if isinstance(pool, BranchPool) else None
-
-
 def profiler_threads(torch: Any, mode: Any) -> dict[str, Any]:
     """torch.profiler's arguments for the threads it records: every thread where the mode runs branches
     on threads it does not follow by itself (Python threads: `Mode.profile_all_threads`)."""
@@ -395,8 +385,11 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     census = ThreadCensus(main_tid, args.interop)
     start_intra_op_team(args.intra)
     census.note("intra")
+    # threads mode's own pool measures the branches its threads run (see branch_pool); torch's cannot.
+    pool: BranchPool | None = None
     if mode.start_pool is not None:
-        mode.start_pool(args.interop)
+        started = mode.start_pool(args.interop)
+        pool = started if isinstance(started, BranchPool) else None
         census.note("interop")
     phases.end("start")
     proto.emit(PhaseEvent(phase="load"))
@@ -544,7 +537,6 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])
     steps_ms: list[float] = []
     phases.end("timing")  # with importing the profiler
-    pool = branch_pool_of(mode)
     if pool is not None:
         pool.reset_times()
         pool.measuring = True  # each pool thread measures the branches it runs (see branch_pool)

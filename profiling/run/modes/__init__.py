@@ -61,9 +61,10 @@ class Mode:
     #: Needs the model's graph and parallel branches (only sequential runs any model as it is).
     needs_branches: bool = True
     #: `start_pool(threads)`: starts the mode's inter-op pool in the worker before the model loads,
-    #: so the thread census counts its threads apart (they are run.json's `interop_tids`); None: the
-    #: mode has no pool of its own. Imports torch when called.
-    start_pool: Callable[[int], None] | None = None
+    #: so the thread census counts its threads apart (they are run.json's `interop_tids`), and gives
+    #: the pool where it is branchscope's own (threads mode's `branch_pool.BranchPool`, whose threads
+    #: measure the branches they run), else None; None: the mode has no pool. Imports torch when called.
+    start_pool: Callable[[int], Any] | None = None
     #: `check()`: why this mode cannot run with the worker's torch, in one line (the run exits 3 with
     #: it before anything starts), or None. Imports torch when called.
     check: Callable[[], str | None] | None = None

@@ -23,17 +23,13 @@ from branchscope.profiling.run.modes import Mode
 _shared_pool: Any = None
 
 
-def start_pool(threads: int) -> None:
-    """Starts this process's branch pool of `threads` Python threads (once)."""
+def start_pool(threads: int) -> Any:
+    """Starts this process's branch pool of `threads` Python threads (once) and gives it."""
     global _shared_pool
     from branchscope.profiling.run.branch_pool import BranchPool
 
     if _shared_pool is None:
         _shared_pool = BranchPool(threads)
-
-
-def shared_pool() -> Any:
-    """The pool `start_pool` started, or None."""
     return _shared_pool
 
 
@@ -87,9 +83,7 @@ def build_plan(model: Any, analysis: Any, device: str, pool: Any = None) -> Any:
     from branchscope.profiling.run.plans import Plan, generate_plan_module
 
     if pool is None:
-        if _shared_pool is None:
-            start_pool(2)
-        pool = _shared_pool
+        pool = _shared_pool if _shared_pool is not None else start_pool(2)
     t0 = time.perf_counter()
     module, source = generate_plan_module(analysis, launcher(ThreadLauncher(pool, device)))
     return Plan("threads", module, source, analysis, build_s=time.perf_counter() - t0)
