@@ -14,20 +14,15 @@ from branchscope.app import cli
 from branchscope.app.cmd_sweep import report
 from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.trace.records import SWEEP_JSON, CellRecord, SweepRecord
-from tests.builders.runs import write_timed_run
+from tests.builders.runs import ADVICE_SEQ_WINS, write_advice_runs, write_timed_run
 
-SEQ_WINS = (
-    "on 2 cores, sequential 1×2 (41.0 ms) beat fork 2×1 (48.0 ms) by 1.17×: "
-    "intra-op threads serve this model better than forking its branches"
-)
+SEQ_WINS = ADVICE_SEQ_WINS
 
 
 @pytest.fixture
 def runs(tmp_path) -> dict[str, Path]:
     return {
-        "seq 1x1": write_timed_run(tmp_path / "seq11", "sequential", 1, 1, [69.0, 70.0, 71.0, 72.0, 73.0]),
-        "seq 1x2": write_timed_run(tmp_path / "seq12", "sequential", 1, 2, [39.0, 40.0, 41.0, 42.0, 43.0]),
-        "fork 2x1": write_timed_run(tmp_path / "fork21", "fork", 2, 1, [46.0, 47.0, 48.0, 49.0, 50.0]),
+        **write_advice_runs(tmp_path),
         "fork 2x1 noisy": write_timed_run(tmp_path / "fork21n", "fork", 2, 1, [30.0, 38.0, 40.0, 45.0, 60.0]),
     }
 

@@ -12,21 +12,14 @@ from pathlib import Path
 import pytest
 
 from branchscope.profiling.trace.records import SWEEP_JSON
-from tests.builders.runs import write_timed_run
+from tests.builders.runs import ADVICE_SEQ_WINS, write_advice_runs
 
-SEQ_WINS = (
-    "Advice: on 2 cores, sequential 1×2 (41.0 ms) beat fork 2×1 (48.0 ms) by 1.17×: "
-    "intra-op threads serve this model better than forking its branches"
-)
+SEQ_WINS = f"Advice: {ADVICE_SEQ_WINS}"
 
 
 @pytest.fixture
 def folders(tmp_path) -> dict[str, Path]:
-    return {
-        "seq 1x1": write_timed_run(tmp_path / "seq11", "sequential", 1, 1, [69.0, 70.0, 71.0, 72.0, 73.0]),
-        "seq 1x2": write_timed_run(tmp_path / "seq12", "sequential", 1, 2, [39.0, 40.0, 41.0, 42.0, 43.0]),
-        "fork 2x1": write_timed_run(tmp_path / "fork21", "fork", 2, 1, [46.0, 47.0, 48.0, 49.0, 50.0]),
-    }
+    return write_advice_runs(tmp_path)
 
 
 def _compare(window, paths: list[Path]):

@@ -53,6 +53,23 @@ def write_timed_run(folder: Path, mode: str, interop: int, intra: int, steps: li
                           trace="trace.json.gz")  # fmt: skip
 
 
+#: The advice on `write_advice_runs`' runs: sequential 1×2 beats fork 2×1 beyond their spreads.
+ADVICE_SEQ_WINS = (
+    "on 2 cores, sequential 1×2 (41.0 ms) beat fork 2×1 (48.0 ms) by 1.17×: "
+    "intra-op threads serve this model better than forking its branches"
+)
+
+
+def write_advice_runs(folder: Path) -> dict[str, Path]:
+    """Three run folders of one model the advice pairs: sequential 1×1 (71 ms), sequential 1×2
+    (41 ms) and fork 2×1 (48 ms), each over five steps ±2 ms ("seq 1x1", "seq 1x2", "fork 2x1")."""
+    return {
+        "seq 1x1": write_timed_run(folder / "seq11", "sequential", 1, 1, [69.0, 70.0, 71.0, 72.0, 73.0]),
+        "seq 1x2": write_timed_run(folder / "seq12", "sequential", 1, 2, [39.0, 40.0, 41.0, 42.0, 43.0]),
+        "fork 2x1": write_timed_run(folder / "fork21", "fork", 2, 1, [46.0, 47.0, 48.0, 49.0, 50.0]),
+    }
+
+
 def write_sweep_folder(folder: Path) -> Path:
     """A finished sweep of two cells (sequential 1×1 at 40 ms, fork 2×1 at 20 ms), as `branchscope sweep` leaves it."""
     from branchscope.profiling.trace.records import SWEEP_JSON, CellRecord, SweepRecord, encode_record
