@@ -452,8 +452,10 @@ class _Rank:
     finished: bool = False
     #: Its exit status (or -signal) and when, once the rank's worker ended.
     exited: ExitedEvent | None = None
-    #: When its first process (the one the launcher started) was gone, said by its reaper.
+    #: When its first process (the one the launcher started) was gone, said by its reaper, and
+    #: whether the reaper was woken by a signal to the rank's group (stopped by the launcher).
     ended: float | None = None
+    stopped: bool = False
     #: The monotonic time of its first failure (an error, a death).
     failed_at: float | None = None
 
@@ -658,6 +660,7 @@ class _Watch:
                 rank.failed_at = rank.failed_at or t
         elif isinstance(event, EndedEvent):  # the rank's first process is gone (its reaper says so)
             rank.ended = t
+            rank.stopped = rank.stopped or event.stopped
             if rank.exited is None and not rank.finished:  # killed itself, before it could tell how
                 rank.failed_at = rank.failed_at or t
         if rank.failed_at is not None and self.first_failure is None:
@@ -692,13 +695,13 @@ def _first_failure(ranks: list[_Rank], before: float = float("inf")) -> _Rank | 
     raised = [r for r in failed if r.error is not None]
     if raised:
         return min(raised, key=lambda r: r.failed_at or 0.0)
-    return min(failed, key=lambda r: r.failed_at or 0.0)
+    return min(failed, key=lambda r: (r.stopped, r.failed_at or 0.0))
 
 
 def _killed_at(rank: _Rank) -> float | None:
     """When a rank was killed without reporting an error: its worker by a signal (the process the
     launcher started says which), or that process itself (its reaper says when, not how)."""
-    if rank.error is not None:
+    if rank.error is not None or rank.stopped:  # stopped: the launcher stopped it after another failed
         return None
     if rank.exited is None:
         return rank.ended

@@ -188,11 +188,14 @@ def _start_group_reaper(worker: int, also: tuple[str, ...] = (), ended: tuple[Pa
         os.dup2(devnull, 1)  # never hold the runner's end of the protocol pipe open
         os.closerange(3, 1024)
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        stopped = False
         if set_death_signal(signal.SIGTERM) and os.getppid() == worker:
-            signal.sigwait({signal.SIGTERM})  # the worker died (or someone asked the group to stop)
+            # The worker died (the kernel sends the death signal as from the dying parent: si_pid is
+            # the worker's), or someone signalled the group to stop (the launcher: its pid).
+            stopped = signal.sigwaitinfo({signal.SIGTERM}).si_pid != worker
         if ended is not None:
             with open(ended[0], "ab") as f:
-                f.write(encode_event(EndedEvent(rank=ended[1], t=time.monotonic())) + b"\n")
+                f.write(encode_event(EndedEvent(rank=ended[1], t=time.monotonic(), stopped=stopped)) + b"\n")
         token = os.environ.get(RUN_TOKEN_ENV)
         if token:  # what the model started and that left the group (a daemon)
             kill_processes_with_token(token, also=also)

@@ -582,7 +582,11 @@ class ExitedEvent(Event, tag="exited", kw_only=True):
 
 
 class EndedEvent(Event, tag="ended", kw_only=True):
-    """A rank's first process is gone (said by its reaper)."""
+    """A rank's first process is gone (said by its reaper). `stopped`: the reaper woke because
+    someone signalled the rank's group (the launcher stopping the ranks after another failed), not
+    because that process died under it."""
+
+    stopped: bool = False
 
 
 class SweepEvent(Event, tag="sweep", kw_only=True):

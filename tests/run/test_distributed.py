@@ -335,6 +335,12 @@ def test_the_first_failure_is_a_rank_killed_before_any_rank_exited_with_an_error
     hung = _Rank(0, pid=10, ended=20.3, failed_at=20.3)
     assert _first_failure([hung], before=20.0) is None and _first_failure([hung]) is hung
     assert _first_failure([hung, killed], before=20.0) is killed
+    # rank 1's process under the launcher was killed; the launcher then stopped rank 0's group, and
+    # rank 0's reaper, woken by that signal, wrote first: rank 1's, woken by its parent's death, later
+    died = _Rank(1, pid=11, ended=31.0, failed_at=31.0)
+    told = _Rank(0, pid=10, ended=30.5, stopped=True, failed_at=30.5)
+    assert _first_failure([told, died]) is died
+    assert _first_failure([told]) is told  # stopped, and nobody else failed: still named
 
 
 def test_a_rank_folder_branchscope_did_not_write_is_never_replaced(tmp_path):
