@@ -8,10 +8,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.paths import FIXTURES, SHARED_TRACES
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+# CI shares a busy 2-core machine: a property test's examples may take any time to make, and that is
+# never a failure (a test's own @settings add to this; one naming suppress_health_check adds too_slow).
+settings.register_profile("busy-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("busy-machine")
 
 
 

@@ -412,7 +412,7 @@ timestamps = st.one_of(
 durations = st.one_of(st.sampled_from([0, 1, 0.5, EPOCH_US, EDGE_US]), st.integers(0, 10**9))
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(
     events=st.lists(
         st.tuples(timestamps, durations, st.integers(1, 6)).map(lambda t: _x(t[0], tid=t[2], dur=t[1])),

@@ -181,7 +181,7 @@ def mutated_traces(draw: st.DrawFn) -> bytes:
     return json.dumps({"traceEvents": events}).encode()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(data=mutated_traces())
 def test_mutated_traces_give_trace_or_format_error(tmp_path: Path, data: bytes) -> None:
     path = tmp_path / "m.json"
@@ -199,7 +199,7 @@ def test_mutated_traces_give_trace_or_format_error(tmp_path: Path, data: bytes) 
         trace.event(i)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(cut=st.floats(0.0, 1.0), flip=st.integers(0, 10_000))
 def test_mutated_real_trace_bytes(shared_traces: Path, tmp_path: Path, cut: float, flip: int) -> None:
     """Cut and corrupt a real public trace's bytes (compressed and not)."""
@@ -227,7 +227,7 @@ def _field_edits(draw: st.DrawFn) -> list[tuple[int, str, object]]:
     )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(edits=_field_edits())
 def test_mutated_torch_written_trace(torch_traces: Path, tmp_path: Path, edits) -> None:
     """Structure-aware mutations of a trace torch wrote in this test session."""

@@ -403,7 +403,7 @@ _rows = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(
     rows=_rows,
     roles=st.lists(st.sampled_from(["main", "interop", "other", "stream"]), min_size=7, max_size=7),
@@ -442,7 +442,7 @@ def test_depths_and_busy_runs_of_clustered_lanes(rows: list[tuple[int, int, int]
         assert s[run_lane == i].tolist() == rs.tolist() and e[run_lane == i].tolist() == re.tolist()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(
     events=st.lists(
         st.tuples(
