@@ -56,7 +56,8 @@ def test_rows_show_unprofiled_medians_with_their_spread_and_honest_speedups(list
     tip = Qt.ItemDataRole.ToolTipRole
     assert model.index(1, 1).data(tip) == "inception, fork, 5 steps\n/runs/fork-2/trace.json.gz"
     assert model.index(3, 1).data(tip) == "/t/a.json"
-    assert model.index(1, 3).data(tip).startswith("#1 inception · sequential · 1×1 (the model's sequential 1×1 run)")
+    assert model.index(1, 3).data(tip).startswith("2.00× vs #1 sequential 1×1, run at ")
+    assert "in this session (the model's latest sequential 1×1 run of this session)" in model.index(1, 3).data(tip)
     assert "within noise" in model.index(2, 3).data(tip) and "within noise" not in model.index(1, 3).data(tip)
     assert "no steps timed without the profiler" in model.index(4, 4).data(tip)
     bold = Qt.ItemDataRole.FontRole
@@ -64,7 +65,7 @@ def test_rows_show_unprofiled_medians_with_their_spread_and_honest_speedups(list
         True, False, False, False, False,
     ]  # fmt: skip
     header = [model.headerData(c, Qt.Orientation.Horizontal) for c in range(5)]
-    assert header == ["#", "run", "threads", "speedup", "median step"]
+    assert header == ["#", "run", "threads", "speedup vs #1 sequential 1×1", "median step"]
     assert "sequential 1×1" in model.headerData(3, Qt.Orientation.Horizontal, tip)
     right = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
     align = Qt.ItemDataRole.TextAlignmentRole
