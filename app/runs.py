@@ -42,7 +42,7 @@ from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.trace.model import TraceFormatError
 from branchscope.profiling.trace.records import BASELINE_MODE, CELL_FOLDER, RUN_JSON, RunRecord
 from branchscope.profiling.trace.run_info import RunInfo
-from branchscope.profiling.trace.sources import Source, is_sweep_folder, open_source, run_folder
+from branchscope.profiling.trace.sources import Source, is_sweep_folder, open_source, read_sweep, run_folder
 from branchscope.profiling.trace.step_stats import StepStats
 from branchscope.profiling.trace.step_stats import speedup as stats_speedup
 
@@ -469,6 +469,29 @@ class Runs:
             return None  # a sweep cell compares only with its own sweep's cell: a new run would not do
         return dataclasses.replace(e.spec, mode=BASELINE_MODE, interop=1, intra=1)
 
+    def list_sweep_baseline(self, k: int) -> int | None:
+        """For a sweep cell's entry k without its sweep's sequential 1×1 cell listed: list that
+        cell's run (its trace not loaded), so k compares with its own sweep's baseline; returns its
+        row (None: k is no sweep cell, its baseline is listed already, or the sweep has no complete
+        sequential 1×1 cell)."""
+        e = self._entries[k]
+        if e.sweep is None or self._baseline_of(e) is not None:
+            return None
+        try:
+            sweep = read_sweep(e.sweep)
+        except (OSError, TraceFormatError):
+            return None
+        for cell in sweep.cells:
+            if cell.mode == BASELINE_MODE and cell.interop == 1 and cell.intra == 1 and cell.run is not None:
+                try:
+                    base = entry_for_path(e.sweep / cell.run)  # CELL_FOLDER's shape, checked by read_sweep
+                except (OSError, TraceFormatError):
+                    return None
+                if not base.sequential_1x1:
+                    return None
+                return self.append(base)
+        return None
+
     # ---- the baseline in words ----------------------------------------------------------------
     def baseline_name(self, b: int) -> str:
         """How a row is named as a baseline: "#3 sequential 1×1"."""
@@ -576,11 +599,11 @@ class Runs:
         return line
 
     def _baselines_now(self) -> dict[Entry, Entry]:
-        """Each entry with a speedup now: its baseline (itself excluded)."""
+        """Each entry with step times compared with a baseline now (itself, for the baseline): its baseline."""
         now = {}
         for e in self._entries:
             b = self._baseline_of(e)
-            if b is not None and b is not e and e.stats is not None:
+            if b is not None and e.stats is not None:
                 now[e] = b
         return now
 
@@ -602,7 +625,6 @@ class Runs:
             if self.index_of(e) < 0:
                 continue
             new = self._baseline_of(e)
-            new = None if new is e else new
             if new is not old:
                 moved.setdefault(new, []).append(e)
         if not moved:

@@ -154,7 +154,8 @@ class Comparison:
         """Which run the speedups are against, and why that one: "speedups against run 0 (twin-mm,
         sequential 1×1): the first sequential 1×1 run given (--baseline K picks another)"."""
         b = self.runs[self.baseline]
-        what = ", ".join(x for x in (b.label, " ".join(y for y in (b.mode, b.threads) if y)) if x)
+        config = " ".join(y for y in (b.mode, b.threads) if y)
+        what = b.label if not config or (b.threads or "") in b.label else f"{b.label}, {config}"
         if self.baseline_chosen:
             why = "chosen with --baseline"
         elif b.mode == BASELINE_MODE and b.interop == 1 and b.intra == 1:

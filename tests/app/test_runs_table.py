@@ -162,3 +162,30 @@ def test_several_selected_rows_are_compared_not_chosen(listed, qtbot):
         model.index(0, 0), QItemSelectionModel.SelectionFlag.Select | QItemSelectionModel.SelectionFlag.Rows
     )
     assert view.selected_rows() == [0, 1] and chosen == [0, 3]
+
+
+def test_the_speedup_column_names_its_baseline_and_says_when_it_moves(listed, qtbot):
+    runs, model, _view = listed
+    tip, header = Qt.ItemDataRole.ToolTipRole, Qt.Orientation.Horizontal
+    assert model.headerData(3, header) == "speedup vs #1 sequential 1×1"
+    assert model.index(1, 3).data(tip).startswith("2.00× vs #1 sequential 1×1, run at ")
+    # a newer sequential 1×1 run moves every speedup: the header follows and the move is said once
+    with qtbot.waitSignal(model.baselineMoved) as moved, qtbot.waitSignal(model.headerDataChanged):
+        runs.append(_run("sequential", [19.0, 20.0, 20.0, 21.0, 22.0]))
+    assert moved.args == ["speedups of 3 runs now against #5 sequential 1×1 (before: #1)"]
+    assert model.headerData(3, header) == "speedup vs #5 sequential 1×1"
+    assert model.index(1, 3).data() == "1.00× (within noise)"
+
+
+def test_a_busy_run_is_marked_in_the_list_and_beside_its_speedup(qtbot):
+    runs = Runs()
+    model = RunsTableModel(runs)
+    load = {"cores": 2, "others_cores": 0.8, "busy": True, "loadavg_start": 2.0, "loadavg_end": 2.5}
+    busy = _run("fork", FORK, interop=2)
+    busy.run = RunRecord.parse({"unprofiled_steps_ms": FORK, "load": load})
+    runs.extend([_run("sequential", SEQ), busy])
+    tip = Qt.ItemDataRole.ToolTipRole
+    assert model.index(1, 1).data() == "inception · fork · machine busy" and model.index(0, 1).data() == "inception · sequential"
+    assert "other processes used 0.80 of 2 cores" in model.index(1, 1).data(tip)
+    assert model.index(1, 3).data() == "2.00× (machine busy)"
+    assert "machine busy: other processes took more than about a fifth" in model.index(1, 3).data(tip)
