@@ -187,7 +187,8 @@ class RunsTableModel(QAbstractTableModel):
         if e.stats is None:
             return "no speedup: this entry has no steps timed without the profiler"
         if b is None:
-            return self.runs.no_baseline_text(k) + " (right-click a row to set one, or to run one)"
+            why = self.runs.no_baseline_text(k)
+            return why if "right-click" in why else why + " (right-click a row to set one, or to run one)"
         said = self.runs.baseline_text(k)
         if b == k:
             return f"the baseline: {said}"
