@@ -98,6 +98,8 @@ def format_table(c: Comparison) -> str:
             vs = "–"
         else:
             vs = f"{c.speedup[k]:.2f}×" + (" within noise" if c.within_noise[k] else "")
+        if c.busy_beside_baseline(k) and vs != "–":
+            vs += " machine busy"
         memory = ", ".join(f"{d} {bytes_text(b)}" for d, b in s.peak_bytes.items()) or "–"
         rows.append([
             f"{k}{'*' if k == c.baseline else ''}", s.label, s.mode or "–", s.threads or "–",
@@ -113,6 +115,10 @@ def format_table(c: Comparison) -> str:
     right = {4, 7, 8}
     lines = ["  ".join(cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in
                        enumerate(zip(r, widths))).rstrip() for r in [header, *rows]]  # fmt: skip
+    lines += ["", c.baseline_text()]
+    busy = [f"run {k} ({s.load.text().removeprefix('machine: ')})" for k, s in enumerate(c.runs) if s.busy and s.load is not None]
+    if busy:
+        lines.append("machine busy: " + "; ".join(busy))
     advice = comparison_advice(c)
     if advice is not None:
         lines += ["", f"advice: {advice}"]

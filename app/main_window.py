@@ -175,6 +175,8 @@ class MainWindow(QMainWindow):
         self.runs.compareRequested.connect(self.compare_entries)
         # A new baseline changes what the shown run's sentence says.
         self.runs_table.dataChanged.connect(self._on_runs_changed)
+        # A change that moves other runs' baseline is said, not done silently.
+        self.runs_table.baselineMoved.connect(self.statusBar().showMessage)
         if kept_runs:  # from earlier windows (pruned first), oldest first; their traces load when chosen
             self.run_list.extend(self.controller.saved_runs())
         #: After a run whose model has no sequential 1×1 run listed, run that too (the baseline).

@@ -9,7 +9,13 @@ opened trace file (several rank files merged into one entry). `Runs` keeps them 
 - the speedup of each run: the baseline's unprofiled median step ÷ this run's (run.json
   "unprofiled_steps_ms" through `StepStats`), and whether the two are within noise (their
   interquartile ranges overlap). Runs compare only with runs of their own model: each model's
-  baseline is the one the user set (`set_baseline`), else its most recent sequential 1×1 run.
+  baseline is the one the user set (`set_baseline`), else its most recent sequential 1×1 run made
+  in this window session. An entry read from disk (`Entry.from_disk`: a run kept from an earlier
+  session, a folder opened) is a baseline only when the user sets it; a sweep cell's run compares
+  only with a sequential 1×1 cell of its own sweep (`Entry.sweep`). Which run that is, and when it
+  ran, is said in words (`baseline_text`, `header_text`), a change of baseline that moves other
+  runs' speedups too (`add_baseline_listener`), and a run timed beside other work (run.json
+  "load", `Entry.busy`) is never compared without saying "machine busy".
 
 Runs persist: `saved_runs(root)` lists the complete runs under the runs root (the sessions that
 `run_controller.default_runs_dir` makes), `entry_for_path(path)` makes the entry of a run folder or
@@ -24,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,9 +40,9 @@ from branchscope.profiling.run.modes import MODES
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.trace.model import TraceFormatError
-from branchscope.profiling.trace.records import BASELINE_MODE, RUN_JSON, RunRecord
+from branchscope.profiling.trace.records import BASELINE_MODE, CELL_FOLDER, RUN_JSON, RunRecord
 from branchscope.profiling.trace.run_info import RunInfo
-from branchscope.profiling.trace.sources import Source, open_source, run_folder
+from branchscope.profiling.trace.sources import Source, is_sweep_folder, open_source, read_sweep, run_folder
 from branchscope.profiling.trace.step_stats import StepStats
 from branchscope.profiling.trace.step_stats import speedup as stats_speedup
 
@@ -100,15 +107,46 @@ class Entry:
     #: The trace's "branchscope" object, for a trace opened without its run.json.
     info: RunInfo | None = None
     _stats: tuple[object, StepStats | None] | None = field(default=None, repr=False)
+    #: Read from disk (a run kept from an earlier session, a folder or file opened), not run in
+    #: this window: a baseline only when the user sets it.
+    from_disk: bool = False
+    #: The sweep folder of a sweep cell's run: it compares only with a sequential 1×1 cell of it.
+    sweep: Path | None = None
+    #: When it ran, in seconds since the epoch (an entry from disk: its run.json's or trace's time).
+    when: float = field(default_factory=time.time)
 
     @classmethod
     def of_source(cls, source: Source) -> Entry:
-        """The entry of what `sources.open_source` opened (its trace not loaded)."""
+        """The entry of what `sources.open_source` opened (its trace not loaded): from disk."""
         if not source.traces:
             raise TraceFormatError(f"{source.path}: is a {source.kind}, not a run or a trace")
         spec = RunSpec.from_record(source.run) if source.run is not None else None
         first, *more = source.traces
-        return cls(source.label, first, spec=spec, run=source.run, more_paths=tuple(more), info=source.info)
+        folder = source.folder
+        sweep = folder.parent if CELL_FOLDER.fullmatch(folder.name) and is_sweep_folder(folder.parent) else None
+        when = None
+        for path in (folder / RUN_JSON, first):
+            try:
+                when = path.stat().st_mtime
+                break
+            except OSError:
+                continue
+        return cls(
+            source.label, first, spec=spec, run=source.run, more_paths=tuple(more), info=source.info,
+            from_disk=True, sweep=Path(os.path.realpath(sweep)) if sweep is not None else None,
+            when=when if when is not None else time.time(),
+        )  # fmt: skip
+
+    @property
+    def busy(self) -> bool:
+        """Other processes took more than about a fifth of the cores while it timed its steps."""
+        load = self.run.load if self.run is not None else None
+        return load is not None and load.busy is True
+
+    @property
+    def sequential_1x1(self) -> bool:
+        """A sequential 1×1 run with unprofiled step times: what a default baseline is."""
+        return self.mode == BASELINE_MODE and self.threads == (1, 1) and self.stats is not None
 
     @property
     def paths(self) -> tuple[Path, ...]:
@@ -209,7 +247,11 @@ class Runs:
         self._last_set: Entry | None = None
         #: Each model's default baseline, worked out once per change of the list.
         self._defaults: dict[str | None, Entry] | None = None
+        #: Each sweep's default baseline: its sequential 1×1 cell listed last.
+        self._sweep_defaults: dict[Path, Entry] = {}
         self._observers: list[RunsObserver] = []
+        #: Told in words when a change moves the baseline of runs that had one (`add_baseline_listener`).
+        self._baseline_listeners: list[Callable[[str], None]] = []
 
     # ---- the list ---------------------------------------------------------------------------
     @property
@@ -239,6 +281,12 @@ class Runs:
     def add_observer(self, observer: RunsObserver) -> None:
         self._observers.append(observer)
 
+    def add_baseline_listener(self, listener: Callable[[str], None]) -> None:
+        """`listener(sentence)` whenever a change (a run listed or taken out, a baseline set or
+        reset) moves the baseline of runs that were compared with another one, e.g. "speedups of
+        3 runs now against #7 sequential 1×1 (before: #3)"."""
+        self._baseline_listeners.append(listener)
+
     def append(self, entry: Entry) -> int:
         """List `entry` last; returns its index."""
         return self.extend([entry])
@@ -248,13 +296,14 @@ class Runs:
         k = len(self._entries)
         if not entries:
             return k
+        before = self._baselines_now()
         for o in self._observers:
             o.rows_about_to_be_inserted(k, k + len(entries) - 1)
         self._entries.extend(entries)
         self._list_changed()
         for o in self._observers:
             o.rows_inserted()
-        self._speedups_changed()
+        self._speedups_changed(before)
         return k
 
     def remove(self, k: int) -> Entry:
@@ -262,6 +311,7 @@ class Runs:
         no longer the one shown, among the cached traces, or a baseline."""
         if not 0 <= k < len(self._entries):
             raise IndexError(k)
+        before = self._baselines_now()
         for o in self._observers:
             o.rows_about_to_be_removed(k, k)
         entry = self._entries.pop(k)
@@ -274,7 +324,7 @@ class Runs:
             self._last_set = None
         for o in self._observers:
             o.rows_removed()
-        self._speedups_changed()
+        self._speedups_changed(before)
         return entry
 
     def _list_changed(self) -> None:
@@ -340,19 +390,21 @@ class Runs:
         if not 0 <= k < len(self._entries):
             raise IndexError(k)
         entry = self._entries[k]
+        before = self._baselines_now()
         self._baselines[entry.model_key] = entry
         self._last_set = entry
-        self._speedups_changed()
+        self._speedups_changed(before)
 
     def reset_baseline(self, k: int | None = None) -> None:
         """Back to the default baseline for entry k's model (k None: for every model)."""
+        before = self._baselines_now()
         if k is None:
             self._baselines.clear()
         else:
             self._baselines.pop(self._entries[k].model_key, None)
         if self._last_set is not None and not any(b is self._last_set for b in self._baselines.values()):
             self._last_set = None
-        self._speedups_changed()
+        self._speedups_changed(before)
 
     def has_set_baseline(self, k: int) -> bool:
         """Whether entry k's model has a baseline the user set."""
@@ -360,19 +412,24 @@ class Runs:
 
     def _default_of(self, entry: Entry) -> Entry | None:
         if self._defaults is None:
+            # the latest listed wins; never a run read from disk, unless it is a cell of the same sweep
             self._defaults = {
-                e.model_key: e  # the latest wins
-                for e in self._entries
-                if e.model_key is not None and e.mode == BASELINE_MODE and e.threads == (1, 1) and e.stats is not None
+                e.model_key: e for e in self._entries if e.model_key is not None and e.sequential_1x1 and not e.from_disk
             }
+            self._sweep_defaults = {e.sweep: e for e in self._entries if e.sweep is not None and e.sequential_1x1}
+        if entry.sweep is not None:
+            return self._sweep_defaults.get(entry.sweep)
         return self._defaults.get(entry.model_key)
 
     def _baseline_of(self, entry: Entry) -> Entry | None:
         set_by_user = self._baselines.get(entry.model_key)
+        if entry.sweep is not None and (set_by_user is None or set_by_user.sweep != entry.sweep):
+            return self._default_of(entry)  # a sweep cell: its own sweep's sequential 1×1 cell, or none
         return set_by_user if set_by_user is not None else self._default_of(entry)
 
     def default_baseline(self, k: int) -> int | None:
-        """The most recent sequential 1×1 run of entry k's model with unprofiled step times."""
+        """The most recent sequential 1×1 run of entry k's model with unprofiled step times, made
+        in this session (a sweep cell's: its sweep's sequential 1×1 cell)."""
         b = self._default_of(self._entries[k])
         return None if b is None else self.index_of(b)
 
@@ -408,9 +465,97 @@ class Runs:
         """The sequential 1×1 run that entry k's model lacks to compare with (its other settings
         kept), or None: it has a baseline, or entry k is no run the window can repeat."""
         e = self._entries[k]
-        if e.spec is None or self._baseline_of(e) is not None:
-            return None
+        if e.spec is None or e.sweep is not None or self._baseline_of(e) is not None:
+            return None  # a sweep cell compares only with its own sweep's cell: a new run would not do
         return dataclasses.replace(e.spec, mode=BASELINE_MODE, interop=1, intra=1)
+
+    def list_sweep_baseline(self, k: int) -> int | None:
+        """For a sweep cell's entry k without its sweep's sequential 1×1 cell listed: list that
+        cell's run (its trace not loaded), so k compares with its own sweep's baseline; returns its
+        row (None: k is no sweep cell, its baseline is listed already, or the sweep has no complete
+        sequential 1×1 cell)."""
+        e = self._entries[k]
+        if e.sweep is None or self._baseline_of(e) is not None:
+            return None
+        try:
+            sweep = read_sweep(e.sweep)
+        except (OSError, TraceFormatError):
+            return None
+        for cell in sweep.cells:
+            if cell.mode == BASELINE_MODE and cell.interop == 1 and cell.intra == 1 and cell.run is not None:
+                try:
+                    base = entry_for_path(e.sweep / cell.run)  # CELL_FOLDER's shape, checked by read_sweep
+                except (OSError, TraceFormatError):
+                    return None
+                if not base.sequential_1x1:
+                    return None
+                return self.append(base)
+        return None
+
+    # ---- the baseline in words ----------------------------------------------------------------
+    def baseline_name(self, b: int) -> str:
+        """How a row is named as a baseline: "#3 sequential 1×1"."""
+        e = self._entries[b]
+        name = f"#{b + 1} " + (e.mode or e.label)
+        if e.threads:
+            name += f" {e.threads[0]}×{e.threads[1]}"
+        return name
+
+    def baseline_text(self, k: int) -> str | None:
+        """Which run entry k is compared with, when it ran and why that one, e.g. "#3 sequential
+        1×1, run at 15:02 in this session (the model's latest sequential 1×1 run)"; None without one."""
+        b = self.baseline_of(k)
+        if b is None:
+            return None
+        base = self._entries[b]
+        if self._baselines.get(base.model_key) is base:
+            why = "set by you"
+        elif base.sweep is not None:
+            why = "its sweep's sequential 1×1 cell"
+        else:
+            why = "the model's latest sequential 1×1 run of this session"
+        where = f"from disk ({base.trace_path.parent.name})" if base.from_disk else "in this session"
+        return f"{self.baseline_name(b)}, run {when_text(base.when)} {where} ({why})"
+
+    def no_baseline_text(self, k: int) -> str:
+        """Why entry k has no baseline, and what would give it one."""
+        e = self._entries[k]
+        if e.sweep is not None:
+            return f"no baseline: no sequential 1×1 cell of its sweep ({e.sweep.name}) is listed"
+        old = [i for i, o in enumerate(self._entries) if o.from_disk and o.sequential_1x1 and o.model_key == e.model_key]
+        if old:
+            return (
+                f"no baseline this session: {self.baseline_name(old[-1])} is from another session or from disk "
+                "(right-click it, Set as baseline, to compare with it anyway)"
+            )
+        return "no baseline this session: no sequential 1×1 run of this model to compare with yet"
+
+    def header_text(self) -> str:
+        """What the speedup column's header says: the one baseline its speedups are against
+        ("speedup vs #3 sequential 1×1"), that there are several, or that there is none."""
+        bases = {self.baseline_of(k) for k in range(len(self._entries)) if self._entries[k].stats is not None}
+        named = sorted(b for b in bases if b is not None)
+        if not named:
+            return "speedup (no baseline this session)" if bases else "speedup"
+        if len(named) == 1 and None not in bases:
+            return f"speedup vs {self.baseline_name(named[0])}"
+        return "speedup vs " + ", ".join(self.baseline_name(b) for b in named) + (" (some: none)" if None in bases else "")
+
+    def busy_comparison(self, k: int) -> bool:
+        """Whether entry k is compared with its baseline while either ran beside other work."""
+        e = self._entries[k]
+        b = self._baseline_of(e)
+        return b is not None and b is not e and (e.busy or b.busy)
+
+    def speedup_text(self, k: int) -> str:
+        """The speedup column's cell: "baseline", "1.43×", "1.43× (within noise)", "… machine busy", "–"."""
+        if self.is_baseline(k):
+            return "baseline" + (" (machine busy)" if self._entries[k].busy else "")
+        s = self.speedup(k)
+        if s is None:
+            return "–"
+        notes = [n for n, on in (("within noise", self.within_noise(k)), ("machine busy", self.busy_comparison(k))) if on]
+        return f"{s:.2f}×" + (f" ({', '.join(notes)})" if notes else "")
 
     def summary_line(self, k: int) -> str:
         """Entry k in one sentence a class follows: what ran on what, and how it compares with
@@ -433,7 +578,7 @@ class Runs:
                 return "a trace opened from disk: its own step times without the profiler are not in it, so no speedup"
             return f"{what}: no step times without the profiler in this run, so no speedup"
         if b is None:
-            return f"{what}: median step {e.stats.median:.2f} ms; no sequential 1×1 run of this model to compare with yet"
+            return f"{what}: median step {e.stats.median:.2f} ms; {self.no_baseline_text(k)}"
         if b == k:
             return f"{what}: median step {e.stats.median:.2f} ms, the baseline of this model's speedups"
         base = self._entries[b]
@@ -445,13 +590,72 @@ class Runs:
             return what
         how = f"{s:.2f}× faster than" if s >= 1 else f"{1 / s:.2f}× slower than"
         noise = self.within_noise(k)
-        return f"{what}: {how} {name}, within noise: {'yes' if noise else 'no'}"
+        line = f"{what}: {how} {name} (#{b + 1}), within noise: {'yes' if noise else 'no'}"
+        if self.busy_comparison(k):
+            busy = [x for x in (e, base) if x.busy]
+            line += "; machine busy: " + "; ".join(
+                ("this run's " if x is e else "the baseline's ") + load_words(x) for x in busy
+            )
+        return line
 
-    def _speedups_changed(self) -> None:
+    def _baselines_now(self) -> dict[Entry, Entry]:
+        """Each entry with step times compared with a baseline now (itself, for the baseline): its baseline."""
+        now = {}
+        for e in self._entries:
+            b = self._baseline_of(e)
+            if b is not None and e.stats is not None:
+                now[e] = b
+        return now
+
+    def _speedups_changed(self, before: dict[Entry, Entry] | None = None) -> None:
         self._defaults = None
         if self._entries:
             for o in self._observers:
                 o.rows_changed(0, len(self._entries) - 1)
+        if before and self._baseline_listeners:
+            sentence = self._moved_text(before)
+            if sentence:
+                for listener in self._baseline_listeners:
+                    listener(sentence)
+
+    def _moved_text(self, before: dict[Entry, Entry]) -> str | None:
+        """The runs still listed whose baseline a change moved, in one sentence (None: none moved)."""
+        moved: dict[Entry | None, list[Entry]] = {}
+        for e, old in before.items():
+            if self.index_of(e) < 0:
+                continue
+            new = self._baseline_of(e)
+            if new is not old:
+                moved.setdefault(new, []).append(e)
+        if not moved:
+            return None
+        parts = []
+        for new, entries in moved.items():
+            olds = sorted({self.index_of(before[e]) for e in entries})
+            was = ", ".join(f"#{o + 1}" if o >= 0 else "a run taken out" for o in olds)
+            n = f"{len(entries)} run{'s' if len(entries) != 1 else ''}"
+            if new is None:
+                parts.append(f"{n} no longer compared (before: against {was})")
+            else:
+                parts.append(f"speedups of {n} now against {self.baseline_name(self.index_of(new))} (before: {was})")
+        return "; ".join(parts)
+
+
+def when_text(t: float, now: float | None = None) -> str:
+    """"at 15:02" today, else "on 25 Nov at 14:10" (local time)."""
+    now = time.time() if now is None else now
+    local, today = time.localtime(t), time.localtime(now)
+    if local[:3] == today[:3]:
+        return time.strftime("at %H:%M", local)
+    return time.strftime("on %d %b %Y at %H:%M", local)
+
+
+def load_words(e: Entry) -> str:
+    """What run.json says of the machine's load while entry `e` ran, in a few words."""
+    load = e.run.load if e.run is not None else None
+    if load is None:
+        return "load not measured"
+    return load.text().removeprefix("machine: ")
 
 
 # ---- runs from disk -------------------------------------------------------------------------

@@ -1,9 +1,13 @@
 """The runs list: a Qt table model over `app.runs.Runs`, and the view the window shows it in.
 
-Columns: #, run (model and mode; its tooltip the spec and the trace path), threads (inter-op ×
-intra-op, or "file"), speedup against the model's baseline ("baseline" on that row, which is bold;
-"within noise" where the two runs' interquartile ranges overlap), median step (unprofiled, with its
-interquartile range and step count).
+Columns: #, run (model and mode, "machine busy" when other processes took more than about a fifth
+of the cores while it timed its steps; its tooltip the spec, the trace path and the load), threads
+(inter-op × intra-op, or "file"), speedup against the model's baseline ("baseline" on that row,
+which is bold; "within noise" where the two runs' interquartile ranges overlap, "machine busy"
+where either ran beside other work), median step (unprofiled, with its interquartile range and
+step count). The speedup header names the baseline ("speedup vs #3 sequential 1×1", or "no
+baseline this session"), each cell's tooltip names its own and when it ran, and a change that
+moves other runs' baseline is said once (`baselineMoved`, which the window shows in its status bar).
 
 The view selects several rows (extended selection): one row chosen is `rowChosen(k)`, as before;
 "Compare selected" (context menu, or `compare_selected()`) is `compareRequested(rows)`. Its context
@@ -29,14 +33,15 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QAction, QContextMenuEvent, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTreeView, QWidget
 
-from branchscope.app.runs import Runs
+from branchscope.app.runs import Runs, load_words
 from branchscope.profiling.trace.step_stats import StepStats
 
 COLUMNS = ["#", "run", "threads", "speedup", "median step"]
 SPEEDUP, STEP = 3, 4
 SPEEDUP_RULE = (
-    "the baseline's median unprofiled step ÷ this run's; the baseline is the model's sequential 1×1 "
-    "run unless you set one (right-click a row)"
+    "the baseline's median unprofiled step ÷ this run's; the baseline is the model's latest sequential 1×1 "
+    "run made in this window (a sweep cell's: its sweep's sequential 1×1 cell) unless you set one "
+    "(right-click a row: a run from an earlier session counts only when you set it)"
 )
 HEADER_TIPS = {
     2: "inter-op × intra-op threads",
@@ -48,6 +53,11 @@ VIEW_TIP = f"speedup: {SPEEDUP_RULE}"
 NOISE_TIP = (
     "within noise: the two runs' interquartile ranges overlap, so the difference of their medians "
     "is smaller than their step-to-step variation"
+)
+
+BUSY_TIP = (
+    "machine busy: other processes took more than about a fifth of the cores while this run or its "
+    "baseline timed its steps, so the two times are not comparable"
 )
 
 _Index = QModelIndex | QPersistentModelIndex
@@ -70,10 +80,14 @@ def step_text(stats: StepStats) -> str:
 class RunsTableModel(QAbstractTableModel):
     """`Runs` as rows (a `RunsObserver`: it follows every change of the runs)."""
 
+    #: A change moved the baseline of runs compared with another one: the sentence saying so.
+    baselineMoved = Signal(str)
+
     def __init__(self, runs: Runs, parent=None):
         super().__init__(parent)
         self.runs = runs
         runs.add_observer(self)
+        runs.add_baseline_listener(self.baselineMoved.emit)
 
     # ---- RunsObserver -----------------------------------------------------------------------
     def rows_about_to_be_inserted(self, first: int, last: int) -> None:
@@ -90,6 +104,7 @@ class RunsTableModel(QAbstractTableModel):
 
     def rows_changed(self, first: int, last: int) -> None:
         self.dataChanged.emit(self.index(first, 0), self.index(last, len(COLUMNS) - 1))
+        self.headerDataChanged.emit(Qt.Orientation.Horizontal, SPEEDUP, SPEEDUP)
 
     # ---- QAbstractTableModel ----------------------------------------------------------------
     def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008, N802 (Qt API)
@@ -104,7 +119,7 @@ class RunsTableModel(QAbstractTableModel):
         if orientation != Qt.Orientation.Horizontal or not 0 <= section < len(COLUMNS):
             return None
         if role == Qt.ItemDataRole.DisplayRole:
-            return COLUMNS[section]
+            return self.runs.header_text() if section == SPEEDUP else COLUMNS[section]
         if role == Qt.ItemDataRole.ToolTipRole:
             return HEADER_TIPS.get(section)
         return None
@@ -131,7 +146,8 @@ class RunsTableModel(QAbstractTableModel):
         if col == 0:
             return str(k + 1)
         if col == 1:
-            return e.label if e.mode is None else f"{e.label} · {e.mode}"
+            text = e.label if e.mode is None else f"{e.label} · {e.mode}"
+            return text + (" · machine busy" if e.busy else "")
         if col == 2:
             return "file" if e.threads is None else f"{e.threads[0]}×{e.threads[1]}"
         if col == STEP:
@@ -140,20 +156,16 @@ class RunsTableModel(QAbstractTableModel):
             m = e.median_ms
             return f"{ms(m)} ms profiled" if m is not None else "–"
         if col == SPEEDUP:
-            if self.runs.is_baseline(k):
-                return "baseline"
-            s = self.runs.speedup(k)
-            if s is None:
-                return "–"
-            return f"{s:.2f}× (within noise)" if self.runs.within_noise(k) else f"{s:.2f}×"
+            return self.runs.speedup_text(k)
         return ""
 
     def tooltip(self, k: int, col: int) -> str | None:
         e = self.runs[k]
         if col == 1:
-            if e.spec is None:
-                return str(e.trace_path)
-            return f"{e.label}, {e.spec.mode}, {e.spec.options.steps} steps\n{e.trace_path}"
+            tip = str(e.trace_path) if e.spec is None else f"{e.label}, {e.spec.mode}, {e.spec.options.steps} steps\n{e.trace_path}"
+            if e.run is not None and e.run.load is not None:
+                tip += "\n" + e.run.load.text()
+            return tip
         if col == STEP:
             if e.stats is not None:
                 s = e.stats
@@ -172,21 +184,30 @@ class RunsTableModel(QAbstractTableModel):
     def _speedup_tip(self, k: int) -> str:
         b = self.runs.baseline_of(k)
         e = self.runs[k]
+        if e.stats is None:
+            return "no speedup: this entry has no steps timed without the profiler"
         if b is None:
-            if e.stats is None:
-                return "no speedup: this entry has no steps timed without the profiler"
-            return "no speedup: no sequential 1×1 run of this model is listed (right-click to run one)"
-        set_by = "set by you" if self.runs.has_set_baseline(k) else "the model's sequential 1×1 run"
+            why = self.runs.no_baseline_text(k)
+            return why if "right-click" in why else why + " (right-click a row to set one, or to run one)"
+        said = self.runs.baseline_text(k)
         if b == k:
-            return f"the baseline of this model's runs ({set_by})"
+            return f"the baseline: {said}"
         base = self.runs[b]
-        if base.stats is None or e.stats is None:
-            return f"no speedup: #{b + 1} or this run has no steps timed without the profiler"
+        if base.stats is None:
+            return f"no speedup: #{b + 1} has no steps timed without the profiler"
+        s = self.runs.speedup(k)
         tip = (
-            f"#{b + 1} {base.title} ({set_by}): {ms(base.stats.median)} ms ÷ "
-            f"this run's {ms(e.stats.median)} ms"
+            f"{s:.2f}× vs {said}: {ms(base.stats.median)} ms ÷ this run's {ms(e.stats.median)} ms"
+            if s is not None
+            else f"vs {said}"
         )
-        return tip + ("\n" + NOISE_TIP if self.runs.within_noise(k) else "")
+        if self.runs.within_noise(k):
+            tip += "\n" + NOISE_TIP
+        if self.runs.busy_comparison(k):
+            tip += "\n" + BUSY_TIP + "".join(
+                f"\n{who}: {load_words(x)}" for who, x in (("this run", e), ("the baseline", base)) if x.busy
+            )
+        return tip
 
     def row_texts(self, k: int) -> list[str]:
         return [self.text(k, c) for c in range(len(COLUMNS))]

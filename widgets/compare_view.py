@@ -46,7 +46,8 @@ SUMMARY_ROWS: list[tuple[str, str]] = [
     ("threads (inter-op × intra-op)", "inter-op pool threads × intra-op threads"),
     ("unprofiled median", "median step time without the profiler: the honest number"),
     ("unprofiled spread [min q1–q3 max]", "step times without the profiler: min, quartiles, max"),
-    ("speedup vs baseline", "the baseline's unprofiled median ÷ this run's: above 1, faster"),
+    ("speedup vs baseline", "the baseline's unprofiled median ÷ this run's: above 1, faster; \"machine busy\" where "
+                            "other processes took more than a fifth of the cores while this run or the baseline ran"),
     ("within noise?", "whether the interquartile ranges of this run and the baseline overlap"),
     ("parallelism (busy threads)", "threads busy computing on average inside the profiled steps, waits excluded"),
     ("cores used (CPU samples)", "CPU cores in use on average inside the profiled steps, from the CPU samples"),
@@ -143,7 +144,8 @@ class CompareView(QWidget):
                     "unprofiled median": _num(None if u is None else u.median, ".2f", " ms"),
                     "unprofiled spread [min q1–q3 max]":
                         NONE if u is None else f"{u.min:.2f} [{u.q1:.2f}–{u.q3:.2f}] {u.max:.2f} ms",
-                    "speedup vs baseline": "baseline" if k == self.baseline else _num(speedups[k], ".2f", "×"),
+                    "speedup vs baseline": ("baseline" if k == self.baseline else _num(speedups[k], ".2f", "×"))
+                    + (" (machine busy)" if s.busy or (k != self.baseline and runs[self.baseline].busy) else ""),
                     "within noise?": NONE if k == self.baseline or noise[k] is None else ("yes" if noise[k] else "no"),
                     "parallelism (busy threads)": _num(s.parallelism, ".2f"),
                     "cores used (CPU samples)": _num(s.cores_used, ".2f"),

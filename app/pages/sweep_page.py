@@ -41,13 +41,16 @@ class SweepPage(OwnContentPage, SweepPanel):
         return rest, opened
 
     def _entry_of_folder(self, folder: str) -> int:
-        """The listed entry of a run folder, listing it if needed (-1 if it cannot be read)."""
+        """The listed entry of a run folder, listing it if needed (-1 if it cannot be read), with
+        its sweep's sequential 1×1 cell listed too: a cell compares only with its own sweep's."""
         runs = self.host.run_list
         target = Path(folder).resolve()
-        for k, e in enumerate(runs):
-            if e.trace_path.parent.resolve() == target:
-                return k
-        return runs.current if self.host.open_trace_files([folder]) else -1
+        k = next((k for k, e in enumerate(runs) if e.trace_path.parent.resolve() == target), -1)
+        if k < 0:
+            k = runs.current if self.host.open_trace_files([folder]) else -1
+        if k >= 0:
+            runs.list_sweep_baseline(k)
+        return k
 
     def _on_cell_chosen(self, folder: str) -> None:
         k = self._entry_of_folder(folder)

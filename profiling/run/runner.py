@@ -85,6 +85,7 @@ from branchscope.profiling.run.interpreter import (
 from branchscope.profiling.run.interpreter import check as check_interpreter
 from branchscope.profiling.run.interpreter import locate as locate_interpreter
 from branchscope.profiling.run.interpreter import worker_command as interpreter_worker_command
+from branchscope.profiling.run.machine_load import LoadMeter
 from branchscope.profiling.run.model_source import ModelSourceError, ModelSpec, check_spec, parse_input_shape
 from branchscope.profiling.run.modes import MODE_NAMES, MODES
 from branchscope.profiling.run.processes import (
@@ -552,8 +553,9 @@ def _supervise(
     subreaper = set_child_subreaper(True)
     cgroup = RunCgroup.open(token)  # None where none can be made (see branchscope.profiling.run.processes)
     children_before = {p.pid for p in psutil.Process().children()}  # the cgroup's watchdog among them
+    load = LoadMeter()  # the load average now; the cores others use while the steps are timed
     proc = _spawn(layout.command(), stage, layout.env(token), layout.stdout, log_path, subreaper, cgroup)
-    watch = _Watch(layout.nproc, on_event)
+    watch = _Watch(layout.nproc, on_event, load, proc.pid)
     interval = req.sample_interval_ms / 1000.0
     deadline = time.monotonic() + req.options.timeout
     next_tick = time.monotonic()
@@ -600,7 +602,7 @@ def _supervise(
     runs = [_complete_run(layout.folder(r.rank)) for r in ranks]
     complete = [run for run in runs if run is not None]
     if len(complete) == len(ranks):
-        return _commit(folder, layout, ranks, complete)
+        return _commit(folder, layout, ranks, complete, load)
     # At a timeout the runner stops every rank itself: a rank that "failed" after that was stopped.
     failure = _first_failure(ranks, before=deadline if timed_out else float("inf"))
     if failure is not None:
@@ -616,9 +618,13 @@ def _supervise(
 class _Watch:
     """The ranks of a run as their events tell them; rank 0's phases and steps go on to `on_event`."""
 
-    def __init__(self, nproc: int, on_event: Callable[[Event], None] | None) -> None:
+    def __init__(
+        self, nproc: int, on_event: Callable[[Event], None] | None, load: LoadMeter | None = None, pid: int | None = None
+    ) -> None:
         self.ranks = [_Rank(r) for r in range(nproc)]
         self.on_event = on_event
+        #: The load measured from rank 0's "timing" phase to its "export" (`pid`: the process started).
+        self.load, self.pid = load, pid
         #: When the runner learned of the first failure, and when every rank had finished (monotonic).
         self.first_failure: float | None = None
         self.finished_at: float | None = None
@@ -644,6 +650,11 @@ class _Watch:
             rank.phase = event.phase or None
             if rank.phase == "profile" and rank.sampler is not None:
                 rank.sampler.sample()
+            if rank.rank == 0 and self.load is not None:
+                if rank.phase == "timing":
+                    self.load.begin(self.pid)
+                elif rank.phase == "export":
+                    self.load.end(self.pid)
             if rank.rank == 0 and self.on_event is not None and rank.phase:
                 self.on_event(PhaseEvent(phase=rank.phase))
         elif isinstance(event, ProgressEvent):
@@ -728,9 +739,12 @@ def _rank_failure(out: Path, layout: _OneWorker, rank: _Rank, log_path: Path) ->
     )
 
 
-def _commit(folder: RunFolder, layout: _OneWorker, ranks: list[_Rank], runs: list[RunRecord]) -> RunResult:
+def _commit(
+    folder: RunFolder, layout: _OneWorker, ranks: list[_Rank], runs: list[RunRecord], load: LoadMeter | None = None
+) -> RunResult:
     """Every rank's results complete: each rank's trace.json.gz written with its CPU samples, then
-    the run folder committed (run.json last)."""
+    the run folder committed (run.json last, with the machine's `load` and, when others were busy,
+    its warning)."""
     result = RunResult(EXIT_OK, folder.out)
     for rank, run in zip(ranks, runs, strict=True):
         sampler = rank.sampler
@@ -744,7 +758,13 @@ def _commit(folder: RunFolder, layout: _OneWorker, ranks: list[_Rank], runs: lis
         code = rank.exited.code if rank.exited else None
         if code not in (0, None, -signal.SIGKILL):
             result.notes.append(f"{layout.name(rank)} ended with {_describe_exit(code)} after writing complete results")
-    result.run = folder.commit(layout.record(ranks, runs))
+    record = layout.record(ranks, runs)
+    if load is not None:
+        record.load = load.record()
+        warning = load.warning()
+        if warning:
+            record.warnings = [*(record.warnings or []), warning]
+    result.run = folder.commit(record)
     return result
 
 
@@ -1052,6 +1072,8 @@ def format_summary(run: RunRecord, out: Path) -> str:
     phases = format_phases(run)
     if phases:
         lines.append(phases)
+    if run.load is not None:
+        lines.append(run.load.text())
     lines.append(f"wrote {out / DEFAULT_TRACE} and {out / RUN_JSON}")
     return "\n".join(lines)
 
@@ -1093,6 +1115,8 @@ def _format_ranks_summary(run: RunRecord, out: Path) -> str:
             f"  rank {r.rank} (pid {r.pid}, {r.device}): median {r.median_ms or 0:.2f} ms "
             f"profiled, {r.unprofiled_median_ms or 0:.2f} ms unprofiled"
         )
+    if run.load is not None:
+        lines.append(run.load.text())
     lines.append(f"wrote {out / RUN_JSON} and, per rank, {out / 'rank-R'}/{DEFAULT_TRACE} and {RUN_JSON}")
     return "\n".join(lines)
 

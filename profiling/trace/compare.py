@@ -32,7 +32,7 @@ from branchscope.profiling.trace.analyses import (
     steps_window,
 )
 from branchscope.profiling.trace.model import Trace, TraceFormatError
-from branchscope.profiling.trace.records import BASELINE_MODE, RunRecord
+from branchscope.profiling.trace.records import BASELINE_MODE, LoadRecord, RunRecord
 from branchscope.profiling.trace.run_info import BRANCH_PREFIX
 from branchscope.profiling.trace.sources import SWEEP, open_source
 from branchscope.profiling.trace.step_stats import StepStats, speedup
@@ -93,6 +93,13 @@ class RunSummary:
     cores: int | None = None
     #: The model run (run.json `model`: "demo NAME" or the model file's path), None when unknown.
     model: str | None = None
+    #: The machine's load while it ran (run.json `load`), None when not measured.
+    load: LoadRecord | None = None
+
+    @property
+    def busy(self) -> bool:
+        """Other processes took more than about a fifth of the cores while it timed its steps."""
+        return self.load is not None and self.load.busy is True
 
     @property
     def threads(self) -> str | None:
@@ -136,12 +143,33 @@ class Comparison:
     #: Whether run k's and the baseline's unprofiled interquartile ranges overlap (None: unknown).
     within_noise: list[bool | None]
     ops: list[OpDiff]
+    #: Whether the baseline was chosen (`compare(baseline=K)`), not `default_baseline`'s.
+    baseline_chosen: bool = False
+
+    def busy_beside_baseline(self, k: int) -> bool:
+        """Whether run k's speedup compares times where the machine was busy for either run."""
+        return k != self.baseline and (self.runs[k].busy or self.runs[self.baseline].busy)
+
+    def baseline_text(self) -> str:
+        """Which run the speedups are against, and why that one: "speedups against run 0 (twin-mm,
+        sequential 1×1): the first sequential 1×1 run given (--baseline K picks another)"."""
+        b = self.runs[self.baseline]
+        config = " ".join(y for y in (b.mode, b.threads) if y)
+        what = b.label if not config or (b.threads or "") in b.label else f"{b.label}, {config}"
+        if self.baseline_chosen:
+            why = "chosen with --baseline"
+        elif b.mode == BASELINE_MODE and b.interop == 1 and b.intra == 1:
+            why = "the first sequential 1×1 run given (--baseline K picks another)"
+        else:
+            why = "the first run given, as none is sequential 1×1 (--baseline K picks another)"
+        return f"speedups against run {self.baseline} ({what}): {why}"
 
     def to_json(self) -> dict[str, Any]:
         """The `branchscope compare --json` document."""
         return {
             "runs": [_run_json(s) for s in self.runs],
             "baseline": self.baseline,
+            "baseline_chosen": self.baseline_chosen,
             "speedup": [None if x is None else round(x, 4) for x in self.speedup],
             "ops": [
                 {"name": op.name, "count": op.count, "total_us": op.total_us, "self_us": op.self_us}
@@ -164,6 +192,7 @@ def _run_json(s: RunSummary) -> dict[str, Any]:
         "parallelism": _rounded(s.parallelism),
         "cores_used": _rounded(s.cores_used),
         "peak_bytes": dict(s.peak_bytes),
+        "busy": None if s.load is None else s.load.busy,
         "ranks": [
             {
                 "rank": r.rank,
@@ -253,6 +282,7 @@ def summarize(
         ),
         cores=run.cores,
         model=run.model,
+        load=run.load,
     )
 
 
@@ -389,6 +419,7 @@ def compare(runs: Sequence[LoadedRun], baseline: int | None = None) -> Compariso
     """Summaries, speedups against the baseline (default: `default_baseline`) and the op diff."""
     labels = unique_labels([run_label(r.trace, r.run, r.path) for r in runs])
     summaries = [summarize(r.trace, r.run, r.path, label, r.ranks) for r, label in zip(runs, labels)]
+    chosen = baseline is not None
     if baseline is None:
         baseline = default_baseline(summaries)
     if not 0 <= baseline < len(summaries):
@@ -396,4 +427,4 @@ def compare(runs: Sequence[LoadedRun], baseline: int | None = None) -> Compariso
             f"baseline {baseline} is not one of the {len(summaries)} runs (0 to {len(summaries) - 1})"
         )
     speedups, noise = compare_summaries(summaries, baseline)
-    return Comparison(summaries, baseline, speedups, noise, op_diff([r.trace for r in runs]))
+    return Comparison(summaries, baseline, speedups, noise, op_diff([r.trace for r in runs]), baseline_chosen=chosen)

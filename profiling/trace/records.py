@@ -267,6 +267,33 @@ class RankRecord(msgspec.Struct, kw_only=True):
     unprofiled_median_ms: float | None = None
 
 
+class LoadRecord(msgspec.Struct, kw_only=True):
+    """The machine's load around a run, as the runner read it from /proc: the 1-minute load average
+    when the run started and when it ended, and the cores other processes used on average while
+    the run timed and profiled its steps (the usable cores' busy time less this run's own
+    processes', over `seconds`). `busy`: others took more than about a fifth of the `cores`."""
+
+    loadavg_start: float | None = None
+    loadavg_end: float | None = None
+    cores: int | None = None
+    others_cores: float | None = None
+    seconds: float | None = None
+    busy: bool | None = None
+
+    def text(self) -> str:
+        """One line: "machine: other processes used 0.05 of 2 cores while the steps were timed (load
+        average 0.52 → 0.61): quiet"."""
+        parts = []
+        if self.others_cores is not None and self.cores:
+            parts.append(f"other processes used {self.others_cores:.2f} of {self.cores} cores while the steps were timed")
+        else:
+            parts.append("the cores other processes used were not measured")
+        if self.loadavg_start is not None and self.loadavg_end is not None:
+            parts.append(f"(load average {self.loadavg_start:.2f} → {self.loadavg_end:.2f})")
+        how = "" if self.busy is None else (": busy, times not comparable with a quiet run's" if self.busy else ": quiet")
+        return "machine: " + " ".join(parts) + how
+
+
 class RunRecord(msgspec.Struct, kw_only=True):
     """A run folder's run.json (see the module docstring): what ran, on what, how long each step
     took with and without the profiler, the branches found, the threads, the files written.
@@ -354,6 +381,8 @@ class RunRecord(msgspec.Struct, kw_only=True):
     ranks: list[RankRecord] | None = None
     files: dict[str, int] | None = None
     complete: bool = False
+    #: The machine's load while the run ran (`LoadRecord`); None for runs from before it was measured.
+    load: LoadRecord | None = None
 
     @classmethod
     def parse(cls, obj: Any) -> RunRecord:

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from branchscope.app import cmd_compare
-from tests.builders.runs import write_small_trace, write_sweep_folder
+from tests.builders.runs import write_small_trace, write_sweep_folder, write_timed_run
 from tests.paths import ROOT
 
 RUN_KEYS = {"label", "path", "mode", "interop", "intra", "median_ms", "unprofiled_median_ms",
-            "unprofiled_spread_ms", "parallelism", "cores_used", "peak_bytes", "ranks"}  # fmt: skip
+            "unprofiled_spread_ms", "parallelism", "cores_used", "peak_bytes", "ranks", "busy"}  # fmt: skip
 
 
 def cli(argv: list[str]) -> int:
@@ -69,7 +69,8 @@ def _run_json(folder: Path) -> dict:
 def test_json_of_two_real_runs(runs, capsys):
     # The fork run first: the baseline is the sequential 1×1 run wherever it is.
     doc = _json(capsys, str(runs["fork"]), str(runs["sequential"]))
-    assert set(doc) == {"runs", "baseline", "speedup", "ops", "advice"}
+    assert set(doc) == {"runs", "baseline", "baseline_chosen", "speedup", "ops", "advice"}
+    assert doc["baseline_chosen"] is False
     # fork 2×1 computes with 2 threads, sequential 1×1 with one: which way serves better is not told.
     assert "sequential 1×2 beside it would tell" in doc["advice"]
     assert doc["baseline"] == 1
@@ -134,6 +135,33 @@ def test_the_table_names_runs_baseline_and_ops(runs, capsys):
     assert fork_row.startswith("1 ") and "×" in fork_row
     assert "parallelism" in lines[0] and "cores used" in lines[0]
     assert any(line.strip().startswith("aten::mm") for line in lines)
+    # which run the speedups are against, and why that one
+    assert (
+        "speedups against run 0 (demo twin-mm · sequential · 1×1): "
+        "the first sequential 1×1 run given (--baseline K picks another)"
+    ) in lines
+
+
+def test_the_table_says_the_baseline_and_a_busy_run(tmp_path, capsys):
+    busy = {"cores": 2, "others_cores": 0.9, "busy": True, "loadavg_start": 2.0, "loadavg_end": 2.4}
+    fork = write_timed_run(tmp_path / "fork", "fork", 2, 1, [19.0, 20.0, 21.0], load=busy)
+    seq = write_timed_run(tmp_path / "seq", "sequential", 1, 1, [39.0, 40.0, 41.0], load=busy | {"others_cores": 0.1, "busy": False})
+    assert cli(["compare", str(fork), str(seq)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    fork_row = next(line for line in lines if "fork · 2×1" in line)
+    seq_row = next(line for line in lines if "sequential · 1×1" in line)
+    assert "2.00× machine busy" in fork_row and "baseline" in seq_row and "busy" not in seq_row
+    assert "speedups against run 1 (demo inception · sequential · 1×1): the first sequential 1×1 run given (--baseline K picks another)" in lines
+    assert ("machine busy: run 0 (other processes used 0.90 of 2 cores while the steps were timed "
+            "(load average 2.00 → 2.40): busy, times not comparable with a quiet run's)") in lines  # fmt: skip
+    # a baseline chosen is said to be; a busy baseline marks every run compared with it
+    assert cli(["compare", str(fork), str(seq), "--baseline", "0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "speedups against run 0 (demo inception · fork · 2×1): chosen with --baseline" in lines
+    assert "0.50× machine busy" in next(line for line in lines if "sequential · 1×1" in line)
+    assert cli(["compare", str(fork), str(seq), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["busy"] for r in doc["runs"]] == [True, False] and doc["baseline"] == 1
 
 
 def test_plain_trace_files_compare_without_step_times(tmp_path, capsys):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from PySide6.QtCore import Qt
+
 from branchscope.profiling.trace.run_info import step_label
 from tests.builders.runs import write_run_folder as _run_folder
 from tests.builders.runs import write_small_trace, write_sweep_folder
@@ -136,3 +138,35 @@ def test_a_threads_run_says_its_branch_threads_wait_for_the_gil_under_the_summar
     assert "free-threaded Python 3.13.1: no GIL" in window.summary_line.text()
     assert window.open_trace_files([str(write_small_trace(tmp_path / "fork.json", "fork"))]) == 1
     assert "GIL" not in window.summary_line.text()
+
+
+def test_a_sweep_cell_opened_in_the_window_compares_with_its_own_sweeps_sequential_1x1(window, tmp_path):
+    from branchscope.app.runs import Entry, RunSpec
+    from branchscope.profiling.run.options import RunOptions
+    from branchscope.profiling.trace.records import RunRecord
+
+    # this session's sequential 1×1 run of the same model, at 80 ms: a cell must not compare with it
+    spec = RunSpec("sequential", 1, 1, RunOptions(demo="inception"))
+    window.run_list.append(Entry("inception", tmp_path / "t.json", spec=spec, run=RunRecord.parse({"unprofiled_steps_ms": [80.0] * 3})))
+    sweep_dir = write_sweep_folder(tmp_path / "sweep")
+    window.sweep_panel.view.cellChosen.emit(str(sweep_dir / "fork-2x1"))
+    rows = {window.run_list[k].trace_path.parent.name: k for k in range(len(window.run_list))}
+    cell, base = rows["fork-2x1"], rows["sequential-1x1"]  # its sweep's baseline listed beside it
+    assert window.run_list.baseline_of(cell) == base and window.runs_table.text(cell, 3) == "2.00×"
+    tip = window.runs_table.tooltip(cell, 3)
+    assert tip.startswith(f"2.00× vs #{base + 1} sequential 1×1") and "its sweep's sequential 1×1 cell" in tip
+
+
+def test_a_new_baseline_that_moves_the_listed_speedups_says_so_in_the_status_bar(window, tmp_path):
+    from branchscope.app.runs import Entry, RunSpec
+    from branchscope.profiling.run.options import RunOptions
+    from branchscope.profiling.trace.records import RunRecord
+
+    def entry(mode: str, interop: int, ms: float) -> Entry:
+        spec = RunSpec(mode, interop, 1, RunOptions(demo="inception"))
+        return Entry("inception", tmp_path / f"{mode}.json", spec=spec, run=RunRecord.parse({"unprofiled_steps_ms": [ms] * 3}))
+
+    window.run_list.extend([entry("sequential", 1, 40.0), entry("fork", 2, 20.0)])
+    window.run_list.append(entry("sequential", 1, 30.0))
+    assert window.statusBar().currentMessage() == "speedups of 2 runs now against #3 sequential 1×1 (before: #1)"
+    assert window.runs_table.headerData(3, Qt.Orientation.Horizontal) == "speedup vs #3 sequential 1×1"

@@ -320,13 +320,13 @@ def test_summary_line_says_what_ran_and_how_it_compares_with_the_baseline():
     runs.append(entry("sequential", 1, 1, [19, 19, 19, 19]))
     runs.append(entry("fork", 2, 2, [17, 18, 19, 20]))
     assert runs.summary_line(0) == (
-        "4 branches on 2 inter-op threads, 1 intra-op thread each: 1.90× faster than sequential 1×1, within noise: no"
+        "4 branches on 2 inter-op threads, 1 intra-op thread each: 1.90× faster than sequential 1×1 (#2), within noise: no"
     )
-    assert runs.summary_line(2).endswith("faster than sequential 1×1, within noise: yes")
+    assert runs.summary_line(2).endswith("faster than sequential 1×1 (#2), within noise: yes")
     assert "the baseline" in runs.summary_line(1)
     runs.append(entry("fork", 2, 1, [38, 38, 38, 38]))
     assert "2.00× slower than sequential 1×1" in runs.summary_line(3)
     runs.append(entry("threads", 2, 1, [10, 10, 10, 10]))  # a mode like fork, on Python threads
     assert runs.summary_line(4) == (
-        "4 branches on 2 Python threads, 1 intra-op thread each: 1.90× faster than sequential 1×1, within noise: no"
+        "4 branches on 2 Python threads, 1 intra-op thread each: 1.90× faster than sequential 1×1 (#2), within noise: no"
     )

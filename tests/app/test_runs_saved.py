@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from branchscope.app.runs import Entry, Runs, RunSpec, entry_for_path, saved_runs
+from branchscope.app.runs import Entry, Runs, RunSpec, entry_for_path, saved_runs, when_text
 from branchscope.profiling import load_trace
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.trace.model import TraceFormatError
@@ -93,14 +93,23 @@ def test_saved_runs_lists_complete_runs_oldest_first_and_writes_nothing(tmp_path
     assert saved_runs(tmp_path / "missing") == []
 
 
-def test_saved_runs_compare_with_their_models_sequential_1x1_run(tmp_path):
+def test_saved_runs_are_a_baseline_only_when_the_user_sets_one(tmp_path):
     root = tmp_path / "runs"
     session = root / "20260101-100000-111"
     _write_run(session / "001-a", _run_json("sequential", 1, 1) | {"unprofiled_steps_ms": [40.0]}, when=1000)
     _write_run(session / "002-b", _run_json("fork", 2, 1) | {"unprofiled_steps_ms": [20.0]}, when=2000)
     runs = Runs()
     runs.extend(saved_runs(root))
+    assert all(e.from_disk for e in runs)
+    # an earlier session's sequential 1×1 run is no default baseline: no speedup, and the reason named
+    assert runs.baseline_of(1) is None and runs.speedup(1) is None and runs.default_baseline(1) is None
+    assert runs.no_baseline_text(1).startswith("no baseline this session: #1 sequential 1×1 is from another session")
+    assert runs.header_text() == "speedup (no baseline this session)"
+    # chosen by the user, it is used, and said to be from disk and set by the user
+    runs.set_baseline(0)
     assert runs.baseline_of(1) == 0 and runs.speedup(1) == 2.0
+    assert runs.baseline_text(1) == f"#1 sequential 1×1, run {when_text(1000)} from disk (001-a) (set by you)"
+    assert when_text(1000).startswith("on ") and "1970" in when_text(1000) or "1969" in when_text(1000)
 
 
 def test_a_torchscript_run_is_repeatable_only_with_its_input_shapes():

@@ -56,7 +56,8 @@ def test_rows_show_unprofiled_medians_with_their_spread_and_honest_speedups(list
     tip = Qt.ItemDataRole.ToolTipRole
     assert model.index(1, 1).data(tip) == "inception, fork, 5 steps\n/runs/fork-2/trace.json.gz"
     assert model.index(3, 1).data(tip) == "/t/a.json"
-    assert model.index(1, 3).data(tip).startswith("#1 inception · sequential · 1×1 (the model's sequential 1×1 run)")
+    assert model.index(1, 3).data(tip).startswith("2.00× vs #1 sequential 1×1, run at ")
+    assert "in this session (the model's latest sequential 1×1 run of this session)" in model.index(1, 3).data(tip)
     assert "within noise" in model.index(2, 3).data(tip) and "within noise" not in model.index(1, 3).data(tip)
     assert "no steps timed without the profiler" in model.index(4, 4).data(tip)
     bold = Qt.ItemDataRole.FontRole
@@ -64,7 +65,7 @@ def test_rows_show_unprofiled_medians_with_their_spread_and_honest_speedups(list
         True, False, False, False, False,
     ]  # fmt: skip
     header = [model.headerData(c, Qt.Orientation.Horizontal) for c in range(5)]
-    assert header == ["#", "run", "threads", "speedup", "median step"]
+    assert header == ["#", "run", "threads", "speedup vs #1 sequential 1×1", "median step"]
     assert "sequential 1×1" in model.headerData(3, Qt.Orientation.Horizontal, tip)
     right = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
     align = Qt.ItemDataRole.TextAlignmentRole
@@ -161,3 +162,30 @@ def test_several_selected_rows_are_compared_not_chosen(listed, qtbot):
         model.index(0, 0), QItemSelectionModel.SelectionFlag.Select | QItemSelectionModel.SelectionFlag.Rows
     )
     assert view.selected_rows() == [0, 1] and chosen == [0, 3]
+
+
+def test_the_speedup_column_names_its_baseline_and_says_when_it_moves(listed, qtbot):
+    runs, model, _view = listed
+    tip, header = Qt.ItemDataRole.ToolTipRole, Qt.Orientation.Horizontal
+    assert model.headerData(3, header) == "speedup vs #1 sequential 1×1"
+    assert model.index(1, 3).data(tip).startswith("2.00× vs #1 sequential 1×1, run at ")
+    # a newer sequential 1×1 run moves every speedup: the header follows and the move is said once
+    with qtbot.waitSignal(model.baselineMoved) as moved, qtbot.waitSignal(model.headerDataChanged):
+        runs.append(_run("sequential", [19.0, 20.0, 20.0, 21.0, 22.0]))
+    assert moved.args == ["speedups of 3 runs now against #5 sequential 1×1 (before: #1)"]
+    assert model.headerData(3, header) == "speedup vs #5 sequential 1×1"
+    assert model.index(1, 3).data() == "1.00× (within noise)"
+
+
+def test_a_busy_run_is_marked_in_the_list_and_beside_its_speedup(qtbot):
+    runs = Runs()
+    model = RunsTableModel(runs)
+    load = {"cores": 2, "others_cores": 0.8, "busy": True, "loadavg_start": 2.0, "loadavg_end": 2.5}
+    busy = _run("fork", FORK, interop=2)
+    busy.run = RunRecord.parse({"unprofiled_steps_ms": FORK, "load": load})
+    runs.extend([_run("sequential", SEQ), busy])
+    tip = Qt.ItemDataRole.ToolTipRole
+    assert model.index(1, 1).data() == "inception · fork · machine busy" and model.index(0, 1).data() == "inception · sequential"
+    assert "other processes used 0.80 of 2 cores" in model.index(1, 1).data(tip)
+    assert model.index(1, 3).data() == "2.00× (machine busy)"
+    assert "machine busy: other processes took more than about a fifth" in model.index(1, 3).data(tip)

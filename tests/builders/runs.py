@@ -43,14 +43,16 @@ def write_run_folder(folder: Path, mode: str, interop: int, intra: int, median: 
     )  # fmt: skip
 
 
-def write_timed_run(folder: Path, mode: str, interop: int, intra: int, steps: list[float], cores: int = 2) -> Path:
+def write_timed_run(
+    folder: Path, mode: str, interop: int, intra: int, steps: list[float], cores: int = 2, **fields: Any
+) -> Path:
     """A run folder of the inception demo as the runner leaves it, with these (unprofiled and
-    profiled) step times, run on `cores` cores."""
+    profiled) step times, run on `cores` cores (`fields`: more of run.json, e.g. its "load")."""
     folder.mkdir(parents=True)
     write_small_trace(folder / "trace.json.gz", mode)
     return write_run_json(folder, mode=mode, interop=interop, intra=intra, cores=cores, model="demo inception",
                           source="demo", median_ms=steps[len(steps) // 2], steps_ms=steps, unprofiled_steps_ms=steps,
-                          trace="trace.json.gz")  # fmt: skip
+                          trace="trace.json.gz", **fields)  # fmt: skip
 
 
 #: The advice on `write_advice_runs`' runs: sequential 1×2 beats fork 2×1 beyond their spreads.

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 from branchscope.profiling import load_trace
 from branchscope.profiling.trace.analyses import first_step_start
 from branchscope.profiling.trace.compare import OpDiff, summarize
-from branchscope.profiling.trace.records import RunRecord
+from branchscope.profiling.trace.records import LoadRecord, RunRecord
 from branchscope.widgets.compare_view import CompareView
 from tests.builders.runs import write_small_trace
 from tests.gui_helpers import show
@@ -91,6 +91,14 @@ def test_the_summary_has_a_column_per_run_and_names_parallelism_apart_from_cores
     # Shown again with two runs: two columns, two rows of traces.
     view.set_runs([seq, fork], summaries[1:], 0)
     assert view.summary_table.columnCount() == 2 and len(view.workspace.shown) == 2
+    # A run timed beside other work says so beside its speedup, and so does every run compared with it.
+    busy = _run("fork", 2, 1, [5.0, 5.1, 4.9])
+    busy.load = LoadRecord(cores=2, others_cores=0.9, busy=True)
+    summaries[0] = summarize(fork, busy, "a")
+    view.set_runs([fork, seq, fork], summaries, 1)
+    assert _summary(view)["speedup vs baseline"] == ["2.00× (machine busy)", "baseline", "1.00×"]
+    view.set_runs([fork, seq, fork], summaries, 0)
+    assert _summary(view)["speedup vs baseline"] == ["baseline (machine busy)", "0.50× (machine busy)", "0.50× (machine busy)"]
 
 
 def _column(view, name: str) -> list[str]:

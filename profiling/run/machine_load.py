@@ -1,0 +1,149 @@
+"""The machine's load around a run, measured by the runner from /proc (`records.LoadRecord`).
+
+A run's step times mean little when other work shared its cores. The runner reads the 1-minute load
+average when the run starts and when it ends, and, between the worker's "timing" phase and its
+"export" phase (the steps timed without the profiler, then the profiled ones), how busy the cores
+this process may use were (/proc/stat, per CPU) less what this run's own processes used (the runner
+itself, the process it started and every descendant: psutil's user + system time). What is left,
+divided by the seconds between, is the average number of cores other processes used. More than
+`machine.BUSY_SHARE` of the usable cores flags the run (`busy`) and adds a warning to run.json.
+
+Both figures tick at USER_HZ (10 ms), so over a phase of a second they are exact to a few hundredths
+of a core; a process of the run that ended between the two readings loses its time to "others".
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+import psutil
+
+from branchscope.profiling import machine
+from branchscope.profiling.trace.records import LoadRecord
+
+PROC = "/proc"
+
+
+def _read_text(path: str, limit: int = 1 << 20) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit).decode("ascii", "replace")
+    except OSError:
+        return None
+
+
+def _clock_ticks() -> int:
+    try:
+        return int(os.sysconf("SC_CLK_TCK")) or 100
+    except (AttributeError, OSError, ValueError):
+        return 100
+
+
+def _cpu_seconds(procs: dict[int, psutil.Process]) -> dict[int, float]:
+    """{pid: user + system seconds} of the processes still there."""
+    seconds = {}
+    for pid, p in procs.items():
+        try:
+            t = p.cpu_times()
+        except psutil.Error:
+            continue
+        seconds[pid] = t.user + t.system
+    return seconds
+
+
+def _tree(root: int | None) -> dict[int, psutil.Process]:
+    """This process, `root` and every descendant of `root`."""
+    procs = {os.getpid(): psutil.Process()}
+    if root is None:
+        return procs
+    try:
+        top = psutil.Process(root)
+        procs[root] = top
+        for child in top.children(recursive=True):
+            procs[child.pid] = child
+    except psutil.Error:
+        pass
+    return procs
+
+
+@dataclass
+class _Reading:
+    t: float
+    busy_ticks: int
+    own: dict[int, float]
+    procs: dict[int, psutil.Process] = field(repr=False)
+
+
+class LoadMeter:
+    """Reads the load around one run: made as the run starts (the load average then), `begin`
+    when the worker starts timing its steps, `end` when it has profiled them (both with the pid of
+    the process the runner started), `record()` as the run is committed."""
+
+    def __init__(self, proc: str = PROC) -> None:
+        self.proc = proc
+        self.cpus = machine.usable_cpus()
+        self.cores = machine.usable_cores()
+        self.loadavg_start = self._loadavg()
+        self._begin: _Reading | None = None
+        self.others_cores: float | None = None
+        self.seconds: float | None = None
+
+    def _loadavg(self) -> float | None:
+        text = _read_text(os.path.join(self.proc, "loadavg"), 4096)
+        return machine.load_average(text) if text is not None else None
+
+    def _busy_ticks(self) -> int | None:
+        text = _read_text(os.path.join(self.proc, "stat"))
+        ticks = machine.cpu_ticks(text, self.cpus) if text is not None else None
+        return ticks[0] if ticks is not None else None
+
+    def _read(self, root: int | None) -> _Reading | None:
+        procs = _tree(root)
+        own = _cpu_seconds(procs)
+        busy = self._busy_ticks()
+        if busy is None or (root is not None and root not in own):
+            return None
+        return _Reading(time.monotonic(), busy, own, procs)
+
+    def begin(self, root: int | None) -> None:
+        """The worker starts timing its steps (`root`: the process the runner started)."""
+        if self._begin is None and self.others_cores is None:
+            self._begin = self._read(root)
+
+    def end(self, root: int | None) -> None:
+        """The worker has profiled its steps: the cores others used since `begin` (once)."""
+        start, self._begin = self._begin, None
+        if start is None:
+            return
+        # The processes of the run now: those known at `begin` and any started since.
+        procs = {**start.procs, **_tree(root)}
+        own_now = _cpu_seconds(procs)
+        busy = self._busy_ticks()
+        seconds = time.monotonic() - start.t
+        if busy is None or seconds <= 0 or (root is not None and root not in own_now):
+            return
+        own = sum(s - start.own.get(pid, 0.0) for pid, s in own_now.items())
+        busy_s = (busy - start.busy_ticks) / _clock_ticks()
+        others = (busy_s - own) / seconds
+        self.others_cores = min(float(self.cores), max(0.0, others))
+        self.seconds = seconds
+
+    def record(self) -> LoadRecord:
+        """What run.json says of the load (read now: the load average at the end)."""
+        busy = None if self.others_cores is None else machine.is_busy(self.others_cores, self.cores)
+        return LoadRecord(
+            loadavg_start=self.loadavg_start,
+            loadavg_end=self._loadavg(),
+            cores=self.cores,
+            others_cores=None if self.others_cores is None else round(self.others_cores, 3),
+            seconds=None if self.seconds is None else round(self.seconds, 3),
+            busy=busy,
+        )
+
+    def warning(self) -> str | None:
+        """run.json's warning line when the run was busy, else None."""
+        if self.others_cores is None or not machine.is_busy(self.others_cores, self.cores):
+            return None
+        return machine.busy_warning(self.others_cores, self.cores)
