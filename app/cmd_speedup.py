@@ -20,6 +20,7 @@ from branchscope.profiling.run.paired import (
     ConfigError,
     PairedRequest,
     SpeedupFolderError,
+    check_speedup_out,
     parse_configs,
     run_paired,
     speedup_lines,
@@ -75,6 +76,11 @@ def run_speedup_command(args: argparse.Namespace) -> int:
         validate(RunRequest(mode=configs[0].mode, interop=configs[0].interop, intra=configs[0].intra, out=Path("."), options=options))
     except RunError as exc:
         return _bad(str(exc))
+    if args.out is not None:
+        try:
+            check_speedup_out(args.out)
+        except SpeedupFolderError as exc:
+            return _bad(str(exc))
     request = PairedRequest(configs=configs, options=options, rounds=args.rounds)
 
     interactive = sys.stderr.isatty() and not args.quiet

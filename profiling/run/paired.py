@@ -31,7 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from branchscope.profiling.files import UnreadableFile, read_json_object
-from branchscope.profiling.run.folder import RunFolder, describe_os_error, lock_folder, real_dir
+from branchscope.profiling.run.folder import (
+    RunFolder,
+    RunFolderError,
+    describe_os_error,
+    lock_folder,
+    real_dir,
+)
 from branchscope.profiling.run.interpreter import locate as locate_interpreter
 from branchscope.profiling.run.interpreter import worker_command as interpreter_worker_command
 from branchscope.profiling.run.modes import MODE_NAMES, MODES, mode_named
@@ -361,24 +367,35 @@ class SpeedupFolderError(Exception):
     """DIR cannot take speedup.json; one line for `error: …`."""
 
 
+def check_speedup_out(out: Path) -> None:
+    """SpeedupFolderError when DIR cannot take speedup.json: DIR is not a folder, or holds a
+    speedup.json that is not branchscope's (a link, a folder, another file), which is never replaced.
+    Called before measuring, and again under DIR's lock before writing."""
+    if os.path.lexists(out) and not real_dir(out):
+        raise SpeedupFolderError(f"--out {out} exists and is not a folder")
+    target = out / SPEEDUP_JSON
+    if not os.path.lexists(target):
+        return
+    if target.is_symlink() or not target.is_file():
+        raise SpeedupFolderError(f"--out {out}: its {SPEEDUP_JSON} is not a file branchscope wrote; choose another --out")
+    try:
+        obj: Any = read_json_object(target, follow_symlinks=False)
+    except (OSError, ValueError):
+        obj = None
+    if not is_speedup_json(obj):
+        raise SpeedupFolderError(f"--out {out}: its {SPEEDUP_JSON} is not branchscope's; choose another --out")
+
+
 def write_speedup(out: Path, record: SpeedupRecord) -> Path:
-    """DIR/speedup.json, atomically; DIR is made if missing, locked while written, and a speedup.json
-    there that is not branchscope's (or a link, a folder) is refused, never replaced."""
+    """DIR/speedup.json, atomically; DIR is made if missing and locked while written (see
+    `check_speedup_out`: what it refuses is never replaced)."""
     try:
         fd, _ = lock_folder(out, "speedup")
-    except Exception as exc:  # RunFolderError: one line already
+    except RunFolderError as exc:
         raise SpeedupFolderError(str(exc)) from None
     try:
+        check_speedup_out(out)
         target = out / SPEEDUP_JSON
-        if os.path.lexists(target):
-            if not target.is_file() or target.is_symlink() or real_dir(target):
-                raise SpeedupFolderError(f"--out {out}: {SPEEDUP_JSON} there is not a file branchscope wrote; choose another --out")
-            try:
-                obj = read_json_object(target)
-            except (OSError, UnreadableFile, ValueError):
-                obj = None
-            if not is_speedup_json(obj):
-                raise SpeedupFolderError(f"--out {out}: {SPEEDUP_JSON} there is not branchscope's; choose another --out")
         try:
             write_record_atomic(target, record)
         except OSError as exc:
