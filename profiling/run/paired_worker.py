@@ -47,6 +47,7 @@ from branchscope.profiling.run.worker import (
     _die_with_parent,
     _Protocol,
     _resolve_device,
+    load_requested_model,
 )
 from branchscope.profiling.trace.records import (
     PAIRED_TIMES_JSON,
@@ -105,34 +106,13 @@ def measure(args: argparse.Namespace, proto: _Protocol) -> PairedTimesRecord:
     proto.emit(PhaseEvent(phase="load"))
 
     from branchscope.profiling.run.branches import find_branches
-    from branchscope.profiling.run.model_source import (
-        DemoUnavailableError,
-        ModelCodeError,
-        ModelSourceError,
-        ModelSpec,
-        load_model,
-        parse_input_shape,
-    )
     from branchscope.profiling.run.plans import max_abs_diff
 
     device = _resolve_device(torch, args.device)
     for mode in modes:
         if mode.needs_cuda and not device.startswith("cuda"):
             raise RunFailure(EXIT_MODE, f"{mode.title} needs CUDA: this machine has no CUDA device torch can use")
-    try:
-        spec = ModelSpec(
-            demo=args.demo,
-            path=args.model,
-            input_shapes=tuple(parse_input_shape(s) for s in args.input_shapes),
-            dtype=args.dtype,
-        )
-        loaded = load_model(spec, device)
-    except DemoUnavailableError as exc:
-        raise RunFailure(EXIT_MODE, str(exc)) from exc
-    except ModelSourceError as exc:
-        raise RunFailure(EXIT_BAD_INPUT, str(exc)) from exc
-    except ModelCodeError as exc:
-        raise RunFailure(EXIT_BAD_INPUT, str(exc), exc.model_traceback) from exc
+    loaded = load_requested_model(args, device)
     is_cuda = device.startswith("cuda") or any(t.is_cuda for t in loaded.tensors())
 
     def sync() -> None:

@@ -396,13 +396,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
 
     from branchscope.profiling.run.branches import find_branches
     from branchscope.profiling.run.model_source import (
-        DemoUnavailableError,
-        ModelCodeError,
-        ModelSourceError,
-        ModelSpec,
         demo_info,
-        load_model,
-        parse_input_shape,
         user_traceback,
     )
     from branchscope.profiling.run.plans import max_abs_diff
@@ -420,20 +414,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         backend = "nccl" if device.startswith("cuda") else "gloo"
         torch.distributed.init_process_group(backend=backend)
 
-    try:
-        spec = ModelSpec(
-            demo=args.demo,
-            path=args.model,
-            input_shapes=tuple(parse_input_shape(s) for s in args.input_shapes),
-            dtype=args.dtype,
-        )
-        loaded = load_model(spec, device)
-    except DemoUnavailableError as exc:
-        raise RunFailure(EXIT_MODE, str(exc)) from exc
-    except ModelSourceError as exc:
-        raise RunFailure(EXIT_BAD_MODEL, str(exc)) from exc
-    except ModelCodeError as exc:
-        raise RunFailure(EXIT_BAD_MODEL, str(exc), exc.model_traceback) from exc
+    loaded = load_requested_model(args, device)
     census.note(main_named_are_intra=False)  # CUDA starts its threads here, named like the main thread
     phases.end("load")
 
@@ -672,6 +653,35 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         **ranked,
         complete=True,
     )
+
+
+def load_requested_model(args: argparse.Namespace, device: str) -> Any:
+    """The model the worker's arguments name (--demo or --model, a TorchScript archive's input
+    shapes and dtype) on `device`, as a `model_source.LoadedModel`; what fails is a RunFailure
+    (a demo this machine cannot run: exit 3; a bad model or its code raising: 2). Imports torch."""
+    from branchscope.profiling.run.model_source import (
+        DemoUnavailableError,
+        ModelCodeError,
+        ModelSourceError,
+        ModelSpec,
+        load_model,
+        parse_input_shape,
+    )
+
+    try:
+        spec = ModelSpec(
+            demo=args.demo,
+            path=args.model,
+            input_shapes=tuple(parse_input_shape(s) for s in args.input_shapes),
+            dtype=args.dtype,
+        )
+        return load_model(spec, device)
+    except DemoUnavailableError as exc:
+        raise RunFailure(EXIT_MODE, str(exc)) from exc
+    except ModelSourceError as exc:
+        raise RunFailure(EXIT_BAD_MODEL, str(exc)) from exc
+    except ModelCodeError as exc:
+        raise RunFailure(EXIT_BAD_MODEL, str(exc), exc.model_traceback) from exc
 
 
 def _as_failure(exc: BaseException) -> RunFailure:
