@@ -27,9 +27,16 @@ from branchscope.profiling.run.paired import (
     write_speedup,
 )
 from branchscope.profiling.run.processes import stop_with_parent
-from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, RunRequest, error_line
+from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_WORKER, RunRequest, error_line
 from branchscope.profiling.run.runner import RunError, stop_on_signals, validate
-from branchscope.profiling.trace.records import Event, ProgressEvent, encode_record
+from branchscope.profiling.trace.records import (
+    DoneEvent,
+    ErrorEvent,
+    Event,
+    ProgressEvent,
+    encode_event,
+    encode_record,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -54,39 +61,52 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON (what speedup.json holds)")
     p.add_argument("--out", type=Path, metavar="DIR", help="write DIR/speedup.json (DIR made if missing)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--jsonl", action="store_true", help="JSON lines on stdout (progress, then done or error), for the window")
     p.set_defaults(handler=run_speedup_command)
 
 
-def _bad(message: str) -> int:
+def _emit(event: Event) -> None:
+    try:
+        print(encode_event(event).decode("utf-8"), flush=True)
+    except OSError:  # the window is gone: the measurement goes on to its cleanup
+        pass
+
+
+def _fail(args: argparse.Namespace, message: str, code: int = EXIT_BAD_INPUT) -> int:
+    """One `error:` line on stderr (and, with --jsonl, the error event); the exit code."""
+    if getattr(args, "jsonl", False):
+        _emit(ErrorEvent(message=message, exit_code=code))
     print(error_line(message), file=sys.stderr, flush=True)
-    return EXIT_BAD_INPUT
+    return code
 
 
 def run_speedup_command(args: argparse.Namespace) -> int:
     try:
         configs = parse_configs(args.configs)
     except ConfigError as exc:
-        return _bad(str(exc))
+        return _fail(args, str(exc))
     options = RunOptions.from_args(args)
     if options.nproc != 1:
-        return _bad("speedup measures one process: --nproc is not taken here")
+        return _fail(args, "speedup measures one process: --nproc is not taken here")
     if args.rounds is not None and args.rounds < 2:
-        return _bad(f"--rounds must be at least 2, not {args.rounds}")
+        return _fail(args, f"--rounds must be at least 2, not {args.rounds}")
     try:  # the model, the numbers, --python: one line before any worker starts
         validate(RunRequest(mode=configs[0].mode, interop=configs[0].interop, intra=configs[0].intra, out=Path("."), options=options))
     except RunError as exc:
-        return _bad(str(exc))
+        return _fail(args, str(exc))
     if args.out is not None:
         try:
             check_speedup_out(args.out)
         except SpeedupFolderError as exc:
-            return _bad(str(exc))
+            return _fail(args, str(exc))
     request = PairedRequest(configs=configs, options=options, rounds=args.rounds)
 
     interactive = sys.stderr.isatty() and not args.quiet
 
     def on_event(event: Event) -> None:
-        if isinstance(event, ProgressEvent) and interactive:
+        if isinstance(event, ProgressEvent) and args.jsonl:
+            _emit(ProgressEvent(step=event.step, of=event.of))
+        elif isinstance(event, ProgressEvent) and interactive:
             unit = "round" if request.in_one_worker else "worker"
             end = "\n" if event.step == event.of else "\r"
             print(f"{unit} {event.step}/{event.of}", end=end, file=sys.stderr, flush=True)
@@ -97,15 +117,16 @@ def run_speedup_command(args: argparse.Namespace) -> int:
     if not result.ok or result.record is None:
         if result.traceback:
             sys.stderr.write(result.traceback.rstrip("\n") + "\n")
-        print(error_line(result.message or "the measurement failed"), file=sys.stderr, flush=True)
-        return result.exit_code or 4
+        return _fail(args, result.message or "the measurement failed", result.exit_code or EXIT_WORKER)
     record = result.record
     if args.out is not None:
         try:
             written = write_speedup(args.out, record)
         except SpeedupFolderError as exc:
-            return _bad(str(exc))
-    if args.json:
+            return _fail(args, str(exc))
+    if args.jsonl:
+        _emit(DoneEvent(out=str(args.out or ""), speedup=record))
+    elif args.json:
         print(encode_record(record).decode("utf-8"))
     else:
         print("\n".join(speedup_lines(record)))

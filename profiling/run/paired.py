@@ -141,6 +141,11 @@ class PairedRequest:
     def in_one_worker(self) -> bool:
         return share_one_worker(self.configs) if self.one_worker is None else self.one_worker and share_one_worker(self.configs)
 
+    def argv(self) -> list[str]:
+        """The options of `branchscope speedup` that describe this request (the window's job)."""
+        args = [*self.options.argv(), "--configs", ",".join(c.argv() for c in self.configs)]
+        return args + (["--rounds", str(self.rounds)] if self.rounds is not None else [])
+
     @property
     def round_count(self) -> int:
         if self.rounds is not None:
