@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
-import os
 import sys
 import time
 import traceback
@@ -38,21 +37,18 @@ from typing import Any, NoReturn
 
 from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.run.modes import ModeUnavailable, mode_named
-from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_MODE, EXIT_OK, add_run_arguments
-from branchscope.profiling.run.runner import write_record_atomic
+from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_MODE, add_run_arguments
 from branchscope.profiling.run.steady import warm_up
 from branchscope.profiling.run.worker import (
     RunFailure,
-    _as_failure,
     _die_with_parent,
     _Protocol,
     _resolve_device,
+    _run_and_exit,
     load_requested_model,
 )
 from branchscope.profiling.trace.records import (
     PAIRED_TIMES_JSON,
-    ErrorEvent,
-    FinishedEvent,
     PairedConfigRecord,
     PairedTimesRecord,
     PhaseEvent,
@@ -209,19 +205,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
     sys.dont_write_bytecode = True
     proto = _Protocol()
     faulthandler.enable()
-    code = EXIT_OK
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-        record = measure(args, proto)
-        write_record_atomic(args.out / PAIRED_TIMES_JSON, record)
-        proto.emit(FinishedEvent(run=str(args.out / PAIRED_TIMES_JSON)))
-    except (Exception, SystemExit) as exc:
-        failure = _as_failure(exc)
-        proto.emit(ErrorEvent(message=str(failure), traceback=failure.tb, exit_code=failure.exit_code))
-        code = failure.exit_code
-    sys.stderr.flush()
-    proto.stream.flush()
-    os._exit(code)  # as the worker: forked TorchScript may abort in interpreter teardown
+    # As the worker: the record written, `finished` said, then os._exit (forked TorchScript may
+    # abort in interpreter teardown).
+    _run_and_exit(args, proto, produce=lambda: measure(args, proto), name=PAIRED_TIMES_JSON)
 
 
 if __name__ == "__main__":

@@ -70,6 +70,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
@@ -712,14 +713,24 @@ def main(argv: list[str] | None = None) -> int:
     _run_and_exit(args, proto)  # leaves the process
 
 
-def _run_and_exit(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None) -> NoReturn:
-    """Run, write run.json into args.out, tell the runner how it ended, and leave (never returns)."""
+def _run_and_exit(
+    args: argparse.Namespace,
+    proto: _Protocol,
+    dist: RankInfo | None = None,
+    produce: Callable[[], msgspec.Struct] | None = None,
+    name: str = RUN_JSON,
+) -> NoReturn:
+    """Run, write run.json into args.out, tell the runner how it ended, and leave (never returns).
+    `produce` and `name`: another worker's record and its file (the paired worker's)."""
     code = EXIT_OK
     try:
         args.out.mkdir(parents=True, exist_ok=True)
-        result = run(args, proto, dist) if dist is not None else run(args, proto)
-        write_record_atomic(args.out / RUN_JSON, result)
-        proto.emit(FinishedEvent(run=str(args.out / RUN_JSON)))
+        if produce is not None:
+            result: msgspec.Struct = produce()
+        else:
+            result = run(args, proto, dist) if dist is not None else run(args, proto)
+        write_record_atomic(args.out / name, result)
+        proto.emit(FinishedEvent(run=str(args.out / name)))
     except (Exception, SystemExit) as exc:
         failure = _as_failure(exc)
         proto.emit(ErrorEvent(message=str(failure), traceback=failure.tb, exit_code=failure.exit_code))
