@@ -174,6 +174,7 @@ class _PairedWorker(_OneWorker):
     def __init__(self, req: RunRequest, stage: Path, configs: list[PairedConfig], rounds: int) -> None:
         super().__init__(req, stage)
         self.extra = ["--configs", ",".join(c.argv() for c in configs), "--rounds", str(rounds)]
+        self.max_intra = max(c.intra for c in configs)
 
     def command(self) -> list[str]:
         argv = replace(self.req, out=self.stage).argv(worker=True) + self.extra
@@ -184,13 +185,8 @@ class _PairedWorker(_OneWorker):
     def env(self, token: str) -> dict[str, str]:
         env = super().env(token)
         # OpenMP sizes its team from this at start-up: room for the largest intra-op count asked.
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = self.extra_intra
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(self.max_intra)
         return env
-
-    @property
-    def extra_intra(self) -> str:
-        configs = self.extra[1].split(",")
-        return str(max(int(c.rsplit("x", 1)[1]) for c in configs))
 
     def result(self, rank: int) -> Any:
         try:

@@ -182,3 +182,28 @@ def test_a_foreign_out_is_refused_before_anything_runs(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: --out ") and "is not branchscope's" in err and err.count("\n") == 1
     assert (tmp_path / SPEEDUP_JSON).read_text() == "[]"
+
+
+def test_the_paired_worker_starts_as_the_worker_does_under_either_python(tmp_path):
+    """Its command: branchscope's `-I -m` module, or under --python the interpreter's bootstrap
+    running the paired worker's module; the configurations and rounds after the run's options; room
+    for the largest intra-op count in OpenMP's team."""
+    import sys
+    from pathlib import Path
+
+    from branchscope.profiling.run.paired_worker import PAIRED_WORKER_MODULE
+    from branchscope.profiling.run.protocol import RunRequest
+
+    configs = parse_configs("sequential:1x2,fork:2x1")
+    req = RunRequest(mode="fork", interop=2, intra=1, out=tmp_path / "run", options=RunOptions(demo="twin-mm"))
+    layout = paired._PairedWorker(req, tmp_path, configs, 7)
+    command = layout.command()
+    assert command[:4] == [sys.executable, "-I", "-m", PAIRED_WORKER_MODULE]
+    assert command[-4:] == ["--configs", "sequential:1x2,fork:2x1", "--rounds", "7"]
+    assert command[command.index("--out") + 1] == str(tmp_path.resolve())
+    assert layout.env("token")["OMP_NUM_THREADS"] == "2"
+    other = RunRequest(mode="fork", interop=2, intra=1, out=tmp_path / "run",
+                       options=RunOptions(demo="twin-mm", python=Path(sys.executable)))  # fmt: skip
+    command = paired._PairedWorker(other, tmp_path, configs, 7).command()
+    assert command[1:3] == ["-I", "-c"] and f"run_module({PAIRED_WORKER_MODULE!r}" in command[3]
+    assert command[-4:] == ["--configs", "sequential:1x2,fork:2x1", "--rounds", "7"]
