@@ -24,11 +24,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import statistics
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from branchscope.profiling.files import UnreadableFile, read_json_object
 from branchscope.profiling.run.folder import (
@@ -42,7 +45,7 @@ from branchscope.profiling.run.interpreter import locate as locate_interpreter
 from branchscope.profiling.run.interpreter import worker_command as interpreter_worker_command
 from branchscope.profiling.run.modes import MODE_NAMES, MODES, mode_named
 from branchscope.profiling.run.options import RunOptions
-from branchscope.profiling.run.paired_worker import PAIRED_WORKER_MODULE
+from branchscope.profiling.run.paired_worker import PAIRED_WORKER_MODULE, round_order
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_OK, RunRequest, python_command
 from branchscope.profiling.run.runner import (
     CancelFlag,
@@ -134,12 +137,10 @@ class PairedRequest:
     options: RunOptions
     #: None: ROUNDS_IN_ONE_WORKER or ROUNDS_ACROSS_WORKERS, as it measures.
     rounds: int | None = None
-    #: None: in one worker when `share_one_worker`; False: across workers whatever the configurations.
-    one_worker: bool | None = None
 
     @property
     def in_one_worker(self) -> bool:
-        return share_one_worker(self.configs) if self.one_worker is None else self.one_worker and share_one_worker(self.configs)
+        return share_one_worker(self.configs)
 
     def argv(self) -> list[str]:
         """The options of `branchscope speedup` that describe this request (the window's job)."""
@@ -251,7 +252,7 @@ def run_paired(
     last: PairedTimesRecord | None = None
     total, done = rounds * len(configs), 0
     for r in range(rounds):
-        this_round = list(range(len(configs))) if r % 2 == 0 else list(range(len(configs)))[::-1]
+        this_round = round_order(len(configs), r)  # turned round every other round, as in one worker
         for index in this_round:
             config = configs[index]
             result, times = _measure(request.options, [config], max(request.options.steps, 1), None, cancel)
@@ -282,12 +283,11 @@ def speedup_record(
 ) -> SpeedupRecord:
     """The record of a paired measurement: each configuration's median and count, each one's speedup
     over the first (`pairing.paired_speedup`), and the prediction (`predict`)."""
-    import statistics
-
     filled = []
     for c in configs:
         ms = c.steps_ms or []
-        filled.append(replace_config(c, median_ms=round(statistics.median(ms), 4) if ms else None, steps=len(ms)))
+        median = round(statistics.median(ms), 4) if ms else None
+        filled.append(msgspec.structs.replace(c, median_ms=median, steps=len(ms)))
     base = filled[0].steps_ms or []
     speedups: list[SpeedupValueRecord | None] = [None]
     for c in filled[1:]:
@@ -307,12 +307,6 @@ def speedup_record(
     )
     record.prediction = predict(record)
     return record
-
-
-def replace_config(c: PairedConfigRecord, **changes: Any) -> PairedConfigRecord:
-    import msgspec
-
-    return msgspec.structs.replace(c, **changes)
 
 
 def speedup_value(s: Speedup) -> SpeedupValueRecord:
