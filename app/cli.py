@@ -38,7 +38,15 @@ def forget_current_folder() -> None:
 def build_parser() -> "argparse.ArgumentParser":
     import argparse
 
-    from branchscope.app import cmd_compare, cmd_gui, cmd_inspect, cmd_memory, cmd_profile, cmd_sweep
+    from branchscope.app import (
+        cmd_compare,
+        cmd_gui,
+        cmd_inspect,
+        cmd_memory,
+        cmd_profile,
+        cmd_speedup,
+        cmd_sweep,
+    )
 
     parser = argparse.ArgumentParser(
         prog="branchscope",
@@ -50,6 +58,7 @@ def build_parser() -> "argparse.ArgumentParser":
     cmd_profile.register(sub)
     cmd_compare.register(sub)
     cmd_sweep.register(sub)
+    cmd_speedup.register(sub)
     cmd_memory.register(sub)
     cmd_gui.register(sub)
     parser.set_defaults(handler=cmd_gui.run_default)

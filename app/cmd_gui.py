@@ -149,6 +149,7 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
 
         window.controller.shutdown()
         window.sweep_panel.shutdown()
+        window.compare_view.shutdown()
         shiboken6.delete(window)
 
 

@@ -763,4 +763,5 @@ class MainWindow(QMainWindow):
         self.loader.wait(2)
         self.controller.shutdown()
         self.sweep_panel.shutdown()
+        self.page(ComparePage).shutdown()  # a paired measurement going
         super().closeEvent(event)

@@ -132,9 +132,13 @@ def locate(python: Path | str) -> Path:
     return Path(os.path.abspath(text))
 
 
-def worker_command(python: Path, argv: list[str]) -> list[str]:
-    """The worker under `python` (see the module docstring), with `argv` as its arguments."""
-    return [os.fspath(python), "-I", "-c", BOOTSTRAP, os.fspath(package_root()), *argv]
+def worker_command(python: Path, argv: list[str], module: str = WORKER_MODULE) -> list[str]:
+    """The worker under `python` (see the module docstring), with `argv` as its arguments; `module`:
+    another worker module of branchscope's (the paired worker), run the same way."""
+    bootstrap = BOOTSTRAP if module == WORKER_MODULE else _PACKAGE + (
+        f"import runpy\nrunpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n"
+    )
+    return [os.fspath(python), "-I", "-c", bootstrap, os.fspath(package_root()), *argv]
 
 
 _checked: dict[tuple[Path, int, int], Interpreter] = {}

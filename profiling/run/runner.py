@@ -164,6 +164,9 @@ class RunResult:
     cancelled_by: int | None = None
     #: The worker's Python (--python), as its probe found it; None: this process's own.
     interpreter: Interpreter | None = None
+    #: What a worker other than the profiling one gave (`run_profile(layout=…)`: the paired worker's
+    #: step times, a `records.PairedTimesRecord`); None for a profiling run.
+    payload: msgspec.Struct | None = None
 
     @property
     def ok(self) -> bool:
@@ -402,6 +405,7 @@ def run_profile(
     req: RunRequest,
     on_event: Callable[[Event], None] | None = None,
     cancel: CancelFlag | None = None,
+    layout: Callable[[RunRequest, Path], _OneWorker] | None = None,
 ) -> RunResult:
     """Runs one profiling run to the end; never raises for a failed run (see RunResult.exit_code).
 
@@ -409,6 +413,8 @@ def run_profile(
     they come (a distributed run's: rank 0's).
     Once `cancel` is set the worker's group is killed and the result says so (exit code 128 + signal).
     The results reach `req.out` only when the run succeeded (see branchscope.profiling.run.folder).
+    `layout`: another worker than the profiling one, started and supervised the same way (a
+    `_OneWorker` subclass saying its command, its result and what it commits: `run/paired.py`).
     """
     out = Path(req.out)
     try:
@@ -424,8 +430,11 @@ def run_profile(
         return RunResult(EXIT_BAD_INPUT, out, message=str(exc))
     try:
         assert folder.staging is not None
-        layout: _OneWorker = _Distributed(req, folder.staging) if req.options.nproc > 1 else _OneWorker(req, folder.staging)
-        result = _supervise(folder, req, layout, on_event, cancel)
+        if layout is not None:
+            chosen = layout(req, folder.staging)
+        else:
+            chosen = _Distributed(req, folder.staging) if req.options.nproc > 1 else _OneWorker(req, folder.staging)
+        result = _supervise(folder, req, chosen, on_event, cancel)
         result.interpreter = python
         if python is not None and result.ok:
             result.notes.append(f"the worker ran under {python.describe()}")
@@ -532,6 +541,16 @@ class _OneWorker:
         """The run.json committed to OUT (last), once each rank's trace is written."""
         return runs[0]
 
+    def result(self, rank: int) -> Any:
+        """What rank `rank` left in its folder once it ended: its complete run.json, or None."""
+        return _complete_run(self.folder(rank))
+
+    def commit(
+        self, folder: RunFolder, ranks: list[_Rank], results: list[Any], load: LoadMeter | None = None
+    ) -> RunResult:
+        """Every rank's `result` complete: OUT gets the run (`_commit`), with the machine's load."""
+        return _commit(folder, self, ranks, results, load)
+
 
 def _supervise(
     folder: RunFolder,
@@ -599,10 +618,10 @@ def _supervise(
 
     if cancel is not None and cancel.is_set():
         return _cancelled(out, cancel)
-    runs = [_complete_run(layout.folder(r.rank)) for r in ranks]
+    runs = [layout.result(r.rank) for r in ranks]
     complete = [run for run in runs if run is not None]
     if len(complete) == len(ranks):
-        return _commit(folder, layout, ranks, complete, load)
+        return layout.commit(folder, ranks, complete, load)
     # At a timeout the runner stops every rank itself: a rank that "failed" after that was stopped.
     failure = _first_failure(ranks, before=deadline if timed_out else float("inf"))
     if failure is not None:

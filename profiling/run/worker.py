@@ -70,6 +70,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
@@ -399,13 +400,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
 
     from branchscope.profiling.run.branches import find_branches
     from branchscope.profiling.run.model_source import (
-        DemoUnavailableError,
-        ModelCodeError,
-        ModelSourceError,
-        ModelSpec,
         demo_info,
-        load_model,
-        parse_input_shape,
         user_traceback,
     )
     from branchscope.profiling.run.plans import max_abs_diff
@@ -423,20 +418,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         backend = "nccl" if device.startswith("cuda") else "gloo"
         torch.distributed.init_process_group(backend=backend)
 
-    try:
-        spec = ModelSpec(
-            demo=args.demo,
-            path=args.model,
-            input_shapes=tuple(parse_input_shape(s) for s in args.input_shapes),
-            dtype=args.dtype,
-        )
-        loaded = load_model(spec, device)
-    except DemoUnavailableError as exc:
-        raise RunFailure(EXIT_MODE, str(exc)) from exc
-    except ModelSourceError as exc:
-        raise RunFailure(EXIT_BAD_MODEL, str(exc)) from exc
-    except ModelCodeError as exc:
-        raise RunFailure(EXIT_BAD_MODEL, str(exc), exc.model_traceback) from exc
+    loaded = load_requested_model(args, device)
     census.note(main_named_are_intra=False)  # CUDA starts its threads here, named like the main thread
     phases.end("load")
 
@@ -677,6 +659,35 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     )
 
 
+def load_requested_model(args: argparse.Namespace, device: str) -> Any:
+    """The model the worker's arguments name (--demo or --model, a TorchScript archive's input
+    shapes and dtype) on `device`, as a `model_source.LoadedModel`; what fails is a RunFailure
+    (a demo this machine cannot run: exit 3; a bad model or its code raising: 2). Imports torch."""
+    from branchscope.profiling.run.model_source import (
+        DemoUnavailableError,
+        ModelCodeError,
+        ModelSourceError,
+        ModelSpec,
+        load_model,
+        parse_input_shape,
+    )
+
+    try:
+        spec = ModelSpec(
+            demo=args.demo,
+            path=args.model,
+            input_shapes=tuple(parse_input_shape(s) for s in args.input_shapes),
+            dtype=args.dtype,
+        )
+        return load_model(spec, device)
+    except DemoUnavailableError as exc:
+        raise RunFailure(EXIT_MODE, str(exc)) from exc
+    except ModelSourceError as exc:
+        raise RunFailure(EXIT_BAD_MODEL, str(exc)) from exc
+    except ModelCodeError as exc:
+        raise RunFailure(EXIT_BAD_MODEL, str(exc), exc.model_traceback) from exc
+
+
 def _as_failure(exc: BaseException) -> RunFailure:
     """What the runner is told of the exception that ended the run (call it inside the `except`)."""
     if isinstance(exc, RunFailure):
@@ -705,14 +716,24 @@ def main(argv: list[str] | None = None) -> int:
     _run_and_exit(args, proto)  # leaves the process
 
 
-def _run_and_exit(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None) -> NoReturn:
-    """Run, write run.json into args.out, tell the runner how it ended, and leave (never returns)."""
+def _run_and_exit(
+    args: argparse.Namespace,
+    proto: _Protocol,
+    dist: RankInfo | None = None,
+    produce: Callable[[], msgspec.Struct] | None = None,
+    name: str = RUN_JSON,
+) -> NoReturn:
+    """Run, write run.json into args.out, tell the runner how it ended, and leave (never returns).
+    `produce` and `name`: another worker's record and its file (the paired worker's)."""
     code = EXIT_OK
     try:
         args.out.mkdir(parents=True, exist_ok=True)
-        result = run(args, proto, dist) if dist is not None else run(args, proto)
-        write_record_atomic(args.out / RUN_JSON, result)
-        proto.emit(FinishedEvent(run=str(args.out / RUN_JSON)))
+        if produce is not None:
+            result: msgspec.Struct = produce()
+        else:
+            result = run(args, proto, dist) if dist is not None else run(args, proto)
+        write_record_atomic(args.out / name, result)
+        proto.emit(FinishedEvent(run=str(args.out / name)))
     except (Exception, SystemExit) as exc:
         failure = _as_failure(exc)
         proto.emit(ErrorEvent(message=str(failure), traceback=failure.tb, exit_code=failure.exit_code))

@@ -549,6 +549,93 @@ def is_sweep_json(obj: Any) -> bool:
     return isinstance(obj, dict) and obj.get("sweep") in SWEEP_FORMATS and isinstance(obj.get("cells"), list)
 
 
+# ---------------------------------------------------------------- speedup.json (`branchscope speedup`)
+
+SPEEDUP_JSON = "speedup.json"
+SPEEDUP_FORMAT = 1
+#: What the paired worker writes into its staging folder (read by `run/paired.py`, never kept).
+PAIRED_TIMES_JSON = "paired.json"
+#: How `branchscope speedup` measured: one worker stepping the configurations in turn, or a fresh
+#: worker per configuration in each round.
+IN_ONE_WORKER = "in one worker"
+ACROSS_WORKERS = "across workers"
+
+
+class PairedConfigRecord(msgspec.Struct, kw_only=True):
+    """One configuration of a paired measurement and the step times it gave (in the order taken;
+    across workers: one per round, each a fresh worker's median)."""
+
+    mode: str | None = None
+    interop: int | None = None
+    intra: int | None = None
+    median_ms: float | None = None
+    steps: int | None = None
+    steps_ms: list[float] | None = None
+    #: The plan's outputs against the model's own forward (the paired worker checks each plan once).
+    max_abs_diff: float | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.mode} {self.interop}×{self.intra}"
+
+
+class PairedTimesRecord(msgspec.Struct, kw_only=True):
+    """The paired worker's results (`PAIRED_TIMES_JSON`): each configuration's step times and, per
+    round, the order the configurations ran in (indexes into `configs`)."""
+
+    configs: list[PairedConfigRecord] = msgspec.field(default_factory=list)
+    order: list[list[int]] = msgspec.field(default_factory=list)
+    model: str | None = None
+    device: str | None = None
+    torch: str | None = None
+    cores: int | None = None
+    complete: bool = False
+
+    @classmethod
+    def parse(cls, obj: Any) -> PairedTimesRecord:
+        return lenient(cls, obj)
+
+
+class SpeedupValueRecord(msgspec.Struct, kw_only=True):
+    """A configuration's speedup over the baseline: the median of per-pair ratios (baseline / it),
+    its 95% bootstrap interval, and whether that interval leaves 1.0 out."""
+
+    median: float | None = None
+    ci95: list[float] | None = None
+    distinguishable: bool = False
+
+
+class SpeedupRecord(msgspec.Struct, kw_only=True):
+    """speedup.json (and `branchscope speedup --json`): the configurations measured in alternation,
+    the baseline's index, one speedup per configuration (null for the baseline itself), how it was
+    measured (`IN_ONE_WORKER` or `ACROSS_WORKERS`) and the order of each round; `prediction`, the
+    speedup the branch graph allows, is filled by `run/paired.predict` (null until then)."""
+
+    paired: int = SPEEDUP_FORMAT
+    demo: str | None = None
+    model: str | None = None
+    device: str | None = None
+    cores: int | None = None
+    measured: str | None = None
+    rounds: int | None = None
+    #: Across workers: the timed steps of each worker (its median is the round's time).
+    worker_steps: int | None = None
+    configs: list[PairedConfigRecord] = msgspec.field(default_factory=list)
+    baseline: int = 0
+    speedup: list[SpeedupValueRecord | None] = msgspec.field(default_factory=list)
+    order: list[list[int]] = msgspec.field(default_factory=list)
+    prediction: dict[str, Any] | None = None
+
+    @classmethod
+    def parse(cls, obj: Any) -> SpeedupRecord:
+        return lenient(cls, obj)
+
+
+def is_speedup_json(obj: Any) -> bool:
+    """Whether decoded JSON is a speedup.json of branchscope's (its version and a list of configs)."""
+    return isinstance(obj, dict) and obj.get("paired") == SPEEDUP_FORMAT and isinstance(obj.get("configs"), list)
+
+
 # ---------------------------------------------------------------- JSON-line events
 
 
@@ -595,6 +682,8 @@ class DoneEvent(Event, tag="done", kw_only=True):
     out: str
     run: RunRecord | None = None
     sweep: SweepRecord | None = None
+    #: `branchscope speedup --jsonl`: its record (`out`: its --out DIR, or "").
+    speedup: SpeedupRecord | None = None
 
 
 class HelloEvent(Event, tag="hello", kw_only=True):
@@ -669,3 +758,4 @@ def decode_events(lines: Iterable[bytes]) -> list[Event]:
         except (msgspec.DecodeError, RecursionError):
             continue
     return events
+

@@ -1,0 +1,214 @@
+"""The paired worker: several configurations of one model timed in alternation in one process.
+
+`python -I -m branchscope.profiling.run.paired_worker RUN-ARGS --configs M:IxJ,… --rounds N`,
+started and supervised by the runner as the profiling worker is (`runner.run_profile(layout=…)`,
+see `run/paired.py`): it dies with the runner, leads its own group with a reaper, joins the run's
+cgroup (`worker._die_with_parent`), speaks the same JSON lines on its original stdout and writes
+`records.PAIRED_TIMES_JSON` into its staging folder, then `finished`.
+
+Why one process can hold several configurations: the inter-op pool is sized once per process
+(`torch.set_num_interop_threads`, before any inter-op work), the intra-op threads of the main
+thread can change between steps (`torch.set_num_threads`). A pool's threads read the intra-op count
+once, when they start (torch's inter-op pool) or at their first parallel op (threads mode's Python
+pool): so the configurations that use a pool (fork, threads) must agree on both counts, and the
+worker sets the intra-op count to theirs before starting the pools; sequential configurations (no
+pool) may take any intra-op count. `run/paired.share_one_worker` decides, the orchestrator sends
+the others each to a worker of their own.
+
+Steps: load the model once, run its forward (the reference outputs), find its branches once (when a
+configuration needs them), build each mode's plan once (sequential times the model's plain forward:
+its plan would add forward hooks to the model, which every plan then runs too), check each plan's
+outputs against the model's, warm each configuration up (`steady.warm_up`, capped at
+`WARMUP_CAP_S` each), then N rounds of one step of each configuration, no profiler. The order of the
+configurations turns round every other round (A B, B A, A B…): under a load that rises steadily,
+always running A first would make every pair favour A by the same small amount.
+
+torch is imported only inside `measure`, in the worker process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import sys
+import time
+import traceback
+from typing import Any, NoReturn
+
+from branchscope.profiling.machine import usable_cores
+from branchscope.profiling.run.modes import ModeUnavailable, mode_named
+from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_MODE, add_run_arguments
+from branchscope.profiling.run.steady import warm_up
+from branchscope.profiling.run.worker import (
+    RunFailure,
+    _die_with_parent,
+    _Protocol,
+    _resolve_device,
+    _run_and_exit,
+    load_requested_model,
+)
+from branchscope.profiling.trace.records import (
+    PAIRED_TIMES_JSON,
+    PairedConfigRecord,
+    PairedTimesRecord,
+    PhaseEvent,
+    ProgressEvent,
+)
+
+PAIRED_WORKER_MODULE = "branchscope.profiling.run.paired_worker"
+#: Seconds of warm-up each configuration may take at most (the settle rule usually stops sooner).
+WARMUP_CAP_S = 5.0
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"python -m {PAIRED_WORKER_MODULE}", description="Configurations timed in alternation.")
+    add_run_arguments(p, worker=True)  # --mode/--interop/--intra: the pool's counts (see run/paired.py)
+    p.add_argument("--configs", required=True, help="MODE:IxJ,… (checked by the orchestrator)")
+    p.add_argument("--rounds", type=int, required=True, help="rounds of one step of each configuration")
+    return p
+
+
+def parse_config_list(text: str) -> list[tuple[str, int, int]]:
+    """`MODE:IxJ,…` as the orchestrator writes it (already checked there)."""
+    configs = []
+    for part in text.split(","):
+        mode, _, threads = part.partition(":")
+        interop, _, intra = threads.partition("x")
+        configs.append((mode, int(interop), int(intra)))
+    return configs
+
+
+def round_order(count: int, round_index: int) -> list[int]:
+    """The configurations' order in round `round_index`: forward in even rounds, reversed in odd ones."""
+    order = list(range(count))
+    return order if round_index % 2 == 0 else order[::-1]
+
+
+def measure(args: argparse.Namespace, proto: _Protocol) -> PairedTimesRecord:
+    import torch
+
+    configs = parse_config_list(args.configs)
+    modes = [mode_named(m) for m, _, _ in configs]
+    pooled = [(i, j) for (m, i, j), mode in zip(configs, modes, strict=True) if mode.start_pool is not None]
+    # First torch calls of the process: the inter-op pool's size, then the intra-op count its
+    # threads will read when they start (the pool-using configurations agree on both).
+    torch.set_num_interop_threads(args.interop)
+    torch.set_num_threads(pooled[0][1] if pooled else args.intra)
+    for mode in dict.fromkeys(modes):
+        if mode.check is not None and (why := mode.check()):
+            raise RunFailure(EXIT_MODE, why)
+        if mode.start_pool is not None:
+            mode.start_pool(args.interop)
+    proto.emit(PhaseEvent(phase="load"))
+
+    from branchscope.profiling.run.branches import find_branches
+    from branchscope.profiling.run.plans import max_abs_diff
+
+    device = _resolve_device(torch, args.device)
+    for mode in modes:
+        if mode.needs_cuda and not device.startswith("cuda"):
+            raise RunFailure(EXIT_MODE, f"{mode.title} needs CUDA: this machine has no CUDA device torch can use")
+    loaded = load_requested_model(args, device)
+    is_cuda = device.startswith("cuda") or any(t.is_cuda for t in loaded.tensors())
+
+    def sync() -> None:
+        if is_cuda:
+            torch.cuda.synchronize()
+
+    def call(fn: Any, what: str) -> Any:
+        try:
+            if loaded.train_step is not None:
+                module = fn.module if hasattr(fn, "module") else fn
+                with torch.enable_grad():
+                    return loaded.train_step(module, loaded.example)
+            with torch.no_grad():
+                return fn(*loaded.inputs, **loaded.kwargs)
+        except (Exception, SystemExit) as exc:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise RunFailure(
+                EXIT_BAD_INPUT, f"the model raised {type(exc).__name__} while {what}: {first}", traceback.format_exc()
+            ) from exc
+
+    expected = call(loaded.model, "running its forward")
+    analysis = None
+    if any(mode.needs_branches for mode in modes):
+        analysis = find_branches(loaded.model, loaded.inputs, loaded.kwargs, grad=loaded.train_step is not None)
+    plans: dict[str, Any] = {}
+    for mode in dict.fromkeys(modes):
+        if not mode.needs_branches:
+            plans[mode.name] = loaded.model  # sequential: the plain forward (see the module docstring)
+            continue
+        try:
+            plans[mode.name] = mode.build_plan(loaded.model, analysis, device)
+        except ModeUnavailable as exc:
+            raise RunFailure(EXIT_MODE, str(exc)) from exc
+    diffs: dict[str, float | None] = {}
+    for name, plan in plans.items():
+        actual = call(plan, f"running the {name} plan")
+        sync()
+        diffs[name] = None if loaded.train_step is not None else max_abs_diff(expected, actual)
+    del expected
+
+    def step(index: int, what: str) -> float:
+        mode_name, _, intra = configs[index]
+        torch.set_num_threads(intra)
+        t0 = time.perf_counter()
+        call(plans[mode_name], what)
+        sync()
+        return (time.perf_counter() - t0) * 1000.0
+
+    proto.emit(PhaseEvent(phase="warmup"))
+    for index in range(len(configs)):
+
+        def warm(index: int = index) -> None:
+            step(index, "warming up")
+
+        warm_up(warm, max(args.warmup, 1), max_s=WARMUP_CAP_S)
+
+    proto.emit(PhaseEvent(phase="timing"))
+    times: list[list[float]] = [[] for _ in configs]
+    order: list[list[int]] = []
+    for r in range(args.rounds):
+        this_round = round_order(len(configs), r)
+        for index in this_round:
+            times[index].append(step(index, f"timing round {r + 1}"))
+        order.append(this_round)
+        proto.emit(ProgressEvent(step=r + 1, of=args.rounds))
+
+    import statistics
+
+    return PairedTimesRecord(
+        configs=[
+            PairedConfigRecord(
+                mode=m,
+                interop=i,
+                intra=j,
+                median_ms=round(statistics.median(ts), 4),
+                steps=len(ts),
+                steps_ms=[round(t, 4) for t in ts],
+                max_abs_diff=diffs[m],
+            )
+            for (m, i, j), ts in zip(configs, times, strict=True)
+        ],
+        order=order,
+        model=loaded.label,
+        device=device,
+        torch=str(torch.__version__),
+        cores=usable_cores(),
+        complete=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    _die_with_parent()  # first: a runner killed from here on takes this worker with it
+    args = build_arg_parser().parse_args(argv)
+    sys.dont_write_bytecode = True
+    proto = _Protocol()
+    faulthandler.enable()
+    # As the worker: the record written, `finished` said, then os._exit (forked TorchScript may
+    # abort in interpreter teardown).
+    _run_and_exit(args, proto, produce=lambda: measure(args, proto), name=PAIRED_TIMES_JSON)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""A speedup from step times measured in alternation: the median of per-pair ratios and its interval.
+
+Two runs minutes apart on a shared machine give an untrustworthy ratio: the machine's load drifts
+between them by more than either run's own spread. `branchscope speedup` measures configurations in
+alternation instead (one step of each in turn, or one fresh worker of each in turn), so pair i holds
+the i-th time of the baseline and the i-th time of the other configuration, taken moments apart under
+the same load. Each pair gives one ratio (baseline / other: above 1, the other is faster); the speedup
+is their median, and its 95% interval comes from a bootstrap over the pairs (resampled with
+replacement, a seeded generator: the same times give the same interval). An interval that holds 1.0
+is "not distinguishable from 1.0×".
+
+`unpaired_speedup` is the comparison pairing replaces (the ratio of two medians, each list resampled
+on its own), kept to show what drift does to it.
+
+Qt-free and torch-free (numpy only).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Bootstrap resamples (at least 2000 for a 95% interval's 2.5% tails).
+RESAMPLES = 4000
+#: The generator's seed: an interval is a function of the step times alone.
+SEED = 20261126
+#: The interval's coverage.
+LEVEL = 0.95
+
+
+@dataclass(frozen=True, slots=True)
+class Speedup:
+    """A speedup (baseline time / other time) and its bootstrap interval."""
+
+    median: float
+    lo: float
+    hi: float
+    #: How many pairs (or, unpaired, the smaller list's length) it rests on.
+    n: int
+
+    @property
+    def distinguishable(self) -> bool:
+        """Whether the interval leaves 1.0 out (the two configurations differ, at this level)."""
+        return not (self.lo <= 1.0 <= self.hi)
+
+    @property
+    def ci95(self) -> tuple[float, float]:
+        return (self.lo, self.hi)
+
+    def text(self, baseline: str) -> str:
+        """"1.42× faster than sequential 1×1 (95% interval 1.31–1.55×)", "not distinguishable from 1.0× …"."""
+        interval = f"{self.lo:.2f}–{self.hi:.2f}×"
+        if not self.distinguishable:
+            return f"not distinguishable from 1.0× ({interval})"
+        if self.median >= 1.0:
+            return f"{self.median:.2f}× faster than {baseline} (95% interval {interval})"
+        return f"{1.0 / self.median:.2f}× slower than {baseline} (speedup {self.median:.2f}×, 95% interval {interval})"
+
+
+def _positive(values: Sequence[float]) -> np.ndarray:
+    return np.asarray([float(v) for v in values], dtype=np.float64)
+
+
+def pair_ratios(baseline: Sequence[float], other: Sequence[float]) -> np.ndarray:
+    """baseline[i] / other[i] for the pairs where both times are finite and above 0 (a longer list's
+    extra times have no partner and are left out)."""
+    n = min(len(baseline), len(other))
+    b, o = _positive(baseline[:n]), _positive(other[:n])
+    ok = np.isfinite(b) & np.isfinite(o) & (b > 0) & (o > 0)
+    return np.asarray(b[ok] / o[ok], dtype=np.float64)
+
+
+def _interval(samples: np.ndarray, level: float) -> tuple[float, float]:
+    tail = (1.0 - level) / 2.0 * 100.0
+    lo, hi = np.percentile(samples, [tail, 100.0 - tail])
+    return float(lo), float(hi)
+
+
+def paired_speedup(
+    baseline: Sequence[float],
+    other: Sequence[float],
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> Speedup | None:
+    """The median of per-pair ratios baseline[i] / other[i] and its bootstrap interval (the median
+    of the ratios resampled with replacement, `resamples` times); None without a usable pair."""
+    ratios = pair_ratios(baseline, other)
+    n = len(ratios)
+    if n == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    medians = np.median(ratios[rng.integers(0, n, size=(max(resamples, 1), n))], axis=1)
+    lo, hi = _interval(medians, level)
+    return Speedup(float(np.median(ratios)), lo, hi, n)
+
+
+def unpaired_speedup(
+    baseline: Sequence[float],
+    other: Sequence[float],
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> Speedup | None:
+    """median(baseline) / median(other), each list resampled on its own: what two independent runs
+    give (and what drift between them fools). None when either list has no usable time."""
+    b, o = _positive(baseline), _positive(other)
+    b, o = b[np.isfinite(b) & (b > 0)], o[np.isfinite(o) & (o > 0)]
+    if len(b) == 0 or len(o) == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    count = max(resamples, 1)
+    mb = np.median(b[rng.integers(0, len(b), size=(count, len(b)))], axis=1)
+    mo = np.median(o[rng.integers(0, len(o), size=(count, len(o)))], axis=1)
+    lo, hi = _interval(mb / mo, level)
+    return Speedup(float(np.median(b) / np.median(o)), lo, hi, min(len(b), len(o)))
+
+
+def finite_median(values: Sequence[float]) -> float | None:
+    """The median of the finite values; None when there are none."""
+    xs = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    return float(np.median(xs)) if xs else None
