@@ -31,6 +31,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -188,10 +189,23 @@ def _round(x: float) -> float:
 # ---------------------------------------------------------------- where the times come from
 
 
+def typical_step(steps_ms: Sequence[float], branch_ms: Sequence[Mapping[str, float]]) -> tuple[float, dict[str, float], int]:
+    """(step ms, ms of each branch, steps) of steps measured one by one (`branch_ms[i]`: step i's
+    time in each branch): the median of each, so that a step slowed by other work on the machine
+    moves none of them (the parts then add up to the step only nearly: the serial part is the
+    median step less the regions' work, never below 0)."""
+    names = {n for d in branch_ms for n in d}
+    return (
+        statistics.median(steps_ms),
+        {n: statistics.median(d.get(n, 0.0) for d in branch_ms) for n in sorted(names)},
+        len(steps_ms),
+    )
+
+
 def branch_times_from_trace(events: Iterable[Any]) -> tuple[float, dict[str, float], int] | None:
-    """(mean step ms, mean ms per step of each branch, steps) from a sequential run's raw Chrome
-    trace events: the `"step N"` annotations and the `"branch: NAME"` ones inside them (one
-    process: the worker's). None without steps. Means, so the parts add up to the step."""
+    """(step ms, ms of each branch, steps) from a sequential run's raw Chrome trace events: the
+    `"step N"` annotations and the `"branch: NAME"` ones inside them (one process: the worker's),
+    each a median over the steps (`typical_step`). None without steps."""
     steps: list[tuple[float, float]] = []
     marks: list[tuple[str, float, float]] = []
     for ev in events:
@@ -207,14 +221,14 @@ def branch_times_from_trace(events: Iterable[Any]) -> tuple[float, dict[str, flo
             marks.append((branch, float(ts), float(ts) + float(dur)))
     if not steps:
         return None
-    totals: dict[str, float] = {}
+    steps.sort()
+    per_step: list[dict[str, float]] = [{} for _ in steps]
     for branch, s, e in marks:
-        inside = sum(max(0.0, min(e, se) - max(s, ss)) for ss, se in steps)
-        if inside > 0:
-            totals[branch] = totals.get(branch, 0.0) + inside / 1000.0
-    n = len(steps)
-    step_ms = sum(se - ss for ss, se in steps) / 1000.0 / n
-    return step_ms, {b: t / n for b, t in totals.items()}, n
+        for i, (ss, se) in enumerate(steps):
+            inside = min(e, se) - max(s, ss)
+            if inside > 0:
+                per_step[i][branch] = per_step[i].get(branch, 0.0) + inside / 1000.0
+    return typical_step([(se - ss) / 1000.0 for ss, se in steps], per_step)
 
 
 # ---------------------------------------------------------------- reading it back

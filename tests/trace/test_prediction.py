@@ -18,6 +18,7 @@ from branchscope.profiling.trace.prediction import (
     prediction_text,
     region_text,
     thread_counts,
+    typical_step,
 )
 from branchscope.profiling.trace.records import BranchRecord, RunRecord, encode_record, read_run_record
 from tests.builders.runs import write_run_json
@@ -144,6 +145,13 @@ def test_branch_times_come_from_a_sequential_traces_steps() -> None:
     assert (step_ms, n) == (11.0, 2)
     assert ms == {"a": 4.0, "b → c": 5.0}
     assert branch_times_from_trace([{"ph": "X", "name": "branch: a", "ts": 0, "dur": 1}]) is None
+
+
+def test_a_step_slowed_by_other_work_moves_no_part_of_the_typical_step() -> None:
+    steps = [10.0, 11.0, 40.0]  # the third step shared its core with something else
+    per_step = [{"a": 4.0, "b": 5.0}, {"a": 4.5, "b": 5.5}, {"a": 20.0, "b": 15.0}]
+    assert typical_step(steps, per_step) == (11.0, {"a": 4.5, "b": 5.5}, 3)
+    assert typical_step([10.0, 12.0], [{"a": 4.0}, {}]) == (11.0, {"a": 2.0}, 2)  # a step without it: 0
 
 
 def test_run_json_round_trips_and_old_ones_read_none(tmp_path) -> None:
