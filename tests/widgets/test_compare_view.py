@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 from PySide6.QtCore import Qt
 
 from branchscope.profiling import load_trace
 from branchscope.profiling.trace.analyses import first_step_start
 from branchscope.profiling.trace.compare import OpDiff, summarize
-from branchscope.profiling.trace.records import RunRecord
+from branchscope.profiling.trace.prediction import predict, prediction_text
+from branchscope.profiling.trace.records import BranchRecord, RunRecord
 from branchscope.widgets.compare_view import CompareView
 from tests.builders.runs import write_small_trace
 from tests.gui_helpers import show
@@ -135,3 +137,22 @@ def test_mismatched_runs_and_summaries_are_refused_and_change_nothing(view, trac
     with pytest.raises(IndexError):
         view.set_runs([fork, seq], [summarize(fork), summarize(seq)], 2)
     assert view.workspace.traces == [fork, seq] and view.summary_table.columnCount() == 2
+
+
+def test_the_summary_says_what_the_branches_could_give_and_how_far_a_fork_run_got(view, traces):
+    fork, seq = traces
+    branches = [BranchRecord(name="a", region="1"), BranchRecord(name="b", region="1")]
+    pred = predict(branches, {"a": 6.0, "b": 4.0}, 12.0, source="test")  # 12 / (2 + 6): 1.5× on 2 and 4
+    assert pred is not None
+    summaries = [
+        summarize(fork, msgspec.structs.replace(_run("fork", 2, 1, [8.0, 8.1, 7.9]), prediction=pred), "a"),
+        summarize(seq, msgspec.structs.replace(_run("sequential", 1, 1, [12.0, 12.2, 11.8]), prediction=pred), "b"),
+        summarize(fork, _run("fork", 2, 2, [10.1, 9.9, 10.0]), "c"),  # no prediction; other intra-op threads
+    ]
+    view.set_runs([fork, seq, fork], summaries, 1)
+    rows = _summary(view)
+    assert rows["branches could give"] == ["≤ 1.50× on 2 threads", "≤ 1.50× on 2, 1.50× on 4", "–"]
+    assert rows["measured ÷ could give"] == ["100 % of 1.50×", "–", "–"]
+    t = view.summary_table
+    r = [t.verticalHeaderItem(i).text() for i in range(t.rowCount())].index("branches could give")
+    assert t.item(r, 0).toolTip() == prediction_text(pred)
