@@ -136,3 +136,17 @@ def test_a_threads_run_says_its_branch_threads_wait_for_the_gil_under_the_summar
     assert "free-threaded Python 3.13.1: no GIL" in window.summary_line.text()
     assert window.open_trace_files([str(write_small_trace(tmp_path / "fork.json", "fork"))]) == 1
     assert "GIL" not in window.summary_line.text()
+
+
+def test_a_run_with_a_prediction_says_what_its_branches_could_give_under_the_summary(window, tmp_path):
+    prediction = {"by_threads": {"2": 1.46, "4": 1.46}, "step_ms": 40.0, "serial_ms": 2.0, "from": "x",
+                  "regions": [{"region": "1", "branches": 2, "work_ms": 38.0, "longest_branch": "left",
+                               "longest_branch_ms": 25.0, "bound_by_threads": {"2": 1.52, "4": 1.52}}]}  # fmt: skip
+    folder = _run_folder(tmp_path / "predicted", "fork", 2, 1, 20.0, prediction=prediction)
+    assert window.open_trace_files([str(folder)]) == 1
+    text = window.summary_line.text()
+    assert "Prediction: could be at most 1.46× on 2 threads, 1.46× on 4: left alone is 66% of region 1" in text
+    assert "no contention, no overhead assumed" in text
+    plain = _run_folder(tmp_path / "plain", "fork", 2, 1, 20.0)  # an earlier run: none
+    assert window.open_trace_files([str(plain)]) == 1
+    assert "Prediction" not in window.summary_line.text()
