@@ -83,7 +83,8 @@ def comparison_advice(c: Comparison) -> str | None:
 
 def prediction_lines(c: Comparison) -> list[str]:
     """What each run's branches could give (`profiling/trace/prediction.py`), one line per run that
-    has a prediction, and how far a fork or threads run got towards it."""
+    has a prediction, how far a fork or threads run got towards it, and the gap explained
+    (`profiling/trace/gap.py`)."""
     lines = []
     for k, s in enumerate(c.runs):
         vs = vs_prediction(c.runs, c.baseline, c.speedup, k)
@@ -91,6 +92,8 @@ def prediction_lines(c: Comparison) -> list[str]:
             lines.append(f"prediction, run {k}: {prediction_text(vs.prediction)}; {vs.text()}")
         elif s.prediction is not None:
             lines.append(f"prediction, run {k}: {prediction_text(s.prediction)}")
+        if s.gap is not None:
+            lines.append(f"the gap, run {k}: {s.gap.text()}")
     return lines
 
 

@@ -59,11 +59,22 @@ SUMMARY_ROWS: list[tuple[str, str]] = [
      "(no contention, no overhead assumed); hover a cell for the whole sentence"),
     ("measured ÷ could give", "a fork or threads run's speedup against a sequential baseline of the same intra-op "
      "threads, as a share of the bound on its inter-op threads"),
+    ("the gap explained", "a fork or threads run's largest region: measured ÷ predicted ms, the delay from the fork "
+     "to its first branch, its branches' time ÷ their sequential time, pool threads idle; hover for the sentence"),
 ]  # fmt: skip
 
 
 def _num(x: float | None, fmt: str, unit: str = "") -> str:
     return NONE if x is None else format(x, fmt) + unit
+
+
+def _gap_cell(s: RunSummary) -> str:
+    """"6.00 / 4.00 ms, +0.50 ms, ×1.25, idle 1.00 ms": the region that lost most."""
+    if s.gap is None or not s.gap.regions:
+        return NONE
+    r = max(s.gap.regions, key=lambda r: r.measured_ms - r.predicted_ms)
+    stretch = "" if r.stretch is None else f", ×{r.stretch:.2f}"
+    return f"{r.measured_ms:.2f} / {r.predicted_ms:.2f} ms, +{r.start_delay_ms:.2f} ms{stretch}, idle {r.idle_ms:.2f} ms"
 
 
 def _could_give(s: RunSummary) -> str:
@@ -171,6 +182,7 @@ class CompareView(QWidget):
                     "profiled median": _num(s.median_ms, ".2f", " ms"),
                     "branches could give": _could_give(s),
                     "measured ÷ could give": NONE if vs is None else f"{100 * vs.share:.0f} % of {vs.bound:.2f}×",
+                    "the gap explained": _gap_cell(s),
                 }[title])  # fmt: skip
             rows.append((title, cells))
         devices = list(dict.fromkeys(d for s in runs for d in s.peak_bytes))
@@ -212,6 +224,9 @@ class CompareView(QWidget):
         pred = self.summaries[k].prediction
         if title == "branches could give" and pred is not None:
             return prediction_text(pred)
+        gap = self.summaries[k].gap
+        if title == "the gap explained" and gap is not None:
+            return gap.text()
         if title == "measured ÷ could give":
             speedups, _ = compare_summaries(self.summaries, self.baseline)
             vs = vs_prediction(self.summaries, self.baseline, speedups, k)

@@ -31,6 +31,7 @@ from branchscope.profiling.trace.analyses import (
     pool_busy_share,
     steps_window,
 )
+from branchscope.profiling.trace.gap import Gap, explain_gap
 from branchscope.profiling.trace.model import Trace, TraceFormatError
 from branchscope.profiling.trace.prediction import prediction_json
 from branchscope.profiling.trace.records import BASELINE_MODE, BRANCH_POOL_MODES, PredictionRecord, RunRecord
@@ -97,6 +98,8 @@ class RunSummary:
     #: What its branches could give on k threads (run.json's or the trace's `prediction`), None
     #: when unknown.
     prediction: PredictionRecord | None = None
+    #: A fork or threads run's regions measured against the prediction (`gap.explain_gap`).
+    gap: Gap | None = None
 
     @property
     def threads(self) -> str | None:
@@ -174,6 +177,7 @@ def _run_json(s: RunSummary) -> dict[str, Any]:
         "cores_used": _rounded(s.cores_used),
         "peak_bytes": dict(s.peak_bytes),
         "prediction": prediction_json(s.prediction),
+        "gap": None if s.gap is None else s.gap.to_json(),
         "ranks": [
             {
                 "rank": r.rank,
@@ -264,6 +268,7 @@ def summarize(
         cores=run.cores,
         model=run.model,
         prediction=run.prediction or (trace.run_info.prediction if trace.run_info is not None else None),
+        gap=explain_gap(trace, run.prediction, run.profiler_overhead),
     )
 
 

@@ -179,6 +179,7 @@ def predict(
         from_=source,
         steps=steps,
         unmeasured=sorted(names - set(ms)) or None,
+        branch_ms={n: _round(ms[n]) for n in sorted(ms) if n in names} or None,
     )
 
 
@@ -245,6 +246,7 @@ def parse_prediction(obj: Any) -> PredictionRecord | None:
         return None
     values = [*record.by_threads.values(), record.serial_ms or 0.0, record.step_ms or 0.0]
     values += [v for r in record.regions for v in (r.work_ms, r.longest_branch_ms, *r.bound_by_threads.values())]
+    values += list((record.branch_ms or {}).values())
     return record if all(math.isfinite(v) for v in values) and record.by_threads else None
 
 

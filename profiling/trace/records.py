@@ -256,7 +256,8 @@ class PredictionRecord(msgspec.Struct, kw_only=True):
     `profiling/trace/prediction.py`): the bound on the step's speedup for k threads
     ({"2": x, "4": y}, Amdahl over the serial part and each region's makespan), the sequential step
     and its serial part (ms), the regions, where the times came from (`from`: "this run's N profiled
-    steps" or "N sequential steps measured in the worker") and the branches without a time."""
+    steps" or "N sequential steps measured in the worker"), the branches without a time and each
+    branch's time."""
 
     by_threads: dict[str, float] = msgspec.field(default_factory=dict)
     step_ms: float | None = None
@@ -265,6 +266,8 @@ class PredictionRecord(msgspec.Struct, kw_only=True):
     from_: str | None = msgspec.field(default=None, name="from")
     steps: int | None = None
     unmeasured: list[str] | None = None
+    #: Each branch's sequential time (ms per step) the prediction is made of.
+    branch_ms: dict[str, float] | None = None
 
 
 class FailureRecord(msgspec.Struct, kw_only=True):

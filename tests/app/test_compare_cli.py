@@ -19,7 +19,7 @@ from tests.builders.runs import write_small_trace, write_sweep_folder
 from tests.paths import ROOT
 
 RUN_KEYS = {"label", "path", "mode", "interop", "intra", "median_ms", "unprofiled_median_ms",
-            "unprofiled_spread_ms", "parallelism", "cores_used", "peak_bytes", "ranks", "prediction"}  # fmt: skip
+            "unprofiled_spread_ms", "parallelism", "cores_used", "peak_bytes", "ranks", "prediction", "gap"}  # fmt: skip
 
 
 def cli(argv: list[str]) -> int:
@@ -114,6 +114,15 @@ def test_json_of_two_real_runs(runs, capsys):
     assert vs_fork["threads"] == 2 and vs_fork["bound"] == fork["prediction"]["by_threads"]["2"]
     assert vs_fork["measured"] == pytest.approx(doc["speedup"][0], abs=1e-4)
     assert vs_fork["share"] == pytest.approx(vs_fork["measured"] / vs_fork["bound"], abs=1e-3)
+    # The gap explained: the fork run's region measured in its trace against predicted; none for sequential.
+    assert seq["gap"] is None
+    gap = fork["gap"]
+    assert gap["threads"] == 2 and [r["region"] for r in gap["regions"]] == ["1"]
+    (region,) = gap["regions"]
+    assert region["steps"] == 3 and region["measured_ms"] > 0 and region["predicted_ms"] > 0
+    assert region["sequential_ms"] == pytest.approx(sum(fork["prediction"]["branch_ms"].values()), abs=1e-3)
+    assert region["start_delay_ms"] >= 0 and region["idle_ms"] >= 0
+    assert gap["text"].startswith("region 1 (")
 
 
 @pytest.mark.slow
@@ -147,6 +156,7 @@ def test_the_table_names_runs_baseline_and_ops(runs, capsys):
     assert any(line.startswith("prediction, run 0: could be at most ") for line in lines)
     fork_line = next(line for line in lines if line.startswith("prediction, run 1: could be at most "))
     assert "no contention, no overhead assumed" in fork_line and "% of the " in fork_line
+    assert any(line.startswith("the gap, run 1: region 1 (") and "predicted on 2 threads" in line for line in lines)
 
 
 def test_plain_trace_files_compare_without_step_times(tmp_path, capsys):

@@ -15,6 +15,7 @@ from branchscope.profiling.trace.compare import OpDiff, summarize
 from branchscope.profiling.trace.prediction import predict, prediction_text
 from branchscope.profiling.trace.records import BranchRecord, RunRecord
 from branchscope.widgets.compare_view import CompareView
+from tests.builders.predicted import predicted_trace
 from tests.builders.runs import write_small_trace
 from tests.gui_helpers import show
 
@@ -156,3 +157,15 @@ def test_the_summary_says_what_the_branches_could_give_and_how_far_a_fork_run_go
     t = view.summary_table
     r = [t.verticalHeaderItem(i).text() for i in range(t.rowCount())].index("branches could give")
     assert t.item(r, 0).toolTip() == prediction_text(pred)
+
+
+def test_the_gap_explained_names_the_region_that_lost_most(view, traces):
+    fork, seq = traces
+    measured = predicted_trace()  # region 1: 6 ms measured against 4 predicted, a 0.5 ms start, ×1.25, 1 ms idle
+    summaries = [summarize(measured, None, "gap"), summarize(seq, _run("sequential", 1, 1, [12.0]), "b")]
+    view.set_runs([measured, seq], summaries, 1)
+    rows = _summary(view)
+    assert rows["the gap explained"] == ["6.00 / 4.00 ms, +0.50 ms, ×1.25, idle 1.00 ms", "–"]
+    t = view.summary_table
+    r = [t.verticalHeaderItem(i).text() for i in range(t.rowCount())].index("the gap explained")
+    assert t.item(r, 0).toolTip() == summaries[0].gap.text()
