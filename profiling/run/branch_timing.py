@@ -38,7 +38,7 @@ def measure_branch_times(
     branch has a submodule to hook. The hooks are gone when this returns, whatever `step` raised."""
     import torch
 
-    from branchscope.profiling.run.branches import branch_modules
+    from branchscope.profiling.run.branches import branch_module_ends
 
     if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
         return None
@@ -61,14 +61,7 @@ def measure_branch_times(
         handles.append(last.register_forward_hook(leave))
 
     try:
-        for _region, branch, _parent in analysis.walk():
-            modules = branch_modules(branch.nodes)
-            if not modules:
-                continue
-            try:
-                first, last = model.get_submodule(modules[0]), model.get_submodule(modules[-1])
-            except AttributeError:
-                continue
+        for branch, first, last in branch_module_ends(model, analysis):
             hook(branch.name, first, last)
         if not handles:
             return None
