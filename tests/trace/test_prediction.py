@@ -55,6 +55,7 @@ def test_two_equal_branches_give_two_on_two_threads_and_still_two_on_four() -> N
     assert pred is not None
     assert pred.by_threads == {"2": 2.0, "4": 2.0}
     assert pred.serial_ms == 0.0
+    assert pred.branch_ms == {"a": 10.0, "b": 10.0}  # what it is made of, for the gap explained
     (region,) = pred.regions
     assert (region.region, region.work_ms, region.longest_branch_ms) == ("1", 20.0, 10.0)
     assert region.bound_by_threads == {"2": 2.0, "4": 2.0}
