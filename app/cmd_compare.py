@@ -19,7 +19,8 @@ from pathlib import Path
 from branchscope.app.cli_text import bytes_text, fail
 from branchscope.profiling import TraceFormatError
 from branchscope.profiling.trace.advice import advice_line, from_summaries
-from branchscope.profiling.trace.compare import Comparison, LoadedRun, compare, load_run
+from branchscope.profiling.trace.compare import Comparison, LoadedRun, compare, load_run, vs_prediction
+from branchscope.profiling.trace.prediction import prediction_text
 
 SCREENSHOT_SIZE = (1600, 1000)
 #: Ops listed in the table (`--json` lists them all).
@@ -80,6 +81,22 @@ def comparison_advice(c: Comparison) -> str | None:
     return advice_line(from_summaries(c.runs))
 
 
+def prediction_lines(c: Comparison) -> list[str]:
+    """What each run's branches could give (`profiling/trace/prediction.py`), one line per run that
+    has a prediction, how far a fork or threads run got towards it, and the gap explained
+    (`profiling/trace/gap.py`)."""
+    lines = []
+    for k, s in enumerate(c.runs):
+        vs = vs_prediction(c.runs, c.baseline, c.speedup, k)
+        if vs is not None:
+            lines.append(f"prediction, run {k}: {prediction_text(vs.prediction)}; {vs.text()}")
+        elif s.prediction is not None:
+            lines.append(f"prediction, run {k}: {prediction_text(s.prediction)}")
+        if s.gap is not None:
+            lines.append(f"the gap, run {k}: {s.gap.text()}")
+    return lines
+
+
 def _num(x: float | None, fmt: str) -> str:
     return "–" if x is None else format(x, fmt)
 
@@ -122,6 +139,9 @@ def format_table(c: Comparison) -> str:
     advice = comparison_advice(c)
     if advice is not None:
         lines += ["", f"advice: {advice}"]
+    predicted = prediction_lines(c)
+    if predicted:
+        lines += ["", *predicted]
     lines += [
         "",
         "median and spread: step times without the profiler (unprofiled; a distributed run's: the slowest rank's, step",

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.prediction import ASSUMPTIONS, prediction_text, region_label, region_text
 from branchscope.profiling.trace.ranges import branch_order, branch_totals
 from branchscope.profiling.trace.records import left_out_text
 from branchscope.widgets import colors
@@ -264,6 +265,11 @@ class BranchLegend(QWidget):
         self.left_out = QLabel(self)
         self.left_out.setWordWrap(True)
         layout.addWidget(self.left_out)
+        #: What the branches could give on k threads, in words (`profiling/trace/prediction.py`);
+        #: each region's bound is in its row.
+        self.prediction = QLabel(self)
+        self.prediction.setWordWrap(True)
+        layout.addWidget(self.prediction)
         self._items: dict[str, QTreeWidgetItem] = {}
         self.tree.itemClicked.connect(self._clicked)
         self.filter.textChanged.connect(self._apply_filter)
@@ -278,6 +284,9 @@ class BranchLegend(QWidget):
         self.left_out.setText(line)
         self.left_out.setToolTip(tip)
         self.left_out.setVisible(bool(line))
+        pred = self.trace.run_info.prediction if self.trace is not None and self.trace.run_info is not None else None
+        self.prediction.setText("" if pred is None else f"The step {prediction_text(pred)}")
+        self.prediction.setVisible(pred is not None)
         self._fill()
 
     def has_data(self) -> bool:
@@ -318,8 +327,24 @@ class BranchLegend(QWidget):
         self._items = fill_branch_tree(
             self.tree, self.rows, lambda r: format_ms(r.total_ns) if r.total_ns else "did not run", tooltip
         )
+        self._show_region_bounds()
         self._apply_filter(self.filter.text())
         self.updateGeometry()
+
+    def _show_region_bounds(self) -> None:
+        """Each region's row says what its branches could give (its bound on 2 threads; the
+        sentence on hover), from the run's prediction."""
+        info = self.trace.run_info if self.trace is not None else None
+        if info is None or info.prediction is None:
+            return
+        for region in info.prediction.regions:
+            item = self.region_item(region.region)
+            bound = region.bound_by_threads.get("2")
+            if item is None or bound is None:
+                continue
+            item.setText(1, f"≤ {bound:.2f}× on 2")
+            item.setToolTip(1, f"{region_label(region)}: {region_text(region)} ({ASSUMPTIONS})")
+            item.setToolTip(0, item.toolTip(0) + f"\nits branches could give {region_text(region)} ({ASSUMPTIONS})")
 
     def _apply_filter(self, text: str) -> None:
         """Hide the branches whose name and region's name lack `text` (any case), unless a branch

@@ -4,7 +4,7 @@ On the left, a `TraceWorkspace` with a row per run, each shown from its own orig
 profiled step) so every run starts at 0 and a shorter run is shorter on screen. On the right,
 one above the other: the summary (one column per run: what ran, unprofiled step time and spread, speedup against
 the baseline and whether it is within noise, parallelism, cores used, pool busy share, memory
-peaks) and the op diff (count, total and self time per run; click a header to sort). Above them, one
+peaks, what the branches could give and how far a fork or threads run got towards it: `compare.vs_prediction`) and the op diff (count, total and self time per run; click a header to sort). Above them, one
 line says which way of using the cores served the model better where a sequential and a fork or threads run
 of the same thread count are compared, or which run would tell (`profiling/trace/advice.py`).
 """
@@ -27,8 +27,10 @@ from PySide6.QtWidgets import (
 )
 
 from branchscope.profiling.trace.advice import from_summaries
-from branchscope.profiling.trace.compare import OpDiff, RunSummary, compare_summaries, op_diff
+from branchscope.profiling.trace.compare import OpDiff, RunSummary, compare_summaries, op_diff, vs_prediction
 from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.prediction import prediction_text
+from branchscope.profiling.trace.records import BRANCH_POOL_MODES
 from branchscope.widgets.advice_label import AdviceLabel
 from branchscope.widgets.units import format_bytes
 from branchscope.widgets.workspace import ShownTrace, TraceWorkspace
@@ -53,11 +55,39 @@ SUMMARY_ROWS: list[tuple[str, str]] = [
     ("cores used (CPU samples)", "CPU cores in use on average inside the profiled steps, from the CPU samples"),
     ("pool busy share", "share of the inter-op pool's thread time spent busy inside the profiled steps"),
     ("profiled median", "median step time under the profiler"),
+    ("branches could give", "the bound on the speedup from the branch graph and sequential per-branch times: "
+     "each region's branches list-scheduled longest first on k threads, the serial part as it is "
+     "(no contention, no overhead assumed); hover a cell for the whole sentence"),
+    ("measured ÷ could give", "a fork or threads run's speedup against a sequential baseline of the same intra-op "
+     "threads, as a share of the bound on its inter-op threads"),
+    ("the gap explained", "a fork or threads run's largest region: measured ÷ predicted ms, the delay from the fork "
+     "to its first branch, its branches' time ÷ their sequential time, pool threads idle; hover for the sentence"),
 ]  # fmt: skip
 
 
 def _num(x: float | None, fmt: str, unit: str = "") -> str:
     return NONE if x is None else format(x, fmt) + unit
+
+
+def _gap_cell(s: RunSummary) -> str:
+    """"6.00 / 4.00 ms, +0.50 ms, ×1.25, idle 1.00 ms": the region that lost most."""
+    if s.gap is None or not s.gap.regions:
+        return NONE
+    r = max(s.gap.regions, key=lambda r: r.measured_ms - r.predicted_ms)
+    stretch = "" if r.stretch is None else f", ×{r.stretch:.2f}"
+    return f"{r.measured_ms:.2f} / {r.predicted_ms:.2f} ms, +{r.start_delay_ms:.2f} ms{stretch}, idle {r.idle_ms:.2f} ms"
+
+
+def _could_give(s: RunSummary) -> str:
+    """"≤ 1.46× on 2, 1.71× on 4" (a fork or threads run: on its inter-op threads alone)."""
+    pred = s.prediction
+    if pred is None:
+        return NONE
+    own = pred.by_threads.get(str(s.interop)) if s.mode in BRANCH_POOL_MODES else None
+    if own is not None:
+        return f"≤ {own:.2f}× on {s.interop} threads"
+    bounds = sorted((int(k), v) for k, v in pred.by_threads.items() if k.isdigit())
+    return "≤ " + ", ".join(f"{v:.2f}× on {k}" for k, v in bounds)
 
 
 class CompareView(QWidget):
@@ -137,6 +167,7 @@ class CompareView(QWidget):
             cells = []
             for k, s in enumerate(runs):
                 u = s.unprofiled
+                vs = vs_prediction(runs, self.baseline, speedups, k)
                 cells.append({
                     "run": s.label,
                     "mode": s.mode or NONE,
@@ -151,6 +182,9 @@ class CompareView(QWidget):
                     "cores used (CPU samples)": _num(s.cores_used, ".2f"),
                     "pool busy share": _num(None if s.pool_busy_share is None else 100 * s.pool_busy_share, ".0f", " %"),
                     "profiled median": _num(s.median_ms, ".2f", " ms"),
+                    "branches could give": _could_give(s),
+                    "measured ÷ could give": NONE if vs is None else f"{100 * vs.share:.0f} % of {vs.bound:.2f}×",
+                    "the gap explained": _gap_cell(s),
                 }[title])  # fmt: skip
             rows.append((title, cells))
         devices = list(dict.fromkeys(d for s in runs for d in s.peak_bytes))
@@ -180,12 +214,27 @@ class CompareView(QWidget):
             )
             for k, text in enumerate(cells):
                 item = QTableWidgetItem(text)
-                item.setToolTip(text)
+                item.setToolTip(self._cell_tip(title, k, text))
                 table.setItem(r, k, item)
         table.resizeColumnsToContents()
         for k in range(table.columnCount()):  # long labels wrap rather than widen every column
             table.setColumnWidth(k, min(table.columnWidth(k), MAX_SUMMARY_COLUMN))
         table.resizeRowsToContents()
+
+    def _cell_tip(self, title: str, k: int, text: str) -> str:
+        """A summary cell's tooltip: its text, the prediction's whole sentence in its rows."""
+        pred = self.summaries[k].prediction
+        if title == "branches could give" and pred is not None:
+            return prediction_text(pred)
+        gap = self.summaries[k].gap
+        if title == "the gap explained" and gap is not None:
+            return gap.text()
+        if title == "measured ÷ could give":
+            speedups, _ = compare_summaries(self.summaries, self.baseline)
+            vs = vs_prediction(self.summaries, self.baseline, speedups, k)
+            if vs is not None:
+                return vs.text()
+        return text
 
     # ---- the op diff --------------------------------------------------------------------------
     def _fill_ops(self) -> None:

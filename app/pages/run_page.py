@@ -15,6 +15,7 @@ from branchscope.app.pages.page import PageHost, Undo
 from branchscope.app.runs import Entry
 from branchscope.profiling.trace.gil import gil_line_of
 from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.prediction import prediction_text
 from branchscope.profiling.trace.records import RunRecord
 from branchscope.widgets.timeline import TimelineView
 from branchscope.widgets.workspace import TraceWorkspace
@@ -63,6 +64,9 @@ class RunPage(QWidget):
         gil = gil_line_of(entry.run if entry.run is not None and entry.run.mode is not None else info)
         if gil is not None:  # threads mode: the branch threads' time waiting for the GIL, or no GIL
             text += f"<br>{html.escape(gil)}"
+        pred = run.prediction or (info.prediction if info is not None else None)
+        if pred is not None:  # what the branches could give (profiling/trace/prediction.py)
+            text += f"<br>Prediction: {html.escape(prediction_text(pred))}"
         warnings = run.warnings or []
         if warnings:  # the timings may not be steady: said in one line, each warning in the tooltip
             n = len(warnings)

@@ -578,6 +578,21 @@ def branch_modules(nodes: list[fx.Node]) -> list[str]:
     return out
 
 
+def branch_module_ends(model: Any, analysis: BranchAnalysis) -> list[tuple[Branch, Any, Any]]:
+    """(branch, its first submodule, its last) of every branch of `analysis` in the model's own
+    modules, for hooks around it (a branch without a submodule of its own is left out)."""
+    out = []
+    for _region, branch, _parent in analysis.walk():
+        modules = branch_modules(branch.nodes)
+        if not modules:
+            continue
+        try:
+            out.append((branch, model.get_submodule(modules[0]), model.get_submodule(modules[-1])))
+        except AttributeError:
+            continue
+    return out
+
+
 def _location(node: fx.Node) -> tuple[str, ...]:
     """Where a node runs: the module a call_module node calls, else the innermost module whose code
     issued it (its `nn_module_stack`, which torch.fx and torch.export both record); () at the top."""

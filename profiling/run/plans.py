@@ -40,7 +40,7 @@ from branchscope.profiling.run.branches import (
     Branch,
     BranchAnalysis,
     Region,
-    branch_modules,
+    branch_module_ends,
     compute_nodes,
 )
 from branchscope.profiling.run.modes import ModeUnavailable, mode_named
@@ -543,14 +543,7 @@ def annotate_branches_with_hooks(model: Any, analysis: BranchAnalysis) -> list[A
     if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
         return []
     handles: list[Any] = []
-    for _region, branch, _parent in analysis.walk():
-        modules = branch_modules(branch.nodes)  # module paths, of the model's own modules
-        if not modules:
-            continue
-        try:
-            first, last = model.get_submodule(modules[0]), model.get_submodule(modules[-1])
-        except AttributeError:
-            continue
+    for branch, first, last in branch_module_ends(model, analysis):
         label = branch_label(branch.name)
         open_ranges: list[Any] = []
 

@@ -115,6 +115,7 @@ from branchscope.profiling.run.protocol import (
     request_from_args,
 )
 from branchscope.profiling.trace.gil import gil_line_of
+from branchscope.profiling.trace.prediction import prediction_text
 from branchscope.profiling.trace.records import (
     DEFAULT_TRACE,
     RUN_FORMAT,
@@ -1082,6 +1083,8 @@ def format_summary(run: RunRecord, out: Path) -> str:
         lines.append("branches: none found")
     if run.left_out:
         lines.append(f"left out: {left_out_text(run.left_out)}")
+    if run.prediction is not None:  # what the branches could give (profiling/trace/prediction.py)
+        lines.append(f"prediction: {prediction_text(run.prediction)}")
     lines.append(
         f"threads: main {run.main_tid}, inter-op pool {run.interop_tids}, intra-op (OpenMP) workers {run.intra_tids}"
     )

@@ -104,7 +104,14 @@ from branchscope.profiling.run.protocol import (
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT as EXIT_BAD_MODEL
 from branchscope.profiling.run.runner import write_json_atomic, write_record_atomic
 from branchscope.profiling.run.steady import CAP_SECONDS, CAP_STEPS, run_warnings, warm_up
+from branchscope.profiling.trace.prediction import (
+    FROM_MEASURED,
+    FROM_PROFILED,
+    branch_times_from_trace,
+    predict,
+)
 from branchscope.profiling.trace.records import (
+    BASELINE_MODE,
     RUN_FORMAT,
     RUN_JSON,
     BranchRecord,
@@ -117,10 +124,12 @@ from branchscope.profiling.trace.records import (
     HelloEvent,
     LeftOutRecord,
     PhaseEvent,
+    PredictionRecord,
     ProgressEvent,
     RunRecord,
     TraceClock,
     encode_event,
+    to_builtins,
 )
 from branchscope.profiling.trace.step_stats import StepStats
 
@@ -561,7 +570,27 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         else None
     )
     phases.end("profile")
-    proto.emit(PhaseEvent(phase="export"))
+    proto.emit(PhaseEvent(phase="export"))  # the runner stops sampling the threads here
+
+    # The prediction's sequential per-branch times: a sequential run's own profiled steps (from its
+    # trace, below); any other mode measures the model's own forward here (`branch_timing`).
+    measured = None
+    if args.mode != BASELINE_MODE and analysis.regions:
+        from branchscope.profiling.run.branch_timing import MAX_STEPS, MIN_STEPS, measure_branch_times
+
+        def own_step() -> None:
+            if loaded.train_step is None:
+                call(loaded.model, "measuring its branches for the prediction")
+                return
+            with torch.enable_grad():
+                loaded.train_step(loaded.model, loaded.example)
+
+        n = min(MAX_STEPS, max(MIN_STEPS, args.steps))
+        try:
+            measured = measure_branch_times(loaded.model, analysis, own_step, n, sync)
+        except Exception as exc:  # noqa: BLE001 - the run's results stand; the prediction is left out, said why
+            analysis.notes.append(f"no prediction: measuring the branches failed: {type(exc).__name__}: {exc}".splitlines()[0])
+        phases.end("prediction")
 
     trace = _exported_trace(prof, args.out / "trace.raw.json")
     census.note("other")
@@ -592,6 +621,9 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     }
     if branch_threads is not None:
         trace["branchscope"]["branch_threads"] = [msgspec.to_builtins(t) for t in branch_threads]
+    prediction = _prediction(args.mode, branches, trace, measured)
+    if prediction is not None:
+        trace["branchscope"]["prediction"] = to_builtins(prediction)
     ranked: dict[str, Any] = {}
     if dist is not None:
         ranked = {"rank": dist.rank, "local_rank": dist.local_rank, "world_size": dist.world_size, "backend": backend}
@@ -650,6 +682,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         tracer_errors=analysis.tracer_errors,
         notes=analysis.notes,
         left_out=[LeftOutRecord(**x.to_json()) for x in analysis.left_out],
+        prediction=prediction,
         plan="plan.py" if plan.source else None,
         trace="trace.json.gz",
         trace_clock=TraceClock(**_trace_clock(trace)),
@@ -686,6 +719,26 @@ def load_requested_model(args: argparse.Namespace, device: str) -> Any:
         raise RunFailure(EXIT_BAD_MODEL, str(exc)) from exc
     except ModelCodeError as exc:
         raise RunFailure(EXIT_BAD_MODEL, str(exc), exc.model_traceback) from exc
+
+
+def _prediction(
+    mode: str, branches: list[dict[str, Any]], trace: dict[str, Any], measured: tuple[float, dict[str, float], int] | None
+) -> PredictionRecord | None:
+    """The run's prediction (`profiling/trace/prediction.py`): from a sequential run's profiled
+    steps (its branches' annotations in its trace), or from the sequential steps `measured` in the
+    worker for any other mode; None without branches or times."""
+    if not branches:
+        return None
+    source = FROM_MEASURED
+    if mode == BASELINE_MODE:
+        measured = branch_times_from_trace(trace.get("traceEvents", []))
+        source = FROM_PROFILED
+    if measured is None:
+        return None
+    step_ms, branch_ms, steps = measured
+    return predict(
+        [BranchRecord(**b) for b in branches], branch_ms, step_ms, source=source.format(n=steps), steps=steps
+    )
 
 
 def _as_failure(exc: BaseException) -> RunFailure:

@@ -31,8 +31,16 @@ from branchscope.profiling.trace.analyses import (
     pool_busy_share,
     steps_window,
 )
+from branchscope.profiling.trace.gap import Gap, explain_gap
 from branchscope.profiling.trace.model import Trace, TraceFormatError
-from branchscope.profiling.trace.records import BASELINE_MODE, LoadRecord, RunRecord
+from branchscope.profiling.trace.prediction import prediction_json
+from branchscope.profiling.trace.records import (
+    BASELINE_MODE,
+    BRANCH_POOL_MODES,
+    LoadRecord,
+    PredictionRecord,
+    RunRecord,
+)
 from branchscope.profiling.trace.run_info import BRANCH_PREFIX
 from branchscope.profiling.trace.sources import SWEEP, open_source
 from branchscope.profiling.trace.step_stats import StepStats, speedup
@@ -100,6 +108,11 @@ class RunSummary:
     def busy(self) -> bool:
         """Other processes took more than about a fifth of the cores while it timed its steps."""
         return self.load is not None and self.load.busy is True
+    #: What its branches could give on k threads (run.json's or the trace's `prediction`), None
+    #: when unknown.
+    prediction: PredictionRecord | None = None
+    #: A fork or threads run's regions measured against the prediction (`gap.explain_gap`).
+    gap: Gap | None = None
 
     @property
     def threads(self) -> str | None:
@@ -171,6 +184,11 @@ class Comparison:
             "baseline": self.baseline,
             "baseline_chosen": self.baseline_chosen,
             "speedup": [None if x is None else round(x, 4) for x in self.speedup],
+            "vs_prediction": [
+                None if v is None else {"threads": v.threads, "measured": round(v.measured, 4), "bound": v.bound,
+                                        "share": round(v.share, 4)}
+                for v in (vs_prediction(self.runs, self.baseline, self.speedup, k) for k in range(len(self.runs)))
+            ],  # fmt: skip
             "ops": [
                 {"name": op.name, "count": op.count, "total_us": op.total_us, "self_us": op.self_us}
                 for op in self.ops
@@ -193,6 +211,8 @@ def _run_json(s: RunSummary) -> dict[str, Any]:
         "cores_used": _rounded(s.cores_used),
         "peak_bytes": dict(s.peak_bytes),
         "busy": None if s.load is None else s.load.busy,
+        "prediction": prediction_json(s.prediction),
+        "gap": None if s.gap is None else s.gap.to_json(),
         "ranks": [
             {
                 "rank": r.rank,
@@ -283,6 +303,8 @@ def summarize(
         cores=run.cores,
         model=run.model,
         load=run.load,
+        prediction=run.prediction or (trace.run_info.prediction if trace.run_info is not None else None),
+        gap=explain_gap(trace, run.prediction, run.profiler_overhead),
     )
 
 
@@ -390,6 +412,46 @@ def op_diff(traces: Sequence[Trace], windows: Sequence[tuple[int, int] | None] |
         )
         for j in order
     ]
+
+
+# ---- against the prediction -------------------------------------------------------------------
+@dataclass(frozen=True)
+class VsPrediction:
+    """A fork or threads run's measured speedup against what its branches could give on its
+    inter-op threads (`profiling/trace/prediction.py`): `share` = measured ÷ bound."""
+
+    threads: int
+    measured: float
+    bound: float
+    prediction: PredictionRecord
+
+    @property
+    def share(self) -> float:
+        return self.measured / self.bound
+
+    def text(self) -> str:
+        """"measured 1.07× on 2 threads: 55% of the 1.96× bound"."""
+        return f"measured {self.measured:.2f}× on {self.threads} threads: {100 * self.share:.0f}% of the {self.bound:.2f}× bound"
+
+
+def vs_prediction(
+    summaries: Sequence[RunSummary], baseline: int, speedups: Sequence[float | None], k: int
+) -> VsPrediction | None:
+    """Run k's speedup held against the prediction (its own, else the baseline's of the same
+    model) on its inter-op thread count, where that means something: run k a fork or threads run
+    and the baseline a sequential run of the same model at the same intra-op thread count (the
+    prediction's sequential times are at that count)."""
+    s, base = summaries[k], summaries[baseline]
+    measured = speedups[k] if k < len(speedups) else None
+    if k == baseline or measured is None or s.mode not in BRANCH_POOL_MODES or not s.interop:
+        return None
+    if base.mode != BASELINE_MODE or base.intra != s.intra or (base.model and s.model and base.model != s.model):
+        return None
+    pred = s.prediction or base.prediction
+    bound = pred.by_threads.get(str(s.interop)) if pred is not None else None
+    if pred is None or bound is None or bound <= 0:
+        return None
+    return VsPrediction(s.interop, measured, bound, pred)
 
 
 # ---- all of it --------------------------------------------------------------------------------

@@ -235,6 +235,41 @@ class BranchThreadRecord(msgspec.Struct, kw_only=True):
     gil_wait_ms: float = 0.0
 
 
+class RegionPredictionRecord(msgspec.Struct, kw_only=True):
+    """One region of a `PredictionRecord`: its branches' sequential work (ms per step), its longest
+    branch, and the bound on its own speedup for k threads ({"2": x, "4": y}): its work over its
+    branches' makespan, list-scheduled longest first (`profiling/trace/prediction.py`)."""
+
+    REQUIRED: typing.ClassVar[tuple[str, ...]] = ("region",)
+
+    region: str = ""
+    region_name: str | None = None
+    branches: int = 0
+    work_ms: float = 0.0
+    longest_branch: str | None = None
+    longest_branch_ms: float = 0.0
+    bound_by_threads: dict[str, float] = msgspec.field(default_factory=dict)
+
+
+class PredictionRecord(msgspec.Struct, kw_only=True):
+    """What the branches could give (run.json's and the trace's `prediction`, see
+    `profiling/trace/prediction.py`): the bound on the step's speedup for k threads
+    ({"2": x, "4": y}, Amdahl over the serial part and each region's makespan), the sequential step
+    and its serial part (ms), the regions, where the times came from (`from`: "this run's N profiled
+    steps" or "N sequential steps measured in the worker"), the branches without a time and each
+    branch's time."""
+
+    by_threads: dict[str, float] = msgspec.field(default_factory=dict)
+    step_ms: float | None = None
+    serial_ms: float | None = None
+    regions: list[RegionPredictionRecord] = msgspec.field(default_factory=list)
+    from_: str | None = msgspec.field(default=None, name="from")
+    steps: int | None = None
+    unmeasured: list[str] | None = None
+    #: Each branch's sequential time (ms per step) the prediction is made of.
+    branch_ms: dict[str, float] | None = None
+
+
 class FailureRecord(msgspec.Struct, kw_only=True):
     """OUT/failed-run/failure.json: what a failed run kept there to say why (its `files`, names in
     that folder) and its error line."""
@@ -369,6 +404,9 @@ class RunRecord(msgspec.Struct, kw_only=True):
     #: What could have been branches and was left out, and why (assertions, scalar work, branches
     #: too small beside the others of their region).
     left_out: list[LeftOutRecord] | None = None
+    #: What the branches could give on k threads, from sequential per-branch times
+    #: (`PredictionRecord`); None where the branches or their times are unknown, and in earlier runs.
+    prediction: PredictionRecord | None = None
     plan: str | None = None
     trace: str | None = None
     trace_clock: TraceClock | None = None

@@ -18,6 +18,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from branchscope.profiling.trace.prediction import parse_prediction
+from branchscope.profiling.trace.records import PredictionRecord
+
 #: Prefix of the record_function label around each branch (ASCII: TorchScript writes other labels as "unknown").
 BRANCH_PREFIX = "branch: "
 #: Counter category of the runner's per-thread CPU samples.
@@ -158,6 +161,9 @@ class RunInfo:
     gil: bool | None = None
     #: threads mode with the GIL on: each pool thread's branch time, CPU, core wait and GIL wait.
     branch_threads: tuple[BranchThreadInfo, ...] = ()
+    #: What the branches could give on k threads (`records.PredictionRecord`, see `prediction`);
+    #: None in traces of earlier runs and where the branches' times were unknown.
+    prediction: PredictionRecord | None = None
 
     @classmethod
     def parse(cls, obj: Any) -> RunInfo | None:
@@ -203,4 +209,5 @@ class RunInfo:
             python=_str(obj.get("python")),
             gil=obj.get("gil") if isinstance(obj.get("gil"), bool) else None,
             branch_threads=tuple(t for x in _list(obj.get("branch_threads")) if (t := BranchThreadInfo.parse(x))),
+            prediction=parse_prediction(obj.get("prediction")),
         )

@@ -19,7 +19,8 @@ from tests.builders.runs import write_small_trace, write_sweep_folder, write_tim
 from tests.paths import ROOT
 
 RUN_KEYS = {"label", "path", "mode", "interop", "intra", "median_ms", "unprofiled_median_ms",
-            "unprofiled_spread_ms", "parallelism", "cores_used", "peak_bytes", "ranks", "busy"}  # fmt: skip
+            "unprofiled_spread_ms", "parallelism", "cores_used", "peak_bytes", "ranks", "busy", "prediction",
+            "gap"}  # fmt: skip
 
 
 def cli(argv: list[str]) -> int:
@@ -69,7 +70,7 @@ def _run_json(folder: Path) -> dict:
 def test_json_of_two_real_runs(runs, capsys):
     # The fork run first: the baseline is the sequential 1×1 run wherever it is.
     doc = _json(capsys, str(runs["fork"]), str(runs["sequential"]))
-    assert set(doc) == {"runs", "baseline", "baseline_chosen", "speedup", "ops", "advice"}
+    assert set(doc) == {"runs", "baseline", "baseline_chosen", "speedup", "ops", "advice", "vs_prediction"}
     assert doc["baseline_chosen"] is False
     # fork 2×1 computes with 2 threads, sequential 1×1 with one: which way serves better is not told.
     assert "sequential 1×2 beside it would tell" in doc["advice"]
@@ -105,6 +106,25 @@ def test_json_of_two_real_runs(runs, capsys):
     assert all(s <= t + 1e-6 for op in ops for s, t in zip(op["self_us"], op["total_us"]))
     spreads = [max(op["total_us"]) - min(op["total_us"]) for op in ops]
     assert spreads == sorted(spreads, reverse=True)
+    # What the branches could give: each run's prediction with its sentence, and the fork run's
+    # speedup against the bound on its 2 inter-op threads (the sequential baseline has none).
+    assert fork["prediction"]["from"].endswith("sequential steps measured in the worker")
+    assert seq["prediction"]["from"] == "this run's 3 profiled steps"
+    assert fork["prediction"]["text"].startswith("could be at most ")
+    vs_fork, vs_seq = doc["vs_prediction"]
+    assert vs_seq is None
+    assert vs_fork["threads"] == 2 and vs_fork["bound"] == fork["prediction"]["by_threads"]["2"]
+    assert vs_fork["measured"] == pytest.approx(doc["speedup"][0], abs=1e-4)
+    assert vs_fork["share"] == pytest.approx(vs_fork["measured"] / vs_fork["bound"], abs=1e-3)
+    # The gap explained: the fork run's region measured in its trace against predicted; none for sequential.
+    assert seq["gap"] is None
+    gap = fork["gap"]
+    assert gap["threads"] == 2 and [r["region"] for r in gap["regions"]] == ["1"]
+    (region,) = gap["regions"]
+    assert region["steps"] == 3 and region["measured_ms"] > 0 and region["predicted_ms"] > 0
+    assert region["sequential_ms"] == pytest.approx(sum(fork["prediction"]["branch_ms"].values()), abs=1e-3)
+    assert region["start_delay_ms"] >= 0 and region["idle_ms"] >= 0
+    assert gap["text"].startswith("region 1 (")
 
 
 @pytest.mark.slow
@@ -135,6 +155,10 @@ def test_the_table_names_runs_baseline_and_ops(runs, capsys):
     assert fork_row.startswith("1 ") and "×" in fork_row
     assert "parallelism" in lines[0] and "cores used" in lines[0]
     assert any(line.strip().startswith("aten::mm") for line in lines)
+    assert any(line.startswith("prediction, run 0: could be at most ") for line in lines)
+    fork_line = next(line for line in lines if line.startswith("prediction, run 1: could be at most "))
+    assert "no contention, no overhead assumed" in fork_line and "% of the " in fork_line
+    assert any(line.startswith("the gap, run 1: region 1 (") and "predicted on 2 threads" in line for line in lines)
     # which run the speedups are against, and why that one
     assert (
         "speedups against run 0 (demo twin-mm · sequential · 1×1): "

@@ -170,3 +170,17 @@ def test_a_new_baseline_that_moves_the_listed_speedups_says_so_in_the_status_bar
     window.run_list.append(entry("sequential", 1, 30.0))
     assert window.statusBar().currentMessage() == "speedups of 2 runs now against #3 sequential 1×1 (before: #1)"
     assert window.runs_table.headerData(3, Qt.Orientation.Horizontal) == "speedup vs #3 sequential 1×1"
+
+
+def test_a_run_with_a_prediction_says_what_its_branches_could_give_under_the_summary(window, tmp_path):
+    prediction = {"by_threads": {"2": 1.46, "4": 1.46}, "step_ms": 40.0, "serial_ms": 2.0, "from": "x",
+                  "regions": [{"region": "1", "branches": 2, "work_ms": 38.0, "longest_branch": "left",
+                               "longest_branch_ms": 25.0, "bound_by_threads": {"2": 1.52, "4": 1.52}}]}  # fmt: skip
+    folder = _run_folder(tmp_path / "predicted", "fork", 2, 1, 20.0, prediction=prediction)
+    assert window.open_trace_files([str(folder)]) == 1
+    text = window.summary_line.text()
+    assert "Prediction: could be at most 1.46× on 2 threads, 1.46× on 4: left alone is 66% of region 1" in text
+    assert "no contention, no overhead assumed" in text
+    plain = _run_folder(tmp_path / "plain", "fork", 2, 1, 20.0)  # an earlier run: none
+    assert window.open_trace_files([str(plain)]) == 1
+    assert "Prediction" not in window.summary_line.text()

@@ -7,6 +7,7 @@ from pathlib import Path
 import msgspec
 
 from branchscope.profiling.run.runner import format_summary
+from branchscope.profiling.trace.prediction import predict
 from branchscope.profiling.trace.records import BranchRecord, LeftOutRecord, RunRecord
 
 ASSERTION = LeftOutRecord(name="stem.bn: eq → _assert", ops=3, kind="assertion", why="an assertion")
@@ -54,3 +55,17 @@ def test_threads_mode_says_the_branch_threads_wait_for_the_gil_after_the_threads
     assert "free-threaded Python 3.13.1: no GIL" in format_summary(free, Path("out")).splitlines()
     fork = _run(branches=[BranchRecord(name="a", region="1", ops=3)])
     assert not any("GIL" in line for line in format_summary(fork, Path("out")).splitlines())  # not in other modes
+
+
+def test_the_prediction_is_said_in_words_with_its_assumptions():
+    branches = [BranchRecord(name="big", region="1", ops=3), BranchRecord(name="small", region="1", ops=4)]
+    pred = predict(branches, {"big": 7.0, "small": 3.0}, 10.0, source="3 sequential steps measured in the worker")
+    lines = format_summary(_run(branches=branches, prediction=pred), Path("out")).splitlines()
+    assert (
+        "prediction: could be at most 1.43× on 2 threads, 1.43× on 4: big alone is 70% of region 1 "
+        "(no contention, no overhead assumed; from 3 sequential steps measured in the worker)"
+    ) in lines
+    # after the branches, before the threads
+    said = next(i for i, line in enumerate(lines) if line.startswith("prediction: "))
+    assert lines[said - 1].strip().startswith("[1] small") and lines[said + 1].startswith("threads: ")
+    assert not any(line.startswith("prediction") for line in format_summary(_run(branches=branches), Path("o")).splitlines())

@@ -25,6 +25,8 @@ RUN_FIELDS = {
 }  # fmt: skip
 #: run.json's "phase_seconds", in the order the worker runs them.
 PHASES = ["start", "load", "forward", "discovery", "plan", "check", "warmup", "timing", "profile", "export"]
+#: A run that does not run the model sequentially measures its branches for the prediction after the profile.
+FORK_PHASES = [*PHASES[:-1], "prediction", "export"]
 
 
 def _worker(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -76,7 +78,7 @@ def test_run_json_fields_and_thread_counts(twin_fork):
     assert run["intra_tids"] == []  # one intra-op thread: no OpenMP workers
     assert (out / "plan.py").read_text().count("torch.jit.fork(") == 2
     # where the time went: every phase, discovery per tracer, the fork plan's build and TorchScript compile
-    assert list(run["phase_seconds"]) == PHASES and all(s >= 0 for s in run["phase_seconds"].values())
+    assert list(run["phase_seconds"]) == FORK_PHASES and all(s >= 0 for s in run["phase_seconds"].values())
     assert list(run["tracer_seconds"]) == ["torch.fx"]
     assert run["plan_build_seconds"] >= 0 and run["plan_compile_seconds"] >= 0
     # the warm-up: at least --warmup 1 step, and two windows of steps before it could settle
@@ -337,3 +339,41 @@ def test_warmup_zero_runs_no_warm_up_step(tmp_path):
     run = json.loads((tmp_path / "run.json").read_text())
     assert (run["warmup_steps"], run["warmup_steps_ms"], run["warmup_settled"], run["warmup_cap"]) == (0, [], None, None)
     assert not any(w.startswith("warm-up") for w in run["warnings"])
+
+
+def _check_prediction(pred: dict, branches: list[dict]) -> None:
+    """A prediction whose numbers hold together: bounds within [1, k], regions those of the branches,
+    each region's work the sum of its branches', its longest branch among them."""
+    assert set(pred["by_threads"]) >= {"2", "4"}
+    for k, bound in pred["by_threads"].items():
+        assert 1.0 <= bound <= int(k)
+    assert [r["region"] for r in pred["regions"]] == sorted({b["region"] for b in branches})
+    for r in pred["regions"]:
+        names = [b["name"] for b in branches if b["region"] == r["region"]]
+        assert r["branches"] == len(names) and r["longest_branch"] in names
+        assert 0 < r["longest_branch_ms"] <= r["work_ms"]
+        for k, bound in r["bound_by_threads"].items():
+            assert 1.0 <= bound <= min(int(k), len(names)) + 1e-9
+    assert 0 <= pred["serial_ms"] <= pred["step_ms"]
+
+
+def test_a_fork_run_predicts_from_sequential_steps_it_measured_itself(twin_fork):
+    _, _, run, trace = twin_fork
+    pred = run["prediction"]
+    assert pred["from"] == "3 sequential steps measured in the worker" and pred["steps"] == 3
+    _check_prediction(pred, run["branches"])
+    assert pred["unmeasured"] is None
+    assert trace["branchscope"]["prediction"] == pred  # a bare trace file has it too
+    info = profiling.load_trace(twin_fork[0] / "trace.json").run_info
+    assert info is not None and info.prediction is not None and info.prediction.by_threads == pred["by_threads"]
+
+
+def test_a_sequential_run_predicts_from_its_own_profiled_steps(tmp_path):
+    proc = _worker(tmp_path, "--demo", "inception", "--mode", "sequential", "--interop", "1", "--intra", "1")
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads((tmp_path / "run.json").read_text())
+    pred = run["prediction"]
+    assert pred["from"] == "this run's 2 profiled steps" and pred["steps"] == 2
+    assert "prediction" not in run["phase_seconds"]  # nothing measured beyond the run's own steps
+    _check_prediction(pred, run["branches"])
+    assert len(pred["regions"]) == 1 and pred["regions"][0]["branches"] == 4

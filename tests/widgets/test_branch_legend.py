@@ -11,6 +11,8 @@ from PySide6.QtWidgets import QApplication, QToolTip
 
 from branchscope.profiling import load_trace
 from branchscope.profiling.trace.model import Lane, build_trace
+from branchscope.profiling.trace.prediction import predict, prediction_text
+from branchscope.profiling.trace.records import BranchRecord, to_builtins
 from branchscope.widgets import colors
 from branchscope.widgets.branch_legend import BranchLegend, legend_rows
 from branchscope.widgets.timeline import TimelineView
@@ -289,3 +291,27 @@ def test_the_legend_says_what_discovery_left_out_and_why_on_hover(qtbot):
     assert tip[0] == "stem.bn: eq → _assert (3 ops): an assertion: no work" and len(tip) == 3
     legend.set_trace(None)
     assert legend.left_out.isHidden()
+
+
+def test_each_region_says_what_its_branches_could_give(qtbot):
+    # a (4 ms, of which region 1.1: a.x and a.y, 1.5 ms each) and b (4 ms); "never" has no time.
+    branches = [BranchRecord(**b) for b in INFO["branches"]]
+    pred = predict(branches, {"a": 4.0, "b": 4.0, "a.x": 1.5, "a.y": 1.5}, 9.0, source="test")
+    assert pred is not None
+    trace = build_trace(
+        path="predicted", start_ns=np.zeros(0, dtype=np.int64), dur_ns=np.zeros(0, dtype=np.int64),
+        lane=np.zeros(0, dtype=np.int64), name_id=np.zeros(0, dtype=np.int64), cat_id=np.zeros(0, dtype=np.int64),
+        names=[], cats=[], lanes=LANES, metadata={"branchscope": {**INFO, "prediction": to_builtins(pred)}},
+    )  # fmt: skip
+    legend = show(qtbot, BranchLegend(), 400, 600)
+    legend.set_trace(trace)
+    blocks, nested = legend.region_item("1"), legend.region_item("1.1")
+    assert blocks is not None and nested is not None
+    # region 1 on 2 threads: a takes 1 + 1.5 = 2.5 ms beside b's 4: 8 / 4 = 2×; region 1.1: 3 / 1.5
+    assert blocks.text(1) == "≤ 2.00× on 2" and nested.text(1) == "≤ 2.00× on 2"
+    assert "no contention, no overhead assumed" in blocks.toolTip(1)
+    assert legend.prediction.isVisibleTo(legend)
+    assert legend.prediction.text() == "The step " + prediction_text(pred)
+    legend.set_trace(_trace())  # a run without a prediction
+    assert not legend.prediction.isVisibleTo(legend)
+    assert legend.region_item("1").text(1) == ""

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 from PySide6.QtCore import Qt
 
 from branchscope.profiling import load_trace
 from branchscope.profiling.trace.analyses import first_step_start
 from branchscope.profiling.trace.compare import OpDiff, summarize
-from branchscope.profiling.trace.records import LoadRecord, RunRecord
+from branchscope.profiling.trace.prediction import predict, prediction_text
+from branchscope.profiling.trace.records import BranchRecord, LoadRecord, RunRecord
 from branchscope.widgets.compare_view import CompareView
+from tests.builders.predicted import predicted_trace
 from tests.builders.runs import write_small_trace
 from tests.gui_helpers import show
 
@@ -143,3 +146,34 @@ def test_mismatched_runs_and_summaries_are_refused_and_change_nothing(view, trac
     with pytest.raises(IndexError):
         view.set_runs([fork, seq], [summarize(fork), summarize(seq)], 2)
     assert view.workspace.traces == [fork, seq] and view.summary_table.columnCount() == 2
+
+
+def test_the_summary_says_what_the_branches_could_give_and_how_far_a_fork_run_got(view, traces):
+    fork, seq = traces
+    branches = [BranchRecord(name="a", region="1"), BranchRecord(name="b", region="1")]
+    pred = predict(branches, {"a": 6.0, "b": 4.0}, 12.0, source="test")  # 12 / (2 + 6): 1.5× on 2 and 4
+    assert pred is not None
+    summaries = [
+        summarize(fork, msgspec.structs.replace(_run("fork", 2, 1, [8.0, 8.1, 7.9]), prediction=pred), "a"),
+        summarize(seq, msgspec.structs.replace(_run("sequential", 1, 1, [12.0, 12.2, 11.8]), prediction=pred), "b"),
+        summarize(fork, _run("fork", 2, 2, [10.1, 9.9, 10.0]), "c"),  # no prediction; other intra-op threads
+    ]
+    view.set_runs([fork, seq, fork], summaries, 1)
+    rows = _summary(view)
+    assert rows["branches could give"] == ["≤ 1.50× on 2 threads", "≤ 1.50× on 2, 1.50× on 4", "–"]
+    assert rows["measured ÷ could give"] == ["100 % of 1.50×", "–", "–"]
+    t = view.summary_table
+    r = [t.verticalHeaderItem(i).text() for i in range(t.rowCount())].index("branches could give")
+    assert t.item(r, 0).toolTip() == prediction_text(pred)
+
+
+def test_the_gap_explained_names_the_region_that_lost_most(view, traces):
+    fork, seq = traces
+    measured = predicted_trace()  # region 1: 6 ms measured against 4 predicted, a 0.5 ms start, ×1.25, 1 ms idle
+    summaries = [summarize(measured, None, "gap"), summarize(seq, _run("sequential", 1, 1, [12.0]), "b")]
+    view.set_runs([measured, seq], summaries, 1)
+    rows = _summary(view)
+    assert rows["the gap explained"] == ["6.00 / 4.00 ms, +0.50 ms, ×1.25, idle 1.00 ms", "–"]
+    t = view.summary_table
+    r = [t.verticalHeaderItem(i).text() for i in range(t.rowCount())].index("the gap explained")
+    assert t.item(r, 0).toolTip() == summaries[0].gap.text()
