@@ -498,11 +498,12 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
             first = (str(exc).strip().splitlines() or [""])[0]
             raise RunFailure(EXIT_BAD_MODEL, f"train_step raised {type(exc).__name__} while {what}: {first}", tb) from exc
 
-    def one(what: str) -> None:
+    def one(what: str) -> Any:
+        """One step; its output (None for a train_step), which the caller drops."""
         if loaded.train_step is not None:
             train(what)
-        else:
-            call(plan, what)
+            return None
+        return call(plan, what)
 
     def warm() -> None:
         one("warming up")
@@ -548,9 +549,12 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         for i in range(1, args.steps + 1):
             t0 = time.perf_counter()
             with record_function(step_label(i)):
-                one(f"profiling step {i}")
+                output = one(f"profiling step {i}")
                 sync()
             steps_ms.append((time.perf_counter() - t0) * 1000.0)
+            if mode.settle is not None:  # the step's output freed where the profiler sees it (Mode.settle)
+                mode.settle()
+            del output
             proto.emit(ProgressEvent(step=i, of=args.steps))
         # A forked task's future completes before its pool thread has finished the task (and
         # closed its profiler ranges). Stopping the profiler then races with that thread: seen
