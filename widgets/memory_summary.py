@@ -1,12 +1,13 @@
-"""The memory imbalance summary: each device's peak as a bar beside the others', the heaviest
-device's excess over the median device in words, and what was live at a device's peak, grouped by
-op (or, for a snapshot, by allocation site), largest first.
+"""The memory imbalance summary: each device's peak as a bar beside the others', in words the device
+of the largest peak, then the heaviest device of each kind against the lightest (two devices) or
+the median one (more), and what was live at a device's peak, grouped by op (or, for a snapshot, by
+allocation site), largest first.
 
 Bars of one kind of device share a plot (and so a scale: the heaviest GPU's bar is as much taller
 as its peak is larger); each kind gets its own plot, so 8 B of CPU memory are not drawn beside
-6 GiB of GPU memory. The median peak of a kind is a dashed line across its bars. Clicking a bar
-chooses that device (`deviceChosen`), whose peak the table then shows (by default the heaviest
-device of the first imbalance); clicking a row of the table says where (`whereActivated`, the
+6 GiB of GPU memory. The median peak of a kind of three devices or more is a dashed line across its
+bars. Clicking a bar chooses that device (`deviceChosen`), whose peak the table then shows (by
+default the device of the largest peak); clicking a row of the table says where (`whereActivated`, the
 op's name, for `TimelineView.find`) and which events hold that memory (`eventsActivated`).
 """
 
@@ -37,6 +38,7 @@ from branchscope.profiling.trace.memory import (
     Imbalance,
     MemoryAnalysis,
     device_type_of,
+    missed_frees_line,
 )
 from branchscope.widgets.charts import BytesAxisItem, style_axis
 from branchscope.widgets.memory_view import DEVICE_COLORS, device_order
@@ -53,17 +55,30 @@ def _kind_name(kind: str) -> str:
     return {"cuda": "GPU", "hip": "GPU", "cpu": "CPU"}.get(kind, kind)
 
 
-def imbalance_words(imbalance: Imbalance, median_bytes: float) -> str:
-    """One sentence: how far the heaviest device of a kind is above the median one."""
-    kind = _kind_name(imbalance.device_type)
-    heaviest = imbalance.heaviest
-    if imbalance.max_over_median == float("inf"):
-        return f"{heaviest} holds {format_bytes(imbalance.excess_bytes)} at its peak; the median {kind} holds nothing."
-    peak = median_bytes + imbalance.excess_bytes
-    return (
-        f"{heaviest} peaks at {format_bytes(peak)}, {imbalance.max_over_median:.2f}× the median {kind} "
-        f"({format_bytes(median_bytes)}): {format_bytes(imbalance.excess_bytes)} more."
-    )
+def imbalance_words(imbalance: Imbalance) -> str:
+    """One sentence: how far the heaviest device of a kind is above the others (two devices: the
+    lightest, "rank 0 holds 5.0× rank 1"; more: the median one)."""
+    return imbalance.words(lambda b: format_bytes(int(round(b))))
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + "."
+
+
+def headline(analysis: MemoryAnalysis) -> str:
+    """The summary's words: the device of the largest peak first, then each kind's imbalance (the
+    kind of the largest peak first), then what the profiler missed."""
+    main = analysis.main_device()
+    if main is None:
+        return "no memory events in this trace"
+    kind = _kind_name(device_type_of(main.device))
+    capacity = f" of {format_bytes(main.capacity_bytes)}" if main.capacity_bytes else ""
+    sentences = [f"Largest peak: {kind} {main.label}, {format_bytes(main.peak_bytes)}{capacity}."]
+    sentences += [imbalance_words(i) for i in analysis.imbalance]
+    sentences += [
+        _sentence(missed_frees_line(d.freed_unseen, d.label)) for d in analysis.devices if d.freed_unseen
+    ]
+    return " ".join(sentences)
 
 
 class _CategoryAxis(pg.AxisItem):
@@ -183,28 +198,14 @@ class MemorySummary(QWidget):
             self.device = None
             self._fill_table()
             return
-        sentences = [imbalance_words(i, self._median(i.device_type)) for i in analysis.imbalance]
-        if not sentences:
-            one = devices[0]
-            sentences = [
-                f"one device of each kind: {_kind_name(device_type_of(one.device))} peaks at {format_bytes(one.peak_bytes)}."
-            ]
-        self.words.setText(" ".join(sentences))
+        self.words.setText(headline(analysis))
         self.apply_theme()
         self.set_device(self.default_device())
 
-    def _median(self, kind: str) -> float:
-        return float(np.median([d.peak_bytes for d in self.kinds.get(kind, [])] or [0]))
-
     def default_device(self) -> str | None:
-        """The heaviest device of the first imbalance, else the device of the largest peak."""
-        if self.analysis is None or not self.analysis.devices:
-            return None
-        for imbalance in self.analysis.imbalance:
-            for d in self.analysis.devices:
-                if imbalance.heaviest in (d.label, d.device):
-                    return d.device
-        return max(self.analysis.devices, key=lambda d: d.peak_bytes).device
+        """The device of the largest peak (the heaviest of the largest kind's imbalance)."""
+        main = self.analysis.main_device() if self.analysis is not None else None
+        return None if main is None else main.device
 
     def _add_plot(self, col: int, kind: str, devices: list[DeviceMemory]) -> None:
         names = [d.device for d in devices]
@@ -240,7 +241,7 @@ class MemorySummary(QWidget):
         plot.setXRange(-0.6, len(devices) - 0.4, padding=0)
         left = plot.getAxis("left")
         left.v_max = top
-        if len(devices) >= 2:
+        if len(devices) >= 3:  # of two, the median is their mean: the words compare them directly
             line = pg.InfiniteLine(
                 pos=self._median_of(devices), angle=0, movable=False,
                 pen=pg.mkPen(theme().muted, width=1, style=Qt.PenStyle.DashLine),

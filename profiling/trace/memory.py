@@ -134,6 +134,7 @@ class Imbalance:
     heaviest: str
     #: Heaviest peak / median peak; inf when the median peak is 0.
     max_over_median: float
+    #: The heaviest peak minus `reference_bytes` (what `ratio` divides by).
     excess_bytes: int
     #: The heaviest peak over `against`'s: "lightest" (two devices) or "median" (three or more).
     ratio: float = float("inf")
@@ -145,6 +146,8 @@ class Imbalance:
     reference_bytes: float = 0.0
     heaviest_rank: int | None = None
     lightest_rank: int | None = None
+    #: How many devices of the kind.
+    devices: int = 0
 
     def words(self, size: Callable[[float], str]) -> str:
         """One sentence, sizes written by `size`: "rank 0 holds 5.0× rank 1 at its peak (…)"."""
@@ -157,11 +160,16 @@ class Imbalance:
                 f"{a} holds {ratio} {b} at its peak ({self.heaviest}: {size(self.heaviest_bytes)}, "
                 f"{self.lightest}: {size(self.reference_bytes)}; heaviest ÷ lightest of 2)."
             )
+        kind = kind_name(self.device_type)
         return (
-            f"{self.heaviest} peaks at {size(self.heaviest_bytes)}, {ratio} the median {self.device_type} device "
-            f"({size(self.reference_bytes)}; heaviest ÷ median of the {self.device_type} devices): "
-            f"{size(self.excess_bytes)} more."
+            f"{self.heaviest} peaks at {size(self.heaviest_bytes)}, {ratio} the median {kind} "
+            f"({size(self.reference_bytes)}; heaviest ÷ median of {self.devices}): {size(self.excess_bytes)} more."
         )
+
+
+def kind_name(device_type: str) -> str:
+    """How sentences name a kind of device: "GPU" for cuda and hip, "CPU"; else the type."""
+    return {"cuda": "GPU", "hip": "GPU", "cpu": "CPU"}.get(device_type, device_type)
 
 
 def plain_device(device: str) -> str:
@@ -532,6 +540,7 @@ def _imbalance(devices: list[DeviceMemory]) -> list[Imbalance]:
                 reference_bytes=reference,
                 heaviest_rank=heaviest.rank,
                 lightest_rank=lightest.rank,
+                devices=len(group),
             )
         )
     return out

@@ -30,7 +30,8 @@ def test_json_of_four_gpu_trace(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert [d["peak_bytes"] for d in doc["devices"]] == [600, 100, 100, 100]
     assert [a["where"] for a in doc["devices"][0]["at_peak"]] == ["aten::cat", "forward"]
     assert doc["imbalance"] == [
-        {"device_type": "cuda", "heaviest": "cuda:0", "max_over_median": 6.0, "excess_bytes": 500}
+        {"device_type": "cuda", "heaviest": "cuda:0", "max_over_median": 6.0, "excess_bytes": 500,
+         "ratio": 6.0, "ratio_of": "max/median", "lightest": "cuda:1"}
     ]
 
 
@@ -40,7 +41,7 @@ def test_text_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert rc == 0
     assert "cuda:0: peak 600 B" in out and "capacity 1.00 GiB" in out
     assert "400 B" in out and "aten::cat" in out and "(2 more)" in out
-    assert "cuda imbalance: cuda:0 peaks at 6.00x the median, 500 B above the median device" in out
+    assert "cuda imbalance: cuda:0 peaks at 600 B, 6.0× the median GPU (100 B; heaviest ÷ median of 4): 500 B more." in out
 
 
 def test_run_folder_reads_its_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -110,6 +110,7 @@ def test_four_gpu_json(tmp_path: Path) -> None:
         "capacity_bytes": 1 << 30,
         "allocations": 3,
         "frees": 3,
+        "freed_unseen": 0,
         "at_peak": [
             {"where": "aten::cat", "bytes": 400, "allocations": 1},
             {"where": "forward", "bytes": 100, "allocations": 1},
@@ -120,11 +121,13 @@ def test_four_gpu_json(tmp_path: Path) -> None:
         assert doc["devices"][d] == {
             "device": f"cuda:{d}", "rank": None, "peak_bytes": 100, "peak_ts_us": 10.0 + d,
             "reserved_peak_bytes": 1024, "capacity_bytes": (d + 1) << 30, "allocations": 1, "frees": 1,
-            "at_peak": [{"where": "forward", "bytes": 100, "allocations": 1}],
+            "freed_unseen": 0, "at_peak": [{"where": "forward", "bytes": 100, "allocations": 1}],
         }
     assert doc["imbalance"] == [
-        {"device_type": "cuda", "heaviest": "cuda:0", "max_over_median": 6.0, "excess_bytes": 500}
+        {"device_type": "cuda", "heaviest": "cuda:0", "max_over_median": 6.0, "excess_bytes": 500,
+         "ratio": 6.0, "ratio_of": "max/median", "lightest": "cuda:1"}
     ]
+    assert doc["main"] == {"device": "cuda:0", "rank": None}
     assert analyze_memory(trace).to_json(top=1)["devices"][0]["at_peak"] == [
         {"where": "aten::cat", "bytes": 400, "allocations": 1}
     ]
