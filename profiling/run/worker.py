@@ -551,10 +551,12 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
             with record_function(step_label(i)):
                 output = one(f"profiling step {i}")
                 sync()
+                if mode.settle is None:
+                    del output  # freed in the step, as the model's own caller would
             steps_ms.append((time.perf_counter() - t0) * 1000.0)
-            if mode.settle is not None:  # the step's output freed where the profiler sees it (Mode.settle)
+            if mode.settle is not None:  # freed where the profiler sees it, once the pool let go (Mode.settle)
                 mode.settle()
-            del output
+                del output
             proto.emit(ProgressEvent(step=i, of=args.steps))
         # A forked task's future completes before its pool thread has finished the task (and
         # closed its profiler ranges). Stopping the profiler then races with that thread: seen
