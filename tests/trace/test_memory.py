@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,6 +13,7 @@ from branchscope.profiling import load_trace
 from branchscope.profiling.trace.memory import BEFORE_PROFILING, NO_OP, analyze_memory
 from branchscope.profiling.trace.merge import merge_traces
 from tests.builders.memory import FOUR_GPU_PROPERTIES, four_gpu_events, mem, op, write_trace
+from tests.builders.public_traces import public_trace_path
 
 
 def test_reused_address_pairs_each_allocation_with_its_own_free(tmp_path: Path) -> None:
@@ -173,10 +173,7 @@ def test_trace_without_addresses_is_not_paired(tmp_path: Path) -> None:
 
 
 def test_public_trace_peak_and_what_holds_it(shared_traces: Path) -> None:
-    path = shared_traces / "hta_gpu_memory_2streams.json.gz"
-    if not path.exists():
-        pytest.skip("public trace absent")
-    trace = load_trace(path)
+    trace = load_trace(public_trace_path(shared_traces, "hta_gpu_memory_2streams.json.gz"))
     analysis = analyze_memory(trace)
     cuda = analysis.device("cuda:1")
     assert cuda is not None

@@ -22,7 +22,7 @@ from branchscope.profiling.trace.memory import (
 from branchscope.profiling.trace.merge import merge_traces
 from branchscope.profiling.trace.model import Trace
 from tests.builders.memory import GiB, MiB, mem, op, write_four_gpu_trace, write_trace
-from tests.builders.public_traces import FACTS
+from tests.builders.public_traces import FACTS, public_trace_path
 
 
 def assert_figures_hold(trace: Trace, analysis: MemoryAnalysis) -> None:
@@ -81,10 +81,7 @@ MEMORY_TRACES = ["hta_gpu_memory_2streams.json.gz", "kineto_legacy_resnet50_v100
 
 @pytest.mark.parametrize("name", sorted(FACTS))
 def test_public_traces_hold_every_figure(shared_traces: Path, name: str) -> None:
-    path = shared_traces / name
-    if not path.exists():
-        pytest.skip(f"{name} absent")
-    trace = load_trace(path)
+    trace = load_trace(public_trace_path(shared_traces, name))
     if not trace.memory:
         assert name not in MEMORY_TRACES  # the README's traces with memory events keep them
         pytest.skip(f"{name} has no memory events")
@@ -93,10 +90,7 @@ def test_public_traces_hold_every_figure(shared_traces: Path, name: str) -> None
 
 
 def test_public_gpu_trace_headline_is_the_gpu_and_its_table_stays_under_the_peak(shared_traces: Path) -> None:
-    path = shared_traces / "hta_gpu_memory_2streams.json.gz"
-    if not path.exists():
-        pytest.skip("public trace absent")
-    trace = load_trace(path)
+    trace = load_trace(public_trace_path(shared_traces, "hta_gpu_memory_2streams.json.gz"))
     analysis = analyze_memory(trace)
     # The CPU peaks at 8 B, the GPU at 6.17 GiB: the GPU is the device that matters.
     main = analysis.main_device()

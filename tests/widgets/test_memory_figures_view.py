@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
 from PySide6.QtWidgets import QApplication
 
 from branchscope.profiling import load_trace
@@ -18,6 +17,7 @@ from branchscope.widgets.memory_summary import MemorySummary
 from branchscope.widgets.memory_table import FREED_UNSEEN, MemoryTable
 from branchscope.widgets.units import format_bytes
 from tests.builders.memory import T0_US, GiB, MiB, mem, op, write_four_gpu_trace, write_trace
+from tests.builders.public_traces import public_trace_path
 from tests.gui_helpers import show
 
 
@@ -72,10 +72,7 @@ def test_table_says_the_most_alive_at_once_never_the_sum(qtbot, tmp_path: Path) 
 
 
 def test_public_trace_table_stays_under_the_peak(qtbot, shared_traces: Path) -> None:
-    path = shared_traces / "hta_gpu_memory_2streams.json.gz"
-    if not path.exists():
-        pytest.skip("public trace absent")
-    analysis = analyze_memory(load_trace(path))
+    analysis = analyze_memory(load_trace(public_trace_path(shared_traces, "hta_gpu_memory_2streams.json.gz")))
     main = analysis.main_device()
     assert main is not None
     view = show(qtbot, MemoryTable(), 800, 320)
