@@ -222,11 +222,14 @@ class MemoryTable(QWidget):
         n = int(rows.size)
         # Alive at some time in the range is not alive at once: their sum can be far above the peak.
         most = analysis.most_live_in_range(device, lo, hi)
+        held = analysis.peak_in_range(device, lo, hi)
         at_once = (
             f", at most {format_bytes(most[0])} of them at once ({format_offset(most[1] - origin)})"
             if most is not None and n
             else ""
         )
+        if at_once and held is not None and held[0] > most[0]:  # memory from before profiling, or missed frees
+            at_once += f"; the device's total peaks at {format_bytes(held[0])} in the range"
         words = [
             f"{device}, {format_offset(lo - origin)} to {format_offset(hi - origin)}:",
             f"{n} allocation{'s' if n != 1 else ''} alive at some time{at_once}",

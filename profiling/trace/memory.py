@@ -464,14 +464,15 @@ class MemoryAnalysis:
         curve, s = self.live_curve(device), self.series.get(device)
         if curve is None or s is None:
             return None
-        lo = int(np.searchsorted(s.ts_ns, t0_ns, side="right"))  # events up to t0: the range's start
-        hi = int(np.searchsorted(s.ts_ns, t1_ns, side="right"))
-        best, at = (int(curve[lo - 1]), int(t0_ns)) if lo > 0 else (0, int(t0_ns))
-        if hi > lo:
-            k = lo + int(np.argmax(curve[lo:hi]))
-            if int(curve[k]) > best:
-                best, at = int(curve[k]), int(s.ts_ns[k])
-        return best, at
+        return _most_in_range(curve, s.ts_ns, t0_ns, t1_ns)
+
+    def peak_in_range(self, device: str, t0_ns: int, t1_ns: int) -> tuple[int, int] | None:
+        """(bytes, time): the device's highest total allocated in [t0_ns, t1_ns] as its allocator
+        counted it (memory from before profiling included); None for a device not in the trace."""
+        s = self.series.get(device)
+        if s is None or not s.events:
+            return None
+        return _most_in_range(s.total_bytes, s.ts_ns, t0_ns, t1_ns)
 
     def to_json(self, top: int = 10) -> dict[str, Any]:
         """The `branchscope memory --json` document (`at_peak`: the `top` largest groups; `main`:
@@ -511,6 +512,19 @@ class MemoryAnalysis:
                 for i in self.imbalance
             ],
         }
+
+
+def _most_in_range(values: np.ndarray, ts: np.ndarray, t0_ns: int, t1_ns: int) -> tuple[int, int]:
+    """(value, time): the highest of a step series (`values[i]` from `ts[i]` on, 0 before the
+    first) over [t0_ns, t1_ns]; t0_ns when the value the range began with is the highest."""
+    lo = int(np.searchsorted(ts, t0_ns, side="right"))  # events up to t0: the range's start
+    hi = int(np.searchsorted(ts, t1_ns, side="right"))
+    best, at = (int(values[lo - 1]), int(t0_ns)) if lo > 0 else (0, int(t0_ns))
+    if hi > lo:
+        k = lo + int(np.argmax(values[lo:hi]))
+        if int(values[k]) > best:
+            best, at = int(values[k]), int(ts[k])
+    return best, at
 
 
 def _imbalance(devices: list[DeviceMemory]) -> list[Imbalance]:

@@ -50,6 +50,10 @@ def assert_figures_hold(trace: Trace, analysis: MemoryAnalysis) -> None:
         mid = (int(series.ts_ns[0]) + int(series.ts_ns[-1])) // 2
         part, _ = analysis.most_live_in_range(d.device, mid, t1)
         assert part <= most
+        held = analysis.peak_in_range(d.device, t0, t1)
+        assert held is not None and most <= held[0] == d.peak_bytes
+        held_part = analysis.peak_in_range(d.device, mid, t1)
+        assert held_part is not None and part <= held_part[0] <= d.peak_bytes
         # What is live at the peak, plus what no event explains, is the peak.
         assert sum(g.bytes for g in d.at_peak) == d.peak_bytes, d.label
         live = analysis.live_at_peak(d.device)
