@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 from branchscope.profiling.trace.memory import (
     BEFORE_PROFILING,
     NO_OP,
+    UNEXPLAINED,
     DeviceMemory,
     Imbalance,
     MemoryAnalysis,
@@ -47,6 +48,8 @@ from branchscope.widgets.units import format_bytes, format_offset
 
 #: Bar width, in slots of 1.
 BAR_WIDTH = 0.6
+#: Rows that name no op (nothing to find in the timeline), shown muted.
+_NOT_AN_OP = (NO_OP, BEFORE_PROFILING, UNEXPLAINED)
 #: What the table's rows hold besides their text.
 WHERE_ROLE = Qt.ItemDataRole.UserRole + 1
 
@@ -73,8 +76,11 @@ def headline(analysis: MemoryAnalysis) -> str:
         return "no memory events in this trace"
     kind = _kind_name(device_type_of(main.device))
     capacity = f" of {format_bytes(main.capacity_bytes)}" if main.capacity_bytes else ""
-    sentences = [f"Largest peak: {kind} {main.label}, {format_bytes(main.peak_bytes)}{capacity}."]
-    sentences += [imbalance_words(i) for i in analysis.imbalance]
+    name = main.label if main.plain_device == "cpu" else f"{kind} {main.label}"
+    sentences = [f"Largest peak: {name}, {format_bytes(main.peak_bytes)}{capacity}."]
+    for i in analysis.imbalance:  # "Rank 0 holds …" starts a sentence; a device's name keeps its case
+        words = imbalance_words(i)
+        sentences.append("R" + words[1:] if words.startswith("rank ") else words)
     sentences += [
         _sentence(missed_frees_line(d.freed_unseen, d.label)) for d in analysis.devices if d.freed_unseen
     ]
@@ -312,7 +318,7 @@ class MemorySummary(QWidget):
                 if col:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 item.setData(WHERE_ROLE, group.where)
-                if group.where in (NO_OP, BEFORE_PROFILING):
+                if group.where in _NOT_AN_OP:
                     item.setForeground(theme().muted)
                 self.table.setItem(row, col, item)
 
@@ -326,7 +332,7 @@ class MemorySummary(QWidget):
         if item is None or self.analysis is None or self.device is None:
             return
         where = str(item.data(WHERE_ROLE))
-        if where in (NO_OP, BEFORE_PROFILING):  # no op to find
+        if where in _NOT_AN_OP:  # no op to find
             return
         events = sorted(
             {a.event for a in self.analysis.live_at_peak(self.device) if a.where == where and a.event >= 0}
@@ -366,6 +372,6 @@ class MemorySummary(QWidget):
         self._outline()
         for row in range(self.table.rowCount()):
             item = self.table.item(row, 0)
-            if item is not None and item.text() in (NO_OP, BEFORE_PROFILING):
+            if item is not None and item.text() in _NOT_AN_OP:
                 for col in range(self.table.columnCount()):
                     self.table.item(row, col).setForeground(colors.muted)

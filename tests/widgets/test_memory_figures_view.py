@@ -49,7 +49,7 @@ def test_two_ranks_five_times_apart_read_five_times(qtbot, tmp_path: Path) -> No
     analysis = analyze_memory(merge_traces([load_trace(rank(0, 5 * GiB)), load_trace(rank(1, GiB))]))
     view = _summary(qtbot, analysis)
     words = view.words.text()
-    assert "rank 0 holds 5.0× rank 1 at its peak (rank0/cuda:0: 5 GiB, rank1/cuda:1: 1 GiB; heaviest ÷ lightest of 2)." in words
+    assert "Rank 0 holds 5.0× rank 1 at its peak (rank0/cuda:0: 5 GiB, rank1/cuda:1: 1 GiB; heaviest ÷ lightest of 2)." in words
     assert "1.67" not in words and "median" not in words
     assert "cuda" not in view.median_lines  # the median of two is their mean: no line for it
 
