@@ -115,7 +115,9 @@ def format_table(doc: dict[str, Any], path: str) -> str:
         for m in doc["memory"]:
             lines.append(f"  {m['device']:<8} {m['events']:>9,} {bytes_text(m['peak_bytes']):>12}")
         if doc["memory_imbalance_cuda"] is not None:
-            lines.append(f"  CUDA memory imbalance (max peak / median peak): {doc['memory_imbalance_cuda']:.2f}")
+            lines.append(
+                f"  CUDA memory imbalance (max peak / min peak of two GPUs, else / median peak): {doc['memory_imbalance_cuda']:.2f}"
+            )
     if len(doc["ranks"]) > 1:
         lines += ["", f"  {'rank':>4}  {'host':<16} {'events':>9} {'busy':>10} {'memory peak':>12} {'step ms':>10}"]
         for r in doc["ranks"]:

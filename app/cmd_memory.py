@@ -15,7 +15,7 @@ import sys
 
 from branchscope.app.cli_text import bytes_text, fail
 from branchscope.profiling import TraceFormatError
-from branchscope.profiling.trace.memory import MemoryAnalysis, analyze_memory
+from branchscope.profiling.trace.memory import MemoryAnalysis, analyze_memory, missed_frees_line
 from branchscope.profiling.trace.sources import open_job
 
 
@@ -51,6 +51,9 @@ def format_table(analysis: MemoryAnalysis, title: str, top: int) -> str:
     lines = [title]
     if not analysis.devices:
         return "\n".join([*lines, "  no memory events (profile with profile_memory=True, or open a snapshot)"])
+    main = analysis.main_device()
+    if main is not None and len(analysis.devices) > 1:
+        lines.append(f"  largest peak: {main.label}, {bytes_text(main.peak_bytes)}")
     for d in analysis.devices:
         series = analysis.series[d.device]
         lines += [
@@ -64,6 +67,8 @@ def format_table(analysis: MemoryAnalysis, title: str, top: int) -> str:
         if not series.has_addr:
             lines.append("    events without addresses: allocations and frees cannot be paired")
             continue
+        if d.freed_unseen:
+            lines.append(f"    {missed_frees_line(d.freed_unseen, d.label)}")
         if top and d.at_peak:
             lines.append(f"    {'live at the peak':>16} {'allocs':>8}  where")
             for a in d.at_peak[:top]:
@@ -77,10 +82,7 @@ def format_table(analysis: MemoryAnalysis, title: str, top: int) -> str:
     if analysis.imbalance:
         lines.append("")
     for i in analysis.imbalance:
-        ratio = "no median" if i.max_over_median == float("inf") else f"{i.max_over_median:.2f}x the median"
-        lines.append(
-            f"  {i.device_type} imbalance: {i.heaviest} peaks at {ratio}, {bytes_text(i.excess_bytes)} above the median device"
-        )
+        lines.append(f"  {i.device_type} imbalance: {i.words(lambda b: bytes_text(int(round(b))))}")
     return "\n".join(lines)
 
 

@@ -61,7 +61,8 @@ def trace_summary_rows(trace: Trace, run: RunRecord | None = None) -> list[tuple
         rows.append((f"Memory {m.device}", f"peak {format_bytes(m.peak_bytes)}"))
     imb = memory_imbalance(trace)
     if imb is not None and len([m for m in trace.memory if "cuda" in m.device]) > 1:
-        rows.append(("GPU memory imbalance", f"{imb:.2f}× (max peak ÷ median peak)"))
+        of = "max peak ÷ min peak" if len([m for m in trace.memory if "cuda" in m.device]) == 2 else "max peak ÷ median peak"
+        rows.append(("GPU memory imbalance", f"{imb:.2f}× ({of})"))
     if info is not None:
         if info.mode:
             rows.append(("Mode", info.mode))

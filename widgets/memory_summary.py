@@ -1,12 +1,13 @@
-"""The memory imbalance summary: each device's peak as a bar beside the others', the heaviest
-device's excess over the median device in words, and what was live at a device's peak, grouped by
-op (or, for a snapshot, by allocation site), largest first.
+"""The memory imbalance summary: each device's peak as a bar beside the others', in words the device
+of the largest peak, then the heaviest device of each kind against the lightest (two devices) or
+the median one (more), and what was live at a device's peak, grouped by op (or, for a snapshot, by
+allocation site), largest first.
 
 Bars of one kind of device share a plot (and so a scale: the heaviest GPU's bar is as much taller
 as its peak is larger); each kind gets its own plot, so 8 B of CPU memory are not drawn beside
-6 GiB of GPU memory. The median peak of a kind is a dashed line across its bars. Clicking a bar
-chooses that device (`deviceChosen`), whose peak the table then shows (by default the heaviest
-device of the first imbalance); clicking a row of the table says where (`whereActivated`, the
+6 GiB of GPU memory. The median peak of a kind of three devices or more is a dashed line across its
+bars. Clicking a bar chooses that device (`deviceChosen`), whose peak the table then shows (by
+default the device of the largest peak); clicking a row of the table says where (`whereActivated`, the
 op's name, for `TimelineView.find`) and which events hold that memory (`eventsActivated`).
 """
 
@@ -33,10 +34,12 @@ from PySide6.QtWidgets import (
 from branchscope.profiling.trace.memory import (
     BEFORE_PROFILING,
     NO_OP,
+    UNEXPLAINED,
     DeviceMemory,
     Imbalance,
     MemoryAnalysis,
     device_type_of,
+    missed_frees_line,
 )
 from branchscope.widgets.charts import BytesAxisItem, style_axis
 from branchscope.widgets.memory_view import DEVICE_COLORS, device_order
@@ -45,6 +48,8 @@ from branchscope.widgets.units import format_bytes, format_offset
 
 #: Bar width, in slots of 1.
 BAR_WIDTH = 0.6
+#: Rows that name no op (nothing to find in the timeline), shown muted.
+_NOT_AN_OP = (NO_OP, BEFORE_PROFILING, UNEXPLAINED)
 #: What the table's rows hold besides their text.
 WHERE_ROLE = Qt.ItemDataRole.UserRole + 1
 
@@ -53,17 +58,33 @@ def _kind_name(kind: str) -> str:
     return {"cuda": "GPU", "hip": "GPU", "cpu": "CPU"}.get(kind, kind)
 
 
-def imbalance_words(imbalance: Imbalance, median_bytes: float) -> str:
-    """One sentence: how far the heaviest device of a kind is above the median one."""
-    kind = _kind_name(imbalance.device_type)
-    heaviest = imbalance.heaviest
-    if imbalance.max_over_median == float("inf"):
-        return f"{heaviest} holds {format_bytes(imbalance.excess_bytes)} at its peak; the median {kind} holds nothing."
-    peak = median_bytes + imbalance.excess_bytes
-    return (
-        f"{heaviest} peaks at {format_bytes(peak)}, {imbalance.max_over_median:.2f}× the median {kind} "
-        f"({format_bytes(median_bytes)}): {format_bytes(imbalance.excess_bytes)} more."
-    )
+def imbalance_words(imbalance: Imbalance) -> str:
+    """One sentence: how far the heaviest device of a kind is above the others (two devices: the
+    lightest, "rank 0 holds 5.0× rank 1"; more: the median one)."""
+    return imbalance.words(lambda b: format_bytes(int(round(b))))
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + "."
+
+
+def headline(analysis: MemoryAnalysis) -> str:
+    """The summary's words: the device of the largest peak first, then each kind's imbalance (the
+    kind of the largest peak first), then what the profiler missed."""
+    main = analysis.main_device()
+    if main is None:
+        return "no memory events in this trace"
+    kind = _kind_name(device_type_of(main.device))
+    capacity = f" of {format_bytes(main.capacity_bytes)}" if main.capacity_bytes else ""
+    name = main.label if main.plain_device == "cpu" else f"{kind} {main.label}"
+    sentences = [f"Largest peak: {name}, {format_bytes(main.peak_bytes)}{capacity}."]
+    for i in analysis.imbalance:  # "Rank 0 holds …" starts a sentence; a device's name keeps its case
+        words = imbalance_words(i)
+        sentences.append("R" + words[1:] if words.startswith("rank ") else words)
+    sentences += [
+        _sentence(missed_frees_line(d.freed_unseen, d.label)) for d in analysis.devices if d.freed_unseen
+    ]
+    return " ".join(sentences)
 
 
 class _CategoryAxis(pg.AxisItem):
@@ -183,28 +204,14 @@ class MemorySummary(QWidget):
             self.device = None
             self._fill_table()
             return
-        sentences = [imbalance_words(i, self._median(i.device_type)) for i in analysis.imbalance]
-        if not sentences:
-            one = devices[0]
-            sentences = [
-                f"one device of each kind: {_kind_name(device_type_of(one.device))} peaks at {format_bytes(one.peak_bytes)}."
-            ]
-        self.words.setText(" ".join(sentences))
+        self.words.setText(headline(analysis))
         self.apply_theme()
         self.set_device(self.default_device())
 
-    def _median(self, kind: str) -> float:
-        return float(np.median([d.peak_bytes for d in self.kinds.get(kind, [])] or [0]))
-
     def default_device(self) -> str | None:
-        """The heaviest device of the first imbalance, else the device of the largest peak."""
-        if self.analysis is None or not self.analysis.devices:
-            return None
-        for imbalance in self.analysis.imbalance:
-            for d in self.analysis.devices:
-                if imbalance.heaviest in (d.label, d.device):
-                    return d.device
-        return max(self.analysis.devices, key=lambda d: d.peak_bytes).device
+        """The device of the largest peak (the heaviest of the largest kind's imbalance)."""
+        main = self.analysis.main_device() if self.analysis is not None else None
+        return None if main is None else main.device
 
     def _add_plot(self, col: int, kind: str, devices: list[DeviceMemory]) -> None:
         names = [d.device for d in devices]
@@ -240,7 +247,7 @@ class MemorySummary(QWidget):
         plot.setXRange(-0.6, len(devices) - 0.4, padding=0)
         left = plot.getAxis("left")
         left.v_max = top
-        if len(devices) >= 2:
+        if len(devices) >= 3:  # of two, the median is their mean: the words compare them directly
             line = pg.InfiniteLine(
                 pos=self._median_of(devices), angle=0, movable=False,
                 pen=pg.mkPen(theme().muted, width=1, style=Qt.PenStyle.DashLine),
@@ -311,7 +318,7 @@ class MemorySummary(QWidget):
                 if col:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 item.setData(WHERE_ROLE, group.where)
-                if group.where in (NO_OP, BEFORE_PROFILING):
+                if group.where in _NOT_AN_OP:
                     item.setForeground(theme().muted)
                 self.table.setItem(row, col, item)
 
@@ -325,7 +332,7 @@ class MemorySummary(QWidget):
         if item is None or self.analysis is None or self.device is None:
             return
         where = str(item.data(WHERE_ROLE))
-        if where in (NO_OP, BEFORE_PROFILING):  # no op to find
+        if where in _NOT_AN_OP:  # no op to find
             return
         events = sorted(
             {a.event for a in self.analysis.live_at_peak(self.device) if a.where == where and a.event >= 0}
@@ -365,6 +372,6 @@ class MemorySummary(QWidget):
         self._outline()
         for row in range(self.table.rowCount()):
             item = self.table.item(row, 0)
-            if item is not None and item.text() in (NO_OP, BEFORE_PROFILING):
+            if item is not None and item.text() in _NOT_AN_OP:
                 for col in range(self.table.columnCount()):
                     self.table.item(row, col).setForeground(colors.muted)

@@ -1,7 +1,9 @@
 """The memory events of one device in a time range, one row per allocation: the op (or allocation
 site) that made it, its size, when it was allocated and freed (from the shown origin), and its
-lifetime. An allocation the profile never saw freed, and a free whose allocation came before
-profiling began, are flagged: a tinted row that says which. Every column sorts (by value, not by
+lifetime. An allocation the profile never saw freed, a free whose allocation came before profiling
+began, and an allocation freed where the profiler missed it (its address allocated again) are
+flagged: a tinted row that says which. The caption counts the allocations alive at some time in the
+range and the most of them alive at once (never their sum: that can pass the device's peak). Every column sorts (by value, not by
 its text); clicking a row says which op holds the memory (`whereActivated`, `eventActivated`).
 """
 
@@ -26,11 +28,14 @@ COLUMNS = ["op", "bytes", "allocated at", "freed at", "lifetime", "note"]
 FLAG_TINT = QColor(232, 163, 61, 70)
 NEVER_FREED = "never freed in the profile"
 BEFORE = "freed, allocated before profiling"
+FREED_UNSEEN = "freed where the profiler missed it: by this time at the latest (its address reused)"
 
 
 def note_of(a: Allocation) -> str:
     if a.alloc_ns is None:
         return BEFORE
+    if a.freed_unseen:
+        return FREED_UNSEEN
     if a.free_ns is None:
         return NEVER_FREED
     return ""
@@ -110,8 +115,8 @@ class AllocationModel(QAbstractTableModel):
         if column == 4:
             lifetime = cols.free_ns[rows] - np.where(before | never, 0, cols.alloc_ns[rows])
             return np.where(before | never, np.iinfo(np.int64).max, lifetime)
-        # The note, in the order of its text: none, then BEFORE, then NEVER_FREED.
-        return np.where(before, 1, np.where(never, 2, 0))
+        # The note, in the order of its text: none, then BEFORE, then FREED_UNSEEN, then NEVER_FREED.
+        return np.where(before, 1, np.where(never, 3, np.where(cols.freed_unseen[rows], 2, 0)))
 
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008 (Qt API)
         return 0 if parent.isValid() else int(self.order.size)
@@ -215,16 +220,29 @@ class MemoryTable(QWidget):
         self.view.sortByColumn(2, Qt.SortOrder.AscendingOrder)
         cols = analysis.columns(device)
         n = int(rows.size)
+        # Alive at some time in the range is not alive at once: their sum can be far above the peak.
+        most = analysis.most_live_in_range(device, lo, hi)
+        held = analysis.peak_in_range(device, lo, hi)
+        at_once = (
+            f", at most {format_bytes(most[0])} of them at once ({format_offset(most[1] - origin)})"
+            if most is not None and n
+            else ""
+        )
+        if at_once and held is not None and held[0] > most[0]:  # memory from before profiling, or missed frees
+            at_once += f"; the device's total peaks at {format_bytes(held[0])} in the range"
         words = [
             f"{device}, {format_offset(lo - origin)} to {format_offset(hi - origin)}:",
-            f"{n} allocation{'s' if n != 1 else ''} alive, {format_bytes(int(cols.bytes[rows].sum()) if cols else 0)}",
+            f"{n} allocation{'s' if n != 1 else ''} alive at some time{at_once}",
         ]
         before = int(np.count_nonzero(cols.alloc_idx[rows] < 0)) if cols else 0
         never = int(np.count_nonzero((cols.alloc_idx[rows] >= 0) & (cols.free_idx[rows] < 0))) if cols else 0
+        unseen = int(np.count_nonzero(cols.freed_unseen[rows])) if cols else 0
         if never:
             words.append(f"· {never} never freed")
         if before:
             words.append(f"· {before} allocated before profiling")
+        if unseen:
+            words.append(f"· {unseen} freed where the profiler missed it")
         if series is not None and not series.has_addr:
             words = [f"{device}: its events carry no addresses, so allocations cannot be paired with frees"]
         self.caption.setText(" ".join(words))

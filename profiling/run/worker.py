@@ -492,11 +492,12 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
             first = (str(exc).strip().splitlines() or [""])[0]
             raise RunFailure(EXIT_BAD_MODEL, f"train_step raised {type(exc).__name__} while {what}: {first}", tb) from exc
 
-    def one(what: str) -> None:
+    def one(what: str) -> Any:
+        """One step; its output (None for a train_step), which the caller drops."""
         if loaded.train_step is not None:
             train(what)
-        else:
-            call(plan, what)
+            return None
+        return call(plan, what)
 
     def warm() -> None:
         one("warming up")
@@ -542,9 +543,14 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         for i in range(1, args.steps + 1):
             t0 = time.perf_counter()
             with record_function(step_label(i)):
-                one(f"profiling step {i}")
+                output = one(f"profiling step {i}")
                 sync()
+                if mode.settle is None:
+                    del output  # freed in the step, as the model's own caller would
             steps_ms.append((time.perf_counter() - t0) * 1000.0)
+            if mode.settle is not None:  # freed where the profiler sees it, once the pool let go (Mode.settle)
+                mode.settle()
+                del output
             proto.emit(ProgressEvent(step=i, of=args.steps))
         # A forked task's future completes before its pool thread has finished the task (and
         # closed its profiler ranges). Stopping the profiler then races with that thread: seen

@@ -358,12 +358,14 @@ def device_type_of(device: str) -> str:
 
 
 def memory_imbalance(trace: Trace, device_type: str = "cuda") -> float | None:
-    """Max peak / median peak across the devices of one type (1.0 = balanced; as `memory.Imbalance`
-    counts it); None without any, or when the median device peaks at 0."""
+    """The heaviest peak across the devices of one type over the lightest for two devices (the median
+    of two is their mean: 5x read 1.67x), over the median peak for more (1.0 = balanced; as
+    `memory.Imbalance.ratio` counts it); None without any, or when that peak is 0."""
     peaks = [m.peak_bytes for m in trace.memory if device_type_of(m.device) == device_type]
-    if not peaks or float(np.median(peaks)) <= 0:
+    reference = float(min(peaks)) if len(peaks) == 2 else float(np.median(peaks)) if peaks else 0.0
+    if reference <= 0:
         return None
-    return float(max(peaks)) / float(np.median(peaks))
+    return float(max(peaks)) / reference
 
 
 def branch_assignment(trace: Trace) -> BranchAssignment:

@@ -1,9 +1,13 @@
 """Memory per device as a diagnosis: peaks, what is live at them, and the imbalance across devices.
 
-`analyze_memory(trace)` pairs each device's allocations and frees by address in time order (the
-caching allocator reuses addresses, so an address pairs an allocation with the next free of it); a
-free with no allocation was allocated before profiling began, an allocation with no free outlived
-the profile. Each allocation is attributed to the innermost op enclosing it on the thread that
+`analyze_memory(trace)` pairs each device's allocations and frees by process and address in time
+order (the caching allocator reuses addresses, so an address pairs an allocation with the next free
+of it); a free with no allocation was allocated before profiling began, an allocation with no free
+outlived the profile. An allocation whose address is allocated again with no free between was freed
+where the profiler did not record it (torch.profiler records a free only on a thread it follows: not
+on an inter-op pool thread once a forked task has ended, where TorchScript drops what a forked task
+held): it is counted alive until that address is handed out again, at the latest, and flagged
+(`Allocation.freed_unseen`, `DeviceMemory.freed_unseen`, `MISSED_FREES`). Each allocation is attributed to the innermost op enclosing it on the thread that
 allocated (a snapshot's series names its allocation site instead). Traces without `Addr` (the
 oldest format) cannot be paired: their devices report peaks and event counts only.
 
@@ -14,6 +18,7 @@ objects are only built for what is asked (`allocations`, `live_at`, `in_range`).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +30,25 @@ from branchscope.profiling.trace.model import MemorySeries, Trace
 NO_OP = "(no op)"
 #: `where` of a free whose allocation happened before profiling began.
 BEFORE_PROFILING = "(before profiling)"
+#: `where` of what a peak counts that no event explains, on a device where the profiler missed frees:
+#: memory allocated before profiling, or blocks freed unseen that its running total still counts.
+UNEXPLAINED = "(before profiling, or frees the profiler missed)"
+#: One line: why a device's allocations look alive when their addresses were handed out again.
+MISSED_FREES = (
+    "the profiler missed {n} free{s} on {device}: {these} block{s} {were} allocated again at {their} address with "
+    "no free recorded between (freed on a thread torch.profiler does not follow, such as torch's inter-op pool "
+    "after a forked task ended); each counts as alive until its address is reused, and the profiler's running "
+    "total, so the peak, may still count {them}"
+)
+
+
+def missed_frees_line(n: int, device: str) -> str:
+    """`MISSED_FREES` for `n` frees on `device`."""
+    one = n == 1
+    return MISSED_FREES.format(
+        n=f"{n:,}", s="" if one else "s", device=device, these="this" if one else "these",
+        were="was" if one else "were", their="its" if one else "their", them="it" if one else "them",
+    )  # fmt: skip
 
 _RANK_PREFIX = re.compile(r"^rank(-?\d+)/(.*)$")
 _MIN = np.iinfo(np.int64).min
@@ -46,6 +70,9 @@ class Allocation:
     addr: int | None
     #: Index into the trace's events of the enclosing op; -1 if none.
     event: int
+    #: Freed where the profiler recorded no free: its address was allocated again at `free_ns`
+    #: (the latest it can have been freed).
+    freed_unseen: bool = False
 
     @property
     def lifetime_ns(self) -> int | None:
@@ -80,6 +107,8 @@ class DeviceMemory:
     #: BEFORE_PROFILING also holds what the peak counts that no event explains: memory allocated
     #: before profiling and still held (its `allocations` counts only the frees seen).
     at_peak: tuple[AtPeak, ...]
+    #: Allocations freed where the profiler recorded no free (their address allocated again first).
+    freed_unseen: int = 0
 
     @property
     def plain_device(self) -> str:
@@ -94,14 +123,53 @@ class DeviceMemory:
 
 @dataclass(frozen=True)
 class Imbalance:
-    """The heaviest device of one kind against the median device of that kind."""
+    """The heaviest device of one kind against the others of that kind.
+
+    `ratio` is the heaviest peak over the lightest one for two devices ("rank 0 holds 5.0x rank 1":
+    the median of two is their mean, which hides a 5x split as 1.67x), over the median peak for
+    three or more (`against` says which); inf when that peak is 0."""
 
     device_type: str
     #: The heaviest device's label ("cuda:0", or "rankR/cuda:N" when ranks are known).
     heaviest: str
     #: Heaviest peak / median peak; inf when the median peak is 0.
     max_over_median: float
+    #: The heaviest peak minus `reference_bytes` (what `ratio` divides by).
     excess_bytes: int
+    #: The heaviest peak over `against`'s: "lightest" (two devices) or "median" (three or more).
+    ratio: float = float("inf")
+    against: str = "median"
+    #: The lightest device's label (what `ratio` divides by for two devices).
+    lightest: str = ""
+    heaviest_bytes: int = 0
+    #: The lightest peak (two devices) or the median peak (three or more).
+    reference_bytes: float = 0.0
+    heaviest_rank: int | None = None
+    lightest_rank: int | None = None
+    #: How many devices of the kind.
+    devices: int = 0
+
+    def words(self, size: Callable[[float], str]) -> str:
+        """One sentence, sizes written by `size`: "rank 0 holds 5.0× rank 1 at its peak (…)"."""
+        ratio = "∞" if self.ratio == float("inf") else f"{self.ratio:.1f}×"
+        if self.against == "lightest":
+            ranks = self.heaviest_rank is not None and self.lightest_rank is not None
+            a = f"rank {self.heaviest_rank}" if ranks else self.heaviest
+            b = f"rank {self.lightest_rank}" if ranks else self.lightest
+            return (
+                f"{a} holds {ratio} {b} at its peak ({self.heaviest}: {size(self.heaviest_bytes)}, "
+                f"{self.lightest}: {size(self.reference_bytes)}; heaviest ÷ lightest of 2)."
+            )
+        kind = kind_name(self.device_type)
+        return (
+            f"{self.heaviest} peaks at {size(self.heaviest_bytes)}, {ratio} the median {kind} "
+            f"({size(self.reference_bytes)}; heaviest ÷ median of {self.devices}): {size(self.excess_bytes)} more."
+        )
+
+
+def kind_name(device_type: str) -> str:
+    """How sentences name a kind of device: "GPU" for cuda and hip, "CPU"; else the type."""
+    return {"cuda": "GPU", "hip": "GPU", "cpu": "CPU"}.get(device_type, device_type)
 
 
 def plain_device(device: str) -> str:
@@ -126,27 +194,40 @@ class AllocationColumns:
     addr: np.ndarray  # int64
     where_id: np.ndarray  # int32 into MemoryAnalysis.wheres
     event: np.ndarray  # int64, -1 if none
+    #: Freed unseen: `free_idx` is the event that allocated its address again (see the module docstring).
+    freed_unseen: np.ndarray  # bool
 
 
-def _pair(series: MemorySeries) -> tuple[np.ndarray, np.ndarray]:
-    """(alloc_idx, free_idx) per block: every allocation once, then the frees nothing allocated."""
+def _pair(series: MemorySeries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(alloc_idx, free_idx, freed_unseen) per block: every allocation once, then the frees nothing
+    allocated. Blocks are told apart by process and address (processes have address spaces of their
+    own); an allocation followed at its address by another allocation was freed unseen: its
+    `free_idx` is that next allocation."""
     delta, addr = series.delta_bytes, series.addr
     idx = np.flatnonzero((addr != -1) & (delta != 0))
-    s = idx[np.lexsort((idx, addr[idx]))]  # by address, then time (the series is in time order)
+    pid = series.pid[idx] if series.pid.size == series.events else np.zeros(idx.size, dtype=np.int64)
+    s = idx[np.lexsort((idx, addr[idx], pid))]  # by process, address, then time (the series is in time order)
     a, d = addr[s], delta[s]
+    p = series.pid[s] if series.pid.size == series.events else np.zeros(s.size, dtype=np.int64)
+    same = (a[:-1] == a[1:]) & (p[:-1] == p[1:])
     is_alloc, is_free = d > 0, d < 0
-    k = np.flatnonzero(is_alloc[:-1] & is_free[1:] & (a[:-1] == a[1:]))
+    k = np.flatnonzero(is_alloc[:-1] & is_free[1:] & same)
     free_of = np.full(series.events, -1, dtype=np.int64)
     free_of[s[k]] = s[k + 1]
     paired_free = np.zeros(series.events, dtype=bool)
     paired_free[s[k + 1]] = True
+    reused = np.flatnonzero(is_alloc[:-1] & is_alloc[1:] & same)
+    unseen = np.zeros(series.events, dtype=bool)
+    free_of[s[reused]] = s[reused + 1]
+    unseen[s[reused]] = True
     allocs = s[is_alloc]
     allocs.sort()
     orphans = s[is_free & ~paired_free[s]]
     orphans.sort()
     alloc_idx = np.concatenate([np.full(orphans.size, -1, dtype=np.int64), allocs])
     free_idx = np.concatenate([orphans, free_of[allocs]])
-    return alloc_idx, free_idx
+    freed_unseen = np.concatenate([np.zeros(orphans.size, dtype=bool), unseen[allocs]])
+    return alloc_idx, free_idx, freed_unseen
 
 
 def _enclosing_ops(trace: Trace, series: MemorySeries, rows: np.ndarray) -> np.ndarray:
@@ -198,7 +279,7 @@ class MemoryAnalysis:
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
         self.series: dict[str, MemorySeries] = {m.device: m for m in trace.memory}
-        self.wheres: list[str] = [NO_OP, BEFORE_PROFILING]
+        self.wheres: list[str] = [NO_OP, BEFORE_PROFILING, UNEXPLAINED]
         self._where_ids: dict[str, int] = {w: i for i, w in enumerate(self.wheres)}
         self._pairs: dict[str, AllocationColumns] = {}
         self.devices: list[DeviceMemory] = [self._device(m) for m in trace.memory]
@@ -237,7 +318,7 @@ class MemoryAnalysis:
         peak = int(np.argmax(series.total_bytes)) if series.events else -1
         at_peak: tuple[AtPeak, ...] = ()
         if series.has_addr:
-            alloc_idx, free_idx = _pair(series)
+            alloc_idx, free_idx, freed_unseen = _pair(series)
             where_id, event = self._where(series, alloc_idx)
             ts = series.ts_ns
             pairs = AllocationColumns(
@@ -249,13 +330,16 @@ class MemoryAnalysis:
                 addr=series.addr[np.where(alloc_idx >= 0, alloc_idx, free_idx)],
                 where_id=where_id,
                 event=event,
+                freed_unseen=freed_unseen,
             )
             self._pairs[series.device] = pairs
             live = self._live_at_index(pairs, peak)
             # What the allocator held at the peak that no event of the profile explains was
             # allocated before profiling and still held: it counts under BEFORE_PROFILING.
+            # Where the profiler missed frees, its running total may still count those blocks too.
             unseen = series.peak_bytes - int(pairs.bytes[live].sum())
-            at_peak = self._grouped(pairs, live, max(unseen, 0))
+            unexplained = UNEXPLAINED if freed_unseen.any() else BEFORE_PROFILING
+            at_peak = self._grouped(pairs, live, max(unseen, 0), unexplained)
         return DeviceMemory(
             device=series.device,
             rank=rank,
@@ -270,6 +354,7 @@ class MemoryAnalysis:
             allocations=int(np.count_nonzero(delta > 0)),
             frees=int(np.count_nonzero(delta < 0)),
             at_peak=at_peak,
+            freed_unseen=int(np.count_nonzero(self._pairs[series.device].freed_unseen)) if series.has_addr else 0,
         )
 
     @staticmethod
@@ -277,15 +362,16 @@ class MemoryAnalysis:
         """Rows live just after series event `i` (exact where several events share a time)."""
         return (pairs.alloc_idx <= i) & ((pairs.free_idx > i) | (pairs.free_idx < 0))
 
-    def _grouped(self, pairs: AllocationColumns, live: np.ndarray, unseen: int) -> tuple[AtPeak, ...]:
-        """Live rows grouped by `where`, largest first; `unseen` bytes join BEFORE_PROFILING."""
+    def _grouped(
+        self, pairs: AllocationColumns, live: np.ndarray, unseen: int, unseen_where: str = BEFORE_PROFILING
+    ) -> tuple[AtPeak, ...]:
+        """Live rows grouped by `where`, largest first; `unseen` bytes join `unseen_where`."""
         wid = pairs.where_id[live]
         n = len(self.wheres)
         # Exact sums: float64 weights are exact below 2**53 bytes, far above any device.
         size = np.bincount(wid, weights=pairs.bytes[live].astype(np.float64), minlength=n)
         count = np.bincount(wid, minlength=n)
-        before = self._where_ids[BEFORE_PROFILING]
-        size[before] += unseen
+        size[self._where_ids[unseen_where]] += unseen
         used = np.flatnonzero(size > 0)
         order = used[np.lexsort((used, -size[used]))]
         return tuple(AtPeak(self.wheres[w], int(size[w]), int(count[w])) for w in order.tolist())
@@ -307,6 +393,7 @@ class MemoryAnalysis:
                     where=self.wheres[int(p.where_id[r])],
                     addr=int(p.addr[r]),
                     event=int(p.event[r]),
+                    freed_unseen=bool(p.freed_unseen[r]),
                 )
             )
         return out
@@ -354,9 +441,46 @@ class MemoryAnalysis:
     def device(self, device: str) -> DeviceMemory | None:
         return next((d for d in self.devices if d.device == device), None)
 
+    def main_device(self) -> DeviceMemory | None:
+        """The device that matters: the largest peak (the first of equals); None without devices."""
+        return max(self.devices, key=lambda d: d.peak_bytes) if self.devices else None
+
+    def live_curve(self, device: str) -> np.ndarray | None:
+        """Bytes of the paired allocations live just after each event of the device's series (what
+        the events explain: memory allocated before profiling and never freed in it is not in it);
+        None without addresses."""
+        p, s = self._pairs.get(device), self.series.get(device)
+        if p is None or s is None:
+            return None
+        step = np.zeros(s.events + 1, dtype=np.int64)
+        np.add.at(step, np.maximum(p.alloc_idx, 0), p.bytes)  # before profiling: live from the start
+        freed = p.free_idx >= 0
+        np.add.at(step, p.free_idx[freed], -p.bytes[freed])
+        return np.cumsum(step[:-1])
+
+    def most_live_in_range(self, device: str, t0_ns: int, t1_ns: int) -> tuple[int, int] | None:
+        """(bytes, time): the most the device's paired allocations hold at once in [t0_ns, t1_ns],
+        and when (t0_ns when that is what was live as the range began); None without addresses."""
+        curve, s = self.live_curve(device), self.series.get(device)
+        if curve is None or s is None:
+            return None
+        return _most_in_range(curve, s.ts_ns, t0_ns, t1_ns)
+
+    def peak_in_range(self, device: str, t0_ns: int, t1_ns: int) -> tuple[int, int] | None:
+        """(bytes, time): the device's highest total allocated in [t0_ns, t1_ns] as its allocator
+        counted it (memory from before profiling included); None for a device not in the trace."""
+        s = self.series.get(device)
+        if s is None or not s.events:
+            return None
+        return _most_in_range(s.total_bytes, s.ts_ns, t0_ns, t1_ns)
+
     def to_json(self, top: int = 10) -> dict[str, Any]:
-        """The `branchscope memory --json` document (`at_peak`: the `top` largest groups)."""
+        """The `branchscope memory --json` document (`at_peak`: the `top` largest groups; `main`:
+        the device of the largest peak; each imbalance's `ratio`: heaviest ÷ lightest peak for two
+        devices, heaviest ÷ median for more, as `ratio_of` says)."""
+        main = self.main_device()
         return {
+            "main": None if main is None else {"device": main.plain_device, "rank": main.rank},
             "devices": [
                 {
                     "device": d.plain_device,
@@ -367,6 +491,7 @@ class MemoryAnalysis:
                     "capacity_bytes": d.capacity_bytes,
                     "allocations": d.allocations,
                     "frees": d.frees,
+                    "freed_unseen": d.freed_unseen,
                     "at_peak": [
                         {"where": a.where, "bytes": a.bytes, "allocations": a.allocations}
                         for a in d.at_peak[: max(top, 0)]
@@ -380,28 +505,56 @@ class MemoryAnalysis:
                     "heaviest": i.heaviest,
                     "max_over_median": None if i.max_over_median == float("inf") else i.max_over_median,
                     "excess_bytes": i.excess_bytes,
+                    "ratio": None if i.ratio == float("inf") else i.ratio,
+                    "ratio_of": "max/min" if i.against == "lightest" else "max/median",
+                    "lightest": i.lightest,
                 }
                 for i in self.imbalance
             ],
         }
 
 
+def _most_in_range(values: np.ndarray, ts: np.ndarray, t0_ns: int, t1_ns: int) -> tuple[int, int]:
+    """(value, time): the highest of a step series (`values[i]` from `ts[i]` on, 0 before the
+    first) over [t0_ns, t1_ns]; t0_ns when the value the range began with is the highest."""
+    lo = int(np.searchsorted(ts, t0_ns, side="right"))  # events up to t0: the range's start
+    hi = int(np.searchsorted(ts, t1_ns, side="right"))
+    best, at = (int(values[lo - 1]), int(t0_ns)) if lo > 0 else (0, int(t0_ns))
+    if hi > lo:
+        k = lo + int(np.argmax(values[lo:hi]))
+        if int(values[k]) > best:
+            best, at = int(values[k]), int(ts[k])
+    return best, at
+
+
 def _imbalance(devices: list[DeviceMemory]) -> list[Imbalance]:
+    """One `Imbalance` per kind with two devices or more, the kind of the largest peak first."""
     by_type: dict[str, list[DeviceMemory]] = {}
     for d in devices:
         by_type.setdefault(device_type_of(d.device), []).append(d)
     out = []
-    for kind, group in by_type.items():
+    for kind, group in sorted(by_type.items(), key=lambda kv: -max(d.peak_bytes for d in kv[1])):
         if len(group) < 2:
             continue
         heaviest = max(group, key=lambda d: d.peak_bytes)  # the first of equals
+        lightest = min(group, key=lambda d: d.peak_bytes)
         median = float(np.median([d.peak_bytes for d in group]))
+        two = len(group) == 2
+        reference = float(lightest.peak_bytes) if two else median
         out.append(
             Imbalance(
                 device_type=kind,
                 heaviest=heaviest.label,
                 max_over_median=heaviest.peak_bytes / median if median > 0 else float("inf"),
-                excess_bytes=int(round(heaviest.peak_bytes - median)),
+                excess_bytes=int(round(heaviest.peak_bytes - reference)),
+                ratio=heaviest.peak_bytes / reference if reference > 0 else float("inf"),
+                against="lightest" if two else "median",
+                lightest=lightest.label,
+                heaviest_bytes=heaviest.peak_bytes,
+                reference_bytes=reference,
+                heaviest_rank=heaviest.rank,
+                lightest_rank=lightest.rank,
+                devices=len(group),
             )
         )
     return out

@@ -30,7 +30,8 @@ def test_json_of_four_gpu_trace(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert [d["peak_bytes"] for d in doc["devices"]] == [600, 100, 100, 100]
     assert [a["where"] for a in doc["devices"][0]["at_peak"]] == ["aten::cat", "forward"]
     assert doc["imbalance"] == [
-        {"device_type": "cuda", "heaviest": "cuda:0", "max_over_median": 6.0, "excess_bytes": 500}
+        {"device_type": "cuda", "heaviest": "cuda:0", "max_over_median": 6.0, "excess_bytes": 500,
+         "ratio": 6.0, "ratio_of": "max/median", "lightest": "cuda:1"}
     ]
 
 
@@ -40,7 +41,7 @@ def test_text_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert rc == 0
     assert "cuda:0: peak 600 B" in out and "capacity 1.00 GiB" in out
     assert "400 B" in out and "aten::cat" in out and "(2 more)" in out
-    assert "cuda imbalance: cuda:0 peaks at 6.00x the median, 500 B above the median device" in out
+    assert "cuda imbalance: cuda:0 peaks at 600 B, 6.0× the median GPU (100 B; heaviest ÷ median of 4): 500 B more." in out
 
 
 def test_run_folder_reads_its_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -102,3 +103,45 @@ def test_trace_files_of_different_jobs_are_refused_like_inspect_does(tmp_path: P
     b = write_trace(tmp_path / "b.json", four_gpu_events())
     rc, out, err = run_cli(capsys, str(a), str(b))
     assert rc == 2 and err.startswith("error: not the ranks of one job") and len(err.strip().splitlines()) == 1
+
+
+def test_text_names_the_largest_peak_and_the_frees_the_profiler_missed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.builders.memory import mem, op
+
+    path = write_trace(tmp_path / "t.json", [
+        op("step 1", 1, 0, 40), op("step 2", 1, 50, 40),
+        mem(5, 8, 8, addr=0x10, device=-1, device_type=0),
+        mem(10, 100, 100, addr=0xA0), mem(60, 100, 200, addr=0xA0), mem(85, -100, 100, addr=0xA0),
+    ])
+    rc, out, _ = run_cli(capsys, str(path))
+    assert rc == 0
+    lines = out.splitlines()
+    assert lines[1] == "  largest peak: cuda:0, 200 B"
+    missed = [line for line in lines if line.startswith("    the profiler missed")]
+    assert missed == [
+        "    the profiler missed 1 free on cuda:0: this block was allocated again at its address with no free recorded "
+        "between (freed on a thread torch.profiler does not follow, such as torch's inter-op pool after a forked task "
+        "ended); each counts as alive until its address is reused, and the profiler's running total, so the peak, "
+        "may still count it"
+    ]
+    rc, out, _ = run_cli(capsys, str(path), "--json")
+    doc = json.loads(out)
+    assert doc["main"] == {"device": "cuda:0", "rank": None}
+    assert [d["freed_unseen"] for d in doc["devices"]] == [0, 1]
+
+
+def test_two_ranks_text_says_heaviest_over_lightest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.builders.memory import mem, op
+
+    paths = []
+    for r, nbytes in ((0, 5 << 30), (1, 1 << 30)):
+        events = [op("step", 1, 0, 100), mem(10, nbytes, nbytes, addr=1, device=r)]
+        paths.append(str(write_trace(tmp_path / f"rank-{r}.json", events, distributedInfo={"rank": r, "world_size": 2})))
+    rc, out, _ = run_cli(capsys, *paths)
+    assert rc == 0
+    assert (
+        "  cuda imbalance: rank 0 holds 5.0× rank 1 at its peak (rank0/cuda:0: 5.00 GiB, rank1/cuda:1: 1.00 GiB; "
+        "heaviest ÷ lightest of 2)." in out.splitlines()
+    )

@@ -1,6 +1,10 @@
 """Facts of the real public traces in ../shared/traces (its README): per file, its events, and the
 event counts of its CPU lanes and of its GPU lanes, each sorted."""
 
+from pathlib import Path
+
+import pytest
+
 FACTS = {
     "hta_amd_mi250_relative_ts.json.gz": (112, [43, 51], [18]),
     "hta_cpu_only.pt.trace.json.gz": (15, [5, 5, 5], []),
@@ -12,3 +16,11 @@ FACTS = {
     "hta_two_ranks/rank-0.json.gz": (4810, [1778, 1828], [2, 8, 16, 126, 1052]),
     "hta_two_ranks/rank-1.json.gz": (4675, [1742, 1779], [2, 8, 16, 126, 1002]),
 }
+
+
+def public_trace_path(shared_traces: Path, name: str) -> Path:
+    """`name` in ../shared/traces; skips the test when that file is absent."""
+    path = shared_traces / name
+    if not path.exists():
+        pytest.skip(f"{name} absent")
+    return path

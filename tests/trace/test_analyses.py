@@ -175,7 +175,7 @@ def test_memory_imbalance_max_over_median():
         return MemorySeries(device, np.array([0, 1]), np.array([peak, -peak]), np.array([peak, 0]))
 
     t = _trace([(0, "a", 0, 1)], [MAIN], memory=[series("cuda:0", 300), series("cuda:1", 100), series("cpu", 5)])
-    assert memory_imbalance(t, "cuda") == 300 / 200
+    assert memory_imbalance(t, "cuda") == 300 / 100  # two: the heaviest over the lightest
     three = [series("cuda:0", 900), series("cuda:1", 100), series("cuda:2", 110)]
     assert memory_imbalance(_trace([(0, "a", 0, 1)], [MAIN], memory=three), "cuda") == 900 / 110
     assert memory_imbalance(t, "mps") is None

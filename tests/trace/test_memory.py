@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,6 +13,7 @@ from branchscope.profiling import load_trace
 from branchscope.profiling.trace.memory import BEFORE_PROFILING, NO_OP, analyze_memory
 from branchscope.profiling.trace.merge import merge_traces
 from tests.builders.memory import FOUR_GPU_PROPERTIES, four_gpu_events, mem, op, write_trace
+from tests.builders.public_traces import public_trace_path
 
 
 def test_reused_address_pairs_each_allocation_with_its_own_free(tmp_path: Path) -> None:
@@ -110,6 +110,7 @@ def test_four_gpu_json(tmp_path: Path) -> None:
         "capacity_bytes": 1 << 30,
         "allocations": 3,
         "frees": 3,
+        "freed_unseen": 0,
         "at_peak": [
             {"where": "aten::cat", "bytes": 400, "allocations": 1},
             {"where": "forward", "bytes": 100, "allocations": 1},
@@ -120,11 +121,13 @@ def test_four_gpu_json(tmp_path: Path) -> None:
         assert doc["devices"][d] == {
             "device": f"cuda:{d}", "rank": None, "peak_bytes": 100, "peak_ts_us": 10.0 + d,
             "reserved_peak_bytes": 1024, "capacity_bytes": (d + 1) << 30, "allocations": 1, "frees": 1,
-            "at_peak": [{"where": "forward", "bytes": 100, "allocations": 1}],
+            "freed_unseen": 0, "at_peak": [{"where": "forward", "bytes": 100, "allocations": 1}],
         }
     assert doc["imbalance"] == [
-        {"device_type": "cuda", "heaviest": "cuda:0", "max_over_median": 6.0, "excess_bytes": 500}
+        {"device_type": "cuda", "heaviest": "cuda:0", "max_over_median": 6.0, "excess_bytes": 500,
+         "ratio": 6.0, "ratio_of": "max/median", "lightest": "cuda:1"}
     ]
+    assert doc["main"] == {"device": "cuda:0", "rank": None}
     assert analyze_memory(trace).to_json(top=1)["devices"][0]["at_peak"] == [
         {"where": "aten::cat", "bytes": 400, "allocations": 1}
     ]
@@ -170,10 +173,7 @@ def test_trace_without_addresses_is_not_paired(tmp_path: Path) -> None:
 
 
 def test_public_trace_peak_and_what_holds_it(shared_traces: Path) -> None:
-    path = shared_traces / "hta_gpu_memory_2streams.json.gz"
-    if not path.exists():
-        pytest.skip("public trace absent")
-    trace = load_trace(path)
+    trace = load_trace(public_trace_path(shared_traces, "hta_gpu_memory_2streams.json.gz"))
     analysis = analyze_memory(trace)
     cuda = analysis.device("cuda:1")
     assert cuda is not None

@@ -23,10 +23,11 @@ def test_two_gpu_snapshot_json(tmp_path: Path) -> None:
     assert cuda0.reserved_bytes is not None and cuda0.reserved_bytes.tolist() == [1 << 20] * 4
     doc = analyze_memory(trace).to_json(top=5)
     assert doc == {
+        "main": {"device": "cuda:0", "rank": None},
         "devices": [
             {
                 "device": "cuda:0", "rank": None, "peak_bytes": 5632, "peak_ts_us": 3.0,
-                "reserved_peak_bytes": 1 << 20, "capacity_bytes": None, "allocations": 2, "frees": 2,
+                "reserved_peak_bytes": 1 << 20, "capacity_bytes": None, "allocations": 2, "frees": 2, "freed_unseen": 0,
                 "at_peak": [
                     {"where": "/home/u/train.py:41:loss", "bytes": 4096, "allocations": 1},
                     {"where": "/home/u/model.py:12:forward", "bytes": 1024, "allocations": 1},
@@ -35,12 +36,14 @@ def test_two_gpu_snapshot_json(tmp_path: Path) -> None:
             },
             {
                 "device": "cuda:1", "rank": None, "peak_bytes": 1024, "peak_ts_us": 2.0,
-                "reserved_peak_bytes": 2 << 20, "capacity_bytes": None, "allocations": 1, "frees": 1,
+                "reserved_peak_bytes": 2 << 20, "capacity_bytes": None, "allocations": 1, "frees": 1, "freed_unseen": 0,
                 "at_peak": [{"where": "/home/u/model.py:12:forward", "bytes": 1024, "allocations": 1}],
             },
         ],
         "imbalance": [
-            {"device_type": "cuda", "heaviest": "cuda:0", "max_over_median": 5632 / 3328, "excess_bytes": 2304}
+            # two devices: the heaviest against the lightest (5.5×), not against their mean (1.69×)
+            {"device_type": "cuda", "heaviest": "cuda:0", "max_over_median": 5632 / 3328, "excess_bytes": 4608,
+             "ratio": 5632 / 1024, "ratio_of": "max/min", "lightest": "cuda:1"}
         ],
     }
 

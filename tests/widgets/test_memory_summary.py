@@ -43,7 +43,8 @@ def test_bars_words_and_the_heaviest_devices_peak_by_op(qtbot, four):
     assert view.median_lines["cuda"].value() == median and "cpu" not in view.median_lines
     # in words: how much the heaviest exceeds the median GPU, and by how many times
     words = view.words.text()
-    assert "cuda:0 peaks at 3.25 GiB, 2.97× the median GPU (1.09 GiB): 2.16 GiB more." in words
+    assert words.startswith("Largest peak: GPU cuda:0, 3.25 GiB of 5 GiB.")
+    assert "cuda:0 peaks at 3.25 GiB, 3.0× the median GPU (1.09 GiB; heaviest ÷ median of 4): 2.16 GiB more." in words
     # the table: cuda:0's peak, largest first
     assert view.device == "cuda:0"
     assert view.rows() == [

@@ -73,6 +73,11 @@ class Mode:
     profile_all_threads: bool = False
     #: Other names the command line takes for it ("multi-stream").
     aliases: tuple[str, ...] = ()
+    #: `settle()`: waits until the mode's pool has finished its tasks. The worker calls it after each
+    #: profiled step, before it drops the step's output, so that the main thread (which the profiler
+    #: follows) holds the output's last reference: fork's pool threads drop theirs after the task,
+    #: where torch.profiler records no free (see `fork.settle`). None: nothing to wait for.
+    settle: Callable[[], Any] | None = None
 
     @property
     def starts_interop_pool(self) -> bool:

@@ -86,6 +86,21 @@ def start_pool(threads: int) -> None:
     settle_interop_pool()
 
 
+def settle() -> None:
+    """Waits until torch's inter-op pool has finished its tasks (at most a second).
+
+    TorchScript runs what follows a `wait` in the plan's forward (the join, `cat`) on the pool thread
+    that completed the awaited future, and that thread's task holds the interpreter's state, whose
+    future holds the forward's output, until the task object is destroyed: after the task's
+    thread-local profiler state is gone. When the main thread drops the output first, the pool thread
+    frees it there, and torch.profiler records no free (nor, for the CPU, takes it off its running
+    "Total Allocated"): each step's output then looks alive to the end of the profile. Waiting for
+    the pool before the worker drops a step's output makes the main thread free it, recorded."""
+    from branchscope.profiling.run.cpu_sampler import settle_interop_pool
+
+    settle_interop_pool()
+
+
 def launcher() -> Any:
     """This mode's part of the generated plan (`plans.Launcher`); TorchScript calls no higher-order ops."""
     from branchscope.profiling.run.plans import Launcher
@@ -128,4 +143,5 @@ MODE = Mode(
     needs_torchscript=True,
     start_pool=start_pool,
     check=check,
+    settle=settle,
 )
