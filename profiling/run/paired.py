@@ -56,14 +56,17 @@ from branchscope.profiling.run.runner import (
     write_record_atomic,
 )
 from branchscope.profiling.trace.pairing import Speedup, paired_speedup
+from branchscope.profiling.trace.prediction import parse_prediction, prediction_json, prediction_text
 from branchscope.profiling.trace.records import (
     ACROSS_WORKERS,
+    BRANCH_POOL_MODES,
     IN_ONE_WORKER,
     PAIRED_TIMES_JSON,
     SPEEDUP_JSON,
     Event,
     PairedConfigRecord,
     PairedTimesRecord,
+    PredictionRecord,
     ProgressEvent,
     SpeedupRecord,
     SpeedupValueRecord,
@@ -251,6 +254,7 @@ def run_paired(
     per_round: list[list[float]] = [[] for _ in configs]
     order: list[list[int]] = []
     last: PairedTimesRecord | None = None
+    prediction: PredictionRecord | None = None  # the first worker that found branches measured it
     total, done = rounds * len(configs), 0
     for r in range(rounds):
         this_round = round_order(len(configs), r)  # turned round every other round, as in one worker
@@ -261,6 +265,7 @@ def run_paired(
                 return _failed(result, f"round {r + 1}, {config.label}")
             per_round[index].append(times.configs[0].median_ms)
             last = times
+            prediction = prediction or times.prediction
             done += 1
             if on_event is not None:
                 on_event(ProgressEvent(step=done, of=total))
@@ -269,6 +274,8 @@ def run_paired(
         PairedConfigRecord(mode=c.mode, interop=c.interop, intra=c.intra, steps_ms=[round(x, 4) for x in ms])
         for c, ms in zip(configs, per_round, strict=True)
     ]
+    if last is not None:
+        last.prediction = prediction
     record = speedup_record(records, order, ACROSS_WORKERS, rounds, request.options, last)
     record.worker_steps = max(request.options.steps, 1)
     return PairedResult(EXIT_OK, record=record)
@@ -306,7 +313,7 @@ def speedup_record(
         speedup=speedups,
         order=order,
     )
-    record.prediction = predict(record)
+    record.prediction = prediction_json(times.prediction if times is not None else None)
     return record
 
 
@@ -314,12 +321,6 @@ def speedup_value(s: Speedup) -> SpeedupValueRecord:
     return SpeedupValueRecord(
         median=round(s.median, 4), ci95=[round(s.lo, 4), round(s.hi, 4)], distinguishable=s.distinguishable
     )
-
-
-def predict(record: SpeedupRecord) -> dict[str, Any] | None:
-    """The speedup the branch graph allows (issue 21's "prediction": per region, work, longest
-    branch, bound per thread count): filled in by the prediction's module once it lands; None now."""
-    return None
 
 
 # ---------------------------------------------------------------- text and speedup.json
@@ -356,6 +357,25 @@ def speedup_lines(record: SpeedupRecord) -> list[str]:
             f"{record.worker_steps} timed steps each; the speedup is the median of per-round ratios, 95% bootstrap interval"
         )
     lines.append(how)
+    lines.extend(_prediction_lines(record))
+    return lines
+
+
+def _prediction_lines(record: SpeedupRecord) -> list[str]:
+    """What the branches could give (the worker's sequential branch times), and each parallel
+    configuration's measured speedup as a share of the bound on its inter-op threads."""
+    pred = parse_prediction(record.prediction)
+    if pred is None:
+        return []
+    lines = [f"the branches {prediction_text(pred)}"]
+    for i, c in enumerate(record.configs):
+        value = record.speedup[i] if i < len(record.speedup) else None
+        bound = pred.by_threads.get(str(c.interop))
+        if c.mode in BRANCH_POOL_MODES and (c.interop or 0) >= 2 and bound and value is not None and value.median:
+            lines.append(
+                f"{c.label}: {value.median:.2f}× measured of the {bound:.2f}× its {c.interop} threads could give "
+                f"({100 * value.median / bound:.0f}%)"
+            )
     return lines
 
 

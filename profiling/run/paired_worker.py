@@ -175,6 +175,8 @@ def measure(args: argparse.Namespace, proto: _Protocol) -> PairedTimesRecord:
         order.append(this_round)
         proto.emit(ProgressEvent(step=r + 1, of=args.rounds))
 
+    prediction = _prediction(loaded, analysis, configs, call, sync) if analysis is not None else None
+
     import statistics
 
     return PairedTimesRecord(
@@ -195,8 +197,36 @@ def measure(args: argparse.Namespace, proto: _Protocol) -> PairedTimesRecord:
         device=device,
         torch=str(torch.__version__),
         cores=usable_cores(),
+        prediction=prediction,
         complete=True,
     )
+
+
+def _prediction(loaded: Any, analysis: Any, configs: list[tuple[str, int, int]], call: Any, sync: Any) -> Any:
+    """What the branches could give (`profiling/trace/prediction.py`), from sequential steps of the
+    model's own forward timed with hooks (`branch_timing`), at the sequential configuration's
+    intra-op count (else the first's), after the paired rounds; None without regions or times."""
+    if not analysis.regions:
+        return None
+    import torch
+
+    from branchscope.profiling.run.branch_timing import MIN_STEPS, measure_branch_times
+    from branchscope.profiling.trace.prediction import FROM_MEASURED, predict
+    from branchscope.profiling.trace.records import BranchRecord
+
+    intra = next((j for m, _, j in configs if not mode_named(m).needs_branches), configs[0][2])
+    torch.set_num_threads(intra)
+    try:
+        measured = measure_branch_times(
+            loaded.model, analysis, lambda: call(loaded.model, "measuring its branches"), MIN_STEPS * 2, sync
+        )
+    except RunFailure:
+        return None
+    if measured is None:
+        return None
+    step_ms, branch_ms, steps = measured
+    branches = [BranchRecord(**b) for b in analysis.to_json()]
+    return predict(branches, branch_ms, step_ms, source=FROM_MEASURED.format(n=steps), steps=steps)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

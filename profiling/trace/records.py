@@ -627,6 +627,8 @@ class PairedTimesRecord(msgspec.Struct, kw_only=True):
     device: str | None = None
     torch: str | None = None
     cores: int | None = None
+    #: What the branches could give, from sequential steps the worker timed after the rounds.
+    prediction: PredictionRecord | None = None
     complete: bool = False
 
     @classmethod
@@ -647,7 +649,8 @@ class SpeedupRecord(msgspec.Struct, kw_only=True):
     """speedup.json (and `branchscope speedup --json`): the configurations measured in alternation,
     the baseline's index, one speedup per configuration (null for the baseline itself), how it was
     measured (`IN_ONE_WORKER` or `ACROSS_WORKERS`) and the order of each round; `prediction`, the
-    speedup the branch graph allows, is filled by `run/paired.predict` (null until then)."""
+    speedup the branch graph allows (`prediction.prediction_json`: from sequential steps the paired worker
+    timed; null without branches)."""
 
     paired: int = SPEEDUP_FORMAT
     demo: str | None = None

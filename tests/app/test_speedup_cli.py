@@ -42,7 +42,10 @@ def test_in_one_worker_the_configurations_alternate_step_by_step(tmp_path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["measured"] == "in one worker" and data["rounds"] == 6 and data["baseline"] == 0
-    assert data["prediction"] is None
+    # What the branches could give, from sequential steps the worker timed after the rounds
+    pred = data["prediction"]
+    assert pred["from"].endswith("sequential steps measured in the worker") and pred["text"].startswith("could be at most ")
+    assert 1.0 <= pred["by_threads"]["2"] <= 2.0 and [r["region"] for r in pred["regions"]] == ["1"]
     assert [(c["mode"], c["interop"], c["intra"], c["steps"]) for c in data["configs"]] == [
         ("sequential", 1, 1, 6), ("fork", 2, 1, 6),
     ]  # fmt: skip
@@ -69,7 +72,9 @@ def test_across_workers_each_round_is_a_fresh_worker_per_configuration(tmp_path)
     assert lines[1].startswith("fork 2×1: median ") and ("faster than fork 1×1" in lines[1] or "slower than" in lines[1]
                                                           or "not distinguishable from 1.0×" in lines[1])  # fmt: skip
     assert lines[2].startswith("measured across workers: 2 rounds of a fresh worker per configuration")
-    assert lines[3] == f"wrote {out / SPEEDUP_JSON}"
+    assert lines[3].startswith("the branches could be at most ")  # from the fork workers' sequential steps
+    assert lines[4].startswith("fork 2×1: ") and "its 2 threads could give" in lines[4]
+    assert lines[5] == f"wrote {out / SPEEDUP_JSON}"
     data = json.loads((out / SPEEDUP_JSON).read_text())
     assert data["measured"] == "across workers" and data["worker_steps"] == 2
     assert data["order"] == [[0, 1], [1, 0]]

@@ -137,6 +137,26 @@ def test_the_record_holds_medians_speedups_and_a_prediction_key():
     assert lines[1].startswith("fork 2×1: median 20.75 ms over 4 steps — 2.00× faster than sequential 1×1 (95% interval ")
     assert "threads 2×1: median 41.50 ms over 4 steps — not distinguishable from 1.0× (" in lines[2]
     assert lines[3].startswith("measured in one worker: 4 rounds")
+    assert len(lines) == 4  # no prediction: nothing said of one
+
+
+def test_the_record_says_what_the_branches_could_give_and_each_pool_configurations_share_of_it():
+    from branchscope.profiling.trace.prediction import predict
+    from branchscope.profiling.trace.records import BranchRecord, PairedTimesRecord
+
+    # two branches of 30 and 10 ms in a 44 ms step: at most 44 / (4 + 30) = 1.29× on 2 threads
+    branches = [BranchRecord(name="a", region="1"), BranchRecord(name="b", region="1")]
+    prediction = predict(branches, {"a": 30.0, "b": 10.0}, 44.0, source="6 sequential steps measured in the worker")
+    times = PairedTimesRecord(prediction=prediction)
+    configs = [
+        PairedConfigRecord(mode="sequential", interop=1, intra=1, steps_ms=[44.0, 44.0, 44.0, 44.0]),
+        PairedConfigRecord(mode="fork", interop=2, intra=1, steps_ms=[40.0, 40.0, 40.0, 40.0]),
+    ]
+    record = speedup_record(configs, [[0, 1], [1, 0]] * 2, IN_ONE_WORKER, 4, RunOptions(demo="twin-mm"), times)
+    assert record.prediction is not None and record.prediction["by_threads"]["2"] == pytest.approx(44 / 34, abs=1e-3)
+    lines = speedup_lines(record)
+    assert lines[-2].startswith("the branches could be at most 1.29× on 2 threads")
+    assert lines[-1] == "fork 2×1: 1.10× measured of the 1.29× its 2 threads could give (85%)"
 
 
 def test_speedup_json_is_written_and_a_foreign_one_never_replaced(tmp_path):
