@@ -3,8 +3,9 @@
 `branchscope speedup`'s engine (`profiling/run/paired.py`): one paired worker per demo (the pools of
 fork 2×1 and threads 2×1 agree, so the three configurations share it), ROUNDS rounds of one step of
 each; each parallel mode's speedup over sequential 1×1 is the median of per-step ratios with its 95%
-bootstrap interval. The prediction from the branch graph goes in its column once it is computed
-(`paired.predict`; "–" until then). Demos that need several GPUs or a process group are left out.
+bootstrap interval. Beside them, what the branches could give on 2 threads (the prediction from the
+branch graph and sequential per-branch times the worker measured after its rounds) and each mode's
+measured speedup as a share of it. Demos that need several GPUs or a process group are left out.
 Prints a Markdown table and writes benchmarks/results/paired.json.
 
     python benchmarks/bench_paired.py [--rounds 30] [--demos inception,twin-mm]
@@ -58,18 +59,27 @@ def main() -> int:
         seconds = time.perf_counter() - t0
         if not result.ok or result.record is None:
             results.append({"demo": name, "ok": False, "exit_code": result.exit_code, "message": result.message})
-            rows.append(f"| {name} | failed: {result.message} | | | | |")
+            rows.append(f"| {name} | failed: {result.message} | | | | | |")
             continue
         record = to_builtins(result.record)
         results.append({"demo": name, "ok": True, "seconds": round(seconds, 1), "record": record})
         medians = " / ".join(f"{c['median_ms']:.1f}" for c in record["configs"])
-        prediction = "–" if record["prediction"] is None else json.dumps(record["prediction"])
-        rows.append(f"| {name} | {medians} | {cell(record, 1)} | {cell(record, 2)} | {prediction} | {seconds:.0f} s |")
+        pred = record["prediction"]
+        bound = None if pred is None else pred["by_threads"].get("2")
+        prediction = "–" if bound is None else f"{bound:.2f}×"
+        shares = " / ".join(
+            "–" if bound is None or record["speedup"][i] is None else f"{100 * record['speedup'][i]['median'] / bound:.0f}%"
+            for i in (1, 2)
+        )
+        rows.append(
+            f"| {name} | {medians} | {cell(record, 1)} | {cell(record, 2)} | {prediction} | {shares} | {seconds:.0f} s |"
+        )
     table = [
         f"{args.rounds} rounds in one worker, {usable_cores()} cores ({platform.machine()}); medians ms: sequential 1×1 / fork 2×1 / threads 2×1",
         "",
-        "| demo | medians (ms) | fork 2×1 speedup [95%] | threads 2×1 speedup [95%] | predicted | took |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| demo | medians (ms) | fork 2×1 speedup [95%] | threads 2×1 speedup [95%] | could give on 2 threads | "
+        "share of it: fork / threads | took |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
         *rows,
     ]
     print("\n".join(table))
