@@ -59,9 +59,10 @@ def fake_worker(monkeypatch):
     monkeypatch.setattr("branchscope.profiling.run.runner.worker_command", command)
 
 
-def request(out: Path, modes=("sequential", "fork"), interop=(1, 2), intra=(1,), **kw) -> SweepRequest:
+def request(out: Path, modes=("sequential", "fork"), interop=(1, 2), intra=(1,), passes=1, **kw) -> SweepRequest:
     options = RunOptions(demo="twin-mm", steps=1, warmup=0)
-    return SweepRequest(out=out, modes=tuple(modes), interop=tuple(interop), intra=tuple(intra), options=options, **kw)
+    return SweepRequest(out=out, modes=tuple(modes), interop=tuple(interop), intra=tuple(intra), options=options,
+                        passes=passes, **kw)  # fmt: skip
 
 
 def test_sweep_runs_every_cell_into_its_folder_and_writes_sweep_json(tmp_path, fake_worker):
@@ -71,10 +72,13 @@ def test_sweep_runs_every_cell_into_its_folder_and_writes_sweep_json(tmp_path, f
     assert result.ok, result.message
     data = json.loads((out / SWEEP_JSON).read_text())
     assert result.sweep is not None and data == to_builtins(result.sweep)
+    # sequential starts no inter-op pool: once per intra-op count, as 1×J
     assert [(c["mode"], c["interop"], c["intra"]) for c in data["cells"]] == [
-        ("sequential", 1, 1), ("sequential", 1, 2), ("sequential", 2, 1), ("sequential", 2, 2),
+        ("sequential", 1, 1), ("sequential", 1, 2),
         ("fork", 1, 1), ("fork", 1, 2), ("fork", 2, 1), ("fork", 2, 2),
     ]  # fmt: skip
+    assert [c["any_interop"] for c in data["cells"]] == [True, True, False, False, False, False]
+    assert data["passes"] == 1
     assert data["complete"] is True and data["cancelled"] is None and data["cores"] == usable_cores()
     for c in data["cells"]:
         ms = 10.0 / c["interop"] + c["intra"]
@@ -86,13 +90,17 @@ def test_sweep_runs_every_cell_into_its_folder_and_writes_sweep_json(tmp_path, f
         assert c["unprofiled_spread_ms"] == [ms - 1, ms - 0.25, ms + 2.75, ms + 5]
         assert c["oversubscribed"] is (c["interop"] * c["intra"] > usable_cores())
         assert json.loads((out / c["run"] / "run.json").read_text())["interop"] == c["interop"]
-    assert data["best"] == 2  # sequential 2×1: 6 ms; fork 2×1 ties, and the first of equals wins
+        assert c["pass_medians_ms"] == [ms + 1] and c["failed_passes"] == 0
+    assert data["best"] == 4  # fork 2×1: 6 ms
+    # fork 2×2 (7 ms, steps 6–12, quartiles 6.75–9.75) overlaps fork 2×1's (5.75–8.75); sequential 1×1's (10.75–13.75) does not
+    assert data["ties"] == [4, 5]
     kinds = [type(e).__name__ for e in events]
-    assert kinds[0] == "SweepEvent" and kinds.count("CellEvent") == 8 and kinds.count("ProgressEvent") == 8
+    assert kinds[0] == "SweepEvent" and kinds.count("CellEvent") == 6 and kinds.count("ProgressEvent") == 6
     cells = [e for e in events if isinstance(e, CellEvent)]
-    assert [e.index for e in cells] == list(range(8)) and {e.of for e in cells} == {8}
-    assert cells[3].folder == str(out / "sequential-2x2") and cells[3].cell.status == "done"
-    assert [e.best for e in cells] == [0, 0, 2, 2, 2, 2, 2, 2]
+    assert [e.index for e in cells] == list(range(6)) and {e.of for e in cells} == {6}
+    assert cells[3].folder == str(out / "fork-1x2") and cells[3].cell.status == "done"
+    assert [e.best for e in cells] == [0, 0, 0, 0, 4, 4]
+    assert {(e.sweep_pass, e.passes) for e in cells} == {(1, 1)} and cells[-1].ties == [4, 5]
     assert sorted(p.name for p in out.iterdir()) == sorted([SWEEP_JSON, *(c["run"] for c in data["cells"])])
 
 
@@ -101,10 +109,10 @@ def test_a_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path, fake_worker):
     assert result.ok
     assert result.sweep is not None
     cells = result.sweep.cells
-    assert [c.status for c in cells] == ["failed", "failed", "done", "done"]
+    assert [c.status for c in cells] == ["failed", "done", "done"]  # streams has no inter-op pool: one cell
     assert cells[0].error == "multi-stream needs CUDA" and cells[0].exit_code == EXIT_MODE
     assert cells[0].unprofiled_median_ms is None and cells[0].unprofiled_spread_ms is None
-    assert result.sweep.best == 3
+    assert result.sweep.best == 2
     assert not (tmp_path / "streams-1x1").exists()  # a failed run leaves no folder behind
 
 
@@ -112,7 +120,7 @@ def test_a_sweep_where_every_cell_fails_exits_with_the_cells_code(tmp_path, fake
     result = run_sweep(request(tmp_path, modes=("streams",)))
     assert result.exit_code == EXIT_MODE and result.message == "no cell ran: multi-stream needs CUDA"
     data = json.loads((tmp_path / SWEEP_JSON).read_text())
-    assert data["best"] is None and [c["status"] for c in data["cells"]] == ["failed", "failed"]
+    assert data["best"] is None and data["ties"] == [] and [c["status"] for c in data["cells"]] == ["failed"]
 
 
 def test_cancel_keeps_the_finished_cells_and_marks_the_others_not_run(tmp_path, fake_worker):
@@ -124,11 +132,11 @@ def test_cancel_keeps_the_finished_cells_and_marks_the_others_not_run(tmp_path, 
 
     result = run_sweep(request(tmp_path), on_event, cancel)
     assert result.exit_code == 128 + signal.SIGINT and result.cancelled_by == signal.SIGINT
-    assert result.message == "cancelled by SIGINT; 2 of 4 cells ran, the rest are marked not run"
+    assert result.message == "cancelled by SIGINT; 2 of 3 cells ran, the rest are marked not run"
     data = json.loads((tmp_path / SWEEP_JSON).read_text())
-    assert [c["status"] for c in data["cells"]] == ["done", "done", "not run", "not run"]
-    assert data["cancelled"] == "SIGINT" and data["complete"] is False and data["best"] == 1
-    assert not (tmp_path / "fork-1x1").exists()
+    assert [c["status"] for c in data["cells"]] == ["done", "done", "not run"]
+    assert data["cancelled"] == "SIGINT" and data["complete"] is False and data["best"] == 0
+    assert not (tmp_path / "fork-2x1").exists()
 
 
 def test_a_folder_with_foreign_files_is_refused_and_left_alone(tmp_path, fake_worker):
@@ -159,7 +167,7 @@ def test_a_second_sweep_replaces_the_first_and_drops_its_cells_only(tmp_path, fa
     result = run_sweep(request(tmp_path, modes=("sequential",)))
     assert result.ok
     # fork-1x1: only branchscope's files, removed with its folder; fork-2x1 keeps the user's file
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fork-2x1", "sequential-1x1", "sequential-2x1", SWEEP_JSON]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fork-2x1", "sequential-1x1", SWEEP_JSON]
     assert [p.name for p in (tmp_path / "fork-2x1").iterdir()] == ["mine.txt"]
     # fork-2x1 is not this sweep's: the next sweep on the folder refuses it
     assert "(fork-2x1)" in (run_sweep(request(tmp_path, modes=("sequential",))).message or "")
@@ -248,10 +256,10 @@ def test_markdown_table_names_every_cell(tmp_path, fake_worker):
     assert result.sweep is not None
     table = markdown_table(result.sweep).splitlines()
     assert len(table) == 4 and table[0].startswith("| cell | unprofiled median ms |")
-    assert table[2].startswith("| streams 1×1 | - | - | - | - | failed: multi-stream needs CUDA |")
+    assert table[2] == "| streams 1×1 | - | - | - | - | - | no inter-op pool: any inter-op count; failed: multi-stream needs CUDA |"
     steps = result.sweep.cells[1].unprofiled_steps
     assert steps >= 2  # how many unprofiled steps the median and spread are of
-    assert table[3] == f"| fork 1×1 | 12.00 | 10.00, 10.75–13.75, 16.00 | {steps} | 22.00 | best |"
+    assert table[3] == f"| fork 1×1 | 12.00 | 10.00, 10.75–13.75, 16.00 | {steps} | 12.00 | 22.00 | best |"
 
 
 def test_sweeps_take_every_run_option_nproc_included(tmp_path, fake_worker):
