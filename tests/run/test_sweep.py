@@ -452,3 +452,27 @@ def test_an_earlier_sweep_without_passes_or_ties_still_opens(tmp_path):
     assert sweep.best == 0 and sweep.ties == [0, 2]
     assert best_text(sweep) == "sequential 1×1, fork 2×1 (within noise of each other)"
     assert len(markdown_table(sweep).splitlines()) == 5
+
+
+def test_the_report_and_the_advice_name_every_tied_cell(tmp_path):
+    from branchscope.app.cmd_sweep import report
+    from branchscope.profiling.trace.advice import advice_line, from_sweep
+
+    # sequential 1×2 and fork 2×1: quartiles apart, but the passes drifted across each other.
+    write_sweep_json(tmp_path, cells_of(
+        ("sequential", 1, 60.0, [58.0, 59.0, 61.0, 62.0], [59.0, 60.0, 61.0]),
+        ("fork", 2, 41.0, [40.0, 40.5, 41.5, 48.0], [40.8, 41.0, 47.0]),
+    ) + [{"mode": "sequential", "interop": 1, "intra": 2, "unprofiled_median_ms": 44.0,
+          "unprofiled_spread_ms": [43.0, 43.5, 44.5, 45.0], "pass_medians_ms": [43.8, 44.0, 44.2], "any_interop": True}],
+        passes=3)  # fmt: skip
+    sweep = load_sweep(tmp_path)
+    assert sweep.ties == [1, 2]
+    lines = report(sweep, tmp_path).splitlines()
+    assert "best: fork 2×1, sequential 1×2 (within noise of each other)" in lines
+    advice = advice_line(from_sweep(sweep))
+    assert advice is not None and "are within noise (1.07×, the ranges of their passes' medians overlap)" in advice
+    # One pass each: their quartiles alone, and fork 2×1 wins.
+    for c in sweep.cells:
+        c.pass_medians_ms = None
+    assert sweep.tie_indices() == [1]
+    assert "beat sequential 1×2" in (advice_line(from_sweep(sweep)) or "")
