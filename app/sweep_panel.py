@@ -102,6 +102,7 @@ class SweepPanel(QWidget):
         self.passes_spin = QSpinBox()
         self.passes_spin.setRange(1, 20)
         self.passes_spin.setValue(DEFAULT_PASSES)
+        self.passes_spin.setMaximumWidth(80)
         self.passes_spin.setToolTip(
             "every cell runs this many times, round-robin (each a fresh worker); a cell's figure is the "
             "median over its passes, so drift between runs is not taken for a difference"
