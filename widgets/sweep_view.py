@@ -6,7 +6,8 @@ within noise of it (sweep.json's `ties`, `SweepRecord.tied`) have a thick outlin
 tied cells are painted the best's colour: cells within noise of each other are never painted as
 opposite ends of the scale (their own medians stay written in them). A mode without an inter-op pool
 (sequential: `any_interop`) ran once per intra-op count, and its cell spans every inter-op column
-("any: no inter-op pool"), so the same configuration never shows as two colours. Oversubscribed cells (inter-op × intra-op threads > the machine's cores) are
+("any (no inter-op pool)"), so the same configuration never shows as two colours. Oversubscribed
+cells (inter-op × intra-op threads > the machine's cores) are
 hatched, as the legend line says; a failed cell is grey and says "failed" (its message in the
 tooltip); a cell not run (yet) is blank.
 
