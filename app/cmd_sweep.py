@@ -18,6 +18,7 @@ from branchscope.profiling.run.protocol import error_line
 from branchscope.profiling.run.runner import stop_on_signals
 from branchscope.profiling.run.sweep import (
     add_sweep_arguments,
+    best_text,
     markdown_table,
     run_sweep,
     sweep_request_from_args,
@@ -42,8 +43,10 @@ def register(subparsers: Any) -> None:
         description=(
             "Run every cell (mode × inter-op × intra-op threads) of a model as its own profiling run into "
             "DIR/<mode>-<interop>x<intra>/, and write DIR/sweep.json (each cell's medians and spread, the "
-            "best cell), rewritten after each cell. A failed cell is recorded and the sweep goes on; Ctrl+C "
-            "keeps the finished cells. Exit codes: 0 some cell ran, 2 bad arguments, model or DIR, 3 or 4 "
+            "best cell and the cells within noise of it), rewritten after each cell. Cells run in --passes "
+            "rounds (ABC ABC ABC), each a fresh worker; a cell's figure is the median over its passes. A mode "
+            "without an inter-op pool (sequential) runs once per intra-op count. A failed cell is recorded "
+            "and the sweep goes on; Ctrl+C keeps the finished cells. Exit codes: 0 some cell ran, 2 bad arguments, model or DIR, 3 or 4 "
             "every cell failed (as profile), 130/143 cancelled."
         ),
     )
@@ -56,6 +59,8 @@ def register(subparsers: Any) -> None:
 def _cell_line(event: CellEvent) -> str:
     cell = event.cell
     where = f"cell {event.index + 1}/{event.of} {cell.label}"
+    if event.passes is not None and event.passes > 1 and event.sweep_pass is not None:
+        where = f"pass {event.sweep_pass}/{event.passes} {where}"
     if cell.status == DONE:
         ms = cell.unprofiled_median_ms
         return f"{where}: {ms:.1f} ms" if ms is not None else f"{where}: done"
@@ -66,9 +71,11 @@ def report(sweep: SweepRecord, out: Path) -> str:
     """What a finished sweep prints: its table, the best cell, the advice (when there is one), where it went."""
     lines = [markdown_table(sweep)]
     best = sweep.best
-    if best is not None and 0 <= best < len(sweep.cells):
+    text = best_text(sweep)
+    if best is not None and 0 <= best < len(sweep.cells) and text is not None:
         cell = sweep.cells[best]
-        lines.append(f"best: {cell.label} ({out / (cell.run or '')})")
+        where = f" ({out / (cell.run or '')})" if len(sweep.tied()) == 1 else ""
+        lines.append(f"best: {text}{where}")
     advice = advice_line(from_sweep(sweep))
     if advice is not None:
         lines.append(f"advice: {advice}")

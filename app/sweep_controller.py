@@ -79,6 +79,7 @@ class SweepController(JobController):
             if 0 <= event.index < len(sweep.cells):
                 sweep.cells[event.index] = event.cell
                 sweep.best = event.best
+                sweep.ties = event.ties
             self.cellFinished.emit(event)
         elif isinstance(event, DoneEvent) and event.sweep is not None:
             job.state = event.sweep

@@ -1,14 +1,17 @@
 """The window's Sweep tab: sweep the model the run controls describe over modes and thread counts,
 and read the result as a heatmap.
 
-The form says which modes and which inter-op and intra-op counts (comma-separated); Start runs
+The form says which modes, which inter-op and intra-op counts (comma-separated) and how many passes
+(each cell once per pass, round-robin: `profiling/run/sweep.py`); Start runs
 `branchscope sweep` through a `SweepController` (every cell a fresh worker, into a new folder of the
 runs folder), the heatmap (`widgets/sweep_view.py`) fills as cells finish, and Cancel keeps the
 finished cells (shown as sweep.json has them once the sweep's process has stopped). A click on a
 cell asks the window to show its run (`runChosen`), a second click to compare the two
-(`compareRequested`). `open_sweep` shows a sweep folder written earlier. Under the status line, one
-line says which way of using the cores served the model better (`profiling/trace/advice.py`: a
-sequential and a fork cell of the same thread count), or which cell would tell, as cells finish.
+(`compareRequested`). `open_sweep` shows a sweep folder written earlier. The status line names the
+best cell, or every cell within noise of it ("best: fork 2×1, sequential 1×1 (within noise of each
+other)"). Under it, one line says which way of using the cores served the model better
+(`profiling/trace/advice.py`: a sequential and a fork cell of the same thread count), or which cell
+would tell, as cells finish.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
@@ -31,7 +35,7 @@ from PySide6.QtWidgets import (
 from branchscope.app.runs import RunSpec
 from branchscope.app.sweep_controller import SweepController
 from branchscope.profiling.run.modes import BASELINE_MODE, MODES
-from branchscope.profiling.run.sweep import SweepError, SweepRequest, load_sweep
+from branchscope.profiling.run.sweep import DEFAULT_PASSES, SweepError, SweepRequest, best_text, load_sweep
 from branchscope.profiling.trace.advice import from_sweep
 from branchscope.profiling.trace.records import CellEvent, SweepRecord
 from branchscope.widgets.advice_label import AdviceLabel
@@ -95,6 +99,14 @@ class SweepPanel(QWidget):
         for edit in (self.interop_edit, self.intra_edit):
             edit.setToolTip("thread counts separated by commas, e.g. 1,2,4")
             edit.setMaximumWidth(240)  # a few numbers, not the tab's width
+        self.passes_spin = QSpinBox()
+        self.passes_spin.setRange(1, 20)
+        self.passes_spin.setValue(DEFAULT_PASSES)
+        self.passes_spin.setMaximumWidth(80)
+        self.passes_spin.setToolTip(
+            "every cell runs this many times, round-robin (each a fresh worker); a cell's figure is the "
+            "median over its passes, so drift between runs is not taken for a difference"
+        )
         self.start_button = QPushButton("Start sweep")
         self.start_button.clicked.connect(self.start)
         self.cancel_button = QPushButton("Cancel")
@@ -119,6 +131,7 @@ class SweepPanel(QWidget):
         form.addRow("Modes", modes)
         form.addRow("Inter-op threads", self.interop_edit)
         form.addRow("Intra-op threads", self.intra_edit)
+        form.addRow("Passes", self.passes_spin)
         form.addRow(buttons)
         self.view = SweepView()
         self.view.cellChosen.connect(self.runChosen)
@@ -157,7 +170,8 @@ class SweepPanel(QWidget):
         interop, intra = parse_counts(self.interop_edit.text()), parse_counts(self.intra_edit.text())
         spec = self.spec_of()
         out = self.new_folder(f"sweep-{spec.model_label}")
-        return SweepRequest(out=out, modes=modes, interop=interop, intra=intra, options=spec.options)
+        return SweepRequest(out=out, modes=modes, interop=interop, intra=intra, options=spec.options,
+                            passes=self.passes_spin.value())  # fmt: skip
 
     def start(self) -> bool:
         """Start the sweep the form describes; False (and why, in the status line) if it cannot."""
@@ -170,7 +184,8 @@ class SweepPanel(QWidget):
         self._show(SweepRecord(), request.out)
         self.start_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
-        self.status.setText(f"sweeping {len(request.cells())} cells into {request.out}…")
+        passes = f" × {request.passes} passes" if request.passes > 1 else ""
+        self.status.setText(f"sweeping {len(request.cells())} cells{passes} into {request.out}…")
         self.controller.start(request)  # last: a sweep that cannot start says so inside it
         return True
 
@@ -187,7 +202,8 @@ class SweepPanel(QWidget):
         self._on_update()
         median = event.cell.unprofiled_median_ms
         result = f"{median:.2f} ms" if median is not None else f"failed: {event.cell.error}"
-        self.status.setText(f"cell {event.index + 1}/{event.of} {event.cell.label}: {result}")
+        where = f"pass {event.sweep_pass}/{event.passes} " if (event.passes or 1) > 1 and event.sweep_pass else ""
+        self.status.setText(f"{where}cell {event.index + 1}/{event.of} {event.cell.label}: {result}")
 
     def _idle(self, text: str) -> None:
         self.start_button.setEnabled(True)
@@ -218,6 +234,8 @@ class SweepPanel(QWidget):
         if best is None or not 0 <= best < len(sweep.cells) or sweep.cells[best].unprofiled_median_ms is None:
             return "no cell finished"
         c = sweep.cells[best]
+        if len(sweep.tied()) > 1:
+            return f"best: {best_text(sweep)}"
         return f"fastest: {c.label}, {c.unprofiled_median_ms:.2f} ms"
 
     # ---- a sweep from disk ------------------------------------------------------------------

@@ -1,8 +1,13 @@
 """A thread sweep as heatmaps: one plot per mode, inter-op threads across, intra-op threads up.
 
 Each cell's colour is its unprofiled median step time (one colour scale for every mode, shown by the
-colour bar) and its value is written in it. The best cell (lowest unprofiled median) has a thick
-outline and a ★; oversubscribed cells (inter-op × intra-op threads > the machine's cores) are
+colour bar) and its value is written in it. The best cell (lowest unprofiled median) and every cell
+within noise of it (sweep.json's `ties`, `SweepRecord.tied`) have a thick outline and a ★, and the
+tied cells are painted the best's colour: cells within noise of each other are never painted as
+opposite ends of the scale (their own medians stay written in them). A mode without an inter-op pool
+(sequential: `any_interop`) ran once per intra-op count, and its cell spans every inter-op column
+("any (no inter-op pool)"), so the same configuration never shows as two colours. Oversubscribed
+cells (inter-op × intra-op threads > the machine's cores) are
 hatched, as the legend line says; a failed cell is grey and says "failed" (its message in the
 tooltip); a cell not run (yet) is blank.
 
@@ -58,6 +63,14 @@ class SweepCellView:
     folder: Path | None
     tooltip: str
     oversubscribed: bool
+    #: Inter-op columns it spans (every one for a cell of a mode without an inter-op pool).
+    width: int = 1
+    #: Within noise of the best (the best included).
+    tied: bool = False
+    #: The value its colour shows: its median, or the best's when tied.
+    color_ms: float | None = None
+    #: Its mode has no inter-op pool: it stands for every inter-op count (sweep.json's `any_interop`).
+    any_interop: bool = False
 
 
 def _ms(value: float) -> str:
@@ -99,6 +112,8 @@ class SweepView(QWidget):
         self.images: dict[str, pg.ImageItem] = {}
         self.color_bar: pg.ColorBarItem | None = None
         self.best_marker: QGraphicsRectItem | None = None
+        #: The outlines of the other cells within noise of the best.
+        self.tie_markers: list[QGraphicsRectItem] = []
         self.oversubscribed_marks: list[QGraphicsRectItem] = []
         self.levels: tuple[float, float] | None = None
         self._selected: SweepCellView | None = None
@@ -130,9 +145,13 @@ class SweepView(QWidget):
             (i, c) for i, c in enumerate(sweep.cells)
             if c.mode and c.interop is not None and c.interop >= 1 and c.intra is not None and c.intra >= 1
         ]  # fmt: skip
-        interops = sorted({c.interop for _, c in entries if c.interop is not None})
+        interops = sorted({c.interop for _, c in entries if c.interop is not None and not c.any_interop})
+        if not interops:
+            interops = sorted({c.interop for _, c in entries if c.interop is not None})
         intras = sorted({c.intra for _, c in entries if c.intra is not None})
         cores = sweep.cores if sweep.cores is not None and sweep.cores >= 1 else None
+        tied = set(sweep.tied())
+        best_ms = sweep.cells[sweep.best].unprofiled_median_ms if sweep.best in tied and sweep.best is not None else None
         cells = []
         for i, c in entries:
             assert c.mode is not None and c.interop is not None and c.intra is not None
@@ -145,8 +164,14 @@ class SweepView(QWidget):
             )
             over = c.oversubscribed or (cores is not None and c.interop * c.intra > cores)
             lines = [f"{c.mode}: {c.interop} inter-op × {c.intra} intra-op threads"]
+            if c.any_interop:
+                lines.append("no inter-op pool: one run stands for every inter-op count")
             if status == DONE:
                 lines.append(f"unprofiled median {median:.3f} ms" if median is not None else "no unprofiled median")
+                if c.pass_medians_ms and len(c.pass_medians_ms) > 1:
+                    lines.append("passes' medians " + ", ".join(f"{m:.3f}" for m in c.pass_medians_ms) + " ms")
+                if i in tied and len(tied) > 1:
+                    lines.append("within noise of the best" if i != sweep.best else "best; others within noise of it")
                 spread = c.unprofiled_spread_ms
                 if spread is not None and len(spread) == 4:
                     lines.append("spread {:.3f} · {:.3f}–{:.3f} · {:.3f} ms (min · quartiles · max)".format(*spread))
@@ -160,10 +185,14 @@ class SweepView(QWidget):
                 lines.append(f"oversubscribed: {c.interop * c.intra} threads > {cores or '?'} cores")
             if folder is not None:
                 lines.append(str(folder))
+            spans = c.any_interop or c.interop not in interops  # the second: only such cells in the sweep
+            is_tied = i in tied and median is not None
             cells.append(
                 SweepCellView(
-                    i, c.mode, c.interop, c.intra, interops.index(c.interop), intras.index(c.intra),
+                    i, c.mode, c.interop, c.intra, 0 if spans else interops.index(c.interop), intras.index(c.intra),
                     status, median, folder, "\n".join(lines), over,
+                    width=len(interops) if spans else 1, tied=is_tied,
+                    color_ms=best_ms if is_tied and best_ms is not None else median, any_interop=c.any_interop,
                 )  # fmt: skip
             )
         return cells
@@ -172,17 +201,17 @@ class SweepView(QWidget):
         self.graphics.clear()
         self.plots, self.images = {}, {}
         self.color_bar, self.best_marker, self._selection_mark = None, None, None
-        self.oversubscribed_marks = []
+        self.oversubscribed_marks, self.tie_markers = [], []
         self.cells = cells = self._cells_of(self._sweep)
         best_index = self._sweep.best
         best = next((c for c in cells if c.index == best_index and c.status == "done" and c.median_ms is not None), None)
-        medians = [c.median_ms for c in cells if c.median_ms is not None]
+        medians = [c.color_ms for c in cells if c.color_ms is not None]
         if medians:
             lo, hi = min(medians), max(medians)
             self.levels = (lo, hi if hi > lo else lo + max(abs(lo) * 0.01, 1e-3))
         else:
             self.levels = None
-        interops = sorted({c.interop for c in cells})
+        interops = sorted({c.interop for c in cells if c.width == 1}) or sorted({c.interop for c in cells})
         intras = sorted({c.intra for c in cells})
         modes = [m for m in dict.fromkeys(c.mode for c in cells)]
         for col, mode in enumerate(modes):
@@ -215,23 +244,27 @@ class SweepView(QWidget):
         vb.setMouseEnabled(False, False)
         vb.setAspectLocked(False)
         vb.setRange(xRange=(0, len(interops)), yRange=(0, len(intras)), padding=0)
+        spanning = bool(cells) and all(c.any_interop for c in cells)
         for name, values, label in (("bottom", interops, "inter-op threads"), ("left", intras, "intra-op threads")):
             axis = plot.getAxis(name)
-            axis.setTicks([[(i + 0.5, str(v)) for i, v in enumerate(values)], []])
+            if name == "bottom" and spanning:
+                axis.setTicks([[(len(interops) / 2, "any (no inter-op pool)")], []])
+            else:
+                axis.setTicks([[(i + 0.5, str(v)) for i, v in enumerate(values)], []])
             axis.setLabel(label, color=_axis_hex())
             axis.setPen(pg.mkPen(_axis_hex()))
             axis.setTextPen(pg.mkPen(_axis_hex()))
         data = np.full((len(interops), len(intras)), np.nan)
         for c in cells:
-            if c.median_ms is not None:
-                data[c.x, c.y] = c.median_ms
+            if c.color_ms is not None:
+                data[c.x : c.x + c.width, c.y] = c.color_ms
         image = pg.ImageItem(axisOrder="col-major")
         if self.levels is not None:
             image.setImage(data, levels=self.levels, lut=self.colormap.getLookupTable(nPts=256), autoLevels=False)
         image.setRect(QRectF(0, 0, len(interops), len(intras)))
         plot.addItem(image)
         for c in cells:
-            rect = QRectF(c.x, c.y, 1, 1)
+            rect = QRectF(c.x, c.y, c.width, 1)
             if c.median_ms is None:
                 fill = _rect_in(vb, rect)
                 fill.setBrush(QBrush(QColor(FAILED_HEX if c.status == "failed" else NOT_RUN_HEX)))
@@ -246,27 +279,30 @@ class SweepView(QWidget):
                 text = f"{_ms(c.median_ms)} ms"
             else:
                 text = "failed" if c.status == "failed" else "not run"
-            if c is best:
+            if c is best or c.tied:
                 text = "★ " + text
             label = pg.TextItem(text, color=self._text_color(c), anchor=(0.5, 0.5))
-            label.setPos(c.x + 0.5, c.y + 0.5)
+            label.setPos(c.x + c.width / 2, c.y + 0.5)
             plot.addItem(label)
-            if c is best:
+            if c is best or c.tied:
                 pen = pg.mkPen(BEST_HEX, width=4)
                 pen.setCosmetic(True)
                 marker = _rect_in(vb, rect.adjusted(0.03, 0.03, -0.03, -0.03))
                 marker.setPen(pen)
                 marker.setBrush(QBrush(Qt.BrushStyle.NoBrush))
                 marker.setZValue(10)
-                self.best_marker = marker
+                if c is best:
+                    self.best_marker = marker
+                else:
+                    self.tie_markers.append(marker)
         self.plots[mode] = plot
         self.images[mode] = image
 
     def _text_color(self, cell: SweepCellView) -> QColor:
-        if cell.median_ms is None or self.levels is None:
+        if cell.color_ms is None or self.levels is None:
             return QColor("#202020")
         lo, hi = self.levels
-        rgb = self.colormap.map((cell.median_ms - lo) / (hi - lo), mode="float")
+        rgb = self.colormap.map((cell.color_ms - lo) / (hi - lo), mode="float")
         luminance = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]
         return QColor("#202020" if luminance > 0.5 else "#ffffff")
 
@@ -276,8 +312,14 @@ class SweepView(QWidget):
         parts = []
         done = sum(1 for c in cells if c.status == "done")
         parts.append(f"{done} of {len(cells)} cells ran")
-        if best is not None and best.median_ms is not None:
+        tied = [c for c in sorted(cells, key=lambda c: (c.median_ms or 0.0, c.index)) if c.tied and c is not best]
+        if best is not None and best.median_ms is not None and tied:
+            names = ", ".join(f"{c.mode} {c.interop}×{c.intra}" for c in [best, *tied])
+            parts.append(f"★ best: {names} (within noise of each other; outlined, painted the best's colour)")
+        elif best is not None and best.median_ms is not None:
             parts.append(f"★ best: {best.mode} {best.interop}×{best.intra}, {best.median_ms:.3f} ms (outlined)")
+        if any(c.any_interop for c in cells):
+            parts.append("a cell across every inter-op column: its mode has no inter-op pool, so it ran once")
         if any(c.oversubscribed for c in cells):
             cores = self._sweep.cores
             parts.append(f"hatched: oversubscribed, inter-op × intra-op threads > {cores or 'the'} cores")
@@ -294,13 +336,13 @@ class SweepView(QWidget):
                 continue
             p = vb.mapSceneToView(pos)
             x, y = math.floor(p.x()), math.floor(p.y())
-            return next((c for c in self.cells if c.mode == mode and c.x == x and c.y == y), None)
+            return next((c for c in self.cells if c.mode == mode and c.x <= x < c.x + c.width and c.y == y), None)
         return None
 
     def cell_center(self, index: int) -> QPoint:
         """Where cell `index` (of sweep.json) is, in the graphics view's viewport (for clicks)."""
         cell = next(c for c in self.cells if c.index == index)
-        scene = self.plots[cell.mode].getViewBox().mapViewToScene(QPointF(cell.x + 0.5, cell.y + 0.5))
+        scene = self.plots[cell.mode].getViewBox().mapViewToScene(QPointF(cell.x + cell.width / 2, cell.y + 0.5))
         return self.graphics.mapFromScene(scene)
 
     def _on_click(self, event: Any) -> None:
@@ -323,7 +365,7 @@ class SweepView(QWidget):
         self._selected = cell
         pen = pg.mkPen(SELECTED_HEX, width=3, style=Qt.PenStyle.DashLine)
         pen.setCosmetic(True)
-        mark = _rect_in(self.plots[cell.mode].getViewBox(), QRectF(cell.x + 0.1, cell.y + 0.1, 0.8, 0.8))
+        mark = _rect_in(self.plots[cell.mode].getViewBox(), QRectF(cell.x + 0.1, cell.y + 0.1, cell.width - 0.2, 0.8))
         mark.setPen(pen)
         mark.setZValue(11)
         self._selection_mark = mark

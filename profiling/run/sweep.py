@@ -1,19 +1,42 @@
-"""Thread sweeps: one profiling run per cell (mode × inter-op × intra-op threads), side by side.
+"""Thread sweeps: profiling runs per cell (mode × inter-op × intra-op threads), side by side.
 
 `run_sweep(request, on_event, cancel)` runs every cell through the runner engine (`run_profile`: a
 fresh worker each, the run folder's promises) into DIR/<mode>-<interop>x<intra>/, and keeps
-DIR/sweep.json up to date, rewritten atomically after each cell, so a killed sweep keeps the cells
-it finished:
+DIR/sweep.json up to date, rewritten atomically after each cell's run, so a killed sweep keeps the
+cells it finished:
 
-    {"sweep": 1, "demo", "model", "modes", "interop", "intra", "steps", "warmup", "device", "cores",
-     "complete": bool, "cancelled": null | "SIGINT", "best": INDEX | null,
+    {"sweep": 2, "demo", "model", "modes", "interop", "intra", "steps", "warmup", "device", "cores",
+     "complete": bool, "cancelled": null | "SIGINT", "best": INDEX | null, "passes": N,
+     "ties": [INDEX, …],
      "cells": [{"mode", "interop", "intra", "run": SUBDIR, "status": "done" | "failed" | "not run",
                 "oversubscribed": interop × intra > cores, "median_ms", "unprofiled_median_ms",
-                "unprofiled_spread_ms": [min, q1, q3, max], "error", "exit_code"}]}
+                "unprofiled_spread_ms": [min, q1, q3, max], "error", "exit_code",
+                "pass_medians_ms": [ms, …], "failed_passes", "any_interop"}]}
 
-`best` is the finished cell with the lowest unprofiled median. A failed cell keeps its message and
-null numbers and the sweep goes on; a cancelled sweep marks the cell it stopped and those after it
-"not run".
+**Passes** (`--passes N`, default 3): a shared machine drifts between runs minutes apart by more
+than one run's steps spread, so every cell runs N times, round-robin (pass 1 runs every cell in
+order, then pass 2 every cell again…: ABC ABC ABC, never AAA BBB), each run a fresh worker. A cell's
+`unprofiled_median_ms` is the median of its passes' unprofiled medians (`pass_medians_ms`, in the
+order run), its spread and `unprofiled_steps` those of every pass's unprofiled steps pooled, its
+profiled `median_ms` the median of its passes'. With one pass a cell is its run's numbers, as
+before passes. The cell's folder holds its latest finished pass's run (each pass's run replaces the
+one before, by the run folder's rules; a failed pass leaves the earlier run there): clicking a cell
+shows that run, and sweep.json holds what every pass gave. A cell whose first pass failed is not run
+again (a mode that cannot run here fails every time); a later pass that fails is counted in
+`failed_passes`, its message in `error`, and the cell keeps the passes that finished.
+
+**The same configuration once**: a mode that starts no inter-op pool (sequential, streams: the
+registry's `starts_interop_pool`) runs the same whatever the inter-op count, so it runs once per
+intra-op count, as 1×J, marked `"any_interop": true` (the heatmap spans it over every inter-op
+column), never as several cells that differ only by drift.
+
+**Ties** (`SweepRecord.tie_indices`): every finished cell within noise of the best — their pooled
+steps' interquartile ranges overlap, or the ranges of their passes' medians do
+(`step_stats.within_noise_over_passes`). `best` is the finished cell with the lowest unprofiled
+median; `ties` lists it first, then the cells within noise of it; when it holds several, "best" is
+that set (`best_text`). A failed cell keeps its message and null numbers and the sweep goes on; a
+cancelled sweep marks the cell it stopped and those after it "not run" in the first pass, and keeps
+each cell's finished passes in a later one.
 
 DIR follows the run folder's rules (branchscope.profiling.run.folder): it is locked while the sweep
 runs, and refused when it holds files branchscope did not write (unless --overwrite). What is ours:
@@ -29,6 +52,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +101,16 @@ from branchscope.profiling.trace.records import (
     is_sweep_json,
 )
 from branchscope.profiling.trace.sources import read_sweep
+from branchscope.profiling.trace.step_stats import StepStats
+
+#: Passes a sweep runs when not told (`--passes`).
+DEFAULT_PASSES = 3
+
+
+def any_interop(mode: str) -> bool:
+    """Whether `mode` starts no inter-op pool, so its runs are the same at every inter-op count."""
+    m = MODES.get(mode)
+    return m is not None and not m.starts_interop_pool
 
 
 class SweepError(Exception):
@@ -110,10 +144,17 @@ class SweepRequest:
     intra: tuple[int, ...]
     options: RunOptions = field(default_factory=RunOptions)
     overwrite: bool = False
+    #: How many times each cell runs, round-robin (see the module docstring).
+    passes: int = DEFAULT_PASSES
 
     def cells(self) -> list[SweepCell]:
-        """Mode-major, then inter-op, then intra-op, each in the order given."""
-        return [SweepCell(m, i, j) for m in self.modes for i in self.interop for j in self.intra]
+        """Mode-major, then inter-op, then intra-op, each in the order given; a mode without an
+        inter-op pool once per intra-op count, as 1×J (`any_interop`)."""
+        return [SweepCell(m, i, j) for m in self.modes for i in self.interop_of(m) for j in self.intra]
+
+    def interop_of(self, mode: str) -> tuple[int, ...]:
+        """The inter-op counts `mode` runs at: all of them, or (1,) for a mode that starts no pool."""
+        return (1,) if any_interop(mode) else self.interop
 
     def run_request(self, cell: SweepCell) -> RunRequest:
         return RunRequest(
@@ -130,7 +171,7 @@ class SweepRequest:
         args = self.options.argv()
         args += ["--modes", ",".join(self.modes)]
         args += ["--interop", ",".join(map(str, self.interop)), "--intra", ",".join(map(str, self.intra))]
-        args += ["--out", str(self.out)]
+        args += ["--out", str(self.out), "--passes", str(self.passes)]
         if self.overwrite:
             args.append("--overwrite")
         return args
@@ -176,6 +217,9 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
                    help="intra-op thread counts, comma-separated")  # fmt: skip
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
                    help="where sweep.json and one run folder per cell go: a new or empty folder, or an earlier sweep's")  # fmt: skip
+    p.add_argument("--passes", type=_threads, default=DEFAULT_PASSES, metavar="N",
+                   help=f"run every cell N times, round-robin, each a fresh worker; a cell's figure is the median "
+                        f"over its passes (default {DEFAULT_PASSES}; 1: each cell once)")  # fmt: skip
     p.add_argument("--overwrite", action="store_true",
                    help="write into DIR (and the cells' folders) even though they hold files branchscope did not write")  # fmt: skip
 
@@ -188,6 +232,7 @@ def sweep_request_from_args(args: argparse.Namespace) -> SweepRequest:
         intra=tuple(args.intra),
         options=RunOptions.from_args(args),
         overwrite=bool(args.overwrite),
+        passes=int(args.passes),
     )
 
 
@@ -203,6 +248,7 @@ def empty_cell(cell: SweepCell, cores: int) -> CellRecord:
         run=cell.run,
         status=NOT_RUN,
         oversubscribed=cell.interop * cell.intra > cores,
+        any_interop=any_interop(cell.mode),
     )
 
 
@@ -234,6 +280,47 @@ def cell_record(cell: SweepCell, result: RunResult, cores: int) -> CellRecord:
     )
 
 
+@dataclass
+class CellPasses:
+    """What a cell's passes gave so far: each run's cell record and unprofiled steps."""
+
+    records: list[CellRecord] = field(default_factory=list)
+    steps: list[list[float]] = field(default_factory=list)
+
+    def add(self, record: CellRecord, result: RunResult) -> None:
+        self.records.append(record)
+        run = result.run if result.ok else None
+        self.steps.append(list(run.unprofiled_steps_ms or []) if run is not None else [])
+
+
+def combined_record(cell: SweepCell, passes: CellPasses, cores: int) -> CellRecord:
+    """The cell's entry in sweep.json over its passes so far (see the module docstring)."""
+    if not passes.records:
+        return empty_cell(cell, cores)
+    done = [(r, s) for r, s in zip(passes.records, passes.steps) if r.status == DONE and r.unprofiled_median_ms is not None]
+    failures = [r for r in passes.records if r.status != DONE]
+    if not done:
+        return passes.records[-1]
+    medians = [r.unprofiled_median_ms for r, _ in done if r.unprofiled_median_ms is not None]
+    record = msgspec.structs.replace(
+        done[-1][0],
+        pass_medians_ms=medians,
+        failed_passes=len(failures),
+        error=failures[-1].error if failures else None,
+    )
+    if len(done) == 1:
+        return record  # one pass: its run's own numbers
+    pooled = StepStats.of([x for _, steps in done for x in steps])
+    profiled = [r.median_ms for r, _ in done if r.median_ms is not None]
+    return msgspec.structs.replace(
+        record,
+        unprofiled_median_ms=round(statistics.median(medians), 4),
+        unprofiled_spread_ms=pooled.rounded_spread() if pooled is not None else None,
+        unprofiled_steps=pooled.n if pooled is not None else None,
+        median_ms=round(statistics.median(profiled), 4) if profiled else None,
+    )
+
+
 def new_sweep(req: SweepRequest, cores: int) -> SweepRecord:
     """sweep.json before any cell ran (every cell "not run"): what a sweep writes first, and what
     the window shows as it starts one."""
@@ -251,6 +338,8 @@ def new_sweep(req: SweepRequest, cores: int) -> SweepRecord:
         nproc=opts.nproc,
         cores=cores,
         cells=[empty_cell(c, cores) for c in req.cells()],
+        passes=req.passes,
+        ties=[],
     )
 
 
@@ -376,6 +465,8 @@ def validate_sweep(req: SweepRequest) -> str | None:
         low = [v for v in values if v < 1]
         if low:
             return f"{name} must be at least 1, not {low[0]}"
+    if req.passes < 1:
+        return f"--passes must be at least 1, not {req.passes}"
     return None
 
 
@@ -415,36 +506,49 @@ def run_sweep(
             return SweepResult(EXIT_BAD_INPUT, out, message=f"cannot write {out / SWEEP_JSON}: {describe_os_error(exc, with_file=False)}")
         emit(SweepEvent(out=str(out), sweep=sweep))
         first_failure: RunResult | None = None
-        for index, cell in enumerate(cells):
-            if cancel is not None and cancel.is_set():
-                break
+        passes = [CellPasses() for _ in cells]
+        stopped_in = 0  # the pass a cancel stopped (from 1), 0: none
+        for k in range(1, req.passes + 1):
+            for index, cell in enumerate(cells):
+                if cancel is not None and cancel.is_set():
+                    stopped_in = k
+                    break
+                if k > 1 and sweep.cells[index].status != DONE:
+                    continue  # its first pass failed: a mode that cannot run here fails every time
 
-            def progress(event: Event, index: int = index) -> None:
-                if isinstance(event, ProgressEvent):
-                    emit(ProgressEvent(index=index, step=event.step, of=event.of))
+                def progress(event: Event, index: int = index) -> None:
+                    if isinstance(event, ProgressEvent):
+                        emit(ProgressEvent(index=index, step=event.step, of=event.of))
 
-            result = run_profile(req.run_request(cell), progress, cancel)
-            if result.cancelled_by is not None:
+                result = run_profile(req.run_request(cell), progress, cancel)
+                if result.cancelled_by is not None:
+                    stopped_in = k
+                    break
+                passes[index].add(cell_record(cell, result, cores), result)
+                record = combined_record(cell, passes[index], cores)
+                sweep.cells[index] = record
+                sweep.best = sweep.best_index()
+                sweep.ties = sweep.tie_indices()
+                if not result.ok and first_failure is None:
+                    first_failure = result
+                _save(out, sweep)
+                emit(CellEvent(index=index, of=len(cells), out=str(out), folder=str(out / cell.run), cell=record,
+                               best=sweep.best, sweep_pass=k, passes=req.passes, ties=sweep.ties))  # fmt: skip
+            if stopped_in:
                 break
-            record = cell_record(cell, result, cores)
-            sweep.cells[index] = record
-            sweep.best = sweep.best_index()
-            if not result.ok and first_failure is None:
-                first_failure = result
-            _save(out, sweep)
-            emit(CellEvent(index=index, of=len(cells), out=str(out), folder=str(out / cell.run), cell=record, best=sweep.best))
         if cancel is not None and cancel.is_set():
             signum = cancel.signum or signal.SIGTERM
-            sweep.cancelled = signal.Signals(signum).name
+            name = signal.Signals(signum).name
+            sweep.cancelled = name
             _save(out, sweep)
             done = sum(1 for c in sweep.cells if c.status != NOT_RUN)
-            return SweepResult(
-                128 + signum,
-                out,
-                sweep,
-                message=f"cancelled by {signal.Signals(signum).name}; {done} of {len(cells)} cells ran, the rest are marked not run",
-                cancelled_by=signum,
-            )
+            stopped_in = stopped_in or req.passes
+            if stopped_in > 1:
+                message = (f"cancelled by {name} in pass {stopped_in} of {req.passes}; each cell keeps the passes "
+                           "it finished")  # fmt: skip
+            else:
+                message = f"cancelled by {name}; {done} of {len(cells)} cells ran, the rest are marked not run"
+            return SweepResult(128 + signum, out, sweep, message=message, cancelled_by=signum)
         sweep.complete = True
         _save(out, sweep)
         if sweep.best is None and first_failure is not None:
@@ -473,30 +577,48 @@ def _ms(value: float | None) -> str:
     return f"{value:.2f}" if value is not None else "-"
 
 
+def best_text(sweep: SweepRecord) -> str | None:
+    """"fork 2×1", or "fork 2×1, sequential 1×1 (within noise of each other)" when cells tie with the
+    best (`SweepRecord.tied`); None when no cell finished."""
+    tied = sweep.tied()
+    if not tied:
+        return None
+    labels = ", ".join(sweep.cells[i].label for i in tied)
+    return labels + (" (within noise of each other)" if len(tied) > 1 else "")
+
+
 def markdown_table(sweep: SweepRecord) -> str:
-    """One row per cell: the cell, unprofiled median, spread (min, q1–q3, max), profiled median, notes."""
+    """One row per cell: the cell, unprofiled median (over its passes), spread (min, q1–q3, max, of
+    the passes' steps pooled), steps, each pass's median, profiled median, notes."""
     rows = [
-        "| cell | unprofiled median ms | spread ms (min, q1–q3, max) | steps | profiled median ms | notes |",
-        "| --- | ---: | --- | ---: | ---: | --- |",
+        "| cell | unprofiled median ms | spread ms (min, q1–q3, max) | steps | pass medians ms | profiled median ms | notes |",
+        "| --- | ---: | --- | ---: | --- | ---: | --- |",
     ]
+    tied = sweep.tied()
     for i, c in enumerate(sweep.cells):
         spread = c.unprofiled_spread_ms
         spread_text = (
             f"{_ms(spread[0])}, {_ms(spread[1])}–{_ms(spread[2])}, {_ms(spread[3])}" if spread and len(spread) == 4 else "-"
         )
         notes = []
-        if i == sweep.best:
-            notes.append("best")
+        if i in tied:
+            notes.append("best, within noise of " + ", ".join(sweep.cells[j].label for j in tied if j != i)
+                         if len(tied) > 1 else "best")  # fmt: skip
+        if c.any_interop:
+            notes.append("no inter-op pool: any inter-op count")
         if c.oversubscribed:
             notes.append(f"oversubscribed (> {sweep.cores} cores)")
         if c.status == FAILED:
             notes.append(f"failed: {c.error}")
         elif c.status == NOT_RUN:
             notes.append("not run")
+        elif c.failed_passes:
+            notes.append(f"{c.failed_passes} pass{'es' if c.failed_passes > 1 else ''} failed: {c.error}")
         steps = c.unprofiled_steps
+        medians = " / ".join(_ms(m) for m in c.pass_medians_ms) if c.pass_medians_ms else "-"
         rows.append(
             f"| {c.label} | {_ms(c.unprofiled_median_ms)} | {spread_text} | {steps if steps is not None else '-'} | "
-            f"{_ms(c.median_ms)} | "
+            f"{medians} | {_ms(c.median_ms)} | "
             f"{'; '.join(notes).replace('|', '/')} |"
         )
     return "\n".join(rows)

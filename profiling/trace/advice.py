@@ -28,8 +28,11 @@ The thread count is the cores' when both ways have a run of it, else the largest
 the cores both have, else the largest both have (oversubscribed, and the line says so).
 
 **Noise** is judged as everywhere else in branchscope (`step_stats.StepStats.within_noise`): the
-two runs are within noise when their unprofiled step times' interquartile ranges overlap. A run
-without a spread (an old sweep.json) is compared on its median alone, and the line says so.
+two runs are within noise when their unprofiled step times' interquartile ranges overlap. Sweep
+cells run in several passes (`from_sweep`) are judged as the sweep's ties are
+(`step_stats.within_noise_over_passes`): also within noise when the ranges of their passes' medians
+overlap, so the advice never calls a pair the sweep holds within noise a win. A run without a
+spread (an old sweep.json) is compared on its median alone, and the line says so.
 
 Qt-free and torch-free: `branchscope sweep`, `branchscope compare`, the Sweep and Compare pages.
 """
@@ -50,7 +53,7 @@ from branchscope.profiling.trace.records import (
     THREADS_MODE,
     SweepRecord,
 )
-from branchscope.profiling.trace.step_stats import StepStats
+from branchscope.profiling.trace.step_stats import StepStats, overlaps
 
 #: The mode that runs the model's own forward, every branch on the main thread.
 SEQUENTIAL = BASELINE_MODE
@@ -65,6 +68,9 @@ T = TypeVar("T")
 INTRA_WAY = "intra-op threads"
 FORK_WAY = "forking its branches"
 THREADS_WAY = "running its branches on Python threads"
+#: Why two runs are within noise, in the advice's words.
+NOISE_BY_QUARTILES = "their step times' interquartile ranges"
+NOISE_BY_PASSES = "the ranges of their passes' medians"
 #: How the advice names each branch pool mode's way of using the cores.
 WAYS = {FORK: FORK_WAY, THREADS: THREADS_WAY}
 
@@ -86,6 +92,8 @@ class Measured:
     ranks: int = 1
     spread_known: bool = True
     model: str | None = None
+    #: A sweep cell's passes' unprofiled medians (empty: one run).
+    pass_medians: tuple[float, ...] = ()
 
     @property
     def threads(self) -> int:
@@ -126,6 +134,8 @@ class Advice:
     cores: int | None
     faster: str | None
     ratio: float
+    #: Within noise by the passes' medians only (their quartiles apart).
+    noise_by_passes: bool = False
 
     @property
     def noise_known(self) -> bool:
@@ -139,8 +149,9 @@ class Advice:
         if self.faster is None:
             a, b = sorted((seq, par), key=lambda m: m.stats.median)
             return (
-                f"{where}, {_run_text(a)} and {_run_text(b)} are within noise ({self.ratio:.2f}×, their step "
-                f"times' interquartile ranges overlap): neither {INTRA_WAY} nor {par.way} served this model "
+                f"{where}, {_run_text(a)} and {_run_text(b)} are within noise ({self.ratio:.2f}×, "
+                f"{NOISE_BY_PASSES if self.noise_by_passes else NOISE_BY_QUARTILES} "
+                f"overlap): neither {INTRA_WAY} nor {par.way} served this model "
                 "clearly better"
             )
         win, lose = (seq, par) if self.faster == SEQUENTIAL else (par, seq)
@@ -223,13 +234,19 @@ def advise(runs: Sequence[Measured]) -> Advice | None:
     slow, fast = max(s.stats.median, f.stats.median), min(s.stats.median, f.stats.median)
     ratio = slow / fast if fast > 0 else float("inf")
     noise_known = s.spread_known and f.spread_known
-    if noise_known and s.stats.within_noise(f.stats):
+    by_passes = (
+        len(s.pass_medians) > 1
+        and len(f.pass_medians) > 1
+        and not (noise_known and s.stats.within_noise(f.stats))
+        and overlaps((min(s.pass_medians), max(s.pass_medians)), (min(f.pass_medians), max(f.pass_medians)))
+    )
+    if noise_known and s.stats.within_noise(f.stats) or by_passes:
         faster = None
     elif s.stats.median == f.stats.median:
         faster = None
     else:
         faster = SEQUENTIAL if s.stats.median < f.stats.median else f.mode
-    return Advice(s, f, t, cores, faster, ratio)
+    return Advice(s, f, t, cores, faster, ratio, noise_by_passes=by_passes)
 
 
 def missing_text(runs: Sequence[Measured]) -> str | None:
@@ -269,7 +286,8 @@ def from_sweep(sweep: SweepRecord) -> list[Measured]:
         known = spread is not None and len(spread) == 4
         lo, q1, q3, hi = spread if spread is not None and known else (ms, ms, ms, ms)
         stats = StepStats(c.unprofiled_steps or 0, ms, lo, q1, q3, hi)
-        out.append(Measured(c.mode, c.interop, c.intra, stats, sweep.cores, max(1, sweep.nproc or 1), known))
+        out.append(Measured(c.mode, c.interop, c.intra, stats, sweep.cores, max(1, sweep.nproc or 1), known,
+                            pass_medians=tuple(c.pass_medians_ms or ())))  # fmt: skip
     return out
 
 

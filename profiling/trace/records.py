@@ -33,7 +33,7 @@ from typing import Any, TypeVar, Union
 import msgspec
 
 from branchscope.profiling.files import read_json_object
-from branchscope.profiling.trace.step_stats import Spread, StepStats
+from branchscope.profiling.trace.step_stats import Spread, StepStats, within_noise_over_passes
 
 #: run.json's format: 2 adds "format", "input_shapes", "dtype" and "nproc" to what version 1 (no
 #: "format" key) wrote; everything else is read the same.
@@ -539,10 +539,33 @@ class CellRecord(msgspec.Struct, kw_only=True):
     unprofiled_steps: int | None = None
     error: str | None = None
     exit_code: int | None = None
+    #: The unprofiled median of each pass that finished, in the order they ran (`sweep.py`: the
+    #: cell's `unprofiled_median_ms` is their median, its spread that of the passes' steps pooled).
+    pass_medians_ms: list[float] | None = None
+    #: Passes of this cell that failed while another finished (`error` holds the last one's message).
+    failed_passes: int = 0
+    #: The mode starts no inter-op pool (sequential, streams): this one run stands for every inter-op
+    #: count of the sweep, which runs it once per intra-op count.
+    any_interop: bool = False
 
     @property
     def label(self) -> str:
         return f"{self.mode} {self.interop}×{self.intra}"
+
+    def within_noise(self, other: CellRecord) -> bool:
+        """Whether the two finished cells are within noise of each other (`step_stats.within_noise_over_passes`:
+        their pooled steps' interquartile ranges, or the ranges of their passes' medians, overlap)."""
+        a, b = self._noise(), other._noise()
+        return a is not None and b is not None and within_noise_over_passes(a[0], a[1], b[0], b[1])
+
+    def _noise(self) -> tuple[tuple[float, float], tuple[float, float]] | None:
+        ms = self.unprofiled_median_ms
+        if self.status != DONE or ms is None:
+            return None
+        spread = self.unprofiled_spread_ms
+        iqr = (spread[1], spread[2]) if spread is not None and len(spread) == 4 else (ms, ms)
+        medians = self.pass_medians_ms or [ms]
+        return iqr, (min(medians), max(medians))
 
 
 class SweepRecord(msgspec.Struct, kw_only=True):
@@ -563,6 +586,11 @@ class SweepRecord(msgspec.Struct, kw_only=True):
     cancelled: str | None = None
     best: int | None = None
     cells: list[CellRecord] = msgspec.field(default_factory=list)
+    #: The passes asked for (each cell ran once per pass, round-robin); None: an earlier sweep's one.
+    passes: int | None = None
+    #: Every finished cell within noise of the best, the best first (`tie_indices`): "best" is this
+    #: set when it holds several; `best` stays the lowest median for earlier readers.
+    ties: list[int] | None = None
 
     @classmethod
     def parse(cls, obj: Any) -> SweepRecord:
@@ -580,6 +608,24 @@ class SweepRecord(msgspec.Struct, kw_only=True):
             if c.status == DONE and ms is not None and (best is None or ms < best[0]):
                 best = (ms, i)
         return best[1] if best else None
+
+    def tie_indices(self) -> list[int]:
+        """The best cell and every finished cell within noise of it (`CellRecord.within_noise`), by
+        median (the best first); [] when no cell finished."""
+        best = self.best_index()
+        if best is None:
+            return []
+        b = self.cells[best]
+        tied = [i for i, c in enumerate(self.cells) if i != best and c.within_noise(b)]
+        tied.sort(key=lambda i: (self.cells[i].unprofiled_median_ms or 0.0, i))
+        return [best, *tied]
+
+    def tied(self) -> list[int]:
+        """`ties` as written, each a finished cell, else computed (a sweep.json of before ties)."""
+        n = len(self.cells)
+        if self.ties and all(0 <= i < n and self.cells[i].status == DONE for i in self.ties):
+            return list(self.ties)
+        return self.tie_indices()
 
 
 def is_sweep_json(obj: Any) -> bool:
@@ -764,6 +810,11 @@ class CellEvent(Event, tag="cell", kw_only=True):
     folder: str
     cell: CellRecord
     best: int | None = None
+    #: The pass this run of the cell belongs to (from 1) and the passes asked for.
+    sweep_pass: int | None = None
+    passes: int | None = None
+    #: The sweep's ties now (`SweepRecord.ties`).
+    ties: list[int] | None = None
 
 
 AnyEvent = Union[  # noqa: UP007 - msgspec needs the union as an object

@@ -201,6 +201,7 @@ def read_sweep(folder: Path) -> SweepRecord:
         if c.status not in (DONE, FAILED, NOT_RUN):
             c.status = NOT_RUN
     sweep.best = sweep.best_index()  # a hand-edited file cannot point at a failed or missing cell
+    sweep.ties = sweep.tie_indices()  # the same; and a sweep of before ties gets them
     return sweep
 
 

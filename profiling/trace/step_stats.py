@@ -7,6 +7,13 @@ quartiles, max) of one of those lists; two runs are *within noise* of each other
 interquartile ranges overlap: half of each run's steps fall in a range that the other's also
 reaches, so the difference of their medians is not worth a claim.
 
+A sweep runs each cell in several passes, round-robin (a fresh worker per cell per pass), because
+a shared machine drifts between runs more than the steps of one run spread. Two sweep cells are
+within noise of each other (`within_noise_over_passes`) when the interquartile ranges of their steps
+pooled over every pass overlap, **or** the ranges (lowest to highest) of their passes' medians
+overlap: a difference that the drift from one pass to the next also shows is not worth a claim.
+With one pass the second range is a point, and the rule is `within_noise`'s on the pooled steps.
+
 Qt-free and torch-free: the runs list, `branchscope compare` and `branchscope sweep` all use it.
 """
 
@@ -56,6 +63,22 @@ class StepStats:
     def within_noise(self, other: StepStats) -> bool:
         """Whether the two runs' interquartile ranges overlap (see the module docstring)."""
         return self.q1 <= other.q3 and other.q1 <= self.q3
+
+
+def overlaps(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Whether two closed ranges (lo, hi) share a point."""
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def within_noise_over_passes(
+    a_iqr: tuple[float, float],
+    a_passes: tuple[float, float],
+    b_iqr: tuple[float, float],
+    b_passes: tuple[float, float],
+) -> bool:
+    """Two sweep cells within noise (see the module docstring): their pooled steps' interquartile
+    ranges (q1, q3) overlap, or their passes' medians' ranges (lowest, highest) do."""
+    return overlaps(a_iqr, b_iqr) or overlaps(a_passes, b_passes)
 
 
 def speedup(baseline: StepStats | None, run: StepStats | None) -> float | None:

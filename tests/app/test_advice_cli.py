@@ -101,7 +101,7 @@ def test_sweep_prints_the_advice(tmp_path, monkeypatch, capsys):
     advice = [x for x in capsys.readouterr().out.splitlines() if x.startswith("advice: ")]
     cores = usable_cores()
     where = "on 2 cores" if cores == 2 else f"with 2 threads on {cores} core{'s' if cores != 1 else ''}"
-    # 2 threads: sequential 1×2 and 2×2 (6 ms; the plainer one named) and fork 2×1 (4 ms); fork 1×2
+    # 2 threads: sequential 1×2 (6 ms; sequential runs once per intra-op count) and fork 2×1 (4 ms); fork 1×2
     # (4 ms) forks nothing side by side and fork 2×2 computes with 4 threads: neither is paired.
     assert advice == [
         f"advice: {where}, fork 2×1 (4.00 ms) beat sequential 1×2 (6.00 ms) by 1.50×: "

@@ -30,15 +30,15 @@ def sweep(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
 
 def test_sweep_records_each_cell_goes_on_after_a_failed_one_and_marks_the_best(tmp_path):
     out = tmp_path / "sweep"
-    proc = sweep("--demo", "twin-mm", "--modes", "sequential,streams", "--interop", "1,2", "--intra", "1",
-                 "--steps", "2", "--warmup", "1", "--out", str(out), "--jsonl")  # fmt: skip
+    proc = sweep("--demo", "twin-mm", "--modes", "sequential,streams", "--interop", "1", "--intra", "1,2",
+                 "--steps", "2", "--warmup", "1", "--passes", "1", "--out", str(out), "--jsonl")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     data = json.loads((out / SWEEP_JSON).read_text())
     assert events[0] == {"event": "sweep", "out": str(out), "sweep": events[0]["sweep"]}
     assert events[-1] == {"event": "done", "out": str(out), "sweep": data}
     cells = [e for e in events if e["event"] == "cell"]
-    assert [(e["index"], e["of"], e["cell"]["mode"], e["cell"]["interop"], e["cell"]["status"]) for e in cells] == [
+    assert [(e["index"], e["of"], e["cell"]["mode"], e["cell"]["intra"], e["cell"]["status"]) for e in cells] == [
         (0, 4, "sequential", 1, "done"), (1, 4, "sequential", 2, "done"),
         (2, 4, "streams", 1, "failed"), (3, 4, "streams", 2, "failed"),
     ]  # fmt: skip
@@ -60,7 +60,38 @@ def test_sweep_records_each_cell_goes_on_after_a_failed_one_and_marks_the_best(t
         assert not (out / cell["run"]).exists()
     medians = [c["unprofiled_median_ms"] for c in done]
     assert data["best"] == medians.index(min(medians))
-    assert [c["oversubscribed"] for c in data["cells"]] == [c["interop"] > usable_cores() for c in data["cells"]]
+    assert [c["oversubscribed"] for c in data["cells"]] == [c["intra"] > usable_cores() for c in data["cells"]]
+
+
+def test_a_sweep_in_two_passes_end_to_end(tmp_path):
+    """Two cells (sequential once, whatever --interop says; fork 2×1) in two passes, real workers:
+    structure, never timings."""
+    out = tmp_path / "sweep"
+    proc = sweep("--demo", "twin-mm", "--modes", "sequential,fork", "--interop", "2", "--intra", "1",
+                 "--steps", "2", "--warmup", "1", "--passes", "2", "--out", str(out), "--jsonl")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    cells = [e for e in events if e["event"] == "cell"]
+    assert [(e["sweep_pass"], e["passes"], e["index"], e["cell"]["mode"]) for e in cells] == [
+        (1, 2, 0, "sequential"), (1, 2, 1, "fork"), (2, 2, 0, "sequential"), (2, 2, 1, "fork"),
+    ]  # fmt: skip
+    data = json.loads((out / SWEEP_JSON).read_text())
+    assert data["passes"] == 2 and data["complete"] is True and events[-1]["sweep"] == data
+    assert [(c["mode"], c["interop"], c["intra"], c["any_interop"]) for c in data["cells"]] == [
+        ("sequential", 1, 1, True), ("fork", 2, 1, False),
+    ]  # fmt: skip
+    for cell in data["cells"]:
+        assert cell["status"] == "done", cell["error"]
+        a, b = cell["pass_medians_ms"]
+        assert cell["unprofiled_median_ms"] == pytest.approx((a + b) / 2, abs=1e-3)
+        run = json.loads((out / cell["run"] / "run.json").read_text())  # the cell's folder: its second pass's run
+        assert run["unprofiled_median_ms"] == pytest.approx(b, abs=1e-3)
+        lo, q1, q3, hi = cell["unprofiled_spread_ms"]  # both passes' steps pooled
+        assert lo <= min(run["unprofiled_steps_ms"]) and max(run["unprofiled_steps_ms"]) <= hi
+        assert cell["unprofiled_steps"] > len(run["unprofiled_steps_ms"])
+    best = data["best"]
+    assert data["ties"][0] == best and set(data["ties"]) <= {0, 1}
+    assert sorted(p.name for p in out.iterdir()) == ["fork-2x1", "sequential-1x1", SWEEP_JSON]
 
 
 def test_sweep_reports_each_cell_on_stderr_and_prints_the_table(tmp_path):
@@ -68,8 +99,9 @@ def test_sweep_reports_each_cell_on_stderr_and_prints_the_table(tmp_path):
                  "--out", str(tmp_path))  # fmt: skip
     assert proc.returncode == 3 and proc.stdout == ""
     lines = proc.stderr.splitlines()
-    assert lines[0] == "cell 1/2 streams 1×1: failed: multi-stream needs CUDA: this machine has no CUDA device torch can use"
-    assert lines[1].startswith("cell 2/2 streams 1×2: failed:")
+    # the first pass of 3 fails each cell; a cell whose first pass failed is not run again
+    assert lines[0] == "pass 1/3 cell 1/2 streams 1×1: failed: multi-stream needs CUDA: this machine has no CUDA device torch can use"
+    assert lines[1].startswith("pass 1/3 cell 2/2 streams 1×2: failed:") and len(lines) == 3
     assert lines[-1] == "error: no cell ran: multi-stream needs CUDA: this machine has no CUDA device torch can use"
     assert json.loads((tmp_path / SWEEP_JSON).read_text())["best"] is None
 
@@ -91,7 +123,7 @@ def test_cancel_stops_the_running_cell_and_keeps_the_finished_ones(tmp_path, sig
     out = tmp_path / "sweep"
     marker = f"branchscope-test-{uuid.uuid4().hex}"
     cmd = [sys.executable, "-m", "branchscope.app.cli", "sweep", "--model", str(model), "--modes", "sequential",
-           "--interop", "1,2,4", "--intra", "1", "--steps", "2", "--warmup", "1", "--out", str(out)]  # fmt: skip
+           "--interop", "1", "--intra", "1,2,4", "--steps", "2", "--warmup", "1", "--out", str(out)]  # fmt: skip
     env = dict(os.environ, BRANCHSCOPE_TEST_MARKER=marker)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     descendants: list[psutil.Process] = []

@@ -13,13 +13,14 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPointF, Qt
 
 from branchscope.app.sweep_controller import SweepController
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.sweep import SWEEP_JSON, SweepRequest, load_sweep
 from branchscope.profiling.trace.records import CellEvent, CellRecord, SweepRecord, lenient
 from branchscope.widgets.sweep_view import SweepView
+from tests.builders.runs import write_sweep_json
 from tests.gui_helpers import show
 from tests.paths import MODELS
 from tests.processes import wait_until
@@ -147,6 +148,100 @@ def test_cells_arriving_update_the_view(qtbot, sweep_folder):
     assert view.cells[0].folder == sweep_folder / "sequential-1x1" and view.cells[1].folder is None
 
 
+# ---- passes, ties and a mode without an inter-op pool -------------------------------------------
+
+def tied_cell(mode, interop, intra, ms, spread, passes, **kw):
+    return {"mode": mode, "interop": interop, "intra": intra, "unprofiled_median_ms": ms, "median_ms": None if ms is None else ms * 1.3,
+            "unprofiled_spread_ms": spread, "pass_medians_ms": passes, "any_interop": mode == "sequential", **kw}
+
+
+#: A sweep of 3 passes as `branchscope sweep` now writes it: sequential once per intra-op count
+#: (across both inter-op columns); fork 2×1 best, sequential 1×2 within noise of it (quartiles overlap).
+TIED_CELLS = [
+    tied_cell("sequential", 1, 1, 47.8, [45.0, 47.0, 49.0, 52.0], [47.0, 47.8, 60.0]),
+    tied_cell("sequential", 1, 2, 26.0, [25.0, 25.5, 26.5, 28.0], [25.8, 26.0, 26.3]),
+    tied_cell("fork", 1, 1, 60.0, [58.0, 59.0, 61.0, 62.0], [59.0, 60.0, 61.0]),
+    tied_cell("fork", 2, 1, 25.0, [24.0, 24.5, 26.0, 27.0], [24.8, 25.0, 25.5]),
+    tied_cell("fork", 1, 2, 40.0, [39.0, 39.5, 40.5, 41.0], [39.8, 40.0, 40.2]),
+    tied_cell("fork", 2, 2, None, None, None, status="not run", oversubscribed=True),
+]
+
+
+@pytest.fixture
+def tied_folder(tmp_path) -> Path:
+    return write_sweep_json(tmp_path / "tied", TIED_CELLS, passes=3, modes=["sequential", "fork"], interop=[1, 2],
+                            intra=[1, 2], complete=True)  # fmt: skip
+
+
+def _texts(view: SweepView, mode: str) -> set[tuple[float, float, str]]:
+    plot = view.plots[mode]
+    return {(i.pos().x(), i.pos().y(), i.toPlainText()) for i in plot.items if hasattr(i, "toPlainText")}
+
+
+def test_every_tied_cell_is_marked_and_painted_as_the_best(qtbot, tied_folder):
+    view = show(qtbot, SweepView(), 900, 400)
+    view.set_sweep(load_sweep(tied_folder), tied_folder)
+    assert view.sweep.ties == [3, 1]
+    best = view.best_marker
+    assert best is not None and best.parentItem() is view.plots["fork"].getViewBox().childGroup
+    assert best.rect().contains(1.5, 0.5) and not best.rect().contains(0.5, 0.5)
+    [tie] = view.tie_markers  # sequential 1×2, across both inter-op columns
+    assert tie.parentItem() is view.plots["sequential"].getViewBox().childGroup and tie.scene() is view.graphics.scene()
+    assert tie.rect().contains(0.5, 1.5) and tie.rect().contains(1.5, 1.5) and not tie.rect().contains(0.5, 0.5)
+    # Within noise of the best: the best's colour (its own median written in it), never the other end of the scale.
+    seq, fork = view.images["sequential"].image, view.images["fork"].image
+    assert seq[:, 1].tolist() == [25.0, 25.0] and seq[:, 0].tolist() == [47.8, 47.8]
+    assert fork[1, 0] == 25.0 and fork[0, 0] == 60.0
+    assert view.levels == (25.0, 60.0)
+    assert (1.0, 1.5, "★ 26.0 ms") in _texts(view, "sequential") and (1.0, 0.5, "47.8 ms") in _texts(view, "sequential")
+    assert (1.5, 0.5, "★ 25.0 ms") in _texts(view, "fork") and (0.5, 1.5, "40.0 ms") in _texts(view, "fork")
+    text = view.legend.text()
+    assert "★ best: fork 2×1, sequential 1×2 (within noise of each other; outlined, painted the best's colour)" in text
+    assert "a cell across every inter-op column: its mode has no inter-op pool, so it ran once" in text
+    tooltip = next(c for c in view.cells if c.index == 1).tooltip
+    assert "within noise of the best" in tooltip and "passes' medians 25.800, 26.000, 26.300 ms" in tooltip
+
+
+def test_a_mode_without_an_inter_op_pool_spans_every_inter_op_column(qtbot, tied_folder):
+    view = show(qtbot, SweepView(), 900, 400)
+    view.set_sweep(load_sweep(tied_folder), tied_folder)
+    assert view.plots["sequential"].getAxis("bottom")._tickLevels[0] == [(1.0, "any (no inter-op pool)")]
+    assert view.plots["fork"].getAxis("bottom")._tickLevels[0] == [(0.5, "1"), (1.5, "2")]
+    seq11 = next(c for c in view.cells if c.index == 0)
+    assert (seq11.x, seq11.width, "no inter-op pool: one run stands for every inter-op count" in seq11.tooltip) == (0, 2, True)
+    vb = view.plots["sequential"].getViewBox()
+    for x in (0.5, 1.5):  # a click on either column is the one cell
+        pos = view.graphics.mapFromScene(vb.mapViewToScene(QPointF(x, 0.5)))
+        with qtbot.waitSignal(view.cellChosen) as chosen:
+            qtbot.mouseClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+        assert chosen.args == [str(tied_folder / "sequential-1x1")]
+        qtbot.keyClick(view, Qt.Key.Key_Escape)
+
+
+def test_all_cells_within_noise_are_one_colour(qtbot, tmp_path):
+    cells = [tied_cell("sequential", 1, 1, 47.8, [45.0, 47.0, 49.0, 52.0], [47.0, 47.8, 60.0]),
+             tied_cell("fork", 2, 1, 46.0, [40.0, 44.0, 52.0, 60.0], [44.0, 46.0, 55.0])]  # fmt: skip
+    folder = write_sweep_json(tmp_path / "s", cells, passes=3)
+    view = show(qtbot, SweepView(), 600, 300)
+    view.set_sweep(load_sweep(folder), folder)
+    values = [v for image in view.images.values() for v in image.image.ravel().tolist() if not math.isnan(v)]
+    assert set(values) == {46.0} and len(view.tie_markers) == 1
+
+
+def test_the_panel_says_every_tied_cell_is_best(qtbot, tied_folder):
+    from branchscope.app.runs import RunSpec
+    from branchscope.app.sweep_panel import SweepPanel
+
+    panel = SweepPanel(lambda: RunSpec("sequential", 1, 1, options=RunOptions(demo="twin-mm")), lambda _l: tied_folder,
+                       cores=2, controller=SweepController(command=[sys.executable, "-c", "pass"]))  # fmt: skip
+    qtbot.addWidget(panel)
+    assert panel.open_sweep(tied_folder)
+    assert panel.status.text() == f"best: fork 2×1, sequential 1×2 (within noise of each other) · {tied_folder}"
+    assert panel.passes_spin.value() == 3 and panel.request().passes == 3
+    panel.passes_spin.setValue(1)
+    assert panel.request().passes == 1
+
+
 # ---- the panel over a stand-in sweep (no torch) ------------------------------------------------
 
 #: Writes sweep.json (two cells, not run) and says a step; on SIGTERM, as `branchscope sweep` does,
@@ -229,7 +324,7 @@ def test_a_sweep_that_cannot_start_says_so_and_the_panel_stays_usable(qtbot, pan
     panel.controller.command = fake  # the next sweep starts
     with qtbot.waitSignal(panel.controller.progress, timeout=30_000):
         assert panel.start()
-    assert panel.status.text().startswith("sweeping 2 cells into") and panel.cancel_button.isEnabled()
+    assert panel.status.text().startswith("sweeping 2 cells × 3 passes into") and panel.cancel_button.isEnabled()
 
 
 def test_a_sweep_started_while_the_cancelled_one_stops_is_left_alone(qtbot, panel, tmp_path):
@@ -241,7 +336,7 @@ def test_a_sweep_started_while_the_cancelled_one_stops_is_left_alone(qtbot, pane
         assert panel.start()  # before the first sweep's process has ended
     assert stopped.args == [str(tmp_path / "sweep-0")]
     assert c.is_running() and panel.folder == tmp_path / "sweep-1"
-    assert panel.status.text().startswith("sweeping 2 cells into") and panel.cancel_button.isEnabled()
+    assert panel.status.text().startswith("sweeping 2 cells × 3 passes into") and panel.cancel_button.isEnabled()
     assert panel.view.sweep.cancelled is None
 
 
@@ -271,7 +366,7 @@ def test_controller_runs_a_sweep_and_reports_each_cell(qtbot, controller, tmp_pa
     out = tmp_path / "sweep"
     cells: list[CellEvent] = []
     controller.cellFinished.connect(cells.append)
-    request = SweepRequest(out=out, modes=("sequential", "streams"), interop=(1,), intra=(1,), options=RunOptions(demo="twin-mm", steps=2, warmup=1))
+    request = SweepRequest(out=out, modes=("sequential", "streams"), interop=(1,), intra=(1,), options=RunOptions(demo="twin-mm", steps=2, warmup=1), passes=1)
     with qtbot.waitSignal(controller.started, timeout=60_000) as started:
         controller.start(request)
     assert [c.status for c in started.args[0].cells] == ["not run", "not run"]
@@ -294,7 +389,7 @@ def test_controller_cancel_keeps_finished_cells_and_leaves_nothing_running(qtbot
     monkeypatch.setenv("BRANCHSCOPE_TEST_MARKER", marker)  # QProcess passes the environment on
     model = MODELS / "hangs_with_two.py"
     out = tmp_path / "sweep"
-    request = SweepRequest(out=out, modes=("sequential",), interop=(1, 2), intra=(1,), options=RunOptions(model=model, steps=2, warmup=1))
+    request = SweepRequest(out=out, modes=("sequential",), interop=(1,), intra=(1, 2), options=RunOptions(model=model, steps=2, warmup=1))
     failed: list[str] = []
     controller.failed.connect(failed.append)
     with qtbot.waitSignal(controller.cellFinished, timeout=240_000) as first:

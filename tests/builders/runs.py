@@ -86,3 +86,15 @@ def write_sweep_folder(folder: Path) -> Path:
     ]  # fmt: skip
     (folder / SWEEP_JSON).write_bytes(encode_record(SweepRecord(cores=2, cells=cells, best=1)))
     return folder
+
+
+def write_sweep_json(folder: Path, cells: list[dict[str, Any]], **fields: Any) -> Path:
+    """FOLDER/sweep.json of these cells (plain dicts: `records.CellRecord`'s fields; `run` defaults to
+    MODE-IxJ, `status` to "done") and sweep fields, as `branchscope sweep` writes it; returns the folder."""
+    from branchscope.profiling.trace.records import SWEEP_JSON, SweepRecord, encode_record
+
+    folder.mkdir(parents=True, exist_ok=True)
+    full = [{"run": f"{c['mode']}-{c['interop']}x{c['intra']}", "status": "done", **c} for c in cells]
+    sweep = SweepRecord.parse({"cores": 2, **fields, "cells": full})
+    (folder / SWEEP_JSON).write_bytes(encode_record(sweep))
+    return folder

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from branchscope.profiling.trace.records import RunRecord
-from branchscope.profiling.trace.step_stats import StepStats, speedup
+from branchscope.profiling.trace.step_stats import StepStats, speedup, within_noise_over_passes
 
 
 def test_quartiles_and_spread_of_known_values():
@@ -48,3 +48,11 @@ def test_spread_is_ordered_and_holds_the_median(values):
     assert s is not None
     assert s.min <= s.q1 <= s.median <= s.q3 <= s.max
     assert s.within_noise(s)
+
+
+def test_sweep_cells_are_within_noise_by_quartiles_or_by_their_passes_medians():
+    apart = ((10.0, 11.0), (10.5, 10.9))
+    assert within_noise_over_passes(*apart, (10.8, 12.0), (11.5, 11.6))  # quartiles overlap
+    assert within_noise_over_passes(*apart, (13.0, 13.5), (10.9, 13.4))  # the passes' medians do
+    assert not within_noise_over_passes(*apart, (11.1, 12.0), (11.0, 11.5))  # neither
+    assert within_noise_over_passes((5.0, 5.0), (5.0, 5.0), (5.0, 6.0), (5.5, 5.5))  # touching counts
