@@ -42,7 +42,7 @@ from branchscope.profiling.trace.records import (
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "speedup",
-        help="measure configurations of a model in alternation: speedups with 95% intervals",
+        help="measure configurations of a model in alternation: speedups with 95%% intervals",
         description=(
             "Measure configurations (MODE:IxJ, the first the baseline) in alternation, never all of one then "
             "all of another: in one worker, one step of each in turn, where the configurations allow it "
