@@ -7,6 +7,8 @@ import json
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from branchscope.profiling.trace.prediction import (
     ASSUMPTIONS,
@@ -91,11 +93,13 @@ def test_a_nested_region_shortens_its_branch_by_its_own_makespan() -> None:
     pred = predict(b, {"A": 40.0, "B": 20.0, "A1": 15.0, "A2": 15.0}, 60.0, source="test")
     assert pred is not None
     assert pred.serial_ms == 0.0  # the nested region's work is inside A's
-    # On 2 threads A takes 10 + 15 = 25 ms, B 20 ms, side by side: 25 ms.
-    assert pred.by_threads["2"] == 2.4
+    # On 4 threads A takes 10 + 15 = 25 ms (A1 and A2 side by side), B 20 ms beside it: 25 ms.
+    assert pred.by_threads["4"] == 2.4
+    # On 2 threads the rule alone would say 25 ms too, but 60 ms of work on 2 threads takes 30 ms.
+    assert pred.by_threads["2"] == 2.0
     outer, inner = pred.regions
     assert (outer.region, inner.region) == ("1", "1.1")
-    assert outer.work_ms == 60.0 and outer.bound_by_threads["2"] == 2.4
+    assert outer.work_ms == 60.0 and outer.bound_by_threads == {"2": 2.0, "4": 2.4}
     assert inner.work_ms == 30.0 and inner.bound_by_threads["2"] == 2.0
     # On one thread per region nothing is gained.
     one = predict(b, {"A": 40.0, "B": 20.0, "A1": 15.0, "A2": 15.0}, 60.0, source="test", threads=(1,))
@@ -203,3 +207,31 @@ def test_the_bound_does_not_depend_on_the_order_branches_are_listed(times) -> No
     pred = predict(_tree(*((n, "1", None) for n in names)), dict(zip(names, times, strict=True)), 20.0, source="t")
     assert pred is not None
     assert pred.by_threads["2"] == 2.0  # 20 / LPT(7+3, 5+4+1) = 20 / 10
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_no_tree_is_given_more_than_k_threads_can_do(data) -> None:
+    """However deep the nesting, a bound on k threads lies in [1, k], the step's and each region's."""
+    tree, times = [("b0", "1", None)], {"b0": data.draw(st.floats(0.0, 50.0))}
+    regions = {"1": None}
+    for i in range(1, data.draw(st.integers(1, 12))):
+        parent = data.draw(st.sampled_from([None, *(n for n, _, _ in tree)]))
+        nested = [r for r, p in regions.items() if p == parent]
+        region = data.draw(st.sampled_from(nested)) if nested and data.draw(st.booleans()) else None
+        if region is None:  # a new region: at the top, or nested in the parent's region's id
+            region = str(i + 1) if parent is None else f"{next(r for n, r, _ in tree if n == parent)}.{i}"
+            regions[region] = parent
+        name = f"b{i}"
+        tree.append((name, region, parent))
+        times[name] = data.draw(st.floats(0.0, 50.0))
+    for name, _, _ in reversed(tree):  # a branch holds at least the work nested in it (children first)
+        times[name] += sum(times[n] for n, _, p in tree if p == name)
+    step = sum(times[n] for n, _, p in tree if p is None) + data.draw(st.floats(0.0, 50.0))
+    pred = predict(_tree(*tree), times, max(step, 1e-3), source="test")
+    assert pred is not None
+    for k, v in pred.by_threads.items():
+        assert 1.0 - 1e-3 <= v <= int(k) + 1e-3
+    for r in pred.regions:
+        for k, v in r.bound_by_threads.items():
+            assert v <= int(k) + 1e-3
