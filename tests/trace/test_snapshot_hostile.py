@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from branchscope.profiling import TraceFormatError
+from branchscope.profiling.trace.memory import UNEXPLAINED
 from branchscope.profiling.trace.snapshot import _MAX_EXPANSION, load_snapshot
 from tests.builders.snapshots import two_gpu_snapshot
 from tests.paths import ROOT
@@ -270,11 +271,14 @@ def test_what_the_memo_shares_is_read_once(tmp_path: Path, case: str) -> None:
     proc, outcome = limited_cli(tmp_path, "memory", "--json", str(path))
     assert outcome["rc"] == 0 and proc.stderr == "", proc.stderr[-3000:]
     assert outcome["growth_mib"] < bound_mib(path.stat().st_size), outcome
-    where = json.loads(proc.stdout)["devices"][0]["at_peak"][0]["where"]
+    # what the peak holds, by site (the 130,000 allocations of "shared frames" share one address:
+    # each but the last was freed unseen, and the rest of the running total is said as such)
+    wheres = [x["where"] for x in json.loads(proc.stdout)["devices"][0]["at_peak"]]
     if case == "shared frames":
-        assert where == f"{TORCH_FILE}:7:f"
+        assert f"{TORCH_FILE}:7:f" in wheres and set(wheres) <= {f"{TORCH_FILE}:7:f", UNEXPLAINED}
     else:
-        assert len(where) < 300 and where.startswith("aaa") and where.endswith(":f")
+        sites = [w for w in wheres if w != UNEXPLAINED]
+        assert sites and all(len(w) < 300 and w.startswith("aaa") and w.endswith(":f") for w in sites)
 
 
 # ---- the unpickler against pickle's own ------------------------------------------------------
