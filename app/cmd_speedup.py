@@ -58,6 +58,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--rounds", type=int, metavar="N",
                    help=f"rounds (default {ROUNDS_IN_ONE_WORKER} in one worker, {ROUNDS_ACROSS_WORKERS} across workers); "
                    "across workers each worker times --steps steps")  # fmt: skip
+    p.add_argument("--fresh-workers", action="store_true",
+                   help="a fresh worker per configuration per round, even where one worker could hold them all "
+                   "(a parallel configuration's steps can leave the process slower for a sequential one's)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the result as JSON (what speedup.json holds)")
     p.add_argument("--out", type=Path, metavar="DIR", help="write DIR/speedup.json (DIR made if missing)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -99,7 +102,7 @@ def run_speedup_command(args: argparse.Namespace) -> int:
             check_speedup_out(args.out)
         except SpeedupFolderError as exc:
             return _fail(args, str(exc))
-    request = PairedRequest(configs=configs, options=options, rounds=args.rounds)
+    request = PairedRequest(configs=configs, options=options, rounds=args.rounds, fresh_workers=args.fresh_workers)
 
     interactive = sys.stderr.isatty() and not args.quiet
 

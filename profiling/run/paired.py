@@ -140,14 +140,18 @@ class PairedRequest:
     options: RunOptions
     #: None: ROUNDS_IN_ONE_WORKER or ROUNDS_ACROSS_WORKERS, as it measures.
     rounds: int | None = None
+    #: A fresh worker per configuration per round even where one worker could hold them all
+    #: (`--fresh-workers`): one configuration's steps can leave the process slower for another's.
+    fresh_workers: bool = False
 
     @property
     def in_one_worker(self) -> bool:
-        return share_one_worker(self.configs)
+        return not self.fresh_workers and share_one_worker(self.configs)
 
     def argv(self) -> list[str]:
         """The options of `branchscope speedup` that describe this request (the window's job)."""
         args = [*self.options.argv(), "--configs", ",".join(c.argv() for c in self.configs)]
+        args += ["--fresh-workers"] if self.fresh_workers else []
         return args + (["--rounds", str(self.rounds)] if self.rounds is not None else [])
 
     @property
@@ -376,7 +380,19 @@ def _prediction_lines(record: SpeedupRecord) -> list[str]:
                 f"{c.label}: {value.median:.2f}× measured of the {bound:.2f}× its {c.interop} threads could give "
                 f"({100 * value.median / bound:.0f}%)"
             )
+            if value.ci95 and len(value.ci95) == 2 and value.ci95[0] > bound * ABOVE_BOUND:
+                lines.append(f"warning: {c.label} measured above what its branches could give: {ABOVE_BOUND_WHY}")
     return lines
+
+
+#: A speedup whose interval lies above the bound by more than this share is said to be.
+ABOVE_BOUND = 1.10
+ABOVE_BOUND_WHY = (
+    "the prediction takes every op to cost what it cost in the sequential steps; here the baseline's steps "
+    "cost more than that (the memory allocator handing back and faulting in pages again, or, in one worker, "
+    "what the other configurations' steps left behind), or the branches gained from their own cores' caches; "
+    "--fresh-workers measures each configuration in workers of its own"
+)
 
 
 class SpeedupFolderError(Exception):

@@ -227,3 +227,29 @@ def test_the_paired_worker_starts_as_the_worker_does_under_either_python(tmp_pat
     command = paired._PairedWorker(other, tmp_path, configs, 7).command()
     assert command[1:3] == ["-I", "-c"] and f"run_module({PAIRED_WORKER_MODULE!r}" in command[3]
     assert command[-4:] == ["--configs", "sequential:1x2,fork:2x1", "--rounds", "7"]
+
+
+def test_fresh_workers_measure_across_workers_where_one_could_hold_them():
+    configs = parse_configs("sequential:1x1,fork:2x1")
+    assert PairedRequest(configs, RunOptions(demo="twin-mm")).in_one_worker
+    fresh = PairedRequest(configs, RunOptions(demo="twin-mm"), fresh_workers=True)
+    assert not fresh.in_one_worker and fresh.round_count == paired.ROUNDS_ACROSS_WORKERS
+    assert "--fresh-workers" in fresh.argv() and "--fresh-workers" not in PairedRequest(configs, RunOptions(demo="twin-mm")).argv()
+
+
+def test_a_speedup_above_what_the_branches_could_give_is_said_to_be():
+    from branchscope.profiling.trace.prediction import predict
+    from branchscope.profiling.trace.records import BranchRecord, PairedTimesRecord
+
+    branches = [BranchRecord(name="a", region="1"), BranchRecord(name="b", region="1")]
+    prediction = predict(branches, {"a": 30.0, "b": 10.0}, 44.0, source="6 sequential steps measured in the worker")
+    configs = [
+        PairedConfigRecord(mode="sequential", interop=1, intra=1, steps_ms=[66.0, 65.0, 67.0, 66.0, 66.0, 65.5]),
+        PairedConfigRecord(mode="fork", interop=2, intra=1, steps_ms=[38.0, 38.5, 37.5, 38.0, 38.2, 37.9]),
+    ]
+    record = speedup_record(configs, [[0, 1], [1, 0]] * 3, IN_ONE_WORKER, 6, RunOptions(demo="inception"),
+                            PairedTimesRecord(prediction=prediction))  # fmt: skip
+    lines = speedup_lines(record)
+    assert lines[-2].startswith("fork 2×1: 1.7") and "× measured of the 1.29× its 2 threads could give" in lines[-2]
+    assert lines[-1].startswith("warning: fork 2×1 measured above what its branches could give: ")
+    assert "--fresh-workers" in lines[-1]
