@@ -512,6 +512,8 @@ class MainWindow(QMainWindow):
                 entry, trace = opened[group[0]]
                 entry.trace = trace
             count += len(group) if self._add_entry(entry) else 0
+        if count and self.tabs.currentWidget() is self.page(RunPage):
+            self.timeline.setFocus()  # its keys (W/A/S/D, Ctrl+F) work at once, without a click first
         return count
 
     def open_model_dialog(self) -> None:

@@ -68,3 +68,5 @@ class SidePanels(QSplitter):
         if timeline.trace is None:
             return
         self.details.show_event(timeline.trace, i, timeline.branch_names, timeline.event_branch)
+        if i >= 0:
+            self.tabs.setCurrentWidget(self.details)  # an event clicked is shown, whatever tab was in front

@@ -1,0 +1,31 @@
+"""Issue 22, item 8: after File › Open the timeline's keys work without a click first, and an event
+clicked while the Range tab is in front shows its details."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QApplication
+
+from tests.builders.runs import write_small_trace
+
+
+def test_a_trace_opened_takes_the_keyboard_to_its_timeline(window, qtbot, tmp_path):
+    window.activateWindow()
+    window.runs.setFocus()  # somewhere else first, as after a dialog
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is not window.timeline)
+    assert window.open_trace_files([str(write_small_trace(tmp_path / "a.json"))]) == 1
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is window.timeline, timeout=30_000)
+
+
+def test_an_event_clicked_while_the_range_tab_is_in_front_shows_its_details(window, tmp_path):
+    assert window.open_trace_files([str(write_small_trace(tmp_path / "a.json"))]) == 1
+    panels = window.side_panel
+    panels.tabs.setCurrentWidget(panels.ranges)
+    trace = window.timeline.trace
+    op = next(i for i in range(len(trace)) if trace.event_name(i).startswith("aten::"))
+    window.timeline.select_event(op)
+    assert panels.tabs.currentWidget() is panels.details
+    assert panels.details.title.text() == "Event" and trace.event_name(op) in panels.details.body.text()
+    # Escape (no event) leaves whatever tab is in front
+    panels.tabs.setCurrentWidget(panels.ranges)
+    window.timeline.select_event(-1)
+    assert panels.tabs.currentWidget() is panels.ranges
