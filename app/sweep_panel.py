@@ -71,6 +71,8 @@ class SweepPanel(QWidget):
     runChosen = Signal(str)
     #: Two finished cells were clicked one after the other: their run folders.
     compareRequested = Signal(str, str)
+    #: A cell double-clicked: its run folder, to open on the Run page.
+    runActivated = Signal(str)
 
     def __init__(
         self,
@@ -135,6 +137,7 @@ class SweepPanel(QWidget):
         form.addRow(buttons)
         self.view = SweepView()
         self.view.cellChosen.connect(self.runChosen)
+        self.view.cellActivated.connect(self.runActivated)
         self.view.compareRequested.connect(self.compareRequested)
         lay = QVBoxLayout(self)
         lay.addLayout(form)
@@ -250,7 +253,8 @@ class SweepPanel(QWidget):
         self.folder = Path(folder)
         self._show(sweep, folder)
         if not quiet:
-            self.status.setText(f"{self._best_text()} · {folder}")
+            model = sweep.model_label
+            self.status.setText(f"{model + ': ' if model else ''}{self._best_text()} · from disk: {folder}")
         return True
 
     def shutdown(self) -> None:

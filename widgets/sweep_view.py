@@ -12,7 +12,7 @@ hatched, as the legend line says; a failed cell is grey and says "failed" (its m
 tooltip); a cell not run (yet) is blank.
 
 Clicking a finished cell emits `cellChosen(run folder)`; clicking a second one after it also emits
-`compareRequested(first, second)` (Esc forgets the first). `set_sweep(sweep, folder)` takes
+`compareRequested(first, second)` (Esc forgets the first); double-clicking one `cellActivated`. `set_sweep(sweep, folder)` takes
 sweep.json (a `records.SweepRecord`, from `sources.read_sweep` or the sweep's events) and may be
 called again as cells arrive.
 """
@@ -88,6 +88,8 @@ class SweepView(QWidget):
 
     #: A finished cell was clicked: its run folder.
     cellChosen = Signal(str)
+    #: A finished cell was double-clicked: its run folder (the window opens its run).
+    cellActivated = Signal(str)
     #: A second finished cell was clicked after a first: both run folders, first first.
     compareRequested = Signal(str, str)
 
@@ -325,7 +327,7 @@ class SweepView(QWidget):
             parts.append(f"hatched: oversubscribed, inter-op × intra-op threads > {cores or 'the'} cores")
         if any(c.status == "failed" for c in cells):
             parts.append("grey: failed (hover for why)")
-        parts.append("click a cell to open its run, a second to compare the two")
+        parts.append("click a cell to show its run, a second to compare the two, double-click to open it")
         return " · ".join(parts)
 
     # ---- interaction ------------------------------------------------------------------------
@@ -352,6 +354,9 @@ class SweepView(QWidget):
         if cell is None or cell.folder is None:
             return
         event.accept()
+        if event.double():  # the click before it chose the cell: now open its run
+            self.cellActivated.emit(str(cell.folder))
+            return
         first = self._selected
         self.cellChosen.emit(str(cell.folder))
         if first is not None and first.index != cell.index and first.folder is not None:

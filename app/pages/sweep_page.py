@@ -1,6 +1,7 @@
 """The Sweep page: `app/sweep_panel.py` (a thread sweep of the model the run controls describe, its
-heatmap) in the window: a cell clicked shows its run on the Run page, two cells clicked one after
-the other are compared on the Compare page, and sweep folders opened in the window show here."""
+heatmap) in the window: a cell clicked shows its run (listed, and what the Run page shows) while
+the heatmap stays in front, so a second click compares the two on the Compare page; a cell
+double-clicked opens the Run page; sweep folders opened in the window show here."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ class SweepPage(OwnContentPage, SweepPanel):
         SweepPanel.__init__(self, host.current_spec, host.controller.new_folder, host.cores, parent=parent)
         self.host = host
         self.runChosen.connect(self._on_cell_chosen)
+        self.runActivated.connect(self._on_cell_activated)
         self.compareRequested.connect(self._on_cells_compared)
 
     # ---- sweep folders and their cells ------------------------------------------------------
@@ -53,6 +55,16 @@ class SweepPage(OwnContentPage, SweepPanel):
         return k
 
     def _on_cell_chosen(self, folder: str) -> None:
+        """Its run listed and shown, this page kept in front (a second click compares)."""
+        k = self._entry_of_folder(folder)
+        if k >= 0 and self.host.show_entry(k):
+            self.host.show_page(self)
+            self.status.setText(
+                f"{self.host.run_list[k].title}: shown on the Run tab (double-click the cell to go there); "
+                "click another cell to compare the two"
+            )
+
+    def _on_cell_activated(self, folder: str) -> None:
         k = self._entry_of_folder(folder)
         if k >= 0 and self.host.show_entry(k):
             self.host.show_page(self.host.page(RunPage))

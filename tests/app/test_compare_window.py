@@ -62,7 +62,14 @@ def test_the_sweep_tab_shows_a_cells_run_on_a_click_and_compares_two(window, qtb
     panel = window.sweep_panel
     assert panel.open_sweep(sweep_dir)
     assert "fastest: fork 2×1" in panel.status.text()
+    # a sweep opened from disk names its model and says where it came from
+    assert panel.status.text().startswith("inception: fastest: fork 2×1") and f"from disk: {sweep_dir}" in panel.status.text()
+    # a click shows the cell's run and keeps the heatmap in front, for a second click to compare
     panel.view.cellChosen.emit(str(b))
+    assert window.tabs.currentWidget() is panel and window.run_list[window.current].trace_path.parent == b
+    assert "shown on the Run tab (double-click the cell to go there)" in panel.status.text()
+    # a double-click opens the run
+    panel.view.cellActivated.emit(str(b))
     assert window.tabs.currentIndex() == 0 and window.run_list[window.current].trace_path.parent == b
     panel.view.compareRequested.emit(str(a), str(b))
     assert window.tabs.currentWidget() is window.compare_view

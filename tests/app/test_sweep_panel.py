@@ -236,7 +236,7 @@ def test_the_panel_says_every_tied_cell_is_best(qtbot, tied_folder):
                        cores=2, controller=SweepController(command=[sys.executable, "-c", "pass"]))  # fmt: skip
     qtbot.addWidget(panel)
     assert panel.open_sweep(tied_folder)
-    assert panel.status.text() == f"best: fork 2×1, sequential 1×2 (within noise of each other) · {tied_folder}"
+    assert panel.status.text() == f"best: fork 2×1, sequential 1×2 (within noise of each other) · from disk: {tied_folder}"
     assert panel.passes_spin.value() == 3 and panel.request().passes == 3
     panel.passes_spin.setValue(1)
     assert panel.request().passes == 1
@@ -407,3 +407,13 @@ def test_controller_cancel_keeps_finished_cells_and_leaves_nothing_running(qtbot
     assert data.cancelled == signal.Signals(signal.SIGTERM).name and data.best == 0
     assert controller.active_processes() == 0
     wait_until(lambda: not _with_marker(marker), 30, "the hanging model's child to end")
+
+
+def test_a_double_click_on_a_cell_activates_it(qtbot, view, sweep_folder):
+    port, at = view.graphics.viewport(), view.cell_center(1)
+    with qtbot.waitSignal(view.cellActivated) as activated:  # as Qt delivers one: click, double-click, release
+        qtbot.mouseClick(port, Qt.MouseButton.LeftButton, pos=at)
+        qtbot.mouseDClick(port, Qt.MouseButton.LeftButton, pos=at)
+        qtbot.mouseRelease(port, Qt.MouseButton.LeftButton, pos=at)
+    assert activated.args == [str(sweep_folder / "sequential-1x2")]
+    assert "double-click to open it" in view.legend.text()

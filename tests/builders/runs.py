@@ -84,7 +84,7 @@ def write_sweep_folder(folder: Path) -> Path:
         CellRecord(mode="fork", interop=2, intra=1, run=b.name, status="done",
                    median_ms=20.0, unprofiled_median_ms=20.0, unprofiled_spread_ms=[20.0] * 4),
     ]  # fmt: skip
-    (folder / SWEEP_JSON).write_bytes(encode_record(SweepRecord(cores=2, cells=cells, best=1)))
+    (folder / SWEEP_JSON).write_bytes(encode_record(SweepRecord(demo="inception", cores=2, cells=cells, best=1)))
     return folder
 
 
