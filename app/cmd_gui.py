@@ -116,6 +116,16 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
     screenshot: Path | None = getattr(args, "screenshot", None)
     if screenshot is not None:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    # Before Qt is loaded: a library its xcb plugin links that is missing would make it abort (134)
+    # blaming xcb-cursor0; one line naming the missing libraries and their packages instead.
+    from branchscope.app import xcb_check
+
+    hint = "branchscope open TRACE --screenshot window.png" if traces else "branchscope --screenshot window.png"
+    missing = xcb_check.check(hint=hint.replace("branchscope", _program(), 1))
+    if missing:
+        from branchscope.app.cli_text import fail
+
+        return fail(missing)
     from PySide6.QtWidgets import QApplication
 
     from branchscope.app.main_window import MainWindow
