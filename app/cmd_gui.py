@@ -45,7 +45,14 @@ def add_window_arguments(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "open", help="open trace files in the window", description="Open trace files in the window."
+        "open",
+        help="open trace files in the window",
+        description=(
+            "Open traces in the window: torch.profiler or Chrome trace files (.json, .json.gz), run "
+            "folders, a distributed run or a folder of rank traces, allocator snapshots, or a sweep "
+            "folder. Several rank traces of one job open as one run; --screenshot draws the window "
+            "offscreen to a PNG instead."
+        ),
     )
     p.add_argument(
         "traces", nargs="+", metavar="PATH",

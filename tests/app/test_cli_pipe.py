@@ -76,7 +76,7 @@ def test_compare_into_a_closed_stdout_ends_quietly(tmp_path: Path) -> None:
     _assert_quiet(_into_closed_pipe("compare", str(a), str(b)))
 
 
-def test_a_reader_that_closes_after_one_line(trace: Path) -> None:
+def test_a_reader_that_closes_after_one_line() -> None:
     """What `| head -n 1` does: the first line arrives; the rest, if it was still to be written,
     ends quietly (exit 141), else the command had finished (exit 0); never a traceback."""
     first, proc = _after_one_line("demos")
@@ -85,7 +85,7 @@ def test_a_reader_that_closes_after_one_line(trace: Path) -> None:
     assert proc.returncode in (0, cli.EXIT_STDOUT_CLOSED)
 
 
-def test_a_broken_pipe_that_is_not_stdouts_is_not_hidden(monkeypatch, capsys) -> None:
+def test_a_broken_pipe_that_is_not_stdouts_is_not_hidden(monkeypatch) -> None:
     """Only a closed stdout is quiet: a BrokenPipeError from a pipe of our own (to a worker) with
     stdout still open goes on as the error it is."""
 
