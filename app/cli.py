@@ -71,10 +71,53 @@ def main(argv: list[str] | None = None) -> int:
     return int(args.handler(args) or 0)
 
 
+#: The exit status when stdout's reader left before all was printed (`branchscope inspect X | head`):
+#: 128 + SIGPIPE, as `cat` or `grep` give a shell there (seen only under `set -o pipefail`).
+EXIT_STDOUT_CLOSED = 141
+
+
+def stdout_reader_gone(fd: int | None = None) -> bool:
+    """Whether stdout (or descriptor `fd`) is a pipe or socket whose reader has gone (poll says
+    POLLERR or POLLHUP), so a BrokenPipeError came from printing, not from a pipe of our own to
+    another process."""
+    import select
+
+    try:
+        if fd is None:
+            fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _fd, ev in poller.poll(0))
+    except (AttributeError, ValueError, OSError):  # no stdout, or one without a descriptor
+        return False
+
+
+def quiet_stdout() -> None:
+    """Points stdout's descriptor at /dev/null, so what is still buffered (flushed at exit) goes
+    nowhere instead of raising again in the interpreter's shutdown ("Exception ignored …")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
 def entry() -> int:
-    """The `branchscope` command (pyproject's [project.scripts])."""
+    """The `branchscope` command (pyproject's [project.scripts]). Every sub-command that prints ends
+    quietly, exit 141 (`EXIT_STDOUT_CLOSED`), when its reader closes stdout early (`| head`): no
+    BrokenPipeError traceback. What a run started is stopped by its own `finally` on the way out."""
     forget_current_folder()
-    return main()
+    try:
+        try:
+            return main()
+        finally:  # what print() left in the buffer is written here, not at exit
+            if sys.stdout is not None:
+                sys.stdout.flush()
+    except BrokenPipeError:
+        if not stdout_reader_gone():
+            raise
+        quiet_stdout()
+        return EXIT_STDOUT_CLOSED
 
 
 if __name__ == "__main__":

@@ -45,7 +45,14 @@ def add_window_arguments(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "open", help="open trace files in the window", description="Open trace files in the window."
+        "open",
+        help="open trace files in the window",
+        description=(
+            "Open traces in the window: torch.profiler or Chrome trace files (.json, .json.gz), run "
+            "folders, a distributed run or a folder of rank traces, allocator snapshots, or a sweep "
+            "folder. Several rank traces of one job open as one run; --screenshot draws the window "
+            "offscreen to a PNG instead."
+        ),
     )
     p.add_argument(
         "traces", nargs="+", metavar="PATH",
@@ -116,6 +123,16 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
     screenshot: Path | None = getattr(args, "screenshot", None)
     if screenshot is not None:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    # Before Qt is loaded: a library its xcb plugin links that is missing would make it abort (134)
+    # blaming xcb-cursor0; one line naming the missing libraries and their packages instead.
+    from branchscope.app import xcb_check
+
+    hint = "branchscope open TRACE --screenshot window.png" if traces else "branchscope --screenshot window.png"
+    missing = xcb_check.check(hint=hint.replace("branchscope", _program(), 1))
+    if missing:
+        from branchscope.app.cli_text import fail
+
+        return fail(missing)
     from PySide6.QtWidgets import QApplication
 
     from branchscope.app.main_window import MainWindow

@@ -18,7 +18,15 @@ from branchscope.profiling.trace.records import Event, ProgressEvent
 
 
 def register(subparsers: Any) -> None:
-    demos = subparsers.add_parser("demos", help="list the built-in demo models", description="List the built-in demos.")
+    demos = subparsers.add_parser(
+        "demos",
+        help="list the built-in demo models",
+        description=(
+            "List the built-in demo models, one a line: its name, what its branches show, and the CUDA "
+            "devices it needs if any. Run one with `branchscope profile --demo NAME` or open the window "
+            "on it with `branchscope --demo NAME`."
+        ),
+    )
     demos.set_defaults(handler=run_demos)
 
     profile = subparsers.add_parser(

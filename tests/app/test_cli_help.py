@@ -29,3 +29,17 @@ def test_the_top_level_help_lists_every_command(capsys):
     out = capsys.readouterr().out
     assert all(f"    {c} " in out or f"    {c}\n" in out for c in _commands())
     assert "speedups with 95% intervals" in out
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_every_command_has_a_description_paragraph(command, capsys):
+    """`branchscope COMMAND --help` says what the command does in a paragraph of its own between the
+    usage and the arguments (argparse's `description=`), not only the one-line `help=` of the list."""
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    description = sub.choices[command].description  # type: ignore[index]
+    assert description and len(description.split()) >= 4, f"{command} has no description"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, "--help"])
+    paragraphs = capsys.readouterr().out.split("\n\n")
+    assert paragraphs[0].startswith(f"usage: branchscope {command}")
+    assert " ".join(paragraphs[1].split()) == " ".join(description.split())
