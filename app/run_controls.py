@@ -21,8 +21,8 @@ import os
 from pathlib import Path
 
 import psutil
-from PySide6.QtCore import QElapsedTimer, Qt, QTimer, Signal
-from PySide6.QtGui import QStandardItemModel
+from PySide6.QtCore import QElapsedTimer, QEvent, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QPalette, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractSlider,
     QComboBox,
@@ -44,6 +44,7 @@ from PySide6.QtWidgets import (
 from branchscope.app.run_controller import RunSpec
 from branchscope.profiling.run.modes import MODES, mode_named
 from branchscope.profiling.run.options import RunOptions
+from branchscope.widgets.theme import theme
 
 #: How long after the user's last change a run is asked for.
 RERUN_DELAY_MS = 400
@@ -56,6 +57,18 @@ PHASES = {
     "export": "writing the trace…",
 }
 DEFAULT_TIMEOUT_S = 600
+
+
+#: The thread hint's colour when the threads oversubscribe the cores.
+OVERSUBSCRIBED = QColor("#c0392b")
+
+
+def _tint(label: QLabel, color: QColor | None) -> None:
+    """`label`'s text in `color` (None: the palette's muted colour) through its palette, never a
+    style sheet: a style sheet pins the label's font, which then never follows View › Larger text."""
+    palette = label.palette()
+    palette.setColor(QPalette.ColorRole.WindowText, color if color is not None else theme().muted)
+    label.setPalette(palette)
 
 
 def _without_timeout(spec: RunSpec) -> RunSpec:
@@ -123,7 +136,7 @@ class RunControls(QWidget):
         self.model_combo.currentIndexChanged.connect(self._update_description)
         self.description = QLabel()
         self.description.setWordWrap(True)
-        self.description.setStyleSheet("color: #4a5560;")
+        _tint(self.description, None)
         open_model = QPushButton("Open model file…")
         open_model.clicked.connect(self.openModelRequested)
         ml.addWidget(self.model_combo)
@@ -457,6 +470,12 @@ class RunControls(QWidget):
         self.progress.setFormat(f"{self._phase_text} {self._clock.elapsed() / 1000:.1f} s")
 
     # ---- internals --------------------------------------------------------------------------
+    def changeEvent(self, ev: QEvent) -> None:  # noqa: N802 (Qt API)
+        super().changeEvent(ev)
+        if ev.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange) and hasattr(self, "threads_hint"):
+            _tint(self.description, None)  # the muted colour of the palette now (View › Dark palette)
+            self._update_thread_labels()
+
     def _update_thread_labels(self) -> None:
         a, b = self.interop_slider.value(), self.intra_slider.value()
         self.interop_label.setText(str(a))
@@ -468,7 +487,7 @@ class RunControls(QWidget):
             f"{a} × {b} = {a * b} threads on {self.cores} cores"
             + (" — oversubscribed when forked" if over else "")
         )
-        self.threads_hint.setStyleSheet("color: #c0392b;" if over else "color: #5b6570;")
+        _tint(self.threads_hint, OVERSUBSCRIBED if over else None)
 
     def _update_description(self) -> None:
         data = self.model_combo.currentData()

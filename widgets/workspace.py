@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 from branchscope.profiling.trace.merge import RankSummary, rank_summaries
@@ -87,7 +88,7 @@ class RankSummaryBar(QLabel):
         super().__init__(parent)
         self.setWordWrap(True)
         self.setTextFormat(Qt.TextFormat.RichText)
-        self.setStyleSheet("padding: 2px 6px;")
+        self.setContentsMargins(6, 2, 6, 2)  # not a style sheet: one pins the font, which then never scales
         #: What the bar shows: each rank's summary, and the (rank, "step" | "memory") that stand out.
         self.ranks: list[RankSummary] = []
         self.standouts: set[tuple[int | None, str]] = set()
@@ -194,7 +195,10 @@ class TraceRow(QWidget):
         self.kinds = list(kinds)
         self.shown: ShownTrace | None = None
         self.title = QLabel(self)
-        self.title.setStyleSheet("font-weight: bold; padding: 2px 6px;")
+        bold = QFont()
+        bold.setBold(True)  # only the weight: its size follows the application's (View › Larger text)
+        self.title.setFont(bold)
+        self.title.setContentsMargins(6, 2, 6, 2)
         self.title.hide()
         self.splitter = QSplitter(Qt.Orientation.Vertical, self)
         self.splitter.setChildrenCollapsible(False)
