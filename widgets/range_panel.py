@@ -123,6 +123,19 @@ class RowsModel(QAbstractTableModel):
         return self.order[row]
 
 
+#: The most of the table's width a name column takes when fitted: the numbers beside it stay in view
+#: (a long op or branch name is cut in its middle, whole in its tooltip).
+NAME_SHARE = 0.45
+
+
+def _fit_columns(view: QTableView) -> None:
+    """Columns fitted to their contents, the first (the names) never wider than NAME_SHARE of the view."""
+    view.resizeColumnsToContents()
+    cap = max(80, int(view.viewport().width() * NAME_SHARE))
+    if view.columnWidth(0) > cap:
+        view.setColumnWidth(0, cap)
+
+
 def _table(model: RowsModel) -> QTableView:
     view = QTableView()
     view.setModel(model)
@@ -134,6 +147,7 @@ def _table(model: RowsModel) -> QTableView:
     view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
     view.horizontalHeader().setStretchLastSection(True)
     view.setWordWrap(False)
+    view.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # both ends of "branch: a -> … -> z" tell apart
     view.horizontalHeader().setResizeContentsPrecision(200)  # fit columns to the first rows, not all
     return view
 
@@ -235,7 +249,7 @@ class RangePanel(QWidget):
 
         self.range_model.set_rows([(r.name, r.total_ns, r.self_ns, r.count, r.lane_label) for r in rows], tip)
         self.range_view.sortByColumn(1, Qt.SortOrder.DescendingOrder)
-        self.range_view.resizeColumnsToContents()
+        _fit_columns(self.range_view)
         self.tabs.setCurrentIndex(0)
 
     def clear_range(self) -> None:

@@ -166,3 +166,19 @@ def test_steps_sort_in_number_order_and_ops_by_name_without_case(qtbot):
     panel.set_range(0, 300)
     panel.range_view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
     assert _column(panel.range_model, 0) == ["A", "b", "step 2", "step 9", "step 10"]
+
+
+def test_a_long_op_name_leaves_the_numbers_in_view(small_trace, qtbot):
+    """Issue 22, item 7: the range table showed only its Op column when a name was long."""
+    k = small_trace.names.index("aten::add")
+    small_trace.names[k] = "aten::add" + "_and_a_very_long_tail" * 12
+    panel = show(qtbot, RangePanel(), 700, 300)
+    panel.set_trace(small_trace)
+    start, end = small_trace.span()
+    panel.set_range(start, end)
+    view, model = panel.range_view, panel.range_model
+    width = view.viewport().width()
+    assert view.columnWidth(0) <= width * 0.5
+    assert sum(view.columnWidth(c) for c in range(model.columnCount() - 1)) < width  # the others in view
+    row = next(r for r in range(model.rowCount()) if model.data(model.index(r, 0)).startswith("aten::add_and"))
+    assert model.data(model.index(row, 0), Qt.ItemDataRole.ToolTipRole) == small_trace.names[k]  # whole on hover
