@@ -67,6 +67,10 @@ def register(subparsers) -> None:
     p.add_argument(
         "--tab", choices=TABS, help="the tab to show (default: the one that fits what was opened)"
     )
+    p.add_argument(
+        "--zoom-step", type=int, metavar="N",
+        help="show profiled step N alone on the time axis (its label, \"step N\"; the first when ranks have several)",
+    )  # fmt: skip
     p.set_defaults(handler=run_open)
 
 
@@ -184,6 +188,11 @@ def _show_window(app, window, args: argparse.Namespace, traces: list[str], scree
         if screenshot is not None and opened < len(traces):
             box = window.message_box
             print(f"error: {box.text() if box else 'a trace could not be opened'}", file=sys.stderr)
+            return 2
+        if getattr(args, "zoom_step", None) is not None and not window.zoom_to_step(args.zoom_step):
+            print(f"error: {traces[-1]} has no profiled step {args.zoom_step} (its steps: "
+                  f"{', '.join(window.step_labels()) or 'none'})", file=sys.stderr)  # fmt: skip
+            window.close()
             return 2
         if getattr(args, "tab", None):
             window.tabs.setCurrentIndex(TABS.index(args.tab))

@@ -752,6 +752,27 @@ class MainWindow(QMainWindow):
             for page in self.pages:
                 page.entry_shown(shown)
 
+    def step_labels(self) -> list[str]:
+        """The profiled steps of the trace shown, as their labels say ("step 1", …)."""
+        from branchscope.profiling.trace.ranges import step_table
+
+        trace = self.timeline.trace
+        return [] if trace is None else list(dict.fromkeys(r.label for r in step_table(trace)))
+
+    def zoom_to_step(self, n: int) -> bool:
+        """Show profiled step `n` (labelled "step n"; of several ranks, the first) alone on the time
+        axis; False when the trace shown has none."""
+        from branchscope.profiling.trace.ranges import step_table
+        from branchscope.profiling.trace.run_info import step_label
+
+        trace = self.timeline.trace
+        rows = [] if trace is None else [r for r in step_table(trace) if r.label == step_label(n)]
+        if not rows:
+            return False
+        first = min(rows, key=lambda r: r.start_ns)
+        self.timeline.set_time_range(first.start_ns, first.start_ns + first.dur_ns)
+        return True
+
     def _on_range_selected(self, start_ns: int, end_ns: int) -> None:
         for view in [self.side_panel, *self.pages]:
             view.select_range(start_ns, end_ns)

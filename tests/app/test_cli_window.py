@@ -267,3 +267,16 @@ def test_screenshot_of_a_successful_run_exits_0(qapp, monkeypatch, tmp_path, cap
     code, out = _screenshot_in_process(monkeypatch, tmp_path, FAKE_RUNNER)
     assert code == 0, capsys.readouterr().err
     assert (QImage(str(out)).width(), QImage(str(out)).height()) == (1600, 1000)
+
+
+def test_open_zoom_step_draws_one_step_and_refuses_a_step_the_trace_lacks(tmp_path):
+    """Issue 22, item 9: `open --screenshot --zoom-step N` for a picture of one step."""
+    trace = _small_trace(tmp_path / "run.json.gz")
+    out = tmp_path / "step.png"
+    proc = _branchscope(["open", str(trace), "--zoom-step", "1", "--screenshot", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    assert QImage(str(out)).size().toTuple() == (1600, 1000)
+    proc = _branchscope(["open", str(trace), "--zoom-step", "7", "--screenshot", str(tmp_path / "x.png")])
+    assert proc.returncode == 2 and not (tmp_path / "x.png").exists()
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    assert line.endswith("has no profiled step 7 (its steps: step 0, step 1)")

@@ -29,3 +29,16 @@ def test_an_event_clicked_while_the_range_tab_is_in_front_shows_its_details(wind
     panels.tabs.setCurrentWidget(panels.ranges)
     window.timeline.select_event(-1)
     assert panels.tabs.currentWidget() is panels.ranges
+
+
+def test_zoom_to_step_shows_that_step_alone(window, tmp_path):
+    """Issue 22, item 9 (`open --zoom-step N`): the time axis spans step N exactly."""
+    assert window.open_trace_files([str(write_small_trace(tmp_path / "a.json"))]) == 1
+    assert window.step_labels() == ["step 0", "step 1"]
+    from branchscope.profiling.trace.ranges import step_table
+
+    step = next(r for r in step_table(window.timeline.trace) if r.label == "step 1")
+    assert window.zoom_to_step(1)
+    lo, hi = window.timeline.time_range()
+    assert abs(lo - step.start_ns) <= 1 and abs(hi - (step.start_ns + step.dur_ns)) <= 1
+    assert not window.zoom_to_step(5) and window.timeline.time_range() == (lo, hi)
