@@ -12,8 +12,9 @@ prepares its trace first (what can fail, with nothing on screen changed), then t
 swapped in; should a panel fail all the same, every panel, the axis and the layout go back to what
 they showed before (`snapshot`/`restore`, which the window also uses when its other views fail).
 
-Within a row the timeline gets the height its lanes need; a chart with nothing to show keeps only
-room for its one line of explanation, and what is left goes to the charts that have data.
+Within a row the timeline gets the height its lanes need, the charts squeezed to a compact height
+first where the row is short (two runs compared); a chart with nothing to show keeps only room for
+its one line of explanation, and what is left goes to the charts that have data.
 
 A new panel is one file in `widgets/` plus one line in `PANELS`.
 """
@@ -63,16 +64,19 @@ class PanelKind:
     initial: int = 150
     #: The main panel: first in the row, it takes what the charts do not need.
     main: bool = False
+    #: The least a chart with data is squeezed to when the main panel's lanes need the room (rows
+    #: of a comparison share the height: each run's pool lanes come before its charts' full height).
+    compact: int = 80
 
 
 PANELS: list[PanelKind] = [
     PanelKind("timeline", lambda axis: TimelineView(axis=axis), lambda p, _h: p.full_height + 40,
               stretch=6, initial=560, main=True),
     PanelKind("pool", lambda axis: PoolUsageView(axis=axis), lambda p, h: p.wanted_height(h),
-              share=0.6, stretch=2, initial=230),
+              share=0.6, stretch=2, initial=230, compact=110),
     PanelKind("memory", lambda axis: MemoryView(axis=axis),
               lambda p, h: max(80, min(p.wanted_height(), h // 3)),
-              share=0.4, stretch=1, initial=150),
+              share=0.4, stretch=1, initial=150, compact=60),
 ]  # fmt: skip
 
 
@@ -158,13 +162,42 @@ def _has_data(panel: QWidget) -> bool:
     return panel.trace is not None and bool(panel.has_data())
 
 
+def _least(panel: QWidget) -> int:
+    """The height below which the panel cannot go (its bands' labels need it)."""
+    least = getattr(panel, "minimumHeight", None)
+    return int(least()) if callable(least) else 0
+
+
+def row_need(kinds: Sequence[PanelKind], panels: Sequence[QWidget], total: int) -> int:
+    """The height a row wants to show every lane of its main panel beside its charts' least."""
+    main = next(k for k, kind in enumerate(kinds) if kind.main)
+    need = max(MIN_MAIN_HEIGHT, kinds[main].wanted(panels[main], total))
+    for k, kind in enumerate(kinds):
+        if k != main:
+            has = _has_data(panels[k])
+            need += max(kind.compact, _least(panels[k])) if has else kind.empty
+    return need
+
+
+def row_shares(needs: Sequence[int], total: int) -> list[int]:
+    """Heights of rows wanting `needs` in `total` pixels: each its need and an even part of what is
+    left, or, where the needs pass the total, a share in proportion to its need."""
+    if not needs:
+        return []
+    if sum(needs) <= total:
+        extra = (total - sum(needs)) // len(needs)
+        return [n + extra for n in needs]
+    return [max(1, total * n // sum(needs)) for n in needs]
+
+
 def row_sizes(kinds: Sequence[PanelKind], panels: Sequence[QWidget], total: int) -> list[int]:
     """Heights of a row's panels in `total` pixels (see the module docstring).
 
     The main panel gets what its content needs, at least `MIN_MAIN_HEIGHT`, at most what the
-    charts' minimums leave; the charts with data share the rest by `share`, each at least its
-    `wanted` height; the charts without keep `empty`. With no chart holding data, the main panel
-    takes everything the charts keep.
+    charts' minimums leave: their `wanted` heights, or, where its lanes need more, their `compact`
+    ones (a chart is squeezed before a lane is scrolled out of sight); the charts with data share
+    the rest by `share`, each at least that minimum; the charts without keep `empty`. With no chart
+    holding data, the main panel takes everything the charts keep.
     """
     main = next(k for k, kind in enumerate(kinds) if kind.main)
     charts = [k for k in range(len(kinds)) if k != main]
@@ -178,6 +211,8 @@ def row_sizes(kinds: Sequence[PanelKind], panels: Sequence[QWidget], total: int)
         sizes[main] = total - sum(mins.values())
         return sizes
     need = kinds[main].wanted(panels[main], total)
+    if need > total - sum(mins.values()):  # the lanes before the charts' full height
+        mins = {k: min(mins[k], max(kinds[k].compact, _least(panels[k]))) if has[k] else mins[k] for k in charts}
     sizes[main] = max(MIN_MAIN_HEIGHT, min(need, total - sum(mins.values())))
     free = total - sizes[main] - sum(mins[k] for k in charts if not has[k])
     weights = sum(kinds[k].share for k in with_data)
@@ -280,6 +315,8 @@ class TraceWorkspace(QWidget):
         lay.addWidget(self.stack)
         #: The rows, the first always there (it shows nothing before the first trace).
         self.rows: list[TraceRow] = []
+        #: The rows were fitted while the workspace was hidden: fit them again when it is shown.
+        self._fit_when_shown = False
         self._add_row(self._make_row())
 
     # ---- rows -------------------------------------------------------------------------------
@@ -364,7 +401,15 @@ class TraceWorkspace(QWidget):
             axis.set_bounds(lo, hi)
         axis.reset()
 
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().showEvent(event)
+        if self._fit_when_shown:  # laid out while hidden (a page not in front): its lanes' heights are known now
+            self._fit_when_shown = False
+            self.layout().activate()
+            self._fit_rows(sum(1 for row in self.rows if row.shown is not None) or 1)
+
     def _fit_rows(self, n: int) -> None:
+        self._fit_when_shown = not self.isVisible()
         several = n > 1
         for row in self.rows[:n]:
             row.title.setVisible(several)
@@ -378,12 +423,15 @@ class TraceWorkspace(QWidget):
             row.fit(sum(row.splitter.sizes()) or DEFAULT_ROW_HEIGHT)
             return
         total = sum(self.stack.sizes()) or self.height() or DEFAULT_ROW_HEIGHT
-        share = max(1, total // n)
         for row in self.rows[:n]:
             row.show()
-        self.stack.setSizes([share] * n + [0] * (len(self.rows) - n))
-        for row in self.rows[:n]:
-            row.fit(max(1, share - row.title.sizeHint().height()))
+        # A row whose lanes need more (a fork run's pool threads) gets more of the height.
+        titles = [row.title.sizeHint().height() for row in self.rows[:n]]
+        needs = [row_need(row.kinds, row.panels, total // n) + t for row, t in zip(self.rows[:n], titles)]
+        shares = row_shares(needs, total)
+        self.stack.setSizes(shares + [0] * (len(self.rows) - n))
+        for row, share, t in zip(self.rows[:n], shares, titles):
+            row.fit(max(1, share - t))
 
     # ---- going back -------------------------------------------------------------------------
     def snapshot(self) -> WorkspaceState:

@@ -202,12 +202,16 @@ def test_each_trace_is_shown_from_its_own_origin(qtbot, traces):
 
 def _expected_sizes(total, has_pool, has_memory, memory_series, content_height, pool_bands=2):
     """The row's layout: the timeline what its lanes need (at most what the charts' minimums
-    leave), a chart without data one line (EMPTY_HEIGHT), the charts with data the rest, 60:40."""
+    leave: their wanted heights, or their compact ones, 110 and 60, where the lanes need more), a
+    chart without data one line (EMPTY_HEIGHT), the charts with data the rest, 60:40."""
     pool_min = (
         (max(200, total // 4) if pool_bands == 2 else max(110, total // 8)) if has_pool else EMPTY_HEIGHT
     )
     mem_min = max(80, min(72 * max(1, memory_series) + 10, total // 3)) if has_memory else EMPTY_HEIGHT
     need = content_height + 40
+    if (has_pool or has_memory) and need > total - mem_min - pool_min:  # charts squeezed first
+        pool_min = min(pool_min, 110) if has_pool else pool_min
+        mem_min = min(mem_min, 60) if has_memory else mem_min
     timeline = max(120, min(need, total - mem_min - pool_min))
     rest = total - timeline
     if has_pool and has_memory:
@@ -295,3 +299,26 @@ def test_balanced_ranks_have_nothing_that_stands_out(workspace, tmp_path):
     ranks = [load_trace(_rank(tmp_path, r, 1000 + 10 * r, 4 << 20)) for r in range(3)]
     workspace.show_traces([merge_traces(as_ranks(ranks))])
     assert workspace.rank_bar.isVisible() and workspace.rank_bar.standouts == set()
+
+
+def test_rows_compared_share_the_height_by_what_their_lanes_need():
+    """Issue 22, item 2: a fork run's pool lanes were scrolled out of sight in a row as short as the
+    sequential run's; rows now get heights by need, and a chart is squeezed before a lane is."""
+    from branchscope.widgets.workspace import row_need, row_shares
+
+    assert row_shares([200, 400], 1000) == [400, 600]  # each its need, the rest shared evenly
+    assert row_shares([300, 900], 600) == [150, 450]  # short of room: in proportion to need
+    trace = SimpleNamespace(memory=[object()])
+
+    def panels(lanes_px: int) -> list:
+        return [
+            SimpleNamespace(trace=trace, full_height=lanes_px, has_data=lambda: True),
+            SimpleNamespace(trace=trace, has_data=lambda: True, wanted_height=lambda h: max(200, h // 4),
+                            minimumHeight=lambda: 170),
+            SimpleNamespace(trace=trace, has_data=lambda: True, wanted_height=lambda: 82, minimumHeight=lambda: 80),
+        ]  # fmt: skip
+
+    seq, fork = panels(150), panels(380)
+    assert row_need(PANELS, seq, 450) == 190 + 170 + 80 and row_need(PANELS, fork, 450) == 420 + 170 + 80
+    # in a short row the timeline takes its lanes' height before the charts their full one
+    assert row_sizes(PANELS, fork, 680) == [420, 170, 90]
