@@ -2,7 +2,9 @@
 the middle, the side panels on the right. It only composes them:
 
 - `RunControls` (`app/run_controls.py`) says what to run; the window hands that to the
-  `RunController` and its progress back to the controls;
+  `RunController` and its progress back to the controls, and sets them to the run or folder shown
+  (`_say_shown`: they say what is shown, from disk or not, and after a failed run what still is);
+  the first run (`start_first_run`) is followed once by the same model forked 2×1;
 - `Runs` (`app/runs.py`, Qt-free) holds the finished runs and opened traces, the trace cache and
   the speedups; `RunsView` (`app/runs_table.py`) lists them; choosing a row shows it;
 - the pages (`app/pages/`: Run, Memory, Compare, Sweep) are built from `app.pages.PAGES`, in its
@@ -718,7 +720,7 @@ class MainWindow(QMainWindow):
             self._start(baseline)
 
     def _on_run_failed(self, message: str, details: str) -> None:
-        self._first_run = None
+        self._first_run = self._lesson_first = None
         self.controls.show_idle("failed")
         self.statusBar().showMessage(f"run failed: {message}")
         # The views still show what they showed: the controls go back to it, and say what failed.
@@ -730,6 +732,7 @@ class MainWindow(QMainWindow):
     def _on_run_canceled(self, spec: RunSpec) -> None:
         if self._first_run is not None and spec == self._first_run:
             self._first_run = None
+        self._lesson_first = None  # a follow-up cancelled: no pair to select
         if not self.controller.is_running():
             self.controls.show_idle("cancelled")
             self.statusBar().showMessage(f"cancelled {spec.model_label} {spec.mode}")
@@ -820,10 +823,10 @@ class MainWindow(QMainWindow):
             self.controls.follow(f"nothing shown yet: {failed}" if failed else "")
             return
         k = self.run_list.index_of(e)
-        values: dict[str, Any] = {}
-        if settings:
-            values = {"model": e.picker_item, "mode": e.mode, "threads": e.threads, "steps": e.steps, "nproc": e.nproc}
-        self.controls.follow(e.shown_text(k + 1) + note, from_disk=e.from_disk or e.spec is None, **values)
+        self.controls.follow(
+            e.shown_text(k + 1) + note, from_disk=e.from_disk or e.spec is None, model=e.picker_item,
+            mode=e.mode, threads=e.threads, steps=e.steps, nproc=e.nproc, apply=settings,
+        )  # fmt: skip
 
     def _say_sweep(self, folder: os.PathLike[str] | str, *, settings: bool) -> None:
         from pathlib import Path
@@ -841,7 +844,8 @@ class MainWindow(QMainWindow):
         self.controls.follow(
             f"opened from disk: {where} — a sweep of {label or 'a model it does not name'}",
             from_disk=True,
-            model=model if settings else None,
+            model=model,
+            apply=settings,
         )
 
     def _select_lesson_pair(self, result: FinishedRun) -> None:

@@ -7,7 +7,9 @@ user pauses (`RERUN_DELAY_MS` after the last change, never while a slider is hel
 changing the thread sliders, the processes, the steps, the mode, the model or the worker's Python (once
 its line is left or a file is chosen) by mouse or keyboard: dragging 2×2 to
 1×1 asks for 1×1 only, and changes that end where they started ask for nothing. Setting values from
-code (`set_values`) asks for nothing. `cancelRequested` for Cancel; `openModelRequested` for "Open
+code (`set_values`) asks for nothing, and so does `follow`: the window sets the controls to the run
+or folder it shows and says what that is ("opened from disk: …" when it was read from disk).
+The sliders start at 1×1 (`DEFAULT_THREADS`). `cancelRequested` for Cancel; `openModelRequested` for "Open
 model file…". A demo this machine cannot run (`set_cuda_devices`) is listed greyed out, with why.
 
 Whoever runs it reports back through `show_started`, `show_phase` (the phase and its elapsed time,
@@ -338,19 +340,20 @@ class RunControls(QWidget):
         threads: tuple[int, int] | None = None,
         steps: int | None = None,
         nproc: int | None = None,
+        apply: bool = True,
     ) -> bool:
         """Say what the window shows (`text`, e.g. "opened from disk: runs/x — inception · fork · 2×1")
         and set the controls to its configuration, asking for no run. `model` is the picker's item
         for it (("demo", name), ("file", path, shapes)): chosen only when it is listed, never added
         (a path a run.json names is not a model to run). When the picker does not name what is
-        shown, the text says so. A change of the user's still waiting to be run, or a slider held
-        down, is left as it is (only the text changes). Returns whether the picker names the model
-        shown."""
+        shown (a run's or a trace's, `from_disk`), the text says so. With `apply` False, or while a
+        change of the user's waits to be run or a slider is held down, only the text changes.
+        Returns whether the picker names the model shown."""
         k = self._model_index(*model[:2]) if model else -1
         if k >= 0 and len(model or ()) > 2:  # a model file: with the same input shapes
             data = self.model_combo.itemData(k)
             k = k if tuple(data[2] if len(data) > 2 else ()) == tuple(model[2]) else -1  # type: ignore[index]
-        if not (self.pending() or self._slider_held()):
+        if apply and not (self.pending() or self._slider_held()):
             if k >= 0:
                 self.model_combo.setCurrentIndex(k)
             if mode is not None and self.mode_combo.findData(mode) >= 0:
@@ -363,7 +366,7 @@ class RunControls(QWidget):
                 self.set_values(nproc=nproc)
             self._settled = self.spec()
         named = k >= 0 and self.model_combo.currentIndex() == k
-        if not named:
+        if text and not named and (model is not None or from_disk):
             text += f" — not a run of {self.model_combo.currentText()} (what Run runs)"
         self.shown_label.setText(text)
         self.shown_label.setToolTip(text)

@@ -59,6 +59,7 @@ def test_the_first_run_is_sequential_1x1_then_fork_2x1_once_with_the_pair_select
     window.compare_button.click()
     assert window.tabs.currentWidget() is window.compare_view
     assert len(window.compare_view.workspace.shown) == 2
+    assert window.controls.shown_label.text() == "shown: #2 inception · fork · 2×1"  # the Run page's run
     # once: a sequential 1×1 run after that is not followed
     window.set_controls(mode="sequential", interop=1, intra=1)
     with qtbot.waitSignal(window.controller.finished, timeout=20_000):
