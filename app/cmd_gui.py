@@ -240,7 +240,7 @@ def _show_window(app, window, args: argparse.Namespace, traces: list[str], scree
                 print(f"error: {failure}", file=sys.stderr)
                 return 1
         else:
-            QTimer.singleShot(0, window.start_run)
+            QTimer.singleShot(0, window.start_first_run)
 
     if screenshot is None:
         return app.exec()

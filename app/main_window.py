@@ -2,7 +2,9 @@
 the middle, the side panels on the right. It only composes them:
 
 - `RunControls` (`app/run_controls.py`) says what to run; the window hands that to the
-  `RunController` and its progress back to the controls;
+  `RunController` and its progress back to the controls, and sets them to the run or folder shown
+  (`_say_shown`: they say what is shown, from disk or not, and after a failed run what still is);
+  the first run (`start_first_run`) is followed once by the same model forked 2×1;
 - `Runs` (`app/runs.py`, Qt-free) holds the finished runs and opened traces, the trace cache and
   the speedups; `RunsView` (`app/runs_table.py`) lists them; choosing a row shows it;
 - the pages (`app/pages/`: Run, Memory, Compare, Sweep) are built from `app.pages.PAGES`, in its
@@ -24,7 +26,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from PySide6.QtCore import QItemSelectionModel, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QFont, QKeySequence, QPalette
 from PySide6.QtWidgets import (
     QApplication,
@@ -56,6 +58,7 @@ from branchscope.app.side_panels import SidePanels
 from branchscope.app.trace_loader import TraceLoader, connect_progress
 from branchscope.profiling.files import read_head
 from branchscope.profiling.machine import usable_cores
+from branchscope.profiling.run.modes import BASELINE_MODE
 from branchscope.profiling.trace.model import Trace, TraceFormatError
 from branchscope.widgets.branch_legend import BranchLegend
 from branchscope.widgets.compare_view import CompareView
@@ -78,6 +81,8 @@ TEXT_STEP = 1.15
 TEXT_STEPS = (-3, 8)
 TRACE_FILTER = "Traces (*.json *.json.gz *.gz);;All files (*)"
 MODEL_FILTER = "Models (*.py *.pt *.pth *.zip);;All files (*)"
+#: What follows the window's first run, sequential 1×1 (`MainWindow.start_first_run`): the lesson.
+LESSON_FOLLOW_UP = ("fork", 2, 1)
 NAVIGATION_HINT = "Wheel: zoom at cursor · drag: pan · W/S: zoom · A/D: pan · 0: all · double-click: zoom to event · Ctrl+F: find"
 
 
@@ -181,6 +186,17 @@ class MainWindow(QMainWindow):
             self.run_list.extend(self.controller.saved_runs())
         #: After a run whose model has no sequential 1×1 run listed, run that too (the baseline).
         self.auto_baseline = True
+        #: The window's first run (`start_first_run`) while it goes: once it succeeds, sequential
+        #: 1×1 of a model with branches, the same model forked 2×1 follows (`LESSON_FOLLOW_UP`).
+        self._first_run: RunSpec | None = None
+        #: The lesson's pair, sequential then forked, once both ran (selected together for Compare).
+        self.lesson_pair: tuple[Entry, Entry] | None = None
+        #: The first run's entry while its follow-up runs.
+        self._lesson_first: Entry | None = None
+        #: The run going on (its spec), to name it when it fails.
+        self._running: RunSpec | None = None
+        #: The sweep folder last opened from disk (the Sweep page shows it until a sweep runs here).
+        self._opened_sweep: str | None = None
 
         # The centre: the pages, one tab each, in `PAGES`' order (app/pages/__init__.py).
         self.pages: list[Page] = [kind.make(self) for kind in PAGES]
@@ -190,6 +206,8 @@ class MainWindow(QMainWindow):
         self._enable_tabs()  # the Memory tab waits for a trace with memory
         # The side panels belong to the run shown: pages without them (Compare, Sweep) get their room.
         self.tabs.currentChanged.connect(lambda index: self.side_panel.setVisible(self.pages[index].side_panels))
+        # Back from the Sweep page (a sweep opened), the run controls say again which run is shown.
+        self.tabs.currentChanged.connect(lambda _index: self._say_shown())
 
         # The right: the branches of the shown run (its colours), then an event's details and the
         # selected range's ops and the per-step table (app/side_panels.py).
@@ -461,16 +479,24 @@ class MainWindow(QMainWindow):
         """Open each trace file, run folder, snapshot or sweep folder, and show the last; returns how
         many opened. Reads on this thread (the command line and tests): what the user opens from
         the window goes through `open_in_background` instead, with a progress bar and Cancel."""
-        rest, sweeps = self.sweep_panel.open_sweeps(paths)
+        rest, sweeps = self._open_sweeps(paths)
         opened, errors = read_sources(rest, lambda _phase, _fraction: True)
         return self._list_opened(opened, errors) + sweeps
 
     def open_in_background(self, paths: list[str]) -> None:
         """Open `paths` as `open_trace_files` does, reading them off the GUI thread (`TraceLoader`):
         the window stays responsive, a progress bar with Cancel shows a long read."""
-        rest, _ = self.sweep_panel.open_sweeps(paths)
+        rest, _ = self._open_sweeps(paths)
         if rest:
             self.loader.start(rest, load=read_sources)
+
+    def _open_sweeps(self, paths: list[str]) -> tuple[list[str], int]:
+        """The Sweep page opens the sweep folders among `paths`; the run controls then say which."""
+        rest, sweeps = self.sweep_panel.open_sweeps(paths)
+        if sweeps:
+            self._opened_sweep = str(self.sweep_panel.folder)
+            self._say_shown(settings=True)
+        return rest, sweeps
 
     def _on_sources_read(self, result: tuple[list[tuple[Entry, Trace]], list[str]]) -> None:
         self._list_opened(*result)
@@ -621,6 +647,24 @@ class MainWindow(QMainWindow):
         """Start a run with the controls' settings; False (and a dialog) if it cannot start."""
         return self._start(self.controls.spec())
 
+    def start_first_run(self) -> bool:
+        """The window's first run (`branchscope` without a command): what the controls say
+        (sequential 1×1 unless the command line said otherwise); if that is sequential 1×1 and it
+        succeeds on a model with branches, the same model forked 2×1 follows, once, so that the
+        runs list holds the lesson's pair (`lesson_pair`, both selected: one click compares them)."""
+        spec = self.controls.spec()
+        self._first_run = spec if (spec.mode, spec.interop, spec.intra) == (BASELINE_MODE, 1, 1) else None
+        return self._start(spec)
+
+    def _lesson_follow_up(self, result: FinishedRun) -> RunSpec | None:
+        """The forked run that follows the first run, or None (not the first run, no branches)."""
+        first, self._first_run = self._first_run, None
+        entry = self.run_list.current_entry
+        if first is None or result.spec != first or entry is None or entry.branch_count < 2:
+            return None
+        mode, interop, intra = LESSON_FOLLOW_UP
+        return RunSpec(mode, interop, intra, first.options)
+
     def _start(self, spec: RunSpec) -> bool:
         try:
             # The runs folder first: if it cannot be made, the run going on is left alone.
@@ -634,6 +678,7 @@ class MainWindow(QMainWindow):
         return True
 
     def _on_run_started(self, spec: RunSpec) -> None:
+        self._running = spec
         self.controls.show_started(spec)
         self.statusBar().showMessage(
             f"running {spec.model_label} {spec.mode} with inter-op {spec.interop} × intra-op {spec.intra}…"
@@ -660,6 +705,16 @@ class MainWindow(QMainWindow):
             + (f"median step {median:.2f} ms (unprofiled)" if isinstance(median, (int, float)) else "done")
             + f" — {result.out}"
         )
+        self._select_lesson_pair(result)
+        follow_up = self._lesson_follow_up(result)
+        if follow_up is not None and not self.controller.is_running():
+            self._lesson_first = self.run_list.current_entry
+            self.statusBar().showMessage(
+                f"running {spec.model_label} {follow_up.mode} {follow_up.interop}×{follow_up.intra} too: "
+                "the same model with its branches forked, to compare with this run"
+            )
+            self._start(follow_up)
+            return
         baseline = self.run_list.missing_baseline(self.current) if self.auto_baseline else None
         if baseline is not None and not self.controller.is_running():
             # Speedups need the model's sequential 1×1 run: run it too, once.
@@ -667,11 +722,19 @@ class MainWindow(QMainWindow):
             self._start(baseline)
 
     def _on_run_failed(self, message: str, details: str) -> None:
+        self._first_run = self._lesson_first = None
         self.controls.show_idle("failed")
         self.statusBar().showMessage(f"run failed: {message}")
+        # The views still show what they showed: the controls go back to it, and say what failed.
+        failed = self._running
+        what = f"{failed.model_label} {failed.mode} {failed.interop}×{failed.intra}" if failed is not None else ""
+        self._say_shown(f" (the run of {what} failed)" if what else " (the run failed)", settings=True)
         self.show_error("The run failed", message, details)
 
     def _on_run_canceled(self, spec: RunSpec) -> None:
+        if self._first_run is not None and spec == self._first_run:
+            self._first_run = None
+        self._lesson_first = None  # a follow-up cancelled: no pair to select
         if not self.controller.is_running():
             self.controls.show_idle("cancelled")
             self.statusBar().showMessage(f"cancelled {spec.model_label} {spec.mode}")
@@ -721,6 +784,7 @@ class MainWindow(QMainWindow):
         self.run_list.mark_shown(k)
         self.runs.select_row(k)
         self.setWindowTitle(f"branchscope — {e.title}")
+        self._say_shown(settings=True)
         for page in self.pages:
             page.entry_shown(e)
         self.entryShown.emit(k)
@@ -745,6 +809,66 @@ class MainWindow(QMainWindow):
         finally:
             self._enable_tabs()
         self.show_page(next((p for p in self.pages if p.fits(trace)), self.pages[0]))
+
+    # ---- the run controls follow what is shown ----------------------------------------------
+    def _say_shown(self, note: str = "", *, settings: bool = False) -> None:
+        """The run controls say what is shown (and, with `settings`, are set to its configuration,
+        asking for no run): the entry shown, or the sweep opened while the Sweep page is in front."""
+        sweep = self.sweep_panel.folder
+        in_front = self.tabs.currentWidget() is self.sweep_panel
+        if in_front and sweep is not None and str(sweep) == self._opened_sweep and not note:
+            self._say_sweep(sweep, settings=settings)
+            return
+        e = self.run_list.current_entry
+        if e is None:
+            failed = note.strip(" ()")
+            self.controls.follow(f"nothing shown yet: {failed}" if failed else "")
+            return
+        k = self.run_list.index_of(e)
+        self.controls.follow(
+            e.shown_text(k + 1) + note, from_disk=e.from_disk or e.spec is None, model=e.picker_item,
+            mode=e.mode, threads=e.threads, steps=e.steps, nproc=e.nproc, apply=settings,
+        )  # fmt: skip
+
+    def _say_sweep(self, folder: os.PathLike[str] | str, *, settings: bool) -> None:
+        from pathlib import Path
+
+        from branchscope.profiling.trace.sources import read_sweep
+
+        folder = Path(folder)
+        try:
+            sweep = read_sweep(folder)
+        except (TraceFormatError, OSError):
+            sweep = None
+        label = sweep.model_label if sweep is not None else None
+        where = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
+        model = ("demo", sweep.demo) if sweep is not None and sweep.demo else None
+        self.controls.follow(
+            f"opened from disk: {where} — a sweep of {label or 'a model it does not name'}",
+            from_disk=True,
+            model=model,
+            apply=settings,
+        )
+
+    def _select_lesson_pair(self, result: FinishedRun) -> None:
+        """The follow-up of the first run finished: select it with the first (one click on "Compare
+        selected runs" puts them side by side) and say so."""
+        first = self._lesson_first
+        if first is None or result.spec.mode != LESSON_FOLLOW_UP[0]:
+            return
+        self._lesson_first = None
+        second = self.run_list.current_entry
+        k = self.run_list.index_of(first)
+        if second is None or k < 0:
+            return
+        self.lesson_pair = (first, second)
+        with self.runs.quietly():
+            model = self.runs.model()
+            flags = QItemSelectionModel.SelectionFlag.Select | QItemSelectionModel.SelectionFlag.Rows
+            self.runs.selectionModel().select(model.index(k, 0), flags)
+        self.statusBar().showMessage(
+            f"{first.title} and {second.title}: both selected — Compare selected runs shows them side by side"
+        )
 
     def _on_runs_changed(self, *_args: Any) -> None:
         shown = self.run_list.current_entry

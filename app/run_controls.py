@@ -7,7 +7,9 @@ user pauses (`RERUN_DELAY_MS` after the last change, never while a slider is hel
 changing the thread sliders, the processes, the steps, the mode, the model or the worker's Python (once
 its line is left or a file is chosen) by mouse or keyboard: dragging 2×2 to
 1×1 asks for 1×1 only, and changes that end where they started ask for nothing. Setting values from
-code (`set_values`) asks for nothing. `cancelRequested` for Cancel; `openModelRequested` for "Open
+code (`set_values`) asks for nothing, and so does `follow`: the window sets the controls to the run
+or folder it shows and says what that is ("opened from disk: …" when it was read from disk).
+The sliders start at 1×1 (`DEFAULT_THREADS`). `cancelRequested` for Cancel; `openModelRequested` for "Open
 model file…". A demo this machine cannot run (`set_cuda_devices`) is listed greyed out, with why.
 
 Whoever runs it reports back through `show_started`, `show_phase` (the phase and its elapsed time,
@@ -20,7 +22,6 @@ import dataclasses
 import os
 from pathlib import Path
 
-import psutil
 from PySide6.QtCore import QElapsedTimer, QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPalette, QStandardItemModel
 from PySide6.QtWidgets import (
@@ -57,6 +58,8 @@ PHASES = {
     "export": "writing the trace…",
 }
 DEFAULT_TIMEOUT_S = 600
+#: The sliders' (inter-op, intra-op) when nothing (command line, code) sets them.
+DEFAULT_THREADS = (1, 1)
 
 
 #: The thread hint's colour when the threads oversubscribe the cores.
@@ -124,6 +127,14 @@ class RunControls(QWidget):
 
         model_box = QGroupBox("Model")
         ml = QVBoxLayout(model_box)
+        #: What the window shows, and where it came from (`follow`): the controls below are set to
+        #: it, and say so when it was read from disk rather than run here.
+        self.shown_label = QLabel()
+        self.shown_label.setObjectName("shownLabel")
+        self.shown_label.setWordWrap(True)
+        self.shown_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.shown_label.setVisible(False)
+        ml.addWidget(self.shown_label)
         self.model_combo = QComboBox()
         for d in demos:
             self.model_combo.addItem(f"demo: {d.name}", ("demo", d.name))
@@ -153,9 +164,10 @@ class RunControls(QWidget):
             self.mode_combo.setItemData(self.mode_combo.count() - 1, mode.description, Qt.ItemDataRole.ToolTipRole)
         self.mode_combo.activated.connect(lambda _i: self._user_changed())
         form.addRow("Mode", self.mode_combo)
-        physical = psutil.cpu_count(logical=False) or cores
-        self.interop_slider, self.interop_label = self._slider(cores)
-        self.intra_slider, self.intra_label = self._slider(min(physical, cores))
+        # 1×1 unless told otherwise: the first run is the baseline the lesson starts from, and never
+        # oversubscribes the machine (the window forks 2×1 after it: `MainWindow.start_first_run`).
+        self.interop_slider, self.interop_label = self._slider(DEFAULT_THREADS[0])
+        self.intra_slider, self.intra_label = self._slider(DEFAULT_THREADS[1])
         form.addRow("Inter-op", self._slider_row(self.interop_slider, self.interop_label))
         form.addRow("Intra-op", self._slider_row(self.intra_slider, self.intra_label))
         self.threads_hint = QLabel()
@@ -330,6 +342,50 @@ class RunControls(QWidget):
         if python is not None:
             self.python_edit.setText(os.fspath(python))
         self._settled = self.spec()
+
+    def follow(
+        self,
+        text: str,
+        *,
+        from_disk: bool = False,
+        model: tuple | None = None,
+        mode: str | None = None,
+        threads: tuple[int, int] | None = None,
+        steps: int | None = None,
+        nproc: int | None = None,
+        apply: bool = True,
+    ) -> bool:
+        """Say what the window shows (`text`, e.g. "opened from disk: runs/x — inception · fork · 2×1")
+        and set the controls to its configuration, asking for no run. `model` is the picker's item
+        for it (("demo", name), ("file", path, shapes)): chosen only when it is listed, never added
+        (a path a run.json names is not a model to run). When the picker does not name what is
+        shown (a run's or a trace's, `from_disk`), the text says so. With `apply` False, or while a
+        change of the user's waits to be run or a slider is held down, only the text changes.
+        Returns whether the picker names the model shown."""
+        k = self._model_index(*model[:2]) if model else -1
+        if k >= 0 and len(model or ()) > 2:  # a model file: with the same input shapes
+            data = self.model_combo.itemData(k)
+            k = k if tuple(data[2] if len(data) > 2 else ()) == tuple(model[2]) else -1  # type: ignore[index]
+        if apply and not (self.pending() or self._slider_held()):
+            if k >= 0:
+                self.model_combo.setCurrentIndex(k)
+            if mode is not None and self.mode_combo.findData(mode) >= 0:
+                self.mode_combo.setCurrentIndex(self.mode_combo.findData(mode))
+            if threads is not None and min(threads) >= 1:
+                self.set_values(interop=threads[0], intra=threads[1])
+            if steps is not None and steps >= 1:
+                self.set_values(steps=min(steps, self.steps_spin.maximum()))
+            if nproc is not None and nproc >= 1:
+                self.set_values(nproc=nproc)
+            self._settled = self.spec()
+        named = k >= 0 and self.model_combo.currentIndex() == k
+        if text and not named and (model is not None or from_disk):
+            text += f" — not a run of {self.model_combo.currentText()} (what Run runs)"
+        self.shown_label.setText(text)
+        self.shown_label.setToolTip(text)
+        self.shown_label.setStyleSheet("color: #8a5a00;" if from_disk or not named else "color: #2c3e50;")
+        self.shown_label.setVisible(bool(text))
+        return named
 
     def add_model_file(self, path: str, input_shapes: tuple[str, ...] = ()) -> None:
         """Add a model file to the picker and choose it (without asking for a run)."""

@@ -114,6 +114,8 @@ class Entry:
     sweep: Path | None = None
     #: When it ran, in seconds since the epoch (an entry from disk: its run.json's or trace's time).
     when: float = field(default_factory=time.time)
+    #: The folder it was opened as (a distributed run's: the one holding rank-R/), None if not known.
+    folder: Path | None = None
 
     @classmethod
     def of_source(cls, source: Source) -> Entry:
@@ -134,7 +136,7 @@ class Entry:
         return cls(
             source.label, first, spec=spec, run=source.run, more_paths=tuple(more), info=source.info,
             from_disk=True, sweep=Path(os.path.realpath(sweep)) if sweep is not None else None,
-            when=when if when is not None else time.time(),
+            when=when if when is not None else time.time(), folder=folder,
         )  # fmt: skip
 
     @property
@@ -211,6 +213,53 @@ class Entry:
         if self.threads:
             parts.append(f"{self.threads[0]}×{self.threads[1]}")
         return " · ".join(parts)
+
+    # ---- what the run controls say of it (`RunControls.follow`) -------------------------------
+    @property
+    def picker_item(self) -> tuple | None:
+        """The model picker's item of its model: ("demo", name) or ("file", path, input shapes);
+        None when neither a run.json nor the trace names a model."""
+        spec = self.spec
+        if spec is not None:
+            if spec.options.demo is not None:
+                return ("demo", spec.options.demo)
+            if spec.options.model is not None:
+                return ("file", str(spec.options.model), tuple(spec.options.input_shapes))
+        for known in (self.run, self.info):
+            if known is not None and known.source == "demo" and known.model and known.model.startswith("demo "):
+                return ("demo", known.model[len("demo ") :])
+        return None
+
+    @property
+    def steps(self) -> int | None:
+        """Its profiled steps, when known (a run read from disk: when its run.json says)."""
+        if self.run is not None and self.run.steps is not None and self.run.steps >= 1:
+            return self.run.steps
+        return self.spec.options.steps if self.spec is not None and not self.from_disk else None
+
+    @property
+    def nproc(self) -> int | None:
+        """Its processes (ranks), when known: 1 for a run of one process."""
+        if self.spec is not None:
+            return self.spec.options.nproc
+        if self.run is None:
+            return None
+        return self.run.nproc if self.run.nproc is not None and self.run.nproc >= 1 else 1
+
+    def shown_text(self, number: int) -> str:
+        """What the run controls say while it is shown (`number`: its row, counted from 1): "shown:
+        #2 inception · fork · 2×1" for a run of this window; "opened from disk: runs/x —
+        inception · fork · 2×1" for a run folder read from disk, with its model's label from
+        run.json; "opened from disk: t.json — a trace file" for a trace without a run.json."""
+        ranks = f" · {self.nproc} processes" if (self.nproc or 1) > 1 else ""
+        if not self.from_disk and self.spec is not None:
+            return f"shown: #{number} {self.title}{ranks}"
+        folder = self.folder or self.trace_path.parent
+        if self.run is not None:
+            where = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
+            return f"opened from disk: {where} — #{number} {self.title}{ranks}"
+        names = ", ".join(p.name for p in self.paths)
+        return f"opened from disk: {names} — #{number} a trace file ({self.title})"
 
 
 class RunsObserver(Protocol):

@@ -157,7 +157,7 @@ def test_changes_back_to_where_they_started_and_values_set_from_code_ask_for_not
 
 def test_run_now_drops_the_pending_change(controls, qtbot):
     asked = _asked(controls)
-    qtbot.keyClick(controls.interop_slider, Qt.Key.Key_Left)
+    qtbot.keyClick(controls.interop_slider, Qt.Key.Key_Right)  # from the default 1×1
     assert controls.pending()
     controls.run_button.click()
     assert len(asked) == 1 and not controls.pending()
