@@ -107,9 +107,12 @@ def entry() -> int:
     quietly, exit 141 (`EXIT_STDOUT_CLOSED`), when its reader closes stdout early (`| head`): no
     BrokenPipeError traceback. What a run started is stopped by its own `finally` on the way out."""
     forget_current_folder()
+    exited: SystemExit | None = None  # argparse's --help and usage errors: their own exit status
     try:
         try:
-            return main()
+            result = main()
+        except SystemExit as exc:
+            exited, result = exc, 0
         finally:  # what print() left in the buffer is written here, not at exit
             if sys.stdout is not None:
                 sys.stdout.flush()
@@ -117,7 +120,12 @@ def entry() -> int:
         if not stdout_reader_gone():
             raise
         quiet_stdout()
+        if exited is not None:  # the same status whether its text was still buffered or not
+            raise exited from None
         return EXIT_STDOUT_CLOSED
+    if exited is not None:
+        raise exited
+    return result
 
 
 if __name__ == "__main__":
