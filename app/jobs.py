@@ -174,14 +174,16 @@ class JobController(QObject):
     def _event(self, job: Job, event: Event) -> None:
         """The current job's event (its error and done events are kept already)."""
 
+    # A controller's `started`, `canceled` and `stopped` signals carry the job's subject unless it
+    # says otherwise (the sweep's carry its folder).
     def _emit_started(self, job: Job) -> None:
-        raise NotImplementedError
+        self.started.emit(job.subject)  # type: ignore[attr-defined]
 
     def _emit_canceled(self, job: Job) -> None:
-        raise NotImplementedError
+        self.canceled.emit(job.subject)  # type: ignore[attr-defined]
 
     def _emit_stopped(self, job: Job) -> None:
-        raise NotImplementedError
+        self.stopped.emit(job.subject)  # type: ignore[attr-defined]
 
     def _emit_finished(self, job: Job, done: DoneEvent) -> None:
         raise NotImplementedError

@@ -204,15 +204,6 @@ class RunController(JobController):
         elif isinstance(event, ProgressEvent):
             self.progress.emit(event.step, event.of)
 
-    def _emit_started(self, job: Job) -> None:
-        self.started.emit(job.subject)
-
-    def _emit_canceled(self, job: Job) -> None:
-        self.canceled.emit(job.subject)
-
-    def _emit_stopped(self, job: Job) -> None:
-        self.stopped.emit(job.subject)
-
     def _emit_finished(self, job: Job, done: DoneEvent) -> None:
         self.finished.emit(FinishedRun(job.subject, Path(done.out or job.out), done.run or RunRecord()))
 

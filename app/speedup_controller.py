@@ -49,15 +49,6 @@ class SpeedupController(JobController):
         if isinstance(event, ProgressEvent):
             self.progress.emit(event.step, event.of)
 
-    def _emit_started(self, job: Job) -> None:
-        self.started.emit(job.subject)
-
-    def _emit_canceled(self, job: Job) -> None:
-        self.canceled.emit(job.subject)
-
-    def _emit_stopped(self, job: Job) -> None:
-        self.stopped.emit(job.subject)
-
     def _emit_finished(self, job: Job, done: DoneEvent) -> None:
         if done.speedup is None:
             self.failed.emit("the paired measurement ended without a result")

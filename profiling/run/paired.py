@@ -55,6 +55,7 @@ from branchscope.profiling.run.runner import (
     run_profile,
     write_record_atomic,
 )
+from branchscope.profiling.run.sweep import SweepCell
 from branchscope.profiling.trace.pairing import Speedup, paired_speedup
 from branchscope.profiling.trace.prediction import parse_prediction, prediction_json, prediction_text
 from branchscope.profiling.trace.records import (
@@ -86,18 +87,12 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class PairedConfig:
-    mode: str
-    interop: int
-    intra: int
-
-    @property
-    def label(self) -> str:
-        return f"{self.mode} {self.interop}×{self.intra}"
+class PairedConfig(SweepCell):
+    """A configuration measured in alternation: a mode and its threads, as a sweep's cell is."""
 
     @property
     def uses_pool(self) -> bool:
-        return MODES[self.mode].start_pool is not None
+        return MODES[self.mode].starts_interop_pool
 
     def argv(self) -> str:
         return f"{self.mode}:{self.interop}x{self.intra}"
