@@ -540,7 +540,7 @@ class RunControls(QWidget):
         self.intra_slider.setToolTip(f"intra-op threads (torch.set_num_threads): {b}")
         over = a * b > self.cores
         self.threads_hint.setText(
-            f"{a} × {b} = {a * b} threads on {self.cores} cores"
+            f"{a} × {b} = {a * b} thread{'s' if a * b != 1 else ''} on {self.cores} core{'s' if self.cores != 1 else ''}"
             + (" — oversubscribed when forked" if over else "")
         )
         _tint(self.threads_hint, OVERSUBSCRIBED if over else None)

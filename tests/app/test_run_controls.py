@@ -248,3 +248,10 @@ def test_modes_that_need_cuda_are_offered_only_with_it(controls):
     assert all(i.isEnabled() for i in others)  # sequential and fork need no CUDA
     controls.set_cuda_available(True, "")
     assert item.isEnabled() and controls.mode_combo.toolTip() == ""
+
+
+def test_the_thread_hint_counts_in_words(window):
+    window.set_controls(interop=1, intra=1)
+    assert window.controls.threads_hint.text() == "1 × 1 = 1 thread on 2 cores"
+    window.set_controls(interop=2, intra=2)
+    assert window.controls.threads_hint.text() == "2 × 2 = 4 threads on 2 cores — oversubscribed when forked"
