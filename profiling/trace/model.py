@@ -533,7 +533,9 @@ def _stack_depth(start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
 
     An event goes one row below the latest-started event still open; events that ended are
     popped only from the top, so a child that outlives its parent by a rounding error keeps its
-    parent's row below it and nothing overlaps on one row.
+    parent's row below it. A child holds its place on the stack no longer than its parent: one
+    that outlives it by milliseconds (a fork run's `forward` ending after its `step N`) would
+    otherwise keep every later step a row lower than the last, a staircase of steps.
     """
     depth = np.zeros(start_ns.size, dtype=np.int32)
     stack: list[int] = []
@@ -541,7 +543,7 @@ def _stack_depth(start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
         while stack and stack[-1] <= s:
             stack.pop()
         depth[i] = len(stack)
-        stack.append(e)
+        stack.append(min(e, stack[-1]) if stack else e)
     return depth
 
 

@@ -56,6 +56,20 @@ def test_depth_from_nesting_and_sorting():
     assert t.depth.tolist() == [0, 1, 2, 0]
 
 
+def test_steps_stay_on_one_row_when_each_forward_outlives_its_step():
+    """A fork run's `forward` can end milliseconds after its `step N` (issue 22: the steps stacked
+    into a staircase, each a row lower than the last, as each outlived child stayed on the stack)."""
+    events = []
+    for k in range(6):
+        t0 = k * 1000
+        events += [(0, f"step {k + 1}", t0, 990), (0, "forward", t0 + 10, 1020), (0, "aten::mm", t0 + 20, 500)]
+    t = _trace(events, [MAIN])
+    steps = [i for i in range(len(t)) if t.event_name(i).startswith("step")]
+    assert [int(t.depth[i]) for i in steps] == [0] * 6
+    assert {int(t.depth[i]) for i in range(len(t)) if t.event_name(i) == "forward"} == {1}
+    assert {int(t.depth[i]) for i in range(len(t)) if t.event_name(i) == "aten::mm"} == {2}
+
+
 def test_zero_length_events_nest_like_instants():
     # An instant at the end of an event is outside it; one at the start of an event is inside it.
     t = _trace([(0, "a", 0, 10), (0, "z", 10, 0), (0, "b", 20, 5), (0, "y", 20, 0)], [MAIN])
@@ -200,11 +214,13 @@ def test_branch_assignment_by_enclosing_annotation_per_lane():
 
 
 def test_child_outliving_parent_gets_its_own_row():
-    # Rounding makes "inner" end 1 ns after "outer"; "late" starts after outer ended but inside inner.
+    # Rounding makes "inner" end 1 ns after "outer"; "late" starts after outer ended but inside
+    # inner: inner keeps its row under outer, and late goes back to outer's row (inner held its
+    # place no longer than outer did, or every later event would sit a row lower).
     events = [(0, "outer", 0, 100), (0, "inner", 10, 91), (0, "late", 100, 1)]
     t = _trace(events, [MAIN])
     by_name = {t.event_name(i): int(t.depth[i]) for i in range(len(t))}
-    assert by_name == {"outer": 0, "inner": 1, "late": 2}
+    assert by_name == {"outer": 0, "inner": 1, "late": 0}
     # No two events on one row overlap.
     for d in set(by_name.values()):
         rows = sorted((int(t.start_ns[i]), int(t.end_ns[i])) for i in range(len(t)) if t.depth[i] == d)

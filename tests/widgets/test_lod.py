@@ -222,7 +222,7 @@ def _assert_same_levels(lod: TimelineLod, reference) -> None:
     "lanes, n, options",
     [
         (3, 3000, {}),  # rows fit 8 bits
-        (40, 6000, {}),  # more than 256 rows: 16-bit rows
+        (80, 12000, {}),  # more than 256 rows: 16-bit rows
         (2, 2000, {"epoch": True}),  # keys shifted
         (3, 2000, {"huge_dur": True}),  # durations too long to share a key with positions
     ],
@@ -230,7 +230,7 @@ def _assert_same_levels(lod: TimelineLod, reference) -> None:
 def test_levels_are_those_of_the_reference_build(seed, lanes, n, options):
     trace = _varied_trace(seed, lanes, n, **options)
     lod = TimelineLod(trace)
-    if lanes == 40:
+    if lanes == 80:
         assert lod.n_rows > 256
     if options.get("epoch"):
         assert lod.shift > 0
