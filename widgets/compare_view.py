@@ -18,7 +18,6 @@ from PySide6.QtGui import QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
-    QSplitter,
     QTableView,
     QTableWidget,
     QTableWidgetItem,
@@ -32,14 +31,51 @@ from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.prediction import prediction_text
 from branchscope.profiling.trace.records import BRANCH_POOL_MODES
 from branchscope.widgets.advice_label import AdviceLabel
+from branchscope.widgets.splitter import MarkedSplitter
 from branchscope.widgets.units import format_bytes
 from branchscope.widgets.workspace import ShownTrace, TraceWorkspace
 
 #: The role holding an op table cell's number, by which its column sorts.
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 NONE = "–"
-#: The widest a summary column gets (pixels); longer text wraps.
+#: The widest a summary column gets (pixels); longer text wraps. Where the runs' columns would not
+#: fit the table's width they share it, none narrower than `MIN_SUMMARY_COLUMN` (then it scrolls).
 MAX_SUMMARY_COLUMN = 190
+MIN_SUMMARY_COLUMN = 90
+
+
+def fitted_widths(natural: Sequence[int], avail: int, least: int = MIN_SUMMARY_COLUMN) -> list[int]:
+    """Column widths for columns wanting `natural` pixels in `avail`: as wanted where they fit, else
+    each a share of `avail` in proportion to its want, at least `least` (or its want, if smaller)."""
+    total = sum(natural)
+    if total <= avail or not natural:
+        return list(natural)
+    return [max(min(n, least), avail * n // total) for n in natural]
+
+
+class FittedTable(QTableWidget):
+    """A table whose columns share its width (their text wrapping) rather than scroll out of sight."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.natural: list[int] = []
+
+    def fit_columns(self) -> None:
+        """Columns as wide as their contents (up to `MAX_SUMMARY_COLUMN`), shrunk to the width."""
+        self.resizeColumnsToContents()
+        self.natural = [min(self.columnWidth(k), MAX_SUMMARY_COLUMN) for k in range(self.columnCount())]
+        self._apply_widths()
+
+    def _apply_widths(self) -> None:
+        for k, w in enumerate(fitted_widths(self.natural, self.viewport().width())):
+            self.setColumnWidth(k, w)
+        self.resizeRowsToContents()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(event)
+        if self.natural:
+            self._apply_widths()
+
 
 #: Summary rows: (title, tooltip). Parallelism and cores used are different measures.
 SUMMARY_ROWS: list[tuple[str, str]] = [
@@ -96,7 +132,7 @@ class CompareView(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.workspace = TraceWorkspace(self)
-        self.summary_table = QTableWidget(self)
+        self.summary_table = FittedTable(self)
         self.summary_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.summary_table.setWordWrap(True)
         self.summary_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
@@ -110,18 +146,25 @@ class CompareView(QWidget):
         self.ops_view.verticalHeader().hide()
         self.ops_view.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.ops_view.horizontalHeader().setSortIndicatorShown(True)
-        tables = QSplitter(Qt.Orientation.Vertical, self)
-        tables.setChildrenCollapsible(False)
+        tables = MarkedSplitter(Qt.Orientation.Vertical, self, "drag to share the height between the two tables")
         tables.addWidget(self.summary_table)
         tables.addWidget(self.ops_view)
         tables.setSizes([400, 600])
-        self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
-        self.splitter.setChildrenCollapsible(False)
+        self.splitter = MarkedSplitter(
+            Qt.Orientation.Horizontal,
+            self,
+            "drag to widen the runs' timelines or the tables; double-click: back to 2 : 1",
+        )
         self.splitter.addWidget(self.workspace)
         self.splitter.addWidget(tables)
         self.splitter.setStretchFactor(0, 2)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([1000, 600])
+        self.splitter.fitRequested.connect(
+            lambda: self.splitter.setSizes(
+                [2 * sum(self.splitter.sizes()) // 3, sum(self.splitter.sizes()) // 3]
+            )
+        )
         #: Which way of using the cores served the model better (hidden when the runs do not tell).
         self.advice_label = AdviceLabel("run", self)
         lay = QVBoxLayout(self)
@@ -131,6 +174,10 @@ class CompareView(QWidget):
         self.summaries: list[RunSummary] = []
         self.baseline = 0
         self.ops: list[OpDiff] = []
+
+    def _split_two_to_one(self) -> None:
+        total = sum(self.splitter.sizes())
+        self.splitter.setSizes([2 * total // 3, total - 2 * total // 3])
 
     def set_runs(
         self,
@@ -216,10 +263,7 @@ class CompareView(QWidget):
                 item = QTableWidgetItem(text)
                 item.setToolTip(self._cell_tip(title, k, text))
                 table.setItem(r, k, item)
-        table.resizeColumnsToContents()
-        for k in range(table.columnCount()):  # long labels wrap rather than widen every column
-            table.setColumnWidth(k, min(table.columnWidth(k), MAX_SUMMARY_COLUMN))
-        table.resizeRowsToContents()
+        table.fit_columns()  # long labels wrap rather than widen a column out of sight
 
     def _cell_tip(self, title: str, k: int, text: str) -> str:
         """A summary cell's tooltip: its text, the prediction's whole sentence in its rows."""

@@ -229,6 +229,19 @@ class TimelineView(TimePanel):
         return self.lane_layout.full_height
 
     @property
+    def folded_height(self) -> int:
+        """The least that shows every lane: each folded to `FOLD_MIN_ROWS` rows."""
+        return self.lane_layout.folded_height
+
+    def set_fold_to_fit(self, on: bool) -> None:
+        """Fold deep rows so that every lane fits the view's height (the rows of a comparison:
+        each run's pool threads in sight), or show every row and scroll."""
+        if self.lane_layout.fold_to_fit != on:
+            self.lane_layout.fold_to_fit = on
+            self._relayout()
+            self.refresh()
+
+    @property
     def selected(self) -> int:
         return self.state.selected
 

@@ -11,7 +11,9 @@ level-of-detail index (`widgets.lod`: a lane's rows are given as a `range` of it
 collapsed (folded) CPU group is its title band alone, holding one *summary lane*: the top row of
 each of its lanes drawn over one another. When the GPU streams would not fit the height given,
 the tallest CPU groups the user did not open fold (`auto_collapsed`), and should the streams still
-not fit, they move above the CPU groups.
+not fit, they move above the CPU groups. A layout told to `fold_to_fit` (the rows of a comparison,
+where every lane must stay in view) folds deep rows instead: each lane shows at most `row_cap` rows,
+its deeper ones drawn in the last of them (the shallowest on top), as few as `FOLD_MIN_ROWS`.
 
 Y positions are *content* pixels: 0 is the top of the first group, before scrolling; a view with
 its lanes scrolled by `scroll` pixels shows content y `scroll` at the top of its lane area.
@@ -34,6 +36,8 @@ from branchscope.profiling.trace.records import THREADS_MODE
 GROUP_H = 20
 LANE_PAD = 6
 ROW_H = 16
+#: A lane folded to fit keeps at least this many rows (a step or fork, a branch, its modules).
+FOLD_MIN_ROWS = 3
 
 _GROUP_TITLES = {
     "main": "main thread",
@@ -60,6 +64,17 @@ class LaneRow:
     height: int
     rows: range  # its rows in the level-of-detail index, one per nesting depth
     label: str
+    #: Rows drawn: all of `rows`, or fewer when folded to fit (the last drawn holds the deeper ones).
+    shown: int = -1
+
+    @property
+    def drawn(self) -> int:
+        return len(self.rows) if self.shown < 0 else self.shown
+
+    @property
+    def folded(self) -> int:
+        """How many of its rows are drawn in its last drawn row besides that row's own (0: none)."""
+        return len(self.rows) - self.drawn
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +112,9 @@ class VisibleRows:
     y_map: np.ndarray
     painted: list[int]
     summaries: list[list[int]]
+    #: Each summary's background where none of its rows has an event (`SHADE_*`): a title band's
+    #: for a collapsed group, its lane's for a lane's folded rows.
+    summary_shade: list[int]
 
 
 def _role_title(trace: Trace, role: str) -> str:
@@ -224,6 +242,10 @@ class TimelineLayout:
         self.full_height = 0
         #: The lane area's height the layout was made for (-1: none yet).
         self.avail = -1
+        #: Fold deep rows so that every lane fits `avail` (see the module docstring), and the
+        #: rows a lane shows at most (None: all; set by `update` when folding).
+        self.fold_to_fit = False
+        self.row_cap: int | None = None
         self._groups: dict[bool, list[tuple[tuple, str, list[int]]]] = {}
         self._labels: list[str] = []
         self._tops: list[int] = []
@@ -263,13 +285,22 @@ class TimelineLayout:
         """Height of a collapsed group: its title band holding its one summary lane."""
         return max(self.group_h, self.row_height + self.lane_pad)
 
-    def lane_height(self, lane: int) -> int:
-        return len(self.lane_rows_of[lane]) * self.row_height + self.lane_pad
+    def lane_height(self, lane: int, cap: int | None = None) -> int:
+        n = len(self.lane_rows_of[lane])
+        return (n if cap is None else min(n, cap)) * self.row_height + self.lane_pad
 
-    def group_height(self, lanes: list[int], collapsed: bool) -> int:
+    def group_height(self, lanes: list[int], collapsed: bool, cap: int | None = None) -> int:
         if collapsed:
             return self.summary_height
-        return self.group_h + sum(self.lane_height(i) for i in lanes)
+        return self.group_h + sum(self.lane_height(i, cap) for i in lanes)
+
+    @property
+    def folded_height(self) -> int:
+        """The height of every group expanded with its lanes folded to `FOLD_MIN_ROWS` rows: the
+        least that shows every lane of the trace (a comparison's row asks for it)."""
+        if self.trace is None:
+            return 0
+        return sum(self.group_height(lanes, False, FOLD_MIN_ROWS) for _, _, lanes in self.groups())
 
     def groups(self, streams_first: bool = False) -> list[tuple[tuple, str, list[int]]]:
         """`lane_groups` of the trace (computed once per trace)."""
@@ -323,6 +354,8 @@ class TimelineLayout:
                 self.auto_collapsed.add(key)
             if height(collapsed) > avail:
                 groups = self.groups(streams_first=True)
+        self.row_cap = self._cap_to_fit(groups, collapsed, avail) if self.fold_to_fit else None
+        cap = self.row_cap
         y = 0
         for key, title, lanes in groups:
             n = len(lanes)
@@ -340,13 +373,23 @@ class TimelineLayout:
             y += self.group_h
             for i in lanes:
                 rows = self.lane_rows_of[i]
-                h = len(rows) * self.row_height + self.lane_pad
+                shown = -1 if cap is None or cap >= len(rows) else cap  # -1: every row
+                h = (len(rows) if shown < 0 else shown) * self.row_height + self.lane_pad
                 self._lane_pos[i] = len(self.lane_rows)
-                self.lane_rows.append(LaneRow(i, y, h, rows, self.lane_label(i)))
+                self.lane_rows.append(LaneRow(i, y, h, rows, self.lane_label(i), shown))
                 y += h
         self.content_height = y
         self._tops = [lr.top for lr in self.lane_rows]
         self._header_tops = [gh.top for gh in self.group_headers]
+
+    def _cap_to_fit(self, groups, collapsed: set, avail: int) -> int | None:
+        """The most rows a lane may show for the groups to fit `avail` (None: all of them fit),
+        never below `FOLD_MIN_ROWS`."""
+        deepest = max((len(self.lane_rows_of[i]) for _, _, lanes in groups for i in lanes), default=0)
+        for cap in range(deepest, FOLD_MIN_ROWS - 1, -1):
+            if sum(self.group_height(lanes, key in collapsed, cap) for key, _, lanes in groups) <= avail:
+                return None if cap == deepest else cap
+        return FOLD_MIN_ROWS if deepest > FOLD_MIN_ROWS else None
 
     # ---- lookups (content y) --------------------------------------------------------------
     def lane_row(self, lane: int) -> LaneRow | None:
@@ -373,7 +416,7 @@ class TimelineLayout:
         high): its depth's row (depths past the last row share it), or its summary lane."""
         lr = self.lane_row(lane)
         if lr is not None:
-            k = min(int(depth), len(lr.rows) - 1)
+            k = min(int(depth), lr.drawn - 1)
             return lr.top + self.lane_pad // 2 + k * self.row_height
         gh = self.collapsed_group_of(lane)
         if gh is not None:
@@ -392,8 +435,8 @@ class TimelineLayout:
 
     def rows_at(self, y: int) -> tuple[int, ...]:
         """The LOD rows drawn at content y, in the order a hit should try them: a lane's one row,
-        a summary lane's rows (the lane drawn on top first), or none (a title band, the padding
-        between rows, below the last lane)."""
+        a summary lane's rows (the lane drawn on top first), a folded row's (the shallowest first),
+        or none (a title band, the padding between rows, below the last lane)."""
         gh = self.group_at(y)
         if gh is not None:
             return gh.summary if gh.collapsed else ()
@@ -404,9 +447,19 @@ class TimelineLayout:
         if y >= lr.top + lr.height:
             return ()
         k = (y - lr.top - self.lane_pad // 2) // self.row_height
-        if k < 0 or k >= len(lr.rows):
+        if k < 0 or k >= lr.drawn:
             return ()
+        if k == lr.drawn - 1 and lr.folded:
+            return tuple(range(lr.rows.start + k, lr.rows.stop))
         return (lr.rows.start + k,)
+
+    @staticmethod
+    def label_top(lr: LaneRow, scroll: int, block_h: int) -> int:
+        """Where a lane's label `block_h` pixels high goes in a lane area scrolled by `scroll`
+        (0: the area's top): at the lane's top, or, with that scrolled away, at the area's top
+        while the lane goes on below it (its name stays in sight)."""
+        top = lr.top - scroll
+        return max(top, min(0, top + lr.height - block_h))
 
     # ---- scrolling ------------------------------------------------------------------------
     def max_scroll(self, height: int) -> int:
@@ -446,6 +499,7 @@ class TimelineLayout:
         row_shade: list[int] = []
         painted: list[int] = []
         summaries: list[list[int]] = []
+        summary_shade: list[int] = []
         summary_y: list[tuple[int, int]] = []
         rh = self.row_height
         pad = self.lane_pad // 2
@@ -463,6 +517,7 @@ class TimelineLayout:
                         row_y.append(y if k == 0 else NO_LABEL)
                         row_shade.append(SHADE_HEADER)
                     summaries.append(members)
+                    summary_shade.append(SHADE_HEADER)
                     summary_y.append((y, y + rh - 1))
                     painted.extend(gh.lanes)
         start = max(0, bisect.bisect_right(self._tops, scroll) - 1)
@@ -478,17 +533,29 @@ class TimelineLayout:
             if b - 1 < img_h and b - 1 >= 0:
                 y_map[b - 1] = SEP
             drew = False
-            for k, r in enumerate(lr.rows):
+            for k in range(lr.drawn):
+                r = lr.rows[k]
                 y = a + pad + k * rh
                 if y + rh <= 0 or y >= img_h:
+                    continue
+                drew = True
+                if k == lr.drawn - 1 and lr.folded:  # the deeper rows drawn in this one
+                    members = []
+                    for j, deeper in enumerate(range(r, lr.rows.stop)):
+                        members.append(len(rows))
+                        rows.append(deeper)
+                        row_y.append(y if j == 0 else NO_LABEL)
+                        row_shade.append(n % 2)
+                    summaries.append(members)
+                    summary_shade.append(n % 2)
+                    summary_y.append((y, y + rh - 1))
                     continue
                 y_map[max(y, 0) : min(y + rh - 1, img_h)] = len(rows)
                 rows.append(r)
                 row_y.append(y)
                 row_shade.append(n % 2)
-                drew = True
             if drew:
                 painted.append(lr.lane)
         for s, (y0, y1) in enumerate(summary_y):
             y_map[max(y0, 0) : max(0, min(y1, img_h))] = len(rows) + s
-        return VisibleRows(rows, row_y, row_shade, y_map, painted, summaries)
+        return VisibleRows(rows, row_y, row_shade, y_map, painted, summaries, summary_shade)

@@ -230,12 +230,14 @@ class TimelinePainter:
                 hl = np.full(mx0.size, colors.PALETTE[colors.HIGHLIGHT_KEY], dtype=np.uint32)
                 _, mcov = rasterize(mv.row_pos, mx0, mx1, hl, n_rows, w_px, 0, scratch=self._match_scratch)
                 lines[mcov] = colors.PALETTE[colors.HIGHLIGHT_KEY]
-            # A summary lane: at each pixel, the first of its lanes that has an event there.
+            # A summary lane (or a lane's folded rows): at each pixel, the first of its rows that
+            # has an event there, else its background.
             cols_all = np.arange(w_px)
             for s, members in enumerate(summaries):
                 cov = covered[members]
                 first = np.argmax(cov, axis=0)
-                ext[n_rows + s] = np.where(cov.any(axis=0), lines[members][first, cols_all], look.header)
+                bg = shades[shown.summary_shade[s]]
+                ext[n_rows + s] = np.where(cov.any(axis=0), lines[members][first, cols_all], bg)
         idx = np.where(y_map >= 0, y_map, n_lines - 1 - y_map)
         img = np.take(
             ext,
@@ -421,14 +423,19 @@ class TimelinePainter:
             p.setPen(look.text)
             text = fm.elidedText(lr.label, Qt.TextElideMode.ElideMiddle, GUTTER - 20)
             line_h = min(lr.height, fm.height() + 6)
+            second = lr.height >= 2 * fm.height() + 6
+            # The name stays in sight while any of its lane is (scrolled through a tall lane).
+            y = RULER_H + layout.label_top(lr, scroll, line_h + (fm.height() if second else 0))
             p.drawText(QRect(14, y + 1, GUTTER - 20, line_h), Qt.AlignmentFlag.AlignVCenter, text)
-            if lr.height >= 2 * fm.height() + 6:
+            if second:
                 p.setPen(look.muted)
                 n = self.trace.lane_event_count(lr.lane)
+                # A lane folded to fit says which of its rows its last row holds (1-based).
+                folded = f" · rows {lr.drawn}–{len(lr.rows)} in one" if lr.folded else ""
                 p.drawText(
                     QRect(14, y + line_h - 2, GUTTER - 20, fm.height() + 2),
                     Qt.AlignmentFlag.AlignVCenter,
-                    f"{n:,} events",
+                    fm.elidedText(f"{n:,} events{folded}", Qt.TextElideMode.ElideRight, GUTTER - 20),
                 )
 
     def paint_scroll_bar(self, p: QPainter, rect: QRectF) -> None:

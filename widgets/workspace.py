@@ -26,12 +26,13 @@ from dataclasses import dataclass, replace
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from branchscope.profiling.trace.merge import RankSummary, rank_summaries
 from branchscope.profiling.trace.model import Trace
 from branchscope.widgets.memory_view import MemoryView
 from branchscope.widgets.pool_usage import PoolUsageView
+from branchscope.widgets.splitter import MarkedSplitter
 from branchscope.widgets.theme import theme
 from branchscope.widgets.time_axis import TimeAxis
 from branchscope.widgets.timeline import TimelineView
@@ -67,11 +68,16 @@ class PanelKind:
     #: The least a chart with data is squeezed to when the main panel's lanes need the room (rows
     #: of a comparison share the height: each run's pool lanes come before its charts' full height).
     compact: int = 80
+    #: For the main panel: the least that shows all it holds (a comparison's rows share the height
+    #: by it; None: `wanted`), and whether to fold it to that when rows are several.
+    least: Callable[[QWidget], int] | None = None
+    fold: Callable[[QWidget, bool], None] | None = None
 
 
 PANELS: list[PanelKind] = [
     PanelKind("timeline", lambda axis: TimelineView(axis=axis), lambda p, _h: p.full_height + 40,
-              stretch=6, initial=560, main=True),
+              stretch=6, initial=560, main=True, least=lambda p: p.folded_height + 40,
+              fold=lambda p, on: p.set_fold_to_fit(on)),
     PanelKind("pool", lambda axis: PoolUsageView(axis=axis), lambda p, h: p.wanted_height(h),
               share=0.6, stretch=2, initial=230, compact=110),
     PanelKind("memory", lambda axis: MemoryView(axis=axis),
@@ -169,9 +175,11 @@ def _least(panel: QWidget) -> int:
 
 
 def row_need(kinds: Sequence[PanelKind], panels: Sequence[QWidget], total: int) -> int:
-    """The height a row wants to show every lane of its main panel beside its charts' least."""
+    """The height a row wants to show every lane of its main panel (folded to its least, where it
+    folds) beside its charts' least."""
     main = next(k for k, kind in enumerate(kinds) if kind.main)
-    need = max(MIN_MAIN_HEIGHT, kinds[main].wanted(panels[main], total))
+    least = kinds[main].least
+    need = max(MIN_MAIN_HEIGHT, least(panels[main]) if least else kinds[main].wanted(panels[main], total))
     for k, kind in enumerate(kinds):
         if k != main:
             has = _has_data(panels[k])
@@ -235,8 +243,12 @@ class TraceRow(QWidget):
         self.title.setFont(bold)
         self.title.setContentsMargins(6, 2, 6, 2)
         self.title.hide()
-        self.splitter = QSplitter(Qt.Orientation.Vertical, self)
-        self.splitter.setChildrenCollapsible(False)
+        self.splitter = MarkedSplitter(
+            Qt.Orientation.Vertical,
+            self,
+            "drag to give the lanes or a chart more room; double-click to fit them again",
+        )
+        self.splitter.fitRequested.connect(lambda: self.fit(sum(self.splitter.sizes())))
         self.panels: list[QWidget] = []
         for k, kind in enumerate(self.kinds):
             panel = kind.make(axis)
@@ -281,6 +293,12 @@ class TraceRow(QWidget):
     def fit(self, total: int) -> None:
         self.splitter.setSizes(row_sizes(self.kinds, self.panels, total))
 
+    def fold(self, on: bool) -> None:
+        """Panels that can fold what they show to fit (the timeline's deep rows) do so, or not."""
+        for kind, panel in zip(self.kinds, self.panels):
+            if kind.fold is not None:
+                kind.fold(panel, on)
+
 
 @dataclass(frozen=True)
 class WorkspaceState:
@@ -304,8 +322,12 @@ class TraceWorkspace(QWidget):
         super().__init__(parent)
         self.kinds = list(kinds if kinds is not None else PANELS)
         self.axis = TimeAxis(self)
-        self.stack = QSplitter(Qt.Orientation.Vertical, self)
-        self.stack.setChildrenCollapsible(False)
+        self.stack = MarkedSplitter(
+            Qt.Orientation.Vertical,
+            self,
+            "drag to share the height between the runs; double-click to share it by what their lanes need",
+        )
+        self.stack.fitRequested.connect(self._refit)
         #: With several ranks: a line saying how each does, so a slow or heavy rank stands out.
         self.rank_bar = RankSummaryBar(self)
         lay = QVBoxLayout(self)
@@ -408,11 +430,16 @@ class TraceWorkspace(QWidget):
             self.layout().activate()
             self._fit_rows(sum(1 for row in self.rows if row.shown is not None) or 1)
 
+    def _refit(self) -> None:
+        """Every row shown gets its fitted height again (a double-click on a handle)."""
+        self._fit_rows(sum(1 for row in self.rows if row.shown is not None) or 1)
+
     def _fit_rows(self, n: int) -> None:
         self._fit_when_shown = not self.isVisible()
         several = n > 1
         for row in self.rows[:n]:
             row.title.setVisible(several)
+            row.fold(several)  # compared: every lane in sight before every row of it
         for row in self.rows[n:]:
             row.hide()
         if not several:

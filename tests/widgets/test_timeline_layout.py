@@ -14,6 +14,7 @@ from branchscope.widgets.lod import TimelineLod
 from branchscope.widgets.timeline_layout import (
     BG_A,
     BG_B,
+    FOLD_MIN_ROWS,
     HEADER,
     NO_LABEL,
     SEP,
@@ -320,3 +321,59 @@ def test_a_hit_finds_the_event_containing_the_time_else_the_nearest_within_toler
     assert hit_row(lod, dur, children, 300, 10) == -1  # between the children, too far from both
     assert hit_row(lod, dur, children, 300, 150) == 1  # the nearer end (200) within 150
     assert hit_row(lod, dur, top, 5000, 10) == -1
+
+
+# ---- folding deep rows to fit (the rows of a comparison) -----------------------------------------
+
+#: main thread 3 rows, two inter-op threads of 6 rows each (an ATen call stack under each branch).
+DEEP_ROWS = [range(0, 3), range(3, 9), range(9, 15)]
+
+
+@pytest.fixture
+def deep() -> TimelineLayout:
+    lay = TimelineLayout()
+    lay.set_trace(_trace(LANES[:3]), DEEP_ROWS)
+    lay.fold_to_fit = True
+    return lay
+
+
+def test_lanes_fold_their_deepest_rows_only_when_short_of_room(deep):
+    deep.update(1000)
+    assert deep.row_cap is None and [lr.drawn for lr in deep.lane_rows] == [3, 6, 6]
+    full = deep.content_height
+    assert full == 2 * 20 + (3 * 16 + 6) + 2 * (6 * 16 + 6)
+    deep.update(full - 1)  # one pixel short: the pool lanes give a row each, the main thread none
+    assert deep.row_cap == 5 and [lr.drawn for lr in deep.lane_rows] == [3, 5, 5]
+    assert [lr.folded for lr in deep.lane_rows] == [0, 1, 1] and deep.content_height == full - 32
+    deep.update(10)  # no room: folded to the least, and the rest scrolls
+    assert deep.row_cap == FOLD_MIN_ROWS and [lr.drawn for lr in deep.lane_rows] == [3, 3, 3]
+    deep.fold_to_fit = False
+    deep.update(10)
+    assert deep.row_cap is None and deep.content_height == full
+    assert deep.folded_height == 2 * 20 + 3 * (3 * 16 + 6)
+
+
+def test_a_folded_row_draws_the_deeper_rows_in_it_and_finds_them(deep):
+    deep.update(2 * 20 + 3 * (3 * 16 + 6))  # room for 3 rows a lane
+    pool = deep.lane_rows[1]
+    assert pool.rows == range(3, 9) and pool.drawn == 3
+    last = pool.top + deep.lane_pad // 2 + 2 * deep.row_height
+    # an event at depth 5 is drawn in the last row, which a hit tries shallowest first
+    assert deep.event_row_top(1, 5) == deep.event_row_top(1, 2) == last
+    assert deep.rows_at(last + 1) == (5, 6, 7, 8)
+    assert deep.rows_at(last - deep.row_height + 1) == (4,)
+    vis = deep.visible(0, deep.content_height)
+    folded = [m for m in vis.summaries if [vis.rows[k] for k in m] == [5, 6, 7, 8]]
+    assert len(folded) == 1
+    members = folded[0]
+    s = vis.summaries.index(members)
+    # on its lane's background, the shallowest row's names drawn, the deeper ones' not
+    assert vis.summary_shade[s] == SHADE_B and [vis.row_y[k] for k in members][1:] == [NO_LABEL] * 3
+    assert vis.row_y[members[0]] == last
+    assert (vis.y_map[last : last + deep.row_height - 1] == len(vis.rows) + s).all()
+
+
+def test_no_folding_leaves_lanes_as_they_were(layout):
+    layout.fold_to_fit = True
+    layout.update(1000)
+    assert all(lr.shown == -1 and lr.drawn == len(lr.rows) and not lr.folded for lr in layout.lane_rows)

@@ -310,15 +310,16 @@ def test_rows_compared_share_the_height_by_what_their_lanes_need():
     assert row_shares([300, 900], 600) == [150, 450]  # short of room: in proportion to need
     trace = SimpleNamespace(memory=[object()])
 
-    def panels(lanes_px: int) -> list:
+    def panels(lanes_px: int, folded_px: int) -> list:
         return [
-            SimpleNamespace(trace=trace, full_height=lanes_px, has_data=lambda: True),
+            SimpleNamespace(trace=trace, full_height=lanes_px, folded_height=folded_px, has_data=lambda: True),
             SimpleNamespace(trace=trace, has_data=lambda: True, wanted_height=lambda h: max(200, h // 4),
                             minimumHeight=lambda: 170),
             SimpleNamespace(trace=trace, has_data=lambda: True, wanted_height=lambda: 82, minimumHeight=lambda: 80),
         ]  # fmt: skip
 
-    seq, fork = panels(150), panels(380)
-    assert row_need(PANELS, seq, 450) == 190 + 170 + 80 and row_need(PANELS, fork, 450) == 420 + 170 + 80
+    seq, fork = panels(150, 150), panels(380, 260)
+    # a row asks for its lanes folded to their least rows (every lane in sight), its charts' least
+    assert row_need(PANELS, seq, 450) == 190 + 170 + 80 and row_need(PANELS, fork, 450) == 300 + 170 + 80
     # in a short row the timeline takes its lanes' height before the charts their full one
     assert row_sizes(PANELS, fork, 680) == [420, 170, 90]
