@@ -189,7 +189,7 @@ def shown_names(rows: list[LegendRow]) -> dict[str, str]:
         shown: dict[str, str] = {}
         for row in members:
             text = row.name
-            for cut in _CUTS:
+            for cut in (": ", "."):  # the region's module (never a chain's first step: `x → y`)
                 if row.region_name and text.startswith(row.region_name + cut):
                     text = text[len(row.region_name) + len(cut) :]
                     break
@@ -350,7 +350,9 @@ class BranchLegend(QWidget):
         self.filter = QLineEdit(self)
         self.filter.setPlaceholderText("Filter branches")
         self.filter.setClearButtonEnabled(True)
-        self.filter.setToolTip("Show the branches whose name or region holds this text")
+        self.filter.setToolTip(
+            "Show the branches whose name, modules (blocks.0.branch5x5_2) or region (its name, \"region 1.2\") hold this text"
+        )
         self.tree = new_branch_tree(self.COLUMNS, self)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)

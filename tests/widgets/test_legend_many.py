@@ -78,6 +78,10 @@ def test_a_region_leaves_its_own_name_out_of_its_branches_and_reads_them_apart()
         LegendRow("head.x", "#000000", 0, 0, None, "1", "head"),
     ]
     assert shown_names(bare) == {"head": "head", "head.x": "x"}
+    chain = [
+        LegendRow(n, "#000000", 0, 0, None, "1", "m") for n in ("m → n", "m.b")
+    ]  # a chain keeps its first step
+    assert shown_names(chain) == {"m → n": "m → n", "m.b": "b"}
     short = [LegendRow(f"m.{k}", "#000000", 0, 0, None, "1", None) for k in range(2)]  # a short prefix stays
     assert shown_names(short) == {"m.0": "m.0", "m.1": "m.1"}
 
