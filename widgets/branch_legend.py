@@ -3,9 +3,13 @@
 A row's colour is the branch's colour on the timeline (both come from `colors.branch_slots`), its
 time the sum of the branch's `branch: NAME` annotations in this run. Branches sit under their
 region, named as the run named it (`Mixed_6a`; "region 1.2" in runs from before regions had
-names); a region nested in a branch sits under that branch (the run info's `parent`). A name too
-long for the column is cut in its middle and shown in full on hover. The filter box above keeps the
-branches whose name or region's name holds its text (and the branches and regions around them).
+names) with how many branches it holds, in the model's order; a region nested in a branch sits
+under that branch (the run info's `parent`). Each region folds; the regions the user folded stay
+folded in the next run shown. A row shows what tells its branch from those beside it
+(`shown_names`: the region's name, a long prefix they share, left out); a name still too long for
+the column (which widens with the panel) is cut in its middle; hover shows it in full. The filter
+box above keeps the branches whose name, modules (`blocks.0.branch5x5_2` in `blocks.0: branch5x5_1
+→ branch5x5_2`), region's name or id holds its text (and the branches and regions around them).
 Clicking a branch emits `branchActivated` with its name (e.g. to find its events on the timeline).
 Under the tree, a line says what discovery left out (assertions, chains with no tensor work,
 branches too small beside their region's largest: `left_out_summary`), each with why on hover.
@@ -119,6 +123,13 @@ def legend_rows(trace: Trace) -> list[LegendRow]:
     return rows
 
 
+def _headline(sentence: str) -> str:
+    """The prediction's bounds alone ("The step could be at most 1.42× on 2 threads, 1.64× on 4"),
+    so the legend keeps its height for the branches; the sentence goes on hover."""
+    cut = min((k for k in (sentence.find(": "), sentence.find(" (")) if k >= 0), default=-1)
+    return sentence if cut < 0 else sentence[:cut] + " (hover for why)"
+
+
 def format_ms(ns: int) -> str:
     """A total in milliseconds, as the legend and the range panel show it."""
     ms = ns / 1e6
@@ -134,8 +145,9 @@ def _swatch(color: str, size: int) -> QIcon:
     return QIcon(pix)
 
 
-#: Item data: a branch row's name (UserRole), a region row's id (REGION_ROLE).
+#: Item data: a branch row's name (UserRole), a region row's id (REGION_ROLE) and name (GROUP_ROLE).
 REGION_ROLE = Qt.ItemDataRole.UserRole + 1
+GROUP_ROLE = Qt.ItemDataRole.UserRole + 2
 
 
 def branch_tooltip(row: LegendRow, extra: str = "") -> str:
@@ -148,16 +160,99 @@ def branch_tooltip(row: LegendRow, extra: str = "") -> str:
     return "\n".join(lines)
 
 
+#: Separators a shared prefix is cut at: a module path's dot, a chain's module (`blocks.0: a → b`).
+_CUTS = (": ", " → ", ".")
+#: A prefix its siblings share is left out of a name (shown as "…") from this many characters on.
+SHARED_PREFIX = 12
+
+
+def _after_cut(name: str, length: int) -> int:
+    """Where the component holding `name[length - 1]` starts: just after the last separator
+    before `length` (0: none)."""
+    return max((name.rfind(cut, 0, length) + len(cut) for cut in _CUTS if name.rfind(cut, 0, length) >= 0), default=0)
+
+
+def shown_names(rows: list[LegendRow]) -> dict[str, str]:
+    """Each branch's name as its row shows it: what tells it from the branches beside it.
+
+    A name that starts with its region's name (`blocks.0: branch5x5_1 → branch5x5_2` under
+    `blocks.0`) leaves that out, since the region's row says it; else a prefix all its siblings
+    share, of `SHARED_PREFIX` characters or more, becomes "…" but for its last component
+    (`…layers.3.mlp`, `…layers.4.mlp`). Where that would make two rows read alike, or a name
+    empty, the group keeps its names in full; the tooltip always holds the whole name.
+    """
+    groups: dict[tuple[str | None, str | None], list[LegendRow]] = {}
+    for row in rows:
+        groups.setdefault((row.parent, row.region), []).append(row)
+    out: dict[str, str] = {}
+    for members in groups.values():
+        shown: dict[str, str] = {}
+        for row in members:
+            text = row.name
+            for cut in (": ", "."):  # the region's module (never a chain's first step: `x → y`)
+                if row.region_name and text.startswith(row.region_name + cut):
+                    text = text[len(row.region_name) + len(cut) :]
+                    break
+            shown[row.name] = text
+        if len(members) > 1 and all(shown[r.name] == r.name for r in members):
+            names = [r.name for r in members]
+            common = len(_common_prefix(names))
+            start = min(_after_cut(n, common + 1) for n in names)  # the start of the first component that differs
+            keep = min(_after_cut(n, max(start - 1, 0)) for n in names)  # ... and of the shared one before it
+            if start >= SHARED_PREFIX and keep > 0:
+                shown = {n: "…" + n[keep:] for n in names}
+        texts = list(shown.values())
+        if len(set(texts)) < len(texts) or not all(t.strip(" .…:→") for t in texts):
+            shown = {r.name: r.name for r in members}
+        out.update(shown)
+    return out
+
+
+def _common_prefix(names: list[str]) -> str:
+    first, last = min(names), max(names)
+    k = 0
+    while k < min(len(first), len(last)) and first[k] == last[k]:
+        k += 1
+    return first[:k]
+
+
+def search_text(row: LegendRow) -> str:
+    """What the filter looks in for a branch (casefolded): its name, each module of its chain by its
+    path (`blocks.0: branch5x5_1 → branch5x5_2` holds `blocks.0.branch5x5_2`), its region's name
+    and id ("region 1.2")."""
+    parts = [row.name]
+    scope = ""  # the module a chain's steps run under (`blocks.0: a → b`: both in blocks.0)
+    for step in row.name.split(" → "):
+        head, sep, leaf = step.partition(": ")
+        if sep:
+            scope = head
+            parts.append(f"{scope}.{leaf}")
+        elif scope and "." not in step and step != "...":
+            parts.append(f"{scope}.{step}")
+    if row.group is not None:
+        parts.append(row.group)
+    if row.region is not None:
+        parts.append(f"region {row.region}")
+    return "\n".join(parts).casefold()
+
+
+def region_title(group: str, count: int) -> str:
+    """A region's row: its name and how many branches it holds."""
+    return f"{group} · {count} branch{'es' * (count != 1)}"
+
+
 def fill_branch_tree(
     tree: QTreeWidget, rows: list[LegendRow], second: Callable[[LegendRow], str], tooltip: Callable[[LegendRow], str]
 ) -> dict[str, QTreeWidgetItem]:
-    """Fills `tree` with `rows` grouped by region: a bold row per region (its name; its id, branch
-    count and fork on hover), the region's branches under it with their swatch, name and
-    `second(row)`, a nested region under its branch. Returns each branch's item by name."""
+    """Fills `tree` with `rows` grouped by region: a bold row per region (its name and branch count;
+    its id on hover), the region's branches under it with their swatch, name as `shown_names` has
+    it (in full on hover) and `second(row)`, a nested region under its branch. Returns each
+    branch's item by name."""
     tree.clear()
     size = max(8, tree.fontMetrics().height() - 4)
     tree.setIconSize(QSize(size, size))
     branch_items: dict[str, QTreeWidgetItem] = {}
+    shown = shown_names(rows)
     groups: dict[tuple[str | None, str], QTreeWidgetItem] = {}
     members: dict[tuple[str | None, str], int] = {}
     for row in rows:
@@ -170,8 +265,9 @@ def fill_branch_tree(
             key = (row.parent, row.region)
             group = groups.get(key)
             if group is None:
-                group = QTreeWidgetItem([row.group or "", ""])
+                group = QTreeWidgetItem([region_title(row.group or "", members[key]), ""])
                 group.setData(0, REGION_ROLE, row.region)
+                group.setData(0, GROUP_ROLE, row.group)
                 font = group.font(0)
                 font.setBold(True)
                 group.setFont(0, font)
@@ -185,7 +281,7 @@ def fill_branch_tree(
                     tree.addTopLevelItem(group)
                 groups[key] = group
             parent = group
-        item = QTreeWidgetItem([row.name, second(row)])
+        item = QTreeWidgetItem([shown[row.name], second(row)])
         item.setIcon(0, _swatch(row.color, size))
         item.setData(0, Qt.ItemDataRole.UserRole, row.name)
         item.setTextAlignment(1, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -254,7 +350,9 @@ class BranchLegend(QWidget):
         self.filter = QLineEdit(self)
         self.filter.setPlaceholderText("Filter branches")
         self.filter.setClearButtonEnabled(True)
-        self.filter.setToolTip("Show the branches whose name or region holds this text")
+        self.filter.setToolTip(
+            "Show the branches whose name, modules (blocks.0.branch5x5_2) or region (its name, \"region 1.2\") hold this text"
+        )
         self.tree = new_branch_tree(self.COLUMNS, self)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -265,12 +363,19 @@ class BranchLegend(QWidget):
         self.left_out = QLabel(self)
         self.left_out.setWordWrap(True)
         layout.addWidget(self.left_out)
-        #: What the branches could give on k threads, in words (`profiling/trace/prediction.py`);
-        #: each region's bound is in its row.
+        #: What the branches could give on k threads (`profiling/trace/prediction.py`): the bounds,
+        #: the sentence on hover; each region's bound is in its row.
         self.prediction = QLabel(self)
         self.prediction.setWordWrap(True)
         layout.addWidget(self.prediction)
         self._items: dict[str, QTreeWidgetItem] = {}
+        #: The regions the user folded (id, name): they stay folded in the next run shown, but
+        #: while the filter has text, when every region holding a match opens.
+        self._folded: set[tuple[str, str | None]] = set()
+        self._folding = False  # the legend itself is opening or folding regions
+        self.tree.setRootIsDecorated(True)  # each region folds (its arrow, or a double-click)
+        self.tree.itemCollapsed.connect(lambda item: self._fold(item, True))
+        self.tree.itemExpanded.connect(lambda item: self._fold(item, False))
         self.tree.itemClicked.connect(self._clicked)
         self.filter.textChanged.connect(self._apply_filter)
         self.set_trace(None)
@@ -285,7 +390,9 @@ class BranchLegend(QWidget):
         self.left_out.setToolTip(tip)
         self.left_out.setVisible(bool(line))
         pred = self.trace.run_info.prediction if self.trace is not None and self.trace.run_info is not None else None
-        self.prediction.setText("" if pred is None else f"The step {prediction_text(pred)}")
+        sentence = "" if pred is None else f"The step {prediction_text(pred)}"
+        self.prediction.setText(_headline(sentence))
+        self.prediction.setToolTip(sentence)
         self.prediction.setVisible(pred is not None)
         self._fill()
 
@@ -324,9 +431,13 @@ class BranchLegend(QWidget):
             total = format_ms(row.total_ns) if row.total_ns else "did not run"
             return branch_tooltip(row, f"{total} in this run (its branch annotations summed)")
 
-        self._items = fill_branch_tree(
-            self.tree, self.rows, lambda r: format_ms(r.total_ns) if r.total_ns else "did not run", tooltip
-        )
+        self._folding = True  # filling opens every region: no fold of the user's
+        try:
+            self._items = fill_branch_tree(
+                self.tree, self.rows, lambda r: format_ms(r.total_ns) if r.total_ns else "did not run", tooltip
+            )
+        finally:
+            self._folding = False
         self._show_region_bounds()
         self._apply_filter(self.filter.text())
         self.updateGeometry()
@@ -347,21 +458,21 @@ class BranchLegend(QWidget):
             item.setToolTip(0, item.toolTip(0) + f"\nits branches could give {region_text(region)} ({ASSUMPTIONS})")
 
     def _apply_filter(self, text: str) -> None:
-        """Hide the branches whose name and region's name lack `text` (any case), unless a branch
-        nested in them matches; hide regions left with no branch in sight."""
+        """Hide the branches whose `search_text` (name, the modules of its chain, region's name and
+        id) lacks `text` (any case), unless a branch nested in them matches; hide regions left with
+        no branch in sight."""
         needle = text.strip().casefold()
-        by_name = {r.name: r for r in self.rows}
+        haystack = {r.name: search_text(r) for r in self.rows}
 
         def matches(name: str) -> bool:
-            row = by_name[name]
-            return needle in name.casefold() or (row.group is not None and needle in row.group.casefold())
+            return needle in haystack[name]
 
         def visit(item: QTreeWidgetItem) -> bool:  # is anything under (or at) item in sight?
             shown_child = False
             for i in range(item.childCount()):
                 shown_child = visit(item.child(i)) or shown_child
             name = item.data(0, Qt.ItemDataRole.UserRole)
-            shown = shown_child or (isinstance(name, str) and name in by_name and matches(name))
+            shown = shown_child or (isinstance(name, str) and name in haystack and matches(name))
             item.setHidden(not shown)
             return shown
 
@@ -370,6 +481,33 @@ class BranchLegend(QWidget):
             if top.flags() == Qt.ItemFlag.NoItemFlags:
                 continue  # the "no branches" line
             visit(top)
+        self._folding = True
+        try:
+            for item in tree_items(self.tree):
+                key = self._region_key(item)
+                if key is not None:
+                    item.setExpanded(bool(needle) or key not in self._folded)
+        finally:
+            self._folding = False
+
+    @staticmethod
+    def _region_key(item: QTreeWidgetItem) -> tuple[str, str | None] | None:
+        region = item.data(0, REGION_ROLE)
+        return (region, item.data(0, GROUP_ROLE)) if isinstance(region, str) else None
+
+    def _fold(self, item: QTreeWidgetItem, folded: bool) -> None:
+        key = self._region_key(item)
+        if key is None or self._folding or self.filter.text().strip():
+            return
+        if folded:
+            self._folded.add(key)
+        else:
+            self._folded.discard(key)
+
+    def folded_regions(self) -> list[str]:
+        """The ids of the regions folded now, in the legend's order."""
+        return [str(item.data(0, REGION_ROLE)) for item in tree_items(self.tree)
+                if self._region_key(item) is not None and not item.isExpanded()]  # fmt: skip
 
     #: The most rows the size hint makes room for (more scroll).
     HINT_ROWS = 12

@@ -5,9 +5,13 @@ The timeline paints through numpy (`palette[key[event]]`), so colours are plain 
 
 - CPU events inside a branch get the branch's colour; when the trace has branches, everything else
   is grey (so branches stand out); when it has none, events are coloured by a hash of their name.
-  A branch's colour is its place in the model's branch list (`branch_slots`: by region, then name,
-  `profiling.trace.ranges.branch_order`), so it is the same in every run and mode of a model;
-  timeline and legend both take it from there.
+  A branch's colour is its place *within its region* (`branch_slots`: by name, as
+  `profiling.trace.ranges.branch_order` lists them), so the branches side by side in a region never
+  share a colour, colours repeat only across regions, and a branch has the same colour in every run
+  and mode of a model; a nested region's places start after those of the regions it sits in, so a
+  nested branch never takes a colour of the branches around it. The palette is `BRANCH_HEX`, then
+  the same colours lightened, then darkened (`BRANCH_SHADES`, 60): only a region of more than 60
+  branches repeats a colour inside itself. Timeline and legend both take it from there.
 - `step N` / `ProfilerStep#N` annotations are light grey.
 - GPU events are coloured by kind (kernel, memcpy, memset, sync, annotation); kernels launched from
   a branch take the branch's colour.
@@ -33,6 +37,22 @@ NEUTRAL_HEX = ["#7f8fa1", "#98a6b5", "#b0bbc7", "#c6ced8"]
 STEP_HEX = "#d9dadd"
 GPU_KINDS = ("kernel", "memcpy", "memset", "sync", "annotation", "other")
 GPU_HEX = ["#2a9d8f", "#e9a23b", "#8e6bbf", "#c0392b", "#b8bcc4", "#7f8c8d"]
+
+
+def _shade(h: str, toward: int, amount: float) -> str:
+    rgb = int(h.lstrip("#"), 16)
+    parts = [(rgb >> s) & 0xFF for s in (16, 8, 0)]
+    mixed = [round(c + (((toward >> s) & 0xFF) - c) * amount) for c, s in zip(parts, (16, 8, 0), strict=True)]
+    return "#" + "".join(f"{c:02x}" for c in mixed)
+
+
+#: The branch colours: `BRANCH_HEX`, then those lightened, then darkened (a region of more than 20
+#: branches takes the shades before any colour repeats within it).
+BRANCH_SHADES = (
+    BRANCH_HEX
+    + [_shade(h, 0xFFFFFF, 0.5) for h in BRANCH_HEX]
+    + [_shade(h, 0x000000, 0.4) for h in BRANCH_HEX]
+)
 HASH_HEX = [
     "#6a8fb3", "#c98b5b", "#6fa86a", "#c46f6f", "#9a82b5", "#5fa3a0", "#c2a84f", "#c98aa0",
     "#8d7a66", "#7fa7c9", "#a3a05a", "#b57fb0", "#6c9c85", "#b59474", "#8592c4", "#a8746e",
@@ -40,7 +60,7 @@ HASH_HEX = [
 HIGHLIGHT_HEX = "#ffcc00"
 
 BRANCH_BASE = 0
-NEUTRAL_BASE = BRANCH_BASE + len(BRANCH_HEX)
+NEUTRAL_BASE = BRANCH_BASE + len(BRANCH_SHADES)
 STEP_KEY = NEUTRAL_BASE + len(NEUTRAL_HEX)
 GPU_BASE = STEP_KEY + 1
 HASH_BASE = GPU_BASE + len(GPU_HEX)
@@ -58,7 +78,7 @@ def hex_to_rgb32(h: str) -> int:
 
 
 def _palette() -> np.ndarray:
-    hexes = BRANCH_HEX + NEUTRAL_HEX + [STEP_HEX] + GPU_HEX + HASH_HEX + [HIGHLIGHT_HEX]
+    hexes = BRANCH_SHADES + NEUTRAL_HEX + [STEP_HEX] + GPU_HEX + HASH_HEX + [HIGHLIGHT_HEX]
     return np.array([hex_to_rgb32(h) for h in hexes], dtype=np.uint32)
 
 
@@ -92,16 +112,31 @@ DIMMED_PALETTE = blend(PALETTE, BACKGROUND, 0.72)
 
 
 def branch_slots(trace: Trace, names: Sequence[str]) -> np.ndarray:
-    """The colour slot of each of `names` (branch names of `trace`): its place in the model's
-    branch list (`branch_order`), never the order its events appear in. Pass a slot to
-    `branch_color`; past len(BRANCH_HEX) branches the colours repeat."""
-    place = {name: k for k, name in enumerate(branch_order(trace, names))}
+    """The colour slot of each of `names` (branch names of `trace`): its place among its region's
+    branches in the model's branch list (`branch_order`: by name within a region), never the order
+    its events appear in; a nested region's places start after those of the regions around it
+    ("1.2" after region 1's). Branches the run info does not list (and every branch of a trace
+    without run info) are one group by name. Pass a slot to `branch_color`."""
+    info = trace.run_info
+    region_of = {b.name: b.region for b in info.branches} if info is not None else {}
+    members: dict[str | None, list[str]] = {}
+    for name in branch_order(trace, names):
+        members.setdefault(region_of.get(name), []).append(name)
+
+    def offset(region: str | None) -> int:
+        """How many places the regions around `region` take (`1.2.1` sits in `1.2`, in `1`)."""
+        if region is None:
+            return 0
+        parts = region.split(".")
+        return sum(len(members.get(".".join(parts[:k]), ())) for k in range(1, len(parts)))
+
+    place = {name: offset(region) + k for region, group in members.items() for k, name in enumerate(group)}
     return np.array([place[n] for n in names], dtype=np.int64)
 
 
 def branch_color(slot: int) -> str:
-    """The colour (#rrggbb) of a branch's slot (`branch_slots`)."""
-    return BRANCH_HEX[slot % len(BRANCH_HEX)]
+    """The colour (#rrggbb) of a branch's slot (`branch_slots`); past len(BRANCH_SHADES) they repeat."""
+    return BRANCH_SHADES[slot % len(BRANCH_SHADES)]
 
 
 def gpu_kind_of_category(cat: str) -> int:
@@ -145,7 +180,7 @@ def event_color_keys(
     if event_branch is not None and n_branches > 0 and event_branch.size == n:
         branch = np.asarray(event_branch)
         in_branch = branch >= 0
-        branch_key = (BRANCH_BASE + slot_of % len(BRANCH_HEX)).astype(np.uint8)
+        branch_key = (BRANCH_BASE + slot_of % len(BRANCH_SHADES)).astype(np.uint8)
         keys[in_branch] = branch_key[branch[in_branch]]
     keys[is_step_name[trace.name_id]] = STEP_KEY
     gpu_lane = trace.lane_kind_codes == KIND_ORDER.index("gpu")  # no Lane made per lane

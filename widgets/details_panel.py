@@ -1,6 +1,7 @@
 """The details panel: the selected event (the same fields as the tooltip), else the trace's summary
-and, under it, the run's branches one per row, grouped by region as the legend groups them (a name
-too long for the panel is cut in its middle and shown in full on hover)."""
+and, under it, the run's branches one per row with their colour, grouped by region as the legend
+groups them and named as it names them (a name too long for the panel is cut in its middle and
+shown in full on hover), the first `DetailsPanel.BRANCHES_SHOWN`, then how many more."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import os
 from typing import Any
 
 from PySide6.QtCore import QEvent, Qt
-from PySide6.QtWidgets import QAbstractItemView, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QLabel,
+    QScrollArea,
+    QSizePolicy,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from branchscope.profiling.trace.analyses import (
     cores_used,
@@ -185,9 +194,20 @@ class DetailsPanel(QWidget):
         self.body.setText(body)
 
 
+    #: The most branches the list shows; the rest are counted in its last line (the legend has them all).
+    BRANCHES_SHOWN = 24
+
     def _show_branches(self, rows: list[LegendRow]) -> None:
-        """The branch list: `rows` grouped by region, as tall as its rows (the panel scrolls)."""
-        fill_branch_tree(self.branches, rows, lambda r: "" if r.ops is None else str(r.ops), branch_tooltip)
+        """The branch list: `rows` grouped by region, one per line with its swatch, up to
+        BRANCHES_SHOWN of them then "… and N more", as tall as its rows (the panel scrolls)."""
+        shown = rows[: self.BRANCHES_SHOWN]  # depth first: a nested branch's parent comes before it
+        fill_branch_tree(self.branches, shown, lambda r: "" if r.ops is None else str(r.ops), branch_tooltip)
+        if len(rows) > len(shown):
+            more = QTreeWidgetItem([f"… and {len(rows) - len(shown)} more (the legend lists every branch)", ""])
+            more.setFlags(Qt.ItemFlag.ItemIsEnabled)
+            more.setToolTip(0, f"The branch legend lists all {len(rows)} branches, with a filter over them")
+            self.branches.addTopLevelItem(more)
+            more.setFirstColumnSpanned(True)
         self.branches.setVisible(bool(rows))
         if rows:
             count = len(tree_items(self.branches))

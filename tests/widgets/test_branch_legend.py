@@ -72,7 +72,9 @@ def test_rows_nest_under_their_parent_with_totals_and_the_timelines_colours(qtbo
         "b": 4_000_000,
         "never": 0,
     }
-    assert len({r.color for r in rows}) == 5  # nested branches keep their own colours
+    # nested branches keep their own colours; "never", alone in region 2, takes the palette's first
+    assert len({r.color for r in rows if r.name != "never"}) == 4
+    assert {r.name: r.color for r in rows}["never"] == {r.name: r.color for r in rows}["a"]
     # each colour is the one the timeline paints that branch's events in
     view = TimelineView()
     qtbot.addWidget(view)
@@ -91,12 +93,12 @@ def test_the_widget_groups_branches_by_region_shows_swatch_name_and_ms_indented_
     # one row per region at the top (its name, else "region ID"), the branches under it
     assert legend.has_data() and tree.topLevelItemCount() == 2
     blocks, head = legend.region_item("1"), legend.region_item("2")
-    assert (blocks.text(0), head.text(0)) == ("blocks", "head")
+    assert (blocks.text(0), head.text(0)) == ("blocks · 2 branches", "head · 1 branch")
     a, ax = legend.item_of("a"), legend.item_of("a.x")
     assert a.parent() is blocks and legend.item_of("b").parent() is blocks and legend.item_of("never").parent() is head
     # a nested region sits under the branch it runs in
     nested = legend.region_item("1.1")
-    assert nested.text(0) == "region 1.1" and nested.parent() is a and ax.parent() is nested
+    assert nested.text(0) == "region 1.1 · 2 branches" and nested.parent() is a and ax.parent() is nested
     assert [nested.child(i).text(0) for i in range(nested.childCount())] == ["a.x", "a.y"]
     assert (a.text(1), ax.text(1), legend.item_of("never").text(1)) == ("4.00 ms", "1.00 ms", "did not run")
     # the nested row is drawn indented, its swatch the branch's colour
@@ -191,7 +193,7 @@ def test_a_run_trace_lists_its_branches_and_a_trace_without_any_says_so(tmp_path
     assert [(r.name, r.total_ns) for r in legend.rows] == [("left", 1_600_000), ("right", 1_600_000)]
     assert legend.item_of("left").text(1) == "1.60 ms"
     # grouped under their region, which has no name in this trace
-    assert legend.item_of("left").parent() is legend.region_item("0") and legend.region_item("0").text(0) == "region 0"
+    assert legend.item_of("left").parent() is legend.region_item("0") and legend.region_item("0").text(0) == "region 0 · 2 branches"
     bare = build_trace(
         path="bare", start_ns=np.array([0]), dur_ns=np.array([10]), lane=np.array([0]), name_id=np.array([0]),
         cat_id=np.array([0]), names=["aten::mm"], cats=["cpu_op"], lanes=LANES[:1],
@@ -212,12 +214,12 @@ def test_the_details_panel_lists_the_branches_one_per_row_by_region_and_follows_
     # one row per branch, in the legend's order, each under its region's row
     tree = details.branches
     assert tree.isVisible() and details.branch_names() == [r.name for r in legend_rows(trace)]
-    assert [tree.topLevelItem(i).text(0) for i in range(tree.topLevelItemCount())] == ["blocks", "head"]
+    assert [tree.topLevelItem(i).text(0) for i in range(tree.topLevelItemCount())] == ["blocks · 2 branches", "head · 1 branch"]
     blocks = tree.topLevelItem(0)
     assert [blocks.child(i).text(0) for i in range(blocks.childCount())] == ["a", "b"]
     assert [(blocks.child(i).text(1)) for i in range(blocks.childCount())] == ["9", "4"]  # ops
     a = blocks.child(0)
-    assert a.child(0).text(0) == "region 1.1" and [a.child(0).child(i).text(0) for i in range(2)] == ["a.x", "a.y"]
+    assert a.child(0).text(0) == "region 1.1 · 2 branches" and [a.child(0).child(i).text(0) for i in range(2)] == ["a.x", "a.y"]
     # every row in sight without scrolling the list (the panel scrolls), names in full on hover
     last = a.child(0).child(1)
     assert tree.visualItemRect(last).bottom() <= tree.viewport().height()
@@ -266,7 +268,7 @@ def test_a_branch_the_run_info_does_not_list_stands_at_the_top_outside_any_regio
     legend.set_trace(trace)
     assert legend.item_of("a").parent() is legend.region_item("1")
     assert legend.item_of("stray").parent() is None
-    assert [legend.tree.topLevelItem(i).text(0) for i in range(2)] == ["block", "stray"]
+    assert [legend.tree.topLevelItem(i).text(0) for i in range(2)] == ["block · 1 branch", "stray"]
 
 
 def test_the_legend_says_what_discovery_left_out_and_why_on_hover(qtbot):
@@ -311,7 +313,11 @@ def test_each_region_says_what_its_branches_could_give(qtbot):
     assert blocks.text(1) == "≤ 2.00× on 2" and nested.text(1) == "≤ 2.00× on 2"
     assert "no contention, no overhead assumed" in blocks.toolTip(1)
     assert legend.prediction.isVisibleTo(legend)
-    assert legend.prediction.text() == "The step " + prediction_text(pred)
+    # the bounds in a line, so the branches keep the legend's height; the sentence on hover
+    sentence = "The step " + prediction_text(pred)
+    assert legend.prediction.toolTip() == sentence
+    assert legend.prediction.text() == sentence.split(": ")[0] + " (hover for why)"
+    assert legend.prediction.text() == "The step could be at most 1.80× on 2 threads, 1.80× on 4 (hover for why)"
     legend.set_trace(_trace())  # a run without a prediction
     assert not legend.prediction.isVisibleTo(legend)
     assert legend.region_item("1").text(1) == ""

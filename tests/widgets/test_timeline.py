@@ -543,13 +543,15 @@ def test_a_branch_has_the_same_colour_whatever_order_its_events_come_in(qtbot, i
     first = _colour_of_branch_ops(qtbot, _branch_trace(["left", "right", "left.inner", "solo"], info))
     again = _colour_of_branch_ops(qtbot, _branch_trace(["solo", "right", "left", "left.inner"], info))
     assert first == again
-    assert len(set(first.values())) == 4  # nested "left.inner" keeps a colour of its own
+    # nested "left.inner" keeps a colour of its own; "solo", alone in region 2, takes the palette's first
+    assert len({first[b] for b in ("left", "right", "left.inner")}) == 3
+    assert (first["solo"] == first["left"]) is info
     assert set(first.values()) <= {colors.hex_to_rgb32(h) for h in colors.BRANCH_HEX}
     trace = _branch_trace(["right", "left"], info)
     names = ["right", "left", "left.inner", "solo"] if info else ["right", "left"]
     slots = colors.branch_slots(trace, names)
-    # the model's list by region then name; without run info, by name
-    assert slots.tolist() == ([1, 0, 2, 3] if info else [1, 0])
+    # the place within the region, by name (a nested region's after its region's); without run info, by name
+    assert slots.tolist() == ([1, 0, 2, 0] if info else [1, 0])
 
 
 def test_dark_palette_darkens_the_lanes_and_lightens_the_labels(small_trace, qtbot):
