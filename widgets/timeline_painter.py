@@ -26,6 +26,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPen, Q
 from PySide6.QtWidgets import QSizePolicy
 
 from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.run_info import BRANCH_PREFIX
 from branchscope.widgets import colors
 from branchscope.widgets.charts import TimeAxisItem
 from branchscope.widgets.lod import Scratch, TimelineLod, pixel_spans, rasterize
@@ -46,6 +47,62 @@ RANGE_EDGE = QColor(61, 123, 217, 220)
 #: Arrows from a launch to its kernel; the same collective on the other ranks.
 FLOW_COLOR = QColor(214, 39, 40)
 PEER_COLOR = QColor(148, 103, 189)
+
+
+#: A branch chain's links as the trace writes them (`run_info.branch_label`) and as labels say them.
+_TRACE_LINK, _LINK, _MORE = " -> ", " → ", "…"
+
+
+def label_forms(name: str) -> list[str]:
+    """The texts a block named `name` may be labelled with, longest first: the name; for a branch
+    (`branch: a -> b -> c`) then without the common prefix (`a → b → c`), the chain's first
+    modules (`a → b → …`, `a → …`) and its first module alone (`a`), which is what tells sibling
+    branches apart (each begins with a module of its own)."""
+    if not name.startswith(BRANCH_PREFIX):
+        return [name]
+    parts = [part for part in name[len(BRANCH_PREFIX) :].replace(_TRACE_LINK, _LINK).split(_LINK) if part]
+    if not parts:
+        return [name]
+    forms = [name, _LINK.join(parts)]
+    forms += [_LINK.join([*parts[:k], _MORE]) for k in range(len(parts) - 1, 0, -1)]
+    if len(parts) > 1:
+        forms.append(parts[0])
+    return forms
+
+
+def elide_keeping_end(text: str, room: int, fm: QFontMetrics) -> str:
+    """`text` cut in the middle to fit `room` pixels, keeping about twice as much of its end as of
+    its start (`branch3x3dbl_1` → `bra…dbl_1`: names of siblings differ at their end); "" when not
+    even one character and the ellipsis fit."""
+    if fm.horizontalAdvance(text) <= room:
+        return text
+
+    def cut(k: int) -> str:  # k characters kept
+        head = (k + 1) // 3
+        return text[:head] + _MORE + text[len(text) - (k - head) :]
+
+    lo, hi = 0, len(text) - 1  # the most characters kept that fit: cut(lo) fits, or lo is 0
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fm.horizontalAdvance(cut(mid)) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return cut(lo) if lo > 0 else ""
+
+
+def block_label(name: str, room: int, fm: QFontMetrics) -> str:
+    """What a block named `name` shows in `room` pixels: the longest of `label_forms` that fits; else
+    a branch's first module cut in the middle (`elide_keeping_end`), any other name cut at its
+    right; "" when nothing readable fits."""
+    forms = label_forms(name)
+    for form in forms:
+        if fm.horizontalAdvance(form) <= room:
+            return form
+    if len(forms) == 1:
+        text = fm.elidedText(name, Qt.TextElideMode.ElideRight, room)
+        return "" if text in ("", _MORE) else text
+    return elide_keeping_end(forms[-1], room, fm)
 
 
 def lane_area_height(view: TimePanel) -> int:
@@ -144,6 +201,8 @@ class TimelinePainter:
         #: drawn in the last paint.
         self.painted_lanes: list[int] = []
         self.drawn_arrows: list[tuple[int, int]] = []
+        #: The names drawn on events in the last paint: (x, baseline y, text) in widget pixels.
+        self.drawn_labels: list[tuple[int, int, str]] = []
         self._name_width: dict[int, int] = {}
         self._elided: dict[tuple[int, int], str] = {}
         self._gutter_cache: tuple[tuple, QImage] | None = None
@@ -186,6 +245,7 @@ class TimelinePainter:
         img_h = lane_area_height(view)
         if self.trace is None or self.lod is None:
             self.painted_lanes = []
+            self.drawn_labels = []
             p.setPen(self.look.muted)
             p.drawText(
                 QRect(GUTTER, RULER_H, w_px, img_h),
@@ -255,6 +315,7 @@ class TimelinePainter:
         qimg = QImage(img.data, w_px, img_h, w_px * 4, QImage.Format.Format_RGB32)
         p.drawImage(GUTTER, RULER_H, qimg)
         del qimg
+        self.drawn_labels = []
         if vis is not None and vis.index.size:
             self._draw_labels(p, vis, x0, x1, keys, row_y, find_on)
         self._draw_marks(p)
@@ -303,11 +364,15 @@ class TimelinePainter:
                     continue
                 text = self._elided.get((nid, bucket))
                 if text is None:
-                    text = fm.elidedText(names[nid], Qt.TextElideMode.ElideRight, bucket)
+                    text = block_label(names[nid], bucket, fm)
                     self._elided[(nid, bucket)] = text
+                if not text:
+                    continue
             p.setPen(dark if dk else light)
             y = RULER_H + row_y[int(vis.row_pos[c])] + (rh - 1 + ascent - fm.descent()) // 2
-            p.drawText(GUTTER + int(x0[c]) + 3, y, text)
+            x = GUTTER + int(x0[c]) + 3
+            p.drawText(x, y, text)
+            self.drawn_labels.append((x, y, text))
 
     def _draw_marks(self, p: QPainter) -> None:
         view, state = self.view, self.state
