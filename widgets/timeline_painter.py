@@ -7,7 +7,8 @@ draws all shapes. Its painter (`TimelinePainter`) asks the level-of-detail index
 what is visible in the visible rows (`TimelineLayout.visible`), paints it into one RGB32 buffer with
 numpy (`lod.rasterize`: a few array passes the size of the visible pixels), and hands that to Qt as a
 single image; only then are the few things that need Qt's text engine drawn on top (names inside
-events wide enough to hold them), then the marks: the hovered and selected events, the selected
+events wide enough to hold them, each as much of its name as tells it apart in its room:
+`block_label`, measured once per name and width bucket), then the marks: the hovered and selected events, the selected
 event's flows, the selected time range (`TimelineState`). So a frame costs what the pixels cost
 whether the trace holds ten thousand events or ten million.
 
@@ -54,8 +55,8 @@ _TRACE_LINK, _LINK, _MORE = " -> ", " → ", "…"
 
 
 def label_forms(name: str) -> list[str]:
-    """The texts a block named `name` may be labelled with, longest first: the name; for a branch
-    (`branch: a -> b -> c`) then without the common prefix (`a → b → c`), the chain's first
+    """The texts a block named `name` may be labelled with, longest first: the name (a branch's
+    links written "→", as the legend writes them); for a branch (`branch: a -> b -> c`) then without the common prefix (`a → b → c`), the chain's first
     modules (`a → b → …`, `a → …`) and its first module alone (`a`), which is what tells sibling
     branches apart (each begins with a module of its own)."""
     if not name.startswith(BRANCH_PREFIX):
@@ -63,7 +64,7 @@ def label_forms(name: str) -> list[str]:
     parts = [part for part in name[len(BRANCH_PREFIX) :].replace(_TRACE_LINK, _LINK).split(_LINK) if part]
     if not parts:
         return [name]
-    forms = [name, _LINK.join(parts)]
+    forms = [BRANCH_PREFIX + _LINK.join(parts), _LINK.join(parts)]
     forms += [_LINK.join([*parts[:k], _MORE]) for k in range(len(parts) - 1, 0, -1)]
     if len(parts) > 1:
         forms.append(parts[0])
@@ -203,7 +204,8 @@ class TimelinePainter:
         self.drawn_arrows: list[tuple[int, int]] = []
         #: The names drawn on events in the last paint: (x, baseline y, text) in widget pixels.
         self.drawn_labels: list[tuple[int, int, str]] = []
-        self._name_width: dict[int, int] = {}
+        #: Each name's label when it fits whole and its width; the label in a room (name, bucket).
+        self._name_width: dict[int, tuple[str, int]] = {}
         self._elided: dict[tuple[int, int], str] = {}
         self._gutter_cache: tuple[tuple, QImage] | None = None
         self._scratch = Scratch()
@@ -352,12 +354,12 @@ class TimelinePainter:
         dark_text = (self.look.dimmed_dark_text if find_on else colors.DARK_TEXT)[keys[cand]]
         for c, nid, dk in zip(cand.tolist(), name_ids.tolist(), dark_text.tolist(), strict=True):
             avail = int(room[c] - x0[c]) - 6
-            nw = self._name_width.get(nid)
-            if nw is None:
-                nw = fm.horizontalAdvance(names[nid])
-                self._name_width[nid] = nw
-            if nw <= avail:
-                text = names[nid]
+            whole = self._name_width.get(nid)
+            if whole is None:
+                full = label_forms(names[nid])[0]
+                whole = self._name_width[nid] = (full, fm.horizontalAdvance(full))
+            if whole[1] <= avail:
+                text = whole[0]
             else:
                 bucket = (avail // 8) * 8
                 if bucket < 18:
