@@ -58,9 +58,12 @@ def label_forms(name: str) -> list[str]:
     """The texts a block named `name` may be labelled with, longest first: the name (a branch's
     links written "→", as the legend writes them); for a branch (`branch: a -> b -> c`) then without the common prefix (`a → b → c`), the chain's first
     modules (`a → b → …`, `a → …`) and its first module alone (`a`), which is what tells sibling
-    branches apart (each begins with a module of its own)."""
+    branches apart (each begins with a module of its own); for an op (`aten::convolution`) then its
+    name without its namespaces (`convolution`)."""
     if not name.startswith(BRANCH_PREFIX):
-        return [name]
+        # an op without its namespaces ("aten::convolution" → "convolution"): "aten::…" tells none apart
+        _space, sep, op = name.rpartition("::")
+        return [name, op] if sep and op.strip() and " " not in _space else [name]
     parts = [part for part in name[len(BRANCH_PREFIX) :].replace(_TRACE_LINK, _LINK).split(_LINK) if part]
     if not parts:
         return [name]
@@ -94,14 +97,14 @@ def elide_keeping_end(text: str, room: int, fm: QFontMetrics) -> str:
 
 def block_label(name: str, room: int, fm: QFontMetrics) -> str:
     """What a block named `name` shows in `room` pixels: the longest of `label_forms` that fits; else
-    a branch's first module cut in the middle (`elide_keeping_end`), any other name cut at its
-    right; "" when nothing readable fits."""
+    a branch's first module cut in the middle (`elide_keeping_end`), any other name's shortest
+    form cut at its right; "" when nothing readable fits."""
     forms = label_forms(name)
     for form in forms:
         if fm.horizontalAdvance(form) <= room:
             return form
-    if len(forms) == 1:
-        text = fm.elidedText(name, Qt.TextElideMode.ElideRight, room)
+    if not name.startswith(BRANCH_PREFIX) or len(forms) == 1:
+        text = fm.elidedText(forms[-1], Qt.TextElideMode.ElideRight, room)
         return "" if text in ("", _MORE) else text
     return elide_keeping_end(forms[-1], room, fm)
 

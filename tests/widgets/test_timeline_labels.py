@@ -34,7 +34,12 @@ def test_label_forms_drop_the_prefix_then_the_chain_after_its_first_modules():
     ]
     assert label_forms("branch: pool") == ["branch: pool", "pool"]
     assert label_forms("branch: a → b") == ["branch: a → b", "a → b", "a → …", "a"]  # a name as run.json says it
-    assert label_forms("aten::convolution") == ["aten::convolution"]
+    assert label_forms("aten::convolution") == ["aten::convolution", "convolution"]
+    assert label_forms("autograd::engine::evaluate_function: AddmmBackward0") == [
+        "autograd::engine::evaluate_function: AddmmBackward0",
+        "evaluate_function: AddmmBackward0",
+    ]
+    assert label_forms("step 3") == ["step 3"] and label_forms("a b::c") == ["a b::c"]
     assert label_forms("branch: ") == ["branch: "]
     assert label_forms("branch: 分支 -> ветвь") == ["branch: 分支 → ветвь", "分支 → ветвь", "分支 → …", "分支"]
 
@@ -53,10 +58,13 @@ def test_block_label_says_the_most_that_fits_and_keeps_a_long_names_end(fm):
         a, b = block_label(DBL, room, fm), block_label(PLAIN, room, fm)
         assert a != b and w(a) <= room and w(b) <= room, (room, a, b)
     assert block_label(DBL, w("…"), fm) == ""  # nothing readable fits: nothing drawn
-    # other names are cut at their right, as before
-    assert block_label("aten::convolution", w("aten::conv…"), fm) == fm.elidedText(
-        "aten::convolution", Qt.TextElideMode.ElideRight, w("aten::conv…")
-    )
+    # an op's name without its namespace where the whole does not fit, then cut at its right
+    assert block_label("aten::convolution", w("aten::convolution"), fm) == "aten::convolution"
+    assert block_label("aten::convolution", w("aten::conv…"), fm) == "convolution"
+    assert block_label("aten::addmm", w("aten::conv…"), fm) == "addmm"  # not "aten::…" for both
+    right = Qt.TextElideMode.ElideRight
+    assert block_label("aten::convolution", w("convol…"), fm) == fm.elidedText("convolution", right, w("convol…"))
+    assert block_label("step 3", w("ste…"), fm) == fm.elidedText("step 3", right, w("ste…")) != ""
     assert block_label("aten::convolution", w("a"), fm) == ""
 
 
