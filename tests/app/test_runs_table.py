@@ -270,6 +270,11 @@ def test_the_run_column_shows_the_names_at_the_default_size_and_a_cut_cell_is_wh
     assert view.model().headerData(3, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole).startswith(header + ": ")
     # every column within the list: no sideways scrolling at the default size
     assert sum(view.columnWidth(c) for c in range(5)) <= view.viewport().width()
+    wide = view.viewport().width()
+    window.run_list.extend([_run("fork", FORK, interop=2) for _ in range(60)])  # a vertical scroll bar
+    qtbot.waitUntil(lambda: view.viewport().width() < wide)
+    assert sum(view.columnWidth(c) for c in range(5)) <= view.viewport().width()
+    assert view.horizontalScrollBar().maximum() == 0
 
 
 def test_a_narrow_runs_list_keeps_the_names_and_scrolls_sideways(window, qtbot):
@@ -291,3 +296,15 @@ def test_a_narrow_runs_list_keeps_the_names_and_scrolls_sideways(window, qtbot):
         view.model().index(k, c).data() for k in range(3) for c in range(4)
     ]
     assert view.horizontalScrollBar().maximum() == 0
+
+
+def test_the_columns_follow_larger_text(window, qtbot):
+    view = window.runs
+    window.run_list.extend([_run("sequential", SEQ), _run("fork", FORK, interop=2)])
+    before = [view.columnWidth(c) for c in range(5)]
+    window.scale_text(2)
+    # the columns are measured again in the larger font: wider, the names still shown whole or NAME_CHARS long
+    qtbot.waitUntil(lambda: view.columnWidth(2) > before[2])
+    fm = _cell_fm(view, 1)
+    assert fm.horizontalAdvance("inception · fork") <= _room(view, 1)
+    assert view.shown_text(1, 1) == "inception · fork"
