@@ -53,7 +53,7 @@ NAME, SPEEDUP, STEP = 1, 3, 4
 SHORTENED = (SPEEDUP, STEP)
 #: The run column keeps room for this many characters (of the view's font, on average) before the
 #: speedup and the median step get more than their short form.
-NAME_CHARS = 18
+NAME_CHARS = 16
 #: A header longer than this many characters may be cut after its first word.
 SHORT_HEADER = 8
 SPEEDUP_RULE = (
@@ -328,6 +328,13 @@ class RunsView(QTreeView):
         margin = self.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, self) + 1
         return option.fontMetrics.horizontalAdvance(text) + 2 * margin + 4  # + what eliding rounds
 
+    def _chars_width(self, index: QModelIndex, n: int) -> int:
+        """The width a cell needs to show n characters of average width, margins included."""
+        option = QStyleOptionViewItem()
+        self.initViewItemOption(option)
+        QStyledItemDelegate.initStyleOption(self.itemDelegate(), option, index)
+        return self._cell_width(index, "") + option.fontMetrics.averageCharWidth() * n
+
     def _header_width(self, text: str) -> int:
         margin = self.style().pixelMetric(QStyle.PixelMetric.PM_HeaderMargin, None, self.header())
         return self.header().fontMetrics().horizontalAdvance(text) + 2 * margin + 2
@@ -347,7 +354,8 @@ class RunsView(QTreeView):
         # a long header keeps its first word whole ("speedup…"), the rest in its tooltip
         head_least = [self._header_width(h if len(h) <= SHORT_HEADER else h.split(" ")[0] + "…") for h in heads]
         head_full = [self._header_width(h) for h in heads]
-        name_least = self._cell_width(model.index(0, NAME), "") + self.fontMetrics().averageCharWidth() * NAME_CHARS
+        # NAME_CHARS characters of the name, on average, in its row's font (the baseline's is bold)
+        name_least = max([self._chars_width(model.index(r, NAME), NAME_CHARS) for r in rows], default=0)
         least = [max(full[c], head_full[c]) for c in range(n)]
         least[NAME] = max(head_full[NAME], min(full[NAME], name_least))
         for c in SHORTENED:
