@@ -264,6 +264,9 @@ class MainWindow(QMainWindow):
         lay.addWidget(self.controls)
         runs_box = QGroupBox("Runs and traces")
         box_lay = QVBoxLayout(runs_box)
+        # the list takes the panel's width: its run column shows the runs' names (issue 22, item 7)
+        margins = box_lay.contentsMargins()
+        box_lay.setContentsMargins(3, margins.top(), 3, margins.bottom())
         box_lay.addWidget(self.runs)
         # Ctrl/Shift+click picks several; the list's context menu also sets the baseline.
         self.compare_button = QPushButton("Compare selected runs")

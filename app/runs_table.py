@@ -23,6 +23,7 @@ from typing import Any
 
 from PySide6.QtCore import (
     QAbstractTableModel,
+    QEvent,
     QItemSelection,
     QItemSelectionModel,
     QModelIndex,
@@ -30,14 +31,31 @@ from PySide6.QtCore import (
     Qt,
     Signal,
 )
-from PySide6.QtGui import QAction, QContextMenuEvent, QFont
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTreeView, QWidget
+from PySide6.QtGui import QAction, QContextMenuEvent, QFont, QHelpEvent, QResizeEvent
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QMenu,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QToolTip,
+    QTreeView,
+    QWidget,
+)
 
 from branchscope.app.runs import Runs, load_words
 from branchscope.profiling.trace.step_stats import StepStats
 
 COLUMNS = ["#", "run", "threads", "speedup", "median step"]
-SPEEDUP, STEP = 3, 4
+NAME, SPEEDUP, STEP = 1, 3, 4
+#: Columns whose cells, when cut, show their value and "(…)" for the notes in parentheses.
+SHORTENED = (SPEEDUP, STEP)
+#: The run column keeps room for this many characters (of the view's font, on average) before the
+#: speedup and the median step get more than their short form.
+NAME_CHARS = 16
+#: A header longer than this many characters may be cut after its first word.
+SHORT_HEADER = 8
 SPEEDUP_RULE = (
     "the baseline's median unprofiled step ÷ this run's; the baseline is the model's latest sequential 1×1 "
     "run made in this window (a sweep cell's: its sweep's sequential 1×1 cell) unless you set one "
@@ -68,6 +86,14 @@ def ms(value: float, like: float | None = None) -> str:
     ref = abs(value if like is None else like)
     decimals = 0 if ref >= 100 else 1 if ref >= 10 else 2 if ref >= 1 else 3
     return f"{value:.{decimals}f}"
+
+
+def short_text(text: str, col: int = SPEEDUP) -> str:
+    """A speedup's or a median step's cell where the whole does not fit: its value, its notes left
+    to the tooltip; a speedup says it has some, as they judge it ("1.03× (within noise)" →
+    "1.03× (…)"), a median step's spread and count are only in the tooltip ("40.0 ms")."""
+    head, sep, _notes = text.partition(" (")
+    return head if not sep else f"{head} (…)" if col == SPEEDUP else head
 
 
 def step_text(stats: StepStats) -> str:
@@ -120,8 +146,8 @@ class RunsTableModel(QAbstractTableModel):
             return None
         if role == Qt.ItemDataRole.DisplayRole:
             return self.runs.header_text() if section == SPEEDUP else COLUMNS[section]
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return HEADER_TIPS.get(section)
+        if role == Qt.ItemDataRole.ToolTipRole:  # the speedup's header, cut, is whole in its tooltip
+            return f"{self.runs.header_text()}: {SPEEDUP_RULE}" if section == SPEEDUP else HEADER_TIPS.get(section)
         return None
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
@@ -213,6 +239,43 @@ class RunsTableModel(QAbstractTableModel):
         return [self.text(k, c) for c in range(len(COLUMNS))]
 
 
+def _text_room(option: QStyleOptionViewItem, widget: QWidget | None) -> int:
+    """The pixels a cell's text has in `option.rect` (the style's text rectangle less its margins,
+    where the style elides it)."""
+    style = widget.style() if widget is not None else None
+    if style is None:
+        return option.rect.width()
+    rect = style.subElementRect(QStyle.SubElement.SE_ItemViewItemText, option, widget)
+    margin = style.pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, widget) + 1
+    return rect.width() - 2 * margin
+
+
+class RunsDelegate(QStyledItemDelegate):
+    """The runs list's cells: the run's name cut in the middle (its model and its mode stay in
+    view), a speedup or a median step cut to its value ("1.03× (…)"), and a cut cell's whole text
+    in its tooltip, over what the model's tooltip says."""
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index: _Index) -> None:  # noqa: N802 (Qt API)
+        super().initStyleOption(option, index)
+        if index.column() == NAME:
+            option.textElideMode = Qt.TextElideMode.ElideMiddle
+        elif index.column() in SHORTENED and option.fontMetrics.horizontalAdvance(option.text) > _text_room(
+            option, option.widget
+        ):
+            option.text = short_text(option.text, index.column())
+
+    def helpEvent(self, event: QHelpEvent, view: QAbstractItemView, option: QStyleOptionViewItem, index: _Index) -> bool:  # noqa: N802
+        if event is None or event.type() != QEvent.Type.ToolTip or not isinstance(view, RunsView):
+            return super().helpEvent(event, view, option, index)
+        tip = view.cell_tooltip(index)
+        if tip:
+            QToolTip.showText(event.globalPos(), tip, view)
+        else:
+            QToolTip.hideText()
+            event.ignore()
+        return True
+
+
 class RunsView(QTreeView):
     """The runs list (see the module docstring). `rowChosen(k)` when the user makes row k the one
     selected row (not on `select_row`)."""
@@ -231,16 +294,116 @@ class RunsView(QTreeView):
         self.setModel(model)
         self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setItemDelegate(RunsDelegate(self))
         header = self.header()
-        # The run column takes the room left (its text elided, the whole in its tooltip); the
-        # others fit their contents, the median step last so the speedup stays in view.
+        # The columns are sized by `fit_columns` whenever the view's width, the rows or the font
+        # change: the run's name first, the others to their contents or their short form.
         header.setStretchLastSection(False)
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        header.setMinimumSectionSize(24)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        header.setMinimumSectionSize(16)
+        header.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.setToolTip(VIEW_TIP)
         self._quiet = False
         self.selectionModel().selectionChanged.connect(self._on_selection_changed)
+        for changed in (model.rowsInserted, model.rowsRemoved, model.modelReset, model.layoutChanged):
+            changed.connect(self.fit_columns)
+        model.dataChanged.connect(self.fit_columns)
+        model.headerDataChanged.connect(self.fit_columns)
+        self.fit_columns()
+
+    # ---- columns that fit --------------------------------------------------------------------
+    def _option(self, index: QModelIndex) -> QStyleOptionViewItem:
+        """The style option `index`'s cell is painted with (its rectangle where it is now)."""
+        option = QStyleOptionViewItem()
+        self.initViewItemOption(option)
+        option.rect = self.visualRect(index)
+        self.itemDelegate().initStyleOption(option, index)
+        return option
+
+    def _cell_width(self, index: QModelIndex, text: str) -> int:
+        """The width a cell needs to show `text` whole, margins included."""
+        option = QStyleOptionViewItem()
+        self.initViewItemOption(option)
+        QStyledItemDelegate.initStyleOption(self.itemDelegate(), option, index)
+        margin = self.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, self) + 1
+        return option.fontMetrics.horizontalAdvance(text) + 2 * margin + 4  # + what eliding rounds
+
+    def _chars_width(self, index: QModelIndex, n: int) -> int:
+        """The width a cell needs to show n characters of average width, margins included."""
+        option = QStyleOptionViewItem()
+        self.initViewItemOption(option)
+        QStyledItemDelegate.initStyleOption(self.itemDelegate(), option, index)
+        return self._cell_width(index, "") + option.fontMetrics.averageCharWidth() * n
+
+    def _header_width(self, text: str) -> int:
+        margin = self.style().pixelMetric(QStyle.PixelMetric.PM_HeaderMargin, None, self.header())
+        return self.header().fontMetrics().horizontalAdvance(text) + 2 * margin + 2
+
+    def column_widths(self, width: int) -> list[int]:
+        """The columns' widths in `width` pixels: each gets its least first (#, threads and the
+        headers of one word whole; the run's name `NAME_CHARS` characters, or all of it; a speedup
+        and a median step their short form, "1.03× (…)", "40.0 ms"), then the name all it needs, the speedup
+        and the median step theirs, and the name what is left. Where the least does not fit,
+        the list scrolls sideways."""
+        model = self.model()
+        n = len(COLUMNS)
+        rows = range(model.rowCount())
+        full = [max([self._cell_width(model.index(r, c), model.index(r, c).data() or "") for r in rows], default=0) for c in range(n)]
+        short = [max([self._cell_width(model.index(r, c), short_text(model.index(r, c).data() or "", c)) for r in rows], default=0) for c in range(n)]
+        heads = [str(model.headerData(c, Qt.Orientation.Horizontal) or "") for c in range(n)]
+        # a long header keeps its first word whole ("speedup…"), the rest in its tooltip
+        head_least = [self._header_width(h if len(h) <= SHORT_HEADER else h.split(" ")[0] + "…") for h in heads]
+        head_full = [self._header_width(h) for h in heads]
+        # NAME_CHARS characters of the name, on average, in its row's font (the baseline's is bold)
+        name_least = max([self._chars_width(model.index(r, NAME), NAME_CHARS) for r in rows], default=0)
+        least = [max(full[c], head_full[c]) for c in range(n)]
+        least[NAME] = max(head_full[NAME], min(full[NAME], name_least))
+        for c in SHORTENED:
+            least[c] = max(short[c], head_least[c])
+        widths = list(least)
+        left = width - sum(widths)
+        for c in (NAME, SPEEDUP, STEP):  # then each up to all it needs, in this order
+            more = max(0, min(left, max(full[c], least[c]) - widths[c]))
+            widths[c] += more
+            left -= more
+        for c in SHORTENED:  # a header whole where there is room
+            more = max(0, min(left, head_full[c] - widths[c]))
+            widths[c] += more
+            left -= more
+        widths[NAME] += max(0, left)
+        return widths
+
+    def fit_columns(self, *_args: Any) -> None:
+        """Size the columns to the viewport's width (`column_widths`)."""
+        header = self.header()
+        for c, w in enumerate(self.column_widths(self.viewport().width())):
+            if header.sectionSize(c) != w:
+                header.resizeSection(c, w)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(event)
+        self.fit_columns()
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt API)
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self.fit_columns()
+
+    def shown_text(self, row: int, col: int) -> str:
+        """What the cell shows in the width its column has now (elided as the style elides it)."""
+        index = self.model().index(row, col)
+        option = self._option(index)
+        return option.fontMetrics.elidedText(option.text, option.textElideMode, _text_room(option, self))
+
+    def cell_tooltip(self, index: _Index) -> str | None:
+        """A cell's tooltip: its whole text where the cell shows less, then the model's tooltip."""
+        if not index.isValid():
+            return None
+        whole = index.data(Qt.ItemDataRole.DisplayRole) or ""
+        tip = index.data(Qt.ItemDataRole.ToolTipRole)
+        if whole and self.shown_text(index.row(), index.column()) != whole:
+            return whole if not tip else f"{whole}\n{tip}"
+        return tip
 
     @property
     def runs(self) -> Runs:

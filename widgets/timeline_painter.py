@@ -7,7 +7,8 @@ draws all shapes. Its painter (`TimelinePainter`) asks the level-of-detail index
 what is visible in the visible rows (`TimelineLayout.visible`), paints it into one RGB32 buffer with
 numpy (`lod.rasterize`: a few array passes the size of the visible pixels), and hands that to Qt as a
 single image; only then are the few things that need Qt's text engine drawn on top (names inside
-events wide enough to hold them), then the marks: the hovered and selected events, the selected
+events wide enough to hold them, each as much of its name as tells it apart in its room:
+`block_label`, measured once per name and width bucket), then the marks: the hovered and selected events, the selected
 event's flows, the selected time range (`TimelineState`). So a frame costs what the pixels cost
 whether the trace holds ten thousand events or ten million.
 
@@ -26,6 +27,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPen, Q
 from PySide6.QtWidgets import QSizePolicy
 
 from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.run_info import BRANCH_PREFIX
 from branchscope.widgets import colors
 from branchscope.widgets.charts import TimeAxisItem
 from branchscope.widgets.lod import Scratch, TimelineLod, pixel_spans, rasterize
@@ -46,6 +48,65 @@ RANGE_EDGE = QColor(61, 123, 217, 220)
 #: Arrows from a launch to its kernel; the same collective on the other ranks.
 FLOW_COLOR = QColor(214, 39, 40)
 PEER_COLOR = QColor(148, 103, 189)
+
+
+#: A branch chain's links as the trace writes them (`run_info.branch_label`) and as labels say them.
+_TRACE_LINK, _LINK, _MORE = " -> ", " → ", "…"
+
+
+def label_forms(name: str) -> list[str]:
+    """The texts a block named `name` may be labelled with, longest first: the name (a branch's
+    links written "→", as the legend writes them); for a branch (`branch: a -> b -> c`) then without the common prefix (`a → b → c`), the chain's first
+    modules (`a → b → …`, `a → …`) and its first module alone (`a`), which is what tells sibling
+    branches apart (each begins with a module of its own); for an op (`aten::convolution`) then its
+    name without its namespaces (`convolution`)."""
+    if not name.startswith(BRANCH_PREFIX):
+        # an op without its namespaces ("aten::convolution" → "convolution"): "aten::…" tells none apart
+        _space, sep, op = name.rpartition("::")
+        return [name, op] if sep and op.strip() and " " not in _space else [name]
+    parts = [part for part in name[len(BRANCH_PREFIX) :].replace(_TRACE_LINK, _LINK).split(_LINK) if part]
+    if not parts:
+        return [name]
+    forms = [BRANCH_PREFIX + _LINK.join(parts), _LINK.join(parts)]
+    forms += [_LINK.join([*parts[:k], _MORE]) for k in range(len(parts) - 1, 0, -1)]
+    if len(parts) > 1:
+        forms.append(parts[0])
+    return forms
+
+
+def elide_keeping_end(text: str, room: int, fm: QFontMetrics) -> str:
+    """`text` cut in the middle to fit `room` pixels, keeping about twice as much of its end as of
+    its start (`branch3x3dbl_1` → `bra…dbl_1`: names of siblings differ at their end); "" when not
+    even one character and the ellipsis fit."""
+    if fm.horizontalAdvance(text) <= room:
+        return text
+
+    def cut(k: int) -> str:  # k characters kept
+        head = (k + 1) // 3
+        return text[:head] + _MORE + text[len(text) - (k - head) :]
+
+    lo, hi = 0, len(text) - 1  # the most characters kept that fit: cut(lo) fits, or lo is 0
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fm.horizontalAdvance(cut(mid)) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return cut(lo) if lo > 0 else ""
+
+
+def block_label(name: str, room: int, fm: QFontMetrics) -> str:
+    """What a block named `name` shows in `room` pixels: the longest of `label_forms` that fits; else
+    a branch's first module cut in the middle (`elide_keeping_end`), any other name's shortest
+    form cut at its right; "" when nothing readable fits."""
+    forms = label_forms(name)
+    for form in forms:
+        if fm.horizontalAdvance(form) <= room:
+            return form
+    if not name.startswith(BRANCH_PREFIX) or len(forms) == 1:
+        text = fm.elidedText(forms[-1], Qt.TextElideMode.ElideRight, room)
+        return "" if text in ("", _MORE) else text
+    return elide_keeping_end(forms[-1], room, fm)
 
 
 def lane_area_height(view: TimePanel) -> int:
@@ -144,7 +205,10 @@ class TimelinePainter:
         #: drawn in the last paint.
         self.painted_lanes: list[int] = []
         self.drawn_arrows: list[tuple[int, int]] = []
-        self._name_width: dict[int, int] = {}
+        #: The names drawn on events in the last paint: (x, baseline y, text) in widget pixels.
+        self.drawn_labels: list[tuple[int, int, str]] = []
+        #: Each name's label when it fits whole and its width; the label in a room (name, bucket).
+        self._name_width: dict[int, tuple[str, int]] = {}
         self._elided: dict[tuple[int, int], str] = {}
         self._gutter_cache: tuple[tuple, QImage] | None = None
         self._scratch = Scratch()
@@ -186,6 +250,7 @@ class TimelinePainter:
         img_h = lane_area_height(view)
         if self.trace is None or self.lod is None:
             self.painted_lanes = []
+            self.drawn_labels = []
             p.setPen(self.look.muted)
             p.drawText(
                 QRect(GUTTER, RULER_H, w_px, img_h),
@@ -257,6 +322,7 @@ class TimelinePainter:
         qimg = QImage(img.data, w_px, img_h, w_px * 4, QImage.Format.Format_RGB32)
         p.drawImage(GUTTER, RULER_H, qimg)
         del qimg
+        self.drawn_labels = []
         if vis is not None and vis.index.size:
             self._draw_labels(p, vis, x0, x1, keys, row_y, find_on)
         self._draw_marks(p)
@@ -293,23 +359,27 @@ class TimelinePainter:
         dark_text = (self.look.dimmed_dark_text if find_on else colors.DARK_TEXT)[keys[cand]]
         for c, nid, dk in zip(cand.tolist(), name_ids.tolist(), dark_text.tolist(), strict=True):
             avail = int(room[c] - x0[c]) - 6
-            nw = self._name_width.get(nid)
-            if nw is None:
-                nw = fm.horizontalAdvance(names[nid])
-                self._name_width[nid] = nw
-            if nw <= avail:
-                text = names[nid]
+            whole = self._name_width.get(nid)
+            if whole is None:
+                full = label_forms(names[nid])[0]
+                whole = self._name_width[nid] = (full, fm.horizontalAdvance(full))
+            if whole[1] <= avail:
+                text = whole[0]
             else:
                 bucket = (avail // 8) * 8
                 if bucket < 18:
                     continue
                 text = self._elided.get((nid, bucket))
                 if text is None:
-                    text = fm.elidedText(names[nid], Qt.TextElideMode.ElideRight, bucket)
+                    text = block_label(names[nid], bucket, fm)
                     self._elided[(nid, bucket)] = text
+                if not text:
+                    continue
             p.setPen(dark if dk else light)
             y = RULER_H + row_y[int(vis.row_pos[c])] + (rh - 1 + ascent - fm.descent()) // 2
-            p.drawText(GUTTER + int(x0[c]) + 3, y, text)
+            x = GUTTER + int(x0[c]) + 3
+            p.drawText(x, y, text)
+            self.drawn_labels.append((x, y, text))
 
     def _draw_marks(self, p: QPainter) -> None:
         view, state = self.view, self.state

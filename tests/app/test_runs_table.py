@@ -189,3 +189,122 @@ def test_a_busy_run_is_marked_in_the_list_and_beside_its_speedup(qtbot):
     assert "other processes used 0.80 of 2 cores" in model.index(1, 1).data(tip)
     assert model.index(1, 3).data() == "2.00× (machine busy)"
     assert "machine busy: other processes took more than about a fifth" in model.index(1, 3).data(tip)
+
+
+def _busy(entry: Entry) -> Entry:
+    load = {"cores": 2, "others_cores": 0.8, "busy": True, "loadavg_start": 2.0, "loadavg_end": 2.5}
+    entry.run = RunRecord.parse({"unprofiled_steps_ms": entry.run.unprofiled_steps_ms if entry.run else [], "load": load})
+    return entry
+
+
+def _room(view: RunsView, col: int) -> int:
+    """The pixels a cell's text has in column `col` (the column less the style's text margins)."""
+    from PySide6.QtWidgets import QStyle
+
+    return view.columnWidth(col) - 2 * (view.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, view) + 1)
+
+
+def _cell_fm(view: RunsView, k: int):
+    from PySide6.QtGui import QFontMetrics
+
+    font = view.model().index(k, 1).data(Qt.ItemDataRole.FontRole)
+    return QFontMetrics(font if font is not None else view.font())
+
+
+def _tooltip_at(view: RunsView, k: int, col: int, qtbot) -> str:
+    """The tooltip a hover over cell (k, col) shows."""
+    from PySide6.QtCore import QEvent
+    from PySide6.QtGui import QHelpEvent
+    from PySide6.QtWidgets import QToolTip
+
+    QToolTip.hideText()
+    pos = view.visualRect(view.model().index(k, col)).center()
+    view.viewportEvent(QHelpEvent(QEvent.Type.ToolTip, pos, view.viewport().mapToGlobal(pos)))
+    qtbot.waitUntil(QToolTip.isVisible)
+    return QToolTip.text()
+
+
+def test_the_run_column_shows_the_names_at_the_default_size_and_a_cut_cell_is_whole_in_its_tooltip(window, qtbot):
+    """Issue 22, item 7: the run column showed "i…" beside a speedup header wider than its column."""
+    from PySide6.QtCore import QSize
+
+    from branchscope.app.runs_table import NAME_CHARS
+
+    assert window.size() == QSize(1600, 1000)
+    view = window.runs
+    long_model = "inception_v3_from_a_folder_of_my_own_models"
+    window.run_list.extend([
+        _run("sequential", SEQ), _run("fork", FORK, interop=2), _run("threads", NOISY, interop=2),
+        _run("fork", FORK, interop=2, demo="inception_v3"), _busy(_run("fork", FORK, interop=2, demo=long_model)),
+        Entry("a.json", Path("/t/a.json")),  # no baseline: the header says "(some: none)"
+    ])  # fmt: skip
+    assert "(some: none)" in view.model().headerData(3, Qt.Orientation.Horizontal)
+    names = [view.model().index(k, 1).data() for k in range(6)]
+    room = _room(view, 1)
+    # the demo runs' names whole, or NAME_CHARS characters of them, as the view's font elides them
+    for k in range(4):
+        shown = _cell_fm(view, k).elidedText(names[k], Qt.TextElideMode.ElideMiddle, room)
+        assert shown == names[k] or len(shown) - 1 >= NAME_CHARS, (shown, names[k])
+        assert view.shown_text(k, 1) == shown
+    assert [view.shown_text(k, 1) for k in (1, 2, 3)] == names[1:4]
+    # a name that cannot fit keeps NAME_CHARS characters, its start and its end (mode, busy)
+    long_name = names[4]
+    assert long_name == f"{long_model} · fork · machine busy"
+    shown = view.shown_text(4, 1)
+    head, tail = shown.split("…")
+    assert len(head) + len(tail) >= NAME_CHARS and long_name.startswith(head) and long_name.endswith(tail)
+    assert _tooltip_at(view, 4, 1, qtbot).startswith(long_name + "\n")  # then the model's own tip
+    assert view.cell_tooltip(view.model().index(1, 1)) == view.model().index(1, 1).data(Qt.ItemDataRole.ToolTipRole)
+    # the numbers fit their columns or show their value; a cut cell is whole in its tooltip
+    for k in range(6):
+        for col in (0, 2, 3, 4):
+            whole = view.model().index(k, col).data()
+            shown = view.shown_text(k, col)
+            assert shown == whole or whole.startswith(shown.removesuffix(" (…)")), (shown, whole)
+            if shown != whole:
+                assert view.cell_tooltip(view.model().index(k, col)).startswith(whole)
+    assert view.shown_text(2, 3) == "1.03× (…)" and _tooltip_at(view, 2, 3, qtbot).startswith("1.03× (within noise)\n")
+    # the speedup's header: its first word in view, the whole in its tooltip
+    header = view.model().headerData(3, Qt.Orientation.Horizontal)
+    assert view.header().fontMetrics().horizontalAdvance("speedup") < view.columnWidth(3)
+    assert view.model().headerData(3, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole).startswith(header + ": ")
+    # every column within the list: no sideways scrolling at the default size
+    assert sum(view.columnWidth(c) for c in range(5)) <= view.viewport().width()
+    wide = view.viewport().width()
+    window.run_list.extend([_run("fork", FORK, interop=2) for _ in range(60)])  # a vertical scroll bar
+    qtbot.waitUntil(lambda: view.viewport().width() < wide)
+    assert sum(view.columnWidth(c) for c in range(5)) <= view.viewport().width()
+    assert view.horizontalScrollBar().maximum() == 0
+
+
+def test_a_narrow_runs_list_keeps_the_names_and_scrolls_sideways(window, qtbot):
+    from branchscope.app.runs_table import NAME_CHARS
+
+    view = window.runs
+    window.run_list.extend([_run("sequential", SEQ), _run("fork", FORK, interop=2), _run("threads", NOISY, interop=2)])
+    split = window.centralWidget()
+    split.setSizes([1, 1400, 300])  # the left panel as narrow as it goes
+    qtbot.waitUntil(lambda: view.viewport().width() < 300)
+    fm = _cell_fm(view, 1)
+    chars = min(NAME_CHARS, len("inception · threads"))
+    assert fm.horizontalAdvance("inception · threads"[:chars]) <= _room(view, 1)
+    assert view.horizontalScrollBar().maximum() > 0  # the columns right of it are scrolled to
+    wide = view.viewport().width()
+    split.setSizes([600, 700, 300])  # as wide as it goes: the names, then the speedups whole
+    qtbot.waitUntil(lambda: view.viewport().width() > wide + 100)
+    assert [view.shown_text(k, c) for k in range(3) for c in range(4)] == [
+        view.model().index(k, c).data() for k in range(3) for c in range(4)
+    ]
+    assert view.horizontalScrollBar().maximum() == 0
+
+
+def test_the_columns_follow_larger_text(window, qtbot):
+    view = window.runs
+    window.run_list.extend([_run("sequential", SEQ), _run("fork", FORK, interop=2)])
+    before = [view.columnWidth(c) for c in range(5)]
+    window.scale_text(2)
+    # the columns are measured again in the larger font: wider, the names still shown whole or NAME_CHARS long
+    qtbot.waitUntil(lambda: view.columnWidth(2) > before[2])
+    fm = _cell_fm(view, 1)
+    assert fm.horizontalAdvance("inception · fork") <= _room(view, 1)
+    assert view.shown_text(1, 1) == "inception · fork"

@@ -1,0 +1,113 @@
+"""The names drawn on the timeline's event blocks (issue 22, item 7): a block says what tells it
+apart from its neighbours in the room it has (`timeline_painter.block_label`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont, QFontMetrics
+
+from branchscope.profiling.trace.model import Lane, build_trace
+from branchscope.widgets.time_axis import GUTTER
+from branchscope.widgets.timeline import TimelineView
+from branchscope.widgets.timeline_painter import block_label, elide_keeping_end, label_forms
+from tests.gui_helpers import show
+
+#: Two sibling branches of inception_v3's Mixed_7b as the trace labels them.
+DBL = "branch: branch3x3dbl_1 -> branch3x3dbl_2 -> branch3x3dbl_3a"
+PLAIN = "branch: branch3x3_1 -> branch3x3_2a"
+
+
+@pytest.fixture
+def fm(qtbot) -> QFontMetrics:
+    return QFontMetrics(QFont())
+
+
+def test_label_forms_drop_the_prefix_then_the_chain_after_its_first_modules():
+    assert label_forms(DBL) == [
+        "branch: branch3x3dbl_1 → branch3x3dbl_2 → branch3x3dbl_3a",
+        "branch3x3dbl_1 → branch3x3dbl_2 → branch3x3dbl_3a",
+        "branch3x3dbl_1 → branch3x3dbl_2 → …",
+        "branch3x3dbl_1 → …",
+        "branch3x3dbl_1",
+    ]
+    assert label_forms("branch: pool") == ["branch: pool", "pool"]
+    assert label_forms("branch: a → b") == ["branch: a → b", "a → b", "a → …", "a"]  # a name as run.json says it
+    assert label_forms("aten::convolution") == ["aten::convolution", "convolution"]
+    assert label_forms("autograd::engine::evaluate_function: AddmmBackward0") == [
+        "autograd::engine::evaluate_function: AddmmBackward0",
+        "evaluate_function: AddmmBackward0",
+    ]
+    assert label_forms("step 3") == ["step 3"] and label_forms("a b::c") == ["a b::c"]
+    assert label_forms("branch: ") == ["branch: "]
+    assert label_forms("branch: 分支 -> ветвь") == ["branch: 分支 → ветвь", "分支 → ветвь", "分支 → …", "分支"]
+
+
+def test_block_label_says_the_most_that_fits_and_keeps_a_long_names_end(fm):
+    w = fm.horizontalAdvance
+    for form in label_forms(DBL):  # each form where exactly it fits
+        assert block_label(DBL, w(form), fm) == form
+    # a room for less than the first module: it is cut in the middle, keeping more of its end
+    room = w("bra…dbl_1")
+    assert block_label(DBL, room, fm) == "bra…dbl_1"
+    assert elide_keeping_end("branch3x3dbl_1", room, fm) == "bra…dbl_1"
+    assert fm.elidedText("branch3x3dbl_1", Qt.TextElideMode.ElideRight, room).startswith("branch")  # as before
+    # siblings read apart in every room that holds 8 characters
+    for room in range(w("bra…dbl_1"), w(PLAIN) + 40, 2):
+        a, b = block_label(DBL, room, fm), block_label(PLAIN, room, fm)
+        assert a != b and w(a) <= room and w(b) <= room, (room, a, b)
+    assert block_label(DBL, w("…"), fm) == ""  # nothing readable fits: nothing drawn
+    # an op's name without its namespace where the whole does not fit, then cut at its right
+    assert block_label("aten::convolution", w("aten::convolution"), fm) == "aten::convolution"
+    assert block_label("aten::convolution", w("aten::conv…"), fm) == "convolution"
+    assert block_label("aten::addmm", w("aten::conv…"), fm) == "addmm"  # not "aten::…" for both
+    right = Qt.TextElideMode.ElideRight
+    assert block_label("aten::convolution", w("convol…"), fm) == fm.elidedText("convolution", right, w("convol…"))
+    assert block_label("step 3", w("ste…"), fm) == fm.elidedText("step 3", right, w("ste…")) != ""
+    assert block_label("aten::convolution", w("a"), fm) == ""
+
+
+def _siblings_trace():
+    """The two siblings one after the other on a pool thread, then side by side on two (and a
+    moment on the main thread long after, so the view may zoom out that far)."""
+    lanes = [Lane(0, "cpu", 1, 1, "main", "main"), Lane(1, "cpu", 1, 11, "pool", "interop"),
+             Lane(2, "cpu", 1, 12, "pool", "interop")]  # fmt: skip
+    names = [DBL, PLAIN, "later"]
+    events = [(1, 0, 0, 8_000), (1, 1, 8_000, 8_000), (1, 0, 20_000, 8_000), (2, 1, 20_000, 8_000),
+              (0, 2, 1_000_000, 10)]  # fmt: skip
+    return build_trace(
+        path="siblings", start_ns=np.array([e[2] for e in events]), dur_ns=np.array([e[3] for e in events]),
+        lane=np.array([e[0] for e in events]), name_id=np.array([e[1] for e in events]),
+        cat_id=np.zeros(len(events)), names=names, cats=["user_annotation"], lanes=lanes,
+    )  # fmt: skip
+
+
+def test_sibling_branch_blocks_are_labelled_apart_on_screen(qtbot):
+    view = show(qtbot, TimelineView(), 1200, 400)
+    trace = _siblings_trace()
+    view.set_trace(trace)
+    block_px = 90  # each 8 µs block this wide: room for a few characters of a name
+    start = trace.span()[0]
+    view.set_time_range(start, start + round(8_000 * view.plot_width() / block_px))
+    view.grab()  # a frame painted
+    lo, hi = view.time_range()
+    px_per_ns = view.plot_width() / (hi - lo)
+    assert 8_000 * px_per_ns == pytest.approx(block_px, abs=1)
+    fm = view.painter.label_fm
+    drawn = view.painter.drawn_labels
+    assert len(drawn) == 4, drawn
+
+    def label_in(t_ns: int) -> list[str]:
+        x_lo = GUTTER + (t_ns - lo) * px_per_ns
+        return sorted({t for x, _y, t in drawn if x_lo <= x < x_lo + block_px})
+
+    first, second, side_by_side = label_in(0), label_in(8_000), label_in(20_000)
+    assert len(first) == len(second) == 1 and first != second  # one after the other
+    assert len(side_by_side) == 2  # and on two threads at once
+    assert set(side_by_side) == {first[0], second[0]}
+    for text in (first[0], second[0]):
+        assert not text.startswith("branch:") and fm.horizontalAdvance(text) <= block_px
+    # what the painter drew before: both names cut at their right, the same text
+    room = (block_px - 6) // 8 * 8
+    assert fm.elidedText(DBL, Qt.TextElideMode.ElideRight, room) == fm.elidedText(PLAIN, Qt.TextElideMode.ElideRight, room)
