@@ -607,7 +607,30 @@ class TimelineView(TimePanel):
         self.state.clear_range()
 
     # ---- hover, selection -------------------------------------------------------------------
+    def gutter_tip(self, pos: QPoint) -> str:
+        """What the gutter at a widget position names, whole (its label may be cut): a lane's label,
+        event count and folded rows, or a group's title; "" elsewhere."""
+        if self.trace is None or pos.x() >= GUTTER or pos.y() < RULER_H:
+            return ""
+        y = pos.y() - RULER_H + self.scroll_y
+        gh = self.lane_layout.group_at(y)
+        if gh is not None:
+            return gh.title
+        lr = self.lane_layout.lane_at(y)
+        if lr is None:
+            return ""
+        tip = f"{lr.label}\n{self.trace.lane_event_count(lr.lane):,} events"
+        if lr.folded:
+            tip += f"; rows {lr.drawn}–{len(lr.rows)} drawn in one (folded to keep every lane in view)"
+        return tip
+
     def on_hover(self, pos: QPoint) -> None:
+        tip = self.gutter_tip(pos)
+        if tip:  # over the gutter: the lane's whole name
+            QToolTip.showText(self.mapToGlobal(pos), tip, self)
+            self.hover_text = ""
+            self.state.hover(-1)
+            return
         i = self.event_at(pos)
         if i == self.state.hovered:
             return

@@ -423,6 +423,14 @@ class TimelineLayout:
             return gh.top + (gh.height - self.row_height) // 2 + 1
         return None
 
+    def lane_at(self, y: int) -> LaneRow | None:
+        """The lane (expanded) at content y, or None (a title band, below the last lane)."""
+        n = bisect.bisect_right(self._tops, y) - 1
+        if n < 0 or self.group_at(y) is not None:
+            return None
+        lr = self.lane_rows[n]
+        return lr if y < lr.top + lr.height else None
+
     def group_at(self, y: int) -> GroupHeader | None:
         """The group whose title band (a collapsed group: its summary lane) is at content y."""
         if not self.group_headers:

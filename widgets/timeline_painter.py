@@ -18,6 +18,7 @@ the palette (`Look`, from `widgets.theme`), text the widget's font.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,6 +108,34 @@ def block_label(name: str, room: int, fm: QFontMetrics) -> str:
         text = fm.elidedText(forms[-1], Qt.TextElideMode.ElideRight, room)
         return "" if text in ("", _MORE) else text
     return elide_keeping_end(forms[-1], room, fm)
+
+
+_THREAD_LABEL = re.compile(r"^(.+?) \((.+)\)$")
+
+
+def gutter_text(label: str, fm: QFontMetrics, width: int) -> str:
+    """A lane label or group title cut to `width` pixels keeping what tells it apart: a thread's
+    id whole before its name ("thread 23456 (pyth…)", not "thread 23…ython3.8)"), a group's count
+    ("inter-op p… · 2 threads"); otherwise cut in the middle. The whole label is the gutter's
+    tooltip (`TimelineView.on_hover`)."""
+    if fm.horizontalAdvance(label) <= width:
+        return label
+    head, sep, tail = label.rpartition(" · ")
+    if sep:
+        room = width - fm.horizontalAdvance(sep + tail)
+        cut = fm.elidedText(head, Qt.TextElideMode.ElideRight, room) if room > 0 else ""
+        if len(cut) > 3:
+            return cut + sep + tail
+    m = _THREAD_LABEL.match(label)
+    if m:
+        head = m.group(1)
+        room = width - fm.horizontalAdvance(head + " ()")
+        cut = fm.elidedText(m.group(2), Qt.TextElideMode.ElideRight, room) if room > 0 else ""
+        if len(cut) > 1:
+            return f"{head} ({cut})"
+        if fm.horizontalAdvance(head) <= width:
+            return head
+    return fm.elidedText(label, Qt.TextElideMode.ElideMiddle, width)
 
 
 def lane_area_height(view: TimePanel) -> int:
@@ -477,11 +506,8 @@ class TimelinePainter:
             p.fillRect(0, y, GUTTER - 1, gh.height, look.group_bg)
             # A collapsible group says so: ▸ collapsed (click to open), ▾ open.
             mark = ("▸ " if gh.collapsed else "▾ ") if gh.collapsible else ""
-            p.drawText(
-                QRect(6, y, GUTTER - 12, gh.height),
-                Qt.AlignmentFlag.AlignVCenter,
-                fmb.elidedText(mark + gh.title, Qt.TextElideMode.ElideRight, GUTTER - 12),
-            )
+            title = gutter_text(mark + gh.title, fmb, GUTTER - 12)
+            p.drawText(QRect(6, y, GUTTER - 12, gh.height), Qt.AlignmentFlag.AlignVCenter, title)
         p.setFont(font)
         for lr in layout.lane_rows:
             y = RULER_H + lr.top - scroll
@@ -491,7 +517,7 @@ class TimelinePainter:
                 break
             p.fillRect(0, y + lr.height - 1, GUTTER - 1, 1, look.lane_line)
             p.setPen(look.text)
-            text = fm.elidedText(lr.label, Qt.TextElideMode.ElideMiddle, GUTTER - 20)
+            text = gutter_text(lr.label, fm, GUTTER - 20)
             line_h = min(lr.height, fm.height() + 6)
             second = lr.height >= 2 * fm.height() + 6
             # The name stays in sight while any of its lane is (scrolled through a tall lane).

@@ -8,16 +8,17 @@ import json
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QFont, QFontMetrics
 
 from branchscope.profiling import load_trace
 from branchscope.profiling.trace.compare import summarize
 from branchscope.widgets.compare_view import CompareView, fitted_widths
 from branchscope.widgets.splitter import MarkedHandle
 from branchscope.widgets.theme import theme
+from branchscope.widgets.time_axis import GUTTER
 from branchscope.widgets.timeline import TimelineView
 from branchscope.widgets.timeline_layout import FOLD_MIN_ROWS, LaneRow, TimelineLayout
-from branchscope.widgets.timeline_painter import RULER_H, lane_area_height
+from branchscope.widgets.timeline_painter import RULER_H, gutter_text, lane_area_height
 from tests.builders.runs import write_small_trace
 from tests.gui_helpers import show
 
@@ -156,3 +157,31 @@ def test_splitter_handles_are_marked_and_a_double_click_fits_again(view, qtbot, 
     assert row.splitter.sizes() != fitted
     qtbot.mouseDClick(handle, Qt.MouseButton.LeftButton, pos=QPoint(handle.width() // 2, handle.height() // 2))
     assert row.splitter.sizes() == fitted
+
+
+def test_a_cut_lane_label_keeps_the_thread_id_and_a_group_its_count(qtbot):
+    """Issue 22, item 6: at larger text lane names read "thread 23…ython3.8": the id, which tells
+    two threads apart, was cut; a group's title lost its count first."""
+    font = QFont()
+    font.setPointSizeF(font.pointSizeF() * 2)
+    fm = QFontMetrics(font)
+    label = "thread 23456 (python3.8)"
+    width = fm.horizontalAdvance(label) - 10
+    cut = gutter_text(label, fm, width)
+    assert cut.startswith("thread 23456 (") and cut.endswith("…)") and fm.horizontalAdvance(cut) <= width
+    title = "rank 0 · inter-op pool · 2 threads"
+    width = fm.horizontalAdvance(title) - 10
+    cut = gutter_text(title, fm, width)
+    assert cut.endswith("… · 2 threads") and fm.horizontalAdvance(cut) <= width
+    assert gutter_text("main", fm, 500) == "main"
+
+
+def test_hovering_the_gutter_names_the_lane_whole(qtbot, deep):
+    view = show(qtbot, TimelineView(), 900, 600)
+    view.set_trace(deep[1])
+    lr = view.lane_rows[-1]
+    tip = view.gutter_tip(QPoint(20, RULER_H + lr.top - view.scroll_y + 3))
+    assert tip.startswith(lr.label + "\n") and "events" in tip
+    gh = view.group_headers[0]
+    assert view.gutter_tip(QPoint(20, RULER_H + gh.top + 3)) == gh.title
+    assert view.gutter_tip(QPoint(GUTTER + 20, RULER_H + lr.top + 3)) == ""
