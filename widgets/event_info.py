@@ -9,6 +9,7 @@ import numpy as np
 
 from branchscope.profiling.trace.flows import collective_key, collective_peers, event_flows, launch_delay_ns
 from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.run_info import BRANCH_PREFIX, branch_name
 from branchscope.widgets.units import format_duration, format_offset
 
 ROLE_TITLES = {
@@ -53,7 +54,7 @@ def describe_event(
         if 0 <= b < len(branch_names):
             branch = branch_names[b]
     rows = [
-        ("Name", ev.name),
+        ("Name", ev.name if (name := branch_name(ev.name)) is None else BRANCH_PREFIX + name),
         ("Category", ev.cat or "–"),
         ("Lane", lane_title(trace, ev.lane.index)),
         ("Start", f"{format_offset(ev.start_ns - t0)} from the trace's start"),

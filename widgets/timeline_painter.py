@@ -28,7 +28,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPen, Q
 from PySide6.QtWidgets import QSizePolicy
 
 from branchscope.profiling.trace.model import Trace
-from branchscope.profiling.trace.run_info import BRANCH_PREFIX
+from branchscope.profiling.trace.run_info import BRANCH_PREFIX, branch_name
 from branchscope.widgets import colors
 from branchscope.widgets.charts import TimeAxisItem
 from branchscope.widgets.lod import Scratch, TimelineLod, pixel_spans, rasterize
@@ -52,7 +52,7 @@ PEER_COLOR = QColor(148, 103, 189)
 
 
 #: A branch chain's links as the trace writes them (`run_info.branch_label`) and as labels say them.
-_TRACE_LINK, _LINK, _MORE = " -> ", " → ", "…"
+_LINK, _MORE = " → ", "…"
 
 
 def label_forms(name: str) -> list[str]:
@@ -65,7 +65,7 @@ def label_forms(name: str) -> list[str]:
         # an op without its namespaces ("aten::convolution" → "convolution"): "aten::…" tells none apart
         _space, sep, op = name.rpartition("::")
         return [name, op] if sep and op.strip() and " " not in _space else [name]
-    parts = [part for part in name[len(BRANCH_PREFIX) :].replace(_TRACE_LINK, _LINK).split(_LINK) if part]
+    parts = [part for part in (branch_name(name) or "").split(_LINK) if part]  # its name, unescaped
     if not parts:
         return [name]
     forms = [BRANCH_PREFIX + _LINK.join(parts), _LINK.join(parts)]

@@ -621,7 +621,7 @@ class _Place:
 
     @property
     def leaf(self) -> str:
-        return _ascii(self.op if self.op is not None else self.path[-1])
+        return _printable(self.op if self.op is not None else self.path[-1])
 
     def text(self) -> str:
         """The step alone: `Mixed_6a.branch3x3`, `Mixed_6a: max_pool2d`, `mm` (at the model's top)."""
@@ -631,13 +631,14 @@ class _Place:
 
 
 def _dotted(path: tuple[str, ...]) -> str:
-    return ".".join(_ascii(p) for p in path)
+    return ".".join(_printable(p) for p in path)
 
 
-def _ascii(text: str) -> str:
-    """`text` as a branch label can carry it: printable ASCII (TorchScript writes other labels as
-    "unknown"), and no "->", which a label reads back as "→"."""
-    out = "".join(c if " " <= c <= "~" else "?" for c in text)
+def _printable(text: str) -> str:
+    """`text` as a branch name can carry it: printable (any script: `labels.branch_label` writes
+    what is not ASCII escaped, and the name comes back whole), and no "->", which a label reads back
+    as "→"."""
+    out = "".join(c if c.isprintable() else "?" for c in text)
     return out.replace("->", "-")
 
 
@@ -729,7 +730,7 @@ def _places_label(places: list[_Place]) -> str:
 def _branch_name(places: list[_Place], nodes: list[fx.Node]) -> str:
     """A branch's name from its places (`_Places.of`), else its first node's name."""
     if not places:
-        return _ascii(nodes[0].name) if nodes else "branch"
+        return _printable(nodes[0].name) if nodes else "branch"
     return _places_label(places)
 
 
@@ -828,7 +829,7 @@ def _name_regions(gm: fx.GraphModule, regions: list[Region], work: dict[fx.Node,
     branch_names: set[str] = set()
     for branch, base in named:
         reads = _reads(branch.nodes) if counts[base] > 1 else ""
-        branch.name = _unique(f"{base} (from {_ascii(reads)})" if reads else base, branch_names)
+        branch.name = _unique(f"{base} (from {_printable(reads)})" if reads else base, branch_names)
 
 
 # ---------------------------------------------------------------- types from one example run

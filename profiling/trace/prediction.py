@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from branchscope.profiling.trace.labels import branch_name
 from branchscope.profiling.trace.records import PredictionRecord, RegionPredictionRecord
 
 #: Thread counts always predicted; more (8, 16, …) while a region has more branches than threads.
@@ -53,7 +54,6 @@ FROM_PROFILED = "this run's {n} profiled steps"
 FROM_MEASURED = "{n} sequential steps measured in the worker"
 
 _STEP = re.compile(r"^step \d+$")
-_BRANCH_PREFIX = "branch: "
 
 
 class BranchLike(Protocol):
@@ -221,8 +221,7 @@ def branch_times_from_trace(events: Iterable[Any]) -> tuple[float, dict[str, flo
             continue
         if _STEP.match(name):
             steps.append((float(ts), float(ts) + float(dur)))
-        elif name.startswith(_BRANCH_PREFIX):
-            branch = name[len(_BRANCH_PREFIX) :].replace(" -> ", " → ")
+        elif (branch := branch_name(name)) is not None:
             marks.append((branch, float(ts), float(ts) + float(dur)))
     if not steps:
         return None

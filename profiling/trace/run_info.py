@@ -18,25 +18,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from branchscope.profiling.trace.labels import BRANCH_PREFIX as BRANCH_PREFIX  # re-exported: the labels' home
+from branchscope.profiling.trace.labels import branch_label as branch_label
+from branchscope.profiling.trace.labels import branch_name as branch_name
 from branchscope.profiling.trace.prediction import parse_prediction
 from branchscope.profiling.trace.records import PredictionRecord
 
-#: Prefix of the record_function label around each branch (ASCII: TorchScript writes other labels as "unknown").
-BRANCH_PREFIX = "branch: "
 #: Counter category of the runner's per-thread CPU samples.
 CPU_SAMPLE_CATEGORY = "cpu_sample"
-
-
-def branch_label(name: str) -> str:
-    """The label a branch runs under: "branch: a -> b" for the branch named "a → b"."""
-    return BRANCH_PREFIX + name.replace(" → ", " -> ")
-
-
-def branch_name(label: str) -> str | None:
-    """The branch name of a label written by `branch_label`, with its arrow back; None for other labels."""
-    if not label.startswith(BRANCH_PREFIX):
-        return None
-    return label[len(BRANCH_PREFIX) :].replace(" -> ", " → ")
 
 
 def step_label(i: int) -> str:
