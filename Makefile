@@ -81,6 +81,9 @@ screenshots: $(STAMP)
 	$(BIN)/branchscope profile --demo inception --mode fork --interop 2 --intra 1 --quiet --out $(SHOTS)/fork-2x1
 	QT_QPA_PLATFORM=offscreen $(BIN)/branchscope compare $(SHOTS)/seq-1x1 $(SHOTS)/fork-2x1 \
 	  --screenshot assets/screenshots/compare.png
+	$(BIN)/branchscope profile --demo inception --mode threads --interop 2 --intra 1 --quiet --out $(SHOTS)/threads-2x1
+	QT_QPA_PLATFORM=offscreen $(BIN)/branchscope compare $(SHOTS)/threads-2x1 $(SHOTS)/fork-2x1 \
+	  --screenshot assets/screenshots/compare-threads.png
 	$(BIN)/branchscope profile --demo small-ops --mode threads --interop 2 --intra 1 --quiet --out $(SHOTS)/small-ops-threads-2x1
 	QT_QPA_PLATFORM=offscreen $(BIN)/branchscope open $(SHOTS)/small-ops-threads-2x1 \
 	  --screenshot assets/screenshots/small-ops-threads.png
