@@ -533,17 +533,23 @@ def _stack_depth(start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
 
     An event goes one row below the latest-started event still open; events that ended are
     popped only from the top, so a child that outlives its parent by a rounding error keeps its
-    parent's row below it. A child holds its place on the stack no longer than its parent: one
-    that outlives it by milliseconds (a fork run's `forward` ending after its `step N`) would
-    otherwise keep every later step a row lower than the last, a staircase of steps.
+    parent's row below it and what starts inside that child goes below it. An event that is not
+    inside the open child, though, goes where the child's ended parent was: a fork run's `forward`
+    ends milliseconds after its `step N`, and the next step would otherwise sit a row lower than the
+    last, every step a row lower (a staircase).
     """
     depth = np.zeros(start_ns.size, dtype=np.int32)
     stack: list[int] = []
     for i, (s, e) in enumerate(zip(start_ns.tolist(), end_ns.tolist())):
         while stack and stack[-1] <= s:
             stack.pop()
+        if stack and stack[-1] < e:  # not inside the open top: below an ended event, it is the top's
+            for j, end in enumerate(stack):  # outliving child, and the event goes where its parent was
+                if end <= s:
+                    del stack[j:]
+                    break
         depth[i] = len(stack)
-        stack.append(min(e, stack[-1]) if stack else e)
+        stack.append(e)
     return depth
 
 

@@ -70,6 +70,17 @@ def test_steps_stay_on_one_row_when_each_forward_outlives_its_step():
     assert {int(t.depth[i]) for i in range(len(t)) if t.event_name(i) == "aten::mm"} == {2}
 
 
+def test_what_starts_inside_a_child_that_outlives_its_parent_stays_below_the_child():
+    """A fork run's pool thread: a branch outlives the wrapper it started in, and the ops it holds
+    are still its children (the staircase's fix must not lift them out of the branch)."""
+    events = [(0, "wrapper", 0, 100), (0, "branch: b", 10, 300), (0, "aten::linear", 150, 100), (0, "next", 400, 10)]
+    t = _trace(events, [MAIN])
+    by_name = {t.event_name(i): int(t.depth[i]) for i in range(len(t))}
+    assert by_name == {"wrapper": 0, "branch: b": 1, "aten::linear": 2, "next": 0}
+    linear = next(i for i in range(len(t)) if t.event_name(i) == "aten::linear")
+    assert t.event_name(int(t.parent[linear])) == "branch: b"
+
+
 def test_zero_length_events_nest_like_instants():
     # An instant at the end of an event is outside it; one at the start of an event is inside it.
     t = _trace([(0, "a", 0, 10), (0, "z", 10, 0), (0, "b", 20, 5), (0, "y", 20, 0)], [MAIN])
@@ -214,13 +225,11 @@ def test_branch_assignment_by_enclosing_annotation_per_lane():
 
 
 def test_child_outliving_parent_gets_its_own_row():
-    # Rounding makes "inner" end 1 ns after "outer"; "late" starts after outer ended but inside
-    # inner: inner keeps its row under outer, and late goes back to outer's row (inner held its
-    # place no longer than outer did, or every later event would sit a row lower).
+    # Rounding makes "inner" end 1 ns after "outer"; "late" starts after outer ended but inside inner.
     events = [(0, "outer", 0, 100), (0, "inner", 10, 91), (0, "late", 100, 1)]
     t = _trace(events, [MAIN])
     by_name = {t.event_name(i): int(t.depth[i]) for i in range(len(t))}
-    assert by_name == {"outer": 0, "inner": 1, "late": 0}
+    assert by_name == {"outer": 0, "inner": 1, "late": 2}
     # No two events on one row overlap.
     for d in set(by_name.values()):
         rows = sorted((int(t.start_ns[i]), int(t.end_ns[i])) for i in range(len(t)) if t.depth[i] == d)
