@@ -32,6 +32,7 @@ from branchscope.profiling.trace.merge import RankSummary, rank_summaries
 from branchscope.profiling.trace.model import Trace
 from branchscope.widgets.memory_view import MemoryView
 from branchscope.widgets.pool_usage import PoolUsageView
+from branchscope.widgets.rank_overview import RankOverview
 from branchscope.widgets.splitter import MarkedSplitter
 from branchscope.widgets.theme import theme
 from branchscope.widgets.time_axis import TimeAxis
@@ -334,6 +335,11 @@ class TraceWorkspace(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(0)
         lay.addWidget(self.rank_bar)
+        #: One trace of several ranks: the rank overview takes the line's place; a click on a rank
+        #: shows its lanes (`reveal_rank`).
+        self.rank_overview = RankOverview(self)
+        self.rank_overview.rankActivated.connect(self.reveal_rank)
+        lay.addWidget(self.rank_overview)
         lay.addWidget(self.stack)
         #: The rows, the first always there (it shows nothing before the first trace).
         self.rows: list[TraceRow] = []
@@ -400,7 +406,7 @@ class TraceWorkspace(QWidget):
                 self._add_row(row)
             for k, row in enumerate(self.rows):
                 row.show_trace(items[k] if k < len(items) else None)
-            self.rank_bar.set_traces([item.trace for item in items])
+            self._set_rank_views([item.trace for item in items])
             self.layout().activate()
             self._fit_axis(items)
             self._fit_rows(len(items))
@@ -411,6 +417,22 @@ class TraceWorkspace(QWidget):
                 pass
             raise
         self._drop_rows(len(items))
+
+    def _set_rank_views(self, traces: Sequence[Trace]) -> None:
+        """The rank line for traces of several ranks; the rank overview in its place for one such trace."""
+        self.rank_bar.set_traces(traces)
+        self.rank_overview.set_trace(traces[0] if len(traces) == 1 else None)
+        if self.rank_overview.figures is not None:
+            self.rank_bar.hide()
+
+    def reveal_rank(self, rank: int) -> None:
+        """Scroll the (first row's) timeline to the lanes of rank `rank` of the trace shown."""
+        figures = self.rank_overview.figures
+        if figures is None or rank not in figures.ranks or not any(k.name == "timeline" for k in self.kinds):
+            return
+        lane = int(figures.first_lane[figures.row(rank)])
+        if lane >= 0:
+            self.panel("timeline").reveal_lane(lane)
 
     def _fit_axis(self, items: Sequence[ShownTrace]) -> None:
         """The axis spans every trace, each counted from its origin, and shows all of it."""
@@ -475,7 +497,7 @@ class TraceWorkspace(QWidget):
         for row, shown in zip(self.rows, state.shown):
             row.show_trace(shown)
         shown = [s for s in state.shown if s is not None]
-        self.rank_bar.set_traces([s.trace for s in shown])
+        self._set_rank_views([s.trace for s in shown])
         for k, row in enumerate(self.rows):
             row.title.setVisible(len(shown) > 1 and k < len(shown))
             row.setVisible(k == 0 or k < len(shown))
