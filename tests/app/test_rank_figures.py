@@ -52,3 +52,18 @@ def test_inspect_and_memory_json_give_the_per_rank_figures(tmp_path):
     table = _cli("inspect", str(folder))
     assert table.returncode == 0, table.stderr
     assert "stragglers: rank 1 slowest in 1 of 3 steps; worst ProfilerStep#2 on rank 1, 1.600 ms, +0.600 ms" in table.stdout
+
+
+def test_compare_takes_folders_of_rank_traces_with_the_slowest_ranks_steps_and_each_ranks(tmp_path):
+    """Without run.json the step times are the traces' profiled steps: the job's median is the
+    slowest rank's step by step (as a distributed run.json counts it), each rank's its own."""
+    a = write_rank_job(tmp_path / "a", 3, steps=3, slow={2: {1: 500, 2: 500}})  # slowest: 1.0, 1.5, 1.5 ms
+    b = write_rank_job(tmp_path / "b", 3, steps=3, slow={0: {0: 200}})  # slowest: 1.2, 1.0, 1.0 ms
+    proc = _cli("compare", str(a), str(b), "--json")
+    assert proc.returncode == 0, proc.stderr
+    runs = json.loads(proc.stdout)["runs"]
+    assert [r["median_ms"] for r in runs] == [1.5, 1.0]
+    assert [(r["rank"], r["median_ms"]) for r in runs[0]["ranks"]] == [(0, 1.0), (1, 1.0), (2, 1.5)]
+    table = _cli("compare", str(a), str(b))
+    assert table.returncode == 0, table.stderr
+    assert "1.50 profiled" in table.stdout and "rank 2" in table.stdout
