@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
 from branchscope.profiling.trace.model import Trace
@@ -30,10 +31,13 @@ COLORMAP = "viridis"
 STRAGGLER_HEX = "#e15759"
 BAR_HEX = "#4e79a7"
 #: A rank's row height (px) while the ranks fit; more ranks than fit in `MAX_HEIGHT` compress.
-ROW_PX = 18
-MAX_HEIGHT = 300
-#: Rank labels on the axis: every rank up to this many, else every k-th.
-LABELLED = 32
+ROW_PX = 20
+MIN_HEIGHT = 150
+MAX_HEIGHT = 330
+#: The overview's height less its strips' (caption, titles, the step axis).
+CHROME_PX = 80
+#: A rank label's least room on the rank axis (px): every k-th rank is labelled when rows are thinner.
+LABEL_PX = 15
 
 
 def _ms(ns: float) -> str:
@@ -90,7 +94,10 @@ class RankOverview(QWidget):
         plot.hideButtons()
         plot.getViewBox().setMouseEnabled(x=False, y=True)
         plot.getViewBox().invertY(True)
-        plot.getAxis("bottom").setHeight(18)
+        plot.getAxis("bottom").setHeight(30)
+        # Ticks are chosen here to fit (every k-th rank, a few values): draw every one given.
+        for side in ("left", "bottom"):
+            plot.getAxis(side).setStyle(textFillLimits=[(0, 1.0)], autoExpandTextSpace=True)
         return plot
 
     # ---- showing ----------------------------------------------------------------------------
@@ -135,31 +142,43 @@ class RankOverview(QWidget):
         heavy_row = None if f.heaviest is None else f.row(f.heaviest.rank)
         if heavy_row is not None:
             brushes[heavy_row] = pg.mkBrush(STRAGGLER_HEX)
-            top = float(peaks.max()) or 1.0
             self.heavy_mark = pg.TextItem("▲", color=STRAGGLER_HEX, anchor=(0, 0.5))
             self.heavy_mark.setPos(float(peaks[heavy_row]), heavy_row + 0.5)
             self.memory_plot.addItem(self.heavy_mark)
-            self.memory_plot.setXRange(0, top * 1.25, padding=0)
         self.memory_bars = pg.BarGraphItem(x0=0, y=ys, height=0.8, width=peaks, brushes=brushes, pen=None)
         self.memory_plot.addItem(self.memory_bars)
-        self.busy_plot.getAxis("bottom").setLabel("%")
-        self.memory_plot.getAxis("bottom").setLabel("MiB")
+        self.busy_plot.getAxis("bottom").setTicks([[(50, "50%")]])
+        self.busy_plot.getAxis("bottom").setLabel("")
+        top = float(peaks.max())
+        if top > 0:
+            self.memory_plot.setXRange(0, top * 1.25, padding=0)
+            self.memory_plot.getAxis("bottom").setTicks([[(top, format_bytes(top * 2**20))]])
+        else:
+            self.memory_plot.setXRange(0, 1, padding=0)
+            self.memory_plot.getAxis("bottom").setTicks([[(0.5, "no memory events")]])
         self._ticks()
         self.heat.getViewBox().setLimits(yMin=0, yMax=n, xMin=0, xMax=max(steps, 1))
         self.heat.setRange(xRange=(0, max(steps, 1)), yRange=(0, n), padding=0)
         self.caption.setText(self._caption())
-        height = min(MAX_HEIGHT, 70 + ROW_PX * n)
-        self.graphics.setMinimumHeight(min(height, 160))
-        self.setMaximumHeight(height + 30)
+        self.setMaximumHeight(self.planned_height())
         self.show()
+
+    def planned_height(self) -> int:
+        """The overview's height: `ROW_PX` a rank while that fits in `MAX_HEIGHT`, else compressed."""
+        n = 0 if self.figures is None else len(self.figures.ranks)
+        return max(MIN_HEIGHT, min(MAX_HEIGHT, CHROME_PX + ROW_PX * n))
 
     def _ticks(self) -> None:
         assert self.figures is not None
         f = self.figures
-        every = 1 if len(f.ranks) <= LABELLED else int(np.ceil(len(f.ranks) / LABELLED))
-        self.heat.getAxis("left").setTicks(
-            [[(k + 0.5, f"rank {r}" if every == 1 else str(r)) for k, r in enumerate(f.ranks) if k % every == 0]]
-        )
+        rows_px = (self.planned_height() - CHROME_PX) / len(f.ranks)
+        every = max(1, int(np.ceil(LABEL_PX / max(rows_px, 1e-3))))
+        labels = [(k + 0.5, f"rank {r}" if every == 1 else str(r)) for k, r in enumerate(f.ranks) if k % every == 0]
+        left = self.heat.getAxis("left")
+        left.setTicks([labels])
+        # Wide enough for its longest label now (pyqtgraph widens it only after a paint that drops them).
+        metrics = QFontMetrics(left.style["tickFont"] or self.font())
+        left.setWidth(max(metrics.horizontalAdvance(text) for _, text in labels) + 14)
         step_every = max(1, int(np.ceil(len(f.steps) / 12)))
         self.heat.getAxis("bottom").setTicks(
             [[(k + 0.5, _short(s)) for k, s in enumerate(f.steps) if k % step_every == 0]]

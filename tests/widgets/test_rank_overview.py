@@ -76,7 +76,7 @@ def test_256_ranks_compress_into_the_same_height_with_every_kth_labelled(qtbot, 
     view.set_trace(trace)
     view.show()
     qtbot.waitExposed(view)
-    assert view.image.image.shape == (256, 10) and view.maximumHeight() <= 400
+    assert view.image.image.shape == (256, 10) and view.maximumHeight() <= 400 and view.planned_height() == 330
     labels = [text for _, text in view.heat.getAxis("left")._tickLevels[0]]
     assert 8 <= len(labels) <= 32 and labels[0] == "0"
     assert [(round(m.rect().y()), round(m.rect().x())) for m in view.straggler_marks] == [(200, 4)]
