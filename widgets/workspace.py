@@ -105,7 +105,9 @@ class RankSummaryBar(QLabel):
         self.standouts: set[tuple[int | None, str]] = set()
         self.hide()
 
-    def set_traces(self, traces: Sequence[Trace]) -> None:
+    def set_traces(self, traces: Sequence[Trace], show: bool = True) -> None:
+        """The line of each trace of several ranks; `show`: False keeps it hidden (the rank overview
+        stands in its place), which spares relaying out the window twice."""
         lines = []
         self.ranks, self.standouts = [], set()
         for trace in traces:
@@ -117,7 +119,7 @@ class RankSummaryBar(QLabel):
             self.standouts |= out
             lines.append(" &nbsp;│&nbsp; ".join(_rank_html(r, out) for r in ranks))
         self.setText("<br>".join(lines))
-        self.setVisible(bool(lines))
+        self.setVisible(bool(lines) and show)
 
 
 def _standouts(ranks: list[RankSummary]) -> set[tuple[int | None, str]]:
@@ -404,9 +406,10 @@ class TraceWorkspace(QWidget):
         try:
             for row in new_rows:
                 self._add_row(row)
+            # The rank views first: shown after the rows, they would lay out every row's panels again.
+            self._set_rank_views([item.trace for item in items])
             for k, row in enumerate(self.rows):
                 row.show_trace(items[k] if k < len(items) else None)
-            self._set_rank_views([item.trace for item in items])
             self.layout().activate()
             self._fit_axis(items)
             self._fit_rows(len(items))
@@ -420,10 +423,8 @@ class TraceWorkspace(QWidget):
 
     def _set_rank_views(self, traces: Sequence[Trace]) -> None:
         """The rank line for traces of several ranks; the rank overview in its place for one such trace."""
-        self.rank_bar.set_traces(traces)
         self.rank_overview.set_trace(traces[0] if len(traces) == 1 else None)
-        if self.rank_overview.figures is not None:
-            self.rank_bar.hide()
+        self.rank_bar.set_traces(traces, show=self.rank_overview.figures is None)
 
     def reveal_rank(self, rank: int) -> None:
         """Scroll the (first row's) timeline to the lanes of rank `rank` of the trace shown."""
