@@ -20,15 +20,19 @@ def job(tmp_path):
     return open_job([str(folder)])
 
 
-@pytest.fixture
-def overview(qtbot, job):
+def _shown(qtbot, trace, height: int) -> RankOverview:
     view = RankOverview()
     qtbot.addWidget(view)
-    view.resize(1000, 260)
-    view.set_trace(job)
+    view.resize(1000, height)
+    view.set_trace(trace)
     view.show()
     qtbot.waitExposed(view)
     return view
+
+
+@pytest.fixture
+def overview(qtbot, job):
+    return _shown(qtbot, job, 260)
 
 
 def test_a_row_per_rank_the_stragglers_outlined_and_the_heavy_rank_marked(overview):
@@ -70,12 +74,7 @@ def test_a_trace_of_one_rank_hides_it(qtbot, tmp_path):
 
 def test_256_ranks_compress_into_the_same_height_with_every_kth_labelled(qtbot, tmp_path):
     trace = open_job([str(write_rank_job(tmp_path / "big", 256, steps=10, slow={200: {4: 300}}))])
-    view = RankOverview()
-    qtbot.addWidget(view)
-    view.resize(1000, 400)
-    view.set_trace(trace)
-    view.show()
-    qtbot.waitExposed(view)
+    view = _shown(qtbot, trace, 400)
     assert view.image.image.shape == (256, 10) and view.maximumHeight() <= 400 and view.planned_height() == 330
     labels = [text for _, text in view.heat.getAxis("left")._tickLevels[0]]
     assert 8 <= len(labels) <= 32 and labels[0] == "0"
