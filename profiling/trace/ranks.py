@@ -116,10 +116,15 @@ def _busy(trace: Trace, rows: np.ndarray, n: int) -> tuple[np.ndarray, list[str]
     ev_row = lane_row[trace.lane]
     ok = ev_row >= 0
     start, end = trace.start_ns, trace.end_ns
+    # Each lane's span (a lane's events are in start order), then each row's over its lanes.
+    full = np.flatnonzero(counts > 0)
+    firsts = trace.lane_offsets[full]
     lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(lo, ev_row[ok], start[ok])
-    np.maximum.at(hi, ev_row[ok], end[ok])
+    mine = lane_row[full] >= 0
+    if firsts.size:
+        np.minimum.at(lo, lane_row[full][mine], start[firsts][mine])
+        np.maximum.at(hi, lane_row[full][mine], np.maximum.reduceat(end, firsts)[mine])
     chosen = ok & (gpu[trace.lane] == has_gpu[np.maximum(ev_row, 0)])
     r, s, e = ev_row[chosen], start[chosen], end[chosen]
     busy = np.zeros(n, dtype=np.float64)
