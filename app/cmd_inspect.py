@@ -25,6 +25,7 @@ from branchscope.profiling.trace.analyses import (
 from branchscope.profiling.trace.gil import gil_json
 from branchscope.profiling.trace.merge import rank_summaries
 from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.ranks import figures_json, rank_figures
 from branchscope.profiling.trace.sources import open_job
 
 
@@ -91,6 +92,8 @@ def summary(trace: Trace) -> dict[str, Any]:
             }
             for r in rank_summaries(trace)
         ],
+        # Per rank and step: step times, each step's straggler, the heaviest memory rank (`ranks.py`).
+        **figures_json(rank_figures(trace)),
     }
 
 
@@ -127,6 +130,8 @@ def format_table(doc: dict[str, Any], path: str) -> str:
                 f"  {r['rank']:>4}  {(r['host'] or '–'):<16} {r['events']:>9,} "
                 f"{r['busy'] * 100:>5.0f}% {r['busy_of']:<3} {peak:>12} {step:>10}"
             )
+        if doc.get("straggler_line"):
+            lines.append(f"  {doc['straggler_line']}")
     pool = doc["interop_pool"]
     if pool["size"]:
         lines += ["", f"  inter-op pool: {pool['size']} threads, at most {pool['max_busy']} busy at once"]
