@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from branchscope.profiling.trace.collectives import collectives_of
 from branchscope.profiling.trace.flows import collective_key, collective_peers, event_flows, launch_delay_ns
 from branchscope.profiling.trace.model import Trace
 from branchscope.widgets.units import format_duration, format_offset
@@ -96,7 +97,24 @@ def link_rows(trace: Trace, i: int, limit: int = 4) -> list[tuple[str, str]]:
             f"rank {r} +{format_duration(int(trace.start_ns[e]) - first)}" for r, e in sorted(peers.items())
         )
         rows.append(("Collective", f"{key[0]}, {how}, on {len(peers)} ranks: {late}"))
+        rows += wait_rows(trace, i, limit=8)
     return rows
+
+
+def wait_rows(trace: Trace, i: int, limit: int = 8) -> list[tuple[str, str]]:
+    """How long each rank waited in event `i`'s collective for the last to arrive (the longest
+    `limit` waits), the last rank and the skew (`collectives.match_collectives`); [] for other events."""
+    coll = collectives_of(trace)
+    c = coll.of_event(i)
+    if c < 0 or coll.rank_count[c] < 2:
+        return []
+    last = int(coll.last_rank[c])
+    waits = sorted(((w, r) for r, w in coll.waits(c).items() if r != last), key=lambda x: (-x[0], x[1]))
+    parts = [f"rank {r} waited {format_duration(w)}" for w, r in waits[:limit]]
+    if len(waits) > limit:
+        parts.append(f"… and {len(waits) - limit:,} more ranks")
+    text = ", ".join(parts) + f"; rank {last} arrived last (skew {format_duration(int(coll.skew_ns[c]))})"
+    return [("Waits", text)]
 
 
 def rows_to_html(rows: list[tuple[str, str]]) -> str:

@@ -1,0 +1,229 @@
+"""Collectives matched across ranks (`profiling/trace/collectives.py`): by Seq and process group, by
+name and place otherwise; each rank's wait for the last arrival, the skew, the stragglers; inspect's
+"collectives"; the details panel's waits."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from branchscope.app import cmd_inspect
+from branchscope.profiling import load_trace, merge_traces
+from branchscope.profiling.trace.collectives import COLLECTIVE_NAME, collectives_json, match_collectives
+from branchscope.profiling.trace.merge import as_ranks
+from branchscope.profiling.trace.model import Lane, Trace, build_trace
+from branchscope.widgets.event_info import link_rows
+
+US = 1000
+
+#: (lane: 0 CPU, 1 GPU; name; start µs; duration µs; args)
+Event = tuple[int, str, int, int, dict[str, Any]]
+
+
+def rank_trace(rank: int, events: list[Event]) -> Trace:
+    """One rank's trace: a CPU thread and a GPU stream, events with their args."""
+    names = sorted({e[1] for e in events})
+    lanes = [Lane(0, "cpu", 10 + rank, 1, "main", "main"), Lane(1, "gpu", 10 + rank, 7, "stream 7", "stream", device=rank)]
+    return build_trace(
+        path=f"rank-{rank}", start_ns=np.array([e[2] * US for e in events], dtype=np.int64),
+        dur_ns=np.array([e[3] * US for e in events], dtype=np.int64), lane=np.array([e[0] for e in events]),
+        name_id=np.array([names.index(e[1]) for e in events]), cat_id=np.zeros(len(events)), names=names,
+        cats=["cpu_op"], lanes=lanes, metadata={"distributedInfo": {"rank": rank, "world_size": 4}},
+        raw_args=[e[4] for e in events],
+    )  # fmt: skip
+
+
+def job(per_rank: list[list[Event]]) -> Trace:
+    return merge_traces(as_ranks([rank_trace(r, evs) for r, evs in enumerate(per_rank)]))
+
+
+def rpc(seq: int, group: str = "0", coll: str = "allreduce", size: int = 1024) -> dict[str, Any]:
+    """`record_param_comms`'s args as PyTorch ≥ 2.1 writes them."""
+    return {"Collective name": coll, "Seq": seq, "Process Group Name": group, "In msg nelems": size}
+
+
+def by_members(trace: Trace, c, k: int) -> dict[int, int]:
+    """{rank: arrival µs} of collective k."""
+    sl = c.members(k)
+    return {int(r): int(trace.start_ns[e]) // US for r, e in zip(c.rank[sl], c.event[sl])}
+
+
+def test_waits_skew_and_stragglers_are_exact():
+    arrivals = [[100, 500], [130, 505], [110, 560]]  # µs: rank r's arrival at collective 0 and 1
+    trace = job([[(0, "record_param_comms", a, 40, rpc(s)) for s, a in enumerate(rank)] for rank in arrivals])
+    c = match_collectives(trace)
+    assert len(c) == 2 and c.rank_count.tolist() == [3, 3]
+    assert c.seq.tolist() == [0, 1] and c.name == ["allreduce", "allreduce"] and c.group == ["0", "0"]
+    assert c.skew_ns.tolist() == [30 * US, 60 * US]
+    assert c.last_rank.tolist() == [1, 2]
+    assert c.waits(0) == {0: 30 * US, 1: 0, 2: 20 * US}
+    assert c.waits(1) == {0: 60 * US, 1: 55 * US, 2: 0}
+    assert c.ranks.tolist() == [0, 1, 2]
+    assert c.rank_wait_ns.tolist() == [90 * US, 55 * US, 20 * US]
+    assert c.rank_times_last.tolist() == [0, 1, 1]
+    assert c.size.tolist() == [1024, 1024] and not c.size_mismatch.any()
+
+
+def test_seq_and_process_group_match_where_order_does_not():
+    # rank 1 calls group "1"'s collective first; each group counts its own Seq from 0
+    r0 = [(0, "record_param_comms", 100, 10, rpc(0, "0")), (0, "record_param_comms", 200, 10, rpc(0, "1")),
+          (0, "record_param_comms", 300, 10, rpc(1, "0"))]  # fmt: skip
+    r1 = [(0, "record_param_comms", 150, 10, rpc(0, "1")), (0, "record_param_comms", 250, 10, rpc(0, "0")),
+          (0, "record_param_comms", 320, 10, rpc(1, "0"))]  # fmt: skip
+    trace = job([r0, r1])
+    c = match_collectives(trace)
+    found = {(c.group[k], int(c.seq[k])): by_members(trace, c, k) for k in range(len(c))}
+    assert found == {("0", 0): {0: 100, 1: 250}, ("1", 0): {0: 200, 1: 150}, ("0", 1): {0: 300, 1: 320}}
+    assert (c.position == -1).all()
+    doc = collectives_json(trace)
+    assert doc is not None and doc["matched_by_seq"] == 3 and doc["matched_by_position"] == 0
+    assert doc["worst"][0]["group"] == "0" and doc["worst"][0]["seq"] == 0 and doc["worst"][0]["skew_us"] == 150.0
+    assert doc["worst"][0]["last_rank"] == 1 and doc["worst"][0]["first_rank"] == 0
+
+
+def test_without_seq_collectives_match_by_name_and_place():
+    r0 = [(0, "nccl:all_reduce", 100, 10, {}), (0, "nccl:all_to_all", 200, 10, {}), (0, "nccl:all_reduce", 300, 10, {})]
+    r1 = [(0, "nccl:all_to_all", 120, 10, {}), (0, "nccl:all_reduce", 240, 10, {}), (0, "nccl:all_reduce", 330, 10, {})]
+    trace = job([r0, r1])
+    c = match_collectives(trace)
+    found = {(c.name[k], int(c.position[k])): by_members(trace, c, k) for k in range(len(c))}
+    assert found == {
+        ("nccl:all_reduce", 0): {0: 100, 1: 240},
+        ("nccl:all_to_all", 0): {0: 200, 1: 120},
+        ("nccl:all_reduce", 1): {0: 300, 1: 330},
+    }
+    assert (c.seq == -1).all()
+    assert c.rank_wait_ns.tolist() == [(140 + 0 + 30) * US, (0 + 80 + 0) * US]
+    assert c.rank_times_last.tolist() == [1, 2]
+    doc = collectives_json(trace)
+    assert doc is not None and doc["matched_by_position"] == 3 and doc["matched_by_seq"] == 0
+
+
+def test_a_rank_missing_a_collective_leaves_the_others_matched():
+    ranks = [[(0, "record_param_comms", 100 * s + r, 10, rpc(s)) for s in range(3) if not (r == 2 and s == 1)] for r in range(3)]
+    trace = job(ranks)
+    c = match_collectives(trace)
+    assert c.seq.tolist() == [0, 1, 2] and c.rank_count.tolist() == [3, 2, 3]
+    assert c.rank[c.members(1)].tolist() == [0, 1]
+    assert c.waits(1) == {0: 1 * US, 1: 0}
+    doc = collectives_json(trace)
+    assert doc is not None and doc["count"] == 3 and doc["incomplete"] == 1 and doc["unmatched"] == 0
+
+
+def test_a_collective_on_one_rank_only_is_unmatched():
+    trace = job([[(0, "record_param_comms", 100, 10, rpc(0)), (0, "record_param_comms", 200, 10, rpc(1))],
+                 [(0, "record_param_comms", 105, 10, rpc(0))]])  # fmt: skip
+    doc = collectives_json(trace)
+    assert doc is not None and doc["count"] == 1 and doc["unmatched"] == 1
+    assert doc["ranks"] == [{"rank": 0, "wait_us": 5.0, "times_last": 0}, {"rank": 1, "wait_us": 0.0, "times_last": 1}]
+
+
+def test_nested_levels_match_each_and_the_totals_count_the_outermost_cpu_level():
+    def rank(r: int, t: int) -> list[Event]:
+        return [
+            (0, "c10d::allreduce_", t, 50, {}),
+            (0, "record_param_comms", t + 1, 40, rpc(3)),
+            (0, "nccl:all_reduce", t + 2, 30, {}),
+            (1, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", t + 60, 20, rpc(3)),
+        ]
+
+    trace = job([rank(0, 100), rank(1, 170)])
+    c = match_collectives(trace)
+    assert len(c) == 4 and (c.rank_count == 2).all() and (c.skew_ns == 70 * US).all()
+    assert c.counted.sum() == 1 and c.name[int(np.flatnonzero(c.counted)[0])] == "c10d::allreduce_"
+    assert c.outer.sum() == 2 and c.on_gpu.sum() == 1  # the kernel is outermost on its GPU lane
+    assert c.rank_wait_ns.tolist() == [70 * US, 0]  # once, not once per level
+    # every level finds its peers: the selected kernel's details say each rank's wait
+    kernel_1 = int(c.event[c.members(int(np.flatnonzero(c.on_gpu)[0]))][1])
+    rows = dict(link_rows(trace, kernel_1))
+    assert rows["Waits"] == "rank 0 waited 70 µs; rank 1 arrived last (skew 70 µs)"
+
+
+def test_gpu_only_traces_count_their_kernels():
+    kernel = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
+    trace = job([[(1, kernel, 100, 10, {}), (1, kernel, 300, 10, {})], [(1, kernel, 90, 10, {}), (1, kernel, 310, 10, {})]])
+    c = match_collectives(trace)
+    assert c.counted.all() and c.on_gpu.all()
+    assert c.rank_wait_ns.tolist() == [10 * US, 10 * US] and c.rank_times_last.tolist() == [1, 1]
+    doc = collectives_json(trace)
+    assert doc is not None and doc["level"] == "gpu"
+
+
+def test_message_sizes_that_differ_are_flagged_but_not_for_all_to_all():
+    r0 = [(0, "record_param_comms", 100, 10, rpc(0, size=10)), (0, "record_param_comms", 200, 10, rpc(1, coll="all_to_all", size=5))]
+    r1 = [(0, "record_param_comms", 100, 10, rpc(0, size=12)), (0, "record_param_comms", 200, 10, rpc(1, coll="all_to_all", size=9))]
+    c = match_collectives(job([r0, r1]))
+    assert c.rank_count.tolist() == [2, 2]  # one collective each, whatever the sizes
+    assert c.size_mismatch.tolist() == [True, False] and c.size.tolist() == [12, 9]
+
+
+def test_one_rank_has_no_collectives_to_match():
+    trace = rank_trace(0, [(0, "record_param_comms", 100, 10, rpc(0))])
+    assert len(match_collectives(trace)) == 0 and collectives_json(trace) is None
+
+
+def test_the_real_two_rank_trace_matches_every_collective_on_both_ranks(shared_traces):
+    folder = shared_traces / "hta_two_ranks"
+    trace = merge_traces(as_ranks([load_trace(folder / f"rank-{r}.json.gz") for r in (0, 1)]))
+    per_rank = {0: 0, 1: 0}
+    for i in range(len(trace)):
+        if COLLECTIVE_NAME.match(trace.event_name(i)):
+            per_rank[trace.lanes[int(trace.lane[i])].rank] += 1
+    assert per_rank[0] == per_rank[1] > 0
+    c = match_collectives(trace)
+    assert len(c) == per_rank[0] and (c.rank_count == 2).all()
+    # the same name on both ranks, and every event a member of exactly one collective
+    assert len(set(c.event.tolist())) == 2 * per_rank[0]
+    names = np.array([trace.event_name(int(e)) for e in c.event]).reshape(-1, 2)
+    assert (names[:, 0] == names[:, 1]).all()
+    doc = collectives_json(trace)
+    assert doc is not None and doc["level"] == "cpu" and doc["matched_by_position"] == doc["count"] > 0
+    assert sum(r["times_last"] for r in doc["ranks"]) == doc["count"]
+    assert doc["worst"][0]["skew_us"] == max(w["skew_us"] for w in doc["worst"]) > 0
+
+
+def _write_rank(path: Path, rank: int, arrivals: list[int]) -> Path:
+    events = [{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 10 + rank, "tid": 1, "ts": a,
+               "dur": 5, "args": rpc(s)} for s, a in enumerate(arrivals)]  # fmt: skip
+    path.write_text(json.dumps({"distributedInfo": {"rank": rank, "world_size": 2}, "traceEvents": events}))
+    return path
+
+
+def _inspect(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="branchscope")
+    cmd_inspect.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    return int(args.handler(args))
+
+
+def test_inspect_reports_collectives_of_a_job(tmp_path, capsys):
+    a = _write_rank(tmp_path / "rank-0.json", 0, [100, 200, 300])
+    b = _write_rank(tmp_path / "rank-1.json", 1, [104, 250, 301])
+    assert _inspect(["inspect", "--json", str(a), str(b)]) == 0
+    doc = json.loads(capsys.readouterr().out)["collectives"]
+    assert doc["count"] == 3 and doc["matched_by_seq"] == 3 and doc["level"] == "cpu"
+    assert [(w["seq"], w["skew_us"], w["last_rank"]) for w in doc["worst"]] == [(1, 50.0, 1), (0, 4.0, 1), (2, 1.0, 1)]
+    assert doc["ranks"] == [{"rank": 0, "wait_us": 55.0, "times_last": 0}, {"rank": 1, "wait_us": 0.0, "times_last": 3}]
+    assert _inspect(["inspect", str(a), str(b)]) == 0
+    text = capsys.readouterr().out
+    assert "collectives: 3 on 2 ranks (3 by Seq, 0 by name and place; CPU level)" in text
+    worst = text.index("allreduce Seq 1 of group 0")  # the worst first
+    assert "0.050     1     0  allreduce Seq 1 of group 0" in text and worst < text.index("allreduce Seq 0 of group 0")
+    assert "     0      0.055      0\n" in text and "     1      0.000      3\n" in text
+    assert _inspect(["inspect", "--json", str(a)]) == 0
+    assert json.loads(capsys.readouterr().out)["collectives"] is None
+    assert _inspect(["inspect", str(a)]) == 0
+    assert "collectives:" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bad", [{"Seq": "7"}, {"Seq": 1.5, "Process Group Name": ["x"]}, "not args", None])
+def test_odd_args_fall_back_to_place(bad):
+    trace = job([[(0, "record_param_comms", 100, 10, bad), (0, "record_param_comms", 200, 10, bad)],
+                 [(0, "record_param_comms", 110, 10, bad), (0, "record_param_comms", 230, 10, bad)]])  # fmt: skip
+    c = match_collectives(trace)
+    assert c.position.tolist() == [0, 1] and c.skew_ns.tolist() == [10 * US, 30 * US]
