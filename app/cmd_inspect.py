@@ -157,7 +157,8 @@ def collectives_lines(coll: dict[str, Any] | None) -> list[str]:
     ]
     for w in coll["worst"]:
         which = f"Seq {w['seq']}" + (f" of group {w['group']}" if w["group"] else "") if w["seq"] is not None else f"#{w['position'] + 1}"
-        lines.append(f"  {w['skew_us'] / 1000:>10.3f} {w['last_rank']:>5} {w['first_rank']:>5}  {w['name']} {which}")
+        called = f" ({w['collective']})" if w["collective"] and w["collective"] not in w["name"] else ""
+        lines.append(f"  {w['skew_us'] / 1000:>10.3f} {w['last_rank']:>5} {w['first_rank']:>5}  {w['name']}{called} {which}")
     ranks = coll["ranks"]
     if len(ranks) > 16:  # the stragglers first: most often last, then least waiting
         ranks = sorted(ranks, key=lambda r: (-r["times_last"], r["wait_us"], r["rank"]))[:16]

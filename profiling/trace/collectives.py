@@ -43,7 +43,8 @@ _UNEVEN = re.compile(r"all_?to_?all|alltoall|gather|scatter|send|recv", re.IGNOR
 class Collectives:
     """The collectives of a merged trace, each with its members (one event per rank).
 
-    Per collective c (ordered by first arrival): `name[c]`, `group[c]` ("" where unknown), `seq[c]`
+    Per collective c (ordered by first arrival): `name[c]` (its events' name), `collective[c]`
+    (the args' `Collective name`, "" where unknown), `group[c]` ("" where unknown), `seq[c]`
     (-1 when matched by position), `position[c]` (its place on each rank when matched by position,
     else -1), `size[c]` (elements of the message, the largest of its ranks'; -1 unknown),
     `size_mismatch[c]`, `first_ns`/`last_ns` (earliest and latest arrival), `last_rank[c]` (the
@@ -57,6 +58,7 @@ class Collectives:
 
     ranks: np.ndarray
     name: list[str]
+    collective: list[str]
     group: list[str]
     seq: np.ndarray
     position: np.ndarray
@@ -105,7 +107,7 @@ def _empty(ranks: np.ndarray) -> Collectives:
     z = np.zeros(0, dtype=np.int64)
     b = np.zeros(0, dtype=bool)
     return Collectives(
-        ranks=ranks, name=[], group=[], seq=z, position=z, size=z, size_mismatch=b, first_ns=z, last_ns=z,
+        ranks=ranks, name=[], collective=[], group=[], seq=z, position=z, size=z, size_mismatch=b, first_ns=z, last_ns=z,
         last_rank=z, skew_ns=z, on_gpu=b, outer=b, counted=b, offsets=np.zeros(1, dtype=np.int64), event=z,
         rank=z, arrival_ns=z, wait_ns=z, rank_wait_ns=np.zeros(ranks.size, dtype=np.int64),
         rank_times_last=np.zeros(ranks.size, dtype=np.int64),
@@ -113,79 +115,189 @@ def _empty(ranks: np.ndarray) -> Collectives:
 
 
 @cache
-def _batch_decoder() -> Any:
-    """Reads, from a JSON list of events' texts, only the args that match a collective (msgspec
-    imported on first use; every field `Any`, so one odd value never fails the batch)."""
+def _decoders() -> Any:
+    """Decoders of a JSON list of events' texts that read only the args naming a collective, typed
+    (one C call a batch, no dict per event); a value of another type fails the batch, which is
+    then read event by event (`_lenient`). The second reads `Input Dims` too (msgspec imported on
+    first use)."""
     import msgspec
 
-    class _Args(msgspec.Struct):
-        coll: Any = msgspec.field(default=None, name="Collective name")
-        seq: Any = msgspec.field(default=None, name="Seq")
-        seq_lower: Any = msgspec.field(default=None, name="seq")
-        group: Any = msgspec.field(default=None, name="Process Group Name")
-        pg_name: Any = msgspec.field(default=None, name="pg_name")
-        nelems: Any = msgspec.field(default=None, name="In msg nelems")
-        dims: Any = msgspec.field(default=None, name="Input Dims")
+    def field(key: str) -> Any:
+        return msgspec.field(default=None, name=key)
 
-    class _Event(msgspec.Struct):
-        args: Any = None
+    common = [
+        ("coll", str | None, field("Collective name")),
+        ("seq", int | None, field("Seq")),
+        ("seq_lower", int | None, field("seq")),
+        ("group", str | None, field("Process Group Name")),
+        ("pg_name", str | None, field("pg_name")),
+        ("nelems", int | None, field("In msg nelems")),
+    ]
+    args = msgspec.defstruct("_Args", common)
+    dims_args = msgspec.defstruct("_DimsArgs", [*common, ("dims", list[Any] | None, field("Input Dims"))])
+    event = msgspec.defstruct("_Event", [("args", args | None, None)])
+    dims_event = msgspec.defstruct("_DimsEvent", [("args", dims_args | None, None)])
+    return msgspec.json.Decoder(list[event]), msgspec.json.Decoder(list[dims_event])  # type: ignore[valid-type]
 
-    return msgspec.json.Decoder(list[_Event]), msgspec.convert, _Args
+
+#: What `_collective_args` reads of an event: (collective name, process group, Seq, message elements).
+_Found = tuple["str | None", "str | None", "int | None", "int | None"]
+_NOTHING: _Found = (None, None, None, None)
+
+
+def _text(v: Any) -> str | None:
+    return v if isinstance(v, str) else (str(v) if type(v) is int else None)
 
 
 def _int(v: Any) -> int | None:
     return v if type(v) is int else None
 
 
-def _collective_args(trace: Trace, idx: np.ndarray) -> list[tuple[Any, Any, int | None, int | None]]:
-    """(collective name, process group, Seq, message elements) of each event in `idx`: the args of
-    events kept as text decoded in batches (one msgspec call per batch), dicts read as they are."""
-    raws = trace._raw_args
-    out: list[tuple[Any, Any, int | None, int | None]] = [(None, None, None, None)] * idx.size
-    if raws is None or idx.size == 0:
-        return out
+def _dims_size(dims: Any) -> int | None:
+    """Elements of the first input of `Input Dims` (an `nccl:`/`gloo:` annotation's message)."""
+    if isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0]:
+        if all(type(d) is int for d in dims[0]):
+            return int(np.prod(dims[0]))
+    return None
+
+
+def _lenient(args: dict[str, Any], with_dims: bool) -> _Found:
+    """`_Found` from an args dict, a field of an odd type read as absent."""
+    seq = _int(args.get("Seq", args.get("seq")))
+    group = _text(args.get("Process Group Name", args.get("pg_name")))
+    size = _int(args.get("In msg nelems"))
+    if size is None and with_dims:
+        size = _dims_size(args.get("Input Dims"))
+    return (_text(args.get("Collective name")), group, seq, size)
+
+
+class _Columns:
+    """What the args say, one object column per field (None: not said), for `n` events."""
+
+    def __init__(self, n: int) -> None:
+        self.coll = np.full(n, None, dtype=object)
+        self.group = np.full(n, None, dtype=object)
+        self.seq = np.full(n, None, dtype=object)
+        self.size = np.full(n, None, dtype=object)
+
+    def put(self, at: np.ndarray | list[int], found: list[_Found]) -> None:
+        if len(found):
+            cols = list(zip(*found))
+            self.coll[at], self.group[at], self.seq[at], self.size[at] = (np.array(c, dtype=object) for c in cols)
+
+    def said(self, at: np.ndarray) -> bool:
+        return bool(
+            (self.coll[at] != None).any()  # noqa: E711 (elementwise)
+            or (self.seq[at] != None).any()  # noqa: E711
+            or (self.group[at] != None).any()  # noqa: E711
+            or (self.size[at] != None).any()  # noqa: E711
+        )
+
+
+def _read(trace: Trace, idx: np.ndarray, at: np.ndarray, with_dims: bool, cols: _Columns) -> None:
+    """Reads the args of the events `idx[at]` into `cols[at]`: texts decoded in batches (the
+    fields taken out by comprehensions, not a call per event), dicts read as they are."""
     import msgspec
 
-    decoder, convert, args_type = _batch_decoder()
-    picked = [raws[i] for i in idx.tolist()]
-    texts = [(k, r) for k, r in enumerate(picked) if isinstance(r, (bytes, msgspec.Raw)) and len(r)]
-    dicts = [(k, r) for k, r in enumerate(picked) if isinstance(r, dict)]
-    # anything else (a str, say) as `Trace.event_args` reads it
-    values: list[tuple[int, Any]] = [
-        (k, trace.event_args(int(idx[k]))) for k, r in enumerate(picked) if isinstance(r, str) and r
-    ]
+    raws = trace._raw_args
+    if raws is None or at.size == 0:
+        return
+    decoder = _decoders()[1 if with_dims else 0]
+    picked = [raws[i] for i in idx[at].tolist()]
+    texts = [k for k, r in enumerate(picked) if isinstance(r, (bytes, msgspec.Raw)) and len(r)]
     for b in range(0, len(texts), 65536):
         chunk = texts[b : b + 65536]
+        where = at[chunk]
         try:
-            events = decoder.decode(b"[" + b",".join(bytes(r) for _, r in chunk) + b"]")
-            values += [(k, e.args) for (k, _), e in zip(chunk, events)]
-        except (msgspec.DecodeError, msgspec.ValidationError):  # one bad text: read them one by one
-            values += [(k, trace.event_args(int(idx[k]))) for k, _ in chunk]
-    values += dicts
-    for k, a in values:
-        if isinstance(a, dict):
-            try:
-                a = convert(a, args_type)
-            except msgspec.ValidationError:
-                continue
-        if not isinstance(a, args_type):
+            events = decoder.decode(b"[" + b",".join([picked[k] for k in chunk]) + b"]")
+        except (msgspec.DecodeError, msgspec.ValidationError):  # an odd text or value: one by one
+            cols.put(where, [_lenient(trace.event_args(int(idx[i])), with_dims) for i in where.tolist()])
             continue
-        seq = _int(a.seq) if a.seq is not None else _int(a.seq_lower)
-        group = a.group if a.group is not None else a.pg_name
-        size = _int(a.nelems)
-        if size is None and isinstance(a.dims, list) and a.dims and isinstance(a.dims[0], list):
-            first = a.dims[0]
-            if first and all(type(d) is int for d in first) and trace.names[int(trace.name_id[idx[k]])].startswith(("nccl:", "gloo:")):
-                size = int(np.prod(first))
-        out[k] = (a.coll, group, seq, size)
-    return out
+        args = [e.args for e in events]
+        some = [a for a in args if a is not None]
+        on = where[[k for k, a in enumerate(args) if a is not None]]
+        if not some:
+            continue
+        cols.coll[on] = np.array([a.coll for a in some], dtype=object)
+        cols.group[on] = np.array([a.pg_name if a.group is None else a.group for a in some], dtype=object)
+        cols.seq[on] = np.array([a.seq_lower if a.seq is None else a.seq for a in some], dtype=object)
+        sizes = [a.nelems for a in some]
+        if with_dims:
+            sizes = [_dims_size(a.dims) if n is None else n for a, n in zip(some, sizes)]
+        cols.size[on] = np.array(sizes, dtype=object)
+    others = [(k, r) for k, r in enumerate(picked) if isinstance(r, (dict, str)) and r]
+    cols.put(
+        at[[k for k, _ in others]],
+        [_lenient(r if isinstance(r, dict) else trace.event_args(int(idx[at[k]])), with_dims) for k, r in others],
+    )
 
 
-def _intern(values: list[Any]) -> tuple[np.ndarray, list[str]]:
-    """Ids of `values` (None and non-strings as "", ints as their text) and the distinct texts."""
-    table: dict[str, int] = {"": 0}
-    ids = [table.setdefault(v if isinstance(v, str) else (str(v) if type(v) is int else ""), len(table)) for v in values]
-    return np.array(ids, dtype=np.int64), list(table)
+#: Events of a collective name read first to see whether its events say anything of a collective.
+_SAMPLE = 4
+
+
+def _collective_args(trace: Trace, idx: np.ndarray) -> _Columns:
+    """What the args of the events of `idx` say. A name whose first events (`_SAMPLE` of them) say
+    nothing of a collective (`c10d::allreduce_`, `nccl:all_reduce` in PyTorch's traces) is not read
+    further: reading every event's text is most of the time this takes."""
+    cols = _Columns(idx.size)
+    name_id = trace.name_id[idx]
+    order = np.argsort(name_id, kind="stable")
+    bounds = np.flatnonzero(np.diff(name_id[order])) + 1
+    for group in np.split(order, bounds):
+        if group.size == 0:
+            continue
+        with_dims = trace.names[int(name_id[group[0]])].startswith(("nccl:", "gloo:"))
+        _read(trace, idx, group[:_SAMPLE], with_dims, cols)
+        if group.size > _SAMPLE and cols.said(group[:_SAMPLE]):
+            _read(trace, idx, group[_SAMPLE:], with_dims, cols)
+    return cols
+
+
+def _intern(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Ids of an object column's texts (None and "" as 0) and the distinct texts."""
+    items = values.tolist()
+    texts = [""] + sorted({v for v in set(items) if v})
+    table: dict[str | None, int] = {v: k for k, v in enumerate(texts)}
+    table[None] = 0
+    return np.fromiter(map(table.__getitem__, items), dtype=np.int64, count=len(items)), texts
+
+
+def _ints(values: np.ndarray) -> np.ndarray:
+    """An object column of ints as int64, -1 where None (or negative)."""
+    return np.maximum(np.where(values == None, -1, values).astype(np.int64), -1)  # noqa: E711 (elementwise)
+
+
+def _inherit(trace: Trace, idx: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    """For each event of `idx`, the position in `idx` of the event it takes its Seq from: its own
+    where it has one, else the nearest collective inside it on its lane that has one (PyTorch
+    writes the Seq on `record_param_comms`, inside `c10d::allreduce_`), else the nearest around
+    it that has one, else -1."""
+    src = np.where(seq >= 0, np.arange(idx.size), -1)
+    pos_of = np.full(len(trace), -1, dtype=np.int64)
+    pos_of[idx] = np.arange(idx.size)
+    parent = trace.parent
+    child = np.flatnonzero(seq >= 0)
+    up = parent[idx[child]]
+    while child.size:
+        live = up >= 0
+        child, up = child[live], up[live]
+        at = pos_of[up]
+        take = (at >= 0) & (src[np.maximum(at, 0)] < 0)
+        src[at[take]] = child[take]  # the innermost first: a deeper one claimed it on an earlier pass
+        up = parent[up]
+    # then those still without one, from the nearest collective around them that has one
+    # (`nccl:all_reduce` inside `record_param_comms`)
+    rest = np.flatnonzero(src < 0)
+    up = parent[idx[rest]]
+    while rest.size:
+        live = up >= 0
+        rest, up = rest[live], up[live]
+        at = pos_of[up]
+        found = (at >= 0) & (src[np.maximum(at, 0)] >= 0)
+        src[rest[found]] = src[at[found]]
+        rest, up = rest[~found], parent[up[~found]]
+    return src
 
 
 def _outer(trace: Trace, idx: np.ndarray, is_coll: np.ndarray) -> np.ndarray:
@@ -217,10 +329,13 @@ def match_collectives(trace: Trace) -> Collectives:
     name_id = trace.name_id[idx].astype(np.int64)
     start = trace.start_ns[idx]
     args = _collective_args(trace, idx)
-    coll_id, coll_names = _intern([a[0] for a in args])
-    group_id, groups = _intern([a[1] for a in args])
-    seq = np.array([-1 if a[2] is None else a[2] for a in args], dtype=np.int64)
-    size = np.array([-1 if a[3] is None else a[3] for a in args], dtype=np.int64)
+    coll_id, coll_names = _intern(args.coll)
+    group_id, groups = _intern(args.group)
+    seq, size = _ints(args.seq), _ints(args.size)
+    src = _inherit(trace, idx, seq)
+    got = src >= 0
+    seq[got], coll_id[got], group_id[got] = seq[src[got]], coll_id[src[got]], group_id[src[got]]
+    size[got & (size < 0)] = size[src[got & (size < 0)]]
     by_seq = seq >= 0
     # place among the position-matched events of the same name on the same rank, by start
     position = np.full(idx.size, -1, dtype=np.int64)
@@ -274,11 +389,9 @@ def match_collectives(trace: Trace) -> Collectives:
     big = np.maximum.reduceat(m_size, heads)
     small = np.minimum.reduceat(np.where(m_size < 0, np.iinfo(np.int64).max, m_size), heads)
     head_ev = order[heads]
-    names = [
-        coll_names[int(coll_id[e])] if by_seq[e] and coll_id[e] else trace.names[int(name_id[e])]
-        for e in head_ev.tolist()
-    ]
-    uneven = np.fromiter((bool(_UNEVEN.search(s)) for s in names), dtype=bool, count=n)
+    names = [trace.names[int(name_id[e])] for e in head_ev.tolist()]
+    collective = [coll_names[int(coll_id[e])] if by_seq[e] else "" for e in head_ev.tolist()]
+    uneven = np.fromiter((bool(_UNEVEN.search(f"{a} {b}")) for a, b in zip(names, collective)), dtype=bool, count=n)
     size_mismatch = (big >= 0) & (small != np.iinfo(np.int64).max) & (small != big) & ~uneven
     events = idx[order]
     on_gpu_lane = trace.lane_kind_codes == KIND_ORDER.index("gpu")
@@ -295,6 +408,7 @@ def match_collectives(trace: Trace) -> Collectives:
     return Collectives(
         ranks=ranks,
         name=names,
+        collective=collective,
         group=[groups[int(gid[e])] for e in head_ev.tolist()],
         seq=np.where(by_seq[head_ev], seq[head_ev], -1),
         position=np.where(by_seq[head_ev], -1, position[head_ev]),
@@ -351,6 +465,7 @@ def collectives_json(trace: Trace, worst: int = 5) -> dict[str, Any] | None:
         "worst": [
             {
                 "name": c.name[k],
+                "collective": c.collective[k] or None,
                 "group": c.group[k] or None,
                 "seq": None if c.seq[k] < 0 else int(c.seq[k]),
                 "position": None if c.position[k] < 0 else int(c.position[k]),

@@ -58,7 +58,8 @@ def test_waits_skew_and_stragglers_are_exact():
     trace = job([[(0, "record_param_comms", a, 40, rpc(s)) for s, a in enumerate(rank)] for rank in arrivals])
     c = match_collectives(trace)
     assert len(c) == 2 and c.rank_count.tolist() == [3, 3]
-    assert c.seq.tolist() == [0, 1] and c.name == ["allreduce", "allreduce"] and c.group == ["0", "0"]
+    assert c.seq.tolist() == [0, 1] and c.name == ["record_param_comms"] * 2 and c.group == ["0", "0"]
+    assert c.collective == ["allreduce"] * 2
     assert c.skew_ns.tolist() == [30 * US, 60 * US]
     assert c.last_rank.tolist() == [1, 2]
     assert c.waits(0) == {0: 30 * US, 1: 0, 2: 20 * US}
@@ -92,6 +93,7 @@ def test_without_seq_collectives_match_by_name_and_place():
     trace = job([r0, r1])
     c = match_collectives(trace)
     found = {(c.name[k], int(c.position[k])): by_members(trace, c, k) for k in range(len(c))}
+    assert c.collective == ["", "", ""]
     assert found == {
         ("nccl:all_reduce", 0): {0: 100, 1: 240},
         ("nccl:all_to_all", 0): {0: 200, 1: 120},
@@ -135,6 +137,8 @@ def test_nested_levels_match_each_and_the_totals_count_the_outermost_cpu_level()
     trace = job([rank(0, 100), rank(1, 170)])
     c = match_collectives(trace)
     assert len(c) == 4 and (c.rank_count == 2).all() and (c.skew_ns == 70 * US).all()
+    # the Seq of record_param_comms goes to the collectives around it and inside it
+    assert c.seq.tolist() == [3, 3, 3, 3] and c.collective == ["allreduce"] * 4
     assert c.counted.sum() == 1 and c.name[int(np.flatnonzero(c.counted)[0])] == "c10d::allreduce_"
     assert c.outer.sum() == 2 and c.on_gpu.sum() == 1  # the kernel is outermost on its GPU lane
     assert c.rank_wait_ns.tolist() == [70 * US, 0]  # once, not once per level
@@ -212,8 +216,9 @@ def test_inspect_reports_collectives_of_a_job(tmp_path, capsys):
     assert _inspect(["inspect", str(a), str(b)]) == 0
     text = capsys.readouterr().out
     assert "collectives: 3 on 2 ranks (3 by Seq, 0 by name and place; CPU level)" in text
-    worst = text.index("allreduce Seq 1 of group 0")  # the worst first
-    assert "0.050     1     0  allreduce Seq 1 of group 0" in text and worst < text.index("allreduce Seq 0 of group 0")
+    worst = text.index("(allreduce) Seq 1 of group 0")  # the worst first
+    assert "0.050     1     0  record_param_comms (allreduce) Seq 1 of group 0" in text
+    assert worst < text.index("(allreduce) Seq 0 of group 0")
     assert "     0      0.055      0\n" in text and "     1      0.000      3\n" in text
     assert _inspect(["inspect", "--json", str(a)]) == 0
     assert json.loads(capsys.readouterr().out)["collectives"] is None
