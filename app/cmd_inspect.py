@@ -150,7 +150,7 @@ def collectives_lines(coll: dict[str, Any] | None) -> list[str]:
     lines = [
         "",
         f"  collectives: {coll['count']:,} on {len(coll['ranks'])} ranks ({coll['matched_by_seq']:,} by Seq, "
-        f"{coll['matched_by_position']:,} by name and place; {coll['level'].upper()} level)"
+        f"{coll['matched_by_position']:,} by name and place; counted: {coll['level']})"
         + (f", {coll['incomplete']:,} missing on some rank" if coll["incomplete"] else "")
         + (f", {coll['size_mismatch']:,} with sizes that differ" if coll["size_mismatch"] else ""),
         f"  {'skew ms':>10} {'last':>5} {'first':>5}  collective",

@@ -92,6 +92,10 @@ def link_rows(trace: Trace, i: int, limit: int = 4) -> list[tuple[str, str]]:
     peers = collective_peers(trace, i)
     if key is not None and len(peers) > 1:
         how = f"sequence number {key[2]}" if key[1] == "seq" else f"its #{key[2] + 1} by start on each rank"
+        coll = collectives_of(trace)
+        c = coll.of_event(i)
+        if key[1] == "order" and c >= 0 and coll.sized[c]:
+            how = f"its #{key[2] + 1} of {int(coll.size[c]):,} elements by start on each rank"
         first = min(int(trace.start_ns[e]) for e in peers.values())
         late = ", ".join(
             f"rank {r} +{format_duration(int(trace.start_ns[e]) - first)}" for r, e in sorted(peers.items())

@@ -8,16 +8,22 @@ found on every rank in one vectorised pass over the collective events:
 - where an event's args have a `Seq` (PyTorch ≥ 2.1 writes `Seq`, `Process Group Name`,
   `Collective name` and `In msg nelems` on `record_param_comms` and the NCCL kernels), by
   (event name, collective name, process group, Seq);
-- otherwise by (event name, its place among the events of that name on its rank, by start).
+- otherwise by (event name, message size, its place among the events of that name and size on its
+  rank, by start); the size where known (`In msg nelems`, an `nccl:`/`gloo:` annotation's `Input
+  Dims`, taken by the `c10d::` op around it too) and the same on every rank by design (not for
+  all-to-all, gather, scatter), so that a trace whose ranks dropped different collectives (a sampled
+  trace, a profiling window that starts mid-step) still pairs the same calls.
 
 A rank's message size that differs from the others' (all-to-all aside, whose sizes differ by design)
 is kept and flagged (`size_mismatch`), not used to split a collective: with a Seq per process
 group, a collective whose ranks disagree on the size is one call gone wrong, worth seeing as one.
 
 Collectives nest (`c10d::allreduce_` › `record_param_comms` › `nccl:all_reduce` on the CPU, and the
-kernel on the GPU): every level is matched (a selected event at any level finds its peers), and the
-per-rank totals count one level only (`Collectives.counted`): the outermost collectives on CPU lanes,
-or where a trace has none, the outermost on GPU lanes.
+kernel on the GPU), and gloo runs its `gloo:all_reduce` on threads of its own, beside the caller's
+`c10d::allreduce_`. Every level is matched (a selected event at any level finds its peers), and the
+per-rank totals count one level only (`Collectives.counted`): the first of `LEVELS` the trace has
+(the `c10d::` calls, else `record_param_comms`, else the `nccl:`/`gloo:` annotations, else the
+kernels), its outermost events.
 """
 
 from __future__ import annotations
@@ -35,6 +41,19 @@ from branchscope.profiling.trace.model import KIND_ORDER, Trace
 #: Collective calls: NCCL/Gloo annotations, c10d ops, NCCL kernels, `record_param_comms`.
 COLLECTIVE_NAME = re.compile(r"^(nccl:|gloo:|c10d::|ncclKernel_|ncclDevKernel_|record_param_comms)")
 
+#: The levels of collectives, outermost call first: the per-rank totals count the first a trace has.
+LEVELS = ("c10d", "record_param_comms", "annotation", "kernel")
+
+
+def _level(name: str) -> int:
+    """Index in `LEVELS` of a collective's event name."""
+    if name.startswith("c10d::"):
+        return 0
+    if name.startswith("record_param_comms"):
+        return 1
+    return 2 if name.startswith(("nccl:", "gloo:")) else 3
+
+
 #: Collectives whose ranks send different sizes by design (no size mismatch is flagged for them).
 _UNEVEN = re.compile(r"all_?to_?all|alltoall|gather|scatter|send|recv", re.IGNORECASE)
 
@@ -45,12 +64,14 @@ class Collectives:
 
     Per collective c (ordered by first arrival): `name[c]` (its events' name), `collective[c]`
     (the args' `Collective name`, "" where unknown), `group[c]` ("" where unknown), `seq[c]`
-    (-1 when matched by position), `position[c]` (its place on each rank when matched by position,
-    else -1), `size[c]` (elements of the message, the largest of its ranks'; -1 unknown),
+    (-1 when matched by position), `position[c]` (its place among the events of its name and size
+    on each rank when matched by position, else -1), `sized[c]` (its size was part of the key),
+    `size[c]` (elements of the message, the
+    largest of its ranks'; -1 unknown),
     `size_mismatch[c]`, `first_ns`/`last_ns` (earliest and latest arrival), `last_rank[c]` (the
-    rank that arrived last: the straggler), `skew_ns[c]` = last − first, `on_gpu[c]`, `outer[c]`
-    (not inside another collective event on its lane), `counted[c]` (the level the per-rank totals
-    count). Its members are `offsets[c]:offsets[c+1]` of the member columns, in rank order:
+    rank that arrived last: the straggler), `skew_ns[c]` = last − first, `on_gpu[c]`, `level[c]`
+    (index into `LEVELS`), `outer[c]` (not inside another collective event on its lane),
+    `counted[c]` (the level the per-rank totals count, its outermost events). Its members are `offsets[c]:offsets[c+1]` of the member columns, in rank order:
     `event` (index into the trace), `rank`, `arrival_ns`, `wait_ns` (last arrival − own arrival).
     Per rank of the trace (`ranks`, ascending): `rank_wait_ns` (total wait in counted collectives on
     two or more ranks) and `rank_times_last` (how often it arrived last in them).
@@ -62,6 +83,7 @@ class Collectives:
     group: list[str]
     seq: np.ndarray
     position: np.ndarray
+    sized: np.ndarray
     size: np.ndarray
     size_mismatch: np.ndarray
     first_ns: np.ndarray
@@ -69,6 +91,7 @@ class Collectives:
     last_rank: np.ndarray
     skew_ns: np.ndarray
     on_gpu: np.ndarray
+    level: np.ndarray
     outer: np.ndarray
     counted: np.ndarray
     offsets: np.ndarray
@@ -107,8 +130,8 @@ def _empty(ranks: np.ndarray) -> Collectives:
     z = np.zeros(0, dtype=np.int64)
     b = np.zeros(0, dtype=bool)
     return Collectives(
-        ranks=ranks, name=[], collective=[], group=[], seq=z, position=z, size=z, size_mismatch=b, first_ns=z, last_ns=z,
-        last_rank=z, skew_ns=z, on_gpu=b, outer=b, counted=b, offsets=np.zeros(1, dtype=np.int64), event=z,
+        ranks=ranks, name=[], collective=[], group=[], seq=z, position=z, sized=b, size=z, size_mismatch=b,
+        first_ns=z, last_ns=z, last_rank=z, skew_ns=z, on_gpu=b, level=z, outer=b, counted=b, offsets=np.zeros(1, dtype=np.int64), event=z,
         rank=z, arrival_ns=z, wait_ns=z, rank_wait_ns=np.zeros(ranks.size, dtype=np.int64),
         rank_times_last=np.zeros(ranks.size, dtype=np.int64),
     )  # fmt: skip
@@ -268,21 +291,24 @@ def _ints(values: np.ndarray) -> np.ndarray:
     return np.maximum(np.where(values == None, -1, values).astype(np.int64), -1)  # noqa: E711 (elementwise)
 
 
-def _inherit(trace: Trace, idx: np.ndarray, seq: np.ndarray) -> np.ndarray:
-    """For each event of `idx`, the position in `idx` of the event it takes its Seq from: its own
-    where it has one, else the nearest collective inside it on its lane that has one (PyTorch
-    writes the Seq on `record_param_comms`, inside `c10d::allreduce_`), else the nearest around
-    it that has one, else -1."""
-    src = np.where(seq >= 0, np.arange(idx.size), -1)
-    pos_of = np.full(len(trace), -1, dtype=np.int64)
-    pos_of[idx] = np.arange(idx.size)
+def _inherit(trace: Trace, idx: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """For each event of `idx`, the position in `idx` of the event it takes its Seq (or size: a
+    `value` ≥ 0) from: its own where it has one, else the nearest collective inside it on its lane
+    that has one (PyTorch writes the Seq on `record_param_comms`, inside `c10d::allreduce_`; the
+    size on `nccl:all_reduce`'s Input Dims), else the nearest around it that has one, else -1."""
+    src = np.where(value >= 0, np.arange(idx.size), -1)
+
+    def pos_of(events: np.ndarray) -> np.ndarray:  # positions in idx (ascending) of events, or -1
+        at = np.minimum(np.searchsorted(idx, events), idx.size - 1)
+        return np.where(idx[at] == events, at, -1)
+
     parent = trace.parent
-    child = np.flatnonzero(seq >= 0)
+    child = np.flatnonzero(value >= 0)
     up = parent[idx[child]]
     while child.size:
         live = up >= 0
         child, up = child[live], up[live]
-        at = pos_of[up]
+        at = pos_of(up)
         take = (at >= 0) & (src[np.maximum(at, 0)] < 0)
         src[at[take]] = child[take]  # the innermost first: a deeper one claimed it on an earlier pass
         up = parent[up]
@@ -293,7 +319,7 @@ def _inherit(trace: Trace, idx: np.ndarray, seq: np.ndarray) -> np.ndarray:
     while rest.size:
         live = up >= 0
         rest, up = rest[live], up[live]
-        at = pos_of[up]
+        at = pos_of(up)
         found = (at >= 0) & (src[np.maximum(at, 0)] >= 0)
         src[rest[found]] = src[at[found]]
         rest, up = rest[~found], parent[up[~found]]
@@ -336,23 +362,33 @@ def match_collectives(trace: Trace) -> Collectives:
     got = src >= 0
     seq[got], coll_id[got], group_id[got] = seq[src[got]], coll_id[src[got]], group_id[src[got]]
     size[got & (size < 0)] = size[src[got & (size < 0)]]
+    size_src = _inherit(trace, idx, size)
+    size = np.where(size_src >= 0, size[np.maximum(size_src, 0)], -1)
     by_seq = seq >= 0
-    # place among the position-matched events of the same name on the same rank, by start
+    # without a Seq, the message size (where known, and the same on every rank by design) and the
+    # place among the events of that name and size on the rank, by start, tell a collective
+    uneven_name = np.fromiter((bool(_UNEVEN.search(x)) for x in trace.names), dtype=bool, count=len(trace.names))
+    uneven_coll = np.fromiter((bool(_UNEVEN.search(x)) for x in coll_names), dtype=bool, count=len(coll_names))
+    uneven = uneven_name[name_id] | uneven_coll[coll_id] | (uneven_name[name_id[np.maximum(size_src, 0)]] & (size_src >= 0))
+    sized = ~by_seq & (size >= 0) & ~uneven
+    size_key = np.where(sized, size, -1)
     position = np.full(idx.size, -1, dtype=np.int64)
     pos_idx = np.flatnonzero(~by_seq)
     if pos_idx.size:
-        o = pos_idx[np.lexsort((start[pos_idx], name_id[pos_idx], rank[pos_idx]))]
+        o = pos_idx[np.lexsort((start[pos_idx], size_key[pos_idx], name_id[pos_idx], rank[pos_idx]))]
         new = np.ones(o.size, dtype=bool)
-        new[1:] = (rank[o][1:] != rank[o][:-1]) | (name_id[o][1:] != name_id[o][:-1])
+        new[1:] = (
+            (rank[o][1:] != rank[o][:-1]) | (name_id[o][1:] != name_id[o][:-1]) | (size_key[o][1:] != size_key[o][:-1])
+        )
         run_start = np.maximum.accumulate(np.where(new, np.arange(o.size), 0))
         position[o] = np.arange(o.size) - run_start
-    # the key: (matched by position?, event name, collective name, group, Seq or position)
+    # the key: (matched by position?, event name, collective name, group, size, Seq or position)
     number = np.where(by_seq, seq, position)
     kind = (~by_seq).astype(np.int64)
     cid = np.where(by_seq, coll_id, 0)
     gid = np.where(by_seq, group_id, 0)
-    order = np.lexsort((start, rank, number, gid, cid, name_id, kind))
-    keys = (kind[order], name_id[order], cid[order], gid[order], number[order])
+    order = np.lexsort((start, rank, number, size_key, gid, cid, name_id, kind))
+    keys = (kind[order], name_id[order], cid[order], gid[order], size_key[order], number[order])
     new_key = np.zeros(order.size, dtype=bool)
     new_key[0] = True
     for col in keys:
@@ -397,8 +433,8 @@ def match_collectives(trace: Trace) -> Collectives:
     on_gpu_lane = trace.lane_kind_codes == KIND_ORDER.index("gpu")
     on_gpu = on_gpu_lane[trace.lane[idx[head_ev]]]
     outer = _outer(trace, idx[head_ev], is_coll)
-    level_gpu = bool((outer & ~on_gpu).sum() == 0)
-    counted = outer & (on_gpu == level_gpu)
+    level = np.fromiter((_level(x) for x in names), dtype=np.int64, count=n)
+    counted = outer & (level == level.min())
     # per rank: waits and times last over the counted collectives found on two or more ranks
     shared = counted & (counts >= 2)
     member_counted = np.repeat(shared, counts)
@@ -412,6 +448,7 @@ def match_collectives(trace: Trace) -> Collectives:
         group=[groups[int(gid[e])] for e in head_ev.tolist()],
         seq=np.where(by_seq[head_ev], seq[head_ev], -1),
         position=np.where(by_seq[head_ev], -1, position[head_ev]),
+        sized=sized[head_ev],
         size=big,
         size_mismatch=size_mismatch,
         first_ns=first,
@@ -419,6 +456,7 @@ def match_collectives(trace: Trace) -> Collectives:
         last_rank=last_rank,
         skew_ns=last - first,
         on_gpu=on_gpu,
+        level=level,
         outer=outer,
         counted=counted,
         offsets=offsets,
@@ -455,7 +493,7 @@ def collectives_json(trace: Trace, worst: int = 5) -> dict[str, Any] | None:
     t0 = trace.span()[0]
     return {
         "count": int(shared.sum()),
-        "level": "gpu" if bool(c.on_gpu[shared].all()) else "cpu",
+        "level": LEVELS[int(c.level[shared][0])],
         "matched_by_seq": int((shared & (c.seq >= 0)).sum()),
         "matched_by_position": int((shared & (c.seq < 0)).sum()),
         "incomplete": int((shared & (c.rank_count < c.ranks.size)).sum()),

@@ -106,6 +106,34 @@ def test_without_seq_collectives_match_by_name_and_place():
     assert doc is not None and doc["matched_by_position"] == 3 and doc["matched_by_seq"] == 0
 
 
+def test_without_seq_the_message_size_tells_collectives_apart():
+    def reduce(t: int, n: int) -> list[Event]:  # the c10d op around the annotation takes its size
+        return [(0, "c10d::allreduce_", t, 20, {}), (0, "nccl:all_reduce", t + 1, 10, {"Input Dims": [[n]]})]
+
+    def to_all(t: int, n: int) -> list[Event]:  # all-to-all sizes differ by rank: not a key
+        return [(0, "nccl:all_to_all", t, 10, {"Input Dims": [[n]]})]
+
+    # rank 1's trace lost its first all-reduce (a sampled trace, a window that starts late)
+    r0 = reduce(100, 300) + reduce(200, 500) + reduce(300, 700) + to_all(400, 7) + to_all(500, 8)
+    r1 = reduce(210, 500) + reduce(320, 700) + to_all(410, 9) + to_all(530, 6)
+    trace = job([r0, r1])
+    c = match_collectives(trace)
+    found = {(c.name[k], int(c.size[k]), int(c.position[k])): by_members(trace, c, k) for k in range(len(c))}
+    assert found == {
+        ("c10d::allreduce_", 300, 0): {0: 100},
+        ("nccl:all_reduce", 300, 0): {0: 101},
+        ("c10d::allreduce_", 500, 0): {0: 200, 1: 210},
+        ("nccl:all_reduce", 500, 0): {0: 201, 1: 211},
+        ("c10d::allreduce_", 700, 0): {0: 300, 1: 320},
+        ("nccl:all_reduce", 700, 0): {0: 301, 1: 321},
+        ("nccl:all_to_all", 9, 0): {0: 400, 1: 410},
+        ("nccl:all_to_all", 8, 1): {0: 500, 1: 530},
+    }
+    assert not c.size_mismatch.any()
+    doc = collectives_json(trace)
+    assert doc is not None and doc["level"] == "c10d" and doc["count"] == 2 and doc["unmatched"] == 1
+
+
 def test_a_rank_missing_a_collective_leaves_the_others_matched():
     ranks = [[(0, "record_param_comms", 100 * s + r, 10, rpc(s)) for s in range(3) if not (r == 2 and s == 1)] for r in range(3)]
     trace = job(ranks)
@@ -125,7 +153,7 @@ def test_a_collective_on_one_rank_only_is_unmatched():
     assert doc["ranks"] == [{"rank": 0, "wait_us": 5.0, "times_last": 0}, {"rank": 1, "wait_us": 0.0, "times_last": 1}]
 
 
-def test_nested_levels_match_each_and_the_totals_count_the_outermost_cpu_level():
+def test_nested_levels_match_each_and_the_totals_count_the_c10d_level():
     def rank(r: int, t: int) -> list[Event]:
         return [
             (0, "c10d::allreduce_", t, 50, {}),
@@ -141,6 +169,7 @@ def test_nested_levels_match_each_and_the_totals_count_the_outermost_cpu_level()
     assert c.seq.tolist() == [3, 3, 3, 3] and c.collective == ["allreduce"] * 4
     assert c.counted.sum() == 1 and c.name[int(np.flatnonzero(c.counted)[0])] == "c10d::allreduce_"
     assert c.outer.sum() == 2 and c.on_gpu.sum() == 1  # the kernel is outermost on its GPU lane
+    assert sorted(c.level.tolist()) == [0, 1, 2, 3]
     assert c.rank_wait_ns.tolist() == [70 * US, 0]  # once, not once per level
     # every level finds its peers: the selected kernel's details say each rank's wait
     kernel_1 = int(c.event[c.members(int(np.flatnonzero(c.on_gpu)[0]))][1])
@@ -155,7 +184,7 @@ def test_gpu_only_traces_count_their_kernels():
     assert c.counted.all() and c.on_gpu.all()
     assert c.rank_wait_ns.tolist() == [10 * US, 10 * US] and c.rank_times_last.tolist() == [1, 1]
     doc = collectives_json(trace)
-    assert doc is not None and doc["level"] == "gpu"
+    assert doc is not None and doc["level"] == "kernel"
 
 
 def test_message_sizes_that_differ_are_flagged_but_not_for_all_to_all():
@@ -171,23 +200,38 @@ def test_one_rank_has_no_collectives_to_match():
     assert len(match_collectives(trace)) == 0 and collectives_json(trace) is None
 
 
-def test_the_real_two_rank_trace_matches_every_collective_on_both_ranks(shared_traces):
+def test_the_real_two_rank_trace_matches_its_collectives_by_name_size_and_place(shared_traces):
+    """hta_two_ranks is sampled (events filtered out): no Seq, and the ranks' all-reduces in start
+    order are 19,618,307 / 26,955,536 / 26,258,430 / 5,716,654 elements (rank 0) and 19,618,307 /
+    26,258,430 / 19,618,307 / 5,716,654 (rank 1): by size and place three pair up, one of each rank's
+    is left alone (at each level: c10d op, record_param_comms, nccl: annotation); every other
+    collective pairs up on both ranks by name and place."""
     folder = shared_traces / "hta_two_ranks"
     trace = merge_traces(as_ranks([load_trace(folder / f"rank-{r}.json.gz") for r in (0, 1)]))
     per_rank = {0: 0, 1: 0}
     for i in range(len(trace)):
         if COLLECTIVE_NAME.match(trace.event_name(i)):
             per_rank[trace.lanes[int(trace.lane[i])].rank] += 1
-    assert per_rank[0] == per_rank[1] > 0
+    assert per_rank[0] == per_rank[1] == 38
     c = match_collectives(trace)
-    assert len(c) == per_rank[0] and (c.rank_count == 2).all()
-    # the same name on both ranks, and every event a member of exactly one collective
-    assert len(set(c.event.tolist())) == 2 * per_rank[0]
-    names = np.array([trace.event_name(int(e)) for e in c.event]).reshape(-1, 2)
-    assert (names[:, 0] == names[:, 1]).all()
+    assert (c.seq == -1).all() and len(set(c.event.tolist())) == 76  # every event in one collective
+    reduce = ("c10d::allreduce_", "record_param_comms", "nccl:all_reduce")  # the levels of an all-reduce
+    for k in range(len(c)):
+        names = {trace.event_name(int(e)) for e in c.event[c.members(k)]}
+        assert names == {c.name[k]}
+    alone = {(c.name[k], int(c.size[k]), int(c.rank[c.offsets[k]])) for k in np.flatnonzero(c.rank_count == 1)}
+    assert alone == {(n, s, r) for n in reduce for s, r in ((26_955_536, 0), (19_618_307, 1))}
+    assert (c.rank_count == 2).sum() == len(c) - 6
+    # the c10d op takes the size of the nccl: annotation inside (record_param_comms too, which also
+    # stands for the all-to-alls here)
+    for name in ("c10d::allreduce_", "nccl:all_reduce"):
+        pairs = {int(c.size[k]) for k in np.flatnonzero(c.rank_count == 2) if c.name[k] == name}
+        assert pairs == {19_618_307, 26_258_430, 5_716_654}
+    first = next(k for k in range(len(c)) if c.name[k] == "c10d::allreduce_" and c.size[k] == 19_618_307 and c.position[k] == 0)
+    assert c.skew_ns[first] == 56_000 and c.last_rank[first] == 0 and c.waits(first) == {0: 0, 1: 56_000}
     doc = collectives_json(trace)
-    assert doc is not None and doc["level"] == "cpu" and doc["matched_by_position"] == doc["count"] > 0
-    assert sum(r["times_last"] for r in doc["ranks"]) == doc["count"]
+    assert doc is not None and doc["level"] == "c10d" and doc["matched_by_position"] == doc["count"] == 9
+    assert doc["unmatched"] == 2 and sum(r["times_last"] for r in doc["ranks"]) == 9
     assert doc["worst"][0]["skew_us"] == max(w["skew_us"] for w in doc["worst"]) > 0
 
 
@@ -210,12 +254,12 @@ def test_inspect_reports_collectives_of_a_job(tmp_path, capsys):
     b = _write_rank(tmp_path / "rank-1.json", 1, [104, 250, 301])
     assert _inspect(["inspect", "--json", str(a), str(b)]) == 0
     doc = json.loads(capsys.readouterr().out)["collectives"]
-    assert doc["count"] == 3 and doc["matched_by_seq"] == 3 and doc["level"] == "cpu"
+    assert doc["count"] == 3 and doc["matched_by_seq"] == 3 and doc["level"] == "record_param_comms"
     assert [(w["seq"], w["skew_us"], w["last_rank"]) for w in doc["worst"]] == [(1, 50.0, 1), (0, 4.0, 1), (2, 1.0, 1)]
     assert doc["ranks"] == [{"rank": 0, "wait_us": 55.0, "times_last": 0}, {"rank": 1, "wait_us": 0.0, "times_last": 3}]
     assert _inspect(["inspect", str(a), str(b)]) == 0
     text = capsys.readouterr().out
-    assert "collectives: 3 on 2 ranks (3 by Seq, 0 by name and place; CPU level)" in text
+    assert "collectives: 3 on 2 ranks (3 by Seq, 0 by name and place; counted: record_param_comms)" in text
     worst = text.index("(allreduce) Seq 1 of group 0")  # the worst first
     assert "0.050     1     0  record_param_comms (allreduce) Seq 1 of group 0" in text
     assert worst < text.index("(allreduce) Seq 0 of group 0")
