@@ -54,20 +54,21 @@ def by_members(trace: Trace, c, k: int) -> dict[int, int]:
 
 
 def test_waits_skew_and_stragglers_are_exact():
-    arrivals = [[100, 500], [130, 505], [110, 560]]  # µs: rank r's arrival at collective 0 and 1
+    arrivals = [[100, 500, 900], [130, 505, 950], [110, 560, 950]]  # µs: rank r's arrival at collective 0, 1, 2
     trace = job([[(0, "record_param_comms", a, 40, rpc(s)) for s, a in enumerate(rank)] for rank in arrivals])
     c = match_collectives(trace)
-    assert len(c) == 2 and c.rank_count.tolist() == [3, 3]
-    assert c.seq.tolist() == [0, 1] and c.name == ["record_param_comms"] * 2 and c.group == ["0", "0"]
-    assert c.collective == ["allreduce"] * 2
-    assert c.skew_ns.tolist() == [30 * US, 60 * US]
-    assert c.last_rank.tolist() == [1, 2]
+    assert len(c) == 3 and c.rank_count.tolist() == [3, 3, 3]
+    assert c.seq.tolist() == [0, 1, 2] and c.name == ["record_param_comms"] * 3 and c.group == ["0"] * 3
+    assert c.collective == ["allreduce"] * 3
+    assert c.skew_ns.tolist() == [30 * US, 60 * US, 50 * US]
+    assert c.last_rank.tolist() == [1, 2, 1]  # a tie: the lower rank
     assert c.waits(0) == {0: 30 * US, 1: 0, 2: 20 * US}
     assert c.waits(1) == {0: 60 * US, 1: 55 * US, 2: 0}
+    assert c.waits(2) == {0: 50 * US, 1: 0, 2: 0}
     assert c.ranks.tolist() == [0, 1, 2]
-    assert c.rank_wait_ns.tolist() == [90 * US, 55 * US, 20 * US]
-    assert c.rank_times_last.tolist() == [0, 1, 1]
-    assert c.size.tolist() == [1024, 1024] and not c.size_mismatch.any()
+    assert c.rank_wait_ns.tolist() == [140 * US, 55 * US, 20 * US]
+    assert c.rank_times_last.tolist() == [0, 2, 1]
+    assert c.size.tolist() == [1024] * 3 and not c.size_mismatch.any()
 
 
 def test_seq_and_process_group_match_where_order_does_not():
