@@ -9,7 +9,7 @@ collective of 5 ms (the planted stragglers, checked in the result). A second job
 no args (matched by name and place).
 
 Goal (issue 23): 256 ranks × thousands of collectives matched well under a second. Run:
-`.venv/bin/python benchmarks/bench_collectives.py [--ranks 256] [--collectives 1000]`;
+`.venv/bin/python benchmarks/bench_collectives.py [--ranks 64 256] [--collectives 1000]`;
 writes benchmarks/results/collectives.json.
 """
 
@@ -96,21 +96,21 @@ def timed(trace: Trace, runs: int = 3) -> tuple[float, float, dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ranks", type=int, default=256)
+    ap.add_argument("--ranks", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--collectives", type=int, default=1000)
     args = ap.parse_args()
     out: dict = {"python": platform.python_version(), "machine": platform.machine(), "goal_s": GOAL_S,
                  "load_average": os.getloadavg()[0], "cpus": os.cpu_count(), "jobs": []}  # fmt: skip
-    for with_args in (True, False):
-        trace = job(args.ranks, args.collectives, with_args)
+    for ranks, with_args in [(r, a) for r in args.ranks for a in (True, False)]:
+        trace = job(ranks, args.collectives, with_args)
         median_s, cpu_s, found = timed(trace)
         t0 = time.perf_counter()
         collectives_json(trace)
         json_s = time.perf_counter() - t0
-        row = {"ranks": args.ranks, "collectives_per_rank": args.collectives, "events": len(trace),
+        row = {"ranks": ranks, "collectives_per_rank": args.collectives, "events": len(trace),
                "matched_by": "seq" if with_args else "position", "match_s": round(median_s, 3), "match_cpu_s": round(cpu_s, 3),
                "inspect_json_s": round(json_s, 3), **found}  # fmt: skip
-        row["stragglers_found"] = found["stragglers"] == [3, args.ranks - 5]
+        row["stragglers_found"] = found["stragglers"] == [3, ranks - 5]
         out["jobs"].append(row)
         print(json.dumps(row))
     (ROOT / "benchmarks" / "results").mkdir(exist_ok=True)
