@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from branchscope.profiling.trace.collectives import collectives_of
+from branchscope.profiling.trace.collectives import COLLECTIVE_NAME, collectives_of
 from branchscope.profiling.trace.flows import collective_key, collective_peers, event_flows, launch_delay_ns
 from branchscope.profiling.trace.model import Trace
 from branchscope.widgets.units import format_duration, format_offset
@@ -98,8 +98,8 @@ def link_rows(trace: Trace, i: int, limit: int = 4) -> list[tuple[str, str]]:
             how = f"its #{key[2] + 1} of {int(coll.size[c]):,} elements by start on each rank"
         first = min(int(trace.start_ns[e]) for e in peers.values())
         late = ", ".join(
-            f"rank {r} +{format_duration(int(trace.start_ns[e]) - first)}" for r, e in sorted(peers.items())
-        )
+            f"rank {r} +{format_duration(int(trace.start_ns[e]) - first)}" for r, e in sorted(peers.items())[:8]
+        ) + (f", … {len(peers) - 8:,} more" if len(peers) > 8 else "")
         rows.append(("Collective", f"{key[0]}, {how}, on {len(peers)} ranks: {late}"))
         rows += wait_rows(trace, i, limit=8)
     return rows
@@ -108,6 +108,8 @@ def link_rows(trace: Trace, i: int, limit: int = 4) -> list[tuple[str, str]]:
 def wait_rows(trace: Trace, i: int, limit: int = 8) -> list[tuple[str, str]]:
     """How long each rank waited in event `i`'s collective for the last to arrive (the longest
     `limit` waits), the last rank and the skew (`collectives.match_collectives`); [] for other events."""
+    if len(trace.lane_rank_set) < 2 or not COLLECTIVE_NAME.match(trace.event_name(i)):
+        return []
     coll = collectives_of(trace)
     c = coll.of_event(i)
     if c < 0 or coll.rank_count[c] < 2:

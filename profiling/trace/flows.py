@@ -122,8 +122,8 @@ def collective_peers(trace: Trace, i: int) -> dict[int, int]:
     """{rank: event} of the same collective on every rank of a merged trace (`collectives.match_collectives`:
     same name, process group and sequence number, or same name and place), the event's own rank
     included; {} when `i` is no collective or its trace has one rank."""
-    if len(trace.lane_rank_set) < 2:
-        return {}
+    if len(trace.lane_rank_set) < 2 or not COLLECTIVE_NAME.match(trace.event_name(i)):
+        return {}  # (before matching the whole trace's collectives, on the first one selected)
     coll = collectives_of(trace)
     c = coll.of_event(i)
     if c < 0:

@@ -277,3 +277,16 @@ def test_odd_args_fall_back_to_place(bad):
                  [(0, "record_param_comms", 110, 10, bad), (0, "record_param_comms", 230, 10, bad)]])  # fmt: skip
     c = match_collectives(trace)
     assert c.position.tolist() == [0, 1] and c.skew_ns.tolist() == [10 * US, 30 * US]
+
+
+def test_the_details_of_a_collective_on_many_ranks_stay_short():
+    trace = job([[(0, "record_param_comms", 100 + 3 * r, 10, rpc(0))] for r in range(12)])
+    c = match_collectives(trace)
+    assert c.rank_count.tolist() == [12] and c.last_rank.tolist() == [11]
+    rows = dict(link_rows(trace, int(c.event[0])))
+    assert rows["Collective"].endswith("rank 7 +21 µs, … 4 more")
+    assert rows["Waits"] == (
+        "rank 0 waited 33 µs, rank 1 waited 30 µs, rank 2 waited 27 µs, rank 3 waited 24 µs, "
+        "rank 4 waited 21 µs, rank 5 waited 18 µs, rank 6 waited 15 µs, rank 7 waited 12 µs, "
+        "… and 3 more ranks; rank 11 arrived last (skew 33 µs)"
+    )
