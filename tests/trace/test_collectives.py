@@ -290,3 +290,17 @@ def test_the_details_of_a_collective_on_many_ranks_stay_short():
         "rank 4 waited 21 µs, rank 5 waited 18 µs, rank 6 waited 15 µs, rank 7 waited 12 µs, "
         "… and 3 more ranks; rank 11 arrived last (skew 33 µs)"
     )
+
+
+def test_inspect_lists_the_stragglers_first_when_ranks_are_many():
+    # 20 ranks, two collectives: rank 13 last in both, rank 4 last in none but waiting least of the rest
+    def arrival(r: int, s: int) -> int:
+        return 1000 * s + (500 if r == 13 else (400 if r == 4 else r))
+
+    trace = job([[(0, "record_param_comms", arrival(r, s), 10, rpc(s)) for s in range(2)] for r in range(20)])
+    doc = collectives_json(trace)
+    assert doc is not None and len(doc["ranks"]) == 20
+    lines = cmd_inspect.collectives_lines(doc)
+    table = lines[lines.index(f"  {'rank':>4} {'wait ms':>10} {'last':>6}") + 1 :]
+    assert len(table) == 17 and table[-1] == "  … 4 more ranks (all in --json)"
+    assert table[0] == f"  {13:>4} {0:>10.3f} {2:>6}" and table[1].split()[0] == "4"
