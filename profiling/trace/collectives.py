@@ -32,6 +32,7 @@ import re
 import weakref
 from dataclasses import dataclass
 from functools import cache
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -139,50 +140,48 @@ def _empty(ranks: np.ndarray) -> Collectives:
 
 @cache
 def _decoders() -> Any:
-    """Decoders of a JSON list of events' texts that read only the args naming a collective, typed
-    (one C call a batch, no dict per event); a value of another type fails the batch, which is
-    then read event by event (`_lenient`). The second reads `Input Dims` too (msgspec imported on
-    first use)."""
+    """Decoders of one event's text that read only the args naming a collective, typed, absent
+    fields as "" and -1 (msgspec imported on first use); a value of another type fails, and that
+    event is read as `Trace.event_args` reads it (`_lenient`). The second reads `Input Dims` too."""
     import msgspec
 
-    def field(key: str) -> Any:
-        return msgspec.field(default=None, name=key)
+    def field(key: str, default: Any) -> Any:
+        return msgspec.field(default=default, name=key)
 
     common = [
-        ("coll", str | None, field("Collective name")),
-        ("seq", int | None, field("Seq")),
-        ("seq_lower", int | None, field("seq")),
-        ("group", str | None, field("Process Group Name")),
-        ("pg_name", str | None, field("pg_name")),
-        ("nelems", int | None, field("In msg nelems")),
+        ("coll", str, field("Collective name", "")),
+        ("seq", int, field("Seq", -1)),
+        ("seq_lower", int, field("seq", -1)),
+        ("group", str, field("Process Group Name", "")),
+        ("pg_name", str, field("pg_name", "")),
+        ("nelems", int, field("In msg nelems", -1)),
     ]
     # gc=False: hundreds of thousands of small structs, no cycles, and 40% less time than tracked ones
     args = msgspec.defstruct("_Args", common, gc=False)
-    dims_args = msgspec.defstruct("_DimsArgs", [*common, ("dims", list[Any] | None, field("Input Dims"))], gc=False)
-    event = msgspec.defstruct("_Event", [("args", args | None, None)], gc=False)
-    dims_event = msgspec.defstruct("_DimsEvent", [("args", dims_args | None, None)], gc=False)
-    return msgspec.json.Decoder(list[event]), msgspec.json.Decoder(list[dims_event])  # type: ignore[valid-type]
+    dims_args = msgspec.defstruct("_DimsArgs", [*common, ("dims", Any, field("Input Dims", None))], gc=False)
+    event = msgspec.defstruct("_Event", [("args", args, msgspec.field(default_factory=args))], gc=False)
+    dims_event = msgspec.defstruct("_DimsEvent", [("args", dims_args, msgspec.field(default_factory=dims_args))], gc=False)
+    return msgspec.json.Decoder(event), msgspec.json.Decoder(dims_event)
 
 
-#: What `_collective_args` reads of an event: (collective name, process group, Seq, message elements).
-_Found = tuple["str | None", "str | None", "int | None", "int | None"]
-_NOTHING: _Found = (None, None, None, None)
+#: What `_lenient` reads of an event: (collective name, process group, Seq, message elements).
+_Found = tuple[str, str, int, int]
 
 
-def _text(v: Any) -> str | None:
-    return v if isinstance(v, str) else (str(v) if type(v) is int else None)
+def _text(v: Any) -> str:
+    return v if isinstance(v, str) else (str(v) if type(v) is int else "")
 
 
-def _int(v: Any) -> int | None:
-    return v if type(v) is int else None
+def _int(v: Any) -> int:
+    return v if type(v) is int and v >= 0 else -1
 
 
-def _dims_size(dims: Any) -> int | None:
-    """Elements of the first input of `Input Dims` (an `nccl:`/`gloo:` annotation's message)."""
+def _dims_size(dims: Any) -> int:
+    """Elements of the first input of `Input Dims` (an `nccl:`/`gloo:` annotation's message), or -1."""
     if isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0]:
         if all(type(d) is int for d in dims[0]):
             return int(np.prod(dims[0]))
-    return None
+    return -1
 
 
 def _lenient(args: dict[str, Any], with_dims: bool) -> _Found:
@@ -190,70 +189,67 @@ def _lenient(args: dict[str, Any], with_dims: bool) -> _Found:
     seq = _int(args.get("Seq", args.get("seq")))
     group = _text(args.get("Process Group Name", args.get("pg_name")))
     size = _int(args.get("In msg nelems"))
-    if size is None and with_dims:
+    if size < 0 and with_dims:
         size = _dims_size(args.get("Input Dims"))
     return (_text(args.get("Collective name")), group, seq, size)
 
 
 class _Columns:
-    """What the args say, one object column per field (None: not said), for `n` events."""
+    """What the args say, one column per field ("" and -1: not said), for `n` events."""
 
     def __init__(self, n: int) -> None:
-        self.coll = np.full(n, None, dtype=object)
-        self.group = np.full(n, None, dtype=object)
-        self.seq = np.full(n, None, dtype=object)
-        self.size = np.full(n, None, dtype=object)
+        self.coll = np.full(n, "", dtype=object)
+        self.group = np.full(n, "", dtype=object)
+        self.seq = np.full(n, -1, dtype=np.int64)
+        self.size = np.full(n, -1, dtype=np.int64)
 
-    def put(self, at: np.ndarray | list[int], found: list[_Found]) -> None:
+    def put(self, at: np.ndarray, found: list[_Found]) -> None:
         if len(found):
-            cols = list(zip(*found))
-            self.coll[at], self.group[at], self.seq[at], self.size[at] = (np.array(c, dtype=object) for c in cols)
+            coll, group, seq, size = zip(*found)
+            self.coll[at], self.group[at] = np.array(coll, dtype=object), np.array(group, dtype=object)
+            self.seq[at], self.size[at] = np.array(seq, dtype=np.int64), np.array(size, dtype=np.int64)
 
     def said(self, at: np.ndarray) -> bool:
-        return bool(
-            (self.coll[at] != None).any()  # noqa: E711 (elementwise)
-            or (self.seq[at] != None).any()  # noqa: E711
-            or (self.group[at] != None).any()  # noqa: E711
-            or (self.size[at] != None).any()  # noqa: E711
-        )
+        return bool((self.seq[at] >= 0).any() or (self.size[at] >= 0).any() or any(self.coll[at]) or any(self.group[at]))
 
 
 def _read(trace: Trace, idx: np.ndarray, at: np.ndarray, with_dims: bool, cols: _Columns) -> None:
-    """Reads the args of the events `idx[at]` into `cols[at]`: texts decoded in batches (the
-    fields taken out by comprehensions, not a call per event), dicts read as they are."""
+    """Reads the args of the events `idx[at]` into `cols[at]`: each text decoded by one C call,
+    the fields taken out by `attrgetter` (no Python step per event); dicts, and texts that fail
+    the typed decoder, read one by one."""
     import msgspec
 
     raws = trace._raw_args
     if raws is None or at.size == 0:
         return
-    decoder = _decoders()[1 if with_dims else 0]
+    decode = _decoders()[1 if with_dims else 0].decode
     picked = [raws[i] for i in idx[at].tolist()]
-    texts = [k for k, r in enumerate(picked) if isinstance(r, (bytes, msgspec.Raw)) and len(r)]
-    for b in range(0, len(texts), 65536):
-        chunk = texts[b : b + 65536]
-        where = at[chunk]
-        try:
-            events = decoder.decode(b"[" + b",".join([picked[k] for k in chunk]) + b"]")
-        except (msgspec.DecodeError, msgspec.ValidationError):  # an odd text or value: one by one
-            cols.put(where, [_lenient(trace.event_args(int(idx[i])), with_dims) for i in where.tolist()])
-            continue
-        args = [e.args for e in events]
-        some = [a for a in args if a is not None]
-        on = where[[k for k, a in enumerate(args) if a is not None]]
-        if not some:
-            continue
-        cols.coll[on] = np.array([a.coll for a in some], dtype=object)
-        cols.group[on] = np.array([a.pg_name if a.group is None else a.group for a in some], dtype=object)
-        cols.seq[on] = np.array([a.seq_lower if a.seq is None else a.seq for a in some], dtype=object)
-        sizes = [a.nelems for a in some]
-        if with_dims:
-            sizes = [_dims_size(a.dims) if n is None else n for a, n in zip(some, sizes)]
-        cols.size[on] = np.array(sizes, dtype=object)
-    others = [(k, r) for k, r in enumerate(picked) if isinstance(r, (dict, str)) and r]
-    cols.put(
-        at[[k for k, _ in others]],
-        [_lenient(r if isinstance(r, dict) else trace.event_args(int(idx[at[k]])), with_dims) for k, r in others],
-    )
+    try:
+        args = [decode(r).args for r in picked]
+    except (msgspec.DecodeError, msgspec.ValidationError, TypeError):  # a dict, None, an odd value
+        found = []
+        for k, r in enumerate(picked):
+            if isinstance(r, dict):
+                found.append(_lenient(r, with_dims))
+            elif r is not None and len(r):
+                found.append(_lenient(trace.event_args(int(idx[at[k]])), with_dims))
+            else:
+                found.append(("", "", -1, -1))
+        cols.put(at, found)
+        return
+    n = len(args)
+    cols.coll[at] = np.array(list(map(attrgetter("coll"), args)), dtype=object)
+    group = np.array(list(map(attrgetter("group"), args)), dtype=object)
+    pg_name = np.array(list(map(attrgetter("pg_name"), args)), dtype=object)
+    cols.group[at] = np.where(group == "", pg_name, group)
+    seq = np.fromiter(map(attrgetter("seq"), args), dtype=np.int64, count=n)
+    seq_lower = np.fromiter(map(attrgetter("seq_lower"), args), dtype=np.int64, count=n)
+    cols.seq[at] = np.maximum(np.where(seq >= 0, seq, seq_lower), -1)
+    size = np.maximum(np.fromiter(map(attrgetter("nelems"), args), dtype=np.int64, count=n), -1)
+    if with_dims:
+        for k in np.flatnonzero(size < 0).tolist():
+            size[k] = _dims_size(args[k].dims)
+    cols.size[at] = size
 
 
 #: Events of a collective name read first to see whether its events say anything of a collective.
@@ -279,17 +275,11 @@ def _collective_args(trace: Trace, idx: np.ndarray) -> _Columns:
 
 
 def _intern(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """Ids of an object column's texts (None and "" as 0) and the distinct texts."""
+    """Ids of an object column's texts ("" as 0) and the distinct texts."""
     items = values.tolist()
     texts = [""] + sorted({v for v in set(items) if v})
-    table: dict[str | None, int] = {v: k for k, v in enumerate(texts)}
-    table[None] = 0
+    table: dict[str, int] = {v: k for k, v in enumerate(texts)}
     return np.fromiter(map(table.__getitem__, items), dtype=np.int64, count=len(items)), texts
-
-
-def _ints(values: np.ndarray) -> np.ndarray:
-    """An object column of ints as int64, -1 where None (or negative)."""
-    return np.maximum(np.where(values == None, -1, values).astype(np.int64), -1)  # noqa: E711 (elementwise)
 
 
 def _inherit(trace: Trace, idx: np.ndarray, value: np.ndarray) -> np.ndarray:
@@ -340,6 +330,20 @@ def _outer(trace: Trace, idx: np.ndarray, is_coll: np.ndarray) -> np.ndarray:
         up = np.where(live, parent[np.maximum(up, 0)], -1)
 
 
+def _dense(cols: tuple[np.ndarray, ...]) -> np.ndarray:
+    """One int64 per row of the columns (non-negative ints) that orders the rows as the columns
+    would in turn: mixed radix where the product of their ranges fits, else ids of the distinct rows."""
+    key = np.zeros(cols[0].size, dtype=np.int64)
+    span = 1
+    for col in cols:
+        card = int(col.max()) + 1 if col.size else 1
+        if span * card >= 1 << 62:
+            return np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+        key = key * card + col
+        span *= card
+    return key
+
+
 def match_collectives(trace: Trace) -> Collectives:
     """Every collective of a merged trace matched across its ranks (see the module's docstring);
     a trace of one rank, or of none, has no collectives to match (an empty `Collectives`)."""
@@ -358,7 +362,7 @@ def match_collectives(trace: Trace) -> Collectives:
     args = _collective_args(trace, idx)
     coll_id, coll_names = _intern(args.coll)
     group_id, groups = _intern(args.group)
-    seq, size = _ints(args.seq), _ints(args.size)
+    seq, size = args.seq.copy(), args.size.copy()
     src = _inherit(trace, idx, seq)
     got = src >= 0
     seq[got], coll_id[got], group_id[got] = seq[src[got]], coll_id[src[got]], group_id[src[got]]
@@ -372,28 +376,25 @@ def match_collectives(trace: Trace) -> Collectives:
     uneven_coll = np.fromiter((bool(_UNEVEN.search(x)) for x in coll_names), dtype=bool, count=len(coll_names))
     uneven = uneven_name[name_id] | uneven_coll[coll_id] | (uneven_name[name_id[np.maximum(size_src, 0)]] & (size_src >= 0))
     sized = ~by_seq & (size >= 0) & ~uneven
-    size_key = np.where(sized, size, -1)
+    size_key = np.unique(np.where(sized, size, -1), return_inverse=True)[1].reshape(-1)  # dense: 0 unsized
+    rank_key = np.searchsorted(ranks, rank)
     position = np.full(idx.size, -1, dtype=np.int64)
     pos_idx = np.flatnonzero(~by_seq)
     if pos_idx.size:
-        o = pos_idx[np.lexsort((start[pos_idx], size_key[pos_idx], name_id[pos_idx], rank[pos_idx]))]
+        run = _dense((rank_key[pos_idx], name_id[pos_idx], size_key[pos_idx]))
+        o = np.lexsort((start[pos_idx], run))
         new = np.ones(o.size, dtype=bool)
-        new[1:] = (
-            (rank[o][1:] != rank[o][:-1]) | (name_id[o][1:] != name_id[o][:-1]) | (size_key[o][1:] != size_key[o][:-1])
-        )
+        new[1:] = run[o][1:] != run[o][:-1]
         run_start = np.maximum.accumulate(np.where(new, np.arange(o.size), 0))
-        position[o] = np.arange(o.size) - run_start
+        position[pos_idx[o]] = np.arange(o.size) - run_start
     # the key: (matched by position?, event name, collective name, group, size, Seq or position)
     number = np.where(by_seq, seq, position)
-    kind = (~by_seq).astype(np.int64)
-    cid = np.where(by_seq, coll_id, 0)
-    gid = np.where(by_seq, group_id, 0)
-    order = np.lexsort((start, rank, number, size_key, gid, cid, name_id, kind))
-    keys = (kind[order], name_id[order], cid[order], gid[order], size_key[order], number[order])
+    key = _dense(((~by_seq).astype(np.int64), name_id, np.where(by_seq, coll_id, 0),
+                  np.where(by_seq, group_id, 0), size_key, number))  # fmt: skip
+    order = np.lexsort((start, rank_key, key))
     new_key = np.zeros(order.size, dtype=bool)
     new_key[0] = True
-    for col in keys:
-        new_key[1:] |= col[1:] != col[:-1]
+    new_key[1:] = key[order][1:] != key[order][:-1]
     # one event per (collective, rank): the earliest (a rank's trace may repeat a Seq)
     new_rank = new_key.copy()
     new_rank[1:] |= rank[order][1:] != rank[order][:-1]
@@ -446,7 +447,7 @@ def match_collectives(trace: Trace) -> Collectives:
         ranks=ranks,
         name=names,
         collective=collective,
-        group=[groups[int(gid[e])] for e in head_ev.tolist()],
+        group=[groups[int(group_id[e])] if by_seq[e] else "" for e in head_ev.tolist()],
         seq=np.where(by_seq[head_ev], seq[head_ev], -1),
         position=np.where(by_seq[head_ev], -1, position[head_ev]),
         sized=sized[head_ev],

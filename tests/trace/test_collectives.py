@@ -304,3 +304,17 @@ def test_inspect_lists_the_stragglers_first_when_ranks_are_many():
     table = lines[lines.index(f"  {'rank':>4} {'wait ms':>10} {'last':>6}") + 1 :]
     assert len(table) == 17 and table[-1] == "  … 4 more ranks (all in --json)"
     assert table[0] == f"  {13:>4} {0:>10.3f} {2:>6}" and table[1].split()[0] == "4"
+
+
+@pytest.mark.parametrize("high", [10, 1 << 40])  # mixed radix, and past 2**62 the distinct rows' ids
+def test_dense_keys_order_rows_as_the_columns_do(high):
+    from branchscope.profiling.trace.collectives import _dense
+
+    rng = np.random.default_rng(7)
+    cols = (rng.integers(0, 3, 500), rng.integers(0, high, 500), rng.integers(0, high, 500))
+    key = _dense(cols)
+    order = np.lexsort(cols[::-1])
+    rows = np.stack(cols, axis=1)[order]
+    assert (np.diff(key[order]) >= 0).all()  # sorted by the columns is sorted by the key
+    same = (rows[1:] == rows[:-1]).all(axis=1)
+    assert ((np.diff(key[order]) == 0) == same).all()  # equal keys exactly where rows are equal
