@@ -276,10 +276,23 @@ def _collective_args(trace: Trace, idx: np.ndarray) -> _Columns:
 
 def _intern(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Ids of an object column's texts ("" as 0) and the distinct texts."""
-    items = values.tolist()
-    texts = [""] + sorted({v for v in set(items) if v})
+    ids = np.zeros(values.size, dtype=np.int64)
+    said = np.flatnonzero(values != "")
+    items = values[said].tolist()
+    texts = [""] + sorted(set(items))
     table: dict[str, int] = {v: k for k, v in enumerate(texts)}
-    return np.fromiter(map(table.__getitem__, items), dtype=np.int64, count=len(items)), texts
+    ids[said] = np.fromiter(map(table.__getitem__, items), dtype=np.int64, count=len(items))
+    return ids, texts
+
+
+def _sort(key: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """The order of rows by (key, start): one stable sort by key where that leaves equal keys in
+    start order (collective events come in lane order, each lane by start), else both."""
+    order = np.argsort(key, kind="stable")
+    k, t = key[order], start[order]
+    if ((k[1:] == k[:-1]) & (t[1:] < t[:-1])).any():
+        order = np.lexsort((start, key))
+    return order
 
 
 def _inherit(trace: Trace, idx: np.ndarray, value: np.ndarray) -> np.ndarray:
@@ -382,7 +395,7 @@ def match_collectives(trace: Trace) -> Collectives:
     pos_idx = np.flatnonzero(~by_seq)
     if pos_idx.size:
         run = _dense((rank_key[pos_idx], name_id[pos_idx], size_key[pos_idx]))
-        o = np.lexsort((start[pos_idx], run))
+        o = _sort(run, start[pos_idx])
         new = np.ones(o.size, dtype=bool)
         new[1:] = run[o][1:] != run[o][:-1]
         run_start = np.maximum.accumulate(np.where(new, np.arange(o.size), 0))
@@ -391,7 +404,7 @@ def match_collectives(trace: Trace) -> Collectives:
     number = np.where(by_seq, seq, position)
     key = _dense(((~by_seq).astype(np.int64), name_id, np.where(by_seq, coll_id, 0),
                   np.where(by_seq, group_id, 0), size_key, number))  # fmt: skip
-    order = np.lexsort((start, rank_key, key))
+    order = _sort(_dense((key, rank_key)), start)
     new_key = np.zeros(order.size, dtype=bool)
     new_key[0] = True
     new_key[1:] = key[order][1:] != key[order][:-1]

@@ -318,3 +318,13 @@ def test_dense_keys_order_rows_as_the_columns_do(high):
     assert (np.diff(key[order]) >= 0).all()  # sorted by the columns is sorted by the key
     same = (rows[1:] == rows[:-1]).all(axis=1)
     assert ((np.diff(key[order]) == 0) == same).all()  # equal keys exactly where rows are equal
+
+
+def test_places_count_across_a_ranks_threads_by_start():
+    # gloo runs its collectives on threads of its own: one name on two lanes of a rank, interleaved
+    r0 = [(1, "gloo:all_reduce", 100, 10, {}), (0, "gloo:all_reduce", 200, 10, {}), (1, "gloo:all_reduce", 300, 10, {})]
+    r1 = [(0, "gloo:all_reduce", 110, 10, {}), (1, "gloo:all_reduce", 210, 10, {}), (0, "gloo:all_reduce", 310, 10, {})]
+    trace = job([r0, r1])
+    c = match_collectives(trace)
+    assert [by_members(trace, c, k) for k in range(len(c))] == [{0: 100, 1: 110}, {0: 200, 1: 210}, {0: 300, 1: 310}]
+    assert c.position.tolist() == [0, 1, 2]
