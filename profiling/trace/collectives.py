@@ -55,8 +55,9 @@ def _level(name: str) -> int:
     return 2 if name.startswith(("nccl:", "gloo:")) else 3
 
 
-#: Collectives whose ranks send different sizes by design (no size mismatch is flagged for them).
-_UNEVEN = re.compile(r"all_?to_?all|alltoall|gather|scatter|send|recv", re.IGNORECASE)
+#: Collectives whose ranks send different sizes by design: all-to-all, gather to a root, scatter from
+#: one, point to point (their sizes neither key nor flag them; all-gather and reduce-scatter are even).
+_UNEVEN = re.compile(r"all_?to_?all|(?<!all)(?<!all_)gather|(?<!reduce)(?<!reduce_)scatter|send|recv", re.IGNORECASE)
 
 
 @dataclass(frozen=True, eq=False)
