@@ -189,11 +189,13 @@ def test_gpu_only_traces_count_their_kernels():
 
 
 def test_message_sizes_that_differ_are_flagged_but_not_for_all_to_all():
-    r0 = [(0, "record_param_comms", 100, 10, rpc(0, size=10)), (0, "record_param_comms", 200, 10, rpc(1, coll="all_to_all", size=5))]
-    r1 = [(0, "record_param_comms", 100, 10, rpc(0, size=12)), (0, "record_param_comms", 200, 10, rpc(1, coll="all_to_all", size=9))]
-    c = match_collectives(job([r0, r1]))
-    assert c.rank_count.tolist() == [2, 2]  # one collective each, whatever the sizes
-    assert c.size_mismatch.tolist() == [True, False] and c.size.tolist() == [12, 9]
+    def rank(sizes: tuple[int, int, int]) -> list[Event]:
+        colls = ("allreduce", "all_to_all", "_allgather_base")
+        return [(0, "record_param_comms", 100 * (s + 1), 10, rpc(s, coll=colls[s], size=n)) for s, n in enumerate(sizes)]
+
+    c = match_collectives(job([rank((10, 5, 4)), rank((12, 9, 3))]))
+    assert c.rank_count.tolist() == [2, 2, 2]  # one collective each, whatever the sizes
+    assert c.size_mismatch.tolist() == [True, False, True] and c.size.tolist() == [12, 9, 4]
 
 
 def test_one_rank_has_no_collectives_to_match():
