@@ -150,13 +150,14 @@ def collectives_lines(coll: dict[str, Any] | None) -> list[str]:
     lines = [
         "",
         f"  collectives: {coll['count']:,} on {len(coll['ranks'])} ranks ({coll['matched_by_seq']:,} by Seq, "
-        f"{coll['matched_by_position']:,} by name and place; counted: {coll['level']})"
+        f"{coll['matched_by_position']:,} by name, size and place; counted: {coll['level']})"
         + (f", {coll['incomplete']:,} missing on some rank" if coll["incomplete"] else "")
         + (f", {coll['size_mismatch']:,} with sizes that differ" if coll["size_mismatch"] else ""),
         f"  {'skew ms':>10} {'last':>5} {'first':>5}  collective",
     ]
     for w in coll["worst"]:
         which = f"Seq {w['seq']}" + (f" of group {w['group']}" if w["group"] else "") if w["seq"] is not None else f"#{w['position'] + 1}"
+        which += f" of {w['size_elems']:,} elements" if w["position_by_size"] else ""
         called = f" ({w['collective']})" if w["collective"] and w["collective"] not in w["name"] else ""
         lines.append(f"  {w['skew_us'] / 1000:>10.3f} {w['last_rank']:>5} {w['first_rank']:>5}  {w['name']}{called} {which}")
     ranks = coll["ranks"]

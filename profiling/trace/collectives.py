@@ -523,6 +523,7 @@ def collectives_json(trace: Trace, worst: int = 5) -> dict[str, Any] | None:
                 "group": c.group[k] or None,
                 "seq": None if c.seq[k] < 0 else int(c.seq[k]),
                 "position": None if c.position[k] < 0 else int(c.position[k]),
+                "position_by_size": bool(c.sized[k]),
                 "size_elems": None if c.size[k] < 0 else int(c.size[k]),
                 "ranks": int(c.rank_count[k]),
                 "skew_us": int(c.skew_ns[k]) / 1000.0,

@@ -133,6 +133,9 @@ def test_without_seq_the_message_size_tells_collectives_apart():
     assert not c.size_mismatch.any()
     doc = collectives_json(trace)
     assert doc is not None and doc["level"] == "c10d" and doc["count"] == 2 and doc["unmatched"] == 1
+    assert [(w["size_elems"], w["position"], w["position_by_size"]) for w in doc["worst"]] == [(700, 0, True), (500, 0, True)]
+    text = "\n".join(cmd_inspect.collectives_lines(doc))
+    assert "  c10d::allreduce_ #1 of 700 elements\n" in text
 
 
 def test_a_rank_missing_a_collective_leaves_the_others_matched():
@@ -262,7 +265,7 @@ def test_inspect_reports_collectives_of_a_job(tmp_path, capsys):
     assert doc["ranks"] == [{"rank": 0, "wait_us": 55.0, "times_last": 0}, {"rank": 1, "wait_us": 0.0, "times_last": 3}]
     assert _inspect(["inspect", str(a), str(b)]) == 0
     text = capsys.readouterr().out
-    assert "collectives: 3 on 2 ranks (3 by Seq, 0 by name and place; counted: record_param_comms)" in text
+    assert "collectives: 3 on 2 ranks (3 by Seq, 0 by name, size and place; counted: record_param_comms)" in text
     worst = text.index("(allreduce) Seq 1 of group 0")  # the worst first
     assert "0.050     1     0  record_param_comms (allreduce) Seq 1 of group 0" in text
     assert worst < text.index("(allreduce) Seq 0 of group 0")
