@@ -21,6 +21,7 @@ from branchscope.profiling import TraceFormatError
 from branchscope.profiling.trace.advice import advice_line, from_summaries
 from branchscope.profiling.trace.compare import Comparison, LoadedRun, compare, load_run, vs_prediction
 from branchscope.profiling.trace.prediction import prediction_text
+from branchscope.profiling.trace.step_stats import StepStats
 
 SCREENSHOT_SIZE = (1600, 1000)
 #: Ops listed in the table (`--json` lists them all).
@@ -101,6 +102,13 @@ def _num(x: float | None, fmt: str) -> str:
     return "–" if x is None else format(x, fmt)
 
 
+def _median(unprofiled: StepStats | None, profiled_ms: float | None) -> str:
+    """The unprofiled median; else (a folder of rank traces: no run.json) the profiled one, said so."""
+    if unprofiled is None and profiled_ms is not None:
+        return f"{profiled_ms:.2f} profiled"
+    return _num(None if unprofiled is None else unprofiled.median, ".2f")
+
+
 def format_table(c: Comparison) -> str:
     """The readable form: one row per run, then the top op differences."""
     header = ["#", "run", "mode", "threads", "median ms", "spread ms [min q1–q3 max]", "speedup",
@@ -120,13 +128,13 @@ def format_table(c: Comparison) -> str:
         memory = ", ".join(f"{d} {bytes_text(b)}" for d, b in s.peak_bytes.items()) or "–"
         rows.append([
             f"{k}{'*' if k == c.baseline else ''}", s.label, s.mode or "–", s.threads or "–",
-            _num(None if u is None else u.median, ".2f"), spread, vs,
+            _median(u, s.median_ms), spread, vs,
             _num(s.parallelism, ".2f"), _num(s.cores_used, ".2f"), memory,
         ])  # fmt: skip
         for r in s.ranks:  # a distributed run: each rank's own step times under the slowest's
             ru = r.unprofiled
             rank_spread = "–" if ru is None else f"{ru.min:.2f} [{ru.q1:.2f}–{ru.q3:.2f}] {ru.max:.2f}"
-            rows.append(["", f"  rank {r.rank}", "", "", _num(None if ru is None else ru.median, ".2f"), rank_spread,
+            rows.append(["", f"  rank {r.rank}", "", "", _median(ru, r.median_ms), rank_spread,
                          "", "", "", ""])  # fmt: skip
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     right = {4, 7, 8}

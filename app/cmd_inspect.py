@@ -22,9 +22,11 @@ from branchscope.profiling.trace.analyses import (
     parallelism,
     steps_window,
 )
+from branchscope.profiling.trace.collectives import collectives_json
 from branchscope.profiling.trace.gil import gil_json
 from branchscope.profiling.trace.merge import rank_summaries
 from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.ranks import figures_json, rank_figures
 from branchscope.profiling.trace.sources import open_job
 
 
@@ -78,6 +80,8 @@ def summary(trace: Trace) -> dict[str, Any]:
         # line; then each branch thread's wait for the GIL from the CPU samples. None / [] otherwise.
         "gil": gil_json(trace.run_info),
         "gil_wait": [{"pid": w.pid, "tid": w.tid, "name": w.name, "wait_us": w.total_ns / 1000.0} for w in gil_wait(trace)],
+        # collectives matched across ranks: skew, waits, stragglers (None unless on 2+ ranks)
+        "collectives": collectives_json(trace),
         "ranks": [
             {
                 "rank": r.rank,
@@ -91,6 +95,8 @@ def summary(trace: Trace) -> dict[str, Any]:
             }
             for r in rank_summaries(trace)
         ],
+        # Per rank and step: step times, each step's straggler, the heaviest memory rank (`ranks.py`).
+        **figures_json(rank_figures(trace)),
     }
 
 
@@ -127,6 +133,8 @@ def format_table(doc: dict[str, Any], path: str) -> str:
                 f"  {r['rank']:>4}  {(r['host'] or '–'):<16} {r['events']:>9,} "
                 f"{r['busy'] * 100:>5.0f}% {r['busy_of']:<3} {peak:>12} {step:>10}"
             )
+        if doc.get("straggler_line"):
+            lines.append(f"  {doc['straggler_line']}")
     pool = doc["interop_pool"]
     if pool["size"]:
         lines += ["", f"  inter-op pool: {pool['size']} threads, at most {pool['max_busy']} busy at once"]
@@ -136,7 +144,35 @@ def format_table(doc: dict[str, Any], path: str) -> str:
             f"    {w['name'] or w['tid']}: {w['wait_us'] / 1000:.3f} ms waiting for the GIL (CPU samples)"
             for w in doc["gil_wait"]
         ]
+    lines += collectives_lines(doc["collectives"])
     return "\n".join(lines)
+
+
+def collectives_lines(coll: dict[str, Any] | None) -> list[str]:
+    """The collectives matched across ranks: the worst by arrival skew, each rank's wait and times last."""
+    if coll is None:
+        return []
+    lines = [
+        "",
+        f"  collectives: {coll['count']:,} on {len(coll['ranks'])} ranks ({coll['matched_by_seq']:,} by Seq, "
+        f"{coll['matched_by_position']:,} by name, size and place; counted: {coll['level']})"
+        + (f", {coll['incomplete']:,} missing on some rank" if coll["incomplete"] else "")
+        + (f", {coll['size_mismatch']:,} with sizes that differ" if coll["size_mismatch"] else ""),
+        f"  {'skew ms':>10} {'last':>5} {'first':>5}  collective",
+    ]
+    for w in coll["worst"]:
+        which = f"Seq {w['seq']}" + (f" of group {w['group']}" if w["group"] else "") if w["seq"] is not None else f"#{w['position'] + 1}"
+        which += f" of {w['size_elems']:,} elements" if w["position_by_size"] else ""
+        called = f" ({w['collective']})" if w["collective"] and w["collective"] not in w["name"] else ""
+        lines.append(f"  {w['skew_us'] / 1000:>10.3f} {w['last_rank']:>5} {w['first_rank']:>5}  {w['name']}{called} {which}")
+    ranks = coll["ranks"]
+    if len(ranks) > 16:  # the stragglers first: most often last, then least waiting
+        ranks = sorted(ranks, key=lambda r: (-r["times_last"], r["wait_us"], r["rank"]))[:16]
+    lines += ["", f"  {'rank':>4} {'wait ms':>10} {'last':>6}"]
+    lines += [f"  {r['rank']:>4} {r['wait_us'] / 1000:>10.3f} {r['times_last']:>6,}" for r in ranks]
+    if len(ranks) < len(coll["ranks"]):
+        lines.append(f"  … {len(coll['ranks']) - len(ranks):,} more ranks (all in --json)")
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:

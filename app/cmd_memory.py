@@ -16,6 +16,7 @@ import sys
 from branchscope.app.cli_text import bytes_text, fail
 from branchscope.profiling import TraceFormatError
 from branchscope.profiling.trace.memory import MemoryAnalysis, analyze_memory, missed_frees_line
+from branchscope.profiling.trace.ranks import figures_json, rank_figures
 from branchscope.profiling.trace.sources import open_job
 
 
@@ -93,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(exc)
     analysis = analyze_memory(trace)
     if args.json:
-        json.dump(analysis.to_json(args.top), sys.stdout)
+        # Per rank: its peak per device and the heaviest rank over the median peak (as `inspect --json`).
+        json.dump({**analysis.to_json(args.top), **figures_json(rank_figures(trace), memory_only=True)}, sys.stdout)
         sys.stdout.write("\n")
     else:
         print(format_table(analysis, " + ".join(args.sources), args.top))

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from branchscope.profiling.trace.collectives import COLLECTIVE_NAME, collectives_of
 from branchscope.profiling.trace.flows import collective_key, collective_peers, event_flows, launch_delay_ns
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.run_info import BRANCH_PREFIX, branch_name
@@ -92,12 +93,35 @@ def link_rows(trace: Trace, i: int, limit: int = 4) -> list[tuple[str, str]]:
     peers = collective_peers(trace, i)
     if key is not None and len(peers) > 1:
         how = f"sequence number {key[2]}" if key[1] == "seq" else f"its #{key[2] + 1} by start on each rank"
+        coll = collectives_of(trace)
+        c = coll.of_event(i)
+        if key[1] == "order" and c >= 0 and coll.sized[c]:
+            how = f"its #{key[2] + 1} of {int(coll.size[c]):,} elements by start on each rank"
         first = min(int(trace.start_ns[e]) for e in peers.values())
         late = ", ".join(
-            f"rank {r} +{format_duration(int(trace.start_ns[e]) - first)}" for r, e in sorted(peers.items())
-        )
+            f"rank {r} +{format_duration(int(trace.start_ns[e]) - first)}" for r, e in sorted(peers.items())[:8]
+        ) + (f", … {len(peers) - 8:,} more" if len(peers) > 8 else "")
         rows.append(("Collective", f"{key[0]}, {how}, on {len(peers)} ranks: {late}"))
+        rows += wait_rows(trace, i, limit=8)
     return rows
+
+
+def wait_rows(trace: Trace, i: int, limit: int = 8) -> list[tuple[str, str]]:
+    """How long each rank waited in event `i`'s collective for the last to arrive (the longest
+    `limit` waits), the last rank and the skew (`collectives.match_collectives`); [] for other events."""
+    if len(trace.lane_rank_set) < 2 or not COLLECTIVE_NAME.match(trace.event_name(i)):
+        return []
+    coll = collectives_of(trace)
+    c = coll.of_event(i)
+    if c < 0 or coll.rank_count[c] < 2:
+        return []
+    last = int(coll.last_rank[c])
+    waits = sorted(((w, r) for r, w in coll.waits(c).items() if r != last), key=lambda x: (-x[0], x[1]))
+    parts = [f"rank {r} waited {format_duration(w)}" for w, r in waits[:limit]]
+    if len(waits) > limit:
+        parts.append(f"… and {len(waits) - limit:,} more ranks")
+    text = ", ".join(parts) + f"; rank {last} arrived last (skew {format_duration(int(coll.skew_ns[c]))})"
+    return [("Waits", text)]
 
 
 def rows_to_html(rows: list[tuple[str, str]]) -> str:

@@ -32,6 +32,7 @@ from branchscope.profiling.trace.merge import RankSummary, rank_summaries
 from branchscope.profiling.trace.model import Trace
 from branchscope.widgets.memory_view import MemoryView
 from branchscope.widgets.pool_usage import PoolUsageView
+from branchscope.widgets.rank_overview import RankOverview
 from branchscope.widgets.splitter import MarkedSplitter
 from branchscope.widgets.theme import theme
 from branchscope.widgets.time_axis import TimeAxis
@@ -104,7 +105,9 @@ class RankSummaryBar(QLabel):
         self.standouts: set[tuple[int | None, str]] = set()
         self.hide()
 
-    def set_traces(self, traces: Sequence[Trace]) -> None:
+    def set_traces(self, traces: Sequence[Trace], show: bool = True) -> None:
+        """The line of each trace of several ranks; `show`: False keeps it hidden (the rank overview
+        stands in its place), which spares relaying out the window twice."""
         lines = []
         self.ranks, self.standouts = [], set()
         for trace in traces:
@@ -116,7 +119,7 @@ class RankSummaryBar(QLabel):
             self.standouts |= out
             lines.append(" &nbsp;│&nbsp; ".join(_rank_html(r, out) for r in ranks))
         self.setText("<br>".join(lines))
-        self.setVisible(bool(lines))
+        self.setVisible(bool(lines) and show)
 
 
 def _standouts(ranks: list[RankSummary]) -> set[tuple[int | None, str]]:
@@ -334,6 +337,11 @@ class TraceWorkspace(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(0)
         lay.addWidget(self.rank_bar)
+        #: One trace of several ranks: the rank overview takes the line's place; a click on a rank
+        #: shows its lanes (`reveal_rank`).
+        self.rank_overview = RankOverview(self)
+        self.rank_overview.rankActivated.connect(self.reveal_rank)
+        lay.addWidget(self.rank_overview)
         lay.addWidget(self.stack)
         #: The rows, the first always there (it shows nothing before the first trace).
         self.rows: list[TraceRow] = []
@@ -398,9 +406,10 @@ class TraceWorkspace(QWidget):
         try:
             for row in new_rows:
                 self._add_row(row)
+            # The rank views first: shown after the rows, they would lay out every row's panels again.
+            self._set_rank_views([item.trace for item in items])
             for k, row in enumerate(self.rows):
                 row.show_trace(items[k] if k < len(items) else None)
-            self.rank_bar.set_traces([item.trace for item in items])
             self.layout().activate()
             self._fit_axis(items)
             self._fit_rows(len(items))
@@ -411,6 +420,20 @@ class TraceWorkspace(QWidget):
                 pass
             raise
         self._drop_rows(len(items))
+
+    def _set_rank_views(self, traces: Sequence[Trace]) -> None:
+        """The rank line for traces of several ranks; the rank overview in its place for one such trace."""
+        self.rank_overview.set_trace(traces[0] if len(traces) == 1 else None)
+        self.rank_bar.set_traces(traces, show=self.rank_overview.figures is None)
+
+    def reveal_rank(self, rank: int) -> None:
+        """Scroll the (first row's) timeline to the lanes of rank `rank` of the trace shown."""
+        figures = self.rank_overview.figures
+        if figures is None or rank not in figures.ranks or not any(k.name == "timeline" for k in self.kinds):
+            return
+        lane = int(figures.first_lane[figures.row(rank)])
+        if lane >= 0:
+            self.panel("timeline").reveal_lane(lane)
 
     def _fit_axis(self, items: Sequence[ShownTrace]) -> None:
         """The axis spans every trace, each counted from its origin, and shows all of it."""
@@ -475,7 +498,7 @@ class TraceWorkspace(QWidget):
         for row, shown in zip(self.rows, state.shown):
             row.show_trace(shown)
         shown = [s for s in state.shown if s is not None]
-        self.rank_bar.set_traces([s.trace for s in shown])
+        self._set_rank_views([s.trace for s in shown])
         for k, row in enumerate(self.rows):
             row.title.setVisible(len(shown) > 1 and k < len(shown))
             row.setVisible(k == 0 or k < len(shown))

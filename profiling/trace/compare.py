@@ -34,6 +34,7 @@ from branchscope.profiling.trace.analyses import (
 from branchscope.profiling.trace.gap import Gap, explain_gap
 from branchscope.profiling.trace.model import Trace, TraceFormatError
 from branchscope.profiling.trace.prediction import prediction_json
+from branchscope.profiling.trace.ranks import rank_figures
 from branchscope.profiling.trace.records import (
     BASELINE_MODE,
     BRANCH_POOL_MODES,
@@ -266,6 +267,23 @@ def run_label(trace: Trace, run: RunRecord | None, path: str) -> str:
     return " · ".join(parts)
 
 
+def trace_rank_steps(trace: Trace) -> tuple[float | None, tuple[RankSummary, ...]]:
+    """A job without run.json (a folder of rank traces): (the median of the slowest rank's profiled
+    step times, step by step, as a distributed run.json counts it; each rank's own profiled median),
+    from its steps' annotations (`ranks.rank_figures`); (None, ()) without steps."""
+    f = rank_figures(trace)
+    if not f.steps:
+        return None, ()
+    times = np.where(f.step_ns >= 0, f.step_ns / 1e6, np.nan)
+    have = ~np.isnan(times)
+    slowest = np.nanmax(times[:, have.any(axis=0)], axis=0)
+    rows = tuple(
+        RankSummary(rank, round(float(np.median(times[k, have[k]])), 6) if have[k].any() else None, None)
+        for k, rank in enumerate(f.ranks)
+    )
+    return round(float(np.median(slowest)), 6), rows
+
+
 def summarize(
     trace: Trace,
     run: RunRecord | None = None,
@@ -282,24 +300,28 @@ def summarize(
     peaks: dict[str, int] = {}
     for m in trace.memory:
         peaks[m.device] = max(peaks.get(m.device, 0), m.peak_bytes)
+    rank_rows = tuple(
+        RankSummary(r.rank if r.rank is not None else k, r.median_ms, r.unprofiled_stats)
+        for k, r in enumerate(ranks)
+        if r is not None
+    )
+    median_ms = run.median_ms
+    if not rank_rows and median_ms is None and len(trace.lane_rank_set - {None}) >= 2:
+        median_ms, rank_rows = trace_rank_steps(trace)
     return RunSummary(
         label=label if label is not None else run_label(trace, run, path),
         path=path,
         mode=mode,
         interop=interop,
         intra=intra,
-        median_ms=run.median_ms,
+        median_ms=median_ms,
         unprofiled=run.unprofiled_stats,
         parallelism=parallelism(trace, window) if len(trace) else None,
         cores_used=cores_used(trace, window),
         pool_busy_share=pool_busy_share(trace, window),
         peak_bytes=peaks,
         origin_ns=first if first is not None else trace.span()[0],
-        ranks=tuple(
-            RankSummary(r.rank if r.rank is not None else k, r.median_ms, r.unprofiled_stats)
-            for k, r in enumerate(ranks)
-            if r is not None
-        ),
+        ranks=rank_rows,
         cores=run.cores,
         model=run.model,
         load=run.load,

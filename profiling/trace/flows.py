@@ -6,11 +6,11 @@ Done lazily, on first use of `Trace.flows` (the reader gives the trace a binder 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from branchscope.profiling.trace.collectives import COLLECTIVE_NAME, collectives_of
 from branchscope.profiling.trace.model import Flows, Trace
 
 
@@ -89,17 +89,22 @@ def launch_delay_ns(trace: Trace, k: int) -> int | None:
     return int(trace.start_ns[dst]) - int(trace.start_ns[src])
 
 
-#: Collective calls: NCCL/Gloo annotations, c10d ops, NCCL kernels, `record_param_comms`.
-_COLLECTIVE = re.compile(r"^(nccl:|gloo:|c10d::|ncclKernel_|ncclDevKernel_|record_param_comms)")
-
-
 def collective_key(trace: Trace, i: int) -> tuple[str, str, int] | None:
     """(name, "seq" or "order", number) of a collective event: its `Collective name` and `Seq` where the
     trace has them (newer PyTorch), else its name and its place among the events of that name on its
-    rank (first, second, …); None for other events."""
+    rank (first, second, …); None for other events. In a merged trace, as `collectives.match_collectives`
+    matched it (a `c10d::` op takes the Seq of the `record_param_comms` inside it)."""
     name = trace.event_name(i)
-    if not _COLLECTIVE.match(name):
+    if not COLLECTIVE_NAME.match(name):
         return None
+    if len(trace.lane_rank_set) > 1:
+        coll = collectives_of(trace)
+        c = coll.of_event(i)
+        if c >= 0 and coll.seq[c] >= 0:
+            label = coll.collective[c] or name
+            return (f"{label}@{coll.group[c]}" if coll.group[c] else label, "seq", int(coll.seq[c]))
+        if c >= 0:
+            return (name, "order", int(coll.position[c]))
     args = trace.event_args(i)
     seq = args.get("Seq", args.get("seq"))
     if type(seq) is int:
@@ -114,29 +119,17 @@ def collective_key(trace: Trace, i: int) -> tuple[str, str, int] | None:
 
 
 def collective_peers(trace: Trace, i: int) -> dict[int, int]:
-    """{rank: event} of the same collective on every rank of a merged trace (`collective_key`:
-    same name and sequence number, or same name and place), the event's own rank included; {} when
-    `i` is no collective or its trace has one rank."""
-    key = collective_key(trace, i)
-    if key is None or len(trace.lane_rank_set) < 2:
+    """{rank: event} of the same collective on every rank of a merged trace (`collectives.match_collectives`:
+    same name, process group and sequence number, or same name and place), the event's own rank
+    included; {} when `i` is no collective or its trace has one rank."""
+    if len(trace.lane_rank_set) < 2 or not COLLECTIVE_NAME.match(trace.event_name(i)):
+        return {}  # (before matching the whole trace's collectives, on the first one selected)
+    coll = collectives_of(trace)
+    c = coll.of_event(i)
+    if c < 0:
         return {}
-    same = np.flatnonzero(trace.name_id == trace.name_id[i])
-    same = same[np.argsort(trace.start_ns[same], kind="stable")]
-    out: dict[int, int] = {}
-    if key[1] == "order":
-        seen: dict[int | None, int] = {}
-        for k in same.tolist():
-            rank = trace.lanes[int(trace.lane[k])].rank
-            n = seen.get(rank, 0)
-            seen[rank] = n + 1
-            if n == key[2] and rank is not None:
-                out[rank] = k
-        return out
-    for k in same.tolist():
-        rank = trace.lanes[int(trace.lane[k])].rank
-        if rank is not None and rank not in out and collective_key(trace, k) == key:
-            out[rank] = k
-    return out
+    sl = coll.members(c)
+    return dict(zip(coll.rank[sl].tolist(), coll.event[sl].tolist()))
 
 
 def merged_flow_binder(parts: Sequence[Trace]) -> Callable[[Trace], Flows]:

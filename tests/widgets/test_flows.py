@@ -115,20 +115,26 @@ def test_collectives_line_up_across_ranks_by_name_and_place(shared_traces, qtbot
     ids = [i for i in range(len(merged)) if merged.event_name(i) == "nccl:all_reduce"]
     by_rank = {r: sorted((i for i in ids if merged.lanes[int(merged.lane[i])].rank == r), key=lambda i: merged.start_ns[i]) for r in (0, 1)}  # fmt: skip
     assert len(by_rank[0]) == len(by_rank[1]) > 1
+    # by name, message size (Input Dims) and place: the trace is sampled, and the ranks' all-reduces
+    # in start order are of 19,618,307 / 26,955,536 / 26,258,430 / … and 19,618,307 / 26,258,430 /
+    # … elements: rank 1's second is rank 0's third (tests/trace/test_collectives.py)
     second = by_rank[1][1]
-    assert collective_key(merged, second) == ("nccl:all_reduce", "order", 1)
-    assert collective_peers(merged, second) == {0: by_rank[0][1], 1: second}
+    assert collective_key(merged, second) == ("nccl:all_reduce", "order", 0)
+    assert collective_peers(merged, second) == {0: by_rank[0][2], 1: second}
+    first = by_rank[1][0]
+    assert collective_peers(merged, first) == {0: by_rank[0][0], 1: first}
     view = TimelineView()
     view.set_trace(merged)
     show(qtbot, view, 1400, 1200)
-    view.zoom_to_event(second)
-    view.select_event(second)
-    assert view.peer_events == [by_rank[0][1]]
+    view.zoom_to_event(first)
+    view.select_event(first)
+    assert view.peer_events == [by_rank[0][0]]
     assert (_pixels(view) == _rgb(PEER_COLOR)).sum() > 10
     panel = DetailsPanel()
     qtbot.addWidget(panel)
-    panel.show_event(merged, second)
-    assert "on 2 ranks" in dict(panel.rows)["Collective"]
+    panel.show_event(merged, first)
+    assert "#1 of 19,618,307 elements by start on each rank, on 2 ranks" in dict(panel.rows)["Collective"]
+    assert dict(panel.rows)["Waits"] == "rank 1 waited 41 µs; rank 0 arrived last (skew 41 µs)"
 
 
 def test_collectives_with_sequence_numbers_line_up_by_them(tmp_path):

@@ -284,12 +284,14 @@ def test_several_ranks_get_a_summary_line_where_a_slow_or_heavy_rank_stands_out(
     ]
     workspace.show_traces([merge_traces(as_ranks(ranks))])
     bar = workspace.rank_bar
-    assert bar.isVisible() and [r.rank for r in bar.ranks] == [0, 1, 2]
+    # One trace of several ranks: the rank overview (tests/widgets/test_rank_overview.py) in the line's place.
+    assert workspace.rank_overview.isVisible() and not bar.isVisible()
+    assert [r.rank for r in bar.ranks] == [0, 1, 2]
     assert [r.step_ns for r in bar.ranks] == [1_000_000, 1_000_000, 1_500_000]
     assert bar.standouts == {(2, "step"), (0, "memory")}  # the slow rank, the heavy rank
     assert "rank 2" in bar.text() and "#c0392b" in bar.text()
     workspace.show_traces([ranks[0]])  # one rank: no line
-    assert not bar.isVisible() and bar.ranks == []
+    assert not bar.isVisible() and bar.ranks == [] and not workspace.rank_overview.isVisible()
 
 
 def test_balanced_ranks_have_nothing_that_stands_out(workspace, tmp_path):
@@ -298,7 +300,7 @@ def test_balanced_ranks_have_nothing_that_stands_out(workspace, tmp_path):
 
     ranks = [load_trace(_rank(tmp_path, r, 1000 + 10 * r, 4 << 20)) for r in range(3)]
     workspace.show_traces([merge_traces(as_ranks(ranks))])
-    assert workspace.rank_bar.isVisible() and workspace.rank_bar.standouts == set()
+    assert workspace.rank_overview.isVisible() and workspace.rank_bar.standouts == set()
 
 
 def test_rows_compared_share_the_height_by_what_their_lanes_need():
