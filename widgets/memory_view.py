@@ -76,6 +76,18 @@ def _device_index(device: str) -> int:
     return int(tail) if tail.isdigit() else -1
 
 
+#: Devices drawn at most: a job of hundreds of ranks draws its heaviest (the Memory tab lists all);
+#: a band per device made opening 256 ranks take a minute, and no band of them could be read.
+MAX_BANDS = 16
+
+
+def heaviest(series: list[MemorySeries], n: int) -> list[MemorySeries]:
+    """The `n` series of the largest peaks (all of them when they are fewer)."""
+    if len(series) <= n:
+        return list(series)
+    return sorted(series, key=lambda m: -int(m.peak_bytes))[:n]
+
+
 def device_order(m: MemorySeries) -> tuple:
     """CPU first, then each kind of device by rank and index."""
     kind = device_kind(m.device)
@@ -153,6 +165,7 @@ class _Band:
         fill = QColor(color)
         fill.setAlpha(70)
         self.color = color
+        self.view, self.k = view, k
         self.series = m
         self.scale = scale
         #: The series' times in ns from the trace's first event (exact in int64, then float).
@@ -218,6 +231,8 @@ class _Band:
         m = self.series
         title = f"<b style='color:#1f2933'>{swatch(self.color, f'memory · {m.device}')}</b>"
         peak = f"peak {format_bytes(m.peak_bytes)}"
+        if self.k == 0 and self.view.left_out:  # a job of many devices: its heaviest drawn
+            peak += f" · the {len(self.view.series)} heaviest of {len(self.view.series) + self.view.left_out} devices"
         if self.capacity is not None:
             peak += f" ({100 * m.peak_bytes / self.capacity:.0f}%)"
         if self.scale.share < THIN_SHARE:  # a thin band: room for two lines
@@ -300,11 +315,13 @@ class MemoryView(ChartPanel):
         """Show `trace` with its instant `origin_ns` (default: its first event) at the axis' 0."""
         self.trace = trace
         self.series = []
+        self.left_out = 0
         self._bands = []
         self.scales = {}
         if trace is not None:
             self.origin_ns, self._shift = self._origin(trace, origin_ns)
-            self.series = sorted(trace.memory, key=device_order)
+            self.series = sorted(heaviest(trace.memory, MAX_BANDS), key=device_order)
+            self.left_out = len(trace.memory) - len(self.series)
             self.scales = kind_scales(self.series, self.scale_to_capacity)
             start = int(trace.span()[0])
             self._bands = [

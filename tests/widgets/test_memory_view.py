@@ -175,3 +175,20 @@ def test_labels_take_the_views_font(qtbot):
     assert view._bands[0].capacity_line.label.textItem.font().pointSizeF() == font.pointSizeF()
     axis = view.plots[0].getAxis("left")
     assert isinstance(axis, pg.AxisItem) and axis.style["tickFont"].pointSizeF() == font.pointSizeF()
+
+
+def test_a_job_of_many_devices_draws_its_heaviest_and_says_so(qtbot):
+    """256 ranks made a band per device (a minute to open, none readable): the view draws the
+    `MAX_BANDS` heaviest, in device order, and its first band says how many there are."""
+    from branchscope.widgets.memory_view import MAX_BANDS  # noqa: PLC0415
+
+    peaks = [(k * 37) % 41 + 1 for k in range(40)]  # MiB, all distinct
+    trace = _trace([_series(f"cuda:{k}", peaks[k] * MiB, rank=k) for k in range(40)])
+    view = _view(qtbot, trace)
+    shown = [int(m.device.split(":")[1]) for m in view.series]
+    heaviest = sorted(range(40), key=lambda k: -peaks[k])[:MAX_BANDS]
+    assert len(shown) == MAX_BANDS and sorted(shown) == sorted(heaviest) and shown == sorted(shown)
+    assert f"the {MAX_BANDS} heaviest of 40 devices" in view._bands[0].gutter.html
+    assert "heaviest of" not in view._bands[1].gutter.html
+    few = _view(qtbot, _trace([_series(f"cuda:{k}", (k + 1) * MiB) for k in range(3)]))
+    assert len(few.series) == 3 and "heaviest of" not in few._bands[0].gutter.html
