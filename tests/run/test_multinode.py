@@ -279,17 +279,17 @@ def test_a_node_killed_mid_run_is_named_by_the_other_and_nothing_is_left(tmp_pat
     node0 = _runner(request(0))
     node1 = _runner(request(1), env={_HANG_ENV: "1"})
     try:
-        # After the rendezvous: both ranks built their models, and node 1's rank says it is timing its steps.
+        # After the rendezvous: both ranks built their models, and node 1's rank is in its warm-up (where it hangs).
         wait_until(lambda: len(_mentioning(marker)) == 2, 240, "both ranks' child processes")
         stage1 = out / NODE_DIR.format(node=1) / "stage"
 
-        def node1_rank_timing() -> int | None:
+        def node1_rank_warming_up() -> int | None:
             for p in stage1.glob(".rank-*.events"):
-                if b'"phase":"timing"' in p.read_bytes().replace(b" ", b""):
+                if b'"phase":"warmup"' in p.read_bytes().replace(b" ", b""):
                     return int(re.findall(r"\d+", p.name)[0])
             return None
 
-        rank1 = wait_until(node1_rank_timing, 120, "node 1's rank timing its steps")
+        rank1 = wait_until(node1_rank_warming_up, 120, "node 1's rank warming up")
         node1.kill()  # no cleanup of its own: its ranks die with it; node 0 must notice and say so
         node1.wait(timeout=60)
         stdout, stderr = node0.communicate(timeout=300)
