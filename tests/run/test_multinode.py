@@ -283,13 +283,14 @@ def test_a_node_killed_mid_run_is_named_by_the_other_and_nothing_is_left(tmp_pat
         wait_until(lambda: len(_mentioning(marker)) == 2, 240, "both ranks' child processes")
         stage1 = out / NODE_DIR.format(node=1) / "stage"
 
-        def node1_rank_warming_up() -> int | None:
+        def node1_rank_warming_up() -> list[int]:
+            """[its global rank] (the rendezvous, not --node-rank, orders the nodes: 0 or 1)."""
             for p in stage1.glob(".rank-*.events"):
                 if b'"phase":"warmup"' in p.read_bytes().replace(b" ", b""):
-                    return int(re.findall(r"\d+", p.name)[0])
-            return None
+                    return [int(re.findall(r"\d+", p.name)[0])]
+            return []
 
-        rank1 = wait_until(node1_rank_warming_up, 120, "node 1's rank warming up")
+        [rank1] = wait_until(node1_rank_warming_up, 240, "node 1's rank warming up")  # type: ignore[misc]
         node1.kill()  # no cleanup of its own: its ranks die with it; node 0 must notice and say so
         node1.wait(timeout=60)
         stdout, stderr = node0.communicate(timeout=300)
