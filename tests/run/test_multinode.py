@@ -306,3 +306,22 @@ def test_a_node_killed_mid_run_is_named_by_the_other_and_nothing_is_left(tmp_pat
     assert f"stopped: node 1's runner (pid {node1.pid}) ended without a word; then on node 0: rank {1 - rank1} on node 0 (" in error["message"]
     wait_until(lambda: not _mentioning(marker) and not _mentioning(str(out)), 60, "no process of either node")
     assert not (out / "run.json").exists() and not (out / "rank-0").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        (["profile", "--mode", "sequential", "--interop", "1", "--intra", "1", "--nnodes", "2"], "error: --nnodes above 1 needs --rdzv-endpoint HOST:PORT, the same on every node"),
+        (["sweep", "--modes", "sequential", "--interop", "1", "--intra", "1", "--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:29511"], "error: a sweep runs on one machine: --nnodes is for `branchscope profile`"),
+        (["speedup", "--configs", "sequential:1x1,fork:2x1", "--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:29511"],
+         "error: speedup measures one process: --nnodes is not taken here"),
+    ],
+)  # fmt: skip
+def test_only_profile_runs_several_nodes_and_a_bad_line_is_one_error_and_exit_2(tmp_path, capsys, command, says):
+    from branchscope.app import cli
+
+    out = tmp_path / "out"
+    assert cli.main([command[0], "--demo", "twin-mm", *command[1:], "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(says) and err.count("\n") == 1
+    assert not out.exists()
