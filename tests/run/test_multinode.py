@@ -15,7 +15,6 @@ import sys
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 
 from branchscope.profiling.run.folder import RunFolder, RunFolderError
@@ -26,7 +25,7 @@ from branchscope.profiling.run.runner import launcher_command, run_profile
 from branchscope.profiling.trace.records import RunRecord
 from tests.builders.runs import write_run_json
 from tests.paths import ROOT
-from tests.processes import wait_until
+from tests.processes import mentioning, wait_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
 
@@ -209,21 +208,6 @@ def train_step(model, inputs):
 _HANG_ENV = "BRANCHSCOPE_TEST_NODE_HANGS"
 
 
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _mentioning(text: str) -> list[psutil.Process]:
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        if any(text in part for part in p.info["cmdline"] or []) and p.pid != os.getpid() and _alive(p):
-            found.append(p)
-    return found
-
-
 def _runner(req: RunRequest, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", RUNNER_MODULE, *req.argv(), "--jsonl"]
     return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
@@ -261,7 +245,7 @@ def test_two_nodes_on_loopback_write_one_run_of_both_ranks(tmp_path):
         assert node["status"] == "done" and node["ranks"] == [r["rank"]] and node["host"] == r["host"]
     assert {"node-0.json", "node-1.json", "rank-0/trace.json.gz", "rank-1/trace.json.gz"} <= set(run["files"])
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no node folder, no staging left
-    assert not _mentioning(str(out))
+    assert not mentioning(str(out))
 
 
 @pytest.mark.slow
@@ -280,7 +264,7 @@ def test_a_node_killed_mid_run_is_named_by_the_other_and_nothing_is_left(tmp_pat
     node1 = _runner(request(1), env={_HANG_ENV: "1"})
     try:
         # After the rendezvous: both ranks built their models, and node 1's rank is in its warm-up (where it hangs).
-        wait_until(lambda: len(_mentioning(marker)) == 2, 240, "both ranks' child processes")
+        wait_until(lambda: len(mentioning(marker)) == 2, 240, "both ranks' child processes")
         stage1 = out / NODE_DIR.format(node=1) / "stage"
 
         def node1_rank_warming_up() -> list[int]:
@@ -304,7 +288,7 @@ def test_a_node_killed_mid_run_is_named_by_the_other_and_nothing_is_left(tmp_pat
     assert error["event"] == "error"
     assert error["message"].startswith(f"rank {rank1} on node 1 (")
     assert f"stopped: node 1's runner (pid {node1.pid}) ended without a word; then on node 0: rank {1 - rank1} on node 0 (" in error["message"]
-    wait_until(lambda: not _mentioning(marker) and not _mentioning(str(out)), 60, "no process of either node")
+    wait_until(lambda: not mentioning(marker) and not mentioning(str(out)), 60, "no process of either node")
     assert not (out / "run.json").exists() and not (out / "rank-0").exists()
 
 
