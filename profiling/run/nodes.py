@@ -164,7 +164,12 @@ class NodeFolder(RunFolder):
             if not real_dir(path):
                 raise RunFolderError(f"--out {self.out}: {path.name} is in the way and is not a folder")
             fd = _open_dir(path)
-            if not _try_lock(fd):
+            # Another node may be probing the folder this instant (`peer`): a few tries over a second.
+            for _ in range(10):
+                if _try_lock(fd):
+                    break
+                time.sleep(_POLL_S)
+            else:
                 os.close(fd)
                 raise RunFolderError(f"another branchscope runner is node {self.node} of a run writing to {self.out}")
             self._node_fd = fd

@@ -5,7 +5,8 @@ inputs, the device, the steps, the timeout, the ranks, the worker's Python — i
 Its command-line options are declared once (`OPTIONS`): `add_options` adds them to a parser,
 `RunOptions.from_args` reads them back and `RunOptions.argv` writes them, for `branchscope
 profile`, `branchscope sweep`, the runner and the worker alike (the worker takes all but the
-runner's own: --timeout, --nproc and --python, which the runner enforces or uses itself).
+runner's own: --timeout, --nproc, --nnodes, --node-rank, --rdzv-endpoint and --python, which the
+runner enforces or uses itself).
 
 No torch, no Qt: every process imports this.
 """

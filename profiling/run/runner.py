@@ -43,6 +43,13 @@ error, else the first to report an error): exit 2 for a model error, 4 for a dea
 OUT gets rank-R/trace.json.gz and rank-R/run.json per rank and a run.json listing the ranks (rank,
 pid, device, their files) with the slowest rank's step times, step by step.
 
+Multi-node runs (`--nnodes N --node-rank R --rdzv-endpoint HOST:PORT`): the launcher meets the
+other nodes' launchers in a c10d rendezvous instead of `--standalone` (on a loopback endpoint node 0
+hosts its store and everything stays on 127.0.0.1); this node's global ranks are learnt from its
+ranks' event files (c10d, not --node-rank, orders the nodes); OUT is shared by the nodes
+(`branchscope.profiling.run.nodes`): node 0 commits the run once every node's ranks are in, and a
+failure names its rank and node, another node's first where it came first.
+
 `--python PATH` runs the worker (and a distributed run's launcher and ranks) under another
 interpreter, the user's environment, without branchscope installed there: `validate` probes it
 first (`branchscope.profiling.run.interpreter`), so a Python without torch or without what the worker
