@@ -96,7 +96,7 @@ from branchscope.profiling.run.interpreter import worker_command as interpreter_
 from branchscope.profiling.run.machine_load import LoadMeter
 from branchscope.profiling.run.model_source import ModelSourceError, ModelSpec, check_spec, parse_input_shape
 from branchscope.profiling.run.modes import MODE_NAMES, MODES
-from branchscope.profiling.run.nodes import NodeFailure, NodeFolder, ranks_text
+from branchscope.profiling.run.nodes import NodeFailure, NodeFolder
 from branchscope.profiling.run.options import RunOptions, is_loopback, parse_endpoint
 from branchscope.profiling.run.processes import (
     PROCESSES_MODULE,
@@ -1020,13 +1020,9 @@ class _Distributed(_OneWorker):
             return failed
         own = self.record(ranks, results)
         mine = [r.rank for r in ranks]
-        if self.node != 0:
+        if self.node != 0:  # its part, not the run: node 0 writes run.json (`complete`) once all are in
             self.nodes.done(mine)
-            result.run = own
-            result.notes.append(
-                f"node {self.node}'s {ranks_text(mine, self.node, self.host)} are in; node 0 writes {out / RUN_JSON} "
-                "once every node's ranks are"
-            )
+            result.run = msgspec.structs.replace(own, nnodes=self.nnodes, complete=False)
             return result
         cancel = self.cancel
         try:
@@ -1288,7 +1284,10 @@ def _format_ranks_summary(run: RunRecord, out: Path) -> str:
     ranks = run.ranks or []
     lines = [
         f"{run.model}: {run.mode} mode, {run.interop} inter-op × {run.intra} intra-op "
-        f"threads, {len(ranks)} ranks ({run.backend}) on {run.device} ({run.cores} cores, "
+        f"threads, {len(ranks)} ranks ({run.backend})"
+        + (f" on node {ranks[0].node} of {run.nnodes}" if run.nnodes and not run.complete and ranks else "")
+        + (f" on {run.nnodes} nodes" if run.nnodes and run.complete else "")
+        + f" on {run.device} ({run.cores} cores, "
         f"torch {run.torch})" + (", train_step" if run.train_step else ""),
         f"step time (the slowest rank's, step by step): median {run.median_ms or 0:.2f} ms profiled over "
         f"{run.steps} steps, {run.unprofiled_median_ms or 0:.2f} ms unprofiled over "
@@ -1296,12 +1295,17 @@ def _format_ranks_summary(run: RunRecord, out: Path) -> str:
     ]
     for r in ranks:
         lines.append(
-            f"  rank {r.rank} (pid {r.pid}, {r.device}): median {r.median_ms or 0:.2f} ms "
+            f"  rank {r.rank} (pid {r.pid}, {r.device}"
+            + (f", node {r.node} on {r.host}" if r.node is not None else "")
+            + f"): median {r.median_ms or 0:.2f} ms "
             f"profiled, {r.unprofiled_median_ms or 0:.2f} ms unprofiled"
         )
     if run.load is not None:
         lines.append(run.load.text())
-    lines.append(f"wrote {out / RUN_JSON} and, per rank, {out / 'rank-R'}/{DEFAULT_TRACE} and {RUN_JSON}")
+    if run.complete:
+        lines.append(f"wrote {out / RUN_JSON} and, per rank, {out / 'rank-R'}/{DEFAULT_TRACE} and {RUN_JSON}")
+    else:  # a node other than 0 of a multi-node run: its part waits for node 0
+        lines.append(f"left these ranks' files in {out} for node 0, which writes {out / RUN_JSON} once every node's ranks are in")
     return "\n".join(lines)
 
 

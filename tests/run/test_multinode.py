@@ -232,7 +232,8 @@ def test_two_nodes_on_loopback_write_one_run_of_both_ranks(tmp_path):
     assert [r.returncode for r in runners] == [0, 0], [o[1].decode()[-2000:] for o in outputs]
     done0, done1 = (_last_event(o[0]) for o in outputs)
     assert done0["event"] == done1["event"] == "done"
-    assert [r["rank"] for r in done1["run"]["ranks"]] in ([0], [1])  # node 1's own ranks; node 0 wrote the run
+    # node 1 says its own ranks, not complete: node 0 wrote the run
+    assert [r["rank"] for r in done1["run"]["ranks"]] in ([0], [1]) and done1["run"]["complete"] is False
     run = json.loads((out / "run.json").read_text())
     assert run["complete"] is True and run["nnodes"] == 2 and run["world_size"] == 2 and run["backend"] == "gloo"
     assert [r["rank"] for r in run["ranks"]] == [0, 1] and sorted(r["node"] for r in run["ranks"]) == [0, 1]
@@ -309,3 +310,18 @@ def test_only_profile_runs_several_nodes_and_a_bad_line_is_one_error_and_exit_2(
     err = capsys.readouterr().err
     assert err.startswith(says) and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_the_summary_says_each_ranks_node_and_a_part_says_node_0_writes_the_run(tmp_path):
+    from branchscope.profiling.run.runner import format_summary
+
+    ranks = [{"rank": 0, "pid": 10, "device": "cpu", "node": 1, "host": "b"}, {"rank": 1, "pid": 11, "device": "cpu", "node": 0, "host": "a"}]
+    run = RunRecord.parse({"model": "demo x", "mode": "sequential", "backend": "gloo", "nnodes": 2, "complete": True, "ranks": ranks})
+    lines = format_summary(run, tmp_path).splitlines()
+    assert "2 ranks (gloo) on 2 nodes on " in lines[0]
+    assert lines[2].startswith("  rank 0 (pid 10, cpu, node 1 on b): ") and lines[3].startswith("  rank 1 (pid 11, cpu, node 0 on a): ")
+    assert lines[-1].startswith(f"wrote {tmp_path / 'run.json'} and, per rank")
+    part = RunRecord.parse({"model": "demo x", "mode": "sequential", "backend": "gloo", "nnodes": 2, "complete": False, "ranks": ranks[:1]})
+    lines = format_summary(part, tmp_path).splitlines()
+    assert "1 ranks (gloo) on node 1 of 2 on " in lines[0]
+    assert lines[-1] == f"left these ranks' files in {tmp_path} for node 0, which writes {tmp_path / 'run.json'} once every node's ranks are in"
