@@ -143,6 +143,8 @@ class NodeFolder(RunFolder):
         self.host = socket.gethostname()
         self.record = NodeRecord(node=node, nnodes=nnodes, host=self.host, pid=os.getpid(), endpoint=endpoint)
         self._node_fd: int | None = None
+        #: When this node's node-R.json was first written, on OUT's own clock (its mtime).
+        self._opened: float = 0.0
 
     def node_dir(self, node: int | None = None) -> Path:
         return self.out / NODE_DIR.format(node=self.node if node is None else node)
@@ -181,6 +183,7 @@ class NodeFolder(RunFolder):
             self.staging = path / NODE_STAGE
             self.staging.mkdir()
             self._write_status()
+            self._opened = os.stat(path / NODE_JSON.format(node=self.node)).st_mtime
         except OSError as exc:
             raise RunFolderError(f"cannot write to --out {self.out}: {describe_os_error(exc)}") from None
 
@@ -221,9 +224,14 @@ class NodeFolder(RunFolder):
         return f"{causes}; then on node {self.node}: {message}"
 
     def peer(self, node: int) -> Peer:
+        """What node `node`'s folder says now. A node-R.json older than this node's own, whose
+        runner has let go, is an earlier run's (a runner that ended before this one started): as
+        if none were there. (Both times are OUT's, so the nodes' clocks need not agree.)"""
         path = self.node_dir(node)
+        json_path = path / NODE_JSON.format(node=node)
         try:
-            record = lenient(NodeRecord, read_json_object(path / NODE_JSON.format(node=node), follow_symlinks=False))
+            record = lenient(NodeRecord, read_json_object(json_path, follow_symlinks=False))
+            written = os.lstat(json_path).st_mtime
         except (OSError, ValueError):
             return Peer(node, None, False)
         try:
@@ -234,6 +242,8 @@ class NodeFolder(RunFolder):
             held = not _try_lock(fd)
         finally:
             os.close(fd)  # releases the lock if it was taken
+        if not held and written < self._opened:
+            return Peer(node, None, False)
         return Peer(node, record, held)
 
     def peers(self) -> list[Peer]:

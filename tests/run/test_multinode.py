@@ -325,3 +325,18 @@ def test_the_summary_says_each_ranks_node_and_a_part_says_node_0_writes_the_run(
     lines = format_summary(part, tmp_path).splitlines()
     assert "1 ranks (gloo) on node 1 of 2 on " in lines[0]
     assert lines[-1] == f"left these ranks' files in {tmp_path} for node 0, which writes {tmp_path / 'run.json'} once every node's ranks are in"
+
+
+def test_an_earlier_runs_node_json_is_not_taken_for_this_runs(tmp_path):
+    out = tmp_path / "out"
+    earlier = NodeFolder(out, 1, 2).open()
+    earlier.set_ranks([1], 1)
+    earlier.failed("rank 1 on node 1 (h): an earlier run's failure", 2, settle_s=0.0)
+    earlier.close()
+    stale = out / NODE_DIR.format(node=1) / "node-1.json"
+    os.utime(stale, (stale.stat().st_mtime - 60, stale.stat().st_mtime - 60))  # written a minute before this run
+    with NodeFolder(out, 0, 2) as node0:
+        assert node0.peer(1).record is None
+        with pytest.raises(NodeFailure, match=r"\(it never started\)$"):
+            node0.gather(deadline=0.0, cancelled=lambda: False)
+        assert node0.failed("rank 0 on node 0 (h): rendezvous timed out", 4, settle_s=0.0) == "rank 0 on node 0 (h): rendezvous timed out"
