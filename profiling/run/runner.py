@@ -980,6 +980,12 @@ class _Distributed(_OneWorker):
 
     def timed_out(self, ranks: list[_Rank]) -> str:
         waiting = [r for r in ranks if not r.finished]
+        if self.first is None:  # no rank of this node started: the nodes never all met
+            return (
+                f"the run ran past --timeout {self.req.options.timeout:g} s and was stopped; the rendezvous at "
+                f"{self.req.options.rdzv_endpoint} had not brought the {self.nnodes} nodes together "
+                f"(node {self.node}'s ranks never started)"
+            )
         return (
             f"the run ran past --timeout {self.req.options.timeout:g} s and was stopped; rank(s) "
             f"{', '.join(str(r.rank) for r in waiting)}{self._on_node()} had not finished ("

@@ -340,3 +340,20 @@ def test_an_earlier_runs_node_json_is_not_taken_for_this_runs(tmp_path):
         with pytest.raises(NodeFailure, match=r"\(it never started\)$"):
             node0.gather(deadline=0.0, cancelled=lambda: False)
         assert node0.failed("rank 0 on node 0 (h): rendezvous timed out", 4, settle_s=0.0) == "rank 0 on node 0 (h): rendezvous timed out"
+
+
+@pytest.mark.slow
+def test_a_node_alone_stops_at_its_timeout_saying_the_nodes_never_met(tmp_path):
+    out = tmp_path / "out"
+    port = _free_port()
+    result = run_profile(_request(out, nproc=1, rdzv_endpoint=f"127.0.0.1:{port}", timeout=15.0))
+    assert result.exit_code == 4
+    assert result.message == (
+        f"the run ran past --timeout 15 s and was stopped; the rendezvous at 127.0.0.1:{port} had not brought "
+        "the 2 nodes together (node 0's ranks never started)"
+    )
+    # Only its node folder's node-0.json stays, saying why, for the other nodes to read (the next run removes it).
+    assert [str(p.relative_to(out)) for p in sorted(out.rglob("*"))] == [NODE_DIR.format(node=0), f"{NODE_DIR.format(node=0)}/node-0.json"]
+    said = json.loads((out / NODE_DIR.format(node=0) / "node-0.json").read_text())
+    assert (said["status"], said["message"], said["exit_code"]) == ("failed", result.message, 4)
+    assert not mentioning(str(out))
