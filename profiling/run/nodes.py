@@ -216,7 +216,9 @@ class NodeFolder(RunFolder):
         first = [
             (p.record.failed_at if p.record and p.record.failed_at is not None else float("-inf"), p.node, text)
             for p in peers
-            if (text := p.failure()) is not None and (p.gone or (p.record and (p.record.failed_at or now) <= now))
+            if (text := p.failure()) is not None
+            and text not in message  # node 0 that found it while gathering has said it already
+            and (p.gone or (p.record and (p.record.failed_at or now) <= now))
         ]
         if not first:
             return message

@@ -162,8 +162,9 @@ def test_a_node_whose_runner_is_gone_is_told_by_its_free_folder(tmp_path):
     os.close(node1._node_fd)
     node1._node_fd = None
     try:
-        with pytest.raises(NodeFailure, match=r"^ranks 2, 3 on node 1 \(.+\) stopped: node 1's runner \(pid \d+\) ended without a word$"):
+        with pytest.raises(NodeFailure, match=r"^ranks 2, 3 on node 1 \(.+\) stopped: node 1's runner \(pid \d+\) ended without a word$") as found:
             node0.gather(deadline=float("inf"), cancelled=lambda: False)
+        assert node0.failed(found.value.message, 4) == found.value.message  # said once, not again as its cause
     finally:
         node0.close()
         node1.close()
