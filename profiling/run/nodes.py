@@ -202,11 +202,12 @@ class NodeFolder(RunFolder):
         """This node's ranks are complete in its staging folder (a node other than 0: node 0 takes them)."""
         self._write_status(ranks=list(ranks), status="done")
 
-    def failed(self, message: str, exit_code: int, settle_s: float = PEER_SETTLE_S) -> str:
-        """Says that this node failed, waits (at most `settle_s`) for the other nodes to say how they
-        ended, and returns the run's failure in words: another node's failure first where it came
-        before this one's (or its runner is gone), then this node's."""
-        now = time.time()
+    def failed(self, message: str, exit_code: int, settle_s: float = PEER_SETTLE_S, failed_at: float | None = None) -> str:
+        """Says that this node failed (`failed_at`: when its first rank failed, wall clock; None: now),
+        waits (at most `settle_s`) for the other nodes to say how they ended, and returns the run's
+        failure in words: another node's failure first where it came before this one's (or its
+        runner is gone), then this node's."""
+        now = time.time() if failed_at is None else failed_at
         self._write_status(status="failed", message=message, exit_code=exit_code, failed_at=now)
         end = time.monotonic() + settle_s
         peers = self.peers()

@@ -178,6 +178,9 @@ class RunResult:
     #: What a worker other than the profiling one gave (`run_profile(layout=…)`: the paired worker's
     #: step times, a `records.PairedTimesRecord`); None for a profiling run.
     payload: msgspec.Struct | None = None
+    #: When the rank that failed first failed (wall clock, `time.time()`): a multi-node run's nodes
+    #: compare theirs to tell whose failure came first.
+    failed_at: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -456,7 +459,7 @@ def run_profile(
             chosen.cancel = cancel
         result = _supervise(folder, req, chosen, on_event, cancel)
         if isinstance(folder, NodeFolder) and not result.ok and result.cancelled_by is None:
-            result.message = folder.failed(result.message or "the run failed", result.exit_code)
+            result.message = folder.failed(result.message or "the run failed", result.exit_code, failed_at=result.failed_at)
         result.interpreter = python
         if python is not None and result.ok:
             result.notes.append(f"the worker ran under {python.describe()}")
@@ -652,6 +655,8 @@ def _supervise(
     failure = _first_failure(ranks, before=deadline if timed_out else float("inf"))
     if failure is not None:
         result = _rank_failure(out, layout, failure, log_path)
+        if failure.failed_at is not None:
+            result.failed_at = time.time() - (time.monotonic() - failure.failed_at)
         kept = folder.keep_failure(layout.folder(failure.rank), result.message or "")
         if kept:
             result.message = f"{result.message} — see {' and '.join(map(str, kept))}"

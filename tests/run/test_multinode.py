@@ -180,8 +180,9 @@ def test_node_0_waits_for_a_node_that_never_started_until_its_deadline_or_a_canc
 # ---------------------------------------------------------------- two nodes on this machine
 
 
-#: DDP's local loss on every rank; on the node whose runner has HANG_ENV set, train_step sleeps, so
-#: the other node's rank waits in DDP's all-reduce. Every rank first starts a child carrying MARKER.
+#: DDP's local loss on every rank; on the node whose runner has HANG_ENV set, train_step sleeps
+#: ("hang": the other node's rank waits in DDP's all-reduce) or raises ("raise"). Every rank first
+#: starts a child carrying MARKER.
 _MODEL = """
 import os, subprocess, sys, time
 import torch
@@ -202,8 +203,10 @@ def example_inputs():
 
 def train_step(model, inputs):
     ddp = _ddp.setdefault(id(model), nn.parallel.DistributedDataParallel(model))
-    if os.environ.get({hang_env!r}):
+    if os.environ.get({hang_env!r}) == "hang":
         time.sleep(600)
+    if os.environ.get({hang_env!r}) == "raise":
+        raise ValueError("node one fails")
     ddp(*inputs).sum().backward()
 """
 _HANG_ENV = "BRANCHSCOPE_TEST_NODE_HANGS"
@@ -263,7 +266,7 @@ def test_a_node_killed_mid_run_is_named_by_the_other_and_nothing_is_left(tmp_pat
         return RunRequest(mode="sequential", interop=1, intra=1, out=out, options=options)
 
     node0 = _runner(request(0))
-    node1 = _runner(request(1), env={_HANG_ENV: "1"})
+    node1 = _runner(request(1), env={_HANG_ENV: "hang"})
     try:
         # After the rendezvous: both ranks built their models, and node 1's rank is in its warm-up (where it hangs).
         wait_until(lambda: len(mentioning(marker)) == 2, 240, "both ranks' child processes")
@@ -358,3 +361,44 @@ def test_a_node_alone_stops_at_its_timeout_saying_the_nodes_never_met(tmp_path):
     said = json.loads((out / NODE_DIR.format(node=0) / "node-0.json").read_text())
     assert (said["status"], said["message"], said["exit_code"]) == ("failed", result.message, 4)
     assert not mentioning(str(out))
+
+
+@pytest.mark.slow
+def test_a_rank_that_raises_on_node_1_is_named_with_its_node_by_both_nodes(tmp_path):
+    marker = f"branchscope-test-{uuid.uuid4().hex}"
+    model = tmp_path / "ddp_raises_on_one_node.py"
+    model.write_text(_MODEL.format(marker=marker, hang_env=_HANG_ENV))
+    out = tmp_path / "out"
+    port = _free_port()
+    requests = [
+        RunRequest(mode="sequential", interop=1, intra=1, out=out, options=RunOptions(
+            model=model, steps=2, warmup=0, nnodes=2, node_rank=node, rdzv_endpoint=f"127.0.0.1:{port}", timeout=300.0))
+        for node in (0, 1)
+    ]  # fmt: skip
+    runners = [_runner(requests[0]), _runner(requests[1], env={_HANG_ENV: "raise"})]
+    try:
+        outputs = [r.communicate(timeout=400) for r in runners]
+    finally:
+        for r in runners:
+            if r.poll() is None:
+                r.kill()
+                r.wait()
+    errors = [_last_event(o[0]) for o in outputs]
+    assert [r.returncode for r in runners][1] == 2 and runners[0].returncode in (2, 4)
+    said = errors[1]["message"]
+    assert re.fullmatch(r"rank [01] on node 1 \(.+\): train_step raised ValueError while running a step: node one fails", said)
+    assert errors[0]["message"].startswith(said + "; then on node 0: rank ")  # node 1's failure first, then node 0's own
+    wait_until(lambda: not mentioning(marker) and not mentioning(str(out)), 60, "no process of either node")
+    assert not (out / "run.json").exists()
+
+
+def test_a_failure_that_came_after_this_nodes_is_not_named_as_its_cause(tmp_path):
+    out = tmp_path / "out"
+    node0, node1 = NodeFolder(out, 0, 2).open(), NodeFolder(out, 1, 2).open()
+    # node 0's rank raised at 100 s; node 1's saw its peer vanish at 100.2 s (their first failures, wall clock)
+    node1.failed("rank 1 on node 1 (h): Connection closed by peer", 4, settle_s=0.0, failed_at=100.2)
+    node1.close()
+    try:
+        assert node0.failed("rank 0 on node 0 (h): ValueError", 2, failed_at=100.0) == "rank 0 on node 0 (h): ValueError"
+    finally:
+        node0.close()
