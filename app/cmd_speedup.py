@@ -91,6 +91,8 @@ def run_speedup_command(args: argparse.Namespace) -> int:
     options = RunOptions.from_args(args)
     if options.nproc != 1:
         return _fail(args, "speedup measures one process: --nproc is not taken here")
+    if options.nnodes != 1:
+        return _fail(args, "speedup measures one process: --nnodes is not taken here")
     if args.rounds is not None and args.rounds < 2:
         return _fail(args, f"--rounds must be at least 2, not {args.rounds}")
     try:  # the model, the numbers, --python: one line before any worker starts

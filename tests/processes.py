@@ -31,6 +31,19 @@ def alive(pid: int) -> bool:
         return False
 
 
+def mentioning(text: str) -> list[psutil.Process]:
+    """Live processes (not zombies, not this one) whose command line mentions `text` (a test's
+    marker, a run's --out folder)."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if any(text in part for part in p.info["cmdline"] or []) and p.pid != os.getpid() and alive(p.pid):
+                found.append(p)
+        except psutil.Error:
+            pass
+    return found
+
+
 def kill_all(pids: list[int]) -> None:
     """SIGKILLs each of `pids` that is still there."""
     for pid in pids:

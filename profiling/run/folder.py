@@ -33,6 +33,7 @@ import msgspec
 
 from branchscope.profiling.files import UnreadableFile, read_json_object
 from branchscope.profiling.trace.records import (
+    NODE_JSON_NAME,
     RANK_DIR,
     RUN_JSON,
     FailureRecord,
@@ -55,7 +56,9 @@ LEGACY_FILES = frozenset({RUN_JSON, "trace.json.gz", "plan.py", "worker.log"})
 STAGING_PREFIX = ".branchscope-staging-"
 #: Every name run.json's "files" may hold: the shapes branchscope writes, nothing else. A name read
 #: from a run.json is data: any other ("..", ".", "", "a/../b", an absolute path) is ignored.
-RUN_FILE_NAME = re.compile(rf"(?:{RANK_DIR.pattern}/)?(?:{'|'.join(map(re.escape, sorted(LEGACY_FILES)))})")
+RUN_FILE_NAME = re.compile(
+    rf"(?:(?:{RANK_DIR.pattern}/)?(?:{'|'.join(map(re.escape, sorted(LEGACY_FILES)))})|{NODE_JSON_NAME.pattern})"
+)  # a multi-node run's node-R.json too (`run/nodes.py`)
 
 
 class RunFolderError(Exception):
@@ -179,10 +182,11 @@ def remove_files_written(folder: Path, names: Collection[str], *, keep: Collecti
                 pass
 
 
-def lock_folder(out: Path, what: str) -> tuple[int, bool]:
+def lock_folder(out: Path, what: str, *, shared: bool = False) -> tuple[int, bool]:
     """Make `out` if needed and lock it (flock on the folder itself: no lock file is written);
     returns the descriptor holding the lock and whether the folder was made. Raises RunFolderError
     with one line when it is not a folder, cannot be made, or another `what` ("run", "sweep") holds it.
+    `shared`: a shared lock, which the nodes of one multi-node run hold together (`run/nodes.py`).
     """
     created = False
     try:
@@ -197,7 +201,7 @@ def lock_folder(out: Path, what: str) -> tuple[int, bool]:
     except OSError as exc:
         raise RunFolderError(f"cannot write to --out {out}: {describe_os_error(exc)}") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except OSError as exc:
         os.close(fd)
         if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
@@ -235,9 +239,20 @@ class RunFolder:
         return self
 
     def _check_and_stage(self) -> None:
+        try:
+            remove_leftover_staging(self.out)
+        except OSError as exc:
+            raise RunFolderError(f"cannot read --out {self.out}: {describe_os_error(exc)}") from None
+        self._check_foreign()
+        try:
+            self.staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=self.out))
+        except OSError as exc:
+            raise RunFolderError(f"cannot write to --out {self.out}: {describe_os_error(exc)}") from None
+
+    def _check_foreign(self) -> None:
+        """Refuses DIR when it holds files branchscope did not write (unless --overwrite)."""
         out = self.out
         try:
-            remove_leftover_staging(out)
             foreign = foreign_entries(out, files_written_by_branchscope(out))
         except OSError as exc:
             raise RunFolderError(f"cannot read --out {out}: {describe_os_error(exc)}") from None
@@ -247,10 +262,6 @@ class RunFolder:
                 f"--out {out} holds files branchscope did not write ({shown}); choose a new or empty folder, "
                 "or pass --overwrite to write beside them"
             )
-        try:
-            self.staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=out))
-        except OSError as exc:
-            raise RunFolderError(f"cannot write to --out {out}: {describe_os_error(exc)}") from None
 
     def commit(self, run: RunRecord) -> RunRecord:
         """Moves the staged files into DIR and writes run.json (with "files": {name: bytes}) last.

@@ -5,7 +5,8 @@ inputs, the device, the steps, the timeout, the ranks, the worker's Python — i
 Its command-line options are declared once (`OPTIONS`): `add_options` adds them to a parser,
 `RunOptions.from_args` reads them back and `RunOptions.argv` writes them, for `branchscope
 profile`, `branchscope sweep`, the runner and the worker alike (the worker takes all but the
-runner's own: --timeout, --nproc and --python, which the runner enforces or uses itself).
+runner's own: --timeout, --nproc, --nnodes, --node-rank, --rdzv-endpoint and --python, which the
+runner enforces or uses itself).
 
 No torch, no Qt: every process imports this.
 """
@@ -13,8 +14,10 @@ No torch, no Qt: every process imports this.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -64,6 +67,14 @@ OPTIONS = (
     Option("nproc", "--nproc", "run N ranks with torch.distributed.run on this machine (gloo on CPU, nccl on CUDA, "
            "rank r on cuda:r); a run folder gets rank-R/ per rank and a run.json listing them", "N", int,
            runner_only=True),  # fmt: skip
+    Option("nnodes", "--nnodes", "a multi-node run: this machine is one of N nodes, each running --nproc ranks into OUT, "
+           "a folder all the nodes share (torch.distributed.run's c10d rendezvous at --rdzv-endpoint)", "N", int,
+           runner_only=True),  # fmt: skip
+    Option("node_rank", "--node-rank", "this node's place among --nnodes (0 to N-1); node 0 writes OUT/run.json once "
+           "every node's ranks are in", "R", int, runner_only=True),  # fmt: skip
+    Option("rdzv_endpoint", "--rdzv-endpoint", "HOST:PORT of the rendezvous, the same on every node (required with "
+           "--nnodes above 1; a loopback address keeps every node's traffic on this machine)", "HOST:PORT",
+           runner_only=True),  # fmt: skip
     Option("python", "--python", "run the worker under this Python (your environment, with your torch and your model's "
            "dependencies; branchscope need not be installed there) instead of branchscope's own", "PATH", Path,
            runner_only=True),  # fmt: skip
@@ -88,6 +99,11 @@ class RunOptions:
     timeout: float = 600.0
     #: Ranks of a distributed run (torch.distributed.run on this machine); 1: one worker.
     nproc: int = 1
+    #: A multi-node run (`--nnodes N --node-rank R --rdzv-endpoint HOST:PORT`): this node's place and
+    #: the rendezvous every node meets at (`profiling/run/nodes.py`); 1 node: a run on this machine.
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
     #: The Python the worker runs under (`profiling/run/interpreter.py`); None: branchscope's own.
     python: Path | None = None
 
@@ -126,7 +142,7 @@ class RunOptions:
             if opt.repeated:
                 for v in value:
                     args += [opt.flag, str(v)]
-            elif (opt.dest == "nproc" and value == 1) or value is None:
+            elif (opt.dest in ("nproc", "nnodes") and value == 1) or (opt.dest == "node_rank" and value == 0) or value is None:
                 continue  # the default, left out so a one-process run reads as it always has
             else:
                 args += [opt.flag, repr(float(value)) if isinstance(value, float) else str(value)]
@@ -176,7 +192,43 @@ class RunOptions:
                 return f"{name} must be at least {low}, not {value}" if low else f"{name} must be 0 or more, not {value}"
         if not (math.isfinite(self.timeout) and self.timeout > 0):
             return f"--timeout must be a positive number of seconds, not {self.timeout}"
+        return self._nodes_problem()
+
+    def _nodes_problem(self) -> str | None:
+        """What is wrong with --nnodes, --node-rank and --rdzv-endpoint, or None."""
+        if self.nnodes < 1:
+            return f"--nnodes must be at least 1, not {self.nnodes}"
+        if not 0 <= self.node_rank < self.nnodes:
+            return f"--node-rank must be from 0 to {self.nnodes - 1} (--nnodes {self.nnodes}), not {self.node_rank}"
+        if self.nnodes == 1:
+            return "--rdzv-endpoint is for a run of several nodes (--nnodes above 1)" if self.rdzv_endpoint else None
+        if not self.rdzv_endpoint:
+            return "--nnodes above 1 needs --rdzv-endpoint HOST:PORT, the same on every node"
+        if parse_endpoint(self.rdzv_endpoint) is None:
+            return f"--rdzv-endpoint {self.rdzv_endpoint!r} is not HOST:PORT (a host name or address, a port from 1 to 65535)"
         return None
+
+
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]{2,45}\]")
+
+
+def parse_endpoint(text: str) -> tuple[str, int] | None:
+    """--rdzv-endpoint's HOST:PORT ("[::1]:PORT" for an IPv6 address) as (host, port), or None."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not _HOST.fullmatch(host) or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return host.strip("[]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is this machine's loopback ("localhost", 127.0.0.0/8, ::1): a rendezvous there
+    keeps every node on this machine (tests use nothing else)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 _DEFAULTS = RunOptions()
@@ -202,4 +254,4 @@ def add_options(p: argparse.ArgumentParser, *, worker: bool = False) -> None:
         p.add_argument(opt.flag, **kwargs)
 
 
-__all__ = ["OPTIONS", "Option", "RunOptions", "add_options", "positive_seconds"]
+__all__ = ["OPTIONS", "Option", "RunOptions", "add_options", "is_loopback", "parse_endpoint", "positive_seconds"]

@@ -43,6 +43,13 @@ error, else the first to report an error): exit 2 for a model error, 4 for a dea
 OUT gets rank-R/trace.json.gz and rank-R/run.json per rank and a run.json listing the ranks (rank,
 pid, device, their files) with the slowest rank's step times, step by step.
 
+Multi-node runs (`--nnodes N --node-rank R --rdzv-endpoint HOST:PORT`): the launcher meets the
+other nodes' launchers in a c10d rendezvous instead of `--standalone` (on a loopback endpoint node 0
+hosts its store and everything stays on 127.0.0.1); this node's global ranks are learnt from its
+ranks' event files (c10d, not --node-rank, orders the nodes); OUT is shared by the nodes
+(`branchscope.profiling.run.nodes`): node 0 commits the run once every node's ranks are in, and a
+failure names its rank and node, another node's first where it came first.
+
 `--python PATH` runs the worker (and a distributed run's launcher and ranks) under another
 interpreter, the user's environment, without branchscope installed there: `validate` probes it
 first (`branchscope.profiling.run.interpreter`), so a Python without torch or without what the worker
@@ -60,6 +67,7 @@ import os
 import re
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -88,6 +96,8 @@ from branchscope.profiling.run.interpreter import worker_command as interpreter_
 from branchscope.profiling.run.machine_load import LoadMeter
 from branchscope.profiling.run.model_source import ModelSourceError, ModelSpec, check_spec, parse_input_shape
 from branchscope.profiling.run.modes import MODE_NAMES, MODES
+from branchscope.profiling.run.nodes import NodeFailure, NodeFolder
+from branchscope.profiling.run.options import RunOptions, is_loopback, parse_endpoint
 from branchscope.profiling.run.processes import (
     PROCESSES_MODULE,
     RunCgroup,
@@ -168,6 +178,9 @@ class RunResult:
     #: What a worker other than the profiling one gave (`run_profile(layout=…)`: the paired worker's
     #: step times, a `records.PairedTimesRecord`); None for a profiling run.
     payload: msgspec.Struct | None = None
+    #: When the rank that failed first failed (wall clock, `time.time()`): a multi-node run's nodes
+    #: compare theirs to tell whose failure came first.
+    failed_at: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -424,7 +437,13 @@ def run_profile(
         return RunResult(exc.exit_code, out, message=str(exc))
     if cancel is not None and cancel.is_set():
         return _cancelled(out, cancel)
-    folder = RunFolder(out, overwrite=req.overwrite)
+    opts = req.options
+    multi = opts.nnodes > 1
+    folder = (
+        NodeFolder(out, opts.node_rank, opts.nnodes, overwrite=req.overwrite, endpoint=opts.rdzv_endpoint)
+        if multi
+        else RunFolder(out, overwrite=req.overwrite)
+    )
     try:
         folder.open()
     except RunFolderError as exc:
@@ -434,8 +453,13 @@ def run_profile(
         if layout is not None:
             chosen = layout(req, folder.staging)
         else:
-            chosen = _Distributed(req, folder.staging) if req.options.nproc > 1 else _OneWorker(req, folder.staging)
+            chosen = _Distributed(req, folder.staging) if opts.nproc > 1 or multi else _OneWorker(req, folder.staging)
+        if isinstance(folder, NodeFolder) and isinstance(chosen, _Distributed):
+            chosen.nodes = folder
+            chosen.cancel = cancel
         result = _supervise(folder, req, chosen, on_event, cancel)
+        if isinstance(folder, NodeFolder) and not result.ok and result.cancelled_by is None:
+            result.message = folder.failed(result.message or "the run failed", result.exit_code, failed_at=result.failed_at)
         result.interpreter = python
         if python is not None and result.ok:
             result.notes.append(f"the worker ran under {python.describe()}")
@@ -495,6 +519,9 @@ class _OneWorker:
 
     def env(self, token: str) -> dict[str, str]:
         return _worker_env(self.req, token)
+
+    def bind(self, ranks: list[_Rank]) -> None:
+        """The ranks as the supervisor follows them (a multi-node run numbers them once the rendezvous has)."""
 
     def started(self, proc: subprocess.Popen[bytes]) -> list[list[Event]]:
         """Once the process runs: starts reading the events; returns what the runner knows of the
@@ -576,6 +603,7 @@ def _supervise(
     load = LoadMeter()  # the load average now; the cores others use while the steps are timed
     proc = _spawn(layout.command(), stage, layout.env(token), layout.stdout, log_path, subreaper, cgroup)
     watch = _Watch(layout.nproc, on_event, load, proc.pid)
+    layout.bind(watch.ranks)
     interval = req.sample_interval_ms / 1000.0
     deadline = time.monotonic() + req.options.timeout
     next_tick = time.monotonic()
@@ -627,6 +655,8 @@ def _supervise(
     failure = _first_failure(ranks, before=deadline if timed_out else float("inf"))
     if failure is not None:
         result = _rank_failure(out, layout, failure, log_path)
+        if failure.failed_at is not None:
+            result.failed_at = time.time() - (time.monotonic() - failure.failed_at)
         kept = folder.keep_failure(layout.folder(failure.rank), result.message or "")
         if kept:
             result.message = f"{result.message} — see {' and '.join(map(str, kept))}"
@@ -670,15 +700,15 @@ class _Watch:
             rank.phase = event.phase or None
             if rank.phase == "profile" and rank.sampler is not None:
                 rank.sampler.sample()
-            if rank.rank == 0 and self.load is not None:
+            if rank is self.ranks[0] and self.load is not None:
                 if rank.phase == "timing":
                     self.load.begin(self.pid)
                 elif rank.phase == "export":
                     self.load.end(self.pid)
-            if rank.rank == 0 and self.on_event is not None and rank.phase:
+            if rank is self.ranks[0] and self.on_event is not None and rank.phase:
                 self.on_event(PhaseEvent(phase=rank.phase))
         elif isinstance(event, ProgressEvent):
-            if rank.rank == 0 and self.on_event is not None:
+            if rank is self.ranks[0] and self.on_event is not None:
                 self.on_event(ProgressEvent(step=event.step, of=event.of))
         elif isinstance(event, ErrorEvent):
             rank.error = event
@@ -766,6 +796,18 @@ def _commit(
     the run folder committed (run.json last, with the machine's `load` and, when others were busy,
     its warning)."""
     result = RunResult(EXIT_OK, folder.out)
+    failed = _finish_traces(folder.out, layout, ranks, runs, result)
+    if failed is not None:
+        return failed
+    record = layout.record(ranks, runs)
+    _add_load(record, load)
+    result.run = folder.commit(record)
+    return result
+
+
+def _finish_traces(out: Path, layout: _OneWorker, ranks: list[_Rank], runs: list[RunRecord], result: RunResult) -> RunResult | None:
+    """Each rank's trace.json.gz written with its CPU samples (counted in `result`, with a note for
+    a rank that ended badly after its results); a failed result when one cannot be written."""
     for rank, run in zip(ranks, runs, strict=True):
         sampler = rank.sampler
         if sampler is None:  # never said hello: an empty sampler, so the trace is still compressed
@@ -774,18 +816,20 @@ def _commit(
         try:
             result.samples += finish_trace(layout.folder(rank.rank), sampler, run.trace_clock)
         except ValueError as exc:
-            return RunResult(EXIT_WORKER, folder.out, message=layout.trace_failed(rank, exc))
+            return RunResult(EXIT_WORKER, out, message=layout.trace_failed(rank, exc))
         code = rank.exited.code if rank.exited else None
         if code not in (0, None, -signal.SIGKILL):
             result.notes.append(f"{layout.name(rank)} ended with {_describe_exit(code)} after writing complete results")
-    record = layout.record(ranks, runs)
+    return None
+
+
+def _add_load(record: RunRecord, load: LoadMeter | None) -> None:
+    """The machine's load into `record`, with its warning when others were busy."""
     if load is not None:
         record.load = load.record()
         warning = load.warning()
         if warning:
             record.warnings = [*(record.warnings or []), warning]
-    result.run = folder.commit(record)
-    return result
 
 
 # ---------------------------------------------------------------- distributed runs (--nproc N)
@@ -795,11 +839,40 @@ def launcher_command(req: RunRequest, out: Path) -> list[str]:
     """torch.distributed.run starting N workers on this machine, rendezvous on loopback only, never
     restarted; made to die with this process (see branchscope.profiling.run.processes.exec_as_child).
     The shim runs under branchscope's Python; the launcher and its workers under the worker's (--python)."""
+    opts = req.options
+    if opts.nnodes > 1:
+        rendezvous = _rendezvous_args(opts)
+    else:
+        rendezvous = ["--standalone", "--local-addr", "127.0.0.1"]
     launcher = python_command("torch.distributed.run", _worker_python(req)) + [
-        "--nproc-per-node", str(req.options.nproc), "--standalone", "--local-addr", "127.0.0.1",
-        "--max-restarts", "0", "--no-python", "--",
+        "--nproc-per-node", str(opts.nproc), *rendezvous, "--max-restarts", "0", "--no-python", "--",
     ]  # fmt: skip
     return python_command(PROCESSES_MODULE) + [str(os.getpid()), "--"] + launcher + worker_command(req, out)
+
+
+def _rendezvous_args(opts: RunOptions) -> list[str]:
+    """A multi-node run's launcher options: torch.distributed.run's c10d rendezvous at
+    --rdzv-endpoint, --nnodes nodes. On a loopback endpoint (every node on this machine) node 0
+    hosts the rendezvous store and the nodes talk over 127.0.0.1 only; elsewhere torch decides
+    (the store on the endpoint's host) and the nodes find each other on their own addresses."""
+    assert opts.rdzv_endpoint is not None
+    # No --node-rank: c10d ignores it (the rendezvous orders the nodes); it names this node's part of OUT.
+    args = ["--nnodes", str(opts.nnodes), "--rdzv-backend", "c10d", "--rdzv-endpoint", opts.rdzv_endpoint]
+    if _loopback(opts):
+        args += ["--rdzv-conf", f"is_host={'true' if opts.node_rank == 0 else 'false'}", "--local-addr", "127.0.0.1"]
+    return args
+
+
+def _loopback(opts: RunOptions) -> bool:
+    """A run whose ranks stay on this machine: one node, or every node meeting at a loopback address."""
+    if opts.nnodes == 1:
+        return True
+    endpoint = parse_endpoint(opts.rdzv_endpoint or "")
+    return endpoint is not None and is_loopback(endpoint[0])
+
+
+#: A rank's events file in the staging folder (RANK_EVENTS), its global rank captured.
+_RANK_EVENTS_NAME = re.compile(re.escape(RANK_EVENTS).replace(r"\{rank\}", "(0|[1-9][0-9]{0,5})"))
 
 
 class _EventFile:
@@ -829,6 +902,20 @@ class _Distributed(_OneWorker):
     gets rank-R/ per rank and a run.json listing them."""
 
     stdout = None
+    #: A multi-node run's: this node's share of OUT, and the run's cancel flag (node 0 waits for the others).
+    nodes: NodeFolder | None = None
+    cancel: CancelFlag | None = None
+
+    def __init__(self, req: RunRequest, stage: Path) -> None:
+        super().__init__(req, stage)
+        self.nnodes, self.node = req.options.nnodes, req.options.node_rank
+        self.host = socket.gethostname() if self.nnodes > 1 else None
+        #: This node's first global rank: 0 on one machine; on several, known once its first rank's
+        #: events file appears (the c10d rendezvous, not --node-rank, orders the nodes).
+        self.first: int | None = 0 if self.nnodes == 1 else None
+        self.deadline = time.monotonic() + req.options.timeout
+        self.files: list[_EventFile] = []
+        self._ranks: list[_Rank] = []
 
     def command(self) -> list[str]:
         return launcher_command(self.req, self.stage.resolve())
@@ -836,13 +923,34 @@ class _Distributed(_OneWorker):
     def env(self, token: str) -> dict[str, str]:
         env = _worker_env(self.req, token)
         env[EVENTS_DIR_ENV] = str(self.stage.resolve())
-        env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's connections stay on loopback too
+        if _loopback(self.req.options):
+            env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's connections stay on loopback too
         env.setdefault("TORCHELASTIC_ENABLE_FILE_TIMER", "0")
         return env
 
+    def bind(self, ranks: list[_Rank]) -> None:
+        self._ranks = ranks
+
     def started(self, proc: subprocess.Popen[bytes]) -> list[list[Event]]:
-        self.files = [_EventFile(self.stage / RANK_EVENTS.format(rank=r)) for r in range(self.nproc)]
+        self._number()
         return []
+
+    def _number(self) -> None:
+        """Once this node's first global rank is known: the ranks numbered, their events files."""
+        if self.first is None:
+            try:
+                found = [int(m.group(1)) for name in os.listdir(self.stage) if (m := _RANK_EVENTS_NAME.fullmatch(name))]
+            except OSError:
+                found = []
+            if not found:
+                return
+            self.first = min(found) - min(found) % self.nproc
+            if self.nodes is not None:
+                self.nodes.set_ranks(list(range(self.first, self.first + self.nproc)), self.nproc)
+        if not self.files:
+            for i, rank in enumerate(self._ranks):
+                rank.rank = self.first + i
+            self.files = [_EventFile(self.stage / RANK_EVENTS.format(rank=self.first + i)) for i in range(self.nproc)]
 
     def read(self, timeout: float) -> list[list[Event]]:
         if timeout > 0:
@@ -850,6 +958,7 @@ class _Distributed(_OneWorker):
         return self.drain()
 
     def drain(self) -> list[list[Event]]:
+        self._number()
         return [f.read() for f in self.files]
 
     def close(self) -> None:
@@ -861,87 +970,147 @@ class _Distributed(_OneWorker):
     def folder(self, rank: int) -> Path:
         return self.stage / RANK_FOLDER.format(rank=rank)
 
+    def _on_node(self) -> str:
+        """' on node 1 (host)' in a multi-node run, else nothing."""
+        return f" on node {self.node} ({self.host})" if self.nnodes > 1 else ""
+
+    def _rank_word(self, rank: _Rank) -> str:
+        return f"rank {rank.rank}" if self.first is not None else f"local rank {rank.rank}"
+
     def name(self, rank: _Rank, *, pid: bool = False) -> str:
-        return f"rank {rank.rank}" + (f" (pid {rank.pid})" if pid and rank.pid else "")
+        return self._rank_word(rank) + self._on_node() + (f" (pid {rank.pid})" if pid and rank.pid else "")
 
     def error_message(self, rank: _Rank, message: str) -> str:
-        return f"rank {rank.rank}: {message}"
+        return f"{self.name(rank)}: {message}"
 
     def timed_out(self, ranks: list[_Rank]) -> str:
         waiting = [r for r in ranks if not r.finished]
+        if self.first is None:  # no rank of this node started: the nodes never all met
+            return (
+                f"the run ran past --timeout {self.req.options.timeout:g} s and was stopped; the rendezvous at "
+                f"{self.req.options.rdzv_endpoint} had not brought the {self.nnodes} nodes together "
+                f"(node {self.node}'s ranks never started)"
+            )
         return (
             f"the run ran past --timeout {self.req.options.timeout:g} s and was stopped; rank(s) "
-            f"{', '.join(str(r.rank) for r in waiting)} had not finished ("
-            + ", ".join(f"rank {r.rank}: {r.phase or 'starting'}" for r in waiting)
+            f"{', '.join(str(r.rank) for r in waiting)}{self._on_node()} had not finished ("
+            + ", ".join(f"{self._rank_word(r)}: {r.phase or 'starting'}" for r in waiting)
             + ")"
         )
 
     def ended_early(self, proc: subprocess.Popen[bytes], ranks: list[_Rank], runs: list[RunRecord | None]) -> str:
         missing = [str(r.rank) for r, run in zip(ranks, runs, strict=True) if run is None]
+        which = "rank(s)" if self.first is not None else "local rank(s)"
         return (
-            f"torch.distributed.run ended ({_describe_exit(proc.returncode)}) before rank(s) {', '.join(missing)} "
-            "wrote their results"
+            f"torch.distributed.run ended ({_describe_exit(proc.returncode)}) before {which} {', '.join(missing)}"
+            f"{self._on_node()} wrote their results"
         )
 
     def trace_failed(self, rank: _Rank, exc: ValueError) -> str:
-        return f"could not write rank {rank.rank}'s trace: {exc}"
+        return f"could not write {self.name(rank)}'s trace: {exc}"
 
     def record(self, ranks: list[_Rank], runs: list[RunRecord]) -> RunRecord:
-        """The top-level run.json: the first rank's settings, the slowest rank's step times step by
-        step, and the ranks (rank, pid, device, their files); the ranks' event files are dropped."""
+        """The top-level run.json of this node's ranks (see `_ranks_record`); the ranks' event files are dropped."""
         for name in os.listdir(self.stage):
             if name.startswith(".rank-"):
                 (self.stage / name).unlink()
-        first = runs[0]
-        steps = _per_step_max([run.steps_ms for run in runs])
-        unprofiled = _per_step_max([run.unprofiled_steps_ms for run in runs])
-        profiled_stats, unprofiled_stats = StepStats.of(steps), StepStats.of(unprofiled)
-        return RunRecord(
-            format=RUN_FORMAT,
-            mode=first.mode,
-            interop=first.interop,
-            intra=first.intra,
-            cores=first.cores,
-            device=first.device,
-            torch=first.torch,
-            model=first.model,
-            source=first.source,
-            input_shapes=first.input_shapes,
-            dtype=first.dtype,
-            steps=first.steps,
-            warmup=first.warmup,
-            nproc=self.nproc,
-            world_size=first.world_size,
-            backend=first.backend,
-            train_step=first.train_step,
-            steps_ms=[round(x, 4) for x in steps],
-            median_ms=round(profiled_stats.median, 4) if profiled_stats else None,
-            unprofiled_steps=len(unprofiled),
-            unprofiled_steps_ms=[round(x, 4) for x in unprofiled],
-            unprofiled_median_ms=round(unprofiled_stats.median, 4) if unprofiled_stats else None,
-            unprofiled_spread_ms=unprofiled_stats.rounded_spread(4) if unprofiled_stats else None,
-            # Ranks warm up together: the same steps, settled or stopped alike (each rank's times: its run.json).
-            warmup_steps=first.warmup_steps,
-            warmup_settled=first.warmup_settled,
-            warmup_cap=first.warmup_cap,
-            warnings=[f"rank {rank.rank}: {w}" for rank, run in zip(ranks, runs, strict=True) for w in run.warnings or []],
-            branches=first.branches,
-            tracer=first.tracer,
-            ranks=[
-                RankRecord(
-                    rank=rank.rank,
-                    pid=run.pid,
-                    device=run.device,
-                    run=f"{RANK_FOLDER.format(rank=rank.rank)}/{RUN_JSON}",
-                    trace=f"{RANK_FOLDER.format(rank=rank.rank)}/{DEFAULT_TRACE}",
-                    median_ms=run.median_ms,
-                    unprofiled_median_ms=run.unprofiled_median_ms,
-                )
-                for rank, run in zip(ranks, runs, strict=True)
-            ],
-            trace=f"{RANK_FOLDER.format(rank=0)}/{DEFAULT_TRACE}",
-            complete=True,
-        )
+        return _ranks_record(self.nproc, [(r.rank, run, self.node if self.nnodes > 1 else None, self.host) for r, run in zip(ranks, runs, strict=True)])
+
+    def commit(
+        self, folder: RunFolder, ranks: list[_Rank], results: list[Any], load: LoadMeter | None = None
+    ) -> RunResult:
+        """On one machine, `_commit`. A node of several: its ranks' traces written; a node other than 0
+        leaves them for node 0 (`NodeFolder.done`); node 0 takes every other node's ranks as they
+        come in (`NodeFolder.gather`, until --timeout) and commits the whole run."""
+        if self.nodes is None:
+            return _commit(folder, self, ranks, results, load)
+        out = folder.out
+        result = RunResult(EXIT_OK, out)
+        failed = _finish_traces(out, self, ranks, results, result)
+        if failed is not None:
+            return failed
+        own = self.record(ranks, results)
+        mine = [r.rank for r in ranks]
+        if self.node != 0:  # its part, not the run: node 0 writes run.json (`complete`) once all are in
+            self.nodes.done(mine)
+            result.run = msgspec.structs.replace(own, nnodes=self.nnodes, complete=False)
+            return result
+        cancel = self.cancel
+        try:
+            parts = self.nodes.gather(self.deadline, lambda: cancel is not None and cancel.is_set())
+        except NodeFailure as exc:
+            return RunResult(exc.exit_code, out, message=exc.message)
+        if parts is None:
+            assert cancel is not None
+            return _cancelled(out, cancel)
+        entries: list[tuple[int, RunRecord, int | None, str | None]]
+        entries = [(r.rank, run, self.node, self.host) for r, run in zip(ranks, results, strict=True)]
+        entries += [(rank, run, rec.node, rec.host) for rec, runs in parts for rank, run in runs]
+        record = _ranks_record(self.nproc, sorted(entries, key=lambda e: e[0]))
+        record.nnodes = self.nnodes
+        _add_load(record, load)
+        result.run = folder.commit(record)
+        return result
+
+
+def _ranks_record(nproc: int, entries: list[tuple[int, RunRecord, int | None, str | None]]) -> RunRecord:
+    """A distributed run's top-level run.json from its ranks' (rank, run.json, node, host): the first
+    rank's settings, the slowest rank's step times step by step, and the ranks (rank, pid, device,
+    their files; their node and host in a multi-node run)."""
+    ranks = [rank for rank, *_ in entries]
+    runs = [run for _, run, *_ in entries]
+    first = runs[0]
+    steps = _per_step_max([run.steps_ms for run in runs])
+    unprofiled = _per_step_max([run.unprofiled_steps_ms for run in runs])
+    profiled_stats, unprofiled_stats = StepStats.of(steps), StepStats.of(unprofiled)
+    return RunRecord(
+        format=RUN_FORMAT,
+        mode=first.mode,
+        interop=first.interop,
+        intra=first.intra,
+        cores=first.cores,
+        device=first.device,
+        torch=first.torch,
+        model=first.model,
+        source=first.source,
+        input_shapes=first.input_shapes,
+        dtype=first.dtype,
+        steps=first.steps,
+        warmup=first.warmup,
+        nproc=nproc,
+        world_size=first.world_size,
+        backend=first.backend,
+        train_step=first.train_step,
+        steps_ms=[round(x, 4) for x in steps],
+        median_ms=round(profiled_stats.median, 4) if profiled_stats else None,
+        unprofiled_steps=len(unprofiled),
+        unprofiled_steps_ms=[round(x, 4) for x in unprofiled],
+        unprofiled_median_ms=round(unprofiled_stats.median, 4) if unprofiled_stats else None,
+        unprofiled_spread_ms=unprofiled_stats.rounded_spread(4) if unprofiled_stats else None,
+        # Ranks warm up together: the same steps, settled or stopped alike (each rank's times: its run.json).
+        warmup_steps=first.warmup_steps,
+        warmup_settled=first.warmup_settled,
+        warmup_cap=first.warmup_cap,
+        warnings=[f"rank {rank}: {w}" for rank, run in zip(ranks, runs, strict=True) for w in run.warnings or []],
+        branches=first.branches,
+        tracer=first.tracer,
+        ranks=[
+            RankRecord(
+                rank=rank,
+                pid=run.pid,
+                device=run.device,
+                run=f"{RANK_FOLDER.format(rank=rank)}/{RUN_JSON}",
+                trace=f"{RANK_FOLDER.format(rank=rank)}/{DEFAULT_TRACE}",
+                median_ms=run.median_ms,
+                unprofiled_median_ms=run.unprofiled_median_ms,
+                node=node,
+                host=host,
+            )
+            for rank, run, node, host in entries
+        ],
+        trace=f"{RANK_FOLDER.format(rank=ranks[0])}/{DEFAULT_TRACE}",
+        complete=True,
+    )
 
 
 def _per_step_max(series: list[list[float] | None]) -> list[float]:
@@ -1126,7 +1295,10 @@ def _format_ranks_summary(run: RunRecord, out: Path) -> str:
     ranks = run.ranks or []
     lines = [
         f"{run.model}: {run.mode} mode, {run.interop} inter-op × {run.intra} intra-op "
-        f"threads, {len(ranks)} ranks ({run.backend}) on {run.device} ({run.cores} cores, "
+        f"threads, {len(ranks)} ranks ({run.backend})"
+        + (f" on node {ranks[0].node} of {run.nnodes}" if run.nnodes and not run.complete and ranks else "")
+        + (f" on {run.nnodes} nodes" if run.nnodes and run.complete else "")
+        + f" on {run.device} ({run.cores} cores, "
         f"torch {run.torch})" + (", train_step" if run.train_step else ""),
         f"step time (the slowest rank's, step by step): median {run.median_ms or 0:.2f} ms profiled over "
         f"{run.steps} steps, {run.unprofiled_median_ms or 0:.2f} ms unprofiled over "
@@ -1134,12 +1306,17 @@ def _format_ranks_summary(run: RunRecord, out: Path) -> str:
     ]
     for r in ranks:
         lines.append(
-            f"  rank {r.rank} (pid {r.pid}, {r.device}): median {r.median_ms or 0:.2f} ms "
+            f"  rank {r.rank} (pid {r.pid}, {r.device}"
+            + (f", node {r.node} on {r.host}" if r.node is not None else "")
+            + f"): median {r.median_ms or 0:.2f} ms "
             f"profiled, {r.unprofiled_median_ms or 0:.2f} ms unprofiled"
         )
     if run.load is not None:
         lines.append(run.load.text())
-    lines.append(f"wrote {out / RUN_JSON} and, per rank, {out / 'rank-R'}/{DEFAULT_TRACE} and {RUN_JSON}")
+    if run.complete:
+        lines.append(f"wrote {out / RUN_JSON} and, per rank, {out / 'rank-R'}/{DEFAULT_TRACE} and {RUN_JSON}")
+    else:  # a node other than 0 of a multi-node run: its part waits for node 0
+        lines.append(f"left these ranks' files in {out} for node 0, which writes {out / RUN_JSON} once every node's ranks are in")
     return "\n".join(lines)
 
 

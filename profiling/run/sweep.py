@@ -467,6 +467,8 @@ def validate_sweep(req: SweepRequest) -> str | None:
             return f"{name} must be at least 1, not {low[0]}"
     if req.passes < 1:
         return f"--passes must be at least 1, not {req.passes}"
+    if req.options.nnodes > 1:  # each cell would need every node to run it in step with the others
+        return "a sweep runs on one machine: --nnodes is for `branchscope profile`"
     return None
 
 

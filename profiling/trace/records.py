@@ -281,6 +281,32 @@ class FailureRecord(msgspec.Struct, kw_only=True):
     message: str = ""
 
 
+#: A multi-node run's node-R.json (`NodeRecord`), in OUT and, while the run goes on, in the node's folder.
+NODE_JSON = "node-{node}.json"
+NODE_JSON_NAME = re.compile(r"node-(?:0|[1-9][0-9]{0,4})\.json")
+
+
+class NodeRecord(msgspec.Struct, kw_only=True):
+    """node-R.json: what node R of a multi-node run (`--nnodes N --node-rank R`) ran and how it ended:
+    its host and runner's pid, the launcher's rendezvous endpoint, its global ranks once the
+    rendezvous gave them, and its `status`: "running", then "done" (every rank's files in) or
+    "failed" (with `message`, and `failed_at`: the wall-clock second it knew)."""
+
+    REQUIRED: typing.ClassVar[tuple[str, ...]] = ("node",)
+
+    node: int | None = None
+    nnodes: int | None = None
+    nproc: int | None = None
+    host: str | None = None
+    pid: int | None = None
+    endpoint: str | None = None
+    ranks: list[int] = msgspec.field(default_factory=list)
+    status: str = "running"
+    message: str | None = None
+    exit_code: int | None = None
+    failed_at: float | None = None
+
+
 class TraceClock(msgspec.Struct, kw_only=True):
     """Where the trace's events lie on its clock: its baseTimeNanoseconds and the span of its events
     (µs), so the runner places CPU samples without parsing the trace again."""
@@ -300,6 +326,9 @@ class RankRecord(msgspec.Struct, kw_only=True):
     trace: str | None = None
     median_ms: float | None = None
     unprofiled_median_ms: float | None = None
+    #: A multi-node run's (`--nnodes`): the node that ran the rank (its `--node-rank`) and its host name.
+    node: int | None = None
+    host: str | None = None
 
 
 class LoadRecord(msgspec.Struct, kw_only=True):
@@ -421,6 +450,8 @@ class RunRecord(msgspec.Struct, kw_only=True):
     complete: bool = False
     #: The machine's load while the run ran (`LoadRecord`); None for runs from before it was measured.
     load: LoadRecord | None = None
+    #: A multi-node run's node count (`--nnodes`); None for a run on one machine.
+    nnodes: int | None = None
 
     @classmethod
     def parse(cls, obj: Any) -> RunRecord:

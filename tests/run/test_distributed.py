@@ -7,13 +7,11 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 
 from branchscope.app import cmd_memory, cmd_profile
@@ -23,7 +21,7 @@ from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.run.runner import launcher_command, run_profile
 from branchscope.profiling.trace.records import ErrorEvent, ExitedEvent, PhaseEvent, RunRecord
 from tests.paths import ROOT
-from tests.processes import wait_until
+from tests.processes import mentioning, wait_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
 
@@ -37,24 +35,8 @@ def cli(argv: list[str]) -> int:
     return int(args.handler(args))
 
 
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _mentioning(text: str) -> list[psutil.Process]:
-    """Live processes whose command line mentions `text` (a marker, or the run's --out folder)."""
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        if any(text in part for part in p.info["cmdline"] or []) and p.pid != os.getpid() and _alive(p):
-            found.append(p)
-    return found
-
-
 def _nothing_left(*texts: str) -> None:
-    wait_until(lambda: not any(_mentioning(t) for t in texts), 30, f"no process mentioning {texts}")
+    wait_until(lambda: not any(mentioning(t) for t in texts), 30, f"no process mentioning {texts}")
 
 
 #: A model whose train_step runs DDP (a collective every step) and misbehaves on rank 1 as BEHAVE
@@ -257,8 +239,8 @@ def test_killing_the_runner_outright_takes_every_rank_and_what_they_started(tmp_
     cmd = [sys.executable, "-m", "branchscope.profiling.run.runner", *_request(model, out).argv(), "--jsonl"]
     runner = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_until(lambda: len(_mentioning(marker)) == 2, 120, "both ranks' child processes")
-        assert _mentioning("torch.distributed.run")
+        wait_until(lambda: len(mentioning(marker)) == 2, 120, "both ranks' child processes")
+        assert mentioning("torch.distributed.run")
         runner.kill()  # no cleanup of its own: death signals and the ranks' reapers must do it
         runner.wait(timeout=60)
         _nothing_left(marker, str(out))
@@ -266,7 +248,7 @@ def test_killing_the_runner_outright_takes_every_rank_and_what_they_started(tmp_
         if runner.poll() is None:
             runner.kill()
             runner.wait()
-        for p in _mentioning(marker) + _mentioning(str(out)):
+        for p in mentioning(marker) + mentioning(str(out)):
             p.kill()
 
 
@@ -397,7 +379,7 @@ def test_a_cancelled_distributed_run_stops_every_rank(tmp_path):
 
     def on_event(event: object) -> None:
         if isinstance(event, PhaseEvent) and event.phase == "warmup":  # rank 0's: both ranks run the model now
-            wait_until(lambda: len(_mentioning(marker)) == 2, 60, "both ranks' child processes")
+            wait_until(lambda: len(mentioning(marker)) == 2, 60, "both ranks' child processes")
             cancel.set(signal.SIGTERM)
 
     result = run_profile(_request(model, out), on_event, cancel)
@@ -417,7 +399,7 @@ def test_a_rank_whose_process_under_the_launcher_is_killed_is_named(tmp_path):
     out = tmp_path / "out"
 
     def kill_rank_1() -> None:
-        children = wait_until(lambda: len(_mentioning(marker)) == 2 and _mentioning(marker), 120, "both ranks")
+        children = wait_until(lambda: len(mentioning(marker)) == 2 and mentioning(marker), 120, "both ranks")
         child = next(p for p in children if p.environ().get("RANK") == "1")  # type: ignore[union-attr]
         watcher = child.parent().parent()
         assert "branchscope.profiling.run.worker" in " ".join(watcher.cmdline())
