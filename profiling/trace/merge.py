@@ -20,8 +20,18 @@ from typing import Any
 
 import numpy as np
 
+from branchscope.profiling.trace import forked
 from branchscope.profiling.trace.flows import merged_flow_binder
-from branchscope.profiling.trace.model import KIND_ORDER, CounterTrack, Lane, MemorySeries, Trace, build_trace
+from branchscope.profiling.trace.model import (
+    KIND_ORDER,
+    CounterTrack,
+    Lane,
+    LoadCancelled,
+    MemorySeries,
+    Trace,
+    build_trace,
+)
+from branchscope.profiling.trace.rank_pool import forked_map, register, trace_from_parts, trace_parts
 from branchscope.profiling.trace.reader import ProgressCallback, load_trace
 from branchscope.profiling.trace.snapshot import is_snapshot, load_snapshot, rank_from_name
 
@@ -36,8 +46,46 @@ def load_traces(paths: Sequence[str | os.PathLike[str]], *, progress: ProgressCa
 
     `progress` goes to `load_trace` for each trace file in turn (its phases start over per file).
     """
-    traces = [load_source(p, progress=progress) for p in paths]
+    if len(paths) > 1 and POOL_WORKERS() > 1:
+        traces = load_many(paths, progress=progress)
+    else:
+        traces = [load_source(p, progress=progress) for p in paths]
     return traces[0] if len(traces) == 1 else merge_traces(as_ranks(traces))
+
+
+def POOL_WORKERS() -> int:  # noqa: N802 - a knob tests and benchmarks set, read when called
+    """How many files `load_many` reads at once: the cores this process may use."""
+    return forked.cores()
+
+
+def _loaded_parts(path: str | os.PathLike[str]) -> dict[str, Any]:
+    return trace_parts(load_source(path))
+
+
+def load_many(
+    paths: Sequence[str | os.PathLike[str]], *, progress: ProgressCallback | None = None, workers: int | None = None
+) -> list[Trace]:
+    """The traces (or snapshots) of `paths` in order, read `workers` (default `POOL_WORKERS()`)
+    at a time, each in a forked child (`rank_pool.forked_map`). A file whose child failed is read
+    here, so a broken file raises as `load_source` raises for it, naming it; no child is left.
+    `progress("reading", files done / files)` as files arrive; False from it cancels (`LoadCancelled`)."""
+    n = len(paths)
+
+    def waiting() -> None:
+        if progress is not None and progress("reading", count[0] / n) is False:
+            raise LoadCancelled("loading stopped while reading")
+
+    count = [0]
+    traces: list[Trace | None] = [None] * n
+
+    def arrived(k: int, parts: Any) -> None:
+        # A failed child: this process reads the file now, so its error is raised at once.
+        traces[k] = trace_from_parts(parts) if parts is not None else load_source(paths[k])
+        count[0] += 1
+        waiting()
+
+    forked_map(_loaded_parts, list(paths), workers=workers or POOL_WORKERS(), waiting=waiting, done=arrived)
+    return [t for t in traces if t is not None]
 
 
 def as_ranks(traces: Sequence[Trace]) -> list[Trace]:
@@ -103,6 +151,7 @@ def rank_hosts(trace: Trace) -> dict[int | None, str]:
     return hosts
 
 
+@register
 @dataclass(frozen=True)
 class RankSummary:
     """One rank of a trace at a glance, to tell a slow or heavy rank (`rank_summaries`)."""
@@ -166,6 +215,42 @@ def rank_summaries(trace: Trace) -> list[RankSummary]:
             )
         )  # fmt: skip
     return out
+
+
+def _file_summary(path: str | os.PathLike[str]) -> RankSummary:
+    summaries = rank_summaries(load_source(path))
+    if len(summaries) != 1:
+        raise ValueError(f"{path}: not one rank's trace")
+    return summaries[0]
+
+
+def rank_job_summaries(
+    paths: Sequence[str | os.PathLike[str]], *, progress: ProgressCallback | None = None, workers: int | None = None
+) -> list[RankSummary]:
+    """`rank_summaries` of the job whose ranks are the files `paths`, without holding their events:
+    each file is read and summarised in a forked child (`workers` at a time, default
+    `POOL_WORKERS()`), which sends back its summary only; ranks as `as_ranks` gives them. The
+    same figures as `rank_summaries(load_traces(paths))`, in rank order. A file whose child failed
+    is read here (its error raised as `load_source` raises it, naming it); no child is left."""
+    n = len(paths)
+    got: list[RankSummary | None] = [None] * n
+    count = [0]
+
+    def waiting() -> None:
+        if progress is not None and progress("reading", count[0] / n) is False:
+            raise LoadCancelled("loading stopped while reading")
+
+    def arrived(k: int, summary: Any) -> None:
+        got[k] = summary if isinstance(summary, RankSummary) else _file_summary(paths[k])
+        count[0] += 1
+        waiting()
+
+    forked_map(_file_summary, list(paths), workers=workers or POOL_WORKERS(), waiting=waiting, done=arrived)
+    summaries = [s for s in got if s is not None]
+    ranks = [s.rank if s.rank is not None else rank_from_name(os.fspath(p)) for s, p in zip(summaries, paths)]
+    if None in ranks or len(set(ranks)) != len(ranks):
+        ranks = list(range(n))
+    return sorted((replace(s, rank=r) for s, r in zip(summaries, ranks)), key=lambda s: s.rank or 0)
 
 
 def _clock_shift(trace: Trace, reference: Trace) -> int:

@@ -1,0 +1,226 @@
+"""Many trace files read on every core: one forked child per file, a few at a time (issue 23).
+
+A job of many ranks is many files; `load_trace` reads one on one core (its second half on another
+only for a big file). `forked_map(fn, items)` runs `fn(item)` for each item in a forked child
+(`forked.ForkedCall`: it dies with its parent and is killed when the map ends, done or not), at
+most `workers` at once (the cores this process may use), and reads each child's result back
+through its pipe as `encode`/`decode` write it: a msgpack header, then each numpy array's bytes as
+they are (as the reader's own forked half does). No pickle: what comes back is numbers, strings
+and the trace model's own dataclasses, named in `_CLASSES`, rebuilt field by field.
+
+A child that fails (an exception, a crash, a result that cannot be encoded) makes its item None in
+the results: the caller then does that item itself, so a broken file's error is the caller's own,
+named as a single load names it. `trace_parts(trace)` and `trace_from_parts(parts)` carry a whole
+`Trace` (its columns, lanes, memory, counters, metadata, each event's text for its args, and its
+flows, bound in the child).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import msgspec
+import numpy as np
+
+from branchscope.profiling.trace import decode as _decode
+from branchscope.profiling.trace import forked
+from branchscope.profiling.trace.model import CounterTrack, Flows, Lane, MemorySeries, Trace
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: The dataclasses a child's result may hold, rebuilt by name (nothing else is ever constructed).
+_CLASSES: dict[str, type] = {c.__name__: c for c in (Lane, MemorySeries, CounterTrack, Flows)}
+
+
+def register(cls: type) -> type:
+    """Let results hold instances of the dataclass `cls` (a frozen record of plain fields)."""
+    _CLASSES[cls.__name__] = cls
+    return cls
+
+
+# ---- encoding: msgpack over plain values, arrays after it ----------------------------------
+
+
+def _flatten(value: Any, arrays: list[np.ndarray]) -> Any:
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            raise TypeError("an object array cannot be sent")
+        arrays.append(np.ascontiguousarray(value))
+        return {"__a": len(arrays) - 1}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        name = type(value).__name__
+        if _CLASSES.get(name) is not type(value):
+            raise TypeError(f"{name} cannot be sent")
+        fields = {f.name: _flatten(getattr(value, f.name), arrays) for f in dataclasses.fields(value) if f.init}
+        return {"__d": name, "f": fields}
+    if isinstance(value, tuple):
+        return {"__t": [_flatten(v, arrays) for v in value]}
+    if isinstance(value, list):
+        return [_flatten(v, arrays) for v in value]
+    if isinstance(value, dict):
+        if any(k in value for k in ("__a", "__d", "__t")):
+            return {"__m": [[_flatten(k, arrays), _flatten(v, arrays)] for k, v in value.items()]}
+        return {k: _flatten(v, arrays) for k, v in value.items()}
+    if isinstance(value, (np.integer, np.floating, np.bool_)):
+        return value.item()
+    return value
+
+
+def _unflatten(value: Any, arrays: list[np.ndarray]) -> Any:
+    if isinstance(value, list):
+        return [_unflatten(v, arrays) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "__a" in value:
+        return arrays[value["__a"]]
+    if "__d" in value:
+        cls = _CLASSES[value["__d"]]
+        return cls(**{k: _unflatten(v, arrays) for k, v in value["f"].items()})
+    if "__t" in value:
+        return tuple(_unflatten(v, arrays) for v in value["__t"])
+    if "__m" in value:
+        return {_unflatten(k, arrays): _unflatten(v, arrays) for k, v in value["__m"]}
+    return {k: _unflatten(v, arrays) for k, v in value.items()}
+
+
+def encode(value: Any, pipe: io.BufferedWriter) -> None:
+    """Write `value` (plain values, numpy arrays, `_CLASSES` dataclasses) into `pipe`."""
+    arrays: list[np.ndarray] = []
+    tree = _flatten(value, arrays)
+    header = msgspec.msgpack.encode({"tree": tree, "arrays": [(a.dtype.str, list(a.shape)) for a in arrays]})
+    pipe.write(len(header).to_bytes(8, "little"))
+    pipe.write(header)
+    for a in arrays:
+        if a.nbytes:
+            pipe.write(a.data.cast("B"))
+
+
+def decode(pipe: io.BufferedReader) -> Any:
+    """What `encode` wrote; EOFError or ValueError if it was cut short or malformed."""
+    read = _decode._read_exact
+    header = msgspec.msgpack.decode(read(pipe, int.from_bytes(read(pipe, 8), "little")))
+    arrays = []
+    for dtype, shape in header["arrays"]:
+        a = np.empty(shape, dtype=np.dtype(dtype))
+        if a.nbytes:
+            read(pipe, a.nbytes, into=a.data.cast("B"))
+        arrays.append(a)
+    return _unflatten(header["tree"], arrays)
+
+
+# ---- the map ----------------------------------------------------------------------------------
+
+
+def forked_map(
+    fn: Callable[[T], Any],
+    items: Sequence[T],
+    *,
+    workers: int | None = None,
+    waiting: Callable[[], object] = lambda: None,
+    done: Callable[[int, Any], object] = lambda _k, _v: None,
+) -> list[Any]:
+    """[fn(item) for item in items], each run in a forked child, `workers` (default: the usable
+    cores) at a time; an item whose child failed is None. Results are read in item order.
+    `waiting()` is called every 50 ms while a child works (an exception it raises ends the map,
+    every child killed), `done(k, result)` as item k's result arrives (an exception it raises
+    ends the map the same way). No child outlives the call."""
+    workers = max(1, workers if workers is not None else forked.cores())
+    results: list[Any] = [None] * len(items)
+    running: list[tuple[int, forked.ForkedCall | None]] = []
+    next_item = 0
+
+    def child(item: T) -> Callable[[io.BufferedWriter], object]:
+        def write(pipe: io.BufferedWriter) -> None:
+            # One core each: no nested forked half in a child (the pool already fills the cores).
+            _decode.PARALLEL_MIN_EVENTS = 1 << 62
+            encode(fn(item), pipe)
+
+        return write
+
+    try:
+        while next_item < len(items) or running:
+            while next_item < len(items) and len(running) < workers:
+                running.append((next_item, forked.ForkedCall.start(child(items[next_item]))))
+                next_item += 1
+            k, call = running[0]
+            results[k] = call.result(decode, waiting) if call is not None else None
+            running.pop(0)
+            done(k, results[k])
+    finally:
+        for _, call in running:
+            if call is not None:
+                call.stop()
+    return results
+
+
+# ---- a whole trace ----------------------------------------------------------------------------
+
+
+class RawSlices(Sequence[memoryview]):
+    """Each event's JSON text as a view into one buffer (`Trace._raw_args` of a trace that came
+    back from a child): one object for all of them, not one per event."""
+
+    def __init__(self, blob: np.ndarray, offsets: np.ndarray) -> None:
+        self._blob = blob.data.cast("B")
+        self._offsets = offsets.tolist()
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return self._blob[self._offsets[i] : self._offsets[i + 1]]
+
+    def __iter__(self) -> Iterator[memoryview]:
+        blob, off = self._blob, self._offsets
+        return (blob[a:b] for a, b in zip(off, off[1:]))
+
+
+def trace_parts(trace: Trace) -> dict[str, Any]:
+    """What `trace_from_parts` needs to rebuild `trace` in another process (flows bound now)."""
+    raw = trace._raw_args
+    parts: dict[str, Any] = {
+        "path": trace.path,
+        "columns": {k: getattr(trace, k) for k in ("start_ns", "dur_ns", "lane", "depth", "name_id", "cat_id")},
+        "lane_offsets": trace.lane_offsets,
+        "names": list(trace.names),
+        "cats": list(trace.cats),
+        "lanes": list(trace.lanes),
+        "memory": trace.memory,
+        "counters": trace.counters,
+        "metadata": trace.metadata,
+        "flows": trace.flows if trace._flow_binder is not None else None,
+    }
+    if raw is not None and all(isinstance(r, (bytes, msgspec.Raw, memoryview)) for r in raw):
+        sizes = np.fromiter((len(r) for r in raw), dtype=np.int64, count=len(raw))
+        offsets = np.zeros(len(raw) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        parts["raw"] = np.frombuffer(b"".join(raw), dtype=np.uint8)
+        parts["raw_offsets"] = offsets
+    elif raw is not None:
+        raise TypeError("args held as objects: loaded here instead")
+    return parts
+
+
+def trace_from_parts(parts: dict[str, Any]) -> Trace:
+    """The `Trace` that `trace_parts` described."""
+    flows = parts["flows"]
+    raw = RawSlices(parts["raw"], parts["raw_offsets"]) if "raw" in parts else None
+    return Trace(
+        path=parts["path"],
+        **parts["columns"],
+        names=parts["names"],
+        cats=parts["cats"],
+        lanes=parts["lanes"],
+        lane_offsets=parts["lane_offsets"],
+        memory=parts["memory"],
+        counters=parts["counters"],
+        metadata=parts["metadata"],
+        _raw_args=raw,  # type: ignore[arg-type]
+        _flow_binder=(lambda _t: flows) if flows is not None else None,
+    )
