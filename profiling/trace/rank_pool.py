@@ -1,15 +1,16 @@
-"""Many trace files read on every core: one forked child per file, a few at a time (issue 23).
+"""Many trace files read on every core: a few forked children, each reading its share (issue 23).
 
 A job of many ranks is many files; `load_trace` reads one on one core (its second half on another
-only for a big file). `forked_map(fn, items)` runs `fn(item)` for each item in a forked child
-(`forked.ForkedCall`: it dies with its parent and is killed when the map ends, done or not), at
-most `workers` at once (the cores this process may use), and reads each child's result back
+only for a big file). `forked_map(fn, items)` runs `fn(item)` for each item in one of `workers`
+forked children (the cores this process may use; `forked.ForkedCall`: each dies with its parent
+and is killed when the map ends, done or not), each child doing its share of the items one after
+another (a fork per child, not per file: a fork of a large process costs), and reads each result back
 through its pipe as `encode`/`decode` write it: a msgpack header, then each numpy array's bytes as
 they are (as the reader's own forked half does). No pickle: what comes back is numbers, strings
 and the trace model's own dataclasses, named in `_CLASSES`, rebuilt field by field.
 
-A child that fails (an exception, a crash, a result that cannot be encoded) makes its item None in
-the results: the caller then does that item itself, so a broken file's error is the caller's own,
+An item whose `fn` raised (the child goes on with its next), or whose child died, or whose result
+cannot be encoded, is None in the results: the caller then does that item itself, so a broken file's error is the caller's own,
 named as a single load names it. `trace_parts(trace)` and `trace_from_parts(parts)` carry a whole
 `Trace` (its columns, lanes, memory, counters, metadata, each event's text for its args, and its
 flows, bound in the child).
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
+import select
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -87,7 +90,7 @@ def _unflatten(value: Any, arrays: list[np.ndarray]) -> Any:
     return {k: _unflatten(v, arrays) for k, v in value.items()}
 
 
-def encode(value: Any, pipe: io.BufferedWriter) -> None:
+def encode(value: Any, pipe: io.BufferedIOBase) -> None:
     """Write `value` (plain values, numpy arrays, `_CLASSES` dataclasses) into `pipe`."""
     arrays: list[np.ndarray] = []
     tree = _flatten(value, arrays)
@@ -115,6 +118,41 @@ def decode(pipe: io.BufferedReader) -> Any:
 # ---- the map ----------------------------------------------------------------------------------
 
 
+class _Worker(forked.ForkedCall):
+    """A forked child running `fn` over its share of the items, one result after another into its
+    pipe, each a status byte (1: `encode`d result follows, 0: `fn` raised) then the result."""
+
+    def next(self, waiting: Callable[[], object]) -> tuple[bool, Any]:
+        """(True, result) for the child's next item; (False, None) where `fn` raised for it or
+        the child has died or sent something malformed (then nothing more is read from it)."""
+        if self._fd is None:
+            return False, None
+        if self._pipe is None:  # unbuffered: what poll says is ready is all there is
+            self._pipe = os.fdopen(self._fd, "rb", buffering=0, closefd=False)
+        poll = select.poll()  # not select(): it cannot watch a descriptor numbered 1024 or more
+        poll.register(self._fd, select.POLLIN)
+        while not poll.poll(50):
+            waiting()
+        try:
+            status = self._pipe.read(1)
+            if status == b"\x01":
+                return True, decode(self._pipe)
+            if status == b"\x00":
+                return False, None
+        except (OSError, EOFError, ValueError, TypeError, KeyError, MemoryError):
+            pass
+        self.stop()  # dead, or its data cut short: the caller does its items
+        return False, None
+
+    _pipe: Any = None
+
+    def stop(self) -> None:
+        if self._pipe is not None:
+            self._pipe.close()
+            self._pipe = None
+        super().stop()
+
+
 def forked_map(
     fn: Callable[[T], Any],
     items: Sequence[T],
@@ -123,35 +161,51 @@ def forked_map(
     waiting: Callable[[], object] = lambda: None,
     done: Callable[[int, Any], object] = lambda _k, _v: None,
 ) -> list[Any]:
-    """[fn(item) for item in items], each run in a forked child, `workers` (default: the usable
-    cores) at a time; an item whose child failed is None. Results are read in item order.
-    `waiting()` is called every 50 ms while a child works (an exception it raises ends the map,
-    every child killed), `done(k, result)` as item k's result arrives (an exception it raises
-    ends the map the same way). No child outlives the call."""
-    workers = max(1, workers if workers is not None else forked.cores())
+    """[fn(item) for item in items] in `workers` (default: the usable cores) forked children,
+    child w doing items w, w + workers, ... one after another (a fork per child, not per item);
+    an item whose `fn` raised, or whose child died, is None. Results are read in item order.
+    `waiting()` is called every 50 ms while the next result is awaited (an exception it raises
+    ends the map, every child killed), `done(k, result)` as item k's result arrives (an exception
+    it raises ends the map the same way). No child outlives the call."""
+    workers = max(1, min(len(items), workers if workers is not None else forked.cores()))
     results: list[Any] = [None] * len(items)
-    running: list[tuple[int, forked.ForkedCall | None]] = []
-    next_item = 0
 
-    def child(item: T) -> Callable[[io.BufferedWriter], object]:
+    def share(w: int) -> Callable[[io.BufferedWriter], object]:
         def write(pipe: io.BufferedWriter) -> None:
             # One core each: no nested forked half in a child (the pool already fills the cores).
             _decode.PARALLEL_MIN_EVENTS = 1 << 62
-            encode(fn(item), pipe)
+            for item in items[w::workers]:
+                try:
+                    value = fn(item)
+                except Exception:  # the parent does this item itself, and raises its error
+                    pipe.write(b"\x00")
+                    pipe.flush()
+                    continue
+                buffer = io.BytesIO()  # whole, so a value that cannot be encoded sends only its 0
+                try:
+                    encode(value, buffer)
+                except (TypeError, ValueError, OverflowError):
+                    pipe.write(b"\x00")
+                else:
+                    pipe.write(b"\x01")
+                    pipe.write(buffer.getbuffer())
+                pipe.flush()
+                del value, buffer
 
         return write
 
+    started: list[_Worker | None] = []
     try:
-        while next_item < len(items) or running:
-            while next_item < len(items) and len(running) < workers:
-                running.append((next_item, forked.ForkedCall.start(child(items[next_item]))))
-                next_item += 1
-            k, call = running[0]
-            results[k] = call.result(decode, waiting) if call is not None else None
-            running.pop(0)
+        for w in range(workers):
+            call = _Worker.start(share(w))
+            started.append(call if isinstance(call, _Worker) else None)
+        for k in range(len(items)):
+            call = started[k % workers]
+            ok, value = call.next(waiting) if call is not None else (False, None)
+            results[k] = value if ok else None
             done(k, results[k])
     finally:
-        for _, call in running:
+        for call in started:
             if call is not None:
                 call.stop()
     return results

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -206,3 +207,20 @@ def test_a_cancelled_load_of_ranks_stops_every_child(tmp_path):
     with pytest.raises(LoadCancelled):
         load_many(files, workers=2, progress=progress)
     assert seen and _children() == []
+
+
+def test_a_child_that_dies_leaves_its_files_to_this_process(tmp_path, monkeypatch):
+    files = [_flow_rank(tmp_path / f"rank-{r}.json", r, 6) for r in range(6)]
+    real = merge._loaded_parts
+
+    def dies_at_rank_2(path):
+        if Path(path).name == "rank-2.json":
+            os._exit(3)  # in the child: its share's later files never come
+        return real(path)
+
+    monkeypatch.setattr(merge, "_loaded_parts", dies_at_rank_2)
+    loaded = load_many(files, workers=2)
+    # Child 0 had ranks 0, 2, 4: rank 0 came from it, 2 and 4 were read here; child 1's all came.
+    assert [isinstance(t._raw_args, RawSlices) for t in loaded] == [True, True, False, True, False, True]
+    _same(merge.merge_traces(merge.as_ranks(loaded)), merge.merge_traces(merge.as_ranks([merge.load_source(p) for p in files])))
+    assert _children() == []
