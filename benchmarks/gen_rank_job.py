@@ -150,6 +150,14 @@ def _memory(near: dict[str, Any], ts: float, addr: int, size: int, total: int) -
     }  # fmt: skip
 
 
+def kineto_text(doc: dict[str, Any]) -> str:
+    """The document laid out as torch.profiler writes it: a top-level key a line (`"rank": 3`, which
+    HTA finds by a regular expression that wants the space), then one event a line."""
+    head = [f"  {json.dumps(k)}: {json.dumps(v, separators=(', ', ': '))}" for k, v in doc.items() if k != "traceEvents"]
+    events = ",\n".join("    " + json.dumps(e, separators=(", ", ": ")) for e in doc["traceEvents"])
+    return "{\n" + ",\n".join(head) + ',\n  "traceEvents": [\n' + events + "\n  ]\n}\n"
+
+
 def file_name(rank: int, naming: str) -> str:
     return f"rank_{rank}.pt.trace.json.gz" if naming == "pt" else f"rank-{rank}.json.gz"
 
@@ -178,7 +186,7 @@ def generate(
         factor = stretch.get(rank, 1 + rng.uniform(-JITTER, JITTER))
         offset = rng.uniform(0, 500)
         scale = HEAVY_FACTOR if rank == heavy else 1.0
-        data = json.dumps(rank_document(doc, rank, ranks, factor, offset, scale, rng), separators=(",", ":"))
+        data = kineto_text(rank_document(doc, rank, ranks, factor, offset, scale, rng))
         path = out / file_name(rank, naming)
         with gzip.open(path, "wb", compresslevel=compresslevel) as f:
             f.write(data.encode())
