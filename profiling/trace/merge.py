@@ -12,6 +12,7 @@ job, a single-process run, a run recorded at another time) is a group of its own
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -29,7 +30,6 @@ from branchscope.profiling.trace.model import (
     LoadCancelled,
     MemorySeries,
     Trace,
-    build_trace,
 )
 from branchscope.profiling.trace.rank_pool import forked_map, register, trace_from_parts, trace_parts
 from branchscope.profiling.trace.reader import ProgressCallback, load_trace
@@ -44,7 +44,9 @@ def load_source(path: str | os.PathLike[str], *, progress: ProgressCallback | No
 def load_traces(paths: Sequence[str | os.PathLike[str]], *, progress: ProgressCallback | None = None) -> Trace:
     """One trace (or snapshot) as is, or several merged as ranks (see `merge_traces`, `as_ranks`).
 
-    `progress` goes to `load_trace` for each trace file in turn (its phases start over per file).
+    Several files are read `POOL_WORKERS()` at a time by forked children (`load_many`): `progress`
+    then hears ("reading", files done ÷ files); one worker, or one file: `progress` goes to
+    `load_trace` for each file in turn (its phases start over per file).
     """
     if len(paths) > 1 and POOL_WORKERS() > 1:
         traces = load_many(paths, progress=progress)
@@ -346,7 +348,10 @@ def merge_traces(traces: Sequence[Trace]) -> Trace:
     lane_cols: list[np.ndarray] = []
     name_cols: list[np.ndarray] = []
     cat_cols: list[np.ndarray] = []
-    raw_args: list[Any] = []
+    depths: list[np.ndarray] = []
+    offsets: list[np.ndarray] = []
+    raw_parts: list[tuple[int, Sequence[Any] | None]] = []
+    events = 0
     memory: list[MemorySeries] = []
     counters: list[CounterTrack] = []
     for position, t in enumerate(traces):
@@ -361,22 +366,54 @@ def merge_traces(traces: Sequence[Trace]) -> Trace:
         lane_cols.append(t.lane + lane_base)
         name_cols.append(name_map[t.name_id] if len(t) else np.zeros(0, np.int32))
         cat_cols.append(cat_map[t.cat_id] if len(t) else np.zeros(0, np.int32))
-        raw_args += t._raw_args if t._raw_args is not None else [None] * len(t)
+        depths.append(t.depth)
+        offsets.append(t.lane_offsets[:-1] + events)
+        raw_parts.append((events, t._raw_args))
+        events += len(t)
         memory += [replace(m, device=f"rank{rank}/{m.device}", ts_ns=m.ts_ns + shift, rank=rank) for m in t.memory]
         counters += [replace(c, ts_ns=c.ts_ns + shift) for c in t.counters]
-    return build_trace(
+    # Each part is sorted by (lane, start, longest first) and its lanes follow the parts' before
+    # it, one shift per part: the parts one after another are the merged order, and each event's
+    # depth its part's (no sort, no depth computed again: what build_trace would give).
+    return Trace(
         path=" + ".join(t.path for t in traces),
-        start_ns=np.concatenate(starts),
-        dur_ns=np.concatenate(durs),
-        lane=np.concatenate(lane_cols),
-        name_id=np.concatenate(name_cols),
-        cat_id=np.concatenate(cat_cols),
+        start_ns=np.concatenate(starts).astype(np.int64, copy=False),
+        dur_ns=np.concatenate(durs).astype(np.int64, copy=False),
+        lane=np.concatenate(lane_cols).astype(np.int32, copy=False),
+        depth=np.concatenate(depths).astype(np.int32, copy=False),
+        name_id=np.concatenate(name_cols).astype(np.int32, copy=False),
+        cat_id=np.concatenate(cat_cols).astype(np.int32, copy=False),
         names=list(names),
         cats=list(cats),
         lanes=lanes,
+        lane_offsets=np.concatenate([*offsets, np.array([events], dtype=np.int64)]).astype(np.int64, copy=False),
         memory=memory,
         counters=counters,
         metadata={"ranks": [t.metadata for t in traces], "baseTimeNanoseconds": reference.base_time_ns},
-        raw_args=raw_args,
-        flow_binder=merged_flow_binder(list(traces)),
+        _raw_args=_ChainedArgs(raw_parts, events),  # type: ignore[arg-type]
+        _flow_binder=merged_flow_binder(list(traces)),
     )
+
+
+class _ChainedArgs(Sequence[Any]):
+    """The merged trace's per-event texts: the parts' own, looked up by event (no list of a
+    million views made at merge time)."""
+
+    def __init__(self, parts: list[tuple[int, Sequence[Any] | None]], total: int) -> None:
+        self._firsts = [first for first, _ in parts]
+        self._parts = [raw for _, raw in parts]
+        self._total = total
+
+    def __len__(self) -> int:
+        return self._total
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._total))]
+        if i < 0:
+            i += self._total
+        if not 0 <= i < self._total:
+            raise IndexError(i)
+        k = bisect.bisect_right(self._firsts, i) - 1
+        raw = self._parts[k]
+        return None if raw is None else raw[i - self._firsts[k]]

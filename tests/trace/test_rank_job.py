@@ -224,3 +224,24 @@ def test_a_child_that_dies_leaves_its_files_to_this_process(tmp_path, monkeypatc
     assert [isinstance(t._raw_args, RawSlices) for t in loaded] == [True, True, False, True, False, True]
     _same(merge.merge_traces(merge.as_ranks(loaded)), merge.merge_traces(merge.as_ranks([merge.load_source(p) for p in files])))
     assert _children() == []
+
+
+def test_merging_keeps_each_ranks_order_and_depth_as_sorting_them_again_would(tmp_path):
+    from branchscope.profiling.trace.model import build_trace
+
+    files = [_flow_rank(tmp_path / f"rank-{r}.json", r, 3) for r in range(3)]
+    files.append(SHARED_TRACES / "hta_ns_resolution_fwdbwd.pt.trace.json.gz")  # nested, 4 lanes, flows
+    parts = merge.as_ranks([merge.load_source(p) for p in files if p.is_file()])
+    merged = merge.merge_traces(parts)
+    again = build_trace(  # the merged columns sorted and their depth computed from scratch
+        path=merged.path, start_ns=merged.start_ns[::-1], dur_ns=merged.dur_ns[::-1], lane=merged.lane[::-1],
+        name_id=merged.name_id[::-1], cat_id=merged.cat_id[::-1], names=merged.names, cats=merged.cats,
+        lanes=merged.lanes, raw_args=[merged._raw_args[i] for i in range(len(merged))][::-1],
+    )  # fmt: skip
+    for col in ("start_ns", "dur_ns", "lane", "depth", "name_id", "cat_id", "lane_offsets"):
+        assert np.array_equal(getattr(merged, col), getattr(again, col)), col
+    assert merged.depth.max() > 0
+    for i in np.linspace(0, len(merged) - 1, 40).astype(int).tolist():
+        assert merged.event_args(i) == again.event_args(i)
+    with pytest.raises(IndexError):
+        merged._raw_args[len(merged)]
