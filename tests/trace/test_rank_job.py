@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import psutil
 import pytest
 
 from branchscope.profiling.trace import merge
@@ -20,6 +19,7 @@ from branchscope.profiling.trace.merge import load_many, load_traces, rank_job_s
 from branchscope.profiling.trace.model import LoadCancelled, Trace, TraceFormatError
 from branchscope.profiling.trace.rank_pool import RawSlices
 from tests.paths import ROOT, SHARED_TRACES
+from tests.trace.test_reader_parallel import _children, _earlier_children  # noqa: F401 (its autouse fixture too)
 
 TEMPLATE = SHARED_TRACES / "hta_two_ranks" / "rank-0.json.gz"
 needs_template = pytest.mark.skipif(not TEMPLATE.is_file(), reason="../shared/traces absent")
@@ -32,19 +32,6 @@ def _generator():
     sys.modules.setdefault("gen_rank_job", module)
     spec.loader.exec_module(module)
     return module
-
-
-_EARLIER: set[int] = set()
-
-
-@pytest.fixture(autouse=True)
-def _earlier_children() -> None:
-    _EARLIER.clear()
-    _EARLIER.update(p.pid for p in psutil.Process().children(recursive=True))
-
-
-def _children() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if p.pid not in _EARLIER]
 
 
 @pytest.fixture(scope="module")
