@@ -126,6 +126,7 @@ def main() -> int:
     ap.add_argument("--hta-python", default="/tmp/hta-venv/bin/python")
     ap.add_argument("--hta-ranks", type=int, nargs="*", default=[64])
     ap.add_argument("--window", action="store_true", help="open the largest job in the window too")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "ranks.json")
     ap.add_argument("--window-child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.window_child:
@@ -164,9 +165,10 @@ def main() -> int:
         "machine": {"cores": os.cpu_count(), "usable": len(os.sched_getaffinity(0)), "python": platform.python_version(),
                     "load_average": os.getloadavg()},
         "hta_python": args.hta_python if has_hta else None,
+        "repeat": args.repeat,
         "rows": rows,
     }  # fmt: skip
-    out = ROOT / "benchmarks" / "results" / "ranks.json"
+    out = args.out
     out.write_text(json.dumps(result, indent=1))
     print(f"\n{'ranks':>6}{'JSON MB':>9}{'pool s':>8}{'serial s':>9}{'summ. s':>8}{'inspect s':>10}{'HTA s':>8}"
           f"{'pool RSS/JSON':>14}{'summ. RSS/largest':>18}")  # fmt: skip

@@ -92,9 +92,18 @@ def _unflatten(value: Any, arrays: list[np.ndarray]) -> Any:
 
 def encode(value: Any, pipe: io.BufferedIOBase) -> None:
     """Write `value` (plain values, numpy arrays, `_CLASSES` dataclasses) into `pipe`."""
+    _write(pipe, *_prepared(value))
+
+
+def _prepared(value: Any) -> tuple[bytes, list[np.ndarray]]:
+    """The header and arrays `encode` writes: whatever cannot be sent raises here, before a byte
+    is written."""
     arrays: list[np.ndarray] = []
     tree = _flatten(value, arrays)
-    header = msgspec.msgpack.encode({"tree": tree, "arrays": [(a.dtype.str, list(a.shape)) for a in arrays]})
+    return msgspec.msgpack.encode({"tree": tree, "arrays": [(a.dtype.str, list(a.shape)) for a in arrays]}), arrays
+
+
+def _write(pipe: io.BufferedIOBase, header: bytes, arrays: list[np.ndarray]) -> None:
     pipe.write(len(header).to_bytes(8, "little"))
     pipe.write(header)
     for a in arrays:
@@ -181,16 +190,16 @@ def forked_map(
                     pipe.write(b"\x00")
                     pipe.flush()
                     continue
-                buffer = io.BytesIO()  # whole, so a value that cannot be encoded sends only its 0
                 try:
-                    encode(value, buffer)
+                    prepared = _prepared(value)
                 except (TypeError, ValueError, OverflowError):
                     pipe.write(b"\x00")
                 else:
                     pipe.write(b"\x01")
-                    pipe.write(buffer.getbuffer())
+                    _write(pipe, *prepared)  # straight into the pipe: no second copy here
+                    del prepared
                 pipe.flush()
-                del value, buffer
+                del value
 
         return write
 

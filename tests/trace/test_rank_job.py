@@ -232,3 +232,20 @@ def test_merging_keeps_each_ranks_order_and_depth_as_sorting_them_again_would(tm
         assert merged.event_args(i) == again.event_args(i)
     with pytest.raises(IndexError):
         merged._raw_args[len(merged)]
+
+
+def test_a_result_that_cannot_be_sent_or_an_item_that_raises_is_none_and_the_child_goes_on():
+    from branchscope.profiling.trace.rank_pool import forked_map
+
+    def fn(x: int):
+        if x == 1:
+            return object()  # not a value the pipe carries
+        if x == 3:
+            raise ValueError("no")
+        return {"x": x, "a": np.arange(x), "t": (x, "s")}
+
+    got = forked_map(fn, list(range(6)), workers=2)
+    assert got[1] is None and got[3] is None
+    for x in (0, 2, 4, 5):
+        assert got[x]["x"] == x and np.array_equal(got[x]["a"], np.arange(x)) and got[x]["t"] == (x, "s")
+    assert _children() == []
