@@ -18,6 +18,7 @@ from branchscope.profiling.trace import merge
 from branchscope.profiling.trace.merge import load_many, load_traces, rank_job_summaries, rank_summaries
 from branchscope.profiling.trace.model import LoadCancelled, Trace, TraceFormatError
 from branchscope.profiling.trace.rank_pool import RawSlices
+from branchscope.profiling.trace.sources import load_job, open_source
 from tests.paths import ROOT, SHARED_TRACES
 from tests.trace.test_reader_parallel import _children, _earlier_children  # noqa: F401 (its autouse fixture too)
 
@@ -141,6 +142,10 @@ def test_ranks_read_by_the_pool_are_the_trace_read_one_file_at_a_time(tmp_path, 
     assert sorted({ln.rank for ln in pooled.lanes}) == [0, 1, 2, 3, 4]
     # Summaries read in the children alone: the same figures as the merged trace's.
     assert rank_job_summaries(files, workers=2) == rank_summaries(alone)
+    # Files named one by one (`load_job`, as the window and `inspect A B` open them): the pool too.
+    monkeypatch.setattr(merge, "POOL_WORKERS", lambda: 2)
+    _same(load_job([open_source(f) for f in files]), alone)
+    assert _children() == []
 
 
 @needs_template
