@@ -12,6 +12,7 @@ job, a single-process run, a run recorded at another time) is a group of its own
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -20,8 +21,17 @@ from typing import Any
 
 import numpy as np
 
+from branchscope.profiling.trace import forked
 from branchscope.profiling.trace.flows import merged_flow_binder
-from branchscope.profiling.trace.model import KIND_ORDER, CounterTrack, Lane, MemorySeries, Trace, build_trace
+from branchscope.profiling.trace.model import (
+    KIND_ORDER,
+    CounterTrack,
+    Lane,
+    LoadCancelled,
+    MemorySeries,
+    Trace,
+)
+from branchscope.profiling.trace.rank_pool import forked_map, register, trace_from_parts, trace_parts
 from branchscope.profiling.trace.reader import ProgressCallback, load_trace
 from branchscope.profiling.trace.snapshot import is_snapshot, load_snapshot, rank_from_name
 
@@ -34,10 +44,50 @@ def load_source(path: str | os.PathLike[str], *, progress: ProgressCallback | No
 def load_traces(paths: Sequence[str | os.PathLike[str]], *, progress: ProgressCallback | None = None) -> Trace:
     """One trace (or snapshot) as is, or several merged as ranks (see `merge_traces`, `as_ranks`).
 
-    `progress` goes to `load_trace` for each trace file in turn (its phases start over per file).
+    Several files are read `POOL_WORKERS()` at a time by forked children (`load_many`): `progress`
+    then hears ("reading", files done ÷ files); one worker, or one file: `progress` goes to
+    `load_trace` for each file in turn (its phases start over per file).
     """
-    traces = [load_source(p, progress=progress) for p in paths]
+    if len(paths) > 1 and POOL_WORKERS() > 1:
+        traces = load_many(paths, progress=progress)
+    else:
+        traces = [load_source(p, progress=progress) for p in paths]
     return traces[0] if len(traces) == 1 else merge_traces(as_ranks(traces))
+
+
+def POOL_WORKERS() -> int:  # noqa: N802 - a knob tests and benchmarks set, read when called
+    """How many files `load_many` reads at once: the cores this process may use."""
+    return forked.cores()
+
+
+def _loaded_parts(path: str | os.PathLike[str]) -> dict[str, Any]:
+    return trace_parts(load_source(path))
+
+
+def load_many(
+    paths: Sequence[str | os.PathLike[str]], *, progress: ProgressCallback | None = None, workers: int | None = None
+) -> list[Trace]:
+    """The traces (or snapshots) of `paths` in order, read `workers` (default `POOL_WORKERS()`)
+    at a time, each in a forked child (`rank_pool.forked_map`). A file whose child failed is read
+    here, so a broken file raises as `load_source` raises for it, naming it; no child is left.
+    `progress("reading", files done / files)` as files arrive; False from it cancels (`LoadCancelled`)."""
+    n = len(paths)
+
+    def waiting() -> None:
+        if progress is not None and progress("reading", count[0] / n) is False:
+            raise LoadCancelled("loading stopped while reading")
+
+    count = [0]
+    traces: list[Trace | None] = [None] * n
+
+    def arrived(k: int, parts: Any) -> None:
+        # A failed child: this process reads the file now, so its error is raised at once.
+        traces[k] = trace_from_parts(parts) if parts is not None else load_source(paths[k])
+        count[0] += 1
+        waiting()
+
+    forked_map(_loaded_parts, list(paths), workers=workers or POOL_WORKERS(), waiting=waiting, done=arrived)
+    return [t for t in traces if t is not None]
 
 
 def as_ranks(traces: Sequence[Trace]) -> list[Trace]:
@@ -103,6 +153,7 @@ def rank_hosts(trace: Trace) -> dict[int | None, str]:
     return hosts
 
 
+@register
 @dataclass(frozen=True)
 class RankSummary:
     """One rank of a trace at a glance, to tell a slow or heavy rank (`rank_summaries`)."""
@@ -166,6 +217,42 @@ def rank_summaries(trace: Trace) -> list[RankSummary]:
             )
         )  # fmt: skip
     return out
+
+
+def _file_summary(path: str | os.PathLike[str]) -> RankSummary:
+    summaries = rank_summaries(load_source(path))
+    if len(summaries) != 1:
+        raise ValueError(f"{path}: not one rank's trace")
+    return summaries[0]
+
+
+def rank_job_summaries(
+    paths: Sequence[str | os.PathLike[str]], *, progress: ProgressCallback | None = None, workers: int | None = None
+) -> list[RankSummary]:
+    """`rank_summaries` of the job whose ranks are the files `paths`, without holding their events:
+    each file is read and summarised in a forked child (`workers` at a time, default
+    `POOL_WORKERS()`), which sends back its summary only; ranks as `as_ranks` gives them. The
+    same figures as `rank_summaries(load_traces(paths))`, in rank order. A file whose child failed
+    is read here (its error raised as `load_source` raises it, naming it); no child is left."""
+    n = len(paths)
+    got: list[RankSummary | None] = [None] * n
+    count = [0]
+
+    def waiting() -> None:
+        if progress is not None and progress("reading", count[0] / n) is False:
+            raise LoadCancelled("loading stopped while reading")
+
+    def arrived(k: int, summary: Any) -> None:
+        got[k] = summary if isinstance(summary, RankSummary) else _file_summary(paths[k])
+        count[0] += 1
+        waiting()
+
+    forked_map(_file_summary, list(paths), workers=workers or POOL_WORKERS(), waiting=waiting, done=arrived)
+    summaries = [s for s in got if s is not None]
+    ranks = [s.rank if s.rank is not None else rank_from_name(os.fspath(p)) for s, p in zip(summaries, paths)]
+    if None in ranks or len(set(ranks)) != len(ranks):
+        ranks = list(range(n))
+    return sorted((replace(s, rank=r) for s, r in zip(summaries, ranks)), key=lambda s: s.rank or 0)
 
 
 def _clock_shift(trace: Trace, reference: Trace) -> int:
@@ -261,7 +348,10 @@ def merge_traces(traces: Sequence[Trace]) -> Trace:
     lane_cols: list[np.ndarray] = []
     name_cols: list[np.ndarray] = []
     cat_cols: list[np.ndarray] = []
-    raw_args: list[Any] = []
+    depths: list[np.ndarray] = []
+    offsets: list[np.ndarray] = []
+    raw_parts: list[tuple[int, Sequence[Any] | None]] = []
+    events = 0
     memory: list[MemorySeries] = []
     counters: list[CounterTrack] = []
     for position, t in enumerate(traces):
@@ -276,22 +366,54 @@ def merge_traces(traces: Sequence[Trace]) -> Trace:
         lane_cols.append(t.lane + lane_base)
         name_cols.append(name_map[t.name_id] if len(t) else np.zeros(0, np.int32))
         cat_cols.append(cat_map[t.cat_id] if len(t) else np.zeros(0, np.int32))
-        raw_args += t._raw_args if t._raw_args is not None else [None] * len(t)
+        depths.append(t.depth)
+        offsets.append(t.lane_offsets[:-1] + events)
+        raw_parts.append((events, t._raw_args))
+        events += len(t)
         memory += [replace(m, device=f"rank{rank}/{m.device}", ts_ns=m.ts_ns + shift, rank=rank) for m in t.memory]
         counters += [replace(c, ts_ns=c.ts_ns + shift) for c in t.counters]
-    return build_trace(
+    # Each part is sorted by (lane, start, longest first) and its lanes follow the parts' before
+    # it, one shift per part: the parts one after another are the merged order, and each event's
+    # depth its part's (no sort, no depth computed again: what build_trace would give).
+    return Trace(
         path=" + ".join(t.path for t in traces),
-        start_ns=np.concatenate(starts),
-        dur_ns=np.concatenate(durs),
-        lane=np.concatenate(lane_cols),
-        name_id=np.concatenate(name_cols),
-        cat_id=np.concatenate(cat_cols),
+        start_ns=np.concatenate(starts).astype(np.int64, copy=False),
+        dur_ns=np.concatenate(durs).astype(np.int64, copy=False),
+        lane=np.concatenate(lane_cols).astype(np.int32, copy=False),
+        depth=np.concatenate(depths).astype(np.int32, copy=False),
+        name_id=np.concatenate(name_cols).astype(np.int32, copy=False),
+        cat_id=np.concatenate(cat_cols).astype(np.int32, copy=False),
         names=list(names),
         cats=list(cats),
         lanes=lanes,
+        lane_offsets=np.concatenate([*offsets, np.array([events], dtype=np.int64)]).astype(np.int64, copy=False),
         memory=memory,
         counters=counters,
         metadata={"ranks": [t.metadata for t in traces], "baseTimeNanoseconds": reference.base_time_ns},
-        raw_args=raw_args,
-        flow_binder=merged_flow_binder(list(traces)),
+        _raw_args=_ChainedArgs(raw_parts, events),  # type: ignore[arg-type]
+        _flow_binder=merged_flow_binder(list(traces)),
     )
+
+
+class _ChainedArgs(Sequence[Any]):
+    """The merged trace's per-event texts: the parts' own, looked up by event (no list of a
+    million views made at merge time)."""
+
+    def __init__(self, parts: list[tuple[int, Sequence[Any] | None]], total: int) -> None:
+        self._firsts = [first for first, _ in parts]
+        self._parts = [raw for _, raw in parts]
+        self._total = total
+
+    def __len__(self) -> int:
+        return self._total
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._total))]
+        if i < 0:
+            i += self._total
+        if not 0 <= i < self._total:
+            raise IndexError(i)
+        k = bisect.bisect_right(self._firsts, i) - 1
+        raw = self._parts[k]
+        return None if raw is None else raw[i - self._firsts[k]]

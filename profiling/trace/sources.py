@@ -36,9 +36,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from branchscope.profiling.files import open_regular, read_json_object
+from branchscope.profiling.trace import merge
 from branchscope.profiling.trace.merge import (
     as_ranks,
     folder_traces,
+    load_many,
     load_source,
     load_traces,
     merge_traces,
@@ -247,7 +249,10 @@ def load_job(sources: Sequence[Source], *, progress: ProgressCallback | None = N
         if s.kind == SWEEP:
             raise TraceFormatError(f"{s.path}: is a sweep folder; open its cells' run folders instead")
     files = [f for s in sources for f in s.traces]
-    traces = [load_source(f, progress=progress) for f in files]
+    if len(files) > 1 and merge.POOL_WORKERS() > 1:  # read on every core (issue 23)
+        traces = load_many(files, progress=progress)
+    else:
+        traces = [load_source(f, progress=progress) for f in files]
     if len(traces) == 1:
         return traces[0]
     if not any(s.kind == SNAPSHOT for s in sources):

@@ -297,14 +297,22 @@ def test_progress_none_means_go_on(tmp_path: Path) -> None:
     assert len(load_trace(path, progress=lambda phase, f: None)) == 1000  # type: ignore[arg-type,return-value]
 
 
-def test_load_traces_forwards_progress(shared_traces: Path) -> None:
+def test_load_traces_forwards_progress(shared_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from branchscope.profiling import load_traces
+    from branchscope.profiling.trace import merge
 
     paths = [shared_traces / "hta_two_ranks/rank-0.json.gz", shared_traces / "hta_two_ranks/rank-1.json.gz"]
     calls: list[str] = []
+    monkeypatch.setattr(merge, "POOL_WORKERS", lambda: 1)  # one file after another, here
     merged = load_traces(paths, progress=lambda phase, f: calls.append(phase) or True)
     assert len(merged) == 4810 + 4675
     assert calls.count("parsing") >= 2  # once at least per file
+    # Read by the pool of forked children (issue 23): files done of all, up to the whole.
+    monkeypatch.setattr(merge, "POOL_WORKERS", lambda: 2)
+    seen: list[tuple[str, float]] = []
+    merged = load_traces(paths, progress=lambda phase, f: seen.append((phase, f)) or True)
+    assert len(merged) == 4810 + 4675
+    assert {phase for phase, _ in seen} == {"reading"} and seen[-1] == ("reading", 1.0)
 
 
 # ---- exact ns from decimal text, vectorised ---------------------------------------------------
