@@ -258,8 +258,10 @@ class Entry:
         if self.run is not None:
             where = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
             return f"opened from disk: {where} — #{number} {self.title}{ranks}"
-        names = ", ".join(p.name for p in self.paths)
-        return f"opened from disk: {names} — #{number} a trace file ({self.title})"
+        names = [p.name for p in self.paths]
+        if len(names) > 3:  # a folder of many rank traces: where, and how many
+            return f"opened from disk: {len(names)} traces in {self.paths[0].parent.name or '.'}/ ({names[0]} … {names[-1]}) — #{number} {self.title}"
+        return f"opened from disk: {', '.join(names)} — #{number} a trace file ({self.title})"
 
 
 class RunsObserver(Protocol):

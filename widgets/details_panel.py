@@ -42,12 +42,20 @@ from branchscope.widgets.theme import theme
 from branchscope.widgets.units import format_bytes, format_duration
 
 
+def files_text(names: list[str], most: int = 3) -> str:
+    """File names joined with " + ", or for a job of many files its first and last and how many
+    ("rank-0.json.gz + … + rank-255.json.gz (256 files)")."""
+    if len(names) <= most:
+        return " + ".join(names)
+    return f"{names[0]} + … + {names[-1]} ({len(names)} files)"
+
+
 def trace_summary_rows(trace: Trace, run: RunRecord | None = None) -> list[tuple[str, str]]:
     start, end = trace.span()
     cpu = trace.lanes_of("cpu")
     gpu = trace.lanes_of("gpu")
     rows = [
-        ("File", " + ".join(os.path.basename(p) or p for p in trace.path.split(" + "))),
+        ("File", files_text([os.path.basename(p) or p for p in trace.path.split(" + ")])),
         ("Events", f"{len(trace):,}"),
         ("Span", format_duration(end - start)),
         ("Lanes", f"{len(cpu)} CPU threads, {len(gpu)} GPU streams"),

@@ -231,8 +231,8 @@ class _Band:
         m = self.series
         title = f"<b style='color:#1f2933'>{swatch(self.color, f'memory · {m.device}')}</b>"
         peak = f"peak {format_bytes(m.peak_bytes)}"
-        if self.k == 0 and self.view.left_out:  # a job of many devices: its heaviest drawn
-            peak += f" · the {len(self.view.series)} heaviest of {len(self.view.series) + self.view.left_out} devices"
+        if self.k == 0 and self.view.left_out:  # a job of many devices: its heaviest drawn (the peak is in the plot)
+            peak = f"the {len(self.view.series)} heaviest of {len(self.view.series) + self.view.left_out} devices"
         if self.capacity is not None:
             peak += f" ({100 * m.peak_bytes / self.capacity:.0f}%)"
         if self.scale.share < THIN_SHARE:  # a thin band: room for two lines

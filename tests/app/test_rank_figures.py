@@ -67,3 +67,16 @@ def test_compare_takes_folders_of_rank_traces_with_the_slowest_ranks_steps_and_e
     table = _cli("compare", str(a), str(b))
     assert table.returncode == 0, table.stderr
     assert "1.50 profiled" in table.stdout and "rank 2" in table.stdout
+
+
+def test_a_folder_of_many_rank_traces_is_named_by_where_and_how_many(window, tmp_path):
+    """256 ranks listed every file name in the run controls and the details (half the left panel)."""
+    from branchscope.profiling.trace.merge import load_traces
+    from branchscope.widgets.details_panel import trace_summary_rows
+
+    folder = write_rank_job(tmp_path / "job", 6, steps=2)
+    assert window.open_trace_files([str(folder)]) == 1
+    text = window.controls.shown_label.text()
+    assert text.startswith("opened from disk: 6 traces in job/ (rank-0.json … rank-5.json) — #1 ")
+    files = dict(trace_summary_rows(load_traces(sorted(folder.glob("rank-*.json")))))["File"]
+    assert files == "rank-0.json + … + rank-5.json (6 files)"
