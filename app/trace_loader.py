@@ -36,6 +36,11 @@ READER_PHASES = {"reading": 0.1, "parsing": 0.15, "events": 0.5, "memory": 0.05,
 INDEX_SHARE = 0.08
 
 
+#: The phase of files read by the pool (`profiling.trace.merge.FILES_PHASE`; this module leaves the
+#: profiling engine unimported until a load starts).
+FILES_PHASE = "files"
+
+
 def _load_traces(paths: Paths, progress: Callable[[str, float], bool]) -> Trace:
     from branchscope.profiling.trace.merge import load_traces
 
@@ -53,7 +58,9 @@ class _Overall:
         self._starts = dict(zip(READER_PHASES, itertools.accumulate([0.0, *READER_PHASES.values()])))
 
     def reader(self, phase: str, fraction: float) -> float:
-        if phase in READER_PHASES:
+        if phase == FILES_PHASE:  # files read by the pool: files done of all, the reading share
+            self._raise((1 - INDEX_SHARE) * min(max(fraction, 0.0), 1.0))
+        elif phase in READER_PHASES:
             rank = list(READER_PHASES).index(phase)
             if rank < self.last_rank:  # phases start over: the next file
                 self.file = min(self.file + 1, self.n_files - 1)

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushBu
 #: What each phase of a load is called on screen (others are shown as they come).
 PHASE_TEXT = {
     "reading": "Reading the file",
+    "files": "Reading the files",
     "parsing": "Parsing",
     "events": "Reading events",
     "memory": "Reading memory events",

@@ -41,11 +41,16 @@ def load_source(path: str | os.PathLike[str], *, progress: ProgressCallback | No
     return load_snapshot(path) if is_snapshot(path) else load_trace(path, progress=progress)
 
 
+#: The progress phase of files read by the pool: its fraction is files done of all (the reader's own
+#: phases, per file, come only from a file read in this process).
+FILES_PHASE = "files"
+
+
 def load_traces(paths: Sequence[str | os.PathLike[str]], *, progress: ProgressCallback | None = None) -> Trace:
     """One trace (or snapshot) as is, or several merged as ranks (see `merge_traces`, `as_ranks`).
 
     Several files are read `POOL_WORKERS()` at a time by forked children (`load_many`): `progress`
-    then hears ("reading", files done ÷ files); one worker, or one file: `progress` goes to
+    then hears ("files", files done ÷ files); one worker, or one file: `progress` goes to
     `load_trace` for each file in turn (its phases start over per file).
     """
     if len(paths) > 1 and POOL_WORKERS() > 1:
@@ -70,11 +75,11 @@ def load_many(
     """The traces (or snapshots) of `paths` in order, read `workers` (default `POOL_WORKERS()`)
     at a time, each in a forked child (`rank_pool.forked_map`). A file whose child failed is read
     here, so a broken file raises as `load_source` raises for it, naming it; no child is left.
-    `progress("reading", files done / files)` as files arrive; False from it cancels (`LoadCancelled`)."""
+    `progress("files", files done / files)` as files arrive; False from it cancels (`LoadCancelled`)."""
     n = len(paths)
 
     def waiting() -> None:
-        if progress is not None and progress("reading", count[0] / n) is False:
+        if progress is not None and progress(FILES_PHASE, count[0] / n) is False:
             raise LoadCancelled("loading stopped while reading")
 
     count = [0]
@@ -239,7 +244,7 @@ def rank_job_summaries(
     count = [0]
 
     def waiting() -> None:
-        if progress is not None and progress("reading", count[0] / n) is False:
+        if progress is not None and progress(FILES_PHASE, count[0] / n) is False:
             raise LoadCancelled("loading stopped while reading")
 
     def arrived(k: int, summary: Any) -> None:

@@ -312,7 +312,7 @@ def test_load_traces_forwards_progress(shared_traces: Path, monkeypatch: pytest.
     seen: list[tuple[str, float]] = []
     merged = load_traces(paths, progress=lambda phase, f: seen.append((phase, f)) or True)
     assert len(merged) == 4810 + 4675
-    assert {phase for phase, _ in seen} == {"reading"} and seen[-1] == ("reading", 1.0)
+    assert {phase for phase, _ in seen} == {"files"} and seen[-1] == ("files", 1.0)
 
 
 # ---- exact ns from decimal text, vectorised ---------------------------------------------------
