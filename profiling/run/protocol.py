@@ -48,6 +48,8 @@ __all__ = [
     "MODE_NAMES",
     "PARENT_PID_ENV",
     "RANK_EVENTS",
+    "RANK_SAMPLING",
+    "RANK_SAMPLING_WAIT_S",
     "RANK_FOLDER",
     "RUNNER_PID_ENV",
     "RUN_TOKEN_ENV",
@@ -78,6 +80,11 @@ RUN_TOKEN_ENV = "BRANCHSCOPE_RUN_TOKEN"
 #: events to (RANK_EVENTS.format(rank=R)), one file per rank so that lines never interleave.
 EVENTS_DIR_ENV = "BRANCHSCOPE_EVENTS_DIR"
 RANK_EVENTS = ".rank-{rank}.events"
+#: Made by the runner in the same folder once it samples rank R's threads: the rank profiles only
+#: then (its events reach the runner through a file, late on a busy machine: a short profile could
+#: be over before the runner began sampling it). The rank goes on anyway after `RANK_SAMPLING_WAIT_S`.
+RANK_SAMPLING = ".rank-{rank}.sampling"
+RANK_SAMPLING_WAIT_S = 30.0
 
 RUNNER_MODULE = "branchscope.profiling.run.runner"
 WORKER_MODULE = "branchscope.profiling.run.worker"

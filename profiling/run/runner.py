@@ -114,6 +114,7 @@ from branchscope.profiling.run.protocol import (
     EXIT_WORKER,
     RANK_EVENTS,
     RANK_FOLDER,
+    RANK_SAMPLING,
     RUN_TOKEN_ENV,
     RUNNER_MODULE,
     RUNNER_PID_ENV,
@@ -523,6 +524,9 @@ class _OneWorker:
     def bind(self, ranks: list[_Rank]) -> None:
         """The ranks as the supervisor follows them (a multi-node run numbers them once the rendezvous has)."""
 
+    def sampling(self, rank: _Rank) -> None:
+        """The runner samples `rank`'s threads from now on (a worker on the pipe needs no word of it)."""
+
     def started(self, proc: subprocess.Popen[bytes]) -> list[list[Event]]:
         """Once the process runs: starts reading the events; returns what the runner knows of the
         ranks before they say anything."""
@@ -604,6 +608,7 @@ def _supervise(
     proc = _spawn(layout.command(), stage, layout.env(token), layout.stdout, log_path, subreaper, cgroup)
     watch = _Watch(layout.nproc, on_event, load, proc.pid)
     layout.bind(watch.ranks)
+    watch.on_sampling = layout.sampling
     interval = req.sample_interval_ms / 1000.0
     deadline = time.monotonic() + req.options.timeout
     next_tick = time.monotonic()
@@ -673,6 +678,8 @@ class _Watch:
     ) -> None:
         self.ranks = [_Rank(r) for r in range(nproc)]
         self.on_event = on_event
+        #: Told when a rank's threads are sampled from its "profile" phase on (the layout says so to the rank).
+        self.on_sampling: Callable[[_Rank], None] | None = None
         #: The load measured from rank 0's "timing" phase to its "export" (`pid`: the process started).
         self.load, self.pid = load, pid
         #: When the runner learned of the first failure, and when every rank had finished (monotonic).
@@ -700,6 +707,8 @@ class _Watch:
             rank.phase = event.phase or None
             if rank.phase == "profile" and rank.sampler is not None:
                 rank.sampler.sample()
+            if rank.phase == "profile" and self.on_sampling is not None:
+                self.on_sampling(rank)
             if rank is self.ranks[0] and self.load is not None:
                 if rank.phase == "timing":
                     self.load.begin(self.pid)
@@ -930,6 +939,13 @@ class _Distributed(_OneWorker):
 
     def bind(self, ranks: list[_Rank]) -> None:
         self._ranks = ranks
+
+    def sampling(self, rank: _Rank) -> None:
+        """Tell the rank, which waits for it before its profiled steps (`RANK_SAMPLING`)."""
+        try:
+            (self.stage / RANK_SAMPLING.format(rank=rank.rank)).touch()
+        except OSError:
+            pass  # the rank goes on after its wait; only its samples may be fewer
 
     def started(self, proc: subprocess.Popen[bytes]) -> list[list[Event]]:
         self._number()

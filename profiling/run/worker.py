@@ -95,6 +95,8 @@ from branchscope.profiling.run.protocol import (
     EXIT_OK,
     RANK_EVENTS,
     RANK_FOLDER,
+    RANK_SAMPLING,
+    RANK_SAMPLING_WAIT_S,
     RUN_TOKEN_ENV,
     RUNNER_PID_ENV,
     WORKER_MODULE,
@@ -156,9 +158,19 @@ class _Protocol:
             self.stream: TextIO = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
         else:
             self.stream = open(events, "a", buffering=1, encoding="utf-8")
-        self.rank = rank
+        self.events, self.rank = events, rank
         os.dup2(2, 1)  # the model's prints (and torch's) go to stderr from now on
         sys.stdout = sys.stderr
+
+    def wait_until_sampled(self) -> None:
+        """A rank writing its events to a file: wait (at most `RANK_SAMPLING_WAIT_S`) until the
+        runner says it samples this rank's threads (`RANK_SAMPLING`); at once otherwise."""
+        if self.events is None or self.rank is None:
+            return
+        said = self.events.parent / RANK_SAMPLING.format(rank=self.rank)
+        deadline = time.monotonic() + RANK_SAMPLING_WAIT_S
+        while not said.exists() and time.monotonic() < deadline:
+            time.sleep(0.001)
 
     def emit(self, event: Event) -> None:
         if self.rank is not None:
@@ -540,6 +552,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     ) as prof:
         census.note("other")  # the profiler's own threads
         proto.emit(PhaseEvent(phase="profile"))  # after the profiler's (slow) start
+        proto.wait_until_sampled()  # a rank of a distributed run: until the runner samples its threads
         for i in range(1, args.steps + 1):
             t0 = time.perf_counter()
             with record_function(step_label(i)):

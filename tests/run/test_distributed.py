@@ -413,3 +413,25 @@ def test_a_rank_whose_process_under_the_launcher_is_killed_is_named(tmp_path):
     assert result.message and result.message.startswith("rank 1 (pid ")
     assert result.message.endswith("died (its process under the launcher was killed) before writing its results")
     _nothing_left(marker, str(out))
+
+
+def test_a_rank_profiles_once_the_runner_samples_it(tmp_path):
+    """A rank's events reach the runner through a file, late on a busy machine: two short profiled
+    steps could be over before the runner began sampling (a rank without CPU samples, seen in CI).
+    The rank waits for the runner's word (`RANK_SAMPLING`), which the runner gives on its "profile"."""
+    import threading
+    from types import SimpleNamespace
+
+    from branchscope.profiling.run.protocol import RANK_EVENTS, RANK_SAMPLING
+    from branchscope.profiling.run.runner import _Distributed, _Rank
+    from branchscope.profiling.run.worker import _Protocol
+
+    events = tmp_path / RANK_EVENTS.format(rank=3)
+    waiter = threading.Thread(target=_Protocol.wait_until_sampled, args=(SimpleNamespace(events=events, rank=3),))
+    waiter.start()
+    rank = _Rank(0)
+    rank.rank = 3
+    _Distributed.sampling(SimpleNamespace(stage=tmp_path), rank)  # the runner's word, as it reads "profile"
+    waiter.join(timeout=60)
+    assert not waiter.is_alive() and (tmp_path / RANK_SAMPLING.format(rank=3)).exists()
+    _Protocol.wait_until_sampled(SimpleNamespace(events=None, rank=None))  # a worker on the pipe: no wait
