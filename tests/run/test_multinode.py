@@ -245,10 +245,8 @@ def test_two_nodes_on_loopback_write_one_run_of_both_ranks(tmp_path):
     for r in run["ranks"]:
         trace = json.loads(gzip.decompress((out / r["trace"]).read_bytes()))
         assert trace["distributedInfo"]["rank"] == r["rank"] and trace["distributedInfo"]["world_size"] == 2
-        # No assertion on CPU samples: a runner samples its rank between the "profile" and "export"
-        # phases as it reads them from the rank's events file, and on a busy machine two short
-        # profiled steps can be over before it reads either (the fresh-clone CI saw a rank without).
-        assert trace["branchscope"]["rank"] == r["rank"]
+        # each node sampled its rank (the rank profiled once its runner sampled it: RANK_SAMPLING)
+        assert any(e.get("cat") == "cpu_sample" for e in trace["traceEvents"])
         node = json.loads((out / f"node-{r['node']}.json").read_text())
         assert node["status"] == "done" and node["ranks"] == [r["rank"]] and node["host"] == r["host"]
     assert {"node-0.json", "node-1.json", "rank-0/trace.json.gz", "rank-1/trace.json.gz"} <= set(run["files"])
