@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -76,23 +76,40 @@ def load_many(
     at a time, each in a forked child (`rank_pool.forked_map`). A file whose child failed is read
     here, so a broken file raises as `load_source` raises for it, naming it; no child is left.
     `progress("files", files done / files)` as files arrive; False from it cancels (`LoadCancelled`)."""
+
+    def finish(parts: Any, path: str | os.PathLike[str]) -> Trace:
+        # A failed child: this process reads the file now, so its error is raised at once.
+        return trace_from_parts(parts) if parts is not None else load_source(path)
+
+    return _map_files(_loaded_parts, finish, paths, progress, workers)
+
+
+def _map_files(
+    child: Callable[[Any], Any],
+    finish: Callable[[Any, Any], Any],
+    paths: Sequence[str | os.PathLike[str]],
+    progress: ProgressCallback | None,
+    workers: int | None,
+) -> list[Any]:
+    """`finish(child(path), path)` for each of `paths`, in order: `child` runs in a forked child
+    (`workers` at a time, default `POOL_WORKERS()`), `finish` here on what it sent back (None when
+    that child failed: `finish` then reads the file itself). `progress(FILES_PHASE, files done /
+    files)` as files arrive; False from it cancels (`LoadCancelled`)."""
     n = len(paths)
+    out: list[Any] = [None] * n
+    count = [0]
 
     def waiting() -> None:
         if progress is not None and progress(FILES_PHASE, count[0] / n) is False:
             raise LoadCancelled("loading stopped while reading")
 
-    count = [0]
-    traces: list[Trace | None] = [None] * n
-
-    def arrived(k: int, parts: Any) -> None:
-        # A failed child: this process reads the file now, so its error is raised at once.
-        traces[k] = trace_from_parts(parts) if parts is not None else load_source(paths[k])
+    def arrived(k: int, result: Any) -> None:
+        out[k] = finish(result, paths[k])
         count[0] += 1
         waiting()
 
-    forked_map(_loaded_parts, list(paths), workers=workers or POOL_WORKERS(), waiting=waiting, done=arrived)
-    return [t for t in traces if t is not None]
+    forked_map(child, list(paths), workers=workers or POOL_WORKERS(), waiting=waiting, done=arrived)
+    return [x for x in out if x is not None]
 
 
 def as_ranks(traces: Sequence[Trace]) -> list[Trace]:
@@ -240,20 +257,11 @@ def rank_job_summaries(
     same figures as `rank_summaries(load_traces(paths))`, in rank order. A file whose child failed
     is read here (its error raised as `load_source` raises it, naming it); no child is left."""
     n = len(paths)
-    got: list[RankSummary | None] = [None] * n
-    count = [0]
 
-    def waiting() -> None:
-        if progress is not None and progress(FILES_PHASE, count[0] / n) is False:
-            raise LoadCancelled("loading stopped while reading")
+    def finish(summary: Any, path: str | os.PathLike[str]) -> RankSummary:
+        return summary if isinstance(summary, RankSummary) else _file_summary(path)
 
-    def arrived(k: int, summary: Any) -> None:
-        got[k] = summary if isinstance(summary, RankSummary) else _file_summary(paths[k])
-        count[0] += 1
-        waiting()
-
-    forked_map(_file_summary, list(paths), workers=workers or POOL_WORKERS(), waiting=waiting, done=arrived)
-    summaries = [s for s in got if s is not None]
+    summaries: list[RankSummary] = _map_files(_file_summary, finish, paths, progress, workers)
     ranks = [s.rank if s.rank is not None else rank_from_name(os.fspath(p)) for s, p in zip(summaries, paths)]
     if None in ranks or len(set(ranks)) != len(ranks):
         ranks = list(range(n))
