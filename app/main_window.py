@@ -24,6 +24,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from PySide6.QtCore import QItemSelectionModel, QSettings, Qt, QTimer, Signal
@@ -103,14 +104,15 @@ def read_sources(
     thread): each with its entry (labelled by model, mode and threads, its medians when a run.json
     names it) and the timeline's index built; and one message per path that could not be read.
     `progress(phase, fraction)` returning False cancels (LoadCancelled)."""
-    from branchscope.profiling.trace.merge import load_traces
+    from branchscope.profiling.trace.rank_job import open_view
     from branchscope.widgets.timeline import prepare_trace
 
     opened, errors = [], []
     for path in paths:
         try:
             entry = entry_for_path(path)
-            trace = load_traces(list(entry.paths), progress=progress)  # every rank of a distributed run
+            # every rank of a distributed run or folder of ranks; of a large job, the ranks in view
+            trace = open_view(list(entry.paths), progress=progress)
             opened.append((entry, trace))
         except (TraceFormatError, OSError) as exc:
             errors.append(str(exc))
@@ -120,6 +122,15 @@ def read_sources(
         except Exception:  # noqa: BLE001 - the view says what went wrong when it is shown
             pass
     return opened, errors
+
+
+@dataclass(frozen=True)
+class _RanksRead:
+    """A large job's ranks in view read again with one more rank (`MainWindow.load_rank`)."""
+
+    entry: Entry
+    trace: Trace
+    rank: int
 
 
 class MainWindow(QMainWindow):
@@ -238,6 +249,7 @@ class MainWindow(QMainWindow):
         self.loader.loaded.connect(self._on_sources_read)
         self.loader.failed.connect(lambda message: self.show_error("Cannot open trace", message))
         self.loader.cancelled.connect(lambda: self.statusBar().showMessage("opening cancelled"))
+        self.workspace.rankWanted.connect(self.load_rank)
 
         c = self.controller
         c.started.connect(self._on_run_started)
@@ -501,8 +513,41 @@ class MainWindow(QMainWindow):
             self._say_shown(settings=True)
         return rest, sweeps
 
-    def _on_sources_read(self, result: tuple[list[tuple[Entry, Trace]], list[str]]) -> None:
-        self._list_opened(*result)
+    def _on_sources_read(self, result: tuple[list[tuple[Entry, Trace]], list[str]] | _RanksRead) -> None:
+        if isinstance(result, _RanksRead):
+            self._show_ranks_read(result)
+        else:
+            self._list_opened(*result)
+
+    def load_rank(self, rank: int) -> None:
+        """Load the events of rank `rank` of the large job shown (its overview was clicked) off the
+        GUI thread, the least recently wanted rank let go past `rank_job.IN_VIEW`; the job is shown
+        again once they are read, the rank's lanes in sight."""
+        from branchscope.profiling.trace.rank_job import job_of
+        from branchscope.widgets.timeline import prepare_trace
+
+        entry = self.run_list.current_entry
+        job = job_of(entry.trace if entry is not None else None)
+        if entry is None or job is None or rank not in job.ranks:
+            return
+        view = job.wanted(rank)
+
+        def load(_paths: list, progress: Callable[[str, float], bool]) -> _RanksRead:
+            trace = job.load(view, progress=progress)
+            prepare_trace(trace)
+            return _RanksRead(entry, trace, rank)
+
+        self.statusBar().showMessage(f"loading the events of rank {rank}…")
+        self.loader.start([job.path_of(rank)], load=load)
+
+    def _show_ranks_read(self, read: _RanksRead) -> None:
+        k = self.run_list.index_of(read.entry)
+        if k < 0:
+            return  # the entry was removed while its rank was read
+        read.entry.trace = read.trace
+        if self.run_list.current_entry is read.entry and self.show_entry(k):
+            self.workspace.reveal_rank(read.rank)
+            self.statusBar().showMessage(f"rank {read.rank}'s events loaded")
 
     def _list_opened(self, opened: list[tuple[Entry, Trace]], errors: list[str]) -> int:
         """List what `read_sources` read and show the last one; say what could not be read.
@@ -688,12 +733,12 @@ class MainWindow(QMainWindow):
         )
 
     def _on_run_finished(self, result: FinishedRun) -> None:
-        from branchscope.profiling import load_traces
+        from branchscope.profiling.trace.rank_job import open_view
 
         self.controls.show_idle("done")
         spec = result.spec
         try:
-            trace = load_traces(list(result.paths))  # every rank of a distributed run
+            trace = open_view(list(result.paths))  # every rank of a distributed run (of a large one, those in view)
         except (TraceFormatError, OSError) as exc:
             self.show_error("The run's trace cannot be read", str(exc))
             return
@@ -765,11 +810,11 @@ class MainWindow(QMainWindow):
     def show_entry(self, k: int) -> bool:
         """Show entry k in every view. False, with a dialog, if it cannot be shown: then every
         view still shows what it showed before."""
-        from branchscope.profiling import load_traces
+        from branchscope.profiling.trace.rank_job import open_view
 
         e = self.run_list[k]
         try:
-            trace, reloaded = self.run_list.load(k, load_traces)
+            trace, reloaded = self.run_list.load(k, open_view)
         except (TraceFormatError, OSError) as exc:
             self.show_error("Cannot open trace", str(exc))
             return False

@@ -9,11 +9,14 @@ in red and a ▲. Hovering says the rank, the step, its time and its excess over
 
 Eight ranks read row by row (their labels on the axis); hundreds compress into the same height
 (every k-th rank labelled) and the wheel zooms the rank axis, a drag scrolls it. The figures are
-`profiling.trace.ranks.RankFigures`; nothing here reads events.
+`profiling.trace.ranks.RankFigures`; nothing here reads events. A large job's overview shows
+every rank while only some ranks' events are loaded (`profiling.trace.rank_job`): those are
+labelled ● and the others say a click loads them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -65,6 +68,8 @@ class RankOverview(QWidget):
         layout.addWidget(self.caption)
         layout.addWidget(self.graphics, 1)
         self.figures: RankFigures | None = None
+        #: The ranks whose events are loaded, None for all (see `set_figures`).
+        self.loaded: frozenset[int] | None = None
         self.heat = self._plot(0, "step time per step")
         self.busy_plot = self._plot(2, "busy")
         self.memory_plot = self._plot(3, "memory peak")
@@ -106,9 +111,12 @@ class RankOverview(QWidget):
         figures = None if trace is None or len({ln.rank for ln in trace.lanes} - {None}) < 2 else rank_figures(trace)
         self.set_figures(figures)
 
-    def set_figures(self, figures: RankFigures | None) -> None:
+    def set_figures(self, figures: RankFigures | None, loaded: Collection[int] | None = None) -> None:
+        """Show `figures` (hidden for fewer than two ranks); `loaded`: the ranks whose events are
+        loaded (a large job's ranks in view, `rank_job`), None when every rank's are."""
         self._clear()
         self.figures = figures if figures is not None and len(figures.ranks) >= 2 else None
+        self.loaded = None if loaded is None else frozenset(loaded)
         if self.figures is None:
             self.hide()
             return
@@ -173,7 +181,15 @@ class RankOverview(QWidget):
         f = self.figures
         rows_px = (self.planned_height() - CHROME_PX) / len(f.ranks)
         every = max(1, int(np.ceil(LABEL_PX / max(rows_px, 1e-3))))
-        labels = [(k + 0.5, f"rank {r}" if every == 1 else str(r)) for k, r in enumerate(f.ranks) if k % every == 0]
+        loaded = self.loaded or frozenset()
+        # A rank whose events are loaded is always labelled, marked ●; others every k-th, where
+        # no loaded rank's label is near.
+        near = {k + d for k, r in enumerate(f.ranks) if r in loaded for d in range(1 - every, every)}
+        labels = [
+            (k + 0.5, ("● " if r in loaded else "") + (f"rank {r}" if every == 1 else str(r)))
+            for k, r in enumerate(f.ranks)
+            if r in loaded or (k % every == 0 and k not in near)
+        ]
         left = self.heat.getAxis("left")
         left.setTicks([labels])
         # Wide enough for its longest label now (pyqtgraph widens it only after a paint that drops them).
@@ -201,7 +217,14 @@ class RankOverview(QWidget):
                 f"▲ heaviest memory: rank {h.rank} ({h.device}), {format_bytes(h.peak_bytes)}, "
                 f"+{format_bytes(int(h.excess_bytes))} over the median peak"
             )
-        parts.append("click a rank to show its lanes")
+        if self.loaded is None:
+            parts.append("click a rank to show its lanes")
+        else:
+            shown = ", ".join(str(r) for r in sorted(self.loaded))
+            parts.append(
+                f"the events of {len(self.loaded)} of {len(f.ranks)} ranks loaded (● {shown}): "
+                "click a rank to show its lanes, loading them if they are not"
+            )
         return " · ".join(parts)
 
     def _clear(self) -> None:
@@ -245,6 +268,14 @@ class RankOverview(QWidget):
         assert self.figures is not None
         f = self.figures
         name, row, col = where
+        text = self._figure_text(name, row, col)
+        if self.loaded is not None and f.ranks[row] not in self.loaded:
+            text += " · its events not loaded: click to load them"
+        return text
+
+    def _figure_text(self, name: str, row: int, col: int) -> str:
+        f = self.figures
+        assert f is not None
         rank = f.ranks[row]
         host = f" ({f.hosts[row]})" if f.hosts[row] else ""
         if name == "busy":

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from branchscope.profiling.trace.model import KIND_ORDER, Trace
+from branchscope.profiling.trace.model import KIND_ORDER, Trace, build_trace
 
 #: Collective calls: NCCL/Gloo annotations, c10d ops, NCCL kernels, `record_param_comms`.
 COLLECTIVE_NAME = re.compile(r"^(nccl:|gloo:|c10d::|ncclKernel_|ncclDevKernel_|record_param_comms)")
@@ -358,6 +358,28 @@ def _dense(cols: tuple[np.ndarray, ...]) -> np.ndarray:
     return key
 
 
+def collective_events(trace: Trace) -> Trace:
+    """`trace` with only its collective events (their args kept; its lanes, clock and metadata):
+    what `match_collectives` reads of a rank, small enough to keep for every rank of a job whose
+    other events are not held (`rank_job`). Merged as ranks, these match as the full traces do:
+    every level of a collective is kept, so what nests in what is the same."""
+    is_coll_name = np.fromiter((bool(COLLECTIVE_NAME.match(n)) for n in trace.names), dtype=bool, count=len(trace.names))
+    idx = np.flatnonzero(is_coll_name[trace.name_id]) if len(trace) else np.zeros(0, dtype=np.int64)
+    raw = trace._raw_args
+    return build_trace(
+        path=trace.path, start_ns=trace.start_ns[idx], dur_ns=trace.dur_ns[idx], lane=trace.lane[idx],
+        name_id=trace.name_id[idx], cat_id=trace.cat_id[idx], names=list(trace.names), cats=list(trace.cats),
+        lanes=list(trace.lanes), metadata=dict(trace.metadata),
+        raw_args=None if raw is None else [_as_bytes(raw[i]) for i in idx.tolist()],
+    )  # fmt: skip
+
+
+def _as_bytes(raw: Any) -> Any:
+    """An event's text as bytes of its own, not a view holding its whole trace's text (args
+    already read, a dict, or none stay as they are)."""
+    return raw if raw is None or isinstance(raw, dict) else bytes(raw)
+
+
 def match_collectives(trace: Trace) -> Collectives:
     """Every collective of a merged trace matched across its ranks (see the module's docstring);
     a trace of one rank, or of none, has no collectives to match (an empty `Collectives`)."""
@@ -496,17 +518,18 @@ def collectives_of(trace: Trace) -> Collectives:
     return found
 
 
-def collectives_json(trace: Trace, worst: int = 5) -> dict[str, Any] | None:
+def collectives_json(trace: Trace, worst: int = 5, *, origin_ns: int | None = None) -> dict[str, Any] | None:
     """`inspect --json`'s "collectives": the counted collectives found on two or more ranks, how they
-    were matched, the `worst` by arrival skew, and per rank its total wait and times last; None where
-    no collective is found on two ranks."""
+    were matched, the `worst` by arrival skew (their starts from `origin_ns`, by default the trace's
+    first event), and per rank its total wait and times last; None where no collective is found on
+    two ranks."""
     c = collectives_of(trace)
     shared = c.counted & (c.rank_count >= 2)
     if not shared.any():
         return None
     top = np.flatnonzero(shared)
     top = top[np.argsort(-c.skew_ns[top], kind="stable")][:worst]
-    t0 = trace.span()[0]
+    t0 = trace.span()[0] if origin_ns is None else origin_ns
     return {
         "count": int(shared.sum()),
         "level": LEVELS[int(c.level[shared][0])],

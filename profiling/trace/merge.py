@@ -81,10 +81,10 @@ def load_many(
         # A failed child: this process reads the file now, so its error is raised at once.
         return trace_from_parts(parts) if parts is not None else load_source(path)
 
-    return _map_files(_loaded_parts, finish, paths, progress, workers)
+    return map_files(_loaded_parts, finish, paths, progress, workers)
 
 
-def _map_files(
+def map_files(
     child: Callable[[Any], Any],
     finish: Callable[[Any, Any], Any],
     paths: Sequence[str | os.PathLike[str]],
@@ -115,20 +115,26 @@ def _map_files(
 def as_ranks(traces: Sequence[Trace]) -> list[Trace]:
     """The traces of one job with a rank each: their own (`distributedInfo`), else the N of
     `rank-N` in their file names, when that gives every one a distinct rank; else their positions."""
-    ranks = [t.rank if t.rank is not None else rank_from_name(t.path or "") for t in traces]
+    given = job_ranks([t.rank for t in traces], [t.path or "" for t in traces])
+    return [with_rank(t, rank) for rank, t in zip(given, traces)]
+
+
+def job_ranks(said: Sequence[int | None], paths: Sequence[str | os.PathLike[str]]) -> list[int]:
+    """The rank of each file of a job: the rank its trace says (`said`), else the N of `rank-N`
+    in its name, when that gives every file a distinct rank; else its position."""
+    ranks = [r if r is not None else rank_from_name(os.fspath(p)) for r, p in zip(said, paths)]
     if None not in ranks and len(set(ranks)) == len(ranks):
-        given = ranks
-    else:
-        given = list(range(len(traces)))
-    out = []
-    for rank, t in zip(given, traces):
-        if t.rank == rank:
-            out.append(t)
-            continue
-        info = t.metadata.get("distributedInfo")
-        info = {**info, "rank": rank} if isinstance(info, dict) else {"rank": rank}
-        out.append(replace(t, metadata={**t.metadata, "distributedInfo": info}))
-    return out
+        return [r for r in ranks if r is not None]
+    return list(range(len(said)))
+
+
+def with_rank(trace: Trace, rank: int) -> Trace:
+    """`trace` as rank `rank` (its distributedInfo's rank set; the trace itself when it says so)."""
+    if trace.rank == rank:
+        return trace
+    info = trace.metadata.get("distributedInfo")
+    info = {**info, "rank": rank} if isinstance(info, dict) else {"rank": rank}
+    return replace(trace, metadata={**trace.metadata, "distributedInfo": info})
 
 
 #: What a folder of rank traces holds (torchrun jobs, tensorboard_trace_handler): trace files.
@@ -256,15 +262,12 @@ def rank_job_summaries(
     `POOL_WORKERS()`), which sends back its summary only; ranks as `as_ranks` gives them. The
     same figures as `rank_summaries(load_traces(paths))`, in rank order. A file whose child failed
     is read here (its error raised as `load_source` raises it, naming it); no child is left."""
-    n = len(paths)
 
     def finish(summary: Any, path: str | os.PathLike[str]) -> RankSummary:
         return summary if isinstance(summary, RankSummary) else _file_summary(path)
 
-    summaries: list[RankSummary] = _map_files(_file_summary, finish, paths, progress, workers)
-    ranks = [s.rank if s.rank is not None else rank_from_name(os.fspath(p)) for s, p in zip(summaries, paths)]
-    if None in ranks or len(set(ranks)) != len(ranks):
-        ranks = list(range(n))
+    summaries: list[RankSummary] = map_files(_file_summary, finish, paths, progress, workers)
+    ranks = job_ranks([s.rank for s in summaries], paths)
     return sorted((replace(s, rank=r) for s, r in zip(summaries, ranks)), key=lambda s: s.rank or 0)
 
 
@@ -349,10 +352,12 @@ def rank_groups(traces: Sequence[Trace]) -> list[list[int]]:
     return groups
 
 
-def merge_traces(traces: Sequence[Trace]) -> Trace:
+def merge_traces(traces: Sequence[Trace], *, base_time_ns: int | None = None) -> Trace:
+    """The traces as one, each on the clock of the first (its `baseTimeNanoseconds`), or of
+    `base_time_ns` when given (`rank_job`: the same instant the same time whichever ranks are merged)."""
     if not traces:
         raise ValueError("merge_traces needs at least one trace")
-    reference = traces[0]
+    base = traces[0].base_time_ns if base_time_ns is None else base_time_ns
     names: dict[str, int] = {}
     cats: dict[str, int] = {}
     lanes: list[Lane] = []
@@ -369,7 +374,7 @@ def merge_traces(traces: Sequence[Trace]) -> Trace:
     counters: list[CounterTrack] = []
     for position, t in enumerate(traces):
         rank = t.rank if t.rank is not None else position
-        shift = _clock_shift(t, reference)
+        shift = t.base_time_ns - base if t.base_time_ns is not None and base is not None else 0
         name_map = np.array([names.setdefault(n, len(names)) for n in t.names], dtype=np.int32)
         cat_map = np.array([cats.setdefault(c, len(cats)) for c in t.cats], dtype=np.int32)
         lane_base = len(lanes)
@@ -402,7 +407,7 @@ def merge_traces(traces: Sequence[Trace]) -> Trace:
         lane_offsets=np.concatenate([*offsets, np.array([events], dtype=np.int64)]).astype(np.int64, copy=False),
         memory=memory,
         counters=counters,
-        metadata={"ranks": [t.metadata for t in traces], "baseTimeNanoseconds": reference.base_time_ns},
+        metadata={"ranks": [t.metadata for t in traces], "baseTimeNanoseconds": base},
         _raw_args=_ChainedArgs(raw_parts, events),  # type: ignore[arg-type]
         _flow_binder=merged_flow_binder(list(traces)),
     )

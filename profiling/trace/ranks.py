@@ -146,6 +146,12 @@ def _busy(trace: Trace, rows: np.ndarray, n: int) -> tuple[np.ndarray, list[str]
     return busy, ["GPU" if g else "CPU" for g in has_gpu.tolist()]
 
 
+def _step_order(label: str) -> tuple[int, str]:
+    """Steps in order of the number that ends their label (`step 3`, `ProfilerStep#3`), then by label."""
+    m = _NUMBER.search(label)
+    return (int(m.group(1)) if m else -1, label)
+
+
 def _step_matrix(trace: Trace, lane_row: np.ndarray, n: int) -> tuple[list[str], np.ndarray]:
     steps = step_events(trace)
     rows = lane_row[trace.lane[steps]] if steps.size else np.zeros(0, dtype=np.int64)
@@ -154,11 +160,7 @@ def _step_matrix(trace: Trace, lane_row: np.ndarray, n: int) -> tuple[list[str],
         return [], np.full((n, 0), -1, dtype=np.int64)
     names = trace.name_id[steps]
     used = np.unique(names)
-    numbers = []
-    for i in used.tolist():
-        m = _NUMBER.search(trace.names[i])
-        numbers.append(int(m.group(1)) if m else -1)
-    order = sorted(range(used.size), key=lambda k: (numbers[k], trace.names[int(used[k])]))
+    order = sorted(range(used.size), key=lambda k: _step_order(trace.names[int(used[k])]))
     column_of = np.empty(used.size, dtype=np.int64)
     column_of[np.array(order, dtype=np.int64)] = np.arange(used.size)
     cols = column_of[np.searchsorted(used, names)]
@@ -197,6 +199,31 @@ def rank_figures(trace: Trace) -> RankFigures:
     figures = RankFigures(
         ranks=ranks, hosts=[hosts_of.get(r) for r in ranks], steps=steps, step_ns=matrix, busy=busy,
         busy_of=busy_of, memory_peak=memory_peak, peaks=peaks, first_lane=first_lane,
+    )  # fmt: skip
+    return RankFigures(**{**figures.__dict__, "stragglers": _stragglers(figures), "heaviest": _heaviest(figures)})
+
+
+def join_figures(parts: list[RankFigures]) -> RankFigures:
+    """The figures of a job from its ranks' own (`rank_figures` of each rank's trace, one rank
+    each, its rank set): steps matched by their label as `rank_figures` matches them on a merged
+    trace, then the stragglers and the heaviest rank over all of them. `first_lane` is -1: no
+    merged trace holds these lanes (`rank_job`: the ranks' events are not all loaded)."""
+    for p in parts:
+        if len(p.ranks) != 1:
+            raise ValueError("join_figures takes one rank's figures each")
+    parts = sorted(parts, key=lambda p: p.ranks[0])
+    labels = sorted({s for p in parts for s in p.steps}, key=_step_order)
+    column = {s: k for k, s in enumerate(labels)}
+    matrix = np.full((len(parts), len(labels)), -1, dtype=np.int64)
+    for row, p in enumerate(parts):
+        if p.steps:
+            matrix[row, [column[s] for s in p.steps]] = p.step_ns[0]
+    figures = RankFigures(
+        ranks=[p.ranks[0] for p in parts], hosts=[p.hosts[0] for p in parts], steps=labels, step_ns=matrix,
+        busy=np.array([float(p.busy[0]) for p in parts], dtype=np.float64),
+        busy_of=[p.busy_of[0] for p in parts],
+        memory_peak=np.array([int(p.memory_peak[0]) for p in parts], dtype=np.int64),
+        peaks=[dict(p.peaks[0]) for p in parts], first_lane=np.full(len(parts), -1, dtype=np.int64),
     )  # fmt: skip
     return RankFigures(**{**figures.__dict__, "stragglers": _stragglers(figures), "heaviest": _heaviest(figures)})
 

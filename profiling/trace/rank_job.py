@@ -1,0 +1,235 @@
+"""A job of many ranks: every rank summarised, only the ranks in view loaded (issue 23).
+
+Opening a folder of 256 rank traces whole holds every event of every rank (1.4× the JSON of all
+of them). `open_rank_job(paths)` reads each file once, on every core (`merge.map_files`: forked
+children, each file's summary piped back), and keeps of each rank only what the job's figures
+need: its `ranks.RankFigures` (step times, busy share, memory peaks), its collective events alone
+(`collectives.collective_events`), its clock. So a `RankJob` holds
+
+- `figures`: every rank's, joined (`ranks.join_figures`: stragglers and the heaviest rank over all);
+- `collectives`: every rank's collective events merged on one clock, matched as a full trace's
+  are (`collectives.collectives_of(job.collectives)`);
+- `load(ranks)`: the full events of the ranks asked for (the ranks in view), merged on the job's
+  clock (its first rank's `baseTimeNanoseconds`), so an instant has the same time whichever ranks
+  are loaded. `job_of(trace)` is the job a trace so loaded belongs to; `view` the ranks loaded
+  last, least recently wanted first, and `wanted(rank)` the view with that rank in it.
+
+`open_view(paths)` is what the window opens: a job of up to `ALL_RANKS_UP_TO` ranks whole (every
+rank loaded, as `merge.load_traces`), a larger one as a job with `IN_VIEW` ranks loaded, those
+that stand out first (`first_view`).
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from branchscope.profiling.trace.collectives import collective_events
+from branchscope.profiling.trace.merge import (
+    FILES_PHASE,
+    job_ranks,
+    load_many,
+    load_source,
+    load_traces,
+    map_files,
+    merge_traces,
+    with_rank,
+)
+from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.rank_pool import register, trace_from_parts, trace_parts
+from branchscope.profiling.trace.ranks import HeavyRank, RankFigures, Straggler, join_figures, rank_figures
+from branchscope.profiling.trace.reader import ProgressCallback
+
+#: A job of up to this many ranks opens whole (`open_view`); a larger one with `IN_VIEW` loaded.
+ALL_RANKS_UP_TO = 8
+#: How many ranks' events a large job holds at once.
+IN_VIEW = 4
+#: Jobs kept by their files (`open_rank_job`), so a job shown again is not summarised again.
+JOBS_KEPT = 4
+
+for _cls in (RankFigures, Straggler, HeavyRank):  # what a child's summary of a rank holds
+    register(_cls)
+
+
+def _rank_part(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """One rank's share of a job (run in a forked child): its figures, collective events and clock."""
+    trace = load_source(path)
+    figures = rank_figures(trace)
+    if len(figures.ranks) > 1:
+        raise ValueError(f"{path}: holds {len(figures.ranks)} ranks, not one")
+    return {
+        "rank": trace.rank,
+        "figures": figures,
+        "collectives": trace_parts(collective_events(trace)),
+        "base_time_ns": trace.base_time_ns,
+        "span": list(trace.span()),
+        "events": len(trace),
+    }
+
+
+class RankJob:
+    """See the module docstring. Built by `open_rank_job`."""
+
+    def __init__(
+        self,
+        paths: Sequence[Path],
+        ranks: Sequence[int],
+        figures: RankFigures,
+        collectives: Trace,
+        base_time_ns: int | None,
+        origin_ns: int,
+        events: Sequence[int],
+    ) -> None:
+        #: The files, in rank order, and each one's rank.
+        self.paths = tuple(paths)
+        self.ranks = tuple(ranks)
+        self.figures = figures
+        #: Every rank's collective events, merged on the job's clock.
+        self.collectives = collectives
+        self.base_time_ns = base_time_ns
+        #: The earliest event of any rank, on the job's clock: the time axis' 0 whatever is loaded.
+        self.origin_ns = origin_ns
+        #: Each rank's count of events (all of them, loaded or not).
+        self.events = tuple(events)
+        #: The ranks loaded last (`load`), least recently wanted first.
+        self.view: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+    def path_of(self, rank: int) -> Path:
+        return self.paths[self.ranks.index(rank)]
+
+    def first_view(self, k: int = IN_VIEW) -> list[int]:
+        """The `k` ranks to load first: those that stand out (the worst straggler, the heaviest
+        memory rank, the rank slowest in the most steps), then the lowest ranks; in rank order."""
+        f = self.figures
+        chosen: list[int] = []
+        over = [s for s in f.stragglers if s.excess_ns > 0]
+        if over:
+            chosen.append(max(over, key=lambda s: s.excess_ns).rank)
+        if f.heaviest is not None:
+            chosen.append(f.heaviest.rank)
+        if over:
+            slowest: dict[int, int] = {}
+            for s in over:
+                slowest[s.rank] = slowest.get(s.rank, 0) + 1
+            chosen.append(max(slowest, key=lambda r: (slowest[r], -r)))
+        chosen += self.ranks
+        picked: list[int] = []
+        for r in chosen:
+            if r not in picked:
+                picked.append(r)
+        return sorted(picked[:k])
+
+    def wanted(self, rank: int, k: int = IN_VIEW) -> list[int]:
+        """The view with `rank` in it, the least recently wanted rank dropped past `k`."""
+        if rank not in self.ranks:
+            raise ValueError(f"the job has no rank {rank}")
+        view = [r for r in self.view if r != rank] + [rank]
+        return view[-k:]
+
+    def load(
+        self, ranks: Sequence[int], *, progress: ProgressCallback | None = None, workers: int | None = None
+    ) -> Trace:
+        """The full events of `ranks` (in that order of recency: `view`), merged on the job's clock,
+        files read by the forked pool (`merge.load_many`); `job_of` the result is this job."""
+        if not ranks:
+            raise ValueError("no rank to load")
+        order = sorted(set(ranks), key=self.ranks.index)
+        traces = load_many([self.path_of(r) for r in order], progress=progress, workers=workers)
+        trace = merge_traces([with_rank(t, r) for t, r in zip(traces, order)], base_time_ns=self.base_time_ns)
+        self.view = [r for r in dict.fromkeys(ranks)]
+        _JOB_OF[trace] = self
+        return trace
+
+    def loaded(self, trace: Trace) -> list[int]:
+        """The ranks of this job whose events `trace` holds."""
+        return sorted(r for r in trace.lane_rank_set if r is not None)
+
+
+_JOB_OF: weakref.WeakKeyDictionary[Trace, RankJob] = weakref.WeakKeyDictionary()
+_JOBS: OrderedDict[tuple[Any, ...], RankJob] = OrderedDict()
+
+
+def job_of(trace: Trace | None) -> RankJob | None:
+    """The job `trace` shows some ranks of (`RankJob.load`), None for any other trace."""
+    return None if trace is None else _JOB_OF.get(trace)
+
+
+def _files_key(paths: Sequence[str | os.PathLike[str]]) -> tuple[Any, ...] | None:
+    """The files as they are now (path, size, change time): a job kept is used again only for these."""
+    key = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            return None
+        key.append((os.fspath(p), st.st_size, st.st_mtime_ns, st.st_ino))
+    return tuple(key)
+
+
+def open_rank_job(
+    paths: Sequence[str | os.PathLike[str]], *, progress: ProgressCallback | None = None, workers: int | None = None
+) -> RankJob:
+    """The job whose ranks are the files `paths` (one rank each), summarised without holding their
+    events (see the module docstring); ranks as `merge.as_ranks` gives them. A file whose child
+    failed is read here, so a broken file raises as `load_source` raises for it, naming it.
+    `progress(FILES_PHASE, files done / files)`; False from it cancels (`LoadCancelled`)."""
+    key = _files_key(paths)
+    if key is not None and key in _JOBS:
+        _JOBS.move_to_end(key)
+        return _JOBS[key]
+
+    def finish(part: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
+        return part if isinstance(part, dict) else _rank_part(path)
+
+    parts: list[dict[str, Any]] = map_files(_rank_part, finish, paths, progress, workers)
+    ranks = job_ranks([p["rank"] for p in parts], paths)
+    order = sorted(range(len(paths)), key=lambda k: ranks[k])
+    first = parts[order[0]]
+    base = first["base_time_ns"]
+
+    def shift(p: dict[str, Any]) -> int:
+        return p["base_time_ns"] - base if p["base_time_ns"] is not None and base is not None else 0
+
+    figures = join_figures([replace(parts[k]["figures"], ranks=[ranks[k]]) for k in order])
+    collectives = merge_traces(
+        [with_rank(trace_from_parts(parts[k]["collectives"]), ranks[k]) for k in order], base_time_ns=base
+    )
+    spans = [(p["span"][0] + shift(p), p["events"]) for p in parts]
+    origin = min((s for s, n in spans if n), default=0)
+    job = RankJob(
+        [Path(paths[k]) for k in order], [ranks[k] for k in order], figures, collectives, base, origin,
+        [parts[k]["events"] for k in order],
+    )  # fmt: skip
+    if key is not None:
+        _JOBS[key] = job
+        while len(_JOBS) > JOBS_KEPT:
+            _JOBS.popitem(last=False)
+    return job
+
+
+def _share(progress: ProgressCallback | None, lo: float, hi: float) -> ProgressCallback | None:
+    """`progress` with the pool's files fraction put between `lo` and `hi` of the whole."""
+    if progress is None:
+        return None
+    return lambda phase, f: progress(FILES_PHASE, lo + (hi - lo) * f) if phase == FILES_PHASE else progress(phase, f)
+
+
+def open_view(
+    paths: Sequence[str | os.PathLike[str]], *, progress: ProgressCallback | None = None, in_view: int = IN_VIEW
+) -> Trace:
+    """The trace the window shows of `paths`: one file, or a job of up to `ALL_RANKS_UP_TO` ranks,
+    whole (`merge.load_traces`); a larger job's `first_view` ranks loaded, or the ranks it had
+    loaded last when the job was kept (`job_of` tells the trace's job)."""
+    if len(paths) <= ALL_RANKS_UP_TO:
+        return load_traces(paths, progress=progress)
+    n, k = len(paths), min(in_view, len(paths))
+    job = open_rank_job(paths, progress=_share(progress, 0.0, n / (n + k)))
+    return job.load(job.view or job.first_view(k), progress=_share(progress, n / (n + k), 1.0))
