@@ -98,6 +98,10 @@ screenshots: $(STAMP)
 	if [ -d ../shared/traces/hta_two_ranks ]; then QT_QPA_PLATFORM=offscreen $(BIN)/branchscope open \
 	  ../shared/traces/hta_two_ranks/rank-0.json.gz ../shared/traces/hta_two_ranks/rank-1.json.gz \
 	  --screenshot assets/screenshots/two-ranks.png; fi
+	# A job of 64 ranks generated from it (benchmarks/gen_rank_job.py): the ranks in view loaded.
+	if [ -d ../shared/traces/hta_two_ranks ]; then rm -rf $(SHOTS)/ranks-64 && \
+	  $(BIN)/python benchmarks/gen_rank_job.py $(SHOTS)/ranks-64 --ranks 64 > /dev/null && \
+	  QT_QPA_PLATFORM=offscreen $(BIN)/branchscope open $(SHOTS)/ranks-64 --screenshot assets/screenshots/ranks-64.png; fi
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -9,6 +9,10 @@ into `--work` (default /tmp/branchscope-bench-ranks), once. For each job, each i
 - `serial`: the same, one file at a time in this process (`POOL_WORKERS` set to 1), as before;
 - `summaries`: `merge.rank_job_summaries(files)`: every rank summarised in the children, only
   the summaries kept;
+- `in-view`: `rank_job.open_view(files)`, what the window opens: every rank summarised in the
+  children (figures, collective events, clock), then the full events of `rank_job.IN_VIEW` ranks
+  (those that stand out) read by the pool and merged; its peak against `IN_VIEW` × the largest
+  rank's JSON (the issue's "within 2× of the largest rank's JSON for the ranks in view");
 - `inspect`: `branchscope inspect FOLDER --json`, wall time of the whole command;
 - `hta` (64 ranks, where HolisticTraceAnalysis is installed in `--hta-python`'s environment):
   `TraceAnalysis(trace_dir=FOLDER)`, its multiprocessing parser over the folder;
@@ -39,6 +43,7 @@ from bench_load_trace import json_size, run_sampled
 
 ROOT = Path(__file__).resolve().parent.parent
 HTA_GOAL = 4.0
+MODES = ("pool", "serial", "summaries", "in-view", "inspect", "hta")
 
 _CHILD = r"""
 import json, sys, time
@@ -61,6 +66,9 @@ else:
         merge.POOL_WORKERS = lambda: 1
     if mode == "summaries":
         run = lambda: merge.rank_job_summaries(files)
+    elif mode == "in-view":
+        from branchscope.profiling.trace import rank_job
+        run = lambda: rank_job.open_view(files)
     else:
         run = lambda: merge.load_traces(files)
 try:
@@ -126,6 +134,7 @@ def main() -> int:
     ap.add_argument("--hta-python", default="/tmp/hta-venv/bin/python")
     ap.add_argument("--hta-ranks", type=int, nargs="*", default=[64])
     ap.add_argument("--window", action="store_true", help="open the largest job in the window too")
+    ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="what to measure of each job")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "ranks.json")
     ap.add_argument("--window-child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -146,12 +155,20 @@ def main() -> int:
         sizes = [json_size(p) for p in files]
         row: dict = {"ranks": ranks, "files": len(files), "json_bytes": sum(sizes), "largest_json_bytes": max(sizes)}
         print(f"{ranks} ranks: {sum(sizes) / 1e6:.0f} MB of JSON", flush=True)
-        for mode in ("pool", "serial", "summaries"):
+        for mode in [m for m in ("pool", "serial", "summaries", "in-view") if m in args.modes]:
             row[mode] = measure(sys.executable, mode, folder, args.repeats)
             print(f"  {mode}: {row[mode]}", flush=True)
-        row["inspect"] = inspect_seconds(folder, args.repeats)
-        print(f"  inspect --json: {row['inspect']}", flush=True)
-        if has_hta and ranks in args.hta_ranks:
+        if "in-view" in row:
+            from branchscope.profiling.trace.rank_job import IN_VIEW
+
+            row["in-view"]["in_view"] = IN_VIEW
+            row["in-view"]["peak_over_in_view_largest"] = row["in-view"]["peak_growth_bytes"] / (
+                IN_VIEW * row["largest_json_bytes"]
+            )
+        if "inspect" in args.modes:
+            row["inspect"] = inspect_seconds(folder, args.repeats)
+            print(f"  inspect --json: {row['inspect']}", flush=True)
+        if has_hta and ranks in args.hta_ranks and "hta" in args.modes:
             try:
                 row["hta"] = measure(args.hta_python, "hta", folder, 1)
             except subprocess.CalledProcessError as exc:
@@ -170,15 +187,18 @@ def main() -> int:
     }  # fmt: skip
     out = args.out
     out.write_text(json.dumps(result, indent=1))
-    print(f"\n{'ranks':>6}{'JSON MB':>9}{'pool s':>8}{'serial s':>9}{'summ. s':>8}{'inspect s':>10}{'HTA s':>8}"
-          f"{'pool RSS/JSON':>14}{'summ. RSS/largest':>18}")  # fmt: skip
+    nan = {"median_s": float("nan"), "peak_growth_bytes": float("nan")}
+    print(f"\n{'ranks':>6}{'JSON MB':>9}{'pool s':>8}{'serial s':>9}{'summ. s':>8}{'in-view s':>10}{'inspect s':>10}"
+          f"{'HTA s':>8}{'pool RSS/JSON':>14}{'summ. RSS/largest':>18}{'in-view RSS/(k*largest)':>24}")  # fmt: skip
     for r in rows:
         hta = r.get("hta", {}).get("median_s")
+        pool, serial, summ, view = (r.get(m, nan) for m in ("pool", "serial", "summaries", "in-view"))
         print(
-            f"{r['ranks']:>6}{r['json_bytes'] / 1e6:>9.0f}{r['pool']['median_s']:>8.2f}{r['serial']['median_s']:>9.2f}"
-            f"{r['summaries']['median_s']:>8.2f}{r['inspect']['median_s']:>10.2f}{hta if hta else float('nan'):>8.2f}"
-            f"{r['pool']['peak_growth_bytes'] / r['json_bytes']:>14.2f}"
-            f"{r['summaries']['peak_growth_bytes'] / r['largest_json_bytes']:>18.2f}"
+            f"{r['ranks']:>6}{r['json_bytes'] / 1e6:>9.0f}{pool['median_s']:>8.2f}{serial['median_s']:>9.2f}"
+            f"{summ['median_s']:>8.2f}{view['median_s']:>10.2f}{r.get('inspect', nan)['median_s']:>10.2f}"
+            f"{hta if hta else float('nan'):>8.2f}{pool['peak_growth_bytes'] / r['json_bytes']:>14.2f}"
+            f"{summ['peak_growth_bytes'] / r['largest_json_bytes']:>18.2f}"
+            f"{view.get('peak_over_in_view_largest', float('nan')):>24.2f}"
         )
         if hta:
             speed = hta / r["pool"]["median_s"]

@@ -10,6 +10,7 @@ import numpy as np
 from branchscope.profiling.trace.collectives import COLLECTIVE_NAME, collectives_of
 from branchscope.profiling.trace.flows import collective_key, collective_peers, event_flows, launch_delay_ns
 from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.rank_job import job_of
 from branchscope.profiling.trace.run_info import BRANCH_PREFIX, branch_name
 from branchscope.widgets.units import format_duration, format_offset
 
@@ -109,10 +110,20 @@ def link_rows(trace: Trace, i: int, limit: int = 4) -> list[tuple[str, str]]:
 def wait_rows(trace: Trace, i: int, limit: int = 8) -> list[tuple[str, str]]:
     """How long each rank waited in event `i`'s collective for the last to arrive (the longest
     `limit` waits), the last rank and the skew (`collectives.match_collectives`); [] for other events."""
-    if len(trace.lane_rank_set) < 2 or not COLLECTIVE_NAME.match(trace.event_name(i)):
+    if not COLLECTIVE_NAME.match(trace.event_name(i)):
         return []
-    coll = collectives_of(trace)
-    c = coll.of_event(i)
+    job, title = job_of(trace), "Waits"
+    if job is not None:  # a large job's ranks in view: the collective over every rank of the job
+        found = job.collective_of(trace, i)
+        if found is None:
+            return []
+        coll, c = found
+        title = f"Waits (all {len(job)} ranks)"
+    elif len(trace.lane_rank_set) < 2:
+        return []
+    else:
+        coll = collectives_of(trace)
+        c = coll.of_event(i)
     if c < 0 or coll.rank_count[c] < 2:
         return []
     last = int(coll.last_rank[c])
@@ -121,7 +132,7 @@ def wait_rows(trace: Trace, i: int, limit: int = 8) -> list[tuple[str, str]]:
     if len(waits) > limit:
         parts.append(f"… and {len(waits) - limit:,} more ranks")
     text = ", ".join(parts) + f"; rank {last} arrived last (skew {format_duration(int(coll.skew_ns[c]))})"
-    return [("Waits", text)]
+    return [(title, text)]
 
 
 def rows_to_html(rows: list[tuple[str, str]]) -> str:

@@ -181,15 +181,14 @@ class RankOverview(QWidget):
         f = self.figures
         rows_px = (self.planned_height() - CHROME_PX) / len(f.ranks)
         every = max(1, int(np.ceil(LABEL_PX / max(rows_px, 1e-3))))
-        loaded = self.loaded or frozenset()
-        # A rank whose events are loaded is always labelled, marked ●; others every k-th, where
-        # no loaded rank's label is near.
-        near = {k + d for k, r in enumerate(f.ranks) if r in loaded for d in range(1 - every, every)}
-        labels = [
-            (k + 0.5, ("● " if r in loaded else "") + (f"rank {r}" if every == 1 else str(r)))
+        labels = self._loaded_labels(every)
+        near = {round(y - 0.5) + d for y, _ in labels for d in range(1 - every, every)}
+        labels += [
+            (k + 0.5, f"rank {r}" if every == 1 else str(r))
             for k, r in enumerate(f.ranks)
-            if r in loaded or (k % every == 0 and k not in near)
+            if k % every == 0 and k not in near
         ]
+        labels.sort()
         left = self.heat.getAxis("left")
         left.setTicks([labels])
         # Wide enough for its longest label now (pyqtgraph widens it only after a paint that drops them).
@@ -199,6 +198,21 @@ class RankOverview(QWidget):
         self.heat.getAxis("bottom").setTicks(
             [[(k + 0.5, _short(s)) for k, s in enumerate(f.steps) if k % step_every == 0]]
         )
+
+    def _loaded_labels(self, every: int) -> list[tuple[float, str]]:
+        """The ranks whose events are loaded, each labelled ● (those closer than `every` rows to
+        the one before share its label: "● 0, 1"); the other ranks are labelled where these are not."""
+        assert self.figures is not None
+        f = self.figures
+        rows = [k for k, r in enumerate(f.ranks) if self.loaded is not None and r in self.loaded]
+        groups: list[list[int]] = []
+        for k in rows:
+            if groups and k - groups[-1][-1] < every:
+                groups[-1].append(k)
+            else:
+                groups.append([k])
+        word = "rank " if every == 1 else ""
+        return [(g[0] + 0.5, "● " + word + ", ".join(str(f.ranks[k]) for k in g)) for g in groups]
 
     def _caption(self) -> str:
         assert self.figures is not None

@@ -12,7 +12,9 @@ need: its `ranks.RankFigures` (step times, busy share, memory peaks), its collec
 - `load(ranks)`: the full events of the ranks asked for (the ranks in view), merged on the job's
   clock (its first rank's `baseTimeNanoseconds`), so an instant has the same time whichever ranks
   are loaded. `job_of(trace)` is the job a trace so loaded belongs to; `view` the ranks loaded
-  last, least recently wanted first, and `wanted(rank)` the view with that rank in it.
+  last, least recently wanted first, and `wanted(rank)` the view with that rank in it. While the
+  last trace loaded lives, its ranks are merged again from it, not read again; the job itself
+  holds no events (a job is kept, `JOBS_KEPT`, so that showing it again does not summarise it again).
 
 `open_view(paths)` is what the window opens: a job of up to `ALL_RANKS_UP_TO` ranks whole (every
 rank loaded, as `merge.load_traces`), a larger one as a job with `IN_VIEW` ranks loaded, those
@@ -29,7 +31,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from branchscope.profiling.trace.collectives import collective_events
+import numpy as np
+
+from branchscope.profiling.trace.collectives import Collectives, collective_events, collectives_of
 from branchscope.profiling.trace.merge import (
     FILES_PHASE,
     job_ranks,
@@ -51,6 +55,11 @@ ALL_RANKS_UP_TO = 8
 IN_VIEW = 4
 #: Jobs kept by their files (`open_rank_job`), so a job shown again is not summarised again.
 JOBS_KEPT = 4
+#: The children that read the ranks in view: one, so that the ranks held and one rank being
+#: decoded (about twice its JSON) stay within twice the JSON of the ranks in view; a second child
+#: decoding beside it would pass that (benchmarks/bench_ranks.py: 16 ranks of 29 MB, 4 in view:
+#: 250 MB with two, 216 MB with one, for 0.6 s more).
+VIEW_WORKERS = 1
 
 for _cls in (RankFigures, Straggler, HeavyRank):  # what a child's summary of a rank holds
     register(_cls)
@@ -98,6 +107,9 @@ class RankJob:
         self.events = tuple(events)
         #: The ranks loaded last (`load`), least recently wanted first.
         self.view: list[int] = []
+        #: The trace `load` made last, while it is held (by the window): its ranks' traces, each
+        #: as read, are merged again when the view changes, not read again.
+        self._last: weakref.ref[Trace] | None = None
 
     def __len__(self) -> int:
         return len(self.ranks)
@@ -135,18 +147,47 @@ class RankJob:
         return view[-k:]
 
     def load(
-        self, ranks: Sequence[int], *, progress: ProgressCallback | None = None, workers: int | None = None
+        self, ranks: Sequence[int], *, progress: ProgressCallback | None = None, workers: int = VIEW_WORKERS
     ) -> Trace:
-        """The full events of `ranks` (in that order of recency: `view`), merged on the job's clock,
-        files read by the forked pool (`merge.load_many`); `job_of` the result is this job."""
+        """The full events of `ranks` (in that order of recency: `view`), merged on the job's clock;
+        `job_of` the result is this job. Ranks already held (the last `load`'s) are not read again;
+        the others' files are read by `workers` forked children (`merge.load_many`), and the
+        ranks not asked for are let go."""
         if not ranks:
             raise ValueError("no rank to load")
         order = sorted(set(ranks), key=self.ranks.index)
-        traces = load_many([self.path_of(r) for r in order], progress=progress, workers=workers)
-        trace = merge_traces([with_rank(t, r) for t, r in zip(traces, order)], base_time_ns=self.base_time_ns)
-        self.view = [r for r in dict.fromkeys(ranks)]
-        _JOB_OF[trace] = self
+        last = self._last() if self._last is not None else None
+        held = _PARTS.get(last, {}) if last is not None else {}
+        missing = [r for r in order if r not in held]
+        read = load_many([self.path_of(r) for r in missing], progress=progress, workers=workers) if missing else []
+        if not missing and progress is not None:
+            progress(FILES_PHASE, 1.0)
+        fresh = {r: with_rank(t, r) for r, t in zip(missing, read)}
+        parts = {r: held[r] if r in held else fresh[r] for r in order}
+        trace = merge_traces(list(parts.values()), base_time_ns=self.base_time_ns)
+        self.view = list(dict.fromkeys(ranks))
+        _JOB_OF[trace], _PARTS[trace] = self, parts
+        self._last = weakref.ref(trace)
         return trace
+
+    def collective_of(self, trace: Trace, i: int) -> tuple[Collectives, int] | None:
+        """Event `i` of `trace` (of this job's `load`) as a member of the job's collectives, matched
+        over every rank: (`collectives_of(self.collectives)`, its collective), None when it is in none."""
+        rank = trace.lanes[int(trace.lane[i])].rank
+        found = self.collectives
+        try:
+            name = found.names.index(trace.event_name(i))
+        except ValueError:
+            return None
+        lane_rank = np.array([-1 if ln.rank is None else ln.rank for ln in found.lanes], dtype=np.int64)
+        hit = np.flatnonzero(
+            (found.name_id == name) & (found.start_ns == trace.start_ns[i]) & (lane_rank[found.lane] == rank)
+        )
+        if hit.size == 0:
+            return None
+        coll = collectives_of(found)
+        c = coll.of_event(int(hit[0]))
+        return (coll, c) if c >= 0 else None
 
     def loaded(self, trace: Trace) -> list[int]:
         """The ranks of this job whose events `trace` holds."""
@@ -154,6 +195,8 @@ class RankJob:
 
 
 _JOB_OF: weakref.WeakKeyDictionary[Trace, RankJob] = weakref.WeakKeyDictionary()
+#: The ranks' own traces a trace of `RankJob.load` was merged from, while it lives.
+_PARTS: weakref.WeakKeyDictionary[Trace, dict[int, Trace]] = weakref.WeakKeyDictionary()
 _JOBS: OrderedDict[tuple[Any, ...], RankJob] = OrderedDict()
 
 

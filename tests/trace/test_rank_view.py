@@ -91,6 +91,23 @@ def test_ranks_loaded_are_on_the_jobs_clock_whichever_they_are(files):
     assert job_of(whole) is None
 
 
+def test_ranks_held_are_merged_again_not_read_again_while_their_trace_lives(files, monkeypatch):
+    import gc
+
+    job = open_rank_job(files, workers=2)
+    read: list[list[str]] = []
+    real = rank_job.load_many
+    monkeypatch.setattr(rank_job, "load_many", lambda paths, **kw: read.append([p.name for p in paths]) or real(paths, **kw))
+    first = job.load([3, 9])
+    second = job.load([9, 5])
+    assert read == [["rank-3.json", "rank-9.json"], ["rank-5.json"]]
+    assert job.loaded(second) == [5, 9] and _rank_events(second, 9) == _rank_events(first, 9)
+    del first, second
+    gc.collect()
+    job.load([9])  # the traces gone: read again, nothing held by the job itself
+    assert read[-1] == ["rank-9.json"]
+
+
 def test_the_ranks_that_stand_out_are_loaded_first_and_the_least_recent_dropped(files):
     job = open_rank_job(files, workers=2)
     first = job.first_view(4)
@@ -120,6 +137,20 @@ def test_the_window_opens_a_small_job_whole_and_a_large_one_in_view(files, tmp_p
     assert job_of(open_view(files)) is job
     files[0].write_text(files[0].read_text().replace('"dur": 1000', '"dur": 1001', 1))
     assert job_of(open_view(files)) is not job
+
+
+def test_a_collective_of_the_ranks_in_view_says_the_waits_of_every_rank(files):
+    from branchscope.widgets.event_info import wait_rows
+
+    job = open_rank_job(files, workers=2)
+    part = job.load([2, 5])
+    i = next(k for k in range(len(part)) if part.event_name(k) == "record_param_comms")
+    coll, c = job.collective_of(part, i)
+    assert int(coll.rank_count[c]) == RANKS and int(coll.last_rank[c]) == RANKS - 1
+    (title, text), = wait_rows(part, i)
+    assert title == f"Waits (all {RANKS} ranks)" and "rank 11 arrived last (skew 22 µs)" in text
+    assert "rank 0 waited 22 µs" in text and "… and 3 more ranks" in text
+    assert job.collective_of(part, next(k for k in range(len(part)) if part.event_name(k) == "aten::mm")) is None
 
 
 def test_only_the_collective_events_are_kept_of_a_rank(files):

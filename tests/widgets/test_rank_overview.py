@@ -82,6 +82,16 @@ def test_256_ranks_compress_into_the_same_height_with_every_kth_labelled(qtbot, 
     with qtbot.waitSignal(view.rankActivated) as got:
         qtbot.mouseClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=view.rank_point(200, 4))
     assert got.args[0] in (199, 200, 201)  # a row is about a pixel high here
+    # Only some ranks' events loaded (a large job, `rank_job`): those labelled ●, near ones together.
+    view.set_figures(view.figures, loaded={0, 1, 200})
+    ticks = view.heat.getAxis("left")._tickLevels[0]
+    marked = [(y, text) for y, text in ticks if text.startswith("●")]
+    assert marked == [(0.5, "● 0, 1"), (200.5, "● 200")]
+    others = [y for y, text in ticks if not text.startswith("●")]
+    assert others and all(abs(y - 200.5) >= 2 and y >= 2 for y in others)
+    assert "the events of 3 of 256 ranks loaded (● 0, 1, 200)" in view.caption.text()
+    assert view.describe(("busy", 7, 0)).endswith("its events not loaded: click to load them")
+    assert "not loaded" not in view.describe(("busy", 200, 0))
 
 
 def test_the_workspace_shows_it_for_a_job_and_a_click_reveals_that_ranks_lanes(qtbot, job):
