@@ -55,10 +55,11 @@ ALL_RANKS_UP_TO = 8
 IN_VIEW = 4
 #: Jobs kept by their files (`open_rank_job`), so a job shown again is not summarised again.
 JOBS_KEPT = 4
-#: The children that read the ranks in view: one, so that the ranks held and one rank being
-#: decoded (about twice its JSON) stay within twice the JSON of the ranks in view; a second child
-#: decoding beside it would pass that (benchmarks/bench_ranks.py: 16 ranks of 29 MB, 4 in view:
-#: 250 MB with two, 216 MB with one, for 0.6 s more).
+#: The children that read the ranks in view: one. The ranks held (about 1.15× their JSON each)
+#: and one rank being decoded (about 1.9× its JSON) stay within twice the JSON of the ranks in
+#: view by construction; a second child decoding beside it could pass that. Measured (16 ranks of
+#: 29 MB, 4 in view, the load alone): two children 211 MB (1.83× their JSON) in 2.0 s, one 191 MB
+#: (1.65×) in 2.7 s.
 VIEW_WORKERS = 1
 
 for _cls in (RankFigures, Straggler, HeavyRank):  # what a child's summary of a rank holds

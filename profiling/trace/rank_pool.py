@@ -48,7 +48,23 @@ def register(cls: type) -> type:
 # ---- encoding: msgpack over plain values, arrays after it ----------------------------------
 
 
-def _flatten(value: Any, arrays: list[np.ndarray]) -> Any:
+class Pieces:
+    """Buffers sent as one array of bytes, written one after another: the receiver gets one
+    uint8 array of their `nbytes`, the sender never joins them (a trace's event texts, as large
+    as its JSON, are not copied once more in the child)."""
+
+    dtype = np.dtype(np.uint8)
+
+    def __init__(self, parts: Sequence[Any], nbytes: int) -> None:
+        self.parts = parts
+        self.nbytes = nbytes
+        self.shape = (nbytes,)
+
+
+def _flatten(value: Any, arrays: list[Any]) -> Any:
+    if isinstance(value, Pieces):
+        arrays.append(value)
+        return {"__a": len(arrays) - 1}
     if isinstance(value, np.ndarray):
         if value.dtype.hasobject:
             raise TypeError("an object array cannot be sent")
@@ -95,19 +111,21 @@ def encode(value: Any, pipe: io.BufferedIOBase) -> None:
     _write(pipe, *_prepared(value))
 
 
-def _prepared(value: Any) -> tuple[bytes, list[np.ndarray]]:
-    """The header and arrays `encode` writes: whatever cannot be sent raises here, before a byte
-    is written."""
-    arrays: list[np.ndarray] = []
+def _prepared(value: Any) -> tuple[bytes, list[Any]]:
+    """The header and arrays (numpy arrays, `Pieces`) `encode` writes: whatever cannot be sent
+    raises here, before a byte is written."""
+    arrays: list[Any] = []
     tree = _flatten(value, arrays)
     return msgspec.msgpack.encode({"tree": tree, "arrays": [(a.dtype.str, list(a.shape)) for a in arrays]}), arrays
 
 
-def _write(pipe: io.BufferedIOBase, header: bytes, arrays: list[np.ndarray]) -> None:
+def _write(pipe: io.BufferedIOBase, header: bytes, arrays: list[Any]) -> None:
     pipe.write(len(header).to_bytes(8, "little"))
     pipe.write(header)
     for a in arrays:
-        if a.nbytes:
+        if isinstance(a, Pieces):
+            pipe.writelines(a.parts)
+        elif a.nbytes:
             pipe.write(a.data.cast("B"))
 
 
@@ -245,7 +263,8 @@ class RawSlices(Sequence[memoryview]):
 
 
 def trace_parts(trace: Trace) -> dict[str, Any]:
-    """What `trace_from_parts` needs to rebuild `trace` in another process (flows bound now)."""
+    """What `trace_from_parts` needs to rebuild `trace` in another process (flows bound now), as
+    `encode` sends it (its event texts as `Pieces`, received as one array)."""
     raw = trace._raw_args
     parts: dict[str, Any] = {
         "path": trace.path,
@@ -263,7 +282,7 @@ def trace_parts(trace: Trace) -> dict[str, Any]:
         sizes = np.fromiter((len(r) for r in raw), dtype=np.int64, count=len(raw))
         offsets = np.zeros(len(raw) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
-        parts["raw"] = np.frombuffer(b"".join(raw), dtype=np.uint8)
+        parts["raw"] = Pieces(raw, int(offsets[-1]))  # received as one array of bytes
         parts["raw_offsets"] = offsets
     elif raw is not None:
         raise TypeError("args held as objects: loaded here instead")
