@@ -102,7 +102,9 @@ class RankJob:
         #: Every rank's collective events, merged on the job's clock.
         self.collectives = collectives
         self.base_time_ns = base_time_ns
-        #: The earliest event of any rank, on the job's clock: the time axis' 0 whatever is loaded.
+        lane_rank = np.array([-1 if ln.rank is None else ln.rank for ln in collectives.lanes], dtype=np.int64)
+        self._event_rank = lane_rank[collectives.lane]
+        #: The earliest event of any rank, on the job's clock.
         self.origin_ns = origin_ns
         #: Each rank's count of events (all of them, loaded or not).
         self.events = tuple(events)
@@ -180,9 +182,8 @@ class RankJob:
             name = found.names.index(trace.event_name(i))
         except ValueError:
             return None
-        lane_rank = np.array([-1 if ln.rank is None else ln.rank for ln in found.lanes], dtype=np.int64)
         hit = np.flatnonzero(
-            (found.name_id == name) & (found.start_ns == trace.start_ns[i]) & (lane_rank[found.lane] == rank)
+            (found.name_id == name) & (found.start_ns == trace.start_ns[i]) & (self._event_rank == rank)
         )
         if hit.size == 0:
             return None
@@ -252,6 +253,7 @@ def open_rank_job(
         [Path(paths[k]) for k in order], [ranks[k] for k in order], figures, collectives, base, origin,
         [parts[k]["events"] for k in order],
     )  # fmt: skip
+    collectives_of(job.collectives)  # matched now, off the GUI thread: a selection only looks them up
     if key is not None:
         _JOBS[key] = job
         while len(_JOBS) > JOBS_KEPT:
