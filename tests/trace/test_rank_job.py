@@ -254,3 +254,17 @@ def test_a_result_that_cannot_be_sent_or_an_item_that_raises_is_none_and_the_chi
     for x in (0, 2, 4, 5):
         assert got[x]["x"] == x and np.array_equal(got[x]["a"], np.arange(x)) and got[x]["t"] == (x, "s")
     assert _children() == []
+
+
+def test_pieces_arrive_as_one_array_of_their_bytes():
+    from branchscope.profiling.trace.rank_pool import Pieces, forked_map
+
+    def fn(x: int):
+        parts = [b"ab", memoryview(b"cde"), b"", bytes([x])]
+        return {"p": Pieces(parts, 6), "after": np.array([x, x], dtype=np.int32)}
+
+    got = forked_map(fn, [7, 9], workers=2)
+    for x, value in zip((7, 9), got):
+        assert value["p"].dtype == np.uint8 and value["p"].tobytes() == b"abcde" + bytes([x])
+        assert value["after"].tolist() == [x, x]  # what follows the pieces is read where it starts
+    assert _children() == []
