@@ -26,7 +26,7 @@ from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
 from branchscope.profiling.trace.model import Trace
-from branchscope.profiling.trace.ranks import RankFigures, rank_figures
+from branchscope.profiling.trace.ranks import RankFigures, rank_figures, worst_straggler
 from branchscope.widgets.theme import theme
 from branchscope.widgets.units import format_bytes, format_duration
 
@@ -217,10 +217,9 @@ class RankOverview(QWidget):
     def _caption(self) -> str:
         assert self.figures is not None
         f = self.figures
-        slow = [s for s in f.stragglers if s.excess_ns > 0]
         parts = [f"{len(f.ranks)} ranks, {len(f.steps)} steps"]
-        if slow:
-            worst = max(slow, key=lambda s: s.excess_ns)
+        worst = worst_straggler(f)
+        if worst is not None:
             parts.append(
                 f"stragglers outlined (the slowest rank of each step); worst: rank {worst.rank} in {worst.step}, "
                 f"{_ms(worst.step_ns)}, +{_ms(worst.excess_ns)} over the median"

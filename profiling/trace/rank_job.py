@@ -46,7 +46,15 @@ from branchscope.profiling.trace.merge import (
 )
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.rank_pool import register, trace_from_parts, trace_parts
-from branchscope.profiling.trace.ranks import HeavyRank, RankFigures, Straggler, join_figures, rank_figures
+from branchscope.profiling.trace.ranks import (
+    HeavyRank,
+    RankFigures,
+    Straggler,
+    join_figures,
+    most_often_slowest,
+    rank_figures,
+    worst_straggler,
+)
 from branchscope.profiling.trace.reader import ProgressCallback
 
 #: A job of up to this many ranks opens whole (`open_view`); a larger one with `IN_VIEW` loaded.
@@ -124,23 +132,14 @@ class RankJob:
         """The `k` ranks to load first: those that stand out (the worst straggler, the heaviest
         memory rank, the rank slowest in the most steps), then the lowest ranks; in rank order."""
         f = self.figures
-        chosen: list[int] = []
-        over = [s for s in f.stragglers if s.excess_ns > 0]
-        if over:
-            chosen.append(max(over, key=lambda s: s.excess_ns).rank)
-        if f.heaviest is not None:
-            chosen.append(f.heaviest.rank)
-        if over:
-            slowest: dict[int, int] = {}
-            for s in over:
-                slowest[s.rank] = slowest.get(s.rank, 0) + 1
-            chosen.append(max(slowest, key=lambda r: (slowest[r], -r)))
-        chosen += self.ranks
-        picked: list[int] = []
-        for r in chosen:
-            if r not in picked:
-                picked.append(r)
-        return sorted(picked[:k])
+        worst, often = worst_straggler(f), most_often_slowest(f)
+        chosen = [
+            *([] if worst is None else [worst.rank]),
+            *([] if f.heaviest is None else [f.heaviest.rank]),
+            *([] if often is None else [often[0]]),
+            *self.ranks,
+        ]
+        return sorted(list(dict.fromkeys(chosen))[:k])
 
     def wanted(self, rank: int, k: int = IN_VIEW) -> list[int]:
         """The view with `rank` in it, the least recently wanted rank dropped past `k`."""

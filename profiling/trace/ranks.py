@@ -253,20 +253,33 @@ def _heaviest(f: RankFigures) -> HeavyRank | None:
     return HeavyRank(f.ranks[k], device, peak, median, float(peak) - median)
 
 
+def worst_straggler(f: RankFigures) -> Straggler | None:
+    """The straggler of the most excess over its step's median (None where no rank is slower)."""
+    over = [s for s in f.stragglers if s.excess_ns > 0]  # a step of equal ranks has none
+    return max(over, key=lambda s: s.excess_ns) if over else None
+
+
+def most_often_slowest(f: RankFigures) -> tuple[int, int] | None:
+    """(rank, steps) of the rank slowest in the most steps (the lowest among equals), None where none is slower."""
+    slowest: dict[int, int] = {}
+    for s in f.stragglers:
+        if s.excess_ns > 0:
+            slowest[s.rank] = slowest.get(s.rank, 0) + 1
+    if not slowest:
+        return None
+    rank = max(slowest, key=lambda r: (slowest[r], -r))
+    return rank, slowest[rank]
+
+
 def straggler_line(f: RankFigures) -> str | None:
     """One line on the stragglers and the heaviest rank for a table's foot; None for one rank."""
     if len(f.ranks) < 2:
         return None
     parts = []
-    over = [s for s in f.stragglers if s.excess_ns > 0]  # a step of equal ranks has none
-    if over:
-        worst = max(over, key=lambda s: s.excess_ns)
-        slowest: dict[int, int] = {}
-        for s in over:
-            slowest[s.rank] = slowest.get(s.rank, 0) + 1
-        often = max(slowest, key=lambda r: (slowest[r], -r))
+    worst, often = worst_straggler(f), most_often_slowest(f)
+    if worst is not None and often is not None:
         parts.append(
-            f"stragglers: rank {often} slowest in {slowest[often]} of {len(f.stragglers)} steps; worst {worst.step} "
+            f"stragglers: rank {often[0]} slowest in {often[1]} of {len(f.stragglers)} steps; worst {worst.step} "
             f"on rank {worst.rank}, {worst.step_ns / 1e6:.3f} ms, {worst.excess_ns / 1e6:+.3f} ms over the median"
         )
     if f.heaviest is not None:
