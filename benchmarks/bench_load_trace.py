@@ -40,17 +40,41 @@ READERS = ("branchscope", "json_pandas", "hta")
 GOALS = {"hta": 8.0, "json_pandas": 3.0}
 MEMORY_GOAL = 2.0
 
-_CHILD = r"""
+#: What every measuring child does: `child_code(body)` puts the body, which reads sys.argv and
+#: defines `run`, between these, so that `run()` is timed and its peak RSS growth printed.
+_CHILD_HEAD = r"""
 import json, sys, time
 sys.path.insert(0, {root!r})
-reader, path = sys.argv[1], sys.argv[2]
 
 def status_kb(key):
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith(key + ":"):
                 return int(line.split()[1])
+"""
+_CHILD_TAIL = r"""
+try:  # restart the peak (VmHWM) from the RSS now; else it is the peak since exec
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+except OSError:
+    pass
+before = status_kb("VmRSS")
+t0 = time.perf_counter()
+result = run()
+dt = time.perf_counter() - t0
+peak = status_kb("VmHWM")
+print(json.dumps({"seconds": dt, "peak_growth_kb": peak - before, "rss_before_kb": before}))
+"""
 
+
+def child_code(body: str) -> str:
+    """A measuring child's source (`python -c`): `body` (reads sys.argv, defines `run`), then
+    `run()` timed and one JSON line printed: seconds, peak RSS growth (kB) and the RSS before."""
+    return _CHILD_HEAD.format(root=str(ROOT)) + body + _CHILD_TAIL
+
+
+_CHILD = child_code(r"""
+reader, path = sys.argv[1], sys.argv[2]
 if reader == "before":  # an older branchscope's profiling/, from the folder given
     sys.path.insert(0, sys.argv[3])
     from branchscope.profiling.trace.reader import load_trace
@@ -71,18 +95,7 @@ elif reader == "json_pandas":
         with opener(path, "rb") as f:
             doc = json.load(f)
         return pd.DataFrame(doc["traceEvents"])
-try:  # restart the peak (VmHWM) from the RSS now; else it is the peak since exec
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-except OSError:
-    pass
-before = status_kb("VmRSS")
-t0 = time.perf_counter()
-result = run()
-dt = time.perf_counter() - t0
-peak = status_kb("VmHWM")
-print(json.dumps({{"seconds": dt, "peak_growth_kb": peak - before, "rss_before_kb": before}}))
-"""
+""")
 
 
 def run_sampled(cmd: list[str], interval: float = 0.005, **popen_args) -> tuple[str, int]:
@@ -108,14 +121,18 @@ def run_sampled(cmd: list[str], interval: float = 0.005, **popen_args) -> tuple[
 
 
 def measure(reader: str, path: Path, repeats: int, before: str = "") -> dict:
+    return measure_child([sys.executable, "-c", _CHILD, reader, str(path), before], repeats)
+
+
+def measure_child(cmd: list[str], repeats: int, interval: float = 0.005) -> dict:
+    """Run a `child_code` command `repeats` times (median and least seconds) and once more
+    sampled (`run_sampled` every `interval` s): the peak growth, its children's memory included."""
     times, peaks = [], []
-    code = _CHILD.format(root=str(ROOT))
-    cmd = [sys.executable, "-c", code, reader, str(path), before]
     for _ in range(repeats):  # timed alone: the sampler would take CPU from a reader using both cores
         row = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
         times.append(row["seconds"])
         peaks.append(row["peak_growth_kb"] * 1024)  # VmHWM: this process's true peak
-    out, sampled = run_sampled(cmd)  # once more, for what its children held meanwhile
+    out, sampled = run_sampled(cmd, interval)  # once more, for what its children held meanwhile
     row = json.loads(out.strip().splitlines()[-1])
     peaks.append(max(row["peak_growth_kb"] * 1024, sampled - row["rss_before_kb"] * 1024))
     return {"median_s": statistics.median(times), "min_s": min(times), "peak_growth_bytes": max(peaks), "runs": repeats}

@@ -39,21 +39,14 @@ import time
 from pathlib import Path
 
 import gen_rank_job
-from bench_load_trace import json_size, run_sampled
+from bench_load_trace import child_code, json_size, measure_child
 
 ROOT = Path(__file__).resolve().parent.parent
 HTA_GOAL = 4.0
 MODES = ("pool", "serial", "summaries", "in-view", "inspect", "hta")
 
-_CHILD = r"""
-import json, sys, time
-sys.path.insert(0, {root!r})
+_CHILD = child_code(r"""
 mode, folder = sys.argv[1], sys.argv[2]
-
-def status_kb(key):
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith(key + ":"))
-
 if mode == "hta":
     import logging
     logging.disable(logging.WARNING)
@@ -71,31 +64,11 @@ else:
         run = lambda: rank_job.open_view(files)
     else:
         run = lambda: merge.load_traces(files)
-try:
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-except OSError:
-    pass
-before = status_kb("VmRSS")
-t0 = time.perf_counter()
-result = run()
-dt = time.perf_counter() - t0
-peak = status_kb("VmHWM")
-print(json.dumps({{"seconds": dt, "peak_growth_kb": peak - before, "rss_before_kb": before}}))
-"""
+""")
 
 
 def measure(python: str, mode: str, folder: Path, repeats: int) -> dict:
-    cmd = [python, "-c", _CHILD.format(root=str(ROOT)), mode, str(folder)]
-    times, peaks = [], []
-    for _ in range(repeats):
-        row = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
-        times.append(row["seconds"])
-        peaks.append(row["peak_growth_kb"] * 1024)
-    out, sampled = run_sampled(cmd, interval=0.02)
-    row = json.loads(out.strip().splitlines()[-1])
-    peaks.append(max(row["peak_growth_kb"] * 1024, sampled - row["rss_before_kb"] * 1024))
-    return {"median_s": statistics.median(times), "min_s": min(times), "peak_growth_bytes": max(peaks), "runs": repeats}
+    return measure_child([python, "-c", _CHILD, mode, str(folder)], repeats, interval=0.02)
 
 
 def inspect_seconds(folder: Path, repeats: int) -> dict:
