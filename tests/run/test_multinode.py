@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -217,6 +218,20 @@ def _runner(req: RunRequest, env: dict[str, str] | None = None) -> subprocess.Po
     return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
 
 
+def _model_nodes(tmp_path: Path, name: str) -> tuple[str, Path, Callable[[int], RunRequest]]:
+    """`_MODEL` written as `name` with a fresh marker (its ranks' processes say it), OUT, and the
+    request of node N of two meeting on a free loopback port."""
+    marker = f"branchscope-test-{uuid.uuid4().hex}"
+    model = tmp_path / name
+    model.write_text(_MODEL.format(marker=marker, hang_env=_HANG_ENV))
+    out, endpoint = tmp_path / "out", f"127.0.0.1:{_free_port()}"
+
+    def request(node: int) -> RunRequest:
+        return _request(out, demo=None, model=model, node_rank=node, rdzv_endpoint=endpoint, timeout=300.0)
+
+    return marker, out, request
+
+
 def _last_event(stdout: bytes) -> dict:
     return json.loads(stdout.decode().strip().splitlines()[-1])
 
@@ -256,16 +271,7 @@ def test_two_nodes_on_loopback_write_one_run_of_both_ranks(tmp_path):
 
 @pytest.mark.slow
 def test_a_node_killed_mid_run_is_named_by_the_other_and_nothing_is_left(tmp_path):
-    marker = f"branchscope-test-{uuid.uuid4().hex}"
-    model = tmp_path / "ddp_hangs_on_one_node.py"
-    model.write_text(_MODEL.format(marker=marker, hang_env=_HANG_ENV))
-    out = tmp_path / "out"
-    port = _free_port()
-
-    def request(node: int) -> RunRequest:
-        options = RunOptions(model=model, steps=2, warmup=0, nnodes=2, node_rank=node, rdzv_endpoint=f"127.0.0.1:{port}", timeout=300.0)
-        return RunRequest(mode="sequential", interop=1, intra=1, out=out, options=options)
-
+    marker, out, request = _model_nodes(tmp_path, "ddp_hangs_on_one_node.py")
     node0 = _runner(request(0))
     node1 = _runner(request(1), env={_HANG_ENV: "hang"})
     try:
@@ -366,17 +372,8 @@ def test_a_node_alone_stops_at_its_timeout_saying_the_nodes_never_met(tmp_path):
 
 @pytest.mark.slow
 def test_a_rank_that_raises_on_node_1_is_named_with_its_node_by_both_nodes(tmp_path):
-    marker = f"branchscope-test-{uuid.uuid4().hex}"
-    model = tmp_path / "ddp_raises_on_one_node.py"
-    model.write_text(_MODEL.format(marker=marker, hang_env=_HANG_ENV))
-    out = tmp_path / "out"
-    port = _free_port()
-    requests = [
-        RunRequest(mode="sequential", interop=1, intra=1, out=out, options=RunOptions(
-            model=model, steps=2, warmup=0, nnodes=2, node_rank=node, rdzv_endpoint=f"127.0.0.1:{port}", timeout=300.0))
-        for node in (0, 1)
-    ]  # fmt: skip
-    runners = [_runner(requests[0]), _runner(requests[1], env={_HANG_ENV: "raise"})]
+    marker, out, request = _model_nodes(tmp_path, "ddp_raises_on_one_node.py")
+    runners = [_runner(request(0)), _runner(request(1), env={_HANG_ENV: "raise"})]
     try:
         outputs = [r.communicate(timeout=400) for r in runners]
     finally:
