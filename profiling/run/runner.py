@@ -1069,6 +1069,16 @@ class _Distributed(_OneWorker):
         return result
 
 
+#: What a distributed run's top-level run.json takes from its first rank's: the settings every rank
+#: shares, and the warm-up (ranks warm up together: the same steps, settled or stopped alike; each
+#: rank's own times are in its run.json).
+_FIRST_RANKS = (
+    "mode", "interop", "intra", "cores", "device", "torch", "model", "source", "input_shapes", "dtype", "steps",
+    "warmup", "world_size", "backend", "train_step", "warmup_steps", "warmup_settled", "warmup_cap", "branches",
+    "tracer",
+)  # fmt: skip
+
+
 def _ranks_record(nproc: int, entries: list[tuple[int, RunRecord, int | None, str | None]]) -> RunRecord:
     """A distributed run's top-level run.json from its ranks' (rank, run.json, node, host): the first
     rank's settings, the slowest rank's step times step by step, and the ranks (rank, pid, device,
@@ -1081,35 +1091,15 @@ def _ranks_record(nproc: int, entries: list[tuple[int, RunRecord, int | None, st
     profiled_stats, unprofiled_stats = StepStats.of(steps), StepStats.of(unprofiled)
     return RunRecord(
         format=RUN_FORMAT,
-        mode=first.mode,
-        interop=first.interop,
-        intra=first.intra,
-        cores=first.cores,
-        device=first.device,
-        torch=first.torch,
-        model=first.model,
-        source=first.source,
-        input_shapes=first.input_shapes,
-        dtype=first.dtype,
-        steps=first.steps,
-        warmup=first.warmup,
+        **{name: getattr(first, name) for name in _FIRST_RANKS},
         nproc=nproc,
-        world_size=first.world_size,
-        backend=first.backend,
-        train_step=first.train_step,
         steps_ms=[round(x, 4) for x in steps],
         median_ms=round(profiled_stats.median, 4) if profiled_stats else None,
         unprofiled_steps=len(unprofiled),
         unprofiled_steps_ms=[round(x, 4) for x in unprofiled],
         unprofiled_median_ms=round(unprofiled_stats.median, 4) if unprofiled_stats else None,
         unprofiled_spread_ms=unprofiled_stats.rounded_spread(4) if unprofiled_stats else None,
-        # Ranks warm up together: the same steps, settled or stopped alike (each rank's times: its run.json).
-        warmup_steps=first.warmup_steps,
-        warmup_settled=first.warmup_settled,
-        warmup_cap=first.warmup_cap,
         warnings=[f"rank {rank}: {w}" for rank, run in zip(ranks, runs, strict=True) for w in run.warnings or []],
-        branches=first.branches,
-        tracer=first.tracer,
         ranks=[
             RankRecord(
                 rank=rank,
