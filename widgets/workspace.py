@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
@@ -32,6 +31,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from branchscope.profiling.trace.merge import RankSummary, rank_summaries
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.rank_job import job_of
+from branchscope.profiling.trace.ranks import with_lanes
 from branchscope.widgets.memory_view import MemoryView
 from branchscope.widgets.pool_usage import PoolUsageView
 from branchscope.widgets.rank_overview import RankOverview
@@ -430,7 +430,7 @@ class TraceWorkspace(QWidget):
         trace (every rank of its job, for a large job's ranks in view: `rank_job.job_of`)."""
         job = job_of(traces[0]) if len(traces) == 1 else None
         if job is not None:
-            self.rank_overview.set_figures(job.figures, loaded=job.loaded(traces[0]))
+            self.rank_overview.set_figures(with_lanes(job.figures, traces[0]), loaded=job.loaded(traces[0]))
         else:
             self.rank_overview.set_trace(traces[0] if len(traces) == 1 else None)
         self.rank_bar.set_traces(traces, show=self.rank_overview.figures is None)
@@ -439,17 +439,14 @@ class TraceWorkspace(QWidget):
         """Scroll the (first row's) timeline to the lanes of rank `rank` of the trace shown; a rank
         of a large job whose events are not loaded is asked for (`rankWanted`)."""
         figures = self.rank_overview.figures
-        shown = self.rows[0].shown
-        if figures is None or shown is None or rank not in figures.ranks:
+        if figures is None or rank not in figures.ranks:
             return
-        trace = shown.trace
-        counts = np.diff(trace.lane_offsets)
-        lane = next((ln.index for ln in trace.lanes if ln.rank == rank and counts[ln.index] > 0), -1)
+        lane = int(figures.first_lane[figures.row(rank)])
         if lane < 0:
-            if job_of(trace) is not None:
+            shown = self.rows[0].shown
+            if shown is not None and job_of(shown.trace) is not None:
                 self.rankWanted.emit(rank)
-            return
-        if any(k.name == "timeline" for k in self.kinds):
+        elif any(k.name == "timeline" for k in self.kinds):
             self.panel("timeline").reveal_lane(lane)
 
     def _fit_axis(self, items: Sequence[ShownTrace]) -> None:

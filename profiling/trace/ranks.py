@@ -17,7 +17,7 @@ nothing here imports Qt.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -169,6 +169,33 @@ def _step_matrix(trace: Trace, lane_row: np.ndarray, n: int) -> tuple[list[str],
     return [trace.names[int(used[k])] for k in order], matrix
 
 
+def _lane_rows(trace: Trace, ranks: np.ndarray) -> np.ndarray:
+    """Each lane's row in `ranks` (ascending): -1 for a lane without events or of another rank."""
+    lane_rank = _lane_ranks(trace)
+    counts = np.diff(trace.lane_offsets)
+    n = int(ranks.size)
+    lane_row = np.searchsorted(ranks, lane_rank) if n else np.full(lane_rank.size, -1)
+    lane_row = np.where((lane_row < n) & (counts > 0), lane_row, -1)
+    if n:
+        lane_row = np.where(ranks[np.minimum(lane_row, n - 1)] == lane_rank, lane_row, -1)
+    return lane_row
+
+
+def _first_lanes(lane_row: np.ndarray, n: int) -> np.ndarray:
+    """Each row's first lane (`_lane_rows`), -1 for a row without one."""
+    first_lane = np.full(n, -1, dtype=np.int64)
+    for lane in np.flatnonzero(lane_row >= 0)[::-1].tolist():
+        first_lane[lane_row[lane]] = lane
+    return first_lane
+
+
+def with_lanes(figures: RankFigures, trace: Trace) -> RankFigures:
+    """`figures` with each rank's `first_lane` in `trace`, which holds some of its ranks' events
+    (`rank_job`: the ranks in view); -1 for the others."""
+    rows = _lane_rows(trace, np.array(figures.ranks, dtype=np.int64))
+    return replace(figures, first_lane=_first_lanes(rows, len(figures.ranks)))
+
+
 def rank_figures(trace: Trace) -> RankFigures:
     """The figures of every rank of `trace` (see the module docstring)."""
     lane_rank = _lane_ranks(trace)
@@ -177,15 +204,10 @@ def rank_figures(trace: Trace) -> RankFigures:
     memory_ranks = [_no_rank(trace) if m.rank is None else m.rank for m in trace.memory]
     ranks_arr = np.unique(np.concatenate([lane_rank[counts > 0], np.array(memory_ranks, dtype=np.int64)]))
     n = int(ranks_arr.size)
-    lane_row = np.searchsorted(ranks_arr, lane_rank) if n else np.full(lane_rank.size, -1)
-    lane_row = np.where((lane_row < n) & (counts > 0), lane_row, -1)
-    if n:
-        lane_row = np.where(ranks_arr[np.minimum(lane_row, n - 1)] == lane_rank, lane_row, -1)
+    lane_row = _lane_rows(trace, ranks_arr)
     # A trace of one process without distributedInfo: rank -1.
     ranks = [int(r) for r in ranks_arr.tolist()]
-    first_lane = np.full(n, -1, dtype=np.int64)
-    for lane in np.flatnonzero(lane_row >= 0)[::-1].tolist():
-        first_lane[lane_row[lane]] = lane
+    first_lane = _first_lanes(lane_row, n)
     steps, matrix = _step_matrix(trace, lane_row, n)
     busy, busy_of = _busy(trace, lane_row, n) if n else (np.zeros(0), [])
     peaks: list[dict[str, int]] = [{} for _ in range(n)]
@@ -207,7 +229,7 @@ def join_figures(parts: list[RankFigures]) -> RankFigures:
     """The figures of a job from its ranks' own (`rank_figures` of each rank's trace, one rank
     each, its rank set): steps matched by their label as `rank_figures` matches them on a merged
     trace, then the stragglers and the heaviest rank over all of them. `first_lane` is -1: no
-    merged trace holds these lanes (`rank_job`: the ranks' events are not all loaded)."""
+    merged trace holds these lanes (`with_lanes` reads them from the ranks loaded)."""
     for p in parts:
         if len(p.ranks) != 1:
             raise ValueError("join_figures takes one rank's figures each")

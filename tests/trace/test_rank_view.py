@@ -16,7 +16,7 @@ from branchscope.profiling.trace.collectives import collective_events, collectiv
 from branchscope.profiling.trace.merge import FILES_PHASE, load_traces
 from branchscope.profiling.trace.model import LoadCancelled, Trace, TraceFormatError
 from branchscope.profiling.trace.rank_job import job_of, open_rank_job, open_view
-from branchscope.profiling.trace.ranks import figures_json, rank_figures
+from branchscope.profiling.trace.ranks import figures_json, rank_figures, with_lanes
 from tests.builders.ranks import write_rank_job
 from tests.trace.test_collectives import rpc
 from tests.trace.test_reader_parallel import _children, _earlier_children  # noqa: F401 (its autouse fixture too)
@@ -86,6 +86,9 @@ def test_ranks_loaded_are_on_the_jobs_clock_whichever_they_are(files):
     for r in (3, 9):
         assert _rank_events(part, r) == _rank_events(whole, r)
     assert {ln.rank for ln in part.lanes} == {3, 9}
+    lanes = with_lanes(job.figures, part).first_lane
+    assert [part.lanes[int(lanes[r])].rank for r in (3, 9)] == [3, 9]
+    assert all(lanes[r] == -1 for r in range(RANKS) if r not in (3, 9))
     alone = job.load([11], workers=1)
     assert _rank_events(alone, 11) == _rank_events(whole, 11)
     assert job_of(whole) is None
