@@ -44,7 +44,7 @@ from branchscope.profiling.trace.merge import (
     merge_traces,
     with_rank,
 )
-from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.model import Trace, TraceFormatError
 from branchscope.profiling.trace.rank_pool import register, trace_from_parts, trace_parts
 from branchscope.profiling.trace.ranks import (
     HeavyRank,
@@ -79,7 +79,7 @@ def _rank_part(path: str | os.PathLike[str]) -> dict[str, Any]:
     trace = load_source(path)
     figures = rank_figures(trace)
     if len(figures.ranks) > 1:
-        raise ValueError(f"{path}: holds {len(figures.ranks)} ranks, not one")
+        raise TraceFormatError(f"{path}: holds {len(figures.ranks)} ranks, not one rank of a job")
     return {
         "rank": trace.rank,
         "figures": figures,
@@ -101,7 +101,6 @@ class RankJob:
         collectives: Trace,
         base_time_ns: int | None,
         origin_ns: int,
-        events: Sequence[int],
     ) -> None:
         #: The files, in rank order, and each one's rank.
         self.paths = tuple(paths)
@@ -114,8 +113,6 @@ class RankJob:
         self._event_rank = lane_rank[collectives.lane]
         #: The earliest event of any rank, on the job's clock.
         self.origin_ns = origin_ns
-        #: Each rank's count of events (all of them, loaded or not).
-        self.events = tuple(events)
         #: The ranks loaded last (`load`), least recently wanted first.
         self.view: list[int] = []
         #: The trace `load` made last, while it is held (by the window): its ranks' traces, each
@@ -248,10 +245,7 @@ def open_rank_job(
     )
     spans = [(p["span"][0] + shift(p), p["events"]) for p in parts]
     origin = min((s for s, n in spans if n), default=0)
-    job = RankJob(
-        [Path(paths[k]) for k in order], [ranks[k] for k in order], figures, collectives, base, origin,
-        [parts[k]["events"] for k in order],
-    )  # fmt: skip
+    job = RankJob([Path(paths[k]) for k in order], [ranks[k] for k in order], figures, collectives, base, origin)
     collectives_of(job.collectives)  # matched now, off the GUI thread: a selection only looks them up
     if key is not None:
         _JOBS[key] = job
