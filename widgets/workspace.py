@@ -442,9 +442,9 @@ class TraceWorkspace(QWidget):
         if figures is None or rank not in figures.ranks:
             return
         lane = int(figures.first_lane[figures.row(rank)])
+        loaded = self.rank_overview.loaded  # None: every rank is
         if lane < 0:
-            shown = self.rows[0].shown
-            if shown is not None and job_of(shown.trace) is not None:
+            if loaded is not None and rank not in loaded:
                 self.rankWanted.emit(rank)
         elif any(k.name == "timeline" for k in self.kinds):
             self.panel("timeline").reveal_lane(lane)

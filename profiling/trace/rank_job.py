@@ -188,8 +188,9 @@ class RankJob:
         return (coll, c) if c >= 0 else None
 
     def loaded(self, trace: Trace) -> list[int]:
-        """The ranks of this job whose events `trace` holds."""
-        return sorted(r for r in trace.lane_rank_set if r is not None)
+        """The ranks of this job that `trace` (of its `load`) holds: their events, or their memory
+        alone (allocator snapshots have no lanes)."""
+        return sorted(_PARTS.get(trace, {}))
 
 
 _JOB_OF: weakref.WeakKeyDictionary[Trace, RankJob] = weakref.WeakKeyDictionary()

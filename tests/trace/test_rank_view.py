@@ -171,3 +171,33 @@ def test_a_broken_rank_is_one_error_naming_it_and_a_cancelled_job_leaves_no_chil
     with pytest.raises(LoadCancelled):
         open_rank_job([f for f in files if f.exists()], workers=2, progress=lambda _p, f: f < 0.3)
     assert _children() == []
+
+
+def test_other_jobs_of_many_ranks_open_in_view_too(tmp_path):
+    """A distributed run's folder (every rank's file named trace.json.gz, ranks from run.json's
+    order) and allocator snapshots (memory, no lanes: the ranks loaded are those whose memory is)."""
+    import pickle
+
+    from branchscope.app.runs import entry_for_path
+    from tests.builders.runs import write_run_json, write_small_trace
+    from tests.builders.snapshots import two_gpu_snapshot
+
+    out, ranks = tmp_path / "D", []
+    for r in range(10):
+        (out / f"rank-{r}").mkdir(parents=True)
+        write_small_trace(out / f"rank-{r}" / "trace.json.gz", "fork")
+        ranks.append({"rank": r, "pid": 100 + r, "device": "cpu", "trace": f"rank-{r}/trace.json.gz"})
+    write_run_json(out, mode="fork", interop=2, intra=1, nproc=10, world_size=10, model="demo twin-mm",
+                   source="demo", ranks=ranks, trace="rank-0/trace.json.gz", complete=True)  # fmt: skip
+    trace = open_view(list(entry_for_path(out).paths))
+    job = job_of(trace)
+    assert job is not None and job.ranks == tuple(range(10)) and job.loaded(trace) == [0, 1, 2, 3]
+    assert {ln.rank for ln in trace.lanes} == {0, 1, 2, 3} and job.figures.steps == ["step 0", "step 1"]
+    snaps = []
+    for r in range(10):
+        snaps.append(tmp_path / f"snapshot_rank{r}.pickle")
+        snaps[-1].write_bytes(pickle.dumps(two_gpu_snapshot()))
+    trace = open_view(snaps)
+    job = job_of(trace)
+    assert job is not None and len(job) == 10 and not trace.lanes and job.loaded(trace) == [0, 1, 2, 3]
+    assert sorted({m.rank for m in trace.memory}) == [0, 1, 2, 3] and (job.figures.memory_peak > 0).all()
