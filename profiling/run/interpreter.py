@@ -20,14 +20,19 @@ No torch here: the runner imports this; the probe imports torch in the other pro
 
 from __future__ import annotations
 
-import json
 import os
+import select
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
+
+from branchscope.profiling.run.processes import Containment
 from branchscope.profiling.run.protocol import WORKER_MODULE
+from branchscope.profiling.trace.records import MAX_ANSWER_BYTES, MalformedAnswer, decode_answer
 
 #: The oldest Python the worker runs on (pyproject's requires-python).
 PYTHON_OLDEST = (3, 10)
@@ -41,6 +46,8 @@ WORKER_NEEDS = {"msgspec": "0.18", "psutil": "5.9", "numpy": "1.26"}
 PROBE_TIMEOUT_S = 120.0
 #: Marks the probe's answer among whatever importing torch prints.
 _ANSWER = "branchscope-probe: "
+#: The end of the probe's stderr kept for the message when it does not answer.
+_STDERR_KEEP = 64 * 1024
 
 #: Makes `branchscope` the package of the folder sys.argv[1] names (removed from sys.argv), without
 #: installing anything: its subpackages are then found there as they would be installed.
@@ -87,6 +94,20 @@ PROBE = (
     "answer['gil'] = bool(gil()) if gil is not None else True\n"
     f"sys.stdout.write({_ANSWER!r} + json.dumps(answer) + '\\n')\n"
 )
+
+
+class ProbeAnswer(msgspec.Struct, kw_only=True):
+    """The probe's answer (the JSON after `_ANSWER`), decoded strictly (`records.decode_answer`):
+    a field of the wrong type is a malformed answer, not a guess."""
+
+    python: str
+    executable: str | None = None
+    torch: str | None = None
+    torch_error: str | None = None
+    missing: dict[str, str] = {}
+    versions: dict[str, str] = {}
+    worker_error: str | None = None
+    gil: bool = True
 
 
 class InterpreterError(Exception):
@@ -168,46 +189,126 @@ def check(python: Path | str, timeout: float = PROBE_TIMEOUT_S) -> Interpreter:
     return found
 
 
-def _probe(path: Path, flag: str, timeout: float) -> dict:
+def _probe(path: Path, flag: str, timeout: float) -> ProbeAnswer:
+    """Runs the probe as a child contained like a worker (`processes.Containment`: its group, the
+    run's token, a cgroup where one can be made, orphans reaped), reads its stdout up to the answer
+    line (never to the end of a pipe that something it started may hold), then stops it and all it
+    started. The answer decoded, or InterpreterError saying in one line what happened."""
+    command = [os.fspath(path), "-I", "-c", PROBE, os.fspath(package_root())]
     # cwd "/": the caller's folder may be gone (importing torch then aborts), and nothing there is read.
-    try:
-        proc = subprocess.run(
-            [os.fspath(path), "-I", "-c", PROBE, os.fspath(package_root())],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            cwd="/",
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired:
-        raise InterpreterError(f"{flag}: did not answer within {timeout:g} s (importing torch there hangs?)") from None
-    except OSError as exc:
-        raise InterpreterError(f"{flag}: cannot be run ({exc.strerror or exc})") from None
-    for line in reversed(proc.stdout.decode("utf-8", "replace").splitlines()):
-        if line.startswith(_ANSWER):
-            try:
-                answer = json.loads(line[len(_ANSWER) :])
-            except ValueError:
-                break
-            if isinstance(answer, dict):
+    with Containment() as contained:
+        try:
+            proc = contained.spawn(command, env=dict(os.environ), cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except OSError as exc:
+            raise InterpreterError(f"{flag}: cannot be run ({exc.strerror or exc})") from None
+        reading = _AnswerReader(proc)
+        try:
+            answer = reading.read(timeout)
+        finally:
+            reading.close()
+        returncode = proc.poll()
+    if answer is not None:
+        try:
+            return decode_answer(answer, ProbeAnswer, "the probe's answer")
+        except MalformedAnswer as exc:
+            raise InterpreterError(f"{flag}: {exc}") from None
+    if returncode is None:
+        raise InterpreterError(f"{flag}: did not answer within {timeout:g} s (importing torch there hangs?)")
+    last = reading.stderr.decode("utf-8", "replace").strip().splitlines()
+    how = f"exit code {returncode}" if returncode >= 0 else f"killed by signal {-returncode}"
+    held = "; a process it started kept its output open and was stopped" if reading.held else ""
+    raise InterpreterError(
+        f"{flag}: is not a Python that can run the worker ({how}" + (f": {last[-1]}" if last else "") + f"){held}"
+    )
+
+
+class _AnswerReader:
+    """The probe's stdout read line by line up to the line that starts with `_ANSWER` (at most
+    MAX_ANSWER_BYTES of it kept), its stderr's end kept, both without blocking: the probe's own exit
+    ends the reading once what it wrote is read, whoever else holds the pipes."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None and proc.stderr is not None
+        self.proc = proc
+        self.pipes = {proc.stdout.fileno(): proc.stdout, proc.stderr.fileno(): proc.stderr}
+        self.out_fd = proc.stdout.fileno()
+        for fd in self.pipes:
+            os.set_blocking(fd, False)
+        self.open = set(self.pipes)
+        self.stdout = b""
+        self.stderr = b""
+        #: The probe exited but its pipes stayed open: something it started holds them.
+        self.held = False
+
+    def read(self, timeout: float) -> bytes | None:
+        """The answer (the JSON after `_ANSWER`, possibly cut at the bound), or None once the probe
+        exited without one or `timeout` passed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            exited = self.proc.poll() is not None
+            answer = self._drain()
+            if answer is not None:
                 return answer
-            break
-    last = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-    how = f"exit code {proc.returncode}" if proc.returncode >= 0 else f"killed by signal {-proc.returncode}"
-    raise InterpreterError(f"{flag}: is not a Python that can run the worker ({how}" + (f": {last[-1]}" if last else "") + ")")
+            if exited or not self.open:
+                self.held = bool(self.open) and exited
+                return None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            select.select(list(self.open), [], [], min(left, 0.05))
+
+    def _drain(self) -> bytes | None:
+        """Reads what is there now; the answer once its line is complete (or past the bound)."""
+        for fd in list(self.open):
+            while True:
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except BlockingIOError:
+                    break
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    self.open.discard(fd)
+                    if fd == self.out_fd and self.stdout.startswith(_ANSWER.encode()):
+                        return self.stdout[len(_ANSWER) :]  # the answer's last line, without its newline
+                    break
+                if fd != self.out_fd:
+                    self.stderr = (self.stderr + chunk)[-_STDERR_KEEP:]
+                    continue
+                answer = self._lines(chunk)
+                if answer is not None:
+                    return answer
+        return None
+
+    def _lines(self, chunk: bytes) -> bytes | None:
+        mark = _ANSWER.encode()
+        self.stdout += chunk
+        while b"\n" in self.stdout:
+            line, self.stdout = self.stdout.split(b"\n", 1)
+            if line.startswith(mark):
+                return line[len(mark) :]
+        if len(self.stdout) > MAX_ANSWER_BYTES + len(mark):
+            if self.stdout.startswith(mark):
+                return self.stdout[len(mark) :]  # too large: decode_answer says so
+            self.stdout = b""  # a line too long to be the answer: whatever importing torch printed
+        return None
+
+    def close(self) -> None:
+        for pipe in self.pipes.values():
+            pipe.close()
 
 
-def _judge(path: Path, flag: str, answer: dict) -> Interpreter:
-    python = str(answer.get("python") or "?")
+def _judge(path: Path, flag: str, answer: ProbeAnswer) -> Interpreter:
+    python = answer.python or "?"
     if _version(python)[:2] < PYTHON_OLDEST:
         oldest = ".".join(map(str, PYTHON_OLDEST))
         raise InterpreterError(f"{flag}: is Python {python}; branchscope's worker needs Python {oldest} or newer")
-    missing: dict[str, str] = dict(answer.get("missing") or {})
-    versions: dict[str, str] = dict(answer.get("versions") or {})
+    missing, versions = answer.missing, answer.versions
     old = [f"{name} {versions[name]} (needs {low}+)" for name, low in WORKER_NEEDS.items()
            if versions.get(name) and _version(versions[name]) < _version(low)]  # fmt: skip
-    torch = answer.get("torch")
+    torch = answer.torch
     if not torch:
-        message = f"{flag}: torch is not importable there ({answer.get('torch_error') or 'no torch'})"
+        message = f"{flag}: torch is not importable there ({answer.torch_error or 'no torch'})"
         if missing or old:
             message += "; also missing: " + ", ".join([*missing, *old])
         raise InterpreterError(message)
@@ -216,9 +317,9 @@ def _judge(path: Path, flag: str, answer: dict) -> Interpreter:
             f"{flag}: branchscope's worker needs {', '.join([*missing, *old])} there (torch {torch} is); "
             f"install {'them' if len(missing) + len(old) > 1 else 'it'} into that environment"
         )
-    if answer.get("worker_error"):
-        raise InterpreterError(f"{flag}: branchscope's worker cannot be imported there ({answer['worker_error']})")
-    return Interpreter(executable=path, python=python, torch=str(torch), gil=bool(answer.get("gil", True)))
+    if answer.worker_error:
+        raise InterpreterError(f"{flag}: branchscope's worker cannot be imported there ({answer.worker_error})")
+    return Interpreter(executable=path, python=python, torch=torch, gil=answer.gil)
 
 
 def _version(text: str) -> tuple[int, ...]:

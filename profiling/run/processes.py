@@ -36,8 +36,11 @@ import re
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
+
+import psutil
 
 from branchscope.profiling import linux
 from branchscope.profiling.linux import Cgroup, cgroup_bases, process_start_time
@@ -194,6 +197,110 @@ def join_run_cgroup() -> bool:
     the worker and of the launcher's shim, before either starts anything."""
     path = os.environ.get(RUN_CGROUP_ENV)
     return Cgroup(Path(path), "").join() if path else False
+
+
+class Containment:
+    """One child of branchscope's (a run's worker or launcher, `--python`'s probe) and everything it
+    starts, found the four ways the module docstring says and stopped together by `stop()`.
+
+    `spawn` makes this process a child subreaper, makes the cgroup (where one can be made) and starts
+    the child in a session and process group of its own with `token` in its environment, in the
+    cgroup; `stop` kills the group, the cgroup, every process carrying the token and every orphan
+    re-parented here, reaps them and removes the cgroup, whatever happened. Use it as a context
+    manager, or call `stop()` in a `finally`.
+    """
+
+    def __init__(self) -> None:
+        self.token = uuid.uuid4().hex
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._cgroup: RunCgroup | None = None
+        self._subreaper = False
+        self._children_before: set[int] = set()
+
+    def spawn(
+        self,
+        command: list[str],
+        *,
+        env: dict[str, str],
+        cwd: str | os.PathLike[str],
+        stdout: int | IO[bytes] | None,
+        stderr: int | IO[bytes] | None,
+    ) -> subprocess.Popen[bytes]:
+        """Starts `command` contained (see the class docstring); `env` gets the token and the cgroup.
+        Should it fail to start, nothing is left made (no cgroup, no subreaper)."""
+        self._subreaper = set_child_subreaper(True)
+        self._cgroup = RunCgroup.open(self.token)  # None where none can be made
+        self._children_before = {p.pid for p in psutil.Process().children()}  # the cgroup's watchdog among them
+        env = {**env, RUN_TOKEN_ENV: self.token, **(self._cgroup.env() if self._cgroup is not None else {})}
+        try:
+            self.proc = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env, cwd=cwd, start_new_session=True
+            )
+        except BaseException:
+            self._release()
+            raise
+        if self._cgroup is not None:
+            self._cgroup.add(self.proc.pid)
+        return self.proc
+
+    def stop(self) -> None:
+        """Kills the child and everything it started (see the class docstring) and reaps them; then
+        removes the cgroup and this process is no subreaper any more. Safe to call twice."""
+        proc = self.proc
+        if proc is None:
+            self._release()
+            return
+        try:
+            kill_group(proc.pid)
+            if self._cgroup is not None:
+                self._cgroup.kill()
+            kill_processes_with_token(self.token)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+            self._reap_orphans(self._children_before | {proc.pid})
+        finally:
+            self._release()
+            self._reap_dead_orphans(self._children_before | {proc.pid})  # the child itself is Popen's to reap
+
+    def _release(self) -> None:
+        if self._cgroup is not None:
+            self._cgroup.close(timeout=5.0)  # the watchdog takes what is left
+            self._cgroup = None
+        if self._subreaper:
+            set_child_subreaper(False)
+            self._subreaper = False
+
+    @staticmethod
+    def _reap_orphans(children_before: set[int]) -> None:
+        """Kills and reaps this process's children that the child left (orphans re-parented here
+        while it was a child subreaper)."""
+        orphans = [p for p in psutil.Process().children() if p.pid not in children_before]
+        for p in orphans:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(orphans, timeout=10)
+
+    @staticmethod
+    def _reap_dead_orphans(children_before: set[int]) -> None:
+        """Once this process is no longer a subreaper: reaps the orphans that were re-parented here
+        after `_reap_orphans` and have died since (zombies of a long-lived caller otherwise: tests run
+        runs in-process). Only dead ones: a live child is someone else's to wait for."""
+        for p in psutil.Process().children():
+            try:
+                if p.pid not in children_before and p.status() == psutil.STATUS_ZOMBIE:
+                    p.wait(timeout=0)
+            except (psutil.Error, psutil.TimeoutExpired):
+                pass
+
+    def __enter__(self) -> Containment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 class Cancellable(Protocol):

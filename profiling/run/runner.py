@@ -71,7 +71,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -100,10 +99,7 @@ from branchscope.profiling.run.nodes import NodeFailure, NodeFolder
 from branchscope.profiling.run.options import RunOptions, is_loopback, parse_endpoint
 from branchscope.profiling.run.processes import (
     PROCESSES_MODULE,
-    RunCgroup,
-    kill_group,
-    kill_processes_with_token,
-    set_child_subreaper,
+    Containment,
     stop_with_parent,
 )
 from branchscope.profiling.run.protocol import (
@@ -599,13 +595,10 @@ def _supervise(
     (`_stop_everything`), whatever happened, and a complete run's files are committed to OUT."""
     out, stage = folder.out, folder.staging
     assert stage is not None
-    token = uuid.uuid4().hex
     log_path = stage / "worker.log"
-    subreaper = set_child_subreaper(True)
-    cgroup = RunCgroup.open(token)  # None where none can be made (see branchscope.profiling.run.processes)
-    children_before = {p.pid for p in psutil.Process().children()}  # the cgroup's watchdog among them
+    contained = Containment()  # the process started and all it starts, stopped together (run/processes.py)
     load = LoadMeter()  # the load average now; the cores others use while the steps are timed
-    proc = _spawn(layout.command(), stage, layout.env(token), layout.stdout, log_path, subreaper, cgroup)
+    proc = _spawn(contained, layout.command(), stage, layout.env(contained.token), layout.stdout, log_path)
     watch = _Watch(layout.nproc, on_event, load, proc.pid)
     layout.bind(watch.ranks)
     watch.on_sampling = layout.sampling
@@ -639,10 +632,7 @@ def _supervise(
                 # A fixed schedule, so a late tick does not shift the later ones; after a stall, start afresh.
                 next_tick = max(next_tick + interval, time.monotonic() - interval)
     finally:
-        _stop_everything(proc, token, children_before, cgroup)
-        if subreaper:
-            set_child_subreaper(False)
-            _reap_dead_orphans(children_before | {proc.pid})  # the process started is Popen's to reap
+        contained.stop()
         watch.handle(layout.drain())  # what the ranks said before they ended (never waits)
         layout.close()
         watch.close()
@@ -1128,88 +1118,20 @@ def _per_step_max(series: list[list[float] | None]) -> list[float]:
 
 
 def _spawn(
+    contained: Containment,
     command: list[str],
     stage: Path,
     env: dict[str, str],
     stdout: int | None,
     log_path: Path,
-    subreaper: bool,
-    cgroup: RunCgroup | None,
 ) -> subprocess.Popen[bytes]:
     """Starts the run's first process (the worker, or the launcher of a distributed run; `stdout`
-    None: into the log too) in a session and process group of its own (one killpg ends it and its
-    children), in the run's cgroup when there is one (it joins it itself before it starts anything,
-    and is moved there here too), and in the staging folder: the caller's current folder may have
-    been deleted (`import torch` then aborts), and every path the process is given is absolute
-    (`RunRequest.argv(worker=True)`). Should it fail to start, the cgroup is removed and this process
-    is no subreaper any more."""
-    if cgroup is not None:
-        env = {**env, **cgroup.env()}
-    try:
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log if stdout is None else stdout,
-                stderr=log,
-                env=env,
-                cwd=stage,
-                start_new_session=True,
-            )
-    except BaseException:
-        if cgroup is not None:
-            cgroup.close()
-        if subreaper:
-            set_child_subreaper(False)
-        raise
-    if cgroup is not None:
-        cgroup.add(proc.pid)
-    return proc
-
-
-def _stop_everything(
-    proc: subprocess.Popen[bytes], token: str, children_before: set[int], cgroup: RunCgroup | None = None
-) -> None:
-    """Kills the worker, its group, every process of the run's cgroup, every process carrying the run's
-    token and every orphan of the run re-parented to this process (see branchscope.profiling.run.processes),
-    and reaps them; then removes the cgroup (also when something here failed)."""
-    try:
-        kill_group(proc.pid)
-        if cgroup is not None:
-            cgroup.kill()
-        kill_processes_with_token(token)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pass
-        _reap_orphans(children_before | {proc.pid})
-    finally:
-        if cgroup is not None:
-            cgroup.close(timeout=5.0)  # also when something above failed; the watchdog takes what is left
-
-
-def _reap_orphans(children_before: set[int]) -> None:
-    """Kills and reaps this process's children that the run left (orphans re-parented here while it
-    was a child subreaper)."""
-    orphans = [p for p in psutil.Process().children() if p.pid not in children_before]
-    for p in orphans:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(orphans, timeout=10)
-
-
-def _reap_dead_orphans(children_before: set[int]) -> None:
-    """Once this process is no longer a subreaper: reaps the run's orphans that were re-parented
-    here after `_reap_orphans` and have died since (zombies of a long-lived caller otherwise: tests
-    run runs in-process). Only dead ones: a live child is someone else's to wait for."""
-    for p in psutil.Process().children():
-        try:
-            if p.pid not in children_before and p.status() == psutil.STATUS_ZOMBIE:
-                p.wait(timeout=0)
-        except (psutil.Error, psutil.TimeoutExpired):
-            pass
+    None: into the log too), `contained`: in a session and process group of its own, in the run's
+    cgroup when there is one (it joins it itself before it starts anything, and is moved there too),
+    and in the staging folder: the caller's current folder may have been deleted (`import torch`
+    then aborts), and every path the process is given is absolute (`RunRequest.argv(worker=True)`)."""
+    with open(log_path, "wb") as log:
+        return contained.spawn(command, env=env, cwd=stage, stdout=log if stdout is None else stdout, stderr=log)
 
 
 def _cancelled(out: Path, cancel: CancelFlag) -> RunResult:

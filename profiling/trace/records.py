@@ -68,6 +68,70 @@ RANK_RUN = re.compile(rf"{RANK_DIR.pattern}/{re.escape(RUN_JSON)}")
 T = TypeVar("T")
 
 
+# ---------------------------------------------------------------- answers from a child
+
+#: The most one answer from a child may hold (a JSON line, its final record) and how deeply it may
+#: nest: what branchscope's processes write is a few KB, nested a few levels.
+MAX_ANSWER_BYTES = 1 << 20
+MAX_ANSWER_DEPTH = 64
+_JSON_SPECIAL = re.compile(rb'[\[\]{}"\\]')
+
+
+class MalformedAnswer(ValueError):
+    """A child's answer that is not the record it should be; str() is one line saying what is wrong."""
+
+
+def json_depth(data: bytes, stop_past: int = MAX_ANSWER_DEPTH) -> int:
+    """How deeply the JSON text `data` nests (strings skipped), counted in one pass over its brackets,
+    quotes and backslashes; stops counting once past `stop_past`."""
+    if data.count(b"[") + data.count(b"{") <= stop_past:
+        return min(data.count(b"[") + data.count(b"{"), stop_past)  # cannot nest deeper than that
+    depth = deepest = 0
+    in_string, escaped = False, -1
+    for m in _JSON_SPECIAL.finditer(data):
+        i = m.start()
+        c = data[i]
+        if in_string:
+            if i == escaped:
+                continue
+            if c == 0x5C:  # backslash: the next byte is escaped
+                escaped = i + 1
+            elif c == 0x22:
+                in_string = False
+        elif c == 0x22:
+            in_string = True
+        elif c in (0x5B, 0x7B):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > stop_past:
+                    break
+        elif c in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+def decode_answer(data: bytes, cls: type[T], what: str) -> T:
+    """`data` (a child's answer: one line of JSON) as the record `cls`, strictly: each field of its
+    type, at most MAX_ANSWER_BYTES and MAX_ANSWER_DEPTH deep. Raises MalformedAnswer naming `what`
+    ("the probe's answer") and what is wrong, in one line."""
+    if len(data) > MAX_ANSWER_BYTES:
+        raise MalformedAnswer(f"{what} is larger than {MAX_ANSWER_BYTES >> 20} MiB")
+    if json_depth(data) > MAX_ANSWER_DEPTH:
+        raise MalformedAnswer(f"{what} nests deeper than {MAX_ANSWER_DEPTH} levels")
+    try:
+        return msgspec.json.decode(data, type=cls)
+    except msgspec.ValidationError as exc:
+        raise MalformedAnswer(f"{what} is malformed: {_one_line(exc)}") from None
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise MalformedAnswer(f"{what} is not JSON: {_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).replace("\r", " ").replace("\n", " ")
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
 # ---------------------------------------------------------------- lenient parsing
 
 
@@ -871,10 +935,11 @@ def encode_event(event: Event) -> bytes:
 
 def decode_events(lines: Iterable[bytes]) -> list[Event]:
     """The events among JSON lines; a line that is not one (anything else a process printed, a kind
-    this version does not know, a field of the wrong type) is skipped."""
+    this version does not know, a field of the wrong type, a line past MAX_ANSWER_BYTES or nested
+    past MAX_ANSWER_DEPTH) is skipped."""
     events: list[Event] = []
     for line in lines:
-        if not line.strip():
+        if not line.strip() or len(line) > MAX_ANSWER_BYTES or json_depth(line) > MAX_ANSWER_DEPTH:
             continue
         try:
             events.append(_EVENT_DECODER.decode(line))
