@@ -157,6 +157,7 @@ class MainWindow(QMainWindow):
         self.settings = settings if settings is not None else QSettings("branchscope", "branchscope")
         self.controller = controller if controller is not None else RunController(self)
         self.controller.setParent(self)
+        self.controller.keptFolders.connect(self.statusBar().showMessage)
         #: The last dialog shown (failures, unreadable files); tests look at it.
         self.message_box: QMessageBox | None = None
         #: Unexpected errors reported through `report_exception` (one line each, no repeats).
@@ -240,7 +241,7 @@ class MainWindow(QMainWindow):
         self.text_steps = 0
         self._build_menus()
         self._restore_text_and_palette()
-        self.statusBar().showMessage(NAVIGATION_HINT)
+        self.statusBar().showMessage(self.controller.kept_notice or NAVIGATION_HINT)
         # What the user opens is read off the GUI thread, with a progress bar and Cancel.
         self.loader = TraceLoader(self, prepare=())
         self.load_progress = LoadProgress(self)

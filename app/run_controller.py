@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +34,8 @@ from branchscope.app.runs import (
     saved_runs,
     subfolders,
 )
+from branchscope.profiling.files import read_regular
+from branchscope.profiling.run.folder import remove_if_all_ours
 from branchscope.profiling.run.protocol import RUNNER_MODULE, python_command
 from branchscope.profiling.trace.records import (
     DEFAULT_TRACE,
@@ -74,14 +76,22 @@ def default_runs_dir() -> Path:
     return runs_root() / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
 
 
-def prune_runs(session_dir: Path, keep: int) -> None:
+#: In the runs root, written by branchscope: the run folders pruning kept because they hold files
+#: branchscope did not write, one a line, so that each is said once.
+KEPT_NOTE = ".branchscope-kept"
+
+
+def prune_runs(session_dir: Path, keep: int) -> list[tuple[Path, list[str]]]:
     """Keep the newest `keep` run folders of earlier windows under the runs root; remove the rest.
 
     Only what branchscope made is ever removed: session folders right under the root named
     <YYYYmmdd-HHMMSS>-<pid> (as `default_runs_dir` names them), the run folders in them named
-    <NNN>-<model>-<mode>-<threads> (as `RunController.start` names them), and session folders
-    that this leaves empty. Anything else a user put under the runs root stays, symbolic links
-    are never followed, and a folder that cannot be read or removed is skipped, never an error.
+    <NNN>-<model>-<mode>-<threads> (as `RunController.start` names them) when everything in them
+    is branchscope's by their manifest (`folder.remove_if_all_ours`: a folder holding a user's
+    file stays whole), and session folders that this leaves empty. Anything else a user put under
+    the runs root stays, symbolic links are never followed, and a folder that cannot be read or
+    removed is skipped, never an error. Returns the folders kept for holding files branchscope did
+    not write (with those files) that no earlier pruning has said (`KEPT_NOTE`).
     """
     session_name, run_name = SESSION_NAME, RUN_NAME
     root = session_dir.parent
@@ -96,13 +106,39 @@ def prune_runs(session_dir: Path, keep: int) -> None:
             except OSError:
                 continue
     runs.sort(key=lambda r: r[0], reverse=True)
-    for _, old in runs[keep:]:
-        shutil.rmtree(old, ignore_errors=True)
+    kept = [(old, foreign) for _, old in runs[keep:] if (foreign := remove_if_all_ours(old))]
     for session in sessions:
         try:
             session.rmdir()  # only when empty
         except OSError:
             pass
+    return _not_said_before(root, kept)
+
+
+def _not_said_before(root: Path, kept: list[tuple[Path, list[str]]]) -> list[tuple[Path, list[str]]]:
+    """`kept` less the folders KEPT_NOTE lists; KEPT_NOTE rewritten to list those kept now."""
+    note = root / KEPT_NOTE
+    try:
+        said = set(read_regular(note, 1 << 20, follow_symlinks=False).decode("utf-8", "replace").splitlines())
+    except OSError:
+        said = set()
+    names = [str(folder.relative_to(root)) for folder, _ in kept]
+    if kept or said:
+        try:
+            tmp = root / f".{KEPT_NOTE}.tmp"
+            tmp.write_text("".join(f"{n}\n" for n in names))
+            os.replace(tmp, note)
+        except OSError:
+            pass
+    return [k for k, name in zip(kept, names, strict=True) if name not in said]
+
+
+def kept_text(kept: list[tuple[Path, list[str]]]) -> str:
+    """One line saying which old run folders pruning kept and why."""
+    first, foreign = kept[0]
+    shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+    more = f" (and {len(kept) - 1} more folder{'s' if len(kept) > 2 else ''})" if len(kept) > 1 else ""
+    return f"kept the old run folder {first}{more}: it holds files branchscope did not write ({shown})"
 
 
 def _session_alive(session: Path) -> bool:
@@ -138,6 +174,8 @@ class RunController(JobController):
     canceled = Signal(object)
     #: A cancelled run's runner has exited (its RunSpec): nothing of the run is left running.
     stopped = Signal(object)
+    #: Pruning kept old run folders that hold files branchscope did not write: one line saying so.
+    keptFolders = Signal(str)
 
     program = "runner"
     noun = "run"
@@ -148,13 +186,19 @@ class RunController(JobController):
         super().__init__(list(command) if command else python_command(RUNNER_MODULE), parent)
         self._runs_dir = Path(runs_dir) if runs_dir else None
         self._count = 0
+        self.kept_notice: str | None = None
 
     # ---- state ------------------------------------------------------------------------------
     def _session_dir(self) -> Path:
         """The runs folder, not made yet; the default one is named (and older runs pruned) once."""
         if self._runs_dir is None:
             self._runs_dir = default_runs_dir()
-            prune_runs(self._runs_dir, keep=KEEP_RUNS)
+            kept = prune_runs(self._runs_dir, keep=KEEP_RUNS)
+            if kept:
+                #: The line said when pruning kept folders (the window shows it once it is up).
+                self.kept_notice = kept_text(kept)
+                print(f"branchscope: {self.kept_notice}", file=sys.stderr)
+                self.keptFolders.emit(self.kept_notice)
         return self._runs_dir
 
     def runs_dir(self) -> Path:

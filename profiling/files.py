@@ -21,6 +21,8 @@ from typing import Any
 
 #: run.json and sweep.json are a few hundred KB at most (a run's step times, its branches).
 JSON_LIMIT = 64 << 20
+#: How deeply such a file may nest: branchscope's own nest a few levels.
+JSON_DEPTH = 64
 
 
 class UnreadableFile(OSError):
@@ -116,4 +118,19 @@ def read_json_object(path: str | os.PathLike[str], *, limit: int = JSON_LIMIT, f
         raise ValueError(f"{Path(path)}: is not JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise ValueError(f"{Path(path)}: is not a JSON object")
+    if nested_deeper_than(obj, JSON_DEPTH):
+        raise ValueError(f"{Path(path)}: nests deeper than {JSON_DEPTH} levels")
     return obj
+
+
+def nested_deeper_than(obj: Any, limit: int) -> bool:
+    """Whether decoded JSON holds lists or objects more than `limit` levels deep (walked without
+    recursion, containers only)."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False

@@ -33,12 +33,16 @@ import msgspec
 
 from branchscope.profiling.files import UnreadableFile, read_json_object
 from branchscope.profiling.trace.records import (
+    CELL_FOLDER,
     NODE_JSON_NAME,
     RANK_DIR,
     RUN_JSON,
+    SWEEP_JSON,
     FailureRecord,
     RunRecord,
+    SweepRecord,
     encode_record,
+    is_sweep_json,
     lenient,
     read_run_record,
 )
@@ -182,6 +186,93 @@ def remove_files_written(folder: Path, names: Collection[str], *, keep: Collecti
                 pass
 
 
+def sweep_cells(folder: Path) -> set[str] | None:
+    """The cell folders `folder`/sweep.json lists (names of the shape branchscope writes only);
+    None when it holds no sweep.json of ours."""
+    try:
+        data = read_json_object(folder / SWEEP_JSON, follow_symlinks=False)
+    except (OSError, ValueError):
+        return None
+    if not is_sweep_json(data):
+        return None
+    return {c.run for c in SweepRecord.parse(data).cells if c.run is not None and CELL_FOLDER.fullmatch(c.run)}
+
+
+#: What a sweep folder holds of its own besides its cells (the .tmp: a sweep killed while writing).
+SWEEP_FILES = frozenset({SWEEP_JSON, SWEEP_JSON + ".tmp"})
+
+
+def _ours_by_name(folder: Path) -> set[str]:
+    """A folder without a manifest (run.json listing its files): the entries named as branchscope
+    names what it writes (RUN_FILE_NAME), at the top and in a rank's folder."""
+    names = set()
+    for name in os.listdir(folder):
+        if RANK_DIR.fullmatch(name) and real_dir(folder / name):
+            names |= {f"{name}/{n}" for n in os.listdir(folder / name) if RUN_FILE_NAME.fullmatch(f"{name}/{n}")}
+        elif RUN_FILE_NAME.fullmatch(name):
+            names.add(name)
+    return names
+
+
+def _files_ours(folder: Path, cells: set[str]) -> set[str]:
+    """The run files in `folder` that are ours: its manifest's, or by name in a run folder without one."""
+    return files_written_by_branchscope(folder) or (set() if cells else _ours_by_name(folder))
+
+
+def not_ours(folder: Path) -> list[str]:
+    """What the run or sweep folder `folder` holds that branchscope did not write, as names relative
+    to it ("my-notes.md", "fork-2x1/notes.md"): by its manifest (run.json's "files", sweep.json's
+    cells, failed-run/failure.json's files), or, in a folder written before manifests, every entry not
+    named as branchscope names its files. Links count as not ours (never followed); staging folders
+    as ours. Raises OSError when `folder` cannot be read."""
+    cells = sweep_cells(folder) or set()
+    ours = _files_ours(folder, cells) | cells | (SWEEP_FILES if cells else set())
+    foreign = foreign_entries(folder, ours)
+    foreign += [n for n in sorted(ours) if (st := _lstat(folder / n)) is not None and stat.S_ISLNK(st.st_mode)]  # a link where ours was
+    for cell in sorted(cells):
+        path = folder / cell
+        if real_dir(path):
+            foreign += [f"{cell}/{n}" for n in not_ours(path)]
+        elif _lstat(path) is not None:
+            foreign.append(cell)  # a link or a file where a cell's folder should be
+    return foreign
+
+
+def remove_if_all_ours(folder: Path) -> list[str]:
+    """Removes the run or sweep folder `folder` when everything in it is branchscope's (`not_ours`
+    is empty): each file by its manifest, never a link followed, never a whole tree, the folders
+    last and only when empty. Returns what is not ours (then nothing is removed); [] also when
+    `folder` is not a folder itself (a link: left alone) or cannot be read."""
+    if not real_dir(folder):
+        return []
+    try:
+        foreign = not_ours(folder)
+    except OSError:
+        return []
+    if foreign:
+        return foreign
+    _remove_ours(folder)
+    return []
+
+
+def _remove_ours(folder: Path) -> None:
+    cells = sweep_cells(folder) or set()
+    for cell in sorted(cells):
+        if real_dir(folder / cell):
+            _remove_ours(folder / cell)
+    remove_files_written(folder, _files_ours(folder, cells))  # run.json last
+    _remove_failure(folder)
+    remove_leftover_staging(folder)
+    for name in sorted(SWEEP_FILES, reverse=True):  # sweep.json last
+        st = _lstat(folder / name)
+        if st is not None and stat.S_ISREG(st.st_mode):
+            (folder / name).unlink(missing_ok=True)
+    try:
+        folder.rmdir()  # only when empty: something written meanwhile stays, with its folder
+    except OSError:
+        pass
+
+
 def lock_folder(out: Path, what: str, *, shared: bool = False) -> tuple[int, bool]:
     """Make `out` if needed and lock it (flock on the folder itself: no lock file is written);
     returns the descriptor holding the lock and whether the folder was made. Raises RunFolderError
@@ -216,6 +307,16 @@ def remove_leftover_staging(folder: Path) -> None:
     for name in os.listdir(folder):
         if name.startswith(STAGING_PREFIX) and real_dir(folder / name):
             shutil.rmtree(folder / name, ignore_errors=True)
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def _may_write(name: str) -> bool:
+    """Whether a run may write `name` (relative to DIR): named as a run names its files. (A rank's
+    folder in the way, a link or a file, fails only a run of ranks, at commit.)"""
+    return bool(RUN_FILE_NAME.fullmatch(name))
 
 
 class RunFolder:
@@ -257,19 +358,24 @@ class RunFolder:
         except OSError as exc:
             raise RunFolderError(f"cannot read --out {out}: {describe_os_error(exc)}") from None
         if foreign and not self.overwrite:
-            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
             raise RunFolderError(
-                f"--out {out} holds files branchscope did not write ({shown}); choose a new or empty folder, "
-                "or pass --overwrite to write beside them"
+                f"--out {out} holds files branchscope did not write ({_shown(foreign)}); choose a new or empty "
+                "folder, or pass --overwrite to write beside them"
+            )
+        in_the_way = [name for name in foreign if _may_write(name)]
+        if in_the_way:
+            raise RunFolderError(
+                f"--out {out} holds files branchscope did not write where a run writes its own ({_shown(in_the_way)}); "
+                "--overwrite writes beside such files, never over them: move them or choose another --out"
             )
 
     def commit(self, run: RunRecord) -> RunRecord:
         """Moves the staged files into DIR and writes run.json (with "files": {name: bytes}) last.
 
         Returns the run.json written. Files of the earlier run that this one does not write are removed
-        (a rank's folder too, once that empties it); files branchscope did not write are replaced only
-        when they share a name with ours and the user asked to overwrite, and are otherwise never touched,
-        in DIR or in a rank's folder.
+        (a rank's folder too, once that empties it); files branchscope did not write are never touched,
+        in DIR or in a rank's folder: one where this run's own file goes fails the commit (OSError),
+        DIR as it was.
         """
         assert self.staging is not None, "commit() before open()"
         stage, out = self.staging, self.out
@@ -290,6 +396,9 @@ class RunFolder:
             if st is not None and not stat.S_ISDIR(st.st_mode):
                 raise OSError(errno.EEXIST, f"{d} is in the way and is not a folder", str(out / d))
         earlier = files_written_by_branchscope(out)
+        for name in [RUN_JSON, *files]:  # a file not ours that appeared where ours go since open(): never replaced
+            if name not in earlier and _lstat(out / name) is not None:
+                raise OSError(errno.EEXIST, "a file branchscope did not write is where the run's own goes", str(out / name))
         (out / RUN_JSON).unlink(missing_ok=True)  # from here on DIR claims no complete run
         remove_files_written(out, earlier - {RUN_JSON}, keep=set(files))
         for name in files:

@@ -32,6 +32,8 @@ import fcntl
 import os
 import shutil
 import socket
+import stat
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -175,11 +177,7 @@ class NodeFolder(RunFolder):
                 os.close(fd)
                 raise RunFolderError(f"another branchscope runner is node {self.node} of a run writing to {self.out}")
             self._node_fd = fd
-            for p in path.iterdir():  # an earlier run's part of this node: ours, and its runner is gone
-                if real_dir(p):
-                    shutil.rmtree(p)
-                else:
-                    p.unlink()
+            _clear_node_dir(path, self.node)  # an earlier run's part of this node: its runner is gone
             self.staging = path / NODE_STAGE
             self.staging.mkdir()
             self._write_status()
@@ -298,7 +296,8 @@ class NodeFolder(RunFolder):
                 os.replace(src, self.staging / name)
                 runs.append((rank, run))
             (self.staging / NODE_JSON.format(node=node)).write_bytes(encode_record(record))
-            shutil.rmtree(path, ignore_errors=True)
+            _clear_node_dir(path, node)
+            _rmdir(path)
         finally:
             os.close(fd)
         return runs
@@ -325,13 +324,41 @@ class NodeFolder(RunFolder):
                     if self.staging is not None:
                         shutil.rmtree(self.staging, ignore_errors=True)
                 if status == "done" and self.node == 0:
-                    shutil.rmtree(path, ignore_errors=True)
+                    _clear_node_dir(path, self.node)
+                    _rmdir(path)
             except OSError:
                 pass
             self.staging = None
             os.close(self._node_fd)
             self._node_fd = None
         super().close()
+
+
+def _clear_node_dir(path: Path, node: int) -> list[str]:
+    """Removes what a node writes in its folder (`NODE_DIR`): its node-R.json (and the .tmp it is
+    written through), files themselves, never links, and its staging folder (`NODE_STAGE`, the
+    workers' output); anything else stays, said once on stderr. Returns what stayed."""
+    ours = {NODE_JSON.format(node=node), f".{NODE_JSON.format(node=node)}.tmp"}
+    left = []
+    for entry in sorted(os.listdir(path)):
+        p = path / entry
+        st = os.lstat(p)
+        if entry == NODE_STAGE and real_dir(p):
+            shutil.rmtree(p, ignore_errors=True)  # made by this node's runner; rmtree never follows a link
+        elif entry in ours and stat.S_ISREG(st.st_mode):
+            p.unlink(missing_ok=True)
+        else:
+            left.append(entry)
+    if left:
+        print(f"branchscope: kept {path}: it holds files branchscope did not write ({', '.join(left[:5])})", file=sys.stderr)
+    return left
+
+
+def _rmdir(path: Path) -> None:
+    try:
+        path.rmdir()  # only when empty
+    except OSError:
+        pass
 
 
 __all__ = ["NODE_DIR", "NodeFailure", "NodeFolder", "Peer", "ranks_text"]

@@ -53,6 +53,7 @@ from branchscope.profiling.run.runner import (
     _OneWorker,
     _Rank,
     run_profile,
+    why_incomplete,
     write_record_atomic,
 )
 from branchscope.profiling.run.sweep import SweepCell
@@ -198,6 +199,9 @@ class _PairedWorker(_OneWorker):
             return None
         record = PairedTimesRecord.parse(obj)
         return record if record.complete else None
+
+    def why_incomplete(self, rank: int) -> str:
+        return why_incomplete(self.stage / PAIRED_TIMES_JSON, lambda obj: PairedTimesRecord.parse(obj).complete)
 
     def commit(self, folder: RunFolder, ranks: list[_Rank], results: list[Any], load: Any = None) -> RunResult:
         # The pairs themselves are what survive a busy machine: the load is not recorded here.

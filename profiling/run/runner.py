@@ -80,7 +80,7 @@ from typing import Any, BinaryIO
 import msgspec
 import psutil
 
-from branchscope.profiling.files import open_regular
+from branchscope.profiling.files import open_regular, read_json_object
 from branchscope.profiling.run.cpu_sampler import ThreadCpuSampler
 from branchscope.profiling.run.folder import RunFolder, RunFolderError, describe_os_error
 from branchscope.profiling.run.interpreter import (
@@ -125,6 +125,7 @@ from branchscope.profiling.trace.gil import gil_line_of
 from branchscope.profiling.trace.prediction import prediction_text
 from branchscope.profiling.trace.records import (
     DEFAULT_TRACE,
+    MAX_ANSWER_BYTES,
     RUN_FORMAT,
     RUN_JSON,
     DoneEvent,
@@ -306,9 +307,6 @@ class _LineReader:
     worker has exited and the pipe is drained.
     """
 
-    #: A line longer than this is not one of the worker's events: dropped.
-    MAX_LINE = 1 << 20
-
     def __init__(self, fd: int) -> None:
         self.fd = fd
         os.set_blocking(fd, False)
@@ -337,7 +335,7 @@ class _LineReader:
                 self._buf += b"\n"
                 break
             self._buf += chunk
-            if len(self._buf) > self.MAX_LINE and b"\n" not in self._buf:
+            if len(self._buf) > MAX_ANSWER_BYTES and b"\n" not in self._buf:
                 self._buf = b""
         *lines, self._buf = self._buf.split(b"\n")
         return decode_events(lines)
@@ -356,6 +354,18 @@ def _tail(path: Path, lines: int = 40, max_bytes: int = 64 * 1024) -> str:
     if size > max_bytes and text:
         text = text[1:]  # the first line read is probably cut
     return "\n".join(text[-lines:])
+
+
+def why_incomplete(path: Path, complete: Callable[[dict[str, Any]], bool]) -> str:
+    """Why a child's final record at `path` is no complete record (`complete` says of the object),
+    in words that follow "…said it finished, but"."""
+    try:
+        obj = read_json_object(path, follow_symlinks=False)
+    except (OSError, ValueError) as exc:  # missing, not a regular file, too large, not JSON, too deep
+        return f"its final record is unreadable ({exc})"
+    if not complete(obj):
+        return f"its final record is malformed ({path}: no complete record of branchscope's)"
+    return f"its final record changed while it was read ({path})"
 
 
 def _complete_run(folder: Path) -> RunRecord | None:
@@ -573,6 +583,10 @@ class _OneWorker:
         """What rank `rank` left in its folder once it ended: its complete run.json, or None."""
         return _complete_run(self.folder(rank))
 
+    def why_incomplete(self, rank: int) -> str:
+        """Why `result(rank)` is None although the rank said it finished (its answer is malformed)."""
+        return why_incomplete(self.folder(rank) / RUN_JSON, lambda obj: RunRecord.parse(obj).complete)
+
     def commit(
         self, folder: RunFolder, ranks: list[_Rank], results: list[Any], load: LoadMeter | None = None
     ) -> RunResult:
@@ -656,7 +670,11 @@ def _supervise(
         if kept:
             result.message = f"{result.message} — see {' and '.join(map(str, kept))}"
         return result
-    message = layout.timed_out(ranks) if timed_out else layout.ended_early(proc, ranks, runs)
+    said = [r for r, run in zip(ranks, runs, strict=True) if run is None and r.finished]
+    if said and not timed_out:  # it said it finished: its final record is what is wrong
+        message = f"{layout.name(said[0])} said it finished, but {layout.why_incomplete(said[0].rank)}"
+    else:
+        message = layout.timed_out(ranks) if timed_out else layout.ended_early(proc, ranks, runs)
     return RunResult(EXIT_WORKER, out, message=message, traceback=_tail(log_path) or None)
 
 
@@ -874,6 +892,10 @@ def _loopback(opts: RunOptions) -> bool:
 _RANK_EVENTS_NAME = re.compile(re.escape(RANK_EVENTS).replace(r"\{rank\}", "(0|[1-9][0-9]{0,5})"))
 
 
+#: The most of a rank's events file read at once.
+_EVENTS_READ = 4 << 20
+
+
 class _EventFile:
     """The JSON-line events a rank appends to its own file (see the worker), read as they come."""
 
@@ -886,11 +908,13 @@ class _EventFile:
         try:
             with open(self.path, "rb") as f:
                 f.seek(self._offset)
-                chunk = f.read()
+                chunk = f.read(_EVENTS_READ)  # the rest on the next read: a rank may write gigabytes
         except OSError:
             return []
         self._offset += len(chunk)
         *lines, self._buf = (self._buf + chunk).split(b"\n")
+        if len(self._buf) > MAX_ANSWER_BYTES:
+            self._buf = b""  # no event is that long: dropped, like a line past the bound
         return decode_events(lines)
 
 

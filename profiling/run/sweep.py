@@ -60,10 +60,10 @@ from typing import Any
 
 import msgspec
 
-from branchscope.profiling.files import read_json_object
 from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.run.folder import (
     STAGING_PREFIX,
+    SWEEP_FILES,
     RunFolderError,
     describe_os_error,
     files_written_by_branchscope,
@@ -71,6 +71,7 @@ from branchscope.profiling.run.folder import (
     real_dir,
     remove_files_written,
     remove_leftover_staging,
+    sweep_cells,
 )
 from branchscope.profiling.run.modes import MODE_NAMES, MODES
 from branchscope.profiling.run.options import RunOptions, add_options
@@ -85,7 +86,6 @@ from branchscope.profiling.run.runner import (
 )
 from branchscope.profiling.trace.model import TraceFormatError
 from branchscope.profiling.trace.records import (
-    CELL_FOLDER,
     DONE,
     FAILED,
     NOT_RUN,
@@ -98,7 +98,6 @@ from branchscope.profiling.trace.records import (
     RunRecord,
     SweepEvent,
     SweepRecord,
-    is_sweep_json,
 )
 from branchscope.profiling.trace.sources import read_sweep
 from branchscope.profiling.trace.step_stats import StepStats
@@ -376,13 +375,7 @@ class SweepFolder:
 
     def _earlier_sweep(self) -> set[str] | None:
         """The cell folders DIR's sweep.json lists; None when DIR holds no sweep.json of ours."""
-        try:
-            data = read_json_object(self.out / SWEEP_JSON, follow_symlinks=False)
-        except (OSError, ValueError):
-            return None
-        if not is_sweep_json(data):
-            return None
-        return {c.run for c in SweepRecord.parse(data).cells if c.run is not None and CELL_FOLDER.fullmatch(c.run)}
+        return sweep_cells(self.out)
 
     def _check(self) -> None:
         out = self.out
@@ -390,7 +383,7 @@ class SweepFolder:
         earlier = self._earlier_sweep()
         ours = files_written_by_branchscope(out)
         if earlier is not None:
-            ours |= earlier | {SWEEP_JSON, SWEEP_JSON + ".tmp"}  # the .tmp: a sweep killed while writing
+            ours |= earlier | SWEEP_FILES
         # A cell's folder must be a folder itself: a run never follows a link (or a file) out of DIR,
         # --overwrite or not.
         in_the_way = [c.run for c in self.cells if c.run in entries and not real_dir(out / c.run)]

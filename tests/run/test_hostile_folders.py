@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -259,14 +260,14 @@ def fake_worker(monkeypatch):
     monkeypatch.setattr("branchscope.profiling.run.runner.worker_command", lambda req, out: [sys.executable, "-c", FAKE_WORKER, str(out)])
 
 
-def test_overwrite_replaces_a_special_run_json_without_reading_it(tmp_path, fake_worker):
+def test_overwrite_never_replaces_a_special_run_json_nor_reads_it(tmp_path, fake_worker):
     out = tmp_path / "out"
     out.mkdir()
-    os.mkfifo(out / "run.json")
+    os.mkfifo(out / "run.json")  # not ours: --overwrite writes beside such a file, never over it
     req = RunRequest(mode="sequential", interop=1, intra=1, out=out, overwrite=True, options=RunOptions(demo="twin-mm", steps=1, warmup=0))
     result = run_profile(req)
-    assert result.ok, result.message
-    assert json.loads((out / "run.json").read_text())["complete"] is True
+    assert result.exit_code == 2 and "never over them" in (result.message or "") and "run.json" in (result.message or "")
+    assert stat.S_ISFIFO(os.lstat(out / "run.json").st_mode) and os.listdir(out) == ["run.json"]
 
 
 # ------------------------------------------------------------------------------ --out names

@@ -185,3 +185,65 @@ def test_decode_answer_bounds_hold_whatever_the_bytes():
     for data in (b"\xff\xfe", b"", b"{" * 70, b'{"a": 1e999999}'):
         with pytest.raises(MalformedAnswer):
             decode_answer(data, Rec, "x")
+
+
+# ---- a worker whose final record is malformed ---------------------------------------------------
+
+
+def _worker_that_lies(tmp_path: Path, run_json: str) -> Path:
+    """A `python` that answers the probe well and, run as the worker, writes `run_json` as its
+    run.json in the --out it is given, says it finished, and exits 0."""
+    (tmp_path / "run.json.txt").write_text(run_json)
+    path = tmp_path / "python"
+    path.write_text(
+        "#!/bin/sh\n"
+        'case "$3" in *branchscope-probe*)\n'
+        f"  echo 'branchscope-probe: {_OK}'; exit 0;;\n"
+        "esac\n"
+        'while [ $# -gt 0 ]; do if [ "$1" = --out ]; then out="$2"; fi; shift; done\n'
+        f"cp '{tmp_path / 'run.json.txt'}' \"$out/run.json\"\n"
+        'echo \'{"event": "finished", "run": "run.json"}\'\n'
+    )
+    path.chmod(0o755)
+    return path
+
+
+_MALFORMED_RUNS = {
+    "nested": ('{"complete": true, "x": ' + "[" * 100 + "]" * 100 + "}", "nests deeper than 64 levels"),
+    "a-list": ("[1, 2]", "is not a JSON object"),
+    "wrong-types": ('{"complete": "yes", "mode": 5}', "no complete record of branchscope's"),
+    "not-json": ("complete", "is not JSON"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_MALFORMED_RUNS))
+def test_a_worker_whose_final_record_is_malformed_fails_the_run_with_exit_4(tmp_path, case):
+    from branchscope.profiling.run.options import RunOptions
+    from branchscope.profiling.run.protocol import RunRequest
+    from branchscope.profiling.run.runner import run_profile
+
+    run_json, says = _MALFORMED_RUNS[case]
+    python = _worker_that_lies(tmp_path, run_json)
+    out = tmp_path / "out"
+    req = RunRequest(mode="sequential", interop=1, intra=1, out=out,
+                     options=RunOptions(demo="twin-mm", steps=2, warmup=1, python=python))  # fmt: skip
+    result = run_profile(req)
+    assert result.exit_code == 4
+    assert (result.message or "").startswith("the worker said it finished, but its final record is ")
+    assert says in (result.message or "") and "\n" not in (result.message or "")
+    assert not out.exists()  # nothing of it reached OUT
+
+
+def test_in_a_sweep_a_malformed_worker_answer_is_a_failed_cell_not_the_sweeps_end(tmp_path):
+    from branchscope.profiling.run.options import RunOptions
+    from branchscope.profiling.run.sweep import SweepRequest, run_sweep
+    from branchscope.profiling.trace.records import FAILED, CellEvent
+
+    python = _worker_that_lies(tmp_path, "[1, 2]")
+    cells: list[CellEvent] = []
+    req = SweepRequest(out=tmp_path / "sweep", modes=("sequential",), interop=(1,), intra=(1, 2),
+                       options=RunOptions(demo="twin-mm", steps=2, warmup=1, python=python))  # fmt: skip
+    result = run_sweep(req, lambda e: cells.append(e) if isinstance(e, CellEvent) else None)
+    assert [c.cell.status for c in cells] == [FAILED, FAILED]  # both cells ran: the first did not end the sweep
+    assert all(c.cell.exit_code == 4 and "its final record is unreadable" in (c.cell.error or "") for c in cells)
+    assert result.sweep is not None and result.sweep.complete
