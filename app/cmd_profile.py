@@ -35,8 +35,9 @@ def register(subparsers: Any) -> None:
         description=(
             "Run a model (a .py file with build_model() and example_inputs(), a TorchScript archive, or a "
             "demo) in a fresh worker process with the chosen thread counts, under torch.profiler; write "
-            "DIR/trace.json.gz and DIR/run.json. Exit codes: 0 ok, 2 bad arguments or model, 3 mode cannot "
-            "run here, 4 worker died or timed out."
+            "DIR/trace.json.gz and DIR/run.json. Exit codes: 0 ok, 2 bad arguments or model (a --python "
+            "whose probe answers badly among them), 3 mode cannot run here, 4 worker died, timed out or "
+            "answered with a malformed final record."
         ),
     )
     add_run_arguments(profile)
