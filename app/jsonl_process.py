@@ -17,7 +17,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer
 
 from branchscope.profiling.run.protocol import PARENT_PID_ENV
-from branchscope.profiling.trace.records import Event, decode_events
+from branchscope.profiling.trace.records import MAX_ANSWER_BYTES, Event, decode_events
 
 #: How long a stopped child gets to clean up (kill its worker, write its files) before SIGKILL.
 CANCEL_GRACE_MS = 3000
@@ -95,6 +95,8 @@ class JsonLinesProcess(QObject):
     def _read_stdout(self) -> None:
         self._stdout += bytes(self.process.readAllStandardOutput())
         *lines, self._stdout = self._stdout.split(b"\n")
+        if len(self._stdout) > MAX_ANSWER_BYTES:
+            self._stdout = b""  # no event is that long (`decode_events` would skip it): not kept growing
         self._lines(lines)
 
     def _read_stderr(self) -> None:

@@ -108,6 +108,8 @@ class Peer:
     node: int
     record: NodeRecord | None
     held: bool
+    #: Its node-R.json is there, of this run, but no record: why (not JSON, too deep, not an object…).
+    malformed: str | None = None
 
     @property
     def gone(self) -> bool:
@@ -122,6 +124,8 @@ class Peer:
     def failure(self) -> str | None:
         """Its failure in words, or None (done, running, never started)."""
         rec = self.record
+        if self.malformed is not None:
+            return f"node {self.node}'s answer is malformed ({self.malformed})"
         if rec is None:
             return None
         if rec.status == "failed":
@@ -231,21 +235,25 @@ class NodeFolder(RunFolder):
         path = self.node_dir(node)
         json_path = path / NODE_JSON.format(node=node)
         try:
-            record = lenient(NodeRecord, read_json_object(json_path, follow_symlinks=False))
             written = os.lstat(json_path).st_mtime
-        except (OSError, ValueError):
-            return Peer(node, None, False)
+        except OSError:
+            return Peer(node, None, False)  # none yet
+        malformed = None
+        try:
+            record: NodeRecord | None = lenient(NodeRecord, read_json_object(json_path, follow_symlinks=False))
+        except (OSError, ValueError) as exc:  # not a regular file, too large, not JSON, too deep: said, not waited on
+            record, malformed = None, str(exc)
         try:
             fd = _open_dir(path)
         except OSError:
-            return Peer(node, record, False)
+            return Peer(node, record, False, malformed)
         try:
             held = not _try_lock(fd)
         finally:
             os.close(fd)  # releases the lock if it was taken
         if not held and written < self._opened:
             return Peer(node, None, False)
-        return Peer(node, record, held)
+        return Peer(node, record, held, malformed)
 
     def peers(self) -> list[Peer]:
         return [self.peer(k) for k in range(self.nnodes) if k != self.node]

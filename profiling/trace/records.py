@@ -81,12 +81,13 @@ class MalformedAnswer(ValueError):
     """A child's answer that is not the record it should be; str() is one line saying what is wrong."""
 
 
-def json_depth(data: bytes, stop_past: int = MAX_ANSWER_DEPTH) -> int:
-    """How deeply the JSON text `data` nests (strings skipped), counted in one pass over its brackets,
-    quotes and backslashes; stops counting once past `stop_past`."""
-    if data.count(b"[") + data.count(b"{") <= stop_past:
-        return min(data.count(b"[") + data.count(b"{"), stop_past)  # cannot nest deeper than that
-    depth = deepest = 0
+def json_deeper_than(data: bytes, limit: int = MAX_ANSWER_DEPTH) -> bool:
+    """Whether the JSON text `data` nests lists and objects more than `limit` levels deep (strings
+    skipped), told in one pass over its brackets, quotes and backslashes, and at once when it holds
+    too few brackets to."""
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    depth = 0
     in_string, escaped = False, -1
     for m in _JSON_SPECIAL.finditer(data):
         i = m.start()
@@ -102,13 +103,11 @@ def json_depth(data: bytes, stop_past: int = MAX_ANSWER_DEPTH) -> int:
             in_string = True
         elif c in (0x5B, 0x7B):
             depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > stop_past:
-                    break
+            if depth > limit:
+                return True
         elif c in (0x5D, 0x7D):
             depth -= 1
-    return deepest
+    return False
 
 
 def decode_answer(data: bytes, cls: type[T], what: str) -> T:
@@ -117,7 +116,7 @@ def decode_answer(data: bytes, cls: type[T], what: str) -> T:
     ("the probe's answer") and what is wrong, in one line."""
     if len(data) > MAX_ANSWER_BYTES:
         raise MalformedAnswer(f"{what} is larger than {MAX_ANSWER_BYTES >> 20} MiB")
-    if json_depth(data) > MAX_ANSWER_DEPTH:
+    if json_deeper_than(data):
         raise MalformedAnswer(f"{what} nests deeper than {MAX_ANSWER_DEPTH} levels")
     try:
         return msgspec.json.decode(data, type=cls)
@@ -939,7 +938,7 @@ def decode_events(lines: Iterable[bytes]) -> list[Event]:
     past MAX_ANSWER_DEPTH) is skipped."""
     events: list[Event] = []
     for line in lines:
-        if not line.strip() or len(line) > MAX_ANSWER_BYTES or json_depth(line) > MAX_ANSWER_DEPTH:
+        if not line.strip() or len(line) > MAX_ANSWER_BYTES or json_deeper_than(line):
             continue
         try:
             events.append(_EVENT_DECODER.decode(line))

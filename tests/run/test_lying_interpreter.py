@@ -11,15 +11,24 @@ they start carry a marker in their command line, which the tests look for afterw
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import uuid
 from pathlib import Path
 
+import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from branchscope.app import cmd_profile
 from branchscope.profiling.run.interpreter import InterpreterError, check
-from branchscope.profiling.trace.records import MAX_ANSWER_DEPTH, MalformedAnswer, decode_answer, json_depth
+from branchscope.profiling.trace.records import (
+    MAX_ANSWER_DEPTH,
+    MalformedAnswer,
+    decode_answer,
+    json_deeper_than,
+)
 from tests.processes import kill_all, mentioning, wait_until
 
 _OK = (
@@ -174,17 +183,19 @@ def test_profile_says_a_malformed_answer_in_one_error_line_and_exits_2(tmp_path,
     assert "Traceback" not in err and not out.exists()
 
 
-def test_decode_answer_bounds_hold_whatever_the_bytes():
-    class Rec(__import__("msgspec").Struct):
-        a: int = 0
+class _Rec(msgspec.Struct):
+    a: int = 0
 
-    assert decode_answer(b'{"a": 3}', Rec, "x").a == 3
+
+def test_decode_answer_bounds_hold_whatever_the_bytes():
+    assert decode_answer(b'{"a": 3}', _Rec, "x").a == 3
     # Brackets inside strings are not nesting; an escaped quote does not end a string.
-    assert json_depth(b'{"a": "[[[[[[\\"[[[[", "b": [[1]]}', stop_past=2) == 3
-    assert json_depth(b'"' + b"[" * 100 + b'"') == 0
+    assert json_deeper_than(b'{"a": "[[[[[[\\"[[[[", "b": [[1]]}', 2)
+    assert not json_deeper_than(b'{"a": "[[[[[[\\"[[[[", "b": [[1]]}', 3)
+    assert not json_deeper_than(b'"' + b"[" * 100 + b'"', 0)
     for data in (b"\xff\xfe", b"", b"{" * 70, b'{"a": 1e999999}'):
         with pytest.raises(MalformedAnswer):
-            decode_answer(data, Rec, "x")
+            decode_answer(data, _Rec, "x")
 
 
 # ---- a worker whose final record is malformed ---------------------------------------------------
@@ -247,3 +258,25 @@ def test_in_a_sweep_a_malformed_worker_answer_is_a_failed_cell_not_the_sweeps_en
     assert [c.cell.status for c in cells] == [FAILED, FAILED]  # both cells ran: the first did not end the sweep
     assert all(c.cell.exit_code == 4 and "its final record is unreadable" in (c.cell.error or "") for c in cells)
     assert result.sweep is not None and result.sweep.complete
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+#: JSON values whose strings are full of brackets, quotes and backslashes.
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ab\n', max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet='[]{}"\\k', max_size=4), inner, max_size=3),
+    max_leaves=30,
+)
+
+
+@given(_values, st.integers(min_value=0, max_value=8))
+def test_json_deeper_than_tells_the_depth_of_what_the_text_decodes_to(value, limit):
+    text = json.dumps(value, ensure_ascii=False).encode()
+    assert json_deeper_than(text, limit) == (_depth(value) > limit)

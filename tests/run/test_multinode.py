@@ -400,3 +400,17 @@ def test_a_failure_that_came_after_this_nodes_is_not_named_as_its_cause(tmp_path
         assert node0.failed("rank 0 on node 0 (h): ValueError", 2, failed_at=100.0) == "rank 0 on node 0 (h): ValueError"
     finally:
         node0.close()
+
+
+@pytest.mark.parametrize("answer", ["[" * 100 + "]" * 100, "not json", "[1, 2]"], ids=["nested", "not-json", "a-list"])
+def test_a_node_whose_answer_is_malformed_is_named_at_once_with_exit_4(tmp_path, answer):
+    out = tmp_path / "out"
+    node0, node1 = NodeFolder(out, 0, 2).open(), NodeFolder(out, 1, 2).open()
+    try:
+        (out / NODE_DIR.format(node=1) / "node-1.json").write_text(answer)  # node 1's runner still holds its folder
+        with pytest.raises(NodeFailure, match=r"^node 1's answer is malformed \(.*node-1\.json: ") as err:
+            node0.gather(deadline=float("inf"), cancelled=lambda: False)  # before: waited for --timeout
+        assert err.value.exit_code == 4
+    finally:
+        node1.close()
+        node0.close()
