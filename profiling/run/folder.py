@@ -313,10 +313,10 @@ def _shown(names: list[str]) -> str:
     return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
-def _may_write(name: str) -> bool:
-    """Whether a run may write `name` (relative to DIR): named as a run names its files. (A rank's
-    folder in the way, a link or a file, fails only a run of ranks, at commit.)"""
-    return bool(RUN_FILE_NAME.fullmatch(name))
+#: What every run writes into DIR, whatever its mode and ranks: a file of these names that is not ours
+#: refuses DIR before the run, --overwrite or not. (A file not ours where a run's other files go,
+#: trace.json.gz or plan.py, fails the commit instead, DIR as it was.)
+ALWAYS_WRITTEN = frozenset({RUN_JSON, "worker.log"})
 
 
 class RunFolder:
@@ -362,7 +362,7 @@ class RunFolder:
                 f"--out {out} holds files branchscope did not write ({_shown(foreign)}); choose a new or empty "
                 "folder, or pass --overwrite to write beside them"
             )
-        in_the_way = [name for name in foreign if _may_write(name)]
+        in_the_way = [name for name in foreign if name in ALWAYS_WRITTEN]
         if in_the_way:
             raise RunFolderError(
                 f"--out {out} holds files branchscope did not write where a run writes its own ({_shown(in_the_way)}); "
