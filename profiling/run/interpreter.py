@@ -250,6 +250,11 @@ class _AnswerReader:
             if answer is not None:
                 return answer
             if exited or not self.open:
+                if not exited:  # it closed both pipes but runs on: its exit says the rest, within the timeout
+                    try:
+                        self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        pass
                 self.held = bool(self.open) and exited
                 return None
             left = deadline - time.monotonic()

@@ -606,7 +606,7 @@ def _supervise(
     profiles (on a fixed schedule), the run stops at --timeout, when `cancel` is set, when its
     process ends, a second after a rank failed (the first to fail names the failure), or once every
     rank finished and had `_EXIT_GRACE_S` to exit; then every process of the run is stopped
-    (`_stop_everything`), whatever happened, and a complete run's files are committed to OUT."""
+    (`Containment.stop`), whatever happened, and a complete run's files are committed to OUT."""
     out, stage = folder.out, folder.staging
     assert stage is not None
     log_path = stage / "worker.log"

@@ -10,7 +10,6 @@ they start carry a marker in their command line, which the tests look for afterw
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import uuid
@@ -21,7 +20,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from branchscope.app import cmd_profile
 from branchscope.profiling.run.interpreter import InterpreterError, check
 from branchscope.profiling.trace.records import (
     MAX_ANSWER_DEPTH,
@@ -30,6 +28,7 @@ from branchscope.profiling.trace.records import (
     json_deeper_than,
 )
 from tests.processes import kill_all, mentioning, wait_until
+from tests.run.test_worker_python import _cli
 
 _OK = (
     '{"python": "3.12.1", "executable": "x", "torch": "2.14.1", "missing": {}, '
@@ -163,13 +162,6 @@ def test_a_malformed_answer_is_one_line(tmp_path, answer, says):
     assert str(err.value) == f"--python {python}: {says}"
 
 
-def _cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="branchscope")
-    cmd_profile.register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(argv)
-    return int(args.handler(args))
-
-
 @pytest.mark.parametrize("bad", ['"missing": 5', "nested"])
 def test_profile_says_a_malformed_answer_in_one_error_line_and_exits_2(tmp_path, capsys, bad):
     answer = _OK.replace('"missing": {}', '"missing": 5') if bad != "nested" else "[" * 100_000 + "]" * 100_000
@@ -280,3 +272,12 @@ _values = st.recursive(
 def test_json_deeper_than_tells_the_depth_of_what_the_text_decodes_to(value, limit):
     text = json.dumps(value, ensure_ascii=False).encode()
     assert json_deeper_than(text, limit) == (_depth(value) > limit)
+
+
+def test_a_probe_that_closes_its_output_and_exits_later_is_named_by_its_exit(tmp_path):
+    path = tmp_path / "python"
+    path.write_text("#!/bin/sh\nexec >&- 2>&-\nsleep 0.2\nexit 5\n")
+    path.chmod(0o755)
+    with pytest.raises(InterpreterError) as err:
+        check(path, timeout=60)
+    assert str(err.value) == f"--python {path}: is not a Python that can run the worker (exit code 5)"
