@@ -35,7 +35,7 @@ from branchscope.app.runs import (
     subfolders,
 )
 from branchscope.profiling.files import read_regular
-from branchscope.profiling.run.folder import remove_if_all_ours
+from branchscope.profiling.run.folder import names_text, remove_if_all_ours
 from branchscope.profiling.run.protocol import RUNNER_MODULE, python_command
 from branchscope.profiling.trace.records import (
     DEFAULT_TRACE,
@@ -136,9 +136,8 @@ def _not_said_before(root: Path, kept: list[tuple[Path, list[str]]]) -> list[tup
 def kept_text(kept: list[tuple[Path, list[str]]]) -> str:
     """One line saying which old run folders pruning kept and why."""
     first, foreign = kept[0]
-    shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
     more = f" (and {len(kept) - 1} more folder{'s' if len(kept) > 2 else ''})" if len(kept) > 1 else ""
-    return f"kept the old run folder {first}{more}: it holds files branchscope did not write ({shown})"
+    return f"kept the old run folder {first}{more}: it holds files branchscope did not write ({names_text(foreign, 3)})"
 
 
 def _session_alive(session: Path) -> bool:

@@ -309,8 +309,9 @@ def remove_leftover_staging(folder: Path) -> None:
             shutil.rmtree(folder / name, ignore_errors=True)
 
 
-def _shown(names: list[str]) -> str:
-    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+def names_text(names: list[str], most: int = 5) -> str:
+    """"a, b, c and 4 more": the first `most` names of a list that may be long."""
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 #: What every run writes into DIR, whatever its mode and ranks: a file of these names that is not ours
@@ -359,13 +360,13 @@ class RunFolder:
             raise RunFolderError(f"cannot read --out {out}: {describe_os_error(exc)}") from None
         if foreign and not self.overwrite:
             raise RunFolderError(
-                f"--out {out} holds files branchscope did not write ({_shown(foreign)}); choose a new or empty "
+                f"--out {out} holds files branchscope did not write ({names_text(foreign)}); choose a new or empty "
                 "folder, or pass --overwrite to write beside them"
             )
         in_the_way = [name for name in foreign if name in ALWAYS_WRITTEN]
         if in_the_way:
             raise RunFolderError(
-                f"--out {out} holds files branchscope did not write where a run writes its own ({_shown(in_the_way)}); "
+                f"--out {out} holds files branchscope did not write where a run writes its own ({names_text(in_the_way)}); "
                 "--overwrite writes beside such files, never over them: move them or choose another --out"
             )
 

@@ -48,6 +48,7 @@ from branchscope.profiling.run.folder import (
     RunFolderError,
     describe_os_error,
     lock_folder,
+    names_text,
     real_dir,
 )
 from branchscope.profiling.trace.records import (
@@ -342,10 +343,10 @@ class NodeFolder(RunFolder):
         super().close()
 
 
-def _clear_node_dir(path: Path, node: int) -> list[str]:
+def _clear_node_dir(path: Path, node: int) -> None:
     """Removes what a node writes in its folder (`NODE_DIR`): its node-R.json (and the .tmp it is
     written through), files themselves, never links, and its staging folder (`NODE_STAGE`, the
-    workers' output); anything else stays, said once on stderr. Returns what stayed."""
+    workers' output); anything else stays, said once on stderr."""
     ours = {NODE_JSON.format(node=node), f".{NODE_JSON.format(node=node)}.tmp"}
     left = []
     for entry in sorted(os.listdir(path)):
@@ -358,8 +359,7 @@ def _clear_node_dir(path: Path, node: int) -> list[str]:
         else:
             left.append(entry)
     if left:
-        print(f"branchscope: kept {path}: it holds files branchscope did not write ({', '.join(left[:5])})", file=sys.stderr)
-    return left
+        print(f"branchscope: kept {path}: it holds files branchscope did not write ({names_text(left)})", file=sys.stderr)
 
 
 def _rmdir(path: Path) -> None:

@@ -68,6 +68,7 @@ from branchscope.profiling.run.folder import (
     describe_os_error,
     files_written_by_branchscope,
     lock_folder,
+    names_text,
     real_dir,
     remove_files_written,
     remove_leftover_staging,
@@ -373,14 +374,10 @@ class SweepFolder:
             raise
         return self
 
-    def _earlier_sweep(self) -> set[str] | None:
-        """The cell folders DIR's sweep.json lists; None when DIR holds no sweep.json of ours."""
-        return sweep_cells(self.out)
-
     def _check(self) -> None:
         out = self.out
         entries = os.listdir(out)
-        earlier = self._earlier_sweep()
+        earlier = sweep_cells(out)  # the cell folders DIR's sweep.json lists; None: no sweep.json of ours
         ours = files_written_by_branchscope(out)
         if earlier is not None:
             ours |= earlier | SWEEP_FILES
@@ -391,9 +388,8 @@ class SweepFolder:
             raise RunFolderError(f"--out {out}: {in_the_way[0]} is in the way of a cell's run folder and is not a folder")
         foreign = sorted(n for n in entries if not n.startswith(STAGING_PREFIX) and n not in ours)
         if foreign and not self.overwrite:
-            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
             raise RunFolderError(
-                f"--out {out} holds files branchscope did not write ({shown}); choose a new or empty folder, "
+                f"--out {out} holds files branchscope did not write ({names_text(foreign)}); choose a new or empty folder, "
                 "or pass --overwrite to write beside them"
             )
         for name in sorted((earlier or set()) - {c.run for c in self.cells}):

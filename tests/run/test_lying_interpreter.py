@@ -28,7 +28,7 @@ from branchscope.profiling.trace.records import (
     json_deeper_than,
 )
 from tests.processes import kill_all, mentioning, wait_until
-from tests.run.test_worker_python import _cli
+from tests.run.test_worker_python import _cli, _fake_python
 
 _OK = (
     '{"python": "3.12.1", "executable": "x", "torch": "2.14.1", "missing": {}, '
@@ -134,14 +134,6 @@ def test_a_probe_that_exits_without_answering_is_named_for_that_not_a_hang(tmp_p
 # ---- 2. a malformed answer is one line ------------------------------------------------------------
 
 
-def _answering(tmp_path: Path, answer: str) -> Path:
-    path = tmp_path / "python"
-    (tmp_path / "answer").write_text(f"branchscope-probe: {answer}\n")
-    path.write_text(f"#!/bin/sh\necho 'importing torch printed this'\ncat '{tmp_path / 'answer'}'\n")
-    path.chmod(0o755)
-    return path
-
-
 @pytest.mark.parametrize(
     ("answer", "says"),
     [
@@ -156,7 +148,7 @@ def _answering(tmp_path: Path, answer: str) -> Path:
     ids=["wrong-type", "wrong-bool", "no-python", "a-list", "nested-100000", "3-MiB-one-line", "truncated"],
 )  # fmt: skip
 def test_a_malformed_answer_is_one_line(tmp_path, answer, says):
-    python = _answering(tmp_path, answer)
+    python = _fake_python(tmp_path, answer)
     with pytest.raises(InterpreterError) as err:
         check(python)
     assert str(err.value) == f"--python {python}: {says}"
@@ -165,7 +157,7 @@ def test_a_malformed_answer_is_one_line(tmp_path, answer, says):
 @pytest.mark.parametrize("bad", ['"missing": 5', "nested"])
 def test_profile_says_a_malformed_answer_in_one_error_line_and_exits_2(tmp_path, capsys, bad):
     answer = _OK.replace('"missing": {}', '"missing": 5') if bad != "nested" else "[" * 100_000 + "]" * 100_000
-    python = _answering(tmp_path, answer)
+    python = _fake_python(tmp_path, answer)
     out = tmp_path / "out"
     code = _cli(["profile", "--demo", "twin-mm", "--mode", "sequential", "--interop", "1", "--intra", "1",
                  "--out", str(out), "--python", str(python)])  # fmt: skip
