@@ -50,6 +50,8 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
+from branchscope.profiling.run.folder import names_text
+
 FX = "torch.fx"
 EXPORT_NON_STRICT = "torch.export (non-strict)"
 EXPORT_STRICT = "torch.export (strict)"
@@ -994,31 +996,87 @@ def _first_line(exc: BaseException, limit: int = 200) -> str:
     return f"{type(exc).__name__}: {text}".rstrip(": ")
 
 
-#: (pattern in a failure's message, what to do about it): the hints for common failures.
-_HINTS = (
+#: The hint for a model that branches on tensor values, unless it is a mixture of experts (`_experts_hint`).
+_DATA_DEPENDENT_HINT = "the model branches on tensor values: profile one path of it, or write the branch with torch.cond"
+#: (pattern in a failure's message, what to do about it): the hints for common failures; a hint that
+#: depends on the model is a function of it.
+_HINTS: tuple[tuple[str, Any], ...] = (
     (r"DynamicCache|Cache\b.*(output|not a known type)|past_key_values", "set `use_cache=False` in the model's config"),
     (
         r"data-dependent|Data-dependent|GuardOnDataDependent|control flow",
-        "the model branches on tensor values: profile one path of it, or write the branch with torch.cond",
+        lambda model: _experts_hint(model) or _DATA_DEPENDENT_HINT,
     ),
     (
         r"not a known type|register a pytree|unrecognized type",
         "return tensors, or tuples, lists and dicts of them (or register the type with torch.utils._pytree)",
     ),
 )
+#: Config attributes by which a Hugging Face model says how many experts it has (Mixtral's
+#: num_local_experts, Qwen2-MoE's num_experts).
+_EXPERT_COUNTS = ("num_local_experts", "num_experts")
+#: A module of a plain model that holds or is its experts, by its attribute or class name.
+_EXPERTS_NAME = re.compile(r"experts?$|moe|mixture.?of.?experts", re.IGNORECASE)
 
 
-def export_hint(message: str) -> str | None:
-    """A one-line hint for a common tracing failure, or None."""
+def export_hint(message: str, model: Any = None) -> str | None:
+    """A one-line hint for a common tracing failure of `model`, or None."""
     for pattern, hint in _HINTS:
         if re.search(pattern, message):
-            return hint
+            return hint(model) if callable(hint) else hint
     return None
 
 
-def _with_hint(message: str) -> str:
-    hint = export_hint(message)
+def _with_hint(message: str, model: Any = None) -> str:
+    hint = export_hint(message, model)
     return f"{message} (hint: {hint})" if hint else message
+
+
+def _hf_mixture_of_experts(model: Any) -> Any:
+    """The Hugging Face model (the model itself or a module inside it) whose config gives it two or
+    more experts, or None."""
+    for module in model.modules() if isinstance(model, torch.nn.Module) else ():
+        config = getattr(module, "config", None)
+        if any(isinstance(n := getattr(config, key, None), int) and n > 1 for key in _EXPERT_COUNTS):
+            return module
+    return None
+
+
+def _experts_hint(model: Any) -> str | None:
+    """The hint for a mixture of experts that branches on tensor values, or None for another model.
+
+    A mixture of experts runs each expert on the tokens routed to it, a loop whose trip count and
+    shapes depend on the router's output: no tracer follows it, and torch.cond does not help. A
+    Hugging Face model says in its config how its experts run (`experts_implementation`): "eager" is
+    that loop, "grouped_mm" and "batched_mm" run all experts in a few ops whose shapes the routing
+    does not change, which torch.export traces. Where the experts already run grouped, the branch is
+    elsewhere and the plain hint fits."""
+    hf = _hf_mixture_of_experts(model)
+    if hf is not None:
+        get = getattr(hf, "get_experts_implementation", None)
+        if get is None:  # a transformers without the switch
+            return (
+                "this Hugging Face mixture of experts runs its experts in a loop over the tokens routed to each, "
+                "which no tracer follows: profile one path of it, or use a transformers whose models take "
+                '`experts_implementation="grouped_mm"`'
+            )
+        if "eager" not in get().values():
+            return None
+        return (
+            'this Hugging Face mixture of experts runs its experts one by one (experts_implementation="eager"), '
+            'a loop no tracer follows: build it with `experts_implementation="grouped_mm"` (or "batched_mm") in '
+            'its config or from_pretrained, or call `model.set_experts_implementation("grouped_mm")`; or profile '
+            "one path of it"
+        )
+    if isinstance(model, torch.nn.Module) and any(
+        _EXPERTS_NAME.search(name.rsplit(".", 1)[-1]) or _EXPERTS_NAME.search(type(m).__name__)
+        for name, m in model.named_modules()
+    ):
+        return (
+            "the model routes its tokens to experts by tensor values (a loop over the experts): profile one path "
+            "of it (every token to one expert), or run the experts in shapes the routing does not change (each "
+            "expert on every token, weighted by the router)"
+        )
+    return None
 
 
 def _quietly(fn: Any) -> Any:
@@ -1123,7 +1181,7 @@ def _trace(
         try:
             gm, in_spec, out_spec = _quietly(lambda strict=strict: _export(model, args, kwargs, strict, grad))
         except Exception as exc:  # torch.export raises many kinds (UserError, Unsupported, RuntimeError...)
-            errors[tracer] = _with_hint(f"{tracer} could not export {type(model).__name__}: {_first_line(exc)}")
+            errors[tracer] = _with_hint(f"{tracer} could not export {type(model).__name__}: {_first_line(exc)}", model)
             continue
         finally:
             seconds[tracer] = time.perf_counter() - t0
@@ -1131,14 +1189,14 @@ def _trace(
     return None, None, None, None, errors
 
 
-def _no_graph_text(errors: dict[str, str]) -> str:
-    """fx_error when no tracer found a graph: fx's reason, then torch.export's, then the hints."""
+def _no_graph_text(errors: dict[str, str], model: Any = None) -> str:
+    """fx_error when no tracer found a graph: fx's reason, then torch.export's, then the hints (for `model`)."""
     text = errors.get(FX, "")
     failed = [(t, errors[t].split(" (hint: ")[0].split(": ", 1)[-1]) for t in TRACERS[1:] if t in errors]
     if failed:
         reasons = "; ".join(f"{t.split('(')[1].rstrip(')')}: {why}" for t, why in failed)
         text += f"; nor could torch.export ({reasons})"
-    hints = list(dict.fromkeys(h for h in (export_hint(m) for m in errors.values()) if h))
+    hints = list(dict.fromkeys(h for h in (export_hint(m, model) for m in errors.values()) if h))
     if hints:
         text += " — hint: " + "; ".join(hints)
     return text
@@ -1151,6 +1209,44 @@ def _no_progress_thread() -> None:
 
     if hasattr(tqdm, "monitor_interval"):
         tqdm.monitor_interval = 0
+
+
+def _subgraphs_not_searched(gm: fx.GraphModule) -> list[str]:
+    """Notes naming the higher-order ops (`torch.cond`, ...) whose subgraphs could hold branches, which
+    are not searched, and why: one note per op, naming its nodes.
+
+    A higher-order op is one node of the graph that runs graphs of its own (a cond's two paths) whole;
+    a plan launches branches only between the nodes of the model's graph, so branches inside those
+    graphs could not be launched were they found (threads mode runs the op as the graph has it, on
+    the thread that reaches it)."""
+    nodes: dict[str, list[str]] = {}
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.HigherOrderOperator):
+            continue
+        subgraphs = [_attr(gm, a) for a in node.args if isinstance(a, fx.Node) and a.op == "get_attr"]
+        if any(isinstance(sub, fx.GraphModule) and _could_fork(sub) for sub in subgraphs):
+            nodes.setdefault(node.target.name(), []).append(node.name)
+    return [
+        f"branches inside {'the paths of torch.cond' if op == 'cond' else f'the graphs of torch.ops.higher_order.{op}'} "
+        f"(node {names_text(names)}) are not searched: the op runs them whole, as one node of the model's graph, "
+        "and a plan launches branches only among that graph's own nodes"
+        for op, names in nodes.items()
+    ]
+
+
+def _could_fork(gm: fx.GraphModule) -> bool:
+    """Could a subgraph hold branches: does it have two nodes or more that may do work (`_is_work`
+    told from the ops alone; the subgraph is not run)?"""
+    unrun = _TypeRecorder(gm)
+    return sum(_is_work(node, gm, unrun) for node in compute_nodes(gm)) >= 2
+
+
+def _attr(gm: fx.GraphModule, node: fx.Node) -> Any:
+    """The value a get_attr node reads (a submodule such as a cond's path, a parameter), None if none."""
+    value: Any = gm
+    for part in str(node.target).split("."):
+        value = getattr(value, part, None)
+    return value
 
 
 def find_branches(
@@ -1169,7 +1265,7 @@ def find_branches(
     seconds: dict[str, float] = {}
     gm, in_spec, out_spec, tracer, errors = _trace(model, inputs, kwargs, grad, seconds)
     if gm is None:
-        return BranchAnalysis(None, [], _no_graph_text(errors), tracer_errors=errors, tracer_seconds=seconds)
+        return BranchAnalysis(None, [], _no_graph_text(errors, model), tracer_errors=errors, tracer_seconds=seconds)
     recorder = _TypeRecorder(gm)
     try:
         with torch.no_grad():
@@ -1184,6 +1280,7 @@ def find_branches(
     _number_regions(regions, "")
     _name_regions(gm, regions, finder.work)
     left_out = sorted(finder.left_out.items(), key=lambda item: finder.order[item[0]])
+    finder.notes.extend(_subgraphs_not_searched(gm))
     return BranchAnalysis(
         gm, regions, None, recorder.types, finder.notes, tracer, errors, in_spec, out_spec, [x for _, x in left_out],
         tracer_seconds=seconds,

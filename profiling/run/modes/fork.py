@@ -108,6 +108,29 @@ def launcher() -> Any:
     return Launcher("fork", emit_region, higher_order=False)
 
 
+def _higher_order_ops(analysis: Any) -> set[str]:
+    """The names of the higher-order ops (`cond`, ...) the analysis's graph calls."""
+    import torch
+
+    graph = analysis.graph_module.graph if analysis.graph_module is not None else None
+    return {
+        n.target.name()
+        for n in (graph.nodes if graph is not None else ())
+        if n.op == "call_function" and isinstance(n.target, torch._ops.HigherOrderOperator)
+    }
+
+
+def _naming_threads_mode(exc: ModeUnavailable, analysis: Any) -> ModeUnavailable:
+    """The plan's refusal of a higher-order op (`torch.ops.higher_order.cond`, which TorchScript cannot
+    call) with threads mode named, whose eager plan calls it; any other refusal (no graph, no
+    branches: threads mode would refuse too) as it was."""
+    if not analysis.regions or not any(
+        f"torch.ops.higher_order.{op} (node " in str(exc) for op in _higher_order_ops(analysis)
+    ):
+        return exc
+    return ModeUnavailable(f"{exc}; or run --mode threads, which runs it in eager PyTorch", files=exc.files)
+
+
 def build_plan(model: Any, analysis: Any, device: str) -> Any:
     """The generated plan, compiled by TorchScript."""
     import time
@@ -118,7 +141,10 @@ def build_plan(model: Any, analysis: Any, device: str) -> Any:
     from branchscope.profiling.run.plans import Plan, generate_plan_module
 
     t0 = time.perf_counter()
-    module, source = generate_plan_module(analysis, launcher())
+    try:
+        module, source = generate_plan_module(analysis, launcher())
+    except ModeUnavailable as exc:
+        raise _naming_threads_mode(exc, analysis) from exc
     t1 = time.perf_counter()
     try:
         with warnings.catch_warnings():

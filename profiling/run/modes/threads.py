@@ -11,6 +11,11 @@ A branch runs with the launching thread's grad mode and inference mode (torch ke
 thread). On CUDA each branch thread runs on the launching thread's current stream and device: the
 branches' CPU work (Python, launches) overlaps, their kernels queue on one stream in the order they
 were launched (multi-stream mode gives each branch a stream of its own).
+
+A higher-order op (a `torch.cond`) runs as the graph has it, on the thread that reaches it, each of
+its graphs (the cond's paths) whole: branches inside them are not searched, since a plan launches
+branches only among the nodes of the model's own graph, and the analysis's notes (run.json's
+`notes`) say so where a path could hold some (`branches._subgraphs_not_searched`).
 """
 
 from __future__ import annotations
