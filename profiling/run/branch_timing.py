@@ -2,12 +2,14 @@
 hooks (for the prediction, `profiling/trace/prediction.py`, of a run that does not run the model
 sequentially: fork, threads, streams).
 
-As `plans.annotate_branches_with_hooks` marks a branch for the trace, a forward pre-hook on the
-branch's first submodule starts its clock and a forward hook on its last submodule stops it; here
-the clock is `time.perf_counter` (after synchronising the devices: `sync`), the hooks are removed
-once the steps are measured, and a branch without a submodule of its own stays unmeasured. The
-steps run on the worker's main thread at the run's intra-op thread count, after the profile (the
-runner has stopped sampling the threads by then). Torch is imported only when called (worker only).
+A branch is timed by what it owns (`ownership.py`): each piece of it (a run of its own graph nodes
+in the forward) opens at a forward pre-hook and closes at a forward hook of the module calls that
+start and end it, told apart by call number where a module is called more than once a step; the
+branch's time in a step is the sum of its pieces'. The clock is `time.perf_counter` (after
+synchronising the devices: `sync`); the hooks are removed once the steps are measured, and a branch
+no piece of which has a module call stays unmeasured. The steps are not profiled: they run on the
+worker's main thread at the run's intra-op thread count, after the profile (the runner has stopped
+sampling the threads by then). Torch is imported only when called (worker only).
 """
 
 from __future__ import annotations
@@ -16,12 +18,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from branchscope.profiling.trace.prediction import typical_step
+from branchscope.profiling.trace.prediction import StepSamples
 
 #: Sequential steps measured for the prediction (after one unmeasured step): the run's --steps,
-#: within these bounds.
-MIN_STEPS = 3
+#: within these bounds (the bound's interval needs `prediction.MIN_CI_STEPS`).
+MIN_STEPS = 5
 MAX_STEPS = 10
+
+
+class UnmatchedCalls(Exception):
+    """No measured step's module calls matched the graph's (`ownership.py`): the one-line reason."""
 
 
 def measure_branch_times(
@@ -31,52 +37,49 @@ def measure_branch_times(
     steps: int,
     sync: Callable[[], None] = lambda: None,
     clock: Callable[[], float] = time.perf_counter,
-) -> tuple[float, dict[str, float], int] | None:
-    """(step ms, ms of each branch it could mark, steps): medians (`prediction.typical_step`) over `steps` calls of
-    `step` (the model's own forward) with timing hooks on `model`'s branches (`analysis`: a
-    `branches.BranchAnalysis`); None when `model` is not an eager `nn.Module` (TorchScript) or no
-    branch has a submodule to hook. The hooks are gone when this returns, whatever `step` raised."""
+) -> StepSamples | None:
+    """Each of `steps` calls of `step` (the model's own forward) timed, with the time of each branch
+    in it (ms, by what it owns: see the module docstring), after one unmeasured call; None when
+    `model` is not an eager `nn.Module` (TorchScript) or no branch has a piece to mark. A step whose
+    calls did not match the graph's is left out; UnmatchedCalls when none matched. The hooks are
+    gone when this returns, whatever `step` raised."""
     import torch
 
-    from branchscope.profiling.run.branches import branch_module_ends
+    from branchscope.profiling.run.ownership import PieceHooks, call_map
 
     if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
         return None
     totals: dict[str, float] = {}  # of the step running now
-    handles: list[Any] = []
+    opened: dict[int, float] = {}
 
-    def hook(name: str, first: Any, last: Any) -> None:
-        started: list[float] = []
+    def on_open(piece: Any) -> None:
+        sync()
+        opened[piece.index] = clock()
 
-        def enter(_module: Any, _args: Any) -> None:
+    def on_close(piece: Any) -> None:
+        started = opened.pop(piece.index, None)
+        if started is not None:
             sync()
-            started.append(clock())
+            totals[piece.branch] = totals.get(piece.branch, 0.0) + clock() - started
 
-        def leave(_module: Any, _args: Any, _out: Any) -> None:
-            if started:
-                sync()
-                totals[name] = totals.get(name, 0.0) + clock() - started.pop()
-
-        handles.append(first.register_forward_pre_hook(enter))
-        handles.append(last.register_forward_hook(leave))
-
-    try:
-        for branch, first, last in branch_module_ends(model, analysis):
-            hook(branch.name, first, last)
-        if not handles:
+    with PieceHooks(model, call_map(model, analysis), on_open, on_close) as hooks:
+        if not hooks.active:
             return None
         step()  # one unmeasured step with the hooks on
         sync()
-        steps_ms: list[float] = []
-        branch_ms: list[dict[str, float]] = []
+        samples = StepSamples()
         for _ in range(steps):
             totals.clear()
+            opened.clear()
+            unmatched = hooks.unmatched_steps
             t0 = clock()
             step()
             sync()
-            steps_ms.append((clock() - t0) * 1000.0)
-            branch_ms.append({n: t * 1000.0 for n, t in totals.items()})
-    finally:
-        for h in handles:
-            h.remove()
-    return typical_step(steps_ms, branch_ms)
+            elapsed = (clock() - t0) * 1000.0
+            if hooks.unmatched_steps == unmatched:
+                samples.add(elapsed, {n: t * 1000.0 for n, t in totals.items()})
+    if not samples.steps_ms:
+        raise UnmatchedCalls(
+            f"the model's module calls did not match its graph's in any of {steps} steps (its forward takes another path)"
+        )
+    return samples

@@ -559,42 +559,6 @@ class _Finder:
 # ---------------------------------------------------------------- names
 
 
-def branch_modules(nodes: list[fx.Node]) -> list[str]:
-    """The module paths of a branch's work, in order: for torch.fx the modules it calls; for a graph
-    of ATen ops (torch.export), the outermost modules every node of which lies in the branch (its
-    `query` projection, not the attention module it shares with the other branches)."""
-    called = [str(n.target) for n in nodes if n.op == "call_module" and not is_check(n)]
-    if called or not nodes:
-        return called
-    graph_nodes = nodes[0].graph.nodes
-    members = set(nodes)
-    outside: set[str] = set()
-    for n in graph_nodes:
-        if n not in members and not is_check(n):
-            outside.update(_module_stack(n))
-    out: list[str] = []
-    for n in nodes:
-        owned = [p for p in _module_stack(n) if p not in outside]
-        if owned and owned[0] not in out:
-            out.append(owned[0])
-    return out
-
-
-def branch_module_ends(model: Any, analysis: BranchAnalysis) -> list[tuple[Branch, Any, Any]]:
-    """(branch, its first submodule, its last) of every branch of `analysis` in the model's own
-    modules, for hooks around it (a branch without a submodule of its own is left out)."""
-    out = []
-    for _region, branch, _parent in analysis.walk():
-        modules = branch_modules(branch.nodes)
-        if not modules:
-            continue
-        try:
-            out.append((branch, model.get_submodule(modules[0]), model.get_submodule(modules[-1])))
-        except AttributeError:
-            continue
-    return out
-
-
 def _location(node: fx.Node) -> tuple[str, ...]:
     """Where a node runs: the module a call_module node calls, else the innermost module whose code
     issued it (its `nn_module_stack`, which torch.fx and torch.export both record); () at the top."""

@@ -210,8 +210,8 @@ def _prediction(loaded: Any, analysis: Any, configs: list[tuple[str, int, int]],
         return None
     import torch
 
-    from branchscope.profiling.run.branch_timing import MIN_STEPS, measure_branch_times
-    from branchscope.profiling.trace.prediction import FROM_MEASURED, predict
+    from branchscope.profiling.run.branch_timing import MIN_STEPS, UnmatchedCalls, measure_branch_times
+    from branchscope.profiling.trace.prediction import FROM_MEASURED, predict_from
     from branchscope.profiling.trace.records import BranchRecord
 
     intra = next((j for m, _, j in configs if not mode_named(m).needs_branches), configs[0][2])
@@ -220,13 +220,11 @@ def _prediction(loaded: Any, analysis: Any, configs: list[tuple[str, int, int]],
         measured = measure_branch_times(
             loaded.model, analysis, lambda: call(loaded.model, "measuring its branches"), MIN_STEPS * 2, sync
         )
-    except RunFailure:
+    except (RunFailure, UnmatchedCalls):
         return None
     if measured is None:
         return None
-    step_ms, branch_ms, steps = measured
-    branches = [BranchRecord(**b) for b in analysis.to_json()]
-    return predict(branches, branch_ms, step_ms, source=FROM_MEASURED.format(n=steps), steps=steps)
+    return predict_from([BranchRecord(**b) for b in analysis.to_json()], measured, source=FROM_MEASURED)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

@@ -36,11 +36,11 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
+from branchscope.profiling.run import ownership
 from branchscope.profiling.run.branches import (
     Branch,
     BranchAnalysis,
     Region,
-    branch_module_ends,
     compute_nodes,
 )
 from branchscope.profiling.run.modes import ModeUnavailable, mode_named
@@ -101,6 +101,9 @@ class Plan:
     #: compiling it (TorchScript: fork mode); None where the mode did not do that step.
     build_s: float | None = None
     compile_s: float | None = None
+    #: Sequential mode's branch marks in the model's own forward (`annotate_branches_with_hooks`):
+    #: whoever reads the marks asks it whether every step's calls matched the graph's.
+    marks: ownership.PieceHooks | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Runs the plan as the model would run: `plan(*args, **kwargs)` gives what `model(...)` gives."""
@@ -532,33 +535,32 @@ def generate_plan_module(analysis: BranchAnalysis, launcher: Launcher) -> tuple[
     return module, source
 
 
-def annotate_branches_with_hooks(model: Any, analysis: BranchAnalysis) -> list[Any]:
+def annotate_branches_with_hooks(model: Any, analysis: BranchAnalysis) -> ownership.PieceHooks | None:
     """Mark each branch in the model's *own* forward with `record_function("branch: NAME")`.
 
-    Sequential mode runs the model as it is, so its branches are marked from outside: a
-    forward pre-hook on the branch's first submodule opens the range and a forward hook on its
-    last submodule closes it. Branches with no submodule (plain functions on parameters) stay
-    unmarked. Returns the hook handles (call `.remove()` to take them off).
+    Sequential mode runs the model as it is, so its branches are marked from outside, by what each
+    owns (`ownership.py`): a range per piece of the branch (one where the forward runs it in one go,
+    one per stretch where the forward interleaves it with others), opened by a forward pre-hook and
+    closed by a forward hook of the module calls that start and end the piece, each call of a shared
+    module marked for the branch that made it. Branches with no module call of their own stay
+    unmarked. Returns the hooks (`.remove()` takes them off; `.unmatched_steps` counts steps whose
+    calls did not match the graph), None for a model it cannot hook (TorchScript).
     """
     if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
-        return []
-    handles: list[Any] = []
-    for branch, first, last in branch_module_ends(model, analysis):
-        label = branch_label(branch.name)
-        open_ranges: list[Any] = []
+        return None
+    ranges: dict[int, Any] = {}
 
-        def enter(_module: Any, _args: Any, label: str = label, open_ranges: list[Any] = open_ranges) -> None:
-            rf = torch.autograd.profiler.record_function(label)
-            rf.__enter__()
-            open_ranges.append(rf)
+    def on_open(piece: ownership.Piece) -> None:
+        rf = torch.autograd.profiler.record_function(branch_label(piece.branch))
+        rf.__enter__()
+        ranges[piece.index] = rf
 
-        def leave(_module: Any, _args: Any, _out: Any, open_ranges: list[Any] = open_ranges) -> None:
-            if open_ranges:
-                open_ranges.pop().__exit__(None, None, None)
+    def on_close(piece: ownership.Piece) -> None:
+        rf = ranges.pop(piece.index, None)
+        if rf is not None:
+            rf.__exit__(None, None, None)
 
-        handles.append(first.register_forward_pre_hook(enter))
-        handles.append(last.register_forward_hook(leave))
-    return handles
+    return ownership.PieceHooks(model, ownership.call_map(model, analysis), on_open, on_close)
 
 
 def build_plan(mode: str, model: Any, analysis: BranchAnalysis, device: Any = "cpu") -> Plan:

@@ -109,8 +109,9 @@ from branchscope.profiling.run.steady import CAP_SECONDS, CAP_STEPS, run_warning
 from branchscope.profiling.trace.prediction import (
     FROM_MEASURED,
     FROM_PROFILED,
+    StepSamples,
     branch_times_from_trace,
-    predict,
+    predict_from,
 )
 from branchscope.profiling.trace.records import (
     BASELINE_MODE,
@@ -640,7 +641,14 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     }
     if branch_threads is not None:
         trace["branchscope"]["branch_threads"] = [msgspec.to_builtins(t) for t in branch_threads]
-    prediction = _prediction(args.mode, branches, trace, measured)
+    prediction = None
+    if plan.marks is not None and plan.marks.unmatched_steps:
+        analysis.notes.append(
+            f"no prediction: the model's module calls did not match its graph's in {plan.marks.unmatched_steps} of "
+            f"{plan.marks.steps} steps (its forward took another path), so its branch marks cannot be trusted"
+        )
+    else:
+        prediction = _prediction(args.mode, branches, trace, measured)
     if prediction is not None:
         trace["branchscope"]["prediction"] = to_builtins(prediction)
     ranked: dict[str, Any] = {}
@@ -740,24 +748,19 @@ def load_requested_model(args: argparse.Namespace, device: str) -> Any:
         raise RunFailure(EXIT_BAD_MODEL, str(exc), exc.model_traceback) from exc
 
 
-def _prediction(
-    mode: str, branches: list[dict[str, Any]], trace: dict[str, Any], measured: tuple[float, dict[str, float], int] | None
-) -> PredictionRecord | None:
+def _prediction(mode: str, branches: list[dict[str, Any]], trace: dict[str, Any], measured: StepSamples | None) -> PredictionRecord | None:
     """The run's prediction (`profiling/trace/prediction.py`): from a sequential run's profiled
-    steps (its branches' annotations in its trace), or from the sequential steps `measured` in the
-    worker for any other mode; None without branches or times."""
+    steps (its branches' annotations in its trace), or from the unprofiled sequential steps
+    `measured` in the worker for any other mode; None without branches or times."""
     if not branches:
         return None
     source = FROM_MEASURED
     if mode == BASELINE_MODE:
         measured = branch_times_from_trace(trace.get("traceEvents", []))
         source = FROM_PROFILED
-    if measured is None:
+    if measured is None or not measured.steps_ms:
         return None
-    step_ms, branch_ms, steps = measured
-    return predict(
-        [BranchRecord(**b) for b in branches], branch_ms, step_ms, source=source.format(n=steps), steps=steps
-    )
+    return predict_from([BranchRecord(**b) for b in branches], measured, source=source)
 
 
 def _as_failure(exc: BaseException) -> RunFailure:

@@ -36,12 +36,14 @@ import math
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import msgspec
+import numpy as np
 
 from branchscope.profiling.trace.labels import branch_name
+from branchscope.profiling.trace.pairing import SEED
 from branchscope.profiling.trace.records import PredictionRecord, RegionPredictionRecord
 
 #: Thread counts always predicted; more (8, 16, …) while a region has more branches than threads.
@@ -51,7 +53,7 @@ MAX_THREADS = 64
 ASSUMPTIONS = "no contention, no overhead assumed"
 #: How `PredictionRecord.from_` says where the times came from.
 FROM_PROFILED = "this run's {n} profiled steps"
-FROM_MEASURED = "{n} sequential steps measured in the worker"
+FROM_MEASURED = "{n} unprofiled sequential steps measured in the worker"
 
 _STEP = re.compile(r"^step \d+$")
 
@@ -111,9 +113,11 @@ def predict(
     source: str,
     steps: int | None = None,
     threads: Sequence[int] | None = None,
+    samples: StepSamples | None = None,
 ) -> PredictionRecord | None:
     """The prediction for a step of `step_ms` (sequential) whose branches took `branch_ms` (ms per
-    step, by name); None when there are no branches, no step time, or no branch has a time."""
+    step, by name); None when there are no branches, no step time, or no branch has a time. With the
+    `samples` the times are the medians of, the bound gets its interval (`bound_intervals`)."""
     if not branches or not (step_ms > 0 and math.isfinite(step_ms)):
         return None
     ms = {n: float(t) for n, t in branch_ms.items() if isinstance(t, int | float) and math.isfinite(t) and t >= 0}
@@ -125,58 +129,13 @@ def predict(
     if not any(n in ms for r in regions.values() for n in r.branches):
         return None
     ks = tuple(threads) if threads else thread_counts(max(len(r.branches) for r in regions.values()))
-    nested: dict[str, list[_Region]] = {}
-    for r in regions.values():
-        if r.parent is not None:
-            nested.setdefault(r.parent, []).append(r)
-
-    def t1(name: str) -> float:
-        return ms.get(name, 0.0)
-
-    work: dict[str, float] = {rid: sum(t1(n) for n in r.branches) for rid, r in regions.items()}
-    memo: dict[tuple[str, int], float] = {}
-
-    def on_k(name: str, k: int, seen: frozenset[str] = frozenset()) -> float:
-        """A branch's time on k threads (the nested rule)."""
-        if (name, k) in memo:
-            return memo[(name, k)]
-        inner = [r for r in nested.get(name, []) if r.id not in seen]
-        own = max(0.0, t1(name) - sum(work[r.id] for r in inner))
-        value = own + sum(makespan(r, k, seen | {r.id}) for r in inner)
-        memo[(name, k)] = value
-        return value
-
-    def makespan(r: _Region, k: int, seen: frozenset[str]) -> float:
-        # never below work / k: the nested rule lends every nested region all k threads
-        return max(lpt_makespan((on_k(n, k, seen) for n in r.branches), k), work[r.id] / k)
-
     names = {b.name for b in branches}
-    top = [r for r in regions.values() if r.parent is None or r.parent not in names]
-    serial = max(0.0, step_ms - sum(work[r.id] for r in top))
-    by_threads: dict[str, float] = {}
-    region_records: list[RegionPredictionRecord] = []
-    for k in ks:
-        t_k = serial + sum(makespan(r, k, frozenset({r.id})) for r in top)
-        by_threads[str(k)] = _round(step_ms / t_k) if t_k > 0 else 1.0
-    for r in sorted(regions.values(), key=lambda r: _region_key(r.id)):
-        longest = max(r.branches, key=t1)
-        bounds = {}
-        for k in ks:
-            m = makespan(r, k, frozenset({r.id}))
-            bounds[str(k)] = _round(work[r.id] / m) if m > 0 else 1.0
-        region_records.append(
-            RegionPredictionRecord(
-                region=r.id,
-                region_name=r.name,
-                branches=len(r.branches),
-                work_ms=_round(work[r.id]),
-                longest_branch=longest,
-                longest_branch_ms=_round(t1(longest)),
-                bound_by_threads=bounds,
-            )
-        )
+    model = _BoundModel(regions, names)
+    by_threads, serial = model.bounds(ms, step_ms, ks)
+    region_records = model.region_records(ms, ks)
     return PredictionRecord(
         by_threads=by_threads,
+        by_threads_ci95=bound_intervals(model, samples, ks) if samples is not None else None,
         step_ms=_round(step_ms),
         serial_ms=_round(serial),
         regions=region_records,
@@ -187,6 +146,116 @@ def predict(
     )
 
 
+def predict_from(
+    branches: Sequence[BranchLike], samples: StepSamples, *, source: str, threads: Sequence[int] | None = None
+) -> PredictionRecord | None:
+    """`predict` from sequential steps measured one by one: their medians (`StepSamples.typical`),
+    the bound's interval from the steps themselves; `source` is filled with the steps' count."""
+    step_ms, branch_ms, n = samples.typical()
+    return predict(branches, branch_ms, step_ms, source=source.format(n=n), steps=n, threads=threads, samples=samples)
+
+
+class _BoundModel:
+    """The branch tree of a prediction, and the bound it gives for given times (module docstring)."""
+
+    def __init__(self, regions: dict[str, _Region], names: set[str]) -> None:
+        self.regions = regions
+        self.nested: dict[str, list[_Region]] = {}
+        for r in regions.values():
+            if r.parent is not None:
+                self.nested.setdefault(r.parent, []).append(r)
+        self.top = [r for r in regions.values() if r.parent is None or r.parent not in names]
+
+    def bounds(self, ms: Mapping[str, float], step_ms: float, ks: Sequence[int]) -> tuple[dict[str, float], float]:
+        """({k: the step's bound on k threads}, the serial part) for branch times `ms` in a step of `step_ms`."""
+        makespan, work = self._makespan(ms)
+        # Medians of the parts may add up to a little more than the median step: the step is at
+        # least its regions' work (so the bound is never below 1×).
+        step_ms = max(step_ms, sum(work[r.id] for r in self.top))
+        serial = step_ms - sum(work[r.id] for r in self.top)
+        by_threads: dict[str, float] = {}
+        for k in ks:
+            t_k = serial + sum(makespan(r, k, frozenset({r.id})) for r in self.top)
+            by_threads[str(k)] = _round(step_ms / t_k) if t_k > 0 else 1.0
+        return by_threads, serial
+
+    def region_records(self, ms: Mapping[str, float], ks: Sequence[int]) -> list[RegionPredictionRecord]:
+        makespan, work = self._makespan(ms)
+        records = []
+        for r in sorted(self.regions.values(), key=lambda r: _region_key(r.id)):
+            longest = max(r.branches, key=lambda n: ms.get(n, 0.0))
+            bounds = {}
+            for k in ks:
+                m = makespan(r, k, frozenset({r.id}))
+                bounds[str(k)] = _round(work[r.id] / m) if m > 0 else 1.0
+            records.append(
+                RegionPredictionRecord(
+                    region=r.id,
+                    region_name=r.name,
+                    branches=len(r.branches),
+                    work_ms=_round(work[r.id]),
+                    longest_branch=longest,
+                    longest_branch_ms=_round(ms.get(longest, 0.0)),
+                    bound_by_threads=bounds,
+                )
+            )
+        return records
+
+    def _makespan(self, ms: Mapping[str, float]) -> tuple[Any, dict[str, float]]:
+        regions, nested = self.regions, self.nested
+
+        def t1(name: str) -> float:
+            return ms.get(name, 0.0)
+
+        work: dict[str, float] = {rid: sum(t1(n) for n in r.branches) for rid, r in regions.items()}
+        memo: dict[tuple[str, int], float] = {}
+
+        def on_k(name: str, k: int, seen: frozenset[str] = frozenset()) -> float:
+            """A branch's time on k threads (the nested rule)."""
+            if (name, k) in memo:
+                return memo[(name, k)]
+            inner = [r for r in nested.get(name, []) if r.id not in seen]
+            own = max(0.0, t1(name) - sum(work[r.id] for r in inner))
+            value = own + sum(makespan(r, k, seen | {r.id}) for r in inner)
+            memo[(name, k)] = value
+            return value
+
+        def makespan(r: _Region, k: int, seen: frozenset[str]) -> float:
+            # never below work / k: the nested rule lends every nested region all k threads
+            return max(lpt_makespan((on_k(n, k, seen) for n in r.branches), k), work[r.id] / k)
+
+        return makespan, work
+
+
+#: The fewest sequential steps a bound's interval is drawn from; resamples of the bootstrap.
+MIN_CI_STEPS = 5
+CI_RESAMPLES = 1000
+
+
+def bound_intervals(model: _BoundModel, samples: StepSamples, ks: Sequence[int]) -> dict[str, list[float]] | None:
+    """The bound's 95% interval for each k: the steps resampled with replacement (a seeded
+    generator: the same steps give the same interval), the bound of each resample's medians, their
+    2.5th and 97.5th percentiles; None under MIN_CI_STEPS steps."""
+    n = len(samples.steps_ms)
+    if n < MIN_CI_STEPS:
+        return None
+    rng = np.random.default_rng(SEED)
+    names = sorted({b for d in samples.branch_ms for b in d})
+    steps = np.asarray(samples.steps_ms, dtype=np.float64)
+    branch = np.asarray([[d.get(b, 0.0) for b in names] for d in samples.branch_ms], dtype=np.float64)
+    draws: dict[str, list[float]] = {str(k): [] for k in ks}
+    for pick in rng.integers(0, n, size=(CI_RESAMPLES, n)):
+        step_ms = float(np.median(steps[pick]))
+        ms = dict(zip(names, np.median(branch[pick], axis=0).tolist(), strict=True)) if names else {}
+        for k, v in model.bounds(ms, step_ms, ks)[0].items():
+            draws[k].append(v)
+    out = {}
+    for k, vs in draws.items():
+        lo, hi = np.percentile(vs, [2.5, 97.5])
+        out[k] = [_round(float(lo)), _round(float(hi))]
+    return out
+
+
 def _round(x: float) -> float:
     return round(x, 4)
 
@@ -194,23 +263,34 @@ def _round(x: float) -> float:
 # ---------------------------------------------------------------- where the times come from
 
 
-def typical_step(steps_ms: Sequence[float], branch_ms: Sequence[Mapping[str, float]]) -> tuple[float, dict[str, float], int]:
-    """(step ms, ms of each branch, steps) of steps measured one by one (`branch_ms[i]`: step i's
-    time in each branch): the median of each, so that a step slowed by other work on the machine
-    moves none of them (the parts then add up to the step only nearly: the serial part is the
-    median step less the regions' work, never below 0)."""
-    names = {n for d in branch_ms for n in d}
-    return (
-        statistics.median(steps_ms),
-        {n: statistics.median(d.get(n, 0.0) for d in branch_ms) for n in sorted(names)},
-        len(steps_ms),
-    )
+@dataclass
+class StepSamples:
+    """Sequential steps measured one by one: each step's ms, and each branch's ms in it (a branch
+    missing from a step took 0 there)."""
+
+    steps_ms: list[float] = field(default_factory=list)
+    branch_ms: list[dict[str, float]] = field(default_factory=list)
+
+    def add(self, step_ms: float, branch_ms: Mapping[str, float]) -> None:
+        self.steps_ms.append(step_ms)
+        self.branch_ms.append(dict(branch_ms))
+
+    def typical(self) -> tuple[float, dict[str, float], int]:
+        """(step ms, ms of each branch, steps): the median of each, so that a step slowed by other
+        work on the machine moves none of them (the parts then add up to the step only nearly: the
+        serial part is the median step less the regions' work, never below 0)."""
+        names = {n for d in self.branch_ms for n in d}
+        return (
+            statistics.median(self.steps_ms),
+            {n: statistics.median(d.get(n, 0.0) for d in self.branch_ms) for n in sorted(names)},
+            len(self.steps_ms),
+        )
 
 
-def branch_times_from_trace(events: Iterable[Any]) -> tuple[float, dict[str, float], int] | None:
-    """(step ms, ms of each branch, steps) from a sequential run's raw Chrome trace events: the
-    `"step N"` annotations and the `"branch: NAME"` ones inside them (one process: the worker's),
-    each a median over the steps (`typical_step`). None without steps."""
+def branch_times_from_trace(events: Iterable[Any]) -> StepSamples | None:
+    """Each step of a sequential run and its branches' times, from its raw Chrome trace events: the
+    `"step N"` annotations and the `"branch: NAME"` ones inside them (one process: the worker's; a
+    branch the forward runs in several pieces has a range for each, summed). None without steps."""
     steps: list[tuple[float, float]] = []
     marks: list[tuple[str, float, float]] = []
     for ev in events:
@@ -232,7 +312,7 @@ def branch_times_from_trace(events: Iterable[Any]) -> tuple[float, dict[str, flo
             inside = min(e, se) - max(s, ss)
             if inside > 0:
                 per_step[i][branch] = per_step[i].get(branch, 0.0) + inside / 1000.0
-    return typical_step([(se - ss) / 1000.0 for ss, se in steps], per_step)
+    return StepSamples([(se - ss) / 1000.0 for ss, se in steps], per_step)
 
 
 # ---------------------------------------------------------------- reading it back
@@ -250,6 +330,7 @@ def parse_prediction(obj: Any) -> PredictionRecord | None:
     values = [*record.by_threads.values(), record.serial_ms or 0.0, record.step_ms or 0.0]
     values += [v for r in record.regions for v in (r.work_ms, r.longest_branch_ms, *r.bound_by_threads.values())]
     values += list((record.branch_ms or {}).values())
+    values += [v for ci in (record.by_threads_ci95 or {}).values() for v in ci]
     return record if all(math.isfinite(v) for v in values) and record.by_threads else None
 
 
@@ -287,17 +368,28 @@ def _limit(pred: PredictionRecord) -> str:
     return "; ".join(parts)
 
 
+def bound_text(pred: PredictionRecord, k: int) -> str:
+    """"1.87×" or, with its interval, "1.87× [1.80–1.95]": the bound on k threads."""
+    value = pred.by_threads.get(str(k))
+    if value is None:
+        return "?"
+    ci = (pred.by_threads_ci95 or {}).get(str(k))
+    return f"{value:.2f}× [{ci[0]:.2f}–{ci[1]:.2f}]" if ci and len(ci) == 2 else f"{value:.2f}×"
+
+
 def prediction_text(pred: PredictionRecord) -> str:
-    """One line: "could be at most 1.46× on 2 threads, 1.71× on 4: branch3x3dbl alone is 41% of
-    region 1 (Mixed_5b) (no contention, no overhead assumed; from …)"."""
+    """One line: "could be at most 1.46× [1.41–1.50] on 2 threads, 1.71× [1.66–1.75] on 4:
+    branch3x3dbl alone is 41% of region 1 (Mixed_5b) (no contention, no overhead assumed; 95%
+    intervals over the steps; from …)"."""
     ks = _ks(pred)
-    bounds = ", ".join(f"{v:.2f}× on {k}" for k, v in ks)
+    bounds = ", ".join(f"{bound_text(pred, k)} on {k}" for k, _v in ks)
     first, _, rest = bounds.partition(", ")
     said = f"could be at most {first} threads" + (f", {rest}" if rest else "")
     why = _limit(pred)
     extra = f"; {len(pred.unmeasured)} branch(es) unmeasured" if pred.unmeasured else ""
     src = f"; from {pred.from_}" if pred.from_ else ""
-    return f"{said}" + (f": {why}" if why else "") + f" ({ASSUMPTIONS}{extra}{src})"
+    ci = "; 95% intervals over the steps" if pred.by_threads_ci95 else ""
+    return f"{said}" + (f": {why}" if why else "") + f" ({ASSUMPTIONS}{extra}{ci}{src})"
 
 
 def region_text(region: RegionPredictionRecord) -> str:

@@ -323,6 +323,9 @@ class PredictionRecord(msgspec.Struct, kw_only=True):
     branch's time."""
 
     by_threads: dict[str, float] = msgspec.field(default_factory=dict)
+    #: The bound's 95% interval for k threads ({"2": [lo, hi]}): a bootstrap over the sequential
+    #: steps it was made of; None under `prediction.MIN_CI_STEPS` steps (and in run.json format < 3).
+    by_threads_ci95: dict[str, list[float]] | None = None
     step_ms: float | None = None
     serial_ms: float | None = None
     regions: list[RegionPredictionRecord] = msgspec.field(default_factory=list)

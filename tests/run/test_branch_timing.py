@@ -23,7 +23,7 @@ def _hooks(model: torch.nn.Module) -> int:
     return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
 
 
-def test_each_branch_is_timed_between_its_first_and_last_module(twin):
+def test_each_branch_is_timed_between_its_first_and_last_module_call(twin):
     loaded, analysis = twin
     ticks = itertools.count()
     calls = []
@@ -35,10 +35,11 @@ def test_each_branch_is_timed_between_its_first_and_last_module(twin):
 
     # One tick per clock reading: the step reads it at its start and end, each branch at its start
     # and end (Wy then Wz, one after the other): a branch spans 1 tick, a step 5.
-    step_ms, branch_ms, steps = measure_branch_times(
-        loaded.model, analysis, step, 3, clock=lambda: float(next(ticks))
-    ) or (0.0, {}, 0)
-    assert (step_ms, branch_ms, steps) == (5000.0, {"Wy": 1000.0, "Wz": 1000.0}, 3)
+    samples = measure_branch_times(loaded.model, analysis, step, 3, clock=lambda: float(next(ticks)))
+    assert samples is not None
+    assert samples.steps_ms == [5000.0] * 3
+    assert samples.branch_ms == [{"Wy": 1000.0, "Wz": 1000.0}] * 3
+    assert samples.typical() == (5000.0, {"Wy": 1000.0, "Wz": 1000.0}, 3)
     assert len(calls) == 4  # one unmeasured step first
     assert _hooks(loaded.model) == 0
 
@@ -50,11 +51,11 @@ def test_real_times_add_up_to_no_more_than_the_step(twin):
         with torch.no_grad():
             loaded.model(*loaded.inputs)
 
-    step_ms, branch_ms, steps = measure_branch_times(loaded.model, analysis, step, 3) or (0.0, {}, 0)
-    assert steps == 3 and set(branch_ms) == {"Wy", "Wz"}
-    assert all(t > 0 for t in branch_ms.values())
-    # Medians: each part of one step at most the step (a median of parts may not add up exactly).
-    assert max(branch_ms.values()) < step_ms
+    samples = measure_branch_times(loaded.model, analysis, step, 3)
+    assert samples is not None and len(samples.steps_ms) == 3
+    for step_ms, branch_ms in zip(samples.steps_ms, samples.branch_ms, strict=True):
+        assert set(branch_ms) == {"Wy", "Wz"} and all(t > 0 for t in branch_ms.values())
+        assert sum(branch_ms.values()) <= step_ms  # disjoint stretches of one step
 
 
 def test_the_hooks_go_whatever_the_step_raised(twin):

@@ -360,8 +360,10 @@ def _check_prediction(pred: dict, branches: list[dict]) -> None:
 def test_a_fork_run_predicts_from_sequential_steps_it_measured_itself(twin_fork):
     _, _, run, trace = twin_fork
     pred = run["prediction"]
-    assert pred["from"] == "3 sequential steps measured in the worker" and pred["steps"] == 3
+    assert pred["from"] == "5 unprofiled sequential steps measured in the worker" and pred["steps"] == 5
     _check_prediction(pred, run["branches"])
+    for k, (lo, hi) in pred["by_threads_ci95"].items():  # 5 steps: enough for the bound's interval
+        assert 1.0 <= lo <= hi <= int(k)
     assert pred["unmeasured"] is None
     assert trace["branchscope"]["prediction"] == pred  # a bare trace file has it too
     info = profiling.load_trace(twin_fork[0] / "trace.json").run_info
@@ -374,6 +376,7 @@ def test_a_sequential_run_predicts_from_its_own_profiled_steps(tmp_path):
     run = json.loads((tmp_path / "run.json").read_text())
     pred = run["prediction"]
     assert pred["from"] == "this run's 2 profiled steps" and pred["steps"] == 2
+    assert pred["by_threads_ci95"] is None  # too few steps for an interval
     assert "prediction" not in run["phase_seconds"]  # nothing measured beyond the run's own steps
     _check_prediction(pred, run["branches"])
     assert len(pred["regions"]) == 1 and pred["regions"][0]["branches"] == 4

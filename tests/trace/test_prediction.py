@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from branchscope.profiling.trace.prediction import (
     ASSUMPTIONS,
+    StepSamples,
     branch_times_from_trace,
     lpt_makespan,
     parse_prediction,
@@ -20,7 +21,6 @@ from branchscope.profiling.trace.prediction import (
     prediction_text,
     region_text,
     thread_counts,
-    typical_step,
 )
 from branchscope.profiling.trace.records import BranchRecord, RunRecord, encode_record, read_run_record
 from tests.builders.runs import write_run_json
@@ -146,7 +146,9 @@ def test_branch_times_come_from_a_sequential_traces_steps() -> None:
         {"ph": "i", "name": "branch: a", "ts": 2_000},
         "junk",
     ]
-    step_ms, ms, n = branch_times_from_trace(events) or (0.0, {}, 0)
+    samples = branch_times_from_trace(events)
+    assert samples is not None
+    step_ms, ms, n = samples.typical()
     assert (step_ms, n) == (11.0, 2)
     assert ms == {"a": 4.0, "b → c": 5.0}
     assert branch_times_from_trace([{"ph": "X", "name": "branch: a", "ts": 0, "dur": 1}]) is None
@@ -155,8 +157,8 @@ def test_branch_times_come_from_a_sequential_traces_steps() -> None:
 def test_a_step_slowed_by_other_work_moves_no_part_of_the_typical_step() -> None:
     steps = [10.0, 11.0, 40.0]  # the third step shared its core with something else
     per_step = [{"a": 4.0, "b": 5.0}, {"a": 4.5, "b": 5.5}, {"a": 20.0, "b": 15.0}]
-    assert typical_step(steps, per_step) == (11.0, {"a": 4.5, "b": 5.5}, 3)
-    assert typical_step([10.0, 12.0], [{"a": 4.0}, {}]) == (11.0, {"a": 2.0}, 2)  # a step without it: 0
+    assert StepSamples(steps, per_step).typical() == (11.0, {"a": 4.5, "b": 5.5}, 3)
+    assert StepSamples([10.0, 12.0], [{"a": 4.0}, {}]).typical() == (11.0, {"a": 2.0}, 2)  # a step without it: 0
 
 
 def test_run_json_round_trips_and_old_ones_read_none(tmp_path) -> None:

@@ -11,8 +11,7 @@ def build_plan(model: Any, analysis: Any, device: str) -> Any:
     """The model itself, its branches marked from outside (forward hooks) so the trace shows them."""
     from branchscope.profiling.run.plans import Plan, annotate_branches_with_hooks
 
-    annotate_branches_with_hooks(model, analysis)
-    return Plan("sequential", model)
+    return Plan("sequential", model, marks=annotate_branches_with_hooks(model, analysis))
 
 
 MODE = Mode(
