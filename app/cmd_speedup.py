@@ -61,6 +61,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--fresh-workers", action="store_true",
                    help="a fresh worker per configuration per round, even where one worker could hold them all "
                    "(a parallel configuration's steps can leave the process slower for a sequential one's)")  # fmt: skip
+    p.add_argument("--no-parts", action="store_true",
+                   help="do not measure sequential 1xJ and M 1xJ beside each parallel M IxJ (they split its speedup "
+                   "into what the mode's plan gave and what its threads gave)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the result as JSON (what speedup.json holds)")
     p.add_argument("--out", type=Path, metavar="DIR", help="write DIR/speedup.json (DIR made if missing)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -104,7 +107,9 @@ def run_speedup_command(args: argparse.Namespace) -> int:
             check_speedup_out(args.out)
         except SpeedupFolderError as exc:
             return _fail(args, str(exc))
-    request = PairedRequest(configs=configs, options=options, rounds=args.rounds, fresh_workers=args.fresh_workers)
+    request = PairedRequest(
+        configs=configs, options=options, rounds=args.rounds, fresh_workers=args.fresh_workers, parts=not args.no_parts
+    )
 
     interactive = sys.stderr.isatty() and not args.quiet
 

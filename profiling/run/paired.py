@@ -10,6 +10,14 @@
   process): `rounds` rounds, each a fresh worker per configuration in turn (the order turned round
   every other round), each timing --steps steps; pair i is round i's two medians.
 
+**Parts.** A parallel configuration M I×J (fork or threads, 2 or more inter-op threads) gains two
+more paired speedups (`speedup_parts`): its *plan*, M 1×J over sequential 1×J (what the mode's plan
+changes on one thread: TorchScript's interpreter, the threads plan's overhead), and its *parallel*
+part, M I×J over M 1×J (what the threads gave). `with_parts` appends the configurations they need
+(`"added": "parts"`): in one worker, M 1×J is M's plan with each branch waited for as soon as it is
+launched, on the I threads' pool (one process cannot change its inter-op count); across workers, M
+1×J itself in fresh workers. The intervals show what either costs.
+
 Either way the worker is started and supervised by the runner (`runner.run_profile(layout=…)`:
 the same process group, cgroup, death signals, timeout and cancel as a profiling run; nothing is
 left running), in a temporary folder of its own that is removed afterwards. The speedup of each
@@ -27,7 +35,7 @@ import shutil
 import statistics
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +53,7 @@ from branchscope.profiling.run.interpreter import locate as locate_interpreter
 from branchscope.profiling.run.interpreter import worker_command as interpreter_worker_command
 from branchscope.profiling.run.modes import MODE_NAMES, MODES, mode_named
 from branchscope.profiling.run.options import RunOptions
-from branchscope.profiling.run.paired_worker import PAIRED_WORKER_MODULE, round_order
+from branchscope.profiling.run.paired_worker import ONE_AT_A_TIME, PAIRED_WORKER_MODULE, round_order
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_OK, RunRequest, python_command
 from branchscope.profiling.run.runner import (
     CancelFlag,
@@ -58,9 +66,16 @@ from branchscope.profiling.run.runner import (
 )
 from branchscope.profiling.run.sweep import SweepCell
 from branchscope.profiling.trace.pairing import Speedup, paired_speedup
-from branchscope.profiling.trace.prediction import parse_prediction, prediction_json, prediction_text
+from branchscope.profiling.trace.prediction import (
+    bound_text,
+    parse_prediction,
+    prediction_json,
+    prediction_text,
+)
 from branchscope.profiling.trace.records import (
     ACROSS_WORKERS,
+    ADDED_FOR_PARTS,
+    BASELINE_MODE,
     BRANCH_POOL_MODES,
     IN_ONE_WORKER,
     PAIRED_TIMES_JSON,
@@ -70,6 +85,7 @@ from branchscope.profiling.trace.records import (
     PairedTimesRecord,
     PredictionRecord,
     ProgressEvent,
+    SpeedupPartsRecord,
     SpeedupRecord,
     SpeedupValueRecord,
     is_speedup_json,
@@ -89,14 +105,19 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class PairedConfig(SweepCell):
-    """A configuration measured in alternation: a mode and its threads, as a sweep's cell is."""
+    """A configuration measured in alternation: a mode and its threads, as a sweep's cell is.
+    `one_at_a_time`: a pool mode's 1×J measured as its plan with each branch waited for as soon as
+    it is launched, in a worker whose pool has the I threads of another configuration (one process
+    cannot change its inter-op count; see `with_parts`)."""
+
+    one_at_a_time: bool = False
 
     @property
     def uses_pool(self) -> bool:
         return MODES[self.mode].starts_interop_pool
 
     def argv(self) -> str:
-        return f"{self.mode}:{self.interop}x{self.intra}"
+        return f"{self.mode}:{self.interop}x{self.intra}" + (ONE_AT_A_TIME if self.one_at_a_time else "")
 
 
 def parse_configs(text: str) -> list[PairedConfig]:
@@ -124,10 +145,37 @@ def parse_configs(text: str) -> list[PairedConfig]:
     return configs
 
 
+def parts_of(config: PairedConfig) -> tuple[PairedConfig, PairedConfig] | None:
+    """(sequential 1×J, M 1×J): what a parallel configuration M I×J's speedup is split against
+    (`SpeedupPartsRecord`); None for a configuration that runs no branches side by side (sequential,
+    streams, a pool mode on one inter-op thread)."""
+    if config.mode not in BRANCH_POOL_MODES or config.interop < 2:
+        return None
+    return PairedConfig(BASELINE_MODE, 1, config.intra), PairedConfig(config.mode, 1, config.intra)
+
+
+def with_parts(configs: list[PairedConfig], fresh_workers: bool = False) -> tuple[list[PairedConfig], list[PairedConfig]]:
+    """(`configs` with what their parts need appended, the configurations appended): sequential 1×J
+    and M 1×J for each parallel M I×J, where the user's configurations lack them. Where the user's
+    configurations share one worker (and `fresh_workers` is not asked), M 1×J joins them there one
+    branch at a time on M I×J's pool (`PairedConfig.one_at_a_time`), step by step beside the others;
+    else it is M 1×J itself, in fresh workers."""
+    one_worker = not fresh_workers and share_one_worker(configs)
+    out = list(configs)
+    for c in configs:
+        for needed in parts_of(c) or ():
+            if any((x.mode, x.interop, x.intra) == (needed.mode, needed.interop, needed.intra) for x in out):
+                continue
+            out.append(replace(needed, one_at_a_time=one_worker and needed.uses_pool))
+    return out, out[len(configs) :]
+
+
 def share_one_worker(configs: list[PairedConfig]) -> bool:
     """Whether one worker can step every configuration: its pool-using ones agree on the inter-op
     count (the pool is sized once per process) and the intra-op count (a pool thread reads it once)."""
-    return len({(c.interop, c.intra) for c in configs if c.uses_pool}) <= 1
+    pools = {(c.interop, c.intra) for c in configs if c.uses_pool and not c.one_at_a_time}
+    alone = {c.intra for c in configs if c.one_at_a_time}
+    return len(pools) <= 1 and (not alone or (len(pools) == 1 and alone == {j for _, j in pools}))
 
 
 @dataclass
@@ -139,6 +187,18 @@ class PairedRequest:
     #: A fresh worker per configuration per round even where one worker could hold them all
     #: (`--fresh-workers`): one configuration's steps can leave the process slower for another's.
     fresh_workers: bool = False
+    #: Measure what each parallel configuration's parts need beside it (`with_parts`; `--no-parts`: not).
+    parts: bool = True
+
+    #: The configurations as given; those `with_parts` appended (`configs` holds both).
+    user_configs: list[PairedConfig] = field(init=False)
+    added: list[PairedConfig] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.user_configs = list(self.configs)
+        self.added = []
+        if self.parts:
+            self.configs, self.added = with_parts(self.configs, self.fresh_workers)
 
     @property
     def in_one_worker(self) -> bool:
@@ -146,8 +206,9 @@ class PairedRequest:
 
     def argv(self) -> list[str]:
         """The options of `branchscope speedup` that describe this request (the window's job)."""
-        args = [*self.options.argv(), "--configs", ",".join(c.argv() for c in self.configs)]
+        args = [*self.options.argv(), "--configs", ",".join(c.argv() for c in self.user_configs)]
         args += ["--fresh-workers"] if self.fresh_workers else []
+        args += [] if self.parts else ["--no-parts"]
         return args + (["--rounds", str(self.rounds)] if self.rounds is not None else [])
 
     @property
@@ -216,7 +277,7 @@ def _measure(
     cancel: CancelFlag | None,
 ) -> tuple[RunResult, PairedTimesRecord | None]:
     """One paired worker over `configs`, in a temporary folder removed afterwards."""
-    pooled = [c for c in configs if c.uses_pool]
+    pooled = sorted((c for c in configs if c.uses_pool), key=lambda c: c.one_at_a_time)  # a real pool first
     pool = pooled[0] if pooled else configs[0]
     tmp = Path(tempfile.mkdtemp(prefix="branchscope-paired-"))
     try:
@@ -252,7 +313,7 @@ def run_paired(
         result, times = _measure(request.options, configs, rounds, on_event, cancel)
         if times is None or len(times.configs) != len(configs):
             return _failed(result, "the paired worker")
-        record = speedup_record(times.configs, times.order, IN_ONE_WORKER, rounds, request.options, times)
+        record = speedup_record(times.configs, times.order, IN_ONE_WORKER, rounds, request.options, times, request.added)
         return PairedResult(EXIT_OK, record=record)
     per_round: list[list[float]] = [[] for _ in configs]
     order: list[list[int]] = []
@@ -274,12 +335,14 @@ def run_paired(
                 on_event(ProgressEvent(step=done, of=total))
         order.append(this_round)
     records = [
-        PairedConfigRecord(mode=c.mode, interop=c.interop, intra=c.intra, steps_ms=[round(x, 4) for x in ms])
+        PairedConfigRecord(
+            mode=c.mode, interop=c.interop, intra=c.intra, one_at_a_time=c.one_at_a_time, steps_ms=[round(x, 4) for x in ms]
+        )
         for c, ms in zip(configs, per_round, strict=True)
     ]
     if last is not None:
         last.prediction = prediction
-    record = speedup_record(records, order, ACROSS_WORKERS, rounds, request.options, last)
+    record = speedup_record(records, order, ACROSS_WORKERS, rounds, request.options, last, request.added)
     record.worker_steps = max(request.options.steps, 1)
     return PairedResult(EXIT_OK, record=record)
 
@@ -291,19 +354,24 @@ def speedup_record(
     rounds: int,
     options: RunOptions,
     times: PairedTimesRecord | None,
+    added: list[PairedConfig] | tuple[PairedConfig, ...] = (),
 ) -> SpeedupRecord:
-    """The record of a paired measurement: each configuration's median and count, each one's speedup
-    over the first (`pairing.paired_speedup`), and the prediction (`predict`)."""
+    """The record of a paired measurement: each configuration's median and count (those in `added`
+    marked `ADDED_FOR_PARTS`), each one's speedup over the first (`pairing.paired_speedup`) and,
+    for a parallel one, its parts (`speedup_parts`), and the prediction (`predict`)."""
     filled = []
     for c in configs:
         ms = c.steps_ms or []
         median = round(statistics.median(ms), 4) if ms else None
-        filled.append(msgspec.structs.replace(c, median_ms=median, steps=len(ms)))
+        was_added = PairedConfig(c.mode or "", c.interop or 0, c.intra or 0, c.one_at_a_time) in added
+        filled.append(
+            msgspec.structs.replace(c, median_ms=median, steps=len(ms), added=ADDED_FOR_PARTS if was_added else None)
+        )
     base = filled[0].steps_ms or []
     speedups: list[SpeedupValueRecord | None] = [None]
     for c in filled[1:]:
         s = paired_speedup(base, c.steps_ms or [])
-        speedups.append(None if s is None else speedup_value(s))
+        speedups.append(None if s is None else speedup_value(s, speedup_parts(filled, c)))
     record = SpeedupRecord(
         demo=options.demo,
         model=times.model if times is not None else options.model_label,
@@ -320,9 +388,54 @@ def speedup_record(
     return record
 
 
-def speedup_value(s: Speedup) -> SpeedupValueRecord:
+def speedup_value(s: Speedup, parts: SpeedupPartsRecord | None = None) -> SpeedupValueRecord:
     return SpeedupValueRecord(
-        median=round(s.median, 4), ci95=[round(s.lo, 4), round(s.hi, 4)], distinguishable=s.distinguishable
+        median=round(s.median, 4), ci95=[round(s.lo, 4), round(s.hi, 4)], distinguishable=s.distinguishable, parts=parts
+    )
+
+
+def speedup_parts(configs: list[PairedConfigRecord], c: PairedConfigRecord) -> SpeedupPartsRecord | None:
+    """The parts of parallel configuration `c`'s speedup (`SpeedupPartsRecord`), each paired round by
+    round (or step by step) as the whole is; None when `c` is not parallel or a part's
+    configuration was not measured."""
+    if c.mode not in MODES or c.interop is None or c.intra is None:
+        return None
+    wanted = parts_of(PairedConfig(c.mode, c.interop, c.intra))
+    if wanted is None:
+        return None
+    index = {(x.mode, x.interop, x.intra): i for i, x in enumerate(configs)}
+    seq, one = (index.get((w.mode, w.interop, w.intra)) for w in wanted)
+    if seq is None or one is None:
+        return None
+    plan = paired_speedup(configs[seq].steps_ms or [], configs[one].steps_ms or [])
+    parallel = paired_speedup(configs[one].steps_ms or [], c.steps_ms or [])
+    whole = paired_speedup(configs[seq].steps_ms or [], c.steps_ms or [])
+    if plan is None or parallel is None or whole is None:
+        return None
+    return SpeedupPartsRecord(
+        plan=speedup_value(plan),
+        parallel=speedup_value(parallel),
+        whole=speedup_value(whole),
+        plan_by=MODES[c.mode].plan_title,
+        sequential=seq,
+        one_thread=one,
+    )
+
+
+def parts_text(parts: SpeedupPartsRecord, threads: int, short: bool = False) -> str:
+    """"1.35× = 1.40× from TorchScript's plan × 0.96× from 2 threads" (`short`: "1.40× plan ×
+    0.96× threads"), each part with its interval unless short; the whole is over sequential 1×J."""
+    whole = parts.whole.median if parts.whole is not None and parts.whole.median is not None else 0.0
+
+    def said(v: SpeedupValueRecord) -> str:
+        ci = v.ci95 if v.ci95 and len(v.ci95) == 2 else None
+        return f"{v.median or 0:.2f}×" + ("" if short or ci is None else f" [{ci[0]:.2f}–{ci[1]:.2f}]")
+
+    if short:
+        return f"{said(parts.plan)} plan × {said(parts.parallel)} threads"
+    return (
+        f"{whole:.2f}× = {said(parts.plan)} from {parts.plan_by or 'its plan'} × "
+        f"{said(parts.parallel)} from {threads} thread{'s' if threads != 1 else ''}"
     )
 
 
@@ -348,7 +461,13 @@ def speedup_lines(record: SpeedupRecord) -> list[str]:
             head += f" — {s.text(base.label)}"
         else:
             head += " — no speedup (no usable pair)"
+        if c.added == ADDED_FOR_PARTS:
+            head += " (measured for the parts)"
         lines.append(head)
+        if value is not None and value.parts is not None:
+            seq = value.parts.sequential
+            over = configs[seq].label if seq is not None and 0 <= seq < len(configs) else "sequential"
+            lines.append(f"  in parts, over {over}: {parts_text(value.parts, c.interop or 0)}")
     if record.measured == IN_ONE_WORKER:
         how = (
             f"measured in one worker: {record.rounds} rounds of one step of each configuration in turn "
@@ -360,6 +479,18 @@ def speedup_lines(record: SpeedupRecord) -> list[str]:
             f"{record.worker_steps} timed steps each; the speedup is the median of per-round ratios, 95% bootstrap interval"
         )
     lines.append(how)
+    if any(c.added == ADDED_FOR_PARTS for c in configs):
+        lines.append(
+            "parts: each parallel M I×J is split into M 1×J over sequential 1×J (its plan) and M I×J over M 1×J "
+            "(its threads); "
+            + (
+                "one process cannot change its inter-op count, so M 1×J and M I×J ran in fresh workers, round by "
+                "round, and each interval holds the spread between workers"
+                if record.measured == ACROSS_WORKERS
+                else "all in one worker, step by step"
+            )
+            + " (--no-parts: not measured)"
+        )
     lines.extend(_prediction_lines(record))
     return lines
 
@@ -375,11 +506,16 @@ def _prediction_lines(record: SpeedupRecord) -> list[str]:
         value = record.speedup[i] if i < len(record.speedup) else None
         bound = pred.by_threads.get(str(c.interop))
         if c.mode in BRANCH_POOL_MODES and (c.interop or 0) >= 2 and bound and value is not None and value.median:
+            # The bound is about threads only: it is held against the part the threads gave.
+            held, what = value, "measured"
+            if value.parts is not None and value.parts.parallel.median:
+                held, what = value.parts.parallel, f"from its threads (over {c.mode} 1×{c.intra})"
+            assert held.median is not None
             lines.append(
-                f"{c.label}: {value.median:.2f}× measured of the {bound:.2f}× its {c.interop} threads could give "
-                f"({100 * value.median / bound:.0f}%)"
+                f"{c.label}: {held.median:.2f}× {what} of the {bound_text(pred, c.interop or 0)} its {c.interop} "
+                f"threads could give ({100 * held.median / bound:.0f}%)"
             )
-            if value.ci95 and len(value.ci95) == 2 and value.ci95[0] > bound * ABOVE_BOUND:
+            if held.ci95 and len(held.ci95) == 2 and held.ci95[0] > bound * ABOVE_BOUND:
                 lines.append(f"warning: {c.label} measured above what its branches could give: {ABOVE_BOUND_WHY}")
     return lines
 

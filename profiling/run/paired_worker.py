@@ -15,6 +15,10 @@ worker sets the intra-op count to theirs before starting the pools; sequential c
 pool) may take any intra-op count. `run/paired.share_one_worker` decides, the orchestrator sends
 the others each to a worker of their own.
 
+A one-at-a-time configuration (`M:1xJ/one-at-a-time`, the parts of a speedup: `run/paired.py`) runs
+mode M's plan with each branch waited for as soon as it is launched (`build_plan(one_at_a_time=True)`)
+on the pool started for the worker's M I×J: M's plan on one thread, beside M I×J in one process.
+
 Steps: load the model once, run its forward (the reference outputs), find its branches once (when a
 configuration needs them), build each mode's plan once (sequential times the model's plain forward:
 its plan would add forward hooks to the model, which every plan then runs too), check each plan's
@@ -33,7 +37,7 @@ import faulthandler
 import sys
 import time
 import traceback
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.run.modes import ModeUnavailable, mode_named
@@ -68,13 +72,28 @@ def build_arg_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_config_list(text: str) -> list[tuple[str, int, int]]:
-    """`MODE:IxJ,…` as the orchestrator writes it (already checked there)."""
+class WorkerConfig(NamedTuple):
+    """One configuration as the worker steps it; `one_at_a_time`: the mode's plan with each branch
+    waited for as soon as it is launched, on the pool the worker started for another configuration."""
+
+    mode: str
+    interop: int
+    intra: int
+    one_at_a_time: bool = False
+
+
+#: How the orchestrator marks a one-at-a-time configuration (`paired.PairedConfig.argv`).
+ONE_AT_A_TIME = "/one-at-a-time"
+
+
+def parse_config_list(text: str) -> list[WorkerConfig]:
+    """`MODE:IxJ[/one-at-a-time],…` as the orchestrator writes it (already checked there)."""
     configs = []
     for part in text.split(","):
-        mode, _, threads = part.partition(":")
+        one = part.endswith(ONE_AT_A_TIME)
+        mode, _, threads = part.removesuffix(ONE_AT_A_TIME).partition(":")
         interop, _, intra = threads.partition("x")
-        configs.append((mode, int(interop), int(intra)))
+        configs.append(WorkerConfig(mode, int(interop), int(intra), one))
     return configs
 
 
@@ -88,8 +107,8 @@ def measure(args: argparse.Namespace, proto: _Protocol) -> PairedTimesRecord:
     import torch
 
     configs = parse_config_list(args.configs)
-    modes = [mode_named(m) for m, _, _ in configs]
-    pooled = [(i, j) for (m, i, j), mode in zip(configs, modes, strict=True) if mode.start_pool is not None]
+    modes = [mode_named(c.mode) for c in configs]
+    pooled = [(c.interop, c.intra) for c, mode in zip(configs, modes, strict=True) if mode.start_pool is not None]
     # First torch calls of the process: the inter-op pool's size, then the intra-op count its
     # threads will read when they start (the pool-using configurations agree on both).
     torch.set_num_interop_threads(args.interop)
@@ -133,27 +152,34 @@ def measure(args: argparse.Namespace, proto: _Protocol) -> PairedTimesRecord:
     analysis = None
     if any(mode.needs_branches for mode in modes):
         analysis = find_branches(loaded.model, loaded.inputs, loaded.kwargs, grad=loaded.train_step is not None)
-    plans: dict[str, Any] = {}
-    for mode in dict.fromkeys(modes):
+    plans: dict[tuple[str, bool], Any] = {}  # by (mode, one at a time)
+    for c, mode in zip(configs, modes, strict=True):
+        key = (mode.name, c.one_at_a_time)
+        if key in plans:
+            continue
         if not mode.needs_branches:
-            plans[mode.name] = loaded.model  # sequential: the plain forward (see the module docstring)
+            plans[key] = loaded.model  # sequential: the plain forward (see the module docstring)
             continue
         try:
-            plans[mode.name] = mode.build_plan(loaded.model, analysis, device)
+            plans[key] = (
+                mode.build_plan(loaded.model, analysis, device, one_at_a_time=True)
+                if c.one_at_a_time
+                else mode.build_plan(loaded.model, analysis, device)
+            )
         except ModeUnavailable as exc:
             raise RunFailure(EXIT_MODE, str(exc)) from exc
-    diffs: dict[str, float | None] = {}
-    for name, plan in plans.items():
-        actual = call(plan, f"running the {name} plan")
+    diffs: dict[tuple[str, bool], float | None] = {}
+    for (name, one), plan in plans.items():
+        actual = call(plan, f"running the {name} plan" + (" one branch at a time" if one else ""))
         sync()
-        diffs[name] = None if loaded.train_step is not None else max_abs_diff(expected, actual)
+        diffs[(name, one)] = None if loaded.train_step is not None else max_abs_diff(expected, actual)
     del expected
 
     def step(index: int, what: str) -> float:
-        mode_name, _, intra = configs[index]
-        torch.set_num_threads(intra)
+        c = configs[index]
+        torch.set_num_threads(c.intra)
         t0 = time.perf_counter()
-        call(plans[mode_name], what)
+        call(plans[(c.mode, c.one_at_a_time)], what)
         sync()
         return (time.perf_counter() - t0) * 1000.0
 
@@ -182,15 +208,16 @@ def measure(args: argparse.Namespace, proto: _Protocol) -> PairedTimesRecord:
     return PairedTimesRecord(
         configs=[
             PairedConfigRecord(
-                mode=m,
-                interop=i,
-                intra=j,
+                mode=c.mode,
+                interop=c.interop,
+                intra=c.intra,
+                one_at_a_time=c.one_at_a_time,
                 median_ms=round(statistics.median(ts), 4),
                 steps=len(ts),
                 steps_ms=[round(t, 4) for t in ts],
-                max_abs_diff=diffs[m],
+                max_abs_diff=diffs[(c.mode, c.one_at_a_time)],
             )
-            for (m, i, j), ts in zip(configs, times, strict=True)
+            for c, ts in zip(configs, times, strict=True)
         ],
         order=order,
         model=loaded.label,
@@ -202,7 +229,7 @@ def measure(args: argparse.Namespace, proto: _Protocol) -> PairedTimesRecord:
     )
 
 
-def _prediction(loaded: Any, analysis: Any, configs: list[tuple[str, int, int]], call: Any, sync: Any) -> Any:
+def _prediction(loaded: Any, analysis: Any, configs: list[WorkerConfig], call: Any, sync: Any) -> Any:
     """What the branches could give (`profiling/trace/prediction.py`), from sequential steps of the
     model's own forward timed with hooks (`branch_timing`), at the sequential configuration's
     intra-op count (else the first's), after the paired rounds; None without regions or times."""
@@ -214,7 +241,7 @@ def _prediction(loaded: Any, analysis: Any, configs: list[tuple[str, int, int]],
     from branchscope.profiling.trace.prediction import FROM_MEASURED, predict_from
     from branchscope.profiling.trace.records import BranchRecord
 
-    intra = next((j for m, _, j in configs if not mode_named(m).needs_branches), configs[0][2])
+    intra = next((c.intra for c in configs if not mode_named(c.mode).needs_branches), configs[0].intra)
     torch.set_num_threads(intra)
     try:
         measured = measure_branch_times(

@@ -61,17 +61,32 @@ class LaunchedBranch:
     t: int
 
 
-def start_then_join(gen: Any, launched: list[LaunchedBranch], indent: str, start: str, join: str) -> list[str]:
+def start_then_join(
+    gen: Any, launched: list[LaunchedBranch], indent: str, start: str, join: str, one_at_a_time: bool = False
+) -> list[str]:
     """A region's lines for a mode that starts every branch, then waits for each and unpacks its
     results: `start` is the expression that starts one ({fn}: its method, {args}: ", a, b"), `join`
-    the one that waits for it ({handle}: what `start` gave)."""
+    the one that waits for it ({handle}: what `start` gave). `one_at_a_time`: each branch is waited
+    for as soon as it is started, so the mode's pool runs one branch at a time (the mode's plan on
+    one thread, in a process whose pool has more: what a speedup's parts compare, `run/paired.py`)."""
     lines = []
-    for b in launched:
+
+    def started(b: LaunchedBranch) -> str:
         args = "".join(f", {gen.var(i)}" for i in b.ins)
-        lines.append(f"{indent}_fut{b.t} = {start.format(fn=f'self.{b.method}', args=args)}")
+        return f"{indent}_fut{b.t} = {start.format(fn=f'self.{b.method}', args=args)}"
+
+    def joined(b: LaunchedBranch) -> list[str]:
+        return [f"{indent}_res{b.t} = {join.format(handle=f'_fut{b.t}')}"] + [
+            f"{indent}{gen.var(o)} = _res{b.t}[{j}]" for j, o in enumerate(b.outs)
+        ]
+
+    if one_at_a_time:
+        for b in launched:
+            lines += [started(b), *joined(b)]
+        return lines
+    lines += [started(b) for b in launched]
     for b in launched:
-        lines.append(f"{indent}_res{b.t} = {join.format(handle=f'_fut{b.t}')}")
-        lines += [f"{indent}{gen.var(o)} = _res{b.t}[{j}]" for j, o in enumerate(b.outs)]
+        lines += joined(b)
     return lines
 
 

@@ -733,7 +733,12 @@ def is_sweep_json(obj: Any) -> bool:
 # ---------------------------------------------------------------- speedup.json (`branchscope speedup`)
 
 SPEEDUP_JSON = "speedup.json"
-SPEEDUP_FORMAT = 1
+#: speedup.json's format: 2 adds each added configuration's `"added": "parts"` and each parallel
+#: configuration's `parts` (plan and parallel speedups) to what version 1 has; both are read.
+SPEEDUP_FORMAT = 2
+SPEEDUP_FORMATS = (1, 2)
+#: `PairedConfigRecord.added` of a configuration `speedup` measured for the parts of another's speedup.
+ADDED_FOR_PARTS = "parts"
 #: What the paired worker writes into its staging folder (read by `run/paired.py`, never kept).
 PAIRED_TIMES_JSON = "paired.json"
 #: How `branchscope speedup` measured: one worker stepping the configurations in turn, or a fresh
@@ -754,10 +759,15 @@ class PairedConfigRecord(msgspec.Struct, kw_only=True):
     steps_ms: list[float] | None = None
     #: The plan's outputs against the model's own forward (the paired worker checks each plan once).
     max_abs_diff: float | None = None
+    #: `ADDED_FOR_PARTS` where `speedup` measured it beside the user's configurations (format 2).
+    added: str | None = None
+    #: A pool mode's 1×J run as its plan with each branch waited for at once, on the pool of the
+    #: worker's other configuration (format 2; `run/paired.py`'s `PairedConfig.one_at_a_time`).
+    one_at_a_time: bool = False
 
     @property
     def label(self) -> str:
-        return f"{self.mode} {self.interop}×{self.intra}"
+        return f"{self.mode} {self.interop}×{self.intra}" + (" (one branch at a time)" if self.one_at_a_time else "")
 
 
 class PairedTimesRecord(msgspec.Struct, kw_only=True):
@@ -786,6 +796,25 @@ class SpeedupValueRecord(msgspec.Struct, kw_only=True):
     median: float | None = None
     ci95: list[float] | None = None
     distinguishable: bool = False
+    #: A parallel configuration's speedup in its parts (format 2; see `SpeedupPartsRecord`).
+    parts: SpeedupPartsRecord | None = None
+
+
+class SpeedupPartsRecord(msgspec.Struct, kw_only=True):
+    """A parallel configuration M I×J's speedup over sequential 1×J in two parts, each paired:
+    `plan`, M 1×J over sequential 1×J (what running the mode's plan on one thread changes: for fork,
+    TorchScript's interpreter and fusion; for threads, its overhead), and `parallel`, M I×J over M
+    1×J (what the I threads gave). `plan_by` names the plan in the mode's own words."""
+
+    plan: SpeedupValueRecord
+    parallel: SpeedupValueRecord
+    plan_by: str | None = None
+    #: M I×J over sequential 1×J, paired as the parts are: the whole they split (the speedup
+    #: itself when the baseline is sequential 1×J).
+    whole: SpeedupValueRecord | None = None
+    #: The configurations the parts compare, as indexes into `configs`: sequential 1×J and M 1×J.
+    sequential: int | None = None
+    one_thread: int | None = None
 
 
 class SpeedupRecord(msgspec.Struct, kw_only=True):
@@ -817,7 +846,7 @@ class SpeedupRecord(msgspec.Struct, kw_only=True):
 
 def is_speedup_json(obj: Any) -> bool:
     """Whether decoded JSON is a speedup.json of branchscope's (its version and a list of configs)."""
-    return isinstance(obj, dict) and obj.get("paired") == SPEEDUP_FORMAT and isinstance(obj.get("configs"), list)
+    return isinstance(obj, dict) and obj.get("paired") in SPEEDUP_FORMATS and isinstance(obj.get("configs"), list)
 
 
 # ---------------------------------------------------------------- JSON-line events

@@ -46,26 +46,36 @@ def test_in_one_worker_the_configurations_alternate_step_by_step(tmp_path):
     pred = data["prediction"]
     assert pred["from"].endswith("sequential steps measured in the worker") and pred["text"].startswith("could be at most ")
     assert 1.0 <= pred["by_threads"]["2"] <= 2.0 and [r["region"] for r in pred["regions"]] == ["1"]
-    assert [(c["mode"], c["interop"], c["intra"], c["steps"]) for c in data["configs"]] == [
-        ("sequential", 1, 1, 6), ("fork", 2, 1, 6),
+    # fork 1×1 for the parts, added: fork's plan one branch at a time on the 2 threads' pool
+    assert [(c["mode"], c["interop"], c["intra"], c["steps"], c["added"], c["one_at_a_time"]) for c in data["configs"]] == [
+        ("sequential", 1, 1, 6, None, False), ("fork", 2, 1, 6, None, False), ("fork", 1, 1, 6, "parts", True),
     ]  # fmt: skip
     for c in data["configs"]:
         assert len(c["steps_ms"]) == 6 and all(t > 0 for t in c["steps_ms"])
         assert min(c["steps_ms"]) <= c["median_ms"] <= max(c["steps_ms"])
         assert c["max_abs_diff"] is not None and c["max_abs_diff"] < 1e-3  # the plan computes the model
     # One step of each in every round, the order turned round every other round: ABBAAB…, never AAA…BBB.
-    assert data["order"] == [[0, 1], [1, 0]] * 3
+    assert data["order"] == [[0, 1, 2], [2, 1, 0]] * 3
     assert data["speedup"][0] is None
     s = data["speedup"][1]
-    assert set(s) == {"median", "ci95", "distinguishable"}
+    assert set(s) == {"median", "ci95", "distinguishable", "parts"}
     lo, hi = s["ci95"]
     assert lo <= s["median"] <= hi and s["distinguishable"] == (not lo <= 1.0 <= hi)
+    parts = s["parts"]
+    assert parts["plan_by"] == "TorchScript's plan" and (parts["sequential"], parts["one_thread"]) == (0, 2)
+    for part in ("plan", "parallel", "whole"):
+        lo, hi = parts[part]["ci95"]
+        assert lo <= parts[part]["median"] <= hi
+    assert parts["whole"]["median"] == s["median"]  # the baseline is sequential 1×1: the same pairs
+    assert data["speedup"][2]["parts"] is None  # fork 1×1 runs no branches side by side
     assert os.listdir(tmp_path / "tmp") == [] and _left_running(tmp_path) == []
 
 
 def test_across_workers_each_round_is_a_fresh_worker_per_configuration(tmp_path):
     out = tmp_path / "out"
-    proc = speedup(tmp_path, "--configs", "fork:1x1,fork:2x1", "--rounds", "2", "--steps", "2", "--out", str(out))
+    proc = speedup(
+        tmp_path, "--configs", "fork:1x1,fork:2x1", "--rounds", "2", "--steps", "2", "--no-parts", "--out", str(out)
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("fork 1×1: median ") and lines[0].endswith("(baseline)")

@@ -40,7 +40,11 @@ def test_configs_parse_in_order_with_the_baseline_first():
     configs = parse_configs("sequential:1x1, fork:2x1,threads:2x2")
     assert configs == [PairedConfig("sequential", 1, 1), PairedConfig("fork", 2, 1), PairedConfig("threads", 2, 2)]
     assert [c.label for c in configs] == ["sequential 1×1", "fork 2×1", "threads 2×2"]
-    assert parse_config_list(",".join(c.argv() for c in configs)) == [("sequential", 1, 1), ("fork", 2, 1), ("threads", 2, 2)]
+    assert parse_config_list(",".join(c.argv() for c in configs)) == [
+        ("sequential", 1, 1, False), ("fork", 2, 1, False), ("threads", 2, 2, False),
+    ]  # fmt: skip
+    one = PairedConfig("fork", 1, 1, one_at_a_time=True)
+    assert parse_config_list(one.argv()) == [("fork", 1, 1, True)]
     assert parse_configs("multi-stream:1x1,sequential:1x1")[0].mode == "streams"  # an alias, by its name
 
 
@@ -92,7 +96,8 @@ def test_across_workers_runs_a_worker_per_configuration_per_round_in_turn(monkey
         return RunResult(0, None, payload=times), times
 
     monkeypatch.setattr(paired, "_measure", fake_measure)
-    result = run_paired(PairedRequest(parse_configs("fork:1x1,fork:2x1"), RunOptions(demo="twin-mm", steps=4), rounds=3))
+    request = PairedRequest(parse_configs("fork:1x1,fork:2x1"), RunOptions(demo="twin-mm", steps=4), rounds=3, parts=False)
+    result = run_paired(request)
     assert result.ok and result.record is not None
     assert calls == ["fork 1×1", "fork 2×1", "fork 2×1", "fork 1×1", "fork 1×1", "fork 2×1"]
     record = result.record
@@ -107,7 +112,7 @@ def test_a_failed_worker_is_one_line_naming_the_round(monkeypatch):
         return RunResult(3, None, message="fork mode needs TorchScript"), None
 
     monkeypatch.setattr(paired, "_measure", failing)
-    result = run_paired(PairedRequest(parse_configs("fork:1x1,fork:2x1"), RunOptions(demo="twin-mm"), rounds=2))
+    result = run_paired(PairedRequest(parse_configs("fork:1x1,fork:2x1"), RunOptions(demo="twin-mm"), rounds=2, parts=False))
     assert result.exit_code == 3 and result.message == "round 1, fork 1×1: fork mode needs TorchScript"
 
 
@@ -129,7 +134,8 @@ def test_the_record_holds_medians_speedups_and_a_prediction_key():
     ]  # fmt: skip
     assert data["baseline"] == 0 and data["speedup"][0] is None
     fork, threads = data["speedup"][1], data["speedup"][2]
-    assert set(fork) == {"median", "ci95", "distinguishable"} and fork["distinguishable"] is True
+    assert set(fork) == {"median", "ci95", "distinguishable", "parts"} and fork["distinguishable"] is True
+    assert fork["parts"] is None  # no fork 1×1 measured: no parts
     assert fork["ci95"][0] <= fork["median"] == 2.0 <= fork["ci95"][1]
     assert threads["distinguishable"] is False and threads["ci95"][0] <= 1.0 <= threads["ci95"][1]
     lines = speedup_lines(record)
@@ -253,3 +259,82 @@ def test_a_speedup_above_what_the_branches_could_give_is_said_to_be():
     assert lines[-2].startswith("fork 2×1: 1.7") and "× measured of the 1.29× its 2 threads could give" in lines[-2]
     assert lines[-1].startswith("warning: fork 2×1 measured above what its branches could give: ")
     assert "--fresh-workers" in lines[-1]
+
+
+# ---------------------------------------------------------------- a speedup in its parts
+
+
+def _request(text: str, **kwargs) -> PairedRequest:
+    return PairedRequest(parse_configs(text), RunOptions(demo="twin-mm"), **kwargs)
+
+
+def test_each_parallel_configuration_gains_what_its_parts_need_in_the_same_worker_where_it_can():
+    req = _request("sequential:1x1,fork:2x1,threads:2x1")
+    # fork 1×1 and threads 1×1 join the worker, one branch at a time on the 2 threads' pools
+    assert req.added == [PairedConfig("fork", 1, 1, True), PairedConfig("threads", 1, 1, True)]
+    assert req.configs == [*req.user_configs, *req.added] and req.in_one_worker
+    assert req.argv()[-2:] == ["--configs", "sequential:1x1,fork:2x1,threads:2x1"]  # the user's, as given
+    assert "--no-parts" in _request("sequential:1x1,fork:2x1", parts=False).argv()
+    # Sequential 1×J of the pool's J, whatever the baseline
+    assert _request("sequential:1x2,fork:2x1").added == [PairedConfig("sequential", 1, 1), PairedConfig("fork", 1, 1, True)]
+    # Configurations that cannot share a worker: fork 1×J itself, in fresh workers
+    req = _request("fork:2x1,fork:2x2")
+    assert req.added == [
+        PairedConfig("sequential", 1, 1), PairedConfig("fork", 1, 1), PairedConfig("sequential", 1, 2), PairedConfig("fork", 1, 2),
+    ]  # fmt: skip
+    assert not req.in_one_worker
+    assert _request("sequential:1x1,fork:2x1", fresh_workers=True).added == [PairedConfig("fork", 1, 1)]
+    # What the user gave is used as it is; no parts for what runs no branches side by side
+    assert _request("sequential:1x1,fork:1x1,fork:2x1").added == []
+    assert _request("sequential:1x1,sequential:1x2,streams:2x1,fork:1x1").added == []
+    assert _request("sequential:1x1,fork:2x1", parts=False).configs == parse_configs("sequential:1x1,fork:2x1")
+
+
+def test_one_at_a_time_configurations_share_a_worker_only_beside_a_pool_of_their_intra_count():
+    one = PairedConfig("fork", 1, 1, True)
+    assert share_one_worker([PairedConfig("sequential", 1, 1), PairedConfig("fork", 2, 1), one])
+    assert not share_one_worker([PairedConfig("sequential", 1, 1), PairedConfig("fork", 2, 2), one])
+    assert not share_one_worker([PairedConfig("sequential", 1, 1), one])  # no pool of its mode's to run on
+
+
+def _parts_record() -> SpeedupRecord:
+    configs = [
+        PairedConfigRecord(mode="sequential", interop=1, intra=1, steps_ms=[40.0, 40.0, 40.0, 40.0, 40.0]),
+        PairedConfigRecord(mode="fork", interop=2, intra=1, steps_ms=[20.0, 20.0, 20.0, 20.0, 20.0]),
+        PairedConfigRecord(mode="fork", interop=1, intra=1, one_at_a_time=True, steps_ms=[30.0, 30.0, 30.0, 30.0, 30.0]),
+    ]
+    added = [PairedConfig("fork", 1, 1, True)]
+    return speedup_record(configs, [[0, 1, 2], [2, 1, 0]] * 2 + [[0, 1, 2]], IN_ONE_WORKER, 5, RunOptions(demo="twin-mm"), None, added)
+
+
+def test_a_parallel_speedup_is_split_into_its_plan_and_its_threads():
+    record = _parts_record()
+    assert [c.added for c in record.configs] == [None, None, "parts"]
+    parts = record.speedup[1].parts
+    assert parts is not None and parts.plan_by == "TorchScript's plan"
+    assert (parts.plan.median, parts.parallel.median, parts.whole.median) == (pytest.approx(40 / 30, abs=1e-4), 1.5, 2.0)
+    assert record.speedup[2].parts is None
+    lines = speedup_lines(record)
+    assert lines[1].startswith("fork 2×1: median 20.00 ms")
+    assert lines[3].startswith("fork 1×1 (one branch at a time): median 30.00 ms over 5 steps — 1.33× faster than sequential 1×1")
+    assert lines[3].endswith("(measured for the parts)")
+    said = [line for line in lines if line.startswith("  in parts")]
+    assert said == [
+        "  in parts, over sequential 1×1: 2.00× = 1.33× [1.33–1.33] from TorchScript's plan × 1.50× [1.50–1.50] from 2 threads"
+    ]
+    assert any(line.startswith("parts: each parallel M I×J is split") and "all in one worker" in line for line in lines)
+
+
+def test_the_bound_is_held_against_what_the_threads_gave():
+    record = _parts_record()
+    record.prediction = {"by_threads": {"2": 1.6, "4": 1.6}, "by_threads_ci95": {"2": [1.5, 1.7], "4": [1.5, 1.7]}}
+    lines = speedup_lines(record)
+    held = [line for line in lines if "threads could give" in line]
+    assert held == ["fork 2×1: 1.50× from its threads (over fork 1×1) of the 1.60× [1.50–1.70] its 2 threads could give (94%)"]
+
+
+def test_speedup_json_of_format_1_still_opens(tmp_path):
+    old = {"paired": 1, "configs": [{"mode": "sequential", "interop": 1, "intra": 1, "steps_ms": [1.0]}],
+           "speedup": [None], "baseline": 0}  # fmt: skip
+    assert is_speedup_json(old) and SpeedupRecord.parse(old).configs[0].added is None
+    assert is_speedup_json({**old, "paired": 2}) and not is_speedup_json({**old, "paired": 3})

@@ -54,8 +54,10 @@ class Mode:
     #: How a run of it reads in the runs list, after "N branches": `{interop}` and `{s}` (the plural
     #: of "thread") are filled in, e.g. "on {interop} inter-op thread{s}".
     runs_as: str
-    #: The plan: `build_plan(model, analysis, device) -> Plan` (imports torch: worker only).
-    build_plan: Callable[[Any, Any, str], Any]
+    #: The plan: `build_plan(model, analysis, device) -> Plan` (imports torch: worker only); a mode
+    #: with a pool also takes `one_at_a_time=True`: each branch waited for as soon as it is launched
+    #: (its plan on one pool thread, for a speedup's parts: `run/paired.py`).
+    build_plan: Callable[..., Any]
     needs_cuda: bool = False
     needs_torchscript: bool = False
     #: Needs the model's graph and parallel branches (only sequential runs any model as it is).
@@ -71,6 +73,10 @@ class Mode:
     #: Its branches run on threads torch.profiler does not follow by itself (Python threads): the
     #: worker profiles every thread.
     profile_all_threads: bool = False
+    #: What running its plan on one thread is, in a speedup's parts ("1.40× from TorchScript's
+    #: plan"): for a mode that runs the branches one after another at 1×J, what its plan changes
+    #: against the model's own forward.
+    plan_title: str = "its plan"
     #: Other names the command line takes for it ("multi-stream").
     aliases: tuple[str, ...] = ()
     #: `settle()`: waits until the mode's pool has finished its tasks. The worker calls it after each

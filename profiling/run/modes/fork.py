@@ -10,11 +10,14 @@ from typing import Any
 from branchscope.profiling.run.modes import Mode, ModeUnavailable
 
 
-def emit_region(gen: Any, launched: list[Any], indent: str) -> list[str]:
-    """Fork every branch of the region, then wait for each and unpack its results."""
+def emit_region(gen: Any, launched: list[Any], indent: str, one_at_a_time: bool = False) -> list[str]:
+    """Fork every branch of the region, then wait for each and unpack its results (`one_at_a_time`:
+    wait for each as soon as it is forked)."""
     from branchscope.profiling.run.plans import start_then_join
 
-    return start_then_join(gen, launched, indent, "torch.jit.fork({fn}{args})", "torch.jit.wait({handle})")
+    return start_then_join(
+        gen, launched, indent, "torch.jit.fork({fn}{args})", "torch.jit.wait({handle})", one_at_a_time
+    )
 
 
 def compiler_summary(message: str, limit: int = 400) -> str:
@@ -101,11 +104,13 @@ def settle() -> None:
     settle_interop_pool()
 
 
-def launcher() -> Any:
+def launcher(one_at_a_time: bool = False) -> Any:
     """This mode's part of the generated plan (`plans.Launcher`); TorchScript calls no higher-order ops."""
+    from functools import partial
+
     from branchscope.profiling.run.plans import Launcher
 
-    return Launcher("fork", emit_region, higher_order=False)
+    return Launcher("fork", partial(emit_region, one_at_a_time=one_at_a_time), higher_order=False)
 
 
 def _higher_order_ops(analysis: Any) -> set[str]:
@@ -131,8 +136,8 @@ def _naming_threads_mode(exc: ModeUnavailable, analysis: Any) -> ModeUnavailable
     return ModeUnavailable(f"{exc}; or run --mode threads, which runs it in eager PyTorch", files=exc.files)
 
 
-def build_plan(model: Any, analysis: Any, device: str) -> Any:
-    """The generated plan, compiled by TorchScript."""
+def build_plan(model: Any, analysis: Any, device: str, one_at_a_time: bool = False) -> Any:
+    """The generated plan, compiled by TorchScript (`one_at_a_time`: each fork waited for at once)."""
     import time
     import warnings
 
@@ -142,7 +147,7 @@ def build_plan(model: Any, analysis: Any, device: str) -> Any:
 
     t0 = time.perf_counter()
     try:
-        module, source = generate_plan_module(analysis, launcher())
+        module, source = generate_plan_module(analysis, launcher(one_at_a_time))
     except ModeUnavailable as exc:
         raise _naming_threads_mode(exc, analysis) from exc
     t1 = time.perf_counter()
@@ -170,4 +175,5 @@ MODE = Mode(
     start_pool=start_pool,
     check=check,
     settle=settle,
+    plan_title="TorchScript's plan",
 )

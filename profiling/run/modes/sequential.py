@@ -22,4 +22,5 @@ MODE = Mode(
     runs_as="one after another on the main thread",
     build_plan=build_plan,
     needs_branches=False,
+    plan_title="the model's own forward",
 )

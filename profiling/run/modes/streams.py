@@ -68,4 +68,5 @@ MODE = Mode(
     build_plan=build_plan,
     needs_cuda=True,
     aliases=("multi-stream",),
+    plan_title="the streams plan",
 )

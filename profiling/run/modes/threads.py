@@ -65,24 +65,28 @@ class ThreadLauncher:
         return self.pool.submit(call)
 
 
-def emit_region(gen: Any, launched: list[Any], indent: str) -> list[str]:
-    """Submit every branch of the region to the pool, then wait for each and unpack its results."""
+def emit_region(gen: Any, launched: list[Any], indent: str, one_at_a_time: bool = False) -> list[str]:
+    """Submit every branch of the region to the pool, then wait for each and unpack its results
+    (`one_at_a_time`: wait for each as soon as it is submitted)."""
     from branchscope.profiling.run.plans import start_then_join
 
-    return start_then_join(gen, launched, indent, "_threads.submit({fn}{args})", "{handle}.result()")
+    return start_then_join(gen, launched, indent, "_threads.submit({fn}{args})", "{handle}.result()", one_at_a_time)
 
 
-def launcher(threads: ThreadLauncher) -> Any:
+def launcher(threads: ThreadLauncher, one_at_a_time: bool = False) -> Any:
     """This mode's part of the generated plan (`plans.Launcher`): eager Python, so higher-order ops
     are called as the graph has them."""
+    from functools import partial
+
     from branchscope.profiling.run.plans import Launcher
 
-    return Launcher("threads", emit_region, namespace={"_threads": threads})
+    return Launcher("threads", partial(emit_region, one_at_a_time=one_at_a_time), namespace={"_threads": threads})
 
 
-def build_plan(model: Any, analysis: Any, device: str, pool: Any = None) -> Any:
+def build_plan(model: Any, analysis: Any, device: str, one_at_a_time: bool = False, pool: Any = None) -> Any:
     """The generated plan, its regions' branches on `pool` (default: the pool the worker started;
-    one of two threads when none was, as in tests run in process)."""
+    one of two threads when none was, as in tests run in process; `one_at_a_time`: each branch
+    waited for as soon as it is submitted)."""
     import time
 
     from branchscope.profiling.run.plans import Plan, generate_plan_module
@@ -90,7 +94,7 @@ def build_plan(model: Any, analysis: Any, device: str, pool: Any = None) -> Any:
     if pool is None:
         pool = _shared_pool if _shared_pool is not None else start_pool(2)
     t0 = time.perf_counter()
-    module, source = generate_plan_module(analysis, launcher(ThreadLauncher(pool, device)))
+    module, source = generate_plan_module(analysis, launcher(ThreadLauncher(pool, device), one_at_a_time))
     return Plan("threads", module, source, analysis, build_s=time.perf_counter() - t0)
 
 
@@ -103,4 +107,5 @@ MODE = Mode(
     build_plan=build_plan,
     start_pool=start_pool,
     profile_all_threads=True,
+    plan_title="the threads plan",
 )
