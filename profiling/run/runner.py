@@ -1206,6 +1206,7 @@ def format_summary(run: RunRecord, out: Path) -> str:
         lines.append(f"left out: {left_out_text(run.left_out)}")
     if run.prediction is not None:  # what the branches could give (profiling/trace/prediction.py)
         lines.append(f"prediction: {prediction_text(run.prediction)}")
+    lines += [f"note: {note}" for note in run.notes or []]  # what discovery and the prediction could not do
     lines.append(
         f"threads: main {run.main_tid}, inter-op pool {run.interop_tids}, intra-op (OpenMP) workers {run.intra_tids}"
     )

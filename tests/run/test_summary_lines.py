@@ -69,3 +69,10 @@ def test_the_prediction_is_said_in_words_with_its_assumptions():
     said = next(i for i, line in enumerate(lines) if line.startswith("prediction: "))
     assert lines[said - 1].strip().startswith("[1] small") and lines[said + 1].startswith("threads: ")
     assert not any(line.startswith("prediction") for line in format_summary(_run(branches=branches), Path("o")).splitlines())
+
+
+def test_what_discovery_and_the_prediction_could_not_do_is_said_as_notes():
+    said = "branches inside the paths of torch.cond (node cond) are not searched"
+    lines = format_summary(_run(notes=[said]), Path("out")).splitlines()
+    assert f"note: {said}" in lines
+    assert not any(line.startswith("note: ") for line in format_summary(_run(), Path("out")).splitlines())
