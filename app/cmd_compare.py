@@ -5,7 +5,9 @@ it ran, its unprofiled step time and spread, the speedup against the baseline, p
 used, memory peaks) and the ops whose time differs most; `--json` prints the same for scripts;
 `--screenshot` draws the compare view offscreen instead (Qt is imported only then). When a sequential
 and a fork or threads run of the same thread count are among the runs, one line says which way of using the
-cores served the model better (`profiling/trace/advice.py`), or which run would tell.
+cores served the model better (`profiling/trace/advice.py`), or which run would tell; `--json`'s
+"advice" is that as an object (`records.AdviceRecord`: text, winner, reason). A run starved of cores
+(`profiling/trace/starved.py`) says so in its row and is never the advice's winner.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from pathlib import Path
 
 from branchscope.app.cli_text import bytes_text, fail
 from branchscope.profiling import TraceFormatError
-from branchscope.profiling.trace.advice import advice_line, from_summaries
+from branchscope.profiling.trace.advice import advice_record, from_summaries
 from branchscope.profiling.trace.compare import Comparison, LoadedRun, compare, load_run, vs_prediction
 from branchscope.profiling.trace.prediction import prediction_text
+from branchscope.profiling.trace.records import AdviceRecord, to_builtins
 from branchscope.profiling.trace.step_stats import StepStats
 
 SCREENSHOT_SIZE = (1600, 1000)
@@ -68,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     if args.screenshot is not None:
         return screenshot(loaded, result, args.screenshot)
     if args.json:
-        json.dump({**result.to_json(), "advice": comparison_advice(result)}, sys.stdout)
+        advice = comparison_advice(result)
+        json.dump({**result.to_json(), "advice": None if advice is None else to_builtins(advice)}, sys.stdout)
         sys.stdout.write("\n")
     else:
         print(format_table(result))
@@ -76,10 +80,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 # ---- the table ---------------------------------------------------------------------------------
-def comparison_advice(c: Comparison) -> str | None:
+def comparison_advice(c: Comparison) -> AdviceRecord | None:
     """Which way of using the cores served the model better, among the runs compared (or which run
-    would tell); None when the runs are not of both ways."""
-    return advice_line(from_summaries(c.runs))
+    would tell), its winner's `index` the run's as --baseline K counts; None when the runs are not
+    of both ways."""
+    return advice_record(from_summaries(c.runs))
 
 
 def prediction_lines(c: Comparison) -> list[str]:
@@ -125,6 +130,8 @@ def format_table(c: Comparison) -> str:
             vs = f"{c.speedup[k]:.2f}×" + (" within noise" if c.within_noise[k] else "")
         if c.busy_beside_baseline(k) and vs != "–":
             vs += " machine busy"
+        if s.starved:
+            vs += " starved"
         memory = ", ".join(f"{d} {bytes_text(b)}" for d, b in s.peak_bytes.items()) or "–"
         rows.append([
             f"{k}{'*' if k == c.baseline else ''}", s.label, s.mode or "–", s.threads or "–",
@@ -144,9 +151,13 @@ def format_table(c: Comparison) -> str:
     busy = [f"run {k} ({s.load.text().removeprefix('machine: ')})" for k, s in enumerate(c.runs) if s.busy and s.load is not None]
     if busy:
         lines.append("machine busy: " + "; ".join(busy))
+    starved = [f"run {k}" for k, s in enumerate(c.runs) if s.starved]
+    if starved:
+        lines.append(f"starved of cores: {', '.join(starved)} (got fewer cores than the threads could use: "
+                     "never the advice's winner)")  # fmt: skip
     advice = comparison_advice(c)
     if advice is not None:
-        lines += ["", f"advice: {advice}"]
+        lines += ["", f"advice: {advice.text}"]
     predicted = prediction_lines(c)
     if predicted:
         lines += ["", *predicted]

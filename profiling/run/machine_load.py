@@ -7,6 +7,10 @@ this process may use were (/proc/stat, per CPU) less what this run's own process
 itself, the process it started and every descendant: psutil's user + system time). What is left,
 divided by the seconds between, is the average number of cores other processes used. More than
 `machine.BUSY_SHARE` of the usable cores flags the run (`busy`) and adds a warning to run.json.
+What the process the runner started and its descendants used over the same seconds is the cores the
+run got (`own_cores`; the runner itself, which samples, is left out): with the cores others used, it
+says whether the run was starved of cores (`starved`, `profiling/trace/starved.py`), run.json's
+`starved`.
 
 Both figures tick at USER_HZ (10 ms), so over a phase of a second they are exact to a few hundredths
 of a core; a process of the run that ended between the two readings loses its time to "others".
@@ -21,7 +25,8 @@ from dataclasses import dataclass, field
 import psutil
 
 from branchscope.profiling import machine
-from branchscope.profiling.trace.records import LoadRecord
+from branchscope.profiling.trace.records import LoadRecord, RunRecord
+from branchscope.profiling.trace.starved import is_starved, run_threads
 
 PROC = "/proc"
 
@@ -88,6 +93,8 @@ class LoadMeter:
         self.loadavg_start = self._loadavg()
         self._begin: _Reading | None = None
         self.others_cores: float | None = None
+        #: The cores the run's own processes (the process started and its descendants) used.
+        self.own_cores: float | None = None
         self.seconds: float | None = None
 
     def _loadavg(self) -> float | None:
@@ -124,10 +131,13 @@ class LoadMeter:
         seconds = time.monotonic() - start.t
         if busy is None or seconds <= 0 or (root is not None and root not in own_now):
             return
-        own = sum(s - start.own.get(pid, 0.0) for pid, s in own_now.items())
+        used = {pid: s - start.own.get(pid, 0.0) for pid, s in own_now.items()}
+        own = sum(used.values())
         busy_s = (busy - start.busy_ticks) / _clock_ticks()
         others = (busy_s - own) / seconds
         self.others_cores = min(float(self.cores), max(0.0, others))
+        run = sum(s for pid, s in used.items() if pid != os.getpid())
+        self.own_cores = min(float(self.cores), max(0.0, run / seconds))
         self.seconds = seconds
 
     def record(self) -> LoadRecord:
@@ -138,9 +148,19 @@ class LoadMeter:
             loadavg_end=self._loadavg(),
             cores=self.cores,
             others_cores=None if self.others_cores is None else round(self.others_cores, 3),
+            own_cores=None if self.own_cores is None else round(self.own_cores, 3),
             seconds=None if self.seconds is None else round(self.seconds, 3),
             busy=busy,
         )
+
+    def starved(self, run: RunRecord) -> bool | None:
+        """run.json's `starved`: whether the run (its mode, threads and ranks here) got, or was left,
+        fewer cores than its threads could use while it timed and profiled its steps; None when that
+        was not measured or its threads are unknown."""
+        threads = run_threads(run.mode, run.interop, run.intra, run.nproc)
+        if threads is None or self.others_cores is None:
+            return None
+        return is_starved(threads, self.cores, self.own_cores, self.others_cores)
 
     def warning(self) -> str | None:
         """run.json's warning line when the run was busy, else None."""

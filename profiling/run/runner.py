@@ -841,9 +841,11 @@ def _finish_traces(out: Path, layout: _OneWorker, ranks: list[_Rank], runs: list
 
 
 def _add_load(record: RunRecord, load: LoadMeter | None) -> None:
-    """The machine's load into `record`, with its warning when others were busy."""
+    """The machine's load into `record`, with its warning when others were busy, and whether the
+    run was starved of cores (`LoadMeter.starved`)."""
     if load is not None:
         record.load = load.record()
+        record.starved = load.starved(record)
         warning = load.warning()
         if warning:
             record.warnings = [*(record.warnings or []), warning]

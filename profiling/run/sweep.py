@@ -5,13 +5,14 @@ fresh worker each, the run folder's promises) into DIR/<mode>-<interop>x<intra>/
 DIR/sweep.json up to date, rewritten atomically after each cell's run, so a killed sweep keeps the
 cells it finished:
 
-    {"sweep": 2, "demo", "model", "modes", "interop", "intra", "steps", "warmup", "device", "cores",
+    {"sweep": 3, "demo", "model", "modes", "interop", "intra", "steps", "warmup", "device", "cores",
      "complete": bool, "cancelled": null | "SIGINT", "best": INDEX | null, "passes": N,
      "ties": [INDEX, …],
+     "advice": null | {"text", "winner": null | {"mode", "interop", "intra", "index"}, "reason"},
      "cells": [{"mode", "interop", "intra", "run": SUBDIR, "status": "done" | "failed" | "not run",
                 "oversubscribed": interop × intra > cores, "median_ms", "unprofiled_median_ms",
                 "unprofiled_spread_ms": [min, q1, q3, max], "error", "exit_code",
-                "pass_medians_ms": [ms, …], "failed_passes", "any_interop"}]}
+                "pass_medians_ms": [ms, …], "failed_passes", "any_interop", "starved": bool}]}
 
 **Passes** (`--passes N`, default 3): a shared machine drifts between runs minutes apart by more
 than one run's steps spread, so every cell runs N times, round-robin (pass 1 runs every cell in
@@ -24,6 +25,11 @@ one before, by the run folder's rules; a failed pass leaves the earlier run ther
 shows that run, and sweep.json holds what every pass gave. A cell whose first pass failed is not run
 again (a mode that cannot run here fails every time); a later pass that fails is counted in
 `failed_passes`, its message in `error`, and the cell keeps the passes that finished.
+
+**Starved cells**: a cell is `"starved": true` when the run of any of its passes was (run.json's
+`starved`, `profiling/trace/starved.py`: it got, or the machine's load left it, fewer cores than its
+threads could use). The sweep's `advice` (`profiling/trace/advice.py`, rewritten with each cell) never
+names a starved cell the winner or the loser.
 
 **The same configuration once**: a mode that starts no inter-op pool (sequential, streams: the
 registry's `starts_interop_pool`) runs the same whatever the inter-op count, so it runs once per
@@ -85,6 +91,7 @@ from branchscope.profiling.run.runner import (
     validate,
     write_record_atomic,
 )
+from branchscope.profiling.trace.advice import advice_record, from_sweep
 from branchscope.profiling.trace.model import TraceFormatError
 from branchscope.profiling.trace.records import (
     DONE,
@@ -277,6 +284,7 @@ def cell_record(cell: SweepCell, result: RunResult, cores: int) -> CellRecord:
         unprofiled_median_ms=median,
         unprofiled_spread_ms=spread,
         unprofiled_steps=stats.n if stats is not None else None,
+        starved=run.starved is True,
     )
 
 
@@ -307,6 +315,7 @@ def combined_record(cell: SweepCell, passes: CellPasses, cores: int) -> CellReco
         pass_medians_ms=medians,
         failed_passes=len(failures),
         error=failures[-1].error if failures else None,
+        starved=any(r.starved for r, _ in done),
     )
     if len(done) == 1:
         return record  # one pass: its run's own numbers
@@ -520,6 +529,7 @@ def run_sweep(
                 sweep.cells[index] = record
                 sweep.best = sweep.best_index()
                 sweep.ties = sweep.tie_indices()
+                sweep.advice = advice_record(from_sweep(sweep))
                 if not result.ok and first_failure is None:
                     first_failure = result
                 _save(out, sweep)
@@ -599,6 +609,8 @@ def markdown_table(sweep: SweepRecord) -> str:
             notes.append("no inter-op pool: any inter-op count")
         if c.oversubscribed:
             notes.append(f"oversubscribed (> {sweep.cores} cores)")
+        if c.starved:
+            notes.append("starved of cores")
         if c.status == FAILED:
             notes.append(f"failed: {c.error}")
         elif c.status == NOT_RUN:

@@ -11,12 +11,9 @@ Whisper and squeezenet. Against sequential 1×1 the fork run uses twice the thre
 comparison cannot tell the two ways apart; this module compares runs that use **the same number
 of threads**, and says in one line which was faster, by how much, or that the two are within noise.
 
-**Threads of a run** (`threads`): the most threads that compute at once, per rank, times the ranks.
-- sequential I×J: J. The model runs on the main thread with its intra-op team of J threads (the
-  main thread one of them); sequential mode hands nothing to the inter-op pool, so I does not count.
-- any other mode I×J (fork, threads): I×J, up to I branches at once on the pool, each op with J
-  intra-op threads. This is the count a sweep's cell is "oversubscribed" by (I×J > cores).
-A fork or threads run runs its branches in parallel only from 2 inter-op threads on: 1×J runs them
+**Threads of a run** (`threads`, defined in `starved.py`): the most threads that compute at once,
+per rank, times the ranks: sequential I×J computes with J (its inter-op pool stays idle), any other
+mode I×J (fork, threads) with I×J. A fork or threads run runs its branches in parallel only from 2 inter-op threads on: 1×J runs them
 one after another on the one pool thread, so it is not one of the two ways compared here.
 
 **Which runs are paired** (`advise`): the fastest sequential run and the fastest run of a branch
@@ -33,6 +30,16 @@ cells run in several passes (`from_sweep`) are judged as the sweep's ties are
 (`step_stats.within_noise_over_passes`): also within noise when the ranges of their passes' medians
 overlap, so the advice never calls a pair the sweep holds within noise a win. A run without a
 spread (an old sweep.json) is compared on its median alone, and the line says so.
+
+**Starved runs** (`starved.is_starved`: run.json's, a sweep cell's or a compared run's `starved`): a
+run that got, or was left by the machine's load, fewer cores than its threads could use is never
+the winner or the loser. When either run of the pair was starved the line names which, gives no
+ratio, and offers `branchscope speedup` (the two configurations paired, interleaved) to measure them.
+
+**The advice as an object** (`advice_record`, `records.AdviceRecord`: sweep.json's and `compare
+--json`'s "advice"): the line (`text`), the `winner` (the run's mode, inter-op, intra-op threads and
+its index among what was compared; null when within noise, starved or not paired) and the `reason`
+(a sentence beginning "faster:", "within noise:", "starved:" or "not paired:").
 
 Qt-free and torch-free: `branchscope sweep`, `branchscope compare`, the Sweep and Compare pages.
 """
@@ -51,8 +58,11 @@ from branchscope.profiling.trace.records import (
     DONE,
     FORK_MODE,
     THREADS_MODE,
+    AdviceRecord,
     SweepRecord,
+    WinnerRecord,
 )
+from branchscope.profiling.trace.starved import threads
 from branchscope.profiling.trace.step_stats import StepStats, overlaps
 
 #: The mode that runs the model's own forward, every branch on the main thread.
@@ -81,7 +91,8 @@ class Measured:
 
     `spread_known` is False when only the median is known (the stats' quartiles are then the median);
     `cores` is the cores the run could use (None: unknown); `ranks` the processes of a distributed run;
-    `model` what ran (None: unknown; runs of another model are never paired).
+    `model` what ran (None: unknown; runs of another model are never paired); `starved` whether it
+    got fewer cores than its threads could use; `index` its place among what was compared.
     """
 
     mode: str
@@ -94,6 +105,8 @@ class Measured:
     model: str | None = None
     #: A sweep cell's passes' unprofiled medians (empty: one run).
     pass_medians: tuple[float, ...] = ()
+    starved: bool = False
+    index: int | None = None
 
     @property
     def threads(self) -> int:
@@ -115,9 +128,13 @@ class Measured:
         return WAYS.get(self.mode, INTRA_WAY)
 
 
-def threads(mode: str, interop: int, intra: int) -> int:
-    """The most threads a run of `mode` I×J computes with at once (see the module docstring)."""
-    return intra if mode == SEQUENTIAL else interop * intra
+    @property
+    def config(self) -> str:
+        """How `branchscope speedup --configs` names its configuration: "fork:2x1"."""
+        return f"{self.mode}:{self.interop}x{self.intra}"
+
+    def winner_record(self) -> WinnerRecord:
+        return WinnerRecord(mode=self.mode, interop=self.interop, intra=self.intra, index=self.index)
 
 
 @dataclass(frozen=True)
@@ -126,7 +143,8 @@ class Advice:
     thread count, and which served the model better.
 
     `faster` is SEQUENTIAL or the parallel run's mode (FORK, THREADS), or None when the two are
-    within noise; `ratio` the slower median ÷ the faster (≥ 1)."""
+    within noise; `ratio` the slower median ÷ the faster (≥ 1). `winner` is the faster run unless
+    either was starved of cores (`starved`)."""
 
     sequential: Measured
     parallel: Measured
@@ -142,16 +160,33 @@ class Advice:
         return self.sequential.spread_known and self.parallel.spread_known
 
     @property
+    def starved(self) -> tuple[Measured, ...]:
+        """The runs of the pair that were starved of cores, the sequential one first."""
+        return tuple(m for m in (self.sequential, self.parallel) if m.starved)
+
+    @property
+    def winner(self) -> Measured | None:
+        """The faster run; None when the two are within noise or either was starved."""
+        if self.starved or self.faster is None:
+            return None
+        return self.sequential if self.faster == SEQUENTIAL else self.parallel
+
+    @property
     def text(self) -> str:
         """The advice in one line (see the module docstring)."""
         seq, par = self.sequential, self.parallel
         where = _where(self.threads, self.cores)
+        if self.starved:
+            a, b = sorted((seq, par), key=lambda m: m.stats.median)
+            return (
+                f"{where}, {_run_text(a)} and {_run_text(b)} name no winner: {_starved_text(self.starved)}; "
+                f"measure the two paired and interleaved: branchscope speedup --configs {seq.config},{par.config}"
+            )
         if self.faster is None:
             a, b = sorted((seq, par), key=lambda m: m.stats.median)
             return (
                 f"{where}, {_run_text(a)} and {_run_text(b)} are within noise ({self.ratio:.2f}×, "
-                f"{NOISE_BY_PASSES if self.noise_by_passes else NOISE_BY_QUARTILES} "
-                f"overlap): neither {INTRA_WAY} nor {par.way} served this model "
+                f"{self._noise_rule} overlap): neither {INTRA_WAY} nor {par.way} served this model "
                 "clearly better"
             )
         win, lose = (seq, par) if self.faster == SEQUENTIAL else (par, seq)
@@ -163,6 +198,33 @@ class Advice:
         if not self.noise_known:
             text += " (no spread to judge noise by: medians alone)"
         return text
+
+    @property
+    def _noise_rule(self) -> str:
+        return NOISE_BY_PASSES if self.noise_by_passes else NOISE_BY_QUARTILES
+
+    @property
+    def reason(self) -> str:
+        """Why this winner, or why none, in a sentence that begins with what decided it."""
+        if self.starved:
+            return f"starved: {_starved_text(self.starved)}"
+        win = self.winner
+        if win is None:
+            return f"within noise: {self._noise_rule} overlap ({self.ratio:.2f}×)"
+        if not self.noise_known:
+            return f"faster: {win.label} by {self.ratio:.2f}×, on the medians alone (no spread to judge noise by)"
+        return f"faster: {win.label} by {self.ratio:.2f}×, beyond noise ({NOISE_BY_QUARTILES} do not overlap)"
+
+    def record(self) -> AdviceRecord:
+        """The advice as sweep.json and `compare --json` write it."""
+        win = self.winner
+        return AdviceRecord(text=self.text, winner=None if win is None else win.winner_record(), reason=self.reason)
+
+
+def _starved_text(runs: Sequence[Measured]) -> str:
+    """"threads 2×1 got fewer cores than its threads could use" (or both runs, "their")."""
+    names = " and ".join(m.label for m in runs)
+    return f"{names} got fewer cores than {'its' if len(runs) == 1 else 'their'} threads could use (starved)"
 
 
 def _where(threads: int, cores: int | None) -> str:
@@ -253,6 +315,12 @@ def missing_text(runs: Sequence[Measured]) -> str | None:
     """Why no advice can be given, when runs of both ways are there but of different thread counts
     (fork or threads 2×1 beside sequential 1×1, say): which run would tell. None when advice can be given, or
     when the runs are not of both ways."""
+    missing = _missing(runs)
+    return None if missing is None else missing.text
+
+
+def _missing(runs: Sequence[Measured]) -> AdviceRecord | None:
+    """`missing_text` as the advice's object: no winner, the reason "not paired: …"."""
     cores, seq, fork = _candidates(runs)
     if not seq or not fork or set(seq) & set(fork):
         return None
@@ -261,24 +329,35 @@ def missing_text(runs: Sequence[Measured]) -> str | None:
     peer = f"sequential 1×{f.interop * f.intra}"
     seq_counts = sorted(seq)
     uses = ", ".join(str(n) for n in seq_counts)
-    return (
-        f"which way of using the cores serves this model better is not told: {f.label} computes with {t} "
-        f"threads, the sequential run{'s' if sum(len(v) for v in seq.values()) > 1 else ''} here with {uses}; "
-        f"{peer} beside it would tell whether {INTRA_WAY} or {f.way} serve it better"
+    told = (
+        f"{f.label} computes with {t} threads, the sequential run{'s' if sum(len(v) for v in seq.values()) > 1 else ''} "
+        f"here with {uses}"
+    )
+    return AdviceRecord(
+        text=f"which way of using the cores serves this model better is not told: {told}; "
+        f"{peer} beside it would tell whether {INTRA_WAY} or {f.way} serve it better",
+        reason=f"not paired: {told}",
     )
 
 
-def advice_line(runs: Sequence[Measured]) -> str | None:
-    """The advice's line, else why there is none (`missing_text`), else None."""
+def advice_record(runs: Sequence[Measured]) -> AdviceRecord | None:
+    """The advice as an object (see the module docstring), else why there is none (no winner, "not
+    paired: …"), else None (the runs are not of both ways)."""
     advice = advise(runs)
-    return advice.text if advice is not None else missing_text(runs)
+    return advice.record() if advice is not None else _missing(runs)
+
+
+def advice_line(runs: Sequence[Measured]) -> str | None:
+    """The advice's line (`advice_record`'s text), else None."""
+    record = advice_record(runs)
+    return None if record is None else record.text
 
 
 # ---- typed inputs from what branchscope writes ----------------------------------------------
 def from_sweep(sweep: SweepRecord) -> list[Measured]:
     """A sweep's finished cells (sweep.json: their unprofiled median and spread, the sweep's cores)."""
     out = []
-    for c in sweep.cells:
+    for i, c in enumerate(sweep.cells):
         ms = c.unprofiled_median_ms
         if c.status != DONE or ms is None or c.mode is None or c.interop is None or c.intra is None:
             continue
@@ -287,14 +366,16 @@ def from_sweep(sweep: SweepRecord) -> list[Measured]:
         lo, q1, q3, hi = spread if spread is not None and known else (ms, ms, ms, ms)
         stats = StepStats(c.unprofiled_steps or 0, ms, lo, q1, q3, hi)
         out.append(Measured(c.mode, c.interop, c.intra, stats, sweep.cores, max(1, sweep.nproc or 1), known,
-                            pass_medians=tuple(c.pass_medians_ms or ())))  # fmt: skip
+                            pass_medians=tuple(c.pass_medians_ms or ()), starved=c.starved, index=i))  # fmt: skip
     return out
 
 
 def from_summaries(summaries: Sequence[RunSummary]) -> list[Measured]:
-    """Runs compared (`compare.RunSummary`: mode, threads, unprofiled step times, cores)."""
+    """Runs compared (`compare.RunSummary`: mode, threads, unprofiled step times, cores, whether it
+    was starved), each with its index among them."""
     return [
-        Measured(s.mode, s.interop, s.intra, s.unprofiled, s.cores, max(1, len(s.ranks)), model=s.model)
-        for s in summaries
+        Measured(s.mode, s.interop, s.intra, s.unprofiled, s.cores, max(1, len(s.ranks)), model=s.model,
+                 starved=s.starved is True, index=k)  # fmt: skip
+        for k, s in enumerate(summaries)
         if s.mode is not None and s.interop is not None and s.intra is not None and s.unprofiled is not None
     ]

@@ -3,7 +3,10 @@
 A run is a run folder (run.json + its trace) or a trace file (with the run.json beside it when that
 names the file). `summarize` gives one `RunSummary`: what was run, the unprofiled step times (the
 honest numbers; `StepStats`), parallelism, cores used, pool busy share and memory peaks, measured
-inside the profiled steps when the trace has them. `op_diff` lists, per op name, count, total and
+inside the profiled steps when the trace has them, and whether the run was starved of cores
+(run.json's `starved`, judged by the runner; for a run from before it, `starved.is_starved` on
+run.json's load alone: the cores the runner measured it used are not in it, and the CPU samples
+cover the profiled steps only, not the steps timed without the profiler). `op_diff` lists, per op name, count, total and
 self time in every run (self: the duration minus that of its children on its lane), largest
 difference first, as HolisticTraceAnalysis' TraceDiff and TensorBoard's diff view do. Ops are the
 real work (CPU ops, kernels, memcpy/memset, runtime calls); user annotations ("step N", "branch: …"),
@@ -44,6 +47,7 @@ from branchscope.profiling.trace.records import (
 )
 from branchscope.profiling.trace.run_info import BRANCH_PREFIX
 from branchscope.profiling.trace.sources import SWEEP, open_source
+from branchscope.profiling.trace.starved import is_starved, run_threads
 from branchscope.profiling.trace.step_stats import StepStats, speedup
 
 #: Categories of events that are not ops: annotations, Python frames, the profiler's own span.
@@ -114,6 +118,8 @@ class RunSummary:
     prediction: PredictionRecord | None = None
     #: A fork or threads run's regions measured against the prediction (`gap.explain_gap`).
     gap: Gap | None = None
+    #: It got, or was left, fewer cores than its threads could use (`starved.is_starved`); None: unknown.
+    starved: bool | None = None
 
     @property
     def threads(self) -> str | None:
@@ -212,6 +218,7 @@ def _run_json(s: RunSummary) -> dict[str, Any]:
         "cores_used": _rounded(s.cores_used),
         "peak_bytes": dict(s.peak_bytes),
         "busy": None if s.load is None else s.load.busy,
+        "starved": s.starved,
         "prediction": prediction_json(s.prediction),
         "gap": None if s.gap is None else s.gap.to_json(),
         "ranks": [
@@ -327,7 +334,20 @@ def summarize(
         load=run.load,
         prediction=run.prediction or (trace.run_info.prediction if trace.run_info is not None else None),
         gap=explain_gap(trace, run.prediction, run.profiler_overhead),
+        starved=_starved(run, mode, interop, intra, len(rank_rows)),
     )
+
+
+def _starved(run: RunRecord, mode: str | None, interop: int | None, intra: int | None, ranks: int) -> bool | None:
+    """run.json's `starved`; for a run from before it, whether its machine's load (run.json's
+    `load`) left it fewer cores than its threads could use (`starved.is_starved`); None when
+    neither tells."""
+    if run.starved is not None:
+        return run.starved
+    threads = run_threads(mode, interop, intra, run.nproc or ranks)
+    if threads is None or run.load is None:
+        return None
+    return is_starved(threads, run.cores or run.load.cores, run.load.own_cores, run.load.others_cores)
 
 
 def default_baseline(summaries: Sequence[RunSummary]) -> int:

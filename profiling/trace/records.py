@@ -36,12 +36,13 @@ from branchscope.profiling.files import read_json_object
 from branchscope.profiling.trace.step_stats import Spread, StepStats, within_noise_over_passes
 
 #: run.json's format: 2 adds "format", "input_shapes", "dtype" and "nproc" to what version 1 (no
-#: "format" key) wrote; everything else is read the same.
-RUN_FORMAT = 2
+#: "format" key) wrote; 3 adds "starved" (and "load"'s "own_cores") and the prediction's
+#: "by_threads_ci95"; everything else is read the same.
+RUN_FORMAT = 3
 #: sweep.json's "sweep" key: its version, and what marks a sweep.json as branchscope's (1: before
-#: "nproc").
-SWEEP_FORMAT = 2
-SWEEP_FORMATS = (1, 2)
+#: "nproc"; 2: before the cells' "starved" and the sweep's "advice"). Every version still opens.
+SWEEP_FORMAT = 3
+SWEEP_FORMATS = (1, 2, 3)
 
 #: The mode speedups are measured against: the model's own forward (sequential 1×1 by default).
 BASELINE_MODE = "sequential"
@@ -407,6 +408,8 @@ class LoadRecord(msgspec.Struct, kw_only=True):
     loadavg_end: float | None = None
     cores: int | None = None
     others_cores: float | None = None
+    #: The cores this run's own processes used on average over the same `seconds` (run.json format 3).
+    own_cores: float | None = None
     seconds: float | None = None
     busy: bool | None = None
 
@@ -516,6 +519,10 @@ class RunRecord(msgspec.Struct, kw_only=True):
     complete: bool = False
     #: The machine's load while the run ran (`LoadRecord`); None for runs from before it was measured.
     load: LoadRecord | None = None
+    #: The run got, or its machine's load left it, fewer cores than its threads could use
+    #: (`profiling/trace/starved.py`): its times name no winner. None: not judged (an earlier run,
+    #: or neither figure measured).
+    starved: bool | None = None
     #: A multi-node run's node count (`--nnodes`); None for a run on one machine.
     nnodes: int | None = None
 
@@ -620,6 +627,28 @@ MODE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 CELL_FOLDER = re.compile(rf"{MODE_NAME.pattern}-[1-9][0-9]{{0,5}}x[1-9][0-9]{{0,5}}")
 
 
+class WinnerRecord(msgspec.Struct, kw_only=True):
+    """The run the advice names the winner: its configuration and `index`, its place among what was
+    compared (a sweep.json cell's index in "cells", a `compare` run's index as --baseline K counts)."""
+
+    mode: str | None = None
+    interop: int | None = None
+    intra: int | None = None
+    index: int | None = None
+
+
+class AdviceRecord(msgspec.Struct, kw_only=True):
+    """Which way of using the cores served a model better (`profiling/trace/advice.py`), as sweep.json
+    and `compare --json` write it: the line (`text`), the `winner` (null when the two are within
+    noise, when either was starved of cores, or when no pair could be made) and the `reason`, a
+    sentence that begins with what decided it ("faster: …", "within noise: …", "starved: …",
+    "not paired: …")."""
+
+    text: str = ""
+    winner: WinnerRecord | None = None
+    reason: str = ""
+
+
 class CellRecord(msgspec.Struct, kw_only=True):
     """One cell of a sweep: its configuration, its run folder (DIR/MODE-IxJ), what it gave."""
 
@@ -644,6 +673,8 @@ class CellRecord(msgspec.Struct, kw_only=True):
     #: The mode starts no inter-op pool (sequential, streams): this one run stands for every inter-op
     #: count of the sweep, which runs it once per intra-op count.
     any_interop: bool = False
+    #: One of its passes' runs was starved of cores (run.json's `starved`): it names no winner.
+    starved: bool = False
 
     @property
     def label(self) -> str:
@@ -688,6 +719,9 @@ class SweepRecord(msgspec.Struct, kw_only=True):
     #: Every finished cell within noise of the best, the best first (`tie_indices`): "best" is this
     #: set when it holds several; `best` stays the lowest median for earlier readers.
     ties: list[int] | None = None
+    #: Which way of using the cores served the model better among the finished cells
+    #: (`profiling/trace/advice.py`); None when the cells are not of both ways (and before version 3).
+    advice: AdviceRecord | None = None
 
     @classmethod
     def parse(cls, obj: Any) -> SweepRecord:

@@ -36,7 +36,13 @@ def test_compare_says_which_way_of_using_the_cores_served_the_model_better(runs,
     out = _compare(capsys, runs["seq 1x1"], runs["fork 2x1"], runs["seq 1x2"])
     assert f"advice: {SEQ_WINS}" in out.splitlines()
     doc = json.loads(_compare(capsys, runs["seq 1x1"], runs["fork 2x1"], runs["seq 1x2"], json_out=True))
-    assert doc["advice"] == SEQ_WINS
+    # The winner by its configuration and its index among the runs given (as --baseline K counts them).
+    assert doc["advice"] == {
+        "text": SEQ_WINS,
+        "winner": {"mode": "sequential", "interop": 1, "intra": 2, "index": 2},
+        "reason": "faster: sequential 1×2 by 1.17×, beyond noise (their step times' interquartile ranges do not overlap)",
+    }
+    assert all(run["starved"] is None for run in doc["runs"])  # run.json from before `starved`, no load
 
 
 def test_compare_within_noise_says_so(runs, capsys):
@@ -107,3 +113,21 @@ def test_sweep_prints_the_advice(tmp_path, monkeypatch, capsys):
         f"advice: {where}, fork 2×1 (4.00 ms) beat sequential 1×2 (6.00 ms) by 1.50×: "
         "forking its branches serves this model better than intra-op threads"
     ]
+
+
+def test_compare_names_no_winner_beside_a_starved_run_and_offers_a_paired_measurement(tmp_path, capsys):
+    # The runner judged the threads run starved (run.json's "starved"): 0.36 of a core for 2 threads.
+    seq = write_timed_run(tmp_path / "seq12", "sequential", 1, 2, [221.0, 222.0, 222.7, 223.0, 224.0], starved=False)
+    thr = write_timed_run(tmp_path / "thr21", "threads", 2, 1, [49.0, 49.2, 49.5, 49.8, 50.0], starved=True,
+                          load={"cores": 2, "others_cores": 1.6, "own_cores": 0.36, "busy": True})  # fmt: skip
+    doc = json.loads(_compare(capsys, seq, thr, json_out=True))
+    assert [r["starved"] for r in doc["runs"]] == [False, True]
+    advice = doc["advice"]
+    assert advice["winner"] is None
+    assert advice["reason"] == "starved: threads 2×1 got fewer cores than its threads could use (starved)"
+    assert "4.50" not in advice["text"] and "branchscope speedup --configs sequential:1x2,threads:2x1" in advice["text"]
+    lines = _compare(capsys, seq, thr).splitlines()
+    assert "starved of cores: run 1 (got fewer cores than the threads could use: never the advice's winner)" in lines
+    row = next(x for x in lines if x.startswith("1 "))
+    assert "starved" in row
+    assert f"advice: {advice['text']}" in lines

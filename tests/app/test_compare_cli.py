@@ -20,7 +20,7 @@ from tests.paths import ROOT
 
 RUN_KEYS = {"label", "path", "mode", "interop", "intra", "median_ms", "unprofiled_median_ms",
             "unprofiled_spread_ms", "parallelism", "cores_used", "peak_bytes", "ranks", "busy", "prediction",
-            "gap"}  # fmt: skip
+            "gap", "starved"}  # fmt: skip
 
 
 def cli(argv: list[str]) -> int:
@@ -73,7 +73,9 @@ def test_json_of_two_real_runs(runs, capsys):
     assert set(doc) == {"runs", "baseline", "baseline_chosen", "speedup", "ops", "advice", "vs_prediction"}
     assert doc["baseline_chosen"] is False
     # fork 2×1 computes with 2 threads, sequential 1×1 with one: which way serves better is not told.
-    assert "sequential 1×2 beside it would tell" in doc["advice"]
+    advice = doc["advice"]
+    assert "sequential 1×2 beside it would tell" in advice["text"]
+    assert advice["winner"] is None and advice["reason"].startswith("not paired: fork 2×1 computes with 2 threads")
     assert doc["baseline"] == 1
     fork, seq = doc["runs"]
     assert set(fork) == RUN_KEYS and set(seq) == RUN_KEYS
@@ -88,6 +90,7 @@ def test_json_of_two_real_runs(runs, capsys):
         lo, q1, q3, hi = run["unprofiled_spread_ms"]
         assert (lo, hi) == (min(steps), max(steps)) and lo <= q1 <= q3 <= hi
         assert run["parallelism"] > 0 and run["cores_used"] > 0
+        assert run["starved"] is written["starved"] and isinstance(run["starved"], bool)  # the runner judged it
         assert set(run["peak_bytes"]) == {"cpu"} and run["peak_bytes"]["cpu"] > 0
     # Speedup: the baseline's unprofiled median ÷ each run's.
     medians = [statistics.median(_run_json(runs[m])["unprofiled_steps_ms"]) for m in ("fork", "sequential")]

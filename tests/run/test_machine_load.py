@@ -3,6 +3,7 @@ of the cores other processes used, and real runs, one of them beside two CPU bur
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ from branchscope.profiling import machine
 from branchscope.profiling.run import machine_load
 from branchscope.profiling.run.machine_load import LoadMeter
 from branchscope.profiling.trace.records import LoadRecord, RunRecord, read_run_record
+from branchscope.profiling.trace.starved import is_starved, run_threads
 from tests.processes import kill_all
 from tests.run.test_runner_cli import cli, profile
 
@@ -80,8 +82,9 @@ def test_others_are_the_usable_cores_busy_time_less_the_runs_own(tmp_path, monke
     _fake_proc(tmp_path, 1000 + 250, "2.25 1 1 1/1 1")  # 2.5 s busy on the two CPUs
     meter.end(None)
     load = meter.record()
-    # (2.5 s busy - 1.5 s ours) / 2 s = 0.5 cores: more than a fifth of 2
-    assert load == LoadRecord(loadavg_start=1.5, loadavg_end=2.25, cores=2, others_cores=0.5, seconds=2.0, busy=True)
+    # (2.5 s busy - 1.5 s ours) / 2 s = 0.5 cores: more than a fifth of 2; the run's own 1.5 s: 0.75 cores
+    assert load == LoadRecord(loadavg_start=1.5, loadavg_end=2.25, cores=2, others_cores=0.5, own_cores=0.75,
+                              seconds=2.0, busy=True)  # fmt: skip
     assert meter.warning() == machine.busy_warning(0.5, 2)
     assert "0.50 of 2 cores" in load.text() and load.text().endswith("busy, times not comparable with a quiet run's")
 
@@ -112,12 +115,39 @@ def test_without_proc_nothing_is_measured_and_nothing_is_claimed(tmp_path):
     assert RunRecord.parse({"load": {"others_cores": "x", "busy": 1}}).load == LoadRecord()  # lenient
 
 
+def test_the_runner_itself_is_not_the_runs_own_cores_and_starved_is_judged_from_both(tmp_path, monkeypatch):
+    clock = iter([0.0, 2.0])
+    # This process (the runner: it samples) used 1 s, the worker 2.4 s of the 2 s: 1.2 cores.
+    own = iter([{os.getpid(): 0.0, 7: 0.0}, {os.getpid(): 1.0, 7: 2.4}])
+    monkeypatch.setattr(machine_load.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(machine_load, "_cpu_seconds", lambda procs: next(own))
+    monkeypatch.setattr(machine_load, "_tree", lambda root: {})
+    monkeypatch.setattr(machine_load, "_clock_ticks", lambda: 100)
+    monkeypatch.setattr(machine, "usable_cpus", lambda: frozenset({0, 1}))
+    monkeypatch.setattr(machine, "usable_cores", lambda: 2)
+    meter = LoadMeter(proc=str(_fake_proc(tmp_path, 1000)))
+    assert meter.starved(RunRecord(mode="fork", interop=2, intra=1)) is None  # nothing measured yet
+    meter.begin(None)
+    _fake_proc(tmp_path, 1000 + 3 * 100 + 40)  # 3.4 s busy: ours and nobody else's
+    meter.end(None)
+    assert (meter.own_cores, meter.others_cores) == (pytest.approx(1.2), pytest.approx(0.0))
+    # 1.2 cores for 2 threads (< 0.8 × 2): starved; for sequential 1×1's one thread, not.
+    assert meter.starved(RunRecord(mode="fork", interop=2, intra=1)) is True
+    assert meter.starved(RunRecord(mode="sequential", interop=2, intra=1)) is False
+    assert meter.starved(RunRecord(mode=None, interop=2, intra=1)) is None  # its threads unknown
+
+
 def _check_load(run: RunRecord) -> LoadRecord:
-    """The load of a real run: every field there and sane, the flag and warning from its own numbers."""
+    """The load of a real run: every field there and sane, the flag and warning from its own numbers,
+    and whether it was starved from its own numbers and threads."""
     load = run.load
     assert load is not None
     assert load.cores == machine.usable_cores()
     assert load.others_cores is not None and 0.0 <= load.others_cores <= load.cores
+    assert load.own_cores is not None and 0.0 < load.own_cores <= load.cores
+    threads = run_threads(run.mode, run.interop, run.intra, run.nproc)
+    assert threads is not None
+    assert run.starved is is_starved(threads, load.cores, load.own_cores, load.others_cores)
     assert load.seconds is not None and load.seconds > 0
     assert load.loadavg_start is not None and load.loadavg_start >= 0
     assert load.loadavg_end is not None and load.loadavg_end >= 0
@@ -159,3 +189,5 @@ def test_a_run_beside_two_cpu_burners_is_flagged_by_what_others_used(tmp_path):
     rate = used / wall
     if rate >= 0.5:
         assert load.others_cores >= 0.25 * rate, (load, rate)
+    if rate >= 1.0 and load.cores <= 2:  # a core or more taken from fork 2×1's two: it was starved
+        assert run.starved is True, (load, rate)

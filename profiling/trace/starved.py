@@ -1,0 +1,67 @@
+"""When a run's step times were measured starved of cores, so that no way of using the cores may be
+called the winner from them.
+
+On a busy machine a run can get far fewer cores than its threads could use: a threads 2×1 run that
+got 0.36 of a core, beside a sequential 1×2 run that got two, is a measure of the machine's load,
+not of the model. The advice (`advice.py`) never names such a run the winner or the loser; run.json,
+sweep.json's cells and `compare`'s rows say `"starved": true`.
+
+**Threads of a run** (`threads`): the most threads that compute at once, per rank, times the ranks.
+- sequential I×J: J. The model runs on the main thread with its intra-op team of J threads (the
+  main thread one of them); sequential mode hands nothing to the inter-op pool, so I does not count.
+- any other mode I×J (fork, threads): I×J, up to I branches at once on the pool, each op with J
+  intra-op threads. This is the count a sweep's cell is "oversubscribed" by (I×J > cores).
+
+**Starved** (`is_starved`): the cores its threads could use are min(threads, usable cores). The run
+is starved when it got, or was left, less than `STARVED_SHARE` (0.8) of them:
+- got: the cores it used on average (`cores_used`: its CPU time over the seconds measured; the
+  runner's `machine_load.LoadMeter` for run.json, the CPU samples of the trace for a run without it)
+  < 0.8 × min(threads, cores);
+- left: the usable cores less those other processes used (run.json's `load.others_cores`)
+  < 0.8 × min(threads, cores), i.e. others' cores > cores − 0.8 × min(threads, cores). The same
+  share as "got", so that the few hundredths of a core a quiet machine's daemons use never starve a
+  run of as many threads as cores, and a run oversubscribed by its own choice (threads > cores)
+  is judged on the cores it could have had.
+Unknown figures are not held against a run: with neither known, whether it was starved is unknown
+(None).
+
+Qt-free and torch-free: the runner (run.json), the sweep (its cells), `compare` (its rows).
+"""
+
+from __future__ import annotations
+
+from branchscope.profiling.trace.records import BASELINE_MODE
+
+#: A run is starved when it got, or was left, less than this share of the cores its threads could use.
+STARVED_SHARE = 0.8
+#: A figure at the bound exactly is not below it (4 − 2.4 < 0.8 × 4 in floating point).
+_ROUNDING = 1e-9
+
+
+def threads(mode: str, interop: int, intra: int) -> int:
+    """The most threads a run of `mode` I×J computes with at once (see the module docstring)."""
+    return intra if mode == BASELINE_MODE else interop * intra
+
+
+def run_threads(mode: str | None, interop: int | None, intra: int | None, ranks: int | None = 1) -> int | None:
+    """`threads` of a run times its ranks on this machine; None when its mode or threads are unknown."""
+    if mode is None or interop is None or intra is None or interop < 1 or intra < 1:
+        return None
+    return threads(mode, interop, intra) * max(1, ranks or 1)
+
+
+def could_use(threads: int, cores: int | None) -> int:
+    """The cores a run's threads could use: min(threads, cores), its threads where the cores are unknown."""
+    return max(1, min(threads, cores) if cores is not None and cores >= 1 else threads)
+
+
+def is_starved(threads: int, cores: int | None, cores_used: float | None, others_cores: float | None) -> bool | None:
+    """Whether a run of `threads` on `cores` usable cores got (`cores_used`) or was left (`cores` −
+    `others_cores`) less than `STARVED_SHARE` of the cores its threads could use (see the module
+    docstring); None when neither figure is known."""
+    if cores_used is None and (others_cores is None or cores is None):
+        return None
+    need = STARVED_SHARE * could_use(threads, cores) - _ROUNDING
+    got = cores_used is not None and cores_used < need
+    left = others_cores is not None and cores is not None and cores - others_cores < need
+    return got or left
