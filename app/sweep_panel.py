@@ -9,9 +9,9 @@ finished cells (shown as sweep.json has them once the sweep's process has stoppe
 cell asks the window to show its run (`runChosen`), a second click to compare the two
 (`compareRequested`). `open_sweep` shows a sweep folder written earlier. The status line names the
 best cell, or every cell within noise of it ("best: fork 2×1, sequential 1×1 (within noise of each
-other)"). Under it, one line says which way of using the cores served the model better
-(`profiling/trace/advice.py`: a sequential and a fork cell of the same thread count), or which cell
-would tell, as cells finish.
+other)"), a cell starved of cores said so. Under it, one line says which way of using the cores
+served the model better (`profiling/trace/advice.py`: a sequential and a fork cell of the same
+thread count; no winner beside a starved cell), or which cell would tell, as cells finish.
 """
 
 from __future__ import annotations
@@ -35,7 +35,14 @@ from PySide6.QtWidgets import (
 from branchscope.app.runs import RunSpec
 from branchscope.app.sweep_controller import SweepController
 from branchscope.profiling.run.modes import BASELINE_MODE, MODES
-from branchscope.profiling.run.sweep import DEFAULT_PASSES, SweepError, SweepRequest, best_text, load_sweep
+from branchscope.profiling.run.sweep import (
+    DEFAULT_PASSES,
+    SweepError,
+    SweepRequest,
+    best_text,
+    cell_text,
+    load_sweep,
+)
 from branchscope.profiling.trace.advice import from_sweep
 from branchscope.profiling.trace.records import CellEvent, SweepRecord
 from branchscope.widgets.advice_label import AdviceLabel
@@ -239,7 +246,7 @@ class SweepPanel(QWidget):
         c = sweep.cells[best]
         if len(sweep.tied()) > 1:
             return f"best: {best_text(sweep)}"
-        return f"fastest: {c.label}, {c.unprofiled_median_ms:.2f} ms"
+        return f"fastest: {cell_text(c)}, {c.unprofiled_median_ms:.2f} ms"
 
     # ---- a sweep from disk ------------------------------------------------------------------
     def open_sweep(self, folder: str | Path, quiet: bool = False) -> bool:

@@ -6,7 +6,9 @@ one above the other: the summary (one column per run: what ran, unprofiled step 
 the baseline and whether it is within noise, parallelism, cores used, pool busy share, memory
 peaks, what the branches could give and how far a fork or threads run got towards it: `compare.vs_prediction`) and the op diff (count, total and self time per run; click a header to sort). Above them, one
 line says which way of using the cores served the model better where a sequential and a fork or threads run
-of the same thread count are compared, or which run would tell (`profiling/trace/advice.py`).
+of the same thread count are compared, or which run would tell (`profiling/trace/advice.py`). A run
+starved of cores (`profiling/trace/starved.py`) is marked in its column's header and its "starved of
+cores?" row, and the advice names no winner beside it.
 """
 
 from __future__ import annotations
@@ -87,6 +89,8 @@ SUMMARY_ROWS: list[tuple[str, str]] = [
     ("speedup vs baseline", "the baseline's unprofiled median ÷ this run's: above 1, faster; \"machine busy\" where "
                             "other processes took more than a fifth of the cores while this run or the baseline ran"),
     ("within noise?", "whether the interquartile ranges of this run and the baseline overlap"),
+    ("starved of cores?", "whether the run got, or the machine's load left it, fewer cores than its threads could "
+     "use (under 0.8 × the fewer of its threads and the cores): its times name no winner"),
     ("parallelism (busy threads)", "threads busy computing on average inside the profiled steps, waits excluded"),
     ("cores used (CPU samples)", "CPU cores in use on average inside the profiled steps, from the CPU samples"),
     ("pool busy share", "share of the inter-op pool's thread time spent busy inside the profiled steps"),
@@ -225,6 +229,7 @@ class CompareView(QWidget):
                     "speedup vs baseline": ("baseline" if k == self.baseline else _num(speedups[k], ".2f", "×"))
                     + (" (machine busy)" if s.busy or (k != self.baseline and runs[self.baseline].busy) else ""),
                     "within noise?": NONE if k == self.baseline or noise[k] is None else ("yes" if noise[k] else "no"),
+                    "starved of cores?": NONE if s.starved is None else ("yes" if s.starved else "no"),
                     "parallelism (busy threads)": _num(s.parallelism, ".2f"),
                     "cores used (CPU samples)": _num(s.cores_used, ".2f"),
                     "pool busy share": _num(None if s.pool_busy_share is None else 100 * s.pool_busy_share, ".0f", " %"),
@@ -251,9 +256,7 @@ class CompareView(QWidget):
         table.clear()
         table.setRowCount(len(rows))
         table.setColumnCount(len(self.summaries))
-        table.setHorizontalHeaderLabels(
-            [f"run {k}" + (" (baseline)" if k == self.baseline else "") for k in range(len(self.summaries))]
-        )
+        table.setHorizontalHeaderLabels([self.column_title(k) for k in range(len(self.summaries))])
         table.setVerticalHeaderLabels([title for title, _ in rows])
         for r, (title, cells) in enumerate(rows):
             table.verticalHeaderItem(r).setToolTip(
@@ -264,6 +267,10 @@ class CompareView(QWidget):
                 item.setToolTip(self._cell_tip(title, k, text))
                 table.setItem(r, k, item)
         table.fit_columns()  # long labels wrap rather than widen a column out of sight
+
+    def column_title(self, k: int) -> str:
+        """"run 1", "run 0 (baseline)", "run 2 · starved"."""
+        return f"run {k}" + (" (baseline)" if k == self.baseline else "") + (" · starved" if self.summaries[k].starved else "")
 
     def _cell_tip(self, title: str, k: int, text: str) -> str:
         """A summary cell's tooltip: its text, the prediction's whole sentence in its rows."""

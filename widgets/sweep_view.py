@@ -9,7 +9,9 @@ opposite ends of the scale (their own medians stay written in them). A mode with
 ("any (no inter-op pool)"), so the same configuration never shows as two colours. Oversubscribed
 cells (inter-op × intra-op threads > the machine's cores) are
 hatched, as the legend line says; a failed cell is grey and says "failed" (its message in the
-tooltip); a cell not run (yet) is blank.
+tooltip); a cell not run (yet) is blank. A cell starved of cores (sweep.json's `starved`: a pass got,
+or was left, fewer cores than its threads could use) says "starved" under its time, and why in its
+tooltip: the advice never names it the winner.
 
 Clicking a finished cell emits `cellChosen(run folder)`; clicking a second one after it also emits
 `compareRequested(first, second)` (Esc forgets the first); double-clicking one `cellActivated`. `set_sweep(sweep, folder)` takes
@@ -34,6 +36,8 @@ from branchscope.profiling.trace.records import CELL_FOLDER, DONE, FAILED, NOT_R
 from branchscope.widgets.theme import theme
 
 COLORMAP = "viridis"
+#: What a starved cell's tooltip and the legend say of it.
+STARVED_TEXT = "starved: got fewer cores than its threads could use (its CPU time or the machine's load)"
 FAILED_HEX = "#9aa0a6"
 NOT_RUN_HEX = "#ffffff"
 BEST_HEX = "#e15759"
@@ -71,6 +75,8 @@ class SweepCellView:
     color_ms: float | None = None
     #: Its mode has no inter-op pool: it stands for every inter-op count (sweep.json's `any_interop`).
     any_interop: bool = False
+    #: A pass of it got fewer cores than its threads could use (sweep.json's `starved`).
+    starved: bool = False
 
 
 def _ms(value: float) -> str:
@@ -179,6 +185,8 @@ class SweepView(QWidget):
                     lines.append("spread {:.3f} · {:.3f}–{:.3f} · {:.3f} ms (min · quartiles · max)".format(*spread))
                 if c.median_ms is not None:
                     lines.append(f"profiled median {c.median_ms:.3f} ms")
+                if c.starved:
+                    lines.append(f"{STARVED_TEXT}: never the advice's winner")
             elif status == FAILED:
                 lines.append(f"failed: {c.error or 'no message'}")
             else:
@@ -195,6 +203,7 @@ class SweepView(QWidget):
                     status, median, folder, "\n".join(lines), over,
                     width=len(interops) if spans else 1, tied=is_tied,
                     color_ms=best_ms if is_tied and best_ms is not None else median, any_interop=c.any_interop,
+                    starved=c.starved and status == DONE,
                 )  # fmt: skip
             )
         return cells
@@ -283,6 +292,8 @@ class SweepView(QWidget):
                 text = "failed" if c.status == "failed" else "not run"
             if c is best or c.tied:
                 text = "★ " + text
+            if c.starved:
+                text += "\nstarved"
             label = pg.TextItem(text, color=self._text_color(c), anchor=(0.5, 0.5))
             label.setPos(c.x + c.width / 2, c.y + 0.5)
             plot.addItem(label)
@@ -327,6 +338,8 @@ class SweepView(QWidget):
             parts.append(f"hatched: oversubscribed, inter-op × intra-op threads > {cores or 'the'} cores")
         if any(c.status == "failed" for c in cells):
             parts.append("grey: failed (hover for why)")
+        if any(c.starved for c in cells):
+            parts.append(f"\"starved\": {STARVED_TEXT.removeprefix('starved: ')}, never the advice's winner")
         parts.append("click a cell to show its run, a second to compare the two, double-click to open it")
         return " · ".join(parts)
 

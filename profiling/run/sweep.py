@@ -578,13 +578,18 @@ def _ms(value: float | None) -> str:
     return f"{value:.2f}" if value is not None else "-"
 
 
+def cell_text(cell: CellRecord) -> str:
+    """"fork 2×1", "threads 2×1 (starved of cores)": a starved cell's time is no claim."""
+    return cell.label + (" (starved of cores)" if cell.starved else "")
+
+
 def best_text(sweep: SweepRecord) -> str | None:
     """"fork 2×1", or "fork 2×1, sequential 1×1 (within noise of each other)" when cells tie with the
-    best (`SweepRecord.tied`); None when no cell finished."""
+    best (`SweepRecord.tied`), a starved cell said so (`cell_text`); None when no cell finished."""
     tied = sweep.tied()
     if not tied:
         return None
-    labels = ", ".join(sweep.cells[i].label for i in tied)
+    labels = ", ".join(cell_text(sweep.cells[i]) for i in tied)
     return labels + (" (within noise of each other)" if len(tied) > 1 else "")
 
 

@@ -123,3 +123,43 @@ def test_the_sweep_panels_advice_follows_the_cells_as_they_finish(qtbot, tmp_pat
     assert seen[2] == SEQ_WINS
     assert panel.advice.text() == SEQ_WINS and panel.status.text().startswith("done: fastest: sequential 1×2")
     panel.shutdown()
+
+
+def test_the_sweep_tab_marks_a_starved_cell_and_its_advice_names_no_winner(window, tmp_path):
+    import pyqtgraph as pg
+
+    folder = tmp_path / "busy"
+    folder.mkdir()
+    cells = [_cell("sequential", 1, 2, 222.7), {**_cell("threads", 2, 1, 49.5), "starved": True}]
+    (folder / SWEEP_JSON).write_text(json.dumps({**_sweep(cells), "sweep": 3}))
+    panel = window.sweep_panel
+    assert panel.open_sweeps([str(folder)]) == ([], 1)
+    assert panel.status.text().startswith("fastest: threads 2×1 (starved of cores), 49.50 ms")
+    text = panel.advice.text()
+    assert panel.advice.isVisible() and text.startswith("Advice: on 2 cores, threads 2×1 (49.5 ms) and sequential 1×2")
+    assert "threads 2×1 got fewer cores than its threads could use" in text and "4.50" not in text
+    assert "branchscope speedup --configs sequential:1x2,threads:2x1" in text
+    assert panel.advice.advice is not None and panel.advice.advice.winner is None
+    assert panel.advice.toolTip().endswith(panel.advice.advice.reason)
+    # The heatmap: the starved cell says so in its text and its tooltip, the legend says what it means.
+    view = panel.view
+    starved = next(c for c in view.cells if c.mode == "threads")
+    assert starved.starved and "starved: got fewer cores than its threads could use" in starved.tooltip
+    assert not next(c for c in view.cells if c.mode == "sequential").starved
+    texts = [i.textItem.toPlainText() for i in view.plots["threads"].items if isinstance(i, pg.TextItem)]
+    assert texts == ["★ 49.5 ms\nstarved"]
+    assert '"starved"' in view.legend.text()
+
+
+def test_the_compare_page_marks_a_starved_run_and_its_header_names_no_winner(window, tmp_path):
+    from tests.builders.runs import write_timed_run
+
+    seq = write_timed_run(tmp_path / "seq12", "sequential", 1, 2, [221.0, 222.0, 222.7, 223.0, 224.0], starved=False)
+    thr = write_timed_run(tmp_path / "thr21", "threads", 2, 1, [49.0, 49.2, 49.5, 49.8, 50.0], starved=True)
+    label = _compare(window, [seq, thr])
+    assert label.isVisible() and "name no winner: threads 2×1 got fewer cores" in label.text()
+    view = window.compare_view
+    table = view.summary_table
+    assert [table.horizontalHeaderItem(k).text() for k in range(2)] == ["run 0 (baseline)", "run 1 · starved"]
+    rows = {table.verticalHeaderItem(r).text(): r for r in range(table.rowCount())}
+    assert [table.item(rows["starved of cores?"], k).text() for k in range(2)] == ["no", "yes"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from branchscope.profiling.run.sweep import load_sweep, markdown_table, run_sweep
+from branchscope.profiling.run.sweep import best_text, load_sweep, markdown_table, run_sweep
 from branchscope.profiling.trace.advice import advice_line, from_sweep
 from branchscope.profiling.trace.records import (
     SWEEP_FORMAT,
@@ -64,6 +64,7 @@ def test_a_cell_starved_in_any_pass_is_starved_and_the_sweeps_advice_names_no_wi
     assert to_builtins(sweep) == data and advice_line(from_sweep(sweep)) == advice["text"]
     row = next(line for line in markdown_table(sweep).splitlines() if line.startswith("| threads 2×1 "))
     assert "starved of cores" in row
+    assert best_text(sweep) == "threads 2×1 (starved of cores)"  # the fastest, but its time is no claim
 
 
 def test_cells_never_starved_give_the_winner_by_configuration_and_index(tmp_path, monkeypatch):
