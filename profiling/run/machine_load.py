@@ -73,12 +73,30 @@ def _tree(root: int | None) -> dict[int, psutil.Process]:
     return procs
 
 
+def _run_delays(procs: dict[int, psutil.Process], proc: str = PROC) -> dict[tuple[int, int], int]:
+    """{(pid, tid): ns the thread has waited for a core, runnable} of every thread of `procs`, from
+    /proc/PID/task/TID/schedstat (its second field, `run_delay`)."""
+    delays = {}
+    for pid in procs:
+        try:
+            tids = os.listdir(os.path.join(proc, str(pid), "task"))
+        except OSError:
+            continue
+        for tid in tids:
+            text = _read_text(os.path.join(proc, str(pid), "task", tid, "schedstat"), 256)
+            fields = text.split() if text else []
+            if len(fields) >= 2 and fields[1].isdigit() and tid.isdigit():
+                delays[(pid, int(tid))] = int(fields[1])
+    return delays
+
+
 @dataclass
 class _Reading:
     t: float
     busy_ticks: int
     own: dict[int, float]
     procs: dict[int, psutil.Process] = field(repr=False)
+    delays: dict[tuple[int, int], int] = field(default_factory=dict, repr=False)
 
 
 class LoadMeter:
@@ -93,8 +111,11 @@ class LoadMeter:
         self.loadavg_start = self._loadavg()
         self._begin: _Reading | None = None
         self.others_cores: float | None = None
-        #: The cores the run's own processes (the process started and its descendants) used.
+        #: The cores the run's own processes (the process started and its descendants) used, and the
+        #: cores their threads waited for, runnable (schedstat's run delay: threads that ended
+        #: between the readings lose theirs).
         self.own_cores: float | None = None
+        self.own_wait_cores: float | None = None
         self.seconds: float | None = None
 
     def _loadavg(self) -> float | None:
@@ -112,7 +133,12 @@ class LoadMeter:
         busy = self._busy_ticks()
         if busy is None or (root is not None and root not in own):
             return None
-        return _Reading(time.monotonic(), busy, own, procs)
+        return _Reading(time.monotonic(), busy, own, procs, _run_delays(self._run_procs(procs), self.proc))
+
+    @staticmethod
+    def _run_procs(procs: dict[int, psutil.Process]) -> dict[int, psutil.Process]:
+        """The run's processes without the runner itself (which samples: its waits are not the run's)."""
+        return {pid: p for pid, p in procs.items() if pid != os.getpid()}
 
     def begin(self, root: int | None) -> None:
         """The worker starts timing its steps (`root`: the process the runner started)."""
@@ -138,6 +164,9 @@ class LoadMeter:
         self.others_cores = min(float(self.cores), max(0.0, others))
         run = sum(s for pid, s in used.items() if pid != os.getpid())
         self.own_cores = min(float(self.cores), max(0.0, run / seconds))
+        delays = _run_delays(self._run_procs(procs), self.proc)
+        both = [ns - start.delays[key] for key, ns in delays.items() if key in start.delays]
+        self.own_wait_cores = max(0.0, sum(both) / 1e9 / seconds) if both else None  # no thread read twice: unknown
         self.seconds = seconds
 
     def record(self) -> LoadRecord:
@@ -149,6 +178,7 @@ class LoadMeter:
             cores=self.cores,
             others_cores=None if self.others_cores is None else round(self.others_cores, 3),
             own_cores=None if self.own_cores is None else round(self.own_cores, 3),
+            own_wait_cores=None if self.own_wait_cores is None else round(self.own_wait_cores, 3),
             seconds=None if self.seconds is None else round(self.seconds, 3),
             busy=busy,
         )
@@ -160,7 +190,7 @@ class LoadMeter:
         threads = run_threads(run.mode, run.interop, run.intra, run.nproc)
         if threads is None or self.others_cores is None:
             return None
-        return is_starved(threads, self.cores, self.own_cores, self.others_cores)
+        return is_starved(threads, self.cores, self.own_cores, self.others_cores, self.own_wait_cores)
 
     def warning(self) -> str | None:
         """run.json's warning line when the run was busy, else None."""

@@ -347,7 +347,9 @@ def _starved(run: RunRecord, mode: str | None, interop: int | None, intra: int |
     threads = run_threads(mode, interop, intra, run.nproc or ranks)
     if threads is None or run.load is None:
         return None
-    return is_starved(threads, run.cores or run.load.cores, run.load.own_cores, run.load.others_cores)
+    return is_starved(
+        threads, run.cores or run.load.cores, run.load.own_cores, run.load.others_cores, run.load.own_wait_cores
+    )
 
 
 def default_baseline(summaries: Sequence[RunSummary]) -> int:

@@ -410,6 +410,8 @@ class LoadRecord(msgspec.Struct, kw_only=True):
     others_cores: float | None = None
     #: The cores this run's own processes used on average over the same `seconds` (run.json format 3).
     own_cores: float | None = None
+    #: The cores the run's threads waited for, runnable (their schedstat run delay over `seconds`).
+    own_wait_cores: float | None = None
     seconds: float | None = None
     busy: bool | None = None
 

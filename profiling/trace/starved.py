@@ -14,9 +14,12 @@ sweep.json's cells and `compare`'s rows say `"starved": true`.
 
 **Starved** (`is_starved`): the cores its threads could use are min(threads, usable cores). The run
 is starved when it got, or was left, less than `STARVED_SHARE` (0.8) of them:
-- got: the cores it used on average (`cores_used`: its CPU time over the seconds measured; the
-  runner's `machine_load.LoadMeter` for run.json, the CPU samples of the trace for a run without it)
-  < 0.8 × min(threads, cores);
+- got: the cores it used on average (`cores_used`: its CPU time over the seconds measured, the
+  runner's `machine_load.LoadMeter`) < 0.8 × the cores it wanted: min(threads, cores, what it used
+  plus what its threads waited for a core, runnable, `wait_cores`: their schedstat run delay over the
+  same seconds). A model whose threads idle (a fork 2×1 run with long serial parts uses 1.3 cores on
+  a quiet machine) wanted no more than it got and is not starved; its threads waiting for a core
+  are what starves a run. Where the wait was not measured, "got" is not judged;
 - left: the usable cores less those other processes used (run.json's `load.others_cores`)
   < 0.8 × min(threads, cores), i.e. others' cores > cores − 0.8 × min(threads, cores). The same
   share as "got", so that the few hundredths of a core a quiet machine's daemons use never starve a
@@ -55,13 +58,19 @@ def could_use(threads: int, cores: int | None) -> int:
     return max(1, min(threads, cores) if cores is not None and cores >= 1 else threads)
 
 
-def is_starved(threads: int, cores: int | None, cores_used: float | None, others_cores: float | None) -> bool | None:
-    """Whether a run of `threads` on `cores` usable cores got (`cores_used`) or was left (`cores` −
-    `others_cores`) less than `STARVED_SHARE` of the cores its threads could use (see the module
-    docstring); None when neither figure is known."""
-    if cores_used is None and (others_cores is None or cores is None):
+def is_starved(
+    threads: int, cores: int | None, cores_used: float | None, others_cores: float | None, wait_cores: float | None = None
+) -> bool | None:
+    """Whether a run of `threads` on `cores` usable cores got (`cores_used`, of what it wanted:
+    `cores_used` + `wait_cores`) or was left (`cores` − `others_cores`) less than `STARVED_SHARE` of
+    the cores its threads could use (see the module docstring); None when neither is known."""
+    judged_got = cores_used is not None and wait_cores is not None
+    if not judged_got and (others_cores is None or cores is None):
         return None
     need = STARVED_SHARE * could_use(threads, cores) - _ROUNDING
-    got = cores_used is not None and cores_used < need
+    got = False
+    if cores_used is not None and wait_cores is not None:
+        wanted = min(float(could_use(threads, cores)), cores_used + wait_cores)
+        got = cores_used < STARVED_SHARE * wanted - _ROUNDING
     left = others_cores is not None and cores is not None and cores - others_cores < need
     return got or left

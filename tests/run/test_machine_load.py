@@ -122,6 +122,10 @@ def test_the_runner_itself_is_not_the_runs_own_cores_and_starved_is_judged_from_
     monkeypatch.setattr(machine_load.time, "monotonic", lambda: next(clock))
     monkeypatch.setattr(machine_load, "_cpu_seconds", lambda procs: next(own))
     monkeypatch.setattr(machine_load, "_tree", lambda root: {})
+    # Its threads waited 1.6 s for a core, runnable, over the 2 s: 0.8 cores (a thread that is gone
+    # at the end, 9, loses its wait; one new at the end, 8, had none before).
+    delays = iter([{(7, 7): 0, (7, 9): 5}, {(7, 7): 1_600_000_000, (7, 8): 10**9}])
+    monkeypatch.setattr(machine_load, "_run_delays", lambda procs, proc: next(delays))
     monkeypatch.setattr(machine_load, "_clock_ticks", lambda: 100)
     monkeypatch.setattr(machine, "usable_cpus", lambda: frozenset({0, 1}))
     monkeypatch.setattr(machine, "usable_cores", lambda: 2)
@@ -131,10 +135,14 @@ def test_the_runner_itself_is_not_the_runs_own_cores_and_starved_is_judged_from_
     _fake_proc(tmp_path, 1000 + 3 * 100 + 40)  # 3.4 s busy: ours and nobody else's
     meter.end(None)
     assert (meter.own_cores, meter.others_cores) == (pytest.approx(1.2), pytest.approx(0.0))
-    # 1.2 cores for 2 threads (< 0.8 × 2): starved; for sequential 1×1's one thread, not.
+    assert meter.own_wait_cores == pytest.approx(0.8) and meter.record().own_wait_cores == pytest.approx(0.8)
+    # It wanted 2 cores (1.2 used + 0.8 waited) for 2 threads, got 1.2 (< 0.8 × 2): starved; for
+    # sequential 1×1's one thread, not.
     assert meter.starved(RunRecord(mode="fork", interop=2, intra=1)) is True
     assert meter.starved(RunRecord(mode="sequential", interop=2, intra=1)) is False
     assert meter.starved(RunRecord(mode=None, interop=2, intra=1)) is None  # its threads unknown
+    meter.own_wait_cores = 0.0  # its threads idled, never waited for a core: 1.2 was all it wanted
+    assert meter.starved(RunRecord(mode="fork", interop=2, intra=1)) is False
 
 
 def _check_load(run: RunRecord) -> LoadRecord:
@@ -147,7 +155,8 @@ def _check_load(run: RunRecord) -> LoadRecord:
     assert load.own_cores is not None and 0.0 < load.own_cores <= load.cores
     threads = run_threads(run.mode, run.interop, run.intra, run.nproc)
     assert threads is not None
-    assert run.starved is is_starved(threads, load.cores, load.own_cores, load.others_cores)
+    assert load.own_wait_cores is not None and load.own_wait_cores >= 0.0
+    assert run.starved is is_starved(threads, load.cores, load.own_cores, load.others_cores, load.own_wait_cores)
     assert load.seconds is not None and load.seconds > 0
     assert load.loadavg_start is not None and load.loadavg_start >= 0
     assert load.loadavg_end is not None and load.loadavg_end >= 0

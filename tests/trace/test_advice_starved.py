@@ -47,8 +47,14 @@ def test_the_threads_a_run_could_use_are_the_fewer_of_its_threads_and_the_cores(
     ],
 )  # fmt: skip
 def test_a_run_that_got_under_0_8_of_the_cores_its_threads_could_use_is_starved(threads, cores, used, starved):
-    assert is_starved(threads, cores, used, None) is starved
-    assert is_starved(threads, cores, used, 0.0) is starved  # nobody else there: only what it got counts
+    wanted = min(threads, cores)
+    waited = wanted - used  # its threads waited for a core, runnable, for the rest
+    assert is_starved(threads, cores, used, None, waited) is starved
+    assert is_starved(threads, cores, used, 0.0, waited) is starved  # nobody else there: only what it got counts
+    assert is_starved(threads, cores, used, None, 10.0) is starved  # it wanted more than it could use: capped
+    # Its threads idled instead (a model with long serial parts): it got what it wanted
+    assert is_starved(threads, cores, used, 0.0, 0.0) is False
+    assert is_starved(threads, cores, used, None, None) is None  # the wait unknown: "got" not judged
 
 
 @pytest.mark.parametrize(
@@ -69,7 +75,7 @@ def test_a_run_whose_machines_load_left_it_under_0_8_of_those_cores_is_starved(t
 def test_what_is_not_measured_is_not_held_against_a_run():
     assert is_starved(2, 2, None, None) is None
     assert is_starved(2, None, None, 1.9) is None  # the cores left are unknown without the cores
-    assert is_starved(2, None, 1.0, 1.9) is True and is_starved(2, None, 1.7, None) is False  # its own threads' 0.8
+    assert is_starved(2, None, 1.0, 1.9, 1.0) is True and is_starved(2, None, 1.7, None, 0.3) is False  # its own threads' 0.8
 
 
 def run(mode: str, interop: int, intra: int, median: float, starved: bool = False, index: int | None = None) -> Measured:
