@@ -65,7 +65,7 @@ from branchscope.profiling.run.runner import (
     write_record_atomic,
 )
 from branchscope.profiling.run.sweep import SweepCell
-from branchscope.profiling.trace.pairing import Speedup, paired_speedup
+from branchscope.profiling.trace.pairing import Speedup, paired_speedup, parts_text
 from branchscope.profiling.trace.prediction import (
     bound_text,
     parse_prediction,
@@ -419,23 +419,6 @@ def speedup_parts(configs: list[PairedConfigRecord], c: PairedConfigRecord) -> S
         plan_by=MODES[c.mode].plan_title,
         sequential=seq,
         one_thread=one,
-    )
-
-
-def parts_text(parts: SpeedupPartsRecord, threads: int, short: bool = False) -> str:
-    """"1.35× = 1.40× from TorchScript's plan × 0.96× from 2 threads" (`short`: "1.40× plan ×
-    0.96× threads"), each part with its interval unless short; the whole is over sequential 1×J."""
-    whole = parts.whole.median if parts.whole is not None and parts.whole.median is not None else 0.0
-
-    def said(v: SpeedupValueRecord) -> str:
-        ci = v.ci95 if v.ci95 and len(v.ci95) == 2 else None
-        return f"{v.median or 0:.2f}×" + ("" if short or ci is None else f" [{ci[0]:.2f}–{ci[1]:.2f}]")
-
-    if short:
-        return f"{said(parts.plan)} plan × {said(parts.parallel)} threads"
-    return (
-        f"{whole:.2f}× = {said(parts.plan)} from {parts.plan_by or 'its plan'} × "
-        f"{said(parts.parallel)} from {threads} thread{'s' if threads != 1 else ''}"
     )
 
 

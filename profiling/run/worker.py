@@ -664,6 +664,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
     return RunRecord(
         format=RUN_FORMAT,
         mode=args.mode,
+        plan_by=mode.plan_title,
         interop=args.interop,
         intra=args.intra,
         cores=cores,

@@ -12,6 +12,8 @@ is "not distinguishable from 1.0×".
 `unpaired_speedup` is the comparison pairing replaces (the ratio of two medians, each list resampled
 on its own), kept to show what drift does to it.
 
+`parts_text` says a parallel speedup in its parts (its plan × its threads), for every view.
+
 Qt-free and torch-free (numpy only).
 """
 
@@ -22,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from branchscope.profiling.trace.records import SpeedupPartsRecord, SpeedupValueRecord
 
 #: Bootstrap resamples (at least 2000 for a 95% interval's 2.5% tails).
 RESAMPLES = 4000
@@ -125,3 +129,23 @@ def finite_median(values: Sequence[float]) -> float | None:
     """The median of the finite values; None when there are none."""
     xs = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
     return float(np.median(xs)) if xs else None
+
+
+def parts_text(parts: SpeedupPartsRecord, threads: int, short: bool = False) -> str:
+    """A parallel speedup in its parts (`records.SpeedupPartsRecord`), the one way every view says
+    it: "1.35× = 1.40× from TorchScript's plan × 0.96× from 2 threads", each part with its interval
+    where it has one (paired: `branchscope speedup`; a ratio of medians has none); `short` for a
+    cell of a table: "1.40× plan × 0.96× threads". The whole is over sequential 1×J; the plan's
+    words are the mode's own (`plan_by`, from `modes.Mode.plan_title`)."""
+    whole = parts.whole.median if parts.whole is not None and parts.whole.median is not None else 0.0
+
+    def said(v: SpeedupValueRecord) -> str:
+        ci = v.ci95 if v.ci95 and len(v.ci95) == 2 else None
+        return f"{v.median or 0:.2f}×" + ("" if short or ci is None else f" [{ci[0]:.2f}–{ci[1]:.2f}]")
+
+    if short:
+        return f"{said(parts.plan)} plan × {said(parts.parallel)} threads"
+    return (
+        f"{whole:.2f}× = {said(parts.plan)} from {parts.plan_by or 'its plan'} × "
+        f"{said(parts.parallel)} from {threads} thread{'s' if threads != 1 else ''}"
+    )

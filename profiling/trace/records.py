@@ -36,8 +36,8 @@ from branchscope.profiling.files import read_json_object
 from branchscope.profiling.trace.step_stats import Spread, StepStats, within_noise_over_passes
 
 #: run.json's format: 2 adds "format", "input_shapes", "dtype" and "nproc" to what version 1 (no
-#: "format" key) wrote; 3 adds "starved" (and "load"'s "own_cores") and the prediction's
-#: "by_threads_ci95"; everything else is read the same.
+#: "format" key) wrote; 3 adds "starved" (and "load"'s "own_cores" and "own_wait_cores"),
+#: "plan_by" and the prediction's "by_threads_ci95"; everything else is read the same.
 RUN_FORMAT = 3
 #: sweep.json's "sweep" key: its version, and what marks a sweep.json as branchscope's (1: before
 #: "nproc"; 2: before the cells' "starved" and the sweep's "advice"). Every version still opens.
@@ -525,6 +525,9 @@ class RunRecord(msgspec.Struct, kw_only=True):
     #: (`profiling/trace/starved.py`): its times name no winner. None: not judged (an earlier run,
     #: or neither figure measured).
     starved: bool | None = None
+    #: How a speedup's parts name this mode's plan on one thread ("TorchScript's plan": the mode's
+    #: `modes.Mode.plan_title`, for views that cannot read the modes registry; format 3).
+    plan_by: str | None = None
     #: A multi-node run's node count (`--nnodes`); None for a run on one machine.
     nnodes: int | None = None
 
