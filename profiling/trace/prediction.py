@@ -25,6 +25,13 @@ fast as the one that ran the sequential step):
   0 and is listed in `unmeasured`: its time stays in its parent's own part or in the serial part,
   which can only lower the bound.
 
+**The interval** (`bound_intervals`, `by_threads_ci95`): the times are medians of sequential steps
+measured one by one (`StepSamples`); from `MIN_CI_STEPS` steps on, the steps are resampled with
+replacement (`CI_RESAMPLES` times, seeded as `pairing.SEED`: the same steps give the same interval)
+and each resample's medians give a bound; the 2.5th and 97.5th percentiles of those are its 95%
+interval. Medians of parts may add up to a little more than the median step: the step is then taken
+as its regions' work (the bound never goes below 1×).
+
 `predict` builds a `records.PredictionRecord`; `prediction_text` and `region_text` say it in words
 with its assumptions. No torch, no Qt.
 """
