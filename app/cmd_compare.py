@@ -6,8 +6,11 @@ used, memory peaks) and the ops whose time differs most; `--json` prints the sam
 `--screenshot` draws the compare view offscreen instead (Qt is imported only then). When a sequential
 and a fork or threads run of the same thread count are among the runs, one line says which way of using the
 cores served the model better (`profiling/trace/advice.py`), or which run would tell; `--json`'s
-"advice" is that as an object (`records.AdviceRecord`: text, winner, reason). A run starved of cores
-(`profiling/trace/starved.py`) says so in its row and is never the advice's winner.
+"advice" is that as an object (`records.AdviceRecord`: text, winner, reason, parts). A run starved of cores
+(`profiling/trace/starved.py`) says so in its row and is never the advice's winner. A fork or threads
+run M I×J compared beside sequential 1×J and M 1×J of its model gets a line with its speedup in parts
+(`profiling/trace/parts.py`: "1.35× = 1.40× from TorchScript's plan × 0.96× from 2 threads"), and
+`--json`'s row its "parts"; the prediction's bound is then held against the part from its threads.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from branchscope.app.cli_text import bytes_text, fail
 from branchscope.profiling import TraceFormatError
 from branchscope.profiling.trace.advice import advice_record, from_summaries
 from branchscope.profiling.trace.compare import Comparison, LoadedRun, compare, load_run, vs_prediction
+from branchscope.profiling.trace.parts import parts_sentence
 from branchscope.profiling.trace.prediction import prediction_text
 from branchscope.profiling.trace.records import AdviceRecord, to_builtins
 from branchscope.profiling.trace.step_stats import StepStats
@@ -29,6 +33,11 @@ from branchscope.profiling.trace.step_stats import StepStats
 SCREENSHOT_SIZE = (1600, 1000)
 #: Ops listed in the table (`--json` lists them all).
 TOP_OPS = 15
+#: Under the parts' lines: what they are, and that they are not paired.
+PARTS_NOTE = (
+    "parts: M I×J's speedup over sequential 1×J is M's plan (sequential 1×J ÷ M 1×J) × its threads (M 1×J ÷ M I×J), "
+    "from the runs' medians, unpaired (branchscope speedup measures them paired, with intervals)"
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -93,13 +102,27 @@ def prediction_lines(c: Comparison) -> list[str]:
     (`profiling/trace/gap.py`)."""
     lines = []
     for k, s in enumerate(c.runs):
-        vs = vs_prediction(c.runs, c.baseline, c.speedup, k)
+        vs = vs_prediction(c.runs, c.baseline, c.speedup, k, c.parts_of(k))
         if vs is not None:
             lines.append(f"prediction, run {k}: {prediction_text(vs.prediction)}; {vs.text()}")
         elif s.prediction is not None:
             lines.append(f"prediction, run {k}: {prediction_text(s.prediction)}")
         if s.gap is not None:
             lines.append(f"the gap, run {k}: {s.gap.text()}")
+    return lines
+
+
+def parts_lines(c: Comparison) -> list[str]:
+    """Each fork or threads run's speedup in parts, one line per run whose sequential 1×J and M 1×J
+    are among the runs: "parts, run 2: fork 2×1 over sequential 1×1, in parts: 1.67× = … (from runs 0 and 1)"."""
+    lines = []
+    for k, s in enumerate(c.runs):
+        parts = c.parts_of(k)
+        if parts is not None:
+            lines.append(
+                f"parts, run {k}: {parts_sentence(s.mode, s.interop, s.intra, parts)} "
+                f"(from runs {parts.sequential} and {parts.one_thread})"
+            )
     return lines
 
 
@@ -155,6 +178,9 @@ def format_table(c: Comparison) -> str:
     if starved:
         lines.append(f"starved of cores: {', '.join(starved)} (got fewer cores than the threads could use: "
                      "never the advice's winner)")  # fmt: skip
+    parts = parts_lines(c)
+    if parts:
+        lines += ["", *parts, PARTS_NOTE]
     advice = comparison_advice(c)
     if advice is not None:
         lines += ["", f"advice: {advice.text}"]

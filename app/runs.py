@@ -15,7 +15,11 @@ opened trace file (several rank files merged into one entry). `Runs` keeps them 
   only with a sequential 1×1 cell of its own sweep (`Entry.sweep`). Which run that is, and when it
   ran, is said in words (`baseline_text`, `header_text`), a change of baseline that moves other
   runs' speedups too (`add_baseline_listener`), and a run timed beside other work (run.json
-  "load", `Entry.busy`) is never compared without saying "machine busy".
+  "load", `Entry.busy`) is never compared without saying "machine busy";
+- the speedup of a fork or threads run M I×J in its parts, where the list holds sequential 1×J and
+  M 1×J runs of its model (of its sweep, for a sweep cell): its plan × its threads
+  (`profiling/trace/parts.py`, the latest listed of each; `parts`, said short in the speedup's cell:
+  "1.67× (1.65× plan × 1.01× threads)", whole in `parts_text`).
 
 Runs persist: `saved_runs(root)` lists the complete runs under the runs root (the sessions that
 `run_controller.default_runs_dir` makes), `entry_for_path(path)` makes the entry of a run folder or
@@ -40,7 +44,14 @@ from branchscope.profiling.run.modes import MODES
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.trace.model import TraceFormatError
-from branchscope.profiling.trace.records import BASELINE_MODE, CELL_FOLDER, RUN_JSON, RunRecord
+from branchscope.profiling.trace.parts import PartRun, parts_sentence, parts_short, speedup_parts
+from branchscope.profiling.trace.records import (
+    BASELINE_MODE,
+    CELL_FOLDER,
+    RUN_JSON,
+    RunRecord,
+    SpeedupPartsRecord,
+)
 from branchscope.profiling.trace.run_info import RunInfo
 from branchscope.profiling.trace.sources import Source, is_sweep_folder, open_source, read_sweep, run_folder
 from branchscope.profiling.trace.step_stats import StepStats
@@ -197,6 +208,26 @@ class Entry:
         return f"file:{os.path.abspath(self.run.model)}"
 
     @property
+    def plan_by(self) -> str | None:
+        """How a speedup's parts name its mode's plan: run.json's `plan_by`, else (a run.json of
+        before it) the mode's own words from the registry."""
+        if self.run is not None and self.run.plan_by:
+            return self.run.plan_by
+        mode = MODES.get(self.mode) if self.mode else None
+        return None if mode is None else mode.plan_title
+
+    def part_run(self) -> PartRun:
+        """This entry as the parts finder reads it: runs count together within one model and sweep."""
+        threads = self.threads
+        run = self.run
+        return PartRun(
+            self.mode, threads[0] if threads else None, threads[1] if threads else None,
+            None if self.stats is None else self.stats.median, model=f"{self.model_key}|{self.sweep}",
+            cores=None if run is None else run.cores, ranks=self.nproc or 1, plan_by=self.plan_by,
+            starved=run is not None and run.starved is True,
+        )  # fmt: skip
+
+    @property
     def branch_count(self) -> int:
         """The branches the run found (run.json's, else the trace's own list)."""
         if self.run is not None and self.run.branches is not None:
@@ -303,6 +334,8 @@ class Runs:
         self._observers: list[RunsObserver] = []
         #: Told in words when a change moves the baseline of runs that had one (`add_baseline_listener`).
         self._baseline_listeners: list[Callable[[str], None]] = []
+        #: Each entry's speedup in parts, worked out once per change of the list (None: not yet).
+        self._parts: dict[Entry, SpeedupPartsRecord | None] | None = None
 
     # ---- the list ---------------------------------------------------------------------------
     @property
@@ -381,6 +414,7 @@ class Runs:
     def _list_changed(self) -> None:
         self._rows = {e: k for k, e in enumerate(self._entries)}
         self._defaults = None
+        self._parts = None
 
     # ---- shown entry and trace cache --------------------------------------------------------
     @property
@@ -599,14 +633,37 @@ class Runs:
         return b is not None and b is not e and (e.busy or b.busy)
 
     def speedup_text(self, k: int) -> str:
-        """The speedup column's cell: "baseline", "1.43×", "1.43× (within noise)", "… machine busy", "–"."""
+        """The speedup column's cell: "baseline", "1.43×", "1.43× (within noise)", "… machine busy", "–";
+        a run with parts says them short first: "1.67× (1.65× plan × 1.01× threads)"."""
         if self.is_baseline(k):
             return "baseline" + (" (machine busy)" if self._entries[k].busy else "")
         s = self.speedup(k)
         if s is None:
             return "–"
+        parts = self.parts(k)
         notes = [n for n, on in (("within noise", self.within_noise(k)), ("machine busy", self.busy_comparison(k))) if on]
+        if parts is not None:
+            notes.insert(0, parts_short(parts))
         return f"{s:.2f}×" + (f" ({', '.join(notes)})" if notes else "")
+
+    def parts(self, k: int) -> SpeedupPartsRecord | None:
+        """Entry k's speedup in parts (see the module docstring), None where the list holds no
+        sequential 1×J and M 1×J run for it (or it is no fork or threads I×J run, I ≥ 2)."""
+        if self._parts is None:
+            found = speedup_parts([e.part_run() for e in self._entries])
+            self._parts = dict(zip(self._entries, found))
+        return self._parts.get(self._entries[k])
+
+    def parts_text(self, k: int) -> str | None:
+        """Entry k's parts in a sentence naming the runs they come from: "fork 2×1 over sequential
+        1×1, in parts: 1.67× = 1.65× from TorchScript's plan × 1.01× from 2 threads (#1 and #2)"."""
+        parts = self.parts(k)
+        if parts is None:
+            return None
+        e = self._entries[k]
+        threads = e.threads or (None, None)
+        rows = [x for x in (parts.sequential, parts.one_thread) if x is not None]
+        return parts_sentence(e.mode, threads[0], threads[1], parts) + f" ({' and '.join(f'#{x + 1}' for x in rows)})"
 
     def summary_line(self, k: int) -> str:
         """Entry k in one sentence a class follows: what ran on what, and how it compares with

@@ -4,8 +4,9 @@ Columns: #, run (model and mode, "machine busy" when other processes took more t
 of the cores while it timed its steps; its tooltip the spec, the trace path and the load), threads
 (inter-op × intra-op, or "file"), speedup against the model's baseline ("baseline" on that row,
 which is bold; "within noise" where the two runs' interquartile ranges overlap, "machine busy"
-where either ran beside other work), median step (unprofiled, with its interquartile range and
-step count). The speedup header names the baseline ("speedup vs #3 sequential 1×1", or "no
+where either ran beside other work; a fork or threads run M I×J whose sequential 1×J and M 1×J
+runs are listed says its speedup's parts short, "1.67× (1.65× plan × 1.01× threads)", and whole in
+the cell's tooltip), median step (unprofiled, with its interquartile range and step count). The speedup header names the baseline ("speedup vs #3 sequential 1×1", or "no
 baseline this session"), each cell's tooltip names its own and when it ran, and a change that
 moves other runs' baseline is said once (`baselineMoved`, which the window shows in its status bar).
 
@@ -76,6 +77,12 @@ NOISE_TIP = (
 BUSY_TIP = (
     "machine busy: other processes took more than about a fifth of the cores while this run or its "
     "baseline timed its steps, so the two times are not comparable"
+)
+
+#: Under a run's parts in its speedup's tooltip.
+PARTS_TIP = (
+    "parts: sequential 1×J ÷ M 1×J is its plan, M 1×J ÷ M I×J its threads; from the listed runs' medians, "
+    "unpaired (Compare, then Measure these two paired, or branchscope speedup, measures them paired)"
 )
 
 _Index = QModelIndex | QPersistentModelIndex
@@ -204,7 +211,9 @@ class RunsTableModel(QAbstractTableModel):
                 return "median profiled step: this run has no steps timed without the profiler"
             return None
         if col == SPEEDUP:
-            return self._speedup_tip(k)
+            parts = self.runs.parts_text(k)
+            tip = self._speedup_tip(k)
+            return tip if parts is None else f"{tip}\n{parts}\n{PARTS_TIP}"
         return None
 
     def _speedup_tip(self, k: int) -> str:

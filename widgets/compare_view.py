@@ -8,7 +8,12 @@ peaks, what the branches could give and how far a fork or threads run got toward
 line says which way of using the cores served the model better where a sequential and a fork or threads run
 of the same thread count are compared, or which run would tell (`profiling/trace/advice.py`). A run
 starved of cores (`profiling/trace/starved.py`) is marked in its column's header and its "starved of
-cores?" row, and the advice names no winner beside it.
+cores?" row, and the advice names no winner beside it. Under the advice, a fork or threads run M I×J
+compared beside sequential 1×J and M 1×J of its model has its speedup in parts, one line each
+(`profiling/trace/parts.py`: "run 2: fork 2×1 over sequential 1×1, in parts: 1.67× = 1.65× from
+TorchScript's plan × 1.01× from 2 threads"), its summary column the short form ("1.65× plan × 1.01×
+threads", the sentence in the tooltip), and its "measured ÷ could give" holds the bound against the
+part from its threads.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from PySide6.QtGui import QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
+    QLabel,
     QTableView,
     QTableWidget,
     QTableWidgetItem,
@@ -28,10 +34,19 @@ from PySide6.QtWidgets import (
 )
 
 from branchscope.profiling.trace.advice import from_summaries
-from branchscope.profiling.trace.compare import OpDiff, RunSummary, compare_summaries, op_diff, vs_prediction
+from branchscope.profiling.trace.compare import (
+    OpDiff,
+    RunSummary,
+    VsPrediction,
+    compare_summaries,
+    op_diff,
+    summary_parts,
+    vs_prediction,
+)
 from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.parts import parts_sentence, parts_short
 from branchscope.profiling.trace.prediction import prediction_text
-from branchscope.profiling.trace.records import BRANCH_POOL_MODES
+from branchscope.profiling.trace.records import BRANCH_POOL_MODES, SpeedupPartsRecord
 from branchscope.widgets.advice_label import AdviceLabel
 from branchscope.widgets.splitter import MarkedSplitter
 from branchscope.widgets.units import format_bytes
@@ -40,6 +55,13 @@ from branchscope.widgets.workspace import ShownTrace, TraceWorkspace
 #: The role holding an op table cell's number, by which its column sorts.
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 NONE = "–"
+#: What the parts' lines are, in their tooltip.
+PARTS_TIP = (
+    "A fork or threads run M I×J compared beside sequential 1×J and M 1×J of its model: its speedup over "
+    "sequential 1×J is its plan (sequential 1×J ÷ M 1×J: what running the mode's plan on one thread changes) × "
+    "its threads (M 1×J ÷ M I×J), from the runs' medians, unpaired (branchscope speedup, or Measure these two "
+    "paired, measures them paired with intervals)"
+)
 #: The widest a summary column gets (pixels); longer text wraps. Where the runs' columns would not
 #: fit the table's width they share it, none narrower than `MIN_SUMMARY_COLUMN` (then it scrolls).
 MAX_SUMMARY_COLUMN = 190
@@ -89,6 +111,9 @@ SUMMARY_ROWS: list[tuple[str, str]] = [
     ("speedup vs baseline", "the baseline's unprofiled median ÷ this run's: above 1, faster; \"machine busy\" where "
                             "other processes took more than a fifth of the cores while this run or the baseline ran"),
     ("within noise?", "whether the interquartile ranges of this run and the baseline overlap"),
+    ("speedup in parts", "a fork or threads run M I×J beside sequential 1×J and M 1×J of its model: its speedup "
+     "over sequential 1×J as its plan (sequential 1×J ÷ M 1×J) × its threads (M 1×J ÷ M I×J), from the medians; "
+     "hover a cell for the sentence"),
     ("starved of cores?", "whether the run got, or the machine's load left it, fewer cores than its threads could "
      "use (under 0.8 × the fewer of its threads and the cores): its times name no winner"),
     ("parallelism (busy threads)", "threads busy computing on average inside the profiled steps, waits excluded"),
@@ -98,8 +123,9 @@ SUMMARY_ROWS: list[tuple[str, str]] = [
     ("branches could give", "the bound on the speedup from the branch graph and sequential per-branch times: "
      "each region's branches list-scheduled longest first on k threads, the serial part as it is "
      "(no contention, no overhead assumed); hover a cell for the whole sentence"),
-    ("measured ÷ could give", "a fork or threads run's speedup against a sequential baseline of the same intra-op "
-     "threads, as a share of the bound on its inter-op threads"),
+    ("measured ÷ could give", "a fork or threads run's speedup as a share of the bound on its inter-op threads: the "
+     "part from its threads where its parts are known (\"its threads\"), else its speedup against a sequential "
+     "baseline of the same intra-op threads"),
     ("the gap explained", "a fork or threads run's largest region: measured ÷ predicted ms, the delay from the fork "
      "to its first branch, its branches' time ÷ their sequential time, pool threads idle; hover for the sentence"),
 ]  # fmt: skip
@@ -171,13 +197,22 @@ class CompareView(QWidget):
         )
         #: Which way of using the cores served the model better (hidden when the runs do not tell).
         self.advice_label = AdviceLabel("run", self)
+        #: Each parallel run's speedup in parts, one line each (hidden when no run has them).
+        self.parts_label = QLabel("", self)
+        self.parts_label.setWordWrap(True)
+        self.parts_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.parts_label.setToolTip(PARTS_TIP)
+        self.parts_label.hide()
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.advice_label)
+        lay.addWidget(self.parts_label)
         lay.addWidget(self.splitter)
         self.summaries: list[RunSummary] = []
         self.baseline = 0
         self.ops: list[OpDiff] = []
+        #: Each run's speedup in parts (`compare.summary_parts`), None where it has none.
+        self.parts: list[SpeedupPartsRecord | None] = []
 
     def _split_two_to_one(self) -> None:
         total = sum(self.splitter.sizes())
@@ -203,8 +238,22 @@ class CompareView(QWidget):
         self.baseline = baseline
         self.ops = list(op_diff(traces) if ops is None else ops)
         self.advice_label.show_runs(from_summaries(self.summaries))
+        self.parts = summary_parts(self.summaries)
+        self.parts_label.setText("\n".join(self.parts_lines()))
+        self.parts_label.setVisible(any(p is not None for p in self.parts))
         self._fill_summary()
         self._fill_ops()
+
+    def parts_lines(self) -> list[str]:
+        """"run 2: fork 2×1 over sequential 1×1, in parts: 1.67× = …", one per run with parts."""
+        return [f"run {k}: {self._parts_sentence(k)}" for k, p in enumerate(self.parts) if p is not None]
+
+    def _parts_sentence(self, k: int) -> str:
+        s, parts = self.summaries[k], self.parts[k]
+        return "" if parts is None else parts_sentence(s.mode, s.interop, s.intra, parts)
+
+    def _vs_prediction(self, speedups: Sequence[float | None], k: int) -> VsPrediction | None:
+        return vs_prediction(self.summaries, self.baseline, speedups, k, self.parts[k] if k < len(self.parts) else None)
 
     # ---- the summary --------------------------------------------------------------------------
     def summary_rows(self) -> list[tuple[str, list[str]]]:
@@ -218,7 +267,8 @@ class CompareView(QWidget):
             cells = []
             for k, s in enumerate(runs):
                 u = s.unprofiled
-                vs = vs_prediction(runs, self.baseline, speedups, k)
+                vs = self._vs_prediction(speedups, k)
+                parts = self.parts[k] if k < len(self.parts) else None
                 cells.append({
                     "run": s.label,
                     "mode": s.mode or NONE,
@@ -229,13 +279,15 @@ class CompareView(QWidget):
                     "speedup vs baseline": ("baseline" if k == self.baseline else _num(speedups[k], ".2f", "×"))
                     + (" (machine busy)" if s.busy or (k != self.baseline and runs[self.baseline].busy) else ""),
                     "within noise?": NONE if k == self.baseline or noise[k] is None else ("yes" if noise[k] else "no"),
+                    "speedup in parts": NONE if parts is None else parts_short(parts),
                     "starved of cores?": NONE if s.starved is None else ("yes" if s.starved else "no"),
                     "parallelism (busy threads)": _num(s.parallelism, ".2f"),
                     "cores used (CPU samples)": _num(s.cores_used, ".2f"),
                     "pool busy share": _num(None if s.pool_busy_share is None else 100 * s.pool_busy_share, ".0f", " %"),
                     "profiled median": _num(s.median_ms, ".2f", " ms"),
                     "branches could give": _could_give(s),
-                    "measured ÷ could give": NONE if vs is None else f"{100 * vs.share:.0f} % of {vs.bound:.2f}×",
+                    "measured ÷ could give": NONE if vs is None else f"{100 * vs.share:.0f} % of {vs.bound:.2f}×"
+                    + (" (its threads)" if vs.over else ""),
                     "the gap explained": _gap_cell(s),
                 }[title])  # fmt: skip
             rows.append((title, cells))
@@ -282,9 +334,11 @@ class CompareView(QWidget):
             return gap.text()
         if title == "measured ÷ could give":
             speedups, _ = compare_summaries(self.summaries, self.baseline)
-            vs = vs_prediction(self.summaries, self.baseline, speedups, k)
+            vs = self._vs_prediction(speedups, k)
             if vs is not None:
                 return vs.text()
+        if title == "speedup in parts" and k < len(self.parts) and self.parts[k] is not None:
+            return self._parts_sentence(k)
         return text
 
     # ---- the op diff --------------------------------------------------------------------------

@@ -9,6 +9,7 @@ one's median and the speedup with its 95% interval (or that it is not distinguis
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from PySide6.QtCore import Qt
@@ -73,7 +74,7 @@ class ComparePage(OwnContentPage, CompareView):
         lay.addWidget(self.paired_button, 0, Qt.AlignmentFlag.AlignTop)
         lay.addWidget(self.paired_label, 1)
         layout: Any = self.layout()
-        layout.insertWidget(1, row)  # under the advice line, over the runs
+        layout.insertWidget(layout.indexOf(self.parts_label) + 1, row)  # under the advice and the parts, over the runs
         self.speedup_controller = SpeedupController(self)
         self.speedup_controller.started.connect(self._paired_started)
         self.speedup_controller.progress.connect(self._paired_progress)
@@ -104,8 +105,9 @@ class ComparePage(OwnContentPage, CompareView):
                 self.host.show_error("Cannot compare", str(exc))
                 return False
         labels = unique_labels([runs[k].title for k in ks])
-        summaries = [
-            summarize(t, runs[k].run, str(runs[k].trace_path), label) for k, t, label in zip(ks, traces, labels)
+        summaries = [  # the plan's words from the registry where an earlier run.json lacks them
+            dataclasses.replace(summarize(t, runs[k].run, str(runs[k].trace_path), label), plan_by=runs[k].plan_by)
+            for k, t, label in zip(ks, traces, labels)
         ]
         base = [runs.baseline_of(k) for k in ks]
         baseline = ks.index(base[0]) if base[0] in ks else default_baseline(summaries)

@@ -8,11 +8,13 @@ cells it finished:
     {"sweep": 3, "demo", "model", "modes", "interop", "intra", "steps", "warmup", "device", "cores",
      "complete": bool, "cancelled": null | "SIGINT", "best": INDEX | null, "passes": N,
      "ties": [INDEX, …],
-     "advice": null | {"text", "winner": null | {"mode", "interop", "intra", "index"}, "reason"},
+     "advice": null | {"text", "winner": null | {"mode", "interop", "intra", "index"}, "reason",
+                       "parts": null | {"plan", "parallel", "whole", "plan_by", "sequential", "one_thread"}},
      "cells": [{"mode", "interop", "intra", "run": SUBDIR, "status": "done" | "failed" | "not run",
                 "oversubscribed": interop × intra > cores, "median_ms", "unprofiled_median_ms",
                 "unprofiled_spread_ms": [min, q1, q3, max], "error", "exit_code",
-                "pass_medians_ms": [ms, …], "failed_passes", "any_interop", "starved": bool}]}
+                "pass_medians_ms": [ms, …], "failed_passes", "any_interop", "starved": bool,
+                "plan_by": "TorchScript's plan"}]}
 
 **Passes** (`--passes N`, default 3): a shared machine drifts between runs minutes apart by more
 than one run's steps spread, so every cell runs N times, round-robin (pass 1 runs every cell in
@@ -30,6 +32,13 @@ again (a mode that cannot run here fails every time); a later pass that fails is
 `starved`, `profiling/trace/starved.py`: it got, or the machine's load left it, fewer cores than its
 threads could use). The sweep's `advice` (`profiling/trace/advice.py`, rewritten with each cell) never
 names a starved cell the winner or the loser.
+
+**The parts**: each cell says how its mode's plan is named in a speedup's parts (`plan_by`, the
+registry's `modes.Mode.plan_title`, as run.json's `plan_by`: sweep.json holds it so that the advice,
+read from sweep.json alone by `branchscope sweep`, the Sweep tab and scripts, names the plan in the
+mode's words). Where the advice names a fork or threads cell M I×J and the sequential 1×J and M 1×J
+cells finished unstarved, its line and its `parts` split M I×J's speedup over sequential 1×J into
+its plan and its threads (`profiling/trace/parts.py`, from the cells' medians).
 
 **The same configuration once**: a mode that starts no inter-op pool (sequential, streams: the
 registry's `starts_interop_pool`) runs the same whatever the inter-op count, so it runs once per
@@ -256,6 +265,7 @@ def empty_cell(cell: SweepCell, cores: int) -> CellRecord:
         status=NOT_RUN,
         oversubscribed=cell.interop * cell.intra > cores,
         any_interop=any_interop(cell.mode),
+        plan_by=MODES[cell.mode].plan_title if cell.mode in MODES else None,
     )
 
 

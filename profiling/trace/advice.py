@@ -36,10 +36,18 @@ run that got, or was left by the machine's load, fewer cores than its threads co
 the winner or the loser. When either run of the pair was starved the line names which, gives no
 ratio, and offers `branchscope speedup` (the two configurations paired, interleaved) to measure them.
 
+**The parallel run's parts**: where the runs hold, beside the pair's fork or threads run M I×J,
+sequential 1×J and M 1×J of its model (finished, not starved: `profiling/trace/parts.py`), the line
+ends with its speedup over sequential 1×J in its parts ("fork 2×1 over sequential 1×1, in parts:
+1.67× = 1.65× from TorchScript's plan × 1.01× from 2 threads"), the plan named in its mode's words
+(`Measured.plan_by`: run.json's or the sweep cell's `plan_by`). Not where either run of the pair was
+starved: that line asks for the two measured paired instead.
+
 **The advice as an object** (`advice_record`, `records.AdviceRecord`: sweep.json's and `compare
 --json`'s "advice"): the line (`text`), the `winner` (the run's mode, inter-op, intra-op threads and
-its index among what was compared; null when within noise, starved or not paired) and the `reason`
-(a sentence beginning "faster:", "within noise:", "starved:" or "not paired:").
+its index among what was compared; null when within noise, starved or not paired), the `reason`
+(a sentence beginning "faster:", "within noise:", "starved:" or "not paired:") and the `parts`
+(null where the line says none).
 
 Qt-free and torch-free: `branchscope sweep`, `branchscope compare`, the Sweep and Compare pages.
 """
@@ -52,6 +60,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from branchscope.profiling.trace.compare import RunSummary
+from branchscope.profiling.trace.parts import PartRun, parts_sentence, speedup_parts
 from branchscope.profiling.trace.records import (
     BASELINE_MODE,
     BRANCH_POOL_MODES,
@@ -59,6 +68,7 @@ from branchscope.profiling.trace.records import (
     FORK_MODE,
     THREADS_MODE,
     AdviceRecord,
+    SpeedupPartsRecord,
     SweepRecord,
     WinnerRecord,
 )
@@ -92,7 +102,8 @@ class Measured:
     `spread_known` is False when only the median is known (the stats' quartiles are then the median);
     `cores` is the cores the run could use (None: unknown); `ranks` the processes of a distributed run;
     `model` what ran (None: unknown; runs of another model are never paired); `starved` whether it
-    got fewer cores than its threads could use; `index` its place among what was compared.
+    got fewer cores than its threads could use; `index` its place among what was compared; `plan_by`
+    how its mode's plan is named in a speedup's parts (None: not said).
     """
 
     mode: str
@@ -107,6 +118,7 @@ class Measured:
     pass_medians: tuple[float, ...] = ()
     starved: bool = False
     index: int | None = None
+    plan_by: str | None = None
 
     @property
     def threads(self) -> int:
@@ -136,6 +148,11 @@ class Measured:
     def winner_record(self) -> WinnerRecord:
         return WinnerRecord(mode=self.mode, interop=self.interop, intra=self.intra, index=self.index)
 
+    def part_run(self) -> PartRun:
+        """This run as the parts finder reads it."""
+        return PartRun(self.mode, self.interop, self.intra, self.stats.median, model=self.model, cores=self.cores,
+                       ranks=self.ranks, plan_by=self.plan_by, starved=self.starved, index=self.index)  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Advice:
@@ -154,6 +171,9 @@ class Advice:
     ratio: float
     #: Within noise by the passes' medians only (their quartiles apart).
     noise_by_passes: bool = False
+    #: The parallel run's speedup over sequential 1×J in its parts (`parts.speedup_parts`), None
+    #: where the runs do not hold its sequential 1×J and M 1×J.
+    parts: SpeedupPartsRecord | None = None
 
     @property
     def noise_known(self) -> bool:
@@ -187,7 +207,7 @@ class Advice:
             return (
                 f"{where}, {_run_text(a)} and {_run_text(b)} are within noise ({self.ratio:.2f}×, "
                 f"{self._noise_rule} overlap): neither {INTRA_WAY} nor {par.way} served this model "
-                "clearly better"
+                "clearly better" + self._parts_text
             )
         win, lose = (seq, par) if self.faster == SEQUENTIAL else (par, seq)
         if self.faster == SEQUENTIAL:
@@ -197,7 +217,18 @@ class Advice:
         text = f"{where}, {_run_text(win)} beat {_run_text(lose)} by {self.ratio:.2f}×: {why}"
         if not self.noise_known:
             text += " (no spread to judge noise by: medians alone)"
-        return text
+        return text + self._parts_text
+
+    @property
+    def _parts_text(self) -> str:
+        """"; fork 2×1 over sequential 1×1, in parts: 1.67× = …" (empty without parts)."""
+        par, parts = self.parallel, self.shown_parts
+        return "" if parts is None else f"; {parts_sentence(par.mode, par.interop, par.intra, parts)}"
+
+    @property
+    def shown_parts(self) -> SpeedupPartsRecord | None:
+        """The parts the line says: none beside a starved run (the line asks for a paired measurement)."""
+        return None if self.starved else self.parts
 
     @property
     def _noise_rule(self) -> str:
@@ -218,7 +249,10 @@ class Advice:
     def record(self) -> AdviceRecord:
         """The advice as sweep.json and `compare --json` write it."""
         win = self.winner
-        return AdviceRecord(text=self.text, winner=None if win is None else win.winner_record(), reason=self.reason)
+        return AdviceRecord(
+            text=self.text, winner=None if win is None else win.winner_record(), reason=self.reason,
+            parts=self.shown_parts,
+        )  # fmt: skip
 
 
 def _starved_text(runs: Sequence[Measured]) -> str:
@@ -308,7 +342,8 @@ def advise(runs: Sequence[Measured]) -> Advice | None:
         faster = None
     else:
         faster = SEQUENTIAL if s.stats.median < f.stats.median else f.mode
-    return Advice(s, f, t, cores, faster, ratio, noise_by_passes=by_passes)
+    parts = speedup_parts([m.part_run() for m in runs])[next(i for i, m in enumerate(runs) if m is f)]
+    return Advice(s, f, t, cores, faster, ratio, noise_by_passes=by_passes, parts=parts)
 
 
 def missing_text(runs: Sequence[Measured]) -> str | None:
@@ -355,7 +390,8 @@ def advice_line(runs: Sequence[Measured]) -> str | None:
 
 # ---- typed inputs from what branchscope writes ----------------------------------------------
 def from_sweep(sweep: SweepRecord) -> list[Measured]:
-    """A sweep's finished cells (sweep.json: their unprofiled median and spread, the sweep's cores)."""
+    """A sweep's finished cells (sweep.json: their unprofiled median and spread, the sweep's cores,
+    their mode's plan words)."""
     out = []
     for i, c in enumerate(sweep.cells):
         ms = c.unprofiled_median_ms
@@ -366,7 +402,8 @@ def from_sweep(sweep: SweepRecord) -> list[Measured]:
         lo, q1, q3, hi = spread if spread is not None and known else (ms, ms, ms, ms)
         stats = StepStats(c.unprofiled_steps or 0, ms, lo, q1, q3, hi)
         out.append(Measured(c.mode, c.interop, c.intra, stats, sweep.cores, max(1, sweep.nproc or 1), known,
-                            pass_medians=tuple(c.pass_medians_ms or ()), starved=c.starved, index=i))  # fmt: skip
+                            pass_medians=tuple(c.pass_medians_ms or ()), starved=c.starved, index=i,
+                            plan_by=c.plan_by))  # fmt: skip
     return out
 
 
@@ -375,7 +412,7 @@ def from_summaries(summaries: Sequence[RunSummary]) -> list[Measured]:
     was starved), each with its index among them."""
     return [
         Measured(s.mode, s.interop, s.intra, s.unprofiled, s.cores, max(1, len(s.ranks)), model=s.model,
-                 starved=s.starved is True, index=k)  # fmt: skip
+                 starved=s.starved is True, index=k, plan_by=s.plan_by)  # fmt: skip
         for k, s in enumerate(summaries)
         if s.mode is not None and s.interop is not None and s.intra is not None and s.unprofiled is not None
     ]

@@ -6,7 +6,10 @@ honest numbers; `StepStats`), parallelism, cores used, pool busy share and memor
 inside the profiled steps when the trace has them, and whether the run was starved of cores
 (run.json's `starved`, judged by the runner; for a run from before it, `starved.is_starved` on
 run.json's load alone: the cores the runner measured it used are not in it, and the CPU samples
-cover the profiled steps only, not the steps timed without the profiler). `op_diff` lists, per op name, count, total and
+cover the profiled steps only, not the steps timed without the profiler). A fork or threads run
+M I×J compared beside sequential 1×J and M 1×J of its model has its speedup in parts
+(`summary_parts`, `profiling/trace/parts.py`: its plan × its threads), and the prediction's bound,
+which is about threads only, is held against the part its threads gave. `op_diff` lists, per op name, count, total and
 self time in every run (self: the duration minus that of its children on its lane), largest
 difference first, as HolisticTraceAnalysis' TraceDiff and TensorBoard's diff view do. Ops are the
 real work (CPU ops, kernels, memcpy/memset, runtime calls); user annotations ("step N", "branch: …"),
@@ -36,6 +39,7 @@ from branchscope.profiling.trace.analyses import (
 )
 from branchscope.profiling.trace.gap import Gap, explain_gap
 from branchscope.profiling.trace.model import Trace, TraceFormatError
+from branchscope.profiling.trace.parts import PartRun, speedup_parts
 from branchscope.profiling.trace.prediction import prediction_json
 from branchscope.profiling.trace.ranks import rank_figures
 from branchscope.profiling.trace.records import (
@@ -44,6 +48,8 @@ from branchscope.profiling.trace.records import (
     LoadRecord,
     PredictionRecord,
     RunRecord,
+    SpeedupPartsRecord,
+    to_builtins,
 )
 from branchscope.profiling.trace.run_info import BRANCH_PREFIX
 from branchscope.profiling.trace.sources import SWEEP, open_source
@@ -120,6 +126,8 @@ class RunSummary:
     gap: Gap | None = None
     #: It got, or was left, fewer cores than its threads could use (`starved.is_starved`); None: unknown.
     starved: bool | None = None
+    #: How a speedup's parts name its mode's plan (run.json's `plan_by`); None: not said.
+    plan_by: str | None = None
 
     @property
     def threads(self) -> str | None:
@@ -165,6 +173,11 @@ class Comparison:
     ops: list[OpDiff]
     #: Whether the baseline was chosen (`compare(baseline=K)`), not `default_baseline`'s.
     baseline_chosen: bool = False
+    #: Each run's speedup in its parts (`summary_parts`), None where it has none.
+    parts: list[SpeedupPartsRecord | None] = field(default_factory=list)
+
+    def parts_of(self, k: int) -> SpeedupPartsRecord | None:
+        return self.parts[k] if k < len(self.parts) else None
 
     def busy_beside_baseline(self, k: int) -> bool:
         """Whether run k's speedup compares times where the machine was busy for either run."""
@@ -187,14 +200,18 @@ class Comparison:
     def to_json(self) -> dict[str, Any]:
         """The `branchscope compare --json` document."""
         return {
-            "runs": [_run_json(s) for s in self.runs],
+            "runs": [
+                {**_run_json(s), "parts": None if p is None else to_builtins(p)}
+                for s, p in zip(self.runs, [self.parts_of(k) for k in range(len(self.runs))])
+            ],
             "baseline": self.baseline,
             "baseline_chosen": self.baseline_chosen,
             "speedup": [None if x is None else round(x, 4) for x in self.speedup],
             "vs_prediction": [
                 None if v is None else {"threads": v.threads, "measured": round(v.measured, 4), "bound": v.bound,
-                                        "share": round(v.share, 4)}
-                for v in (vs_prediction(self.runs, self.baseline, self.speedup, k) for k in range(len(self.runs)))
+                                        "share": round(v.share, 4), "part": "parallel" if v.over else "whole"}
+                for v in (vs_prediction(self.runs, self.baseline, self.speedup, k, self.parts_of(k))
+                          for k in range(len(self.runs)))
             ],  # fmt: skip
             "ops": [
                 {"name": op.name, "count": op.count, "total_us": op.total_us, "self_us": op.self_us}
@@ -335,6 +352,7 @@ def summarize(
         prediction=run.prediction or (trace.run_info.prediction if trace.run_info is not None else None),
         gap=explain_gap(trace, run.prediction, run.profiler_overhead),
         starved=_starved(run, mode, interop, intra, len(rank_rows)),
+        plan_by=run.plan_by,
     )
 
 
@@ -462,40 +480,61 @@ def op_diff(traces: Sequence[Trace], windows: Sequence[tuple[int, int] | None] |
 @dataclass(frozen=True)
 class VsPrediction:
     """A fork or threads run's measured speedup against what its branches could give on its
-    inter-op threads (`profiling/trace/prediction.py`): `share` = measured ÷ bound."""
+    inter-op threads (`profiling/trace/prediction.py`): `share` = measured ÷ bound. `over` is the
+    run the speedup is over when it is the part its threads gave ("fork 1×1"), None when it is the
+    whole speedup over the sequential baseline."""
 
     threads: int
     measured: float
     bound: float
     prediction: PredictionRecord
+    over: str | None = None
 
     @property
     def share(self) -> float:
         return self.measured / self.bound
 
     def text(self) -> str:
-        """"measured 1.07× on 2 threads: 55% of the 1.96× bound"."""
-        return f"measured {self.measured:.2f}× on {self.threads} threads: {100 * self.share:.0f}% of the {self.bound:.2f}× bound"
+        """"measured 1.07× on 2 threads: 55% of the 1.96× bound", or the part its threads gave:
+        "0.96× from its 2 threads (over fork 1×1): 49% of the 1.96× bound"."""
+        if self.over is not None:
+            what = f"{self.measured:.2f}× from its {self.threads} threads (over {self.over})"
+        else:
+            what = f"measured {self.measured:.2f}× on {self.threads} threads"
+        return f"{what}: {100 * self.share:.0f}% of the {self.bound:.2f}× bound"
 
 
 def vs_prediction(
-    summaries: Sequence[RunSummary], baseline: int, speedups: Sequence[float | None], k: int
+    summaries: Sequence[RunSummary],
+    baseline: int,
+    speedups: Sequence[float | None],
+    k: int,
+    parts: SpeedupPartsRecord | None = None,
 ) -> VsPrediction | None:
-    """Run k's speedup held against the prediction (its own, else the baseline's of the same
-    model) on its inter-op thread count, where that means something: run k a fork or threads run
-    and the baseline a sequential run of the same model at the same intra-op thread count (the
-    prediction's sequential times are at that count)."""
+    """Run k's speedup held against the prediction on its inter-op thread count, where that means
+    something: run k a fork or threads run. The bound is about threads only, so where run k's
+    `parts` are known it is held against the part its threads gave (M 1×J ÷ M I×J; the prediction
+    its own, else its sequential 1×J run's); else against its whole speedup, when the baseline is a
+    sequential run of the same model at the same intra-op thread count (the prediction's
+    sequential times are at that count; its own prediction, else the baseline's)."""
     s, base = summaries[k], summaries[baseline]
-    measured = speedups[k] if k < len(speedups) else None
-    if k == baseline or measured is None or s.mode not in BRANCH_POOL_MODES or not s.interop:
+    if s.mode not in BRANCH_POOL_MODES or not s.interop:
         return None
-    if base.mode != BASELINE_MODE or base.intra != s.intra or (base.model and s.model and base.model != s.model):
-        return None
-    pred = s.prediction or base.prediction
+    if parts is not None and parts.parallel.median:
+        seq = parts.sequential
+        pred = s.prediction or (summaries[seq].prediction if seq is not None and 0 <= seq < len(summaries) else None)
+        measured, over = parts.parallel.median, f"{s.mode} 1×{s.intra}"
+    else:
+        whole = speedups[k] if k < len(speedups) else None
+        if k == baseline or whole is None:
+            return None
+        if base.mode != BASELINE_MODE or base.intra != s.intra or (base.model and s.model and base.model != s.model):
+            return None
+        pred, measured, over = s.prediction or base.prediction, whole, None
     bound = pred.by_threads.get(str(s.interop)) if pred is not None else None
     if pred is None or bound is None or bound <= 0:
         return None
-    return VsPrediction(s.interop, measured, bound, pred)
+    return VsPrediction(s.interop, measured, bound, pred, over)
 
 
 # ---- all of it --------------------------------------------------------------------------------
@@ -507,6 +546,17 @@ def unique_labels(labels: Sequence[str]) -> list[str]:
         seen[label] = seen.get(label, 0) + 1
         out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
     return out
+
+
+def summary_parts(summaries: Sequence[RunSummary]) -> list[SpeedupPartsRecord | None]:
+    """Each run's speedup in its parts (`parts.speedup_parts`: a fork or threads run M I×J beside
+    sequential 1×J and M 1×J of its model, from their unprofiled medians), None where it has none;
+    the parts name their runs by index among `summaries`."""
+    return speedup_parts([
+        PartRun(s.mode, s.interop, s.intra, None if s.unprofiled is None else s.unprofiled.median, model=s.model,
+                cores=s.cores, ranks=max(1, len(s.ranks)), plan_by=s.plan_by, starved=s.starved is True, index=k)
+        for k, s in enumerate(summaries)
+    ])  # fmt: skip
 
 
 def compare_summaries(
@@ -533,4 +583,7 @@ def compare(runs: Sequence[LoadedRun], baseline: int | None = None) -> Compariso
             f"baseline {baseline} is not one of the {len(summaries)} runs (0 to {len(summaries) - 1})"
         )
     speedups, noise = compare_summaries(summaries, baseline)
-    return Comparison(summaries, baseline, speedups, noise, op_diff([r.trace for r in runs]), baseline_chosen=chosen)
+    return Comparison(
+        summaries, baseline, speedups, noise, op_diff([r.trace for r in runs]), baseline_chosen=chosen,
+        parts=summary_parts(summaries),
+    )  # fmt: skip

@@ -40,7 +40,7 @@ from branchscope.profiling.trace.step_stats import Spread, StepStats, within_noi
 #: "plan_by" and the prediction's "by_threads_ci95"; everything else is read the same.
 RUN_FORMAT = 3
 #: sweep.json's "sweep" key: its version, and what marks a sweep.json as branchscope's (1: before
-#: "nproc"; 2: before the cells' "starved" and the sweep's "advice"). Every version still opens.
+#: "nproc"; 2: before the cells' "starved" and "plan_by" and the sweep's "advice"). Every version still opens.
 SWEEP_FORMAT = 3
 SWEEP_FORMATS = (1, 2, 3)
 
@@ -647,11 +647,15 @@ class AdviceRecord(msgspec.Struct, kw_only=True):
     and `compare --json` write it: the line (`text`), the `winner` (null when the two are within
     noise, when either was starved of cores, or when no pair could be made) and the `reason`, a
     sentence that begins with what decided it ("faster: …", "within noise: …", "starved: …",
-    "not paired: …")."""
+    "not paired: …"). `parts`: the paired fork or threads run's speedup over sequential 1×J in
+    its parts (`profiling/trace/parts.py`: from the medians of the sequential 1×J and M 1×J runs
+    beside it, no intervals), null where those are not among the runs or either of the pair was
+    starved."""
 
     text: str = ""
     winner: WinnerRecord | None = None
     reason: str = ""
+    parts: SpeedupPartsRecord | None = None
 
 
 class CellRecord(msgspec.Struct, kw_only=True):
@@ -680,6 +684,9 @@ class CellRecord(msgspec.Struct, kw_only=True):
     any_interop: bool = False
     #: One of its passes' runs was starved of cores (run.json's `starved`): it names no winner.
     starved: bool = False
+    #: How a speedup's parts name its mode's plan ("TorchScript's plan": `modes.Mode.plan_title`,
+    #: as run.json's `plan_by`), for the advice's parts; None in a sweep.json of before it.
+    plan_by: str | None = None
 
     @property
     def label(self) -> str:
@@ -843,10 +850,11 @@ class SpeedupPartsRecord(msgspec.Struct, kw_only=True):
     """A parallel configuration M I×J's speedup over sequential 1×J in two parts, each paired:
     `plan`, M 1×J over sequential 1×J (what running the mode's plan on one thread changes: for fork,
     TorchScript's interpreter and fusion; for threads, its overhead), and `parallel`, M I×J over M
-    1×J (what the I threads gave). `plan_by` names the plan in the mode's own words."""
+    1×J (what the I threads gave). `plan_by` names the plan in the mode's own words. Every field
+    has a default, as `lenient` needs (a sweep.json's advice holds one too: untrusted data)."""
 
-    plan: SpeedupValueRecord
-    parallel: SpeedupValueRecord
+    plan: SpeedupValueRecord = msgspec.field(default_factory=SpeedupValueRecord)
+    parallel: SpeedupValueRecord = msgspec.field(default_factory=SpeedupValueRecord)
     plan_by: str | None = None
     #: M I×J over sequential 1×J, paired as the parts are: the whole they split (the speedup
     #: itself when the baseline is sequential 1×J).

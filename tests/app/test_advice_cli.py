@@ -41,6 +41,7 @@ def test_compare_says_which_way_of_using_the_cores_served_the_model_better(runs,
         "text": SEQ_WINS,
         "winner": {"mode": "sequential", "interop": 1, "intra": 2, "index": 2},
         "reason": "faster: sequential 1×2 by 1.17×, beyond noise (their step times' interquartile ranges do not overlap)",
+        "parts": None,  # no fork 1×1 among the runs
     }
     assert all(run["starved"] is None for run in doc["runs"])  # run.json from before `starved`, no load
 
@@ -108,11 +109,22 @@ def test_sweep_prints_the_advice(tmp_path, monkeypatch, capsys):
     cores = usable_cores()
     where = "on 2 cores" if cores == 2 else f"with 2 threads on {cores} core{'s' if cores != 1 else ''}"
     # 2 threads: sequential 1×2 (6 ms; sequential runs once per intra-op count) and fork 2×1 (4 ms); fork 1×2
-    # (4 ms) forks nothing side by side and fork 2×2 computes with 4 threads: neither is paired.
+    # (4 ms) forks nothing side by side and fork 2×2 computes with 4 threads: neither is paired. Beside
+    # sequential 1×1 (12 ms) and fork 1×1 (8 ms), fork 2×1's speedup splits into its plan (12 / 8) and its
+    # threads (8 / 4), the plan named as fork's registry entry names it (sweep.json's cells' plan_by).
     assert advice == [
         f"advice: {where}, fork 2×1 (4.00 ms) beat sequential 1×2 (6.00 ms) by 1.50×: "
-        "forking its branches serves this model better than intra-op threads"
+        "forking its branches serves this model better than intra-op threads; "
+        "fork 2×1 over sequential 1×1, in parts: 3.00× = 1.50× from TorchScript's plan × 2.00× from 2 threads"
     ]
+    data = json.loads((out / SWEEP_JSON).read_text())
+    assert {c["mode"]: c["plan_by"] for c in data["cells"]} == {
+        "sequential": "the model's own forward", "fork": "TorchScript's plan"}  # fmt: skip
+    parts = data["advice"]["parts"]
+    labels = [f"{c['mode']} {c['interop']}×{c['intra']}" for c in data["cells"]]
+    assert (labels[parts["sequential"]], labels[parts["one_thread"]]) == ("sequential 1×1", "fork 1×1")
+    assert {k: parts[k]["median"] for k in ("plan", "parallel", "whole")} == {"plan": 1.5, "parallel": 2.0, "whole": 3.0}
+    assert parts["plan"]["ci95"] is None and parts["plan_by"] == "TorchScript's plan"
 
 
 def test_compare_names_no_winner_beside_a_starved_run_and_offers_a_paired_measurement(tmp_path, capsys):
