@@ -11,10 +11,25 @@ entry and return) runs one thread at a time unless the interpreter is free-threa
   task no thread has taken yet runs it itself (a branch holding a region of its own submits and
   waits from inside the pool: with every thread waiting, a plain pool would deadlock). Any other
   thread (the model's main thread) only waits, so a run uses exactly `size` branch threads.
-- `measuring = True` makes each pool thread measure every task it takes from the queue: its wall
-  time, its CPU time and its run delay (runnable but waiting for a core) from the kernel
-  (`/proc/thread-self/schedstat`), and the time it waited for tasks of other threads. What is left,
-  asleep and not joining, is the GIL (`ThreadTimes.gil_wait_ns`).
+- `measuring = True` makes each pool thread measure every task it takes from the queue, reading its
+  own clocks around it (`_Worker.read_clocks`): its wall time, its CPU time (`time.thread_time_ns()`,
+  CLOCK_THREAD_CPUTIME_ID: exact to the nanosecond for the calling thread), its run delay (runnable
+  but waiting for a core: the second field of its own `/proc/thread-self/schedstat`, which the kernel
+  adds to when the thread gets a core, so it is exact whenever the thread reads it itself) and the
+  time it waited for tasks of other threads (`join_ns`). What is left, asleep and not joining, is the
+  GIL (`ThreadTimes.gil_wait_ns`, never below 0). Not schedstat's first field for the CPU time: the
+  kernel advances it only at a scheduler tick (4 ms at HZ=250) or a context switch, so a branch
+  shorter than a tick read next to no CPU, and the GIL took the rest. Also read as the GIL: time the
+  kernel spends on interrupts or the hypervisor takes (steal) while the thread runs. Without /proc:
+  no run delay (a wait for a core then reads as the GIL too).
+- Only the time inside tasks is measured: a pool thread woken for a task while another thread holds
+  the GIL waits for it before it can take the task, in no task's time. Where branches are shorter
+  than the interpreter's switch interval (5 ms), the thread holding the GIL often takes the next
+  branch itself before a woken one gets it: the branches then run one after another, and neither
+  this measure nor the CPU samples inside branch spans (`analyses.gil_wait`) count that as the GIL.
+- A task a pool thread runs itself inside `Task.result()` is part of the task it runs in: its time
+  counts in that task's wall and CPU time, and only a real wait (for a task another thread runs) in
+  its `join_ns`.
 
 No torch and no Qt here: what a branch needs of the launching thread's state (grad mode, the CUDA
 stream) is the caller's to carry (see `modes/threads.py`).
@@ -53,9 +68,9 @@ def python_version() -> str:
     return f"{version} free-threading build" if sysconfig.get_config_var("Py_GIL_DISABLED") else version
 
 
-class _SchedStat:
-    """This thread's CPU time and run delay (ns) from `/proc/thread-self/schedstat`, kept open and
-    re-read with pread; falls back to `time.thread_time_ns()` (and no run delay) without /proc."""
+class _RunDelay:
+    """The calling thread's run delay (ns, runnable but waiting for a core): the second field of its
+    `schedstat`, kept open and re-read with pread; 0 without /proc."""
 
     def __init__(self) -> None:
         try:
@@ -63,14 +78,13 @@ class _SchedStat:
         except OSError:
             self.fd = None
 
-    def read(self) -> tuple[int, int]:
+    def read(self) -> int:
         if self.fd is not None:
             try:
-                fields = os.pread(self.fd, 128, 0).split()
-                return int(fields[0]), int(fields[1])
+                return int(os.pread(self.fd, 128, 0).split()[1])
             except (OSError, ValueError, IndexError):
                 pass
-        return time.thread_time_ns(), 0
+        return 0
 
     def close(self) -> None:
         if self.fd is not None:
@@ -92,7 +106,8 @@ class ThreadTimes:
 
     @property
     def gil_wait_ns(self) -> int:
-        """Asleep inside a branch, not waiting for a core nor for another branch: the GIL."""
+        """Inside a branch neither on a core (`cpu_ns`), nor waiting for one (`core_wait_ns`), nor for
+        another thread's branch (`join_ns`): asleep, which on a pool thread is the GIL; never below 0."""
         return max(0, self.wall_ns - self.cpu_ns - self.core_wait_ns - self.join_ns)
 
 
@@ -119,36 +134,29 @@ class Task:
     def _run(self, worker: _Worker | None = None) -> None:
         """Runs the task; `worker`: the pool thread that took it from the queue, which measures it
         (while the pool is `measuring`) before anyone waiting can see it done."""
-        measure = worker is not None and self._pool.measuring
-        if measure:
-            t0, (cpu0, delay0) = time.perf_counter_ns(), worker.stat.read()  # type: ignore[union-attr]
+        start = worker.start_task() if worker is not None and self._pool.measuring else None
         try:
             self._value = self._fn(*self._args)
         except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for the task
             self._error = exc
         finally:
             self._fn = self._args = None  # type: ignore[assignment]
-            if measure:
+            if start is not None:
                 assert worker is not None
-                cpu1, delay1 = worker.stat.read()
-                times = worker.times
-                times.calls += 1
-                times.wall_ns += time.perf_counter_ns() - t0
-                times.cpu_ns += cpu1 - cpu0
-                times.core_wait_ns += delay1 - delay0
+                worker.end_task(start)
             self._state = _DONE
             self._done.set()
 
     def result(self) -> Any:
         """The task's value, once it has run (see the module docstring for who runs it)."""
-        times = self._pool._own_times()
-        if times is not None and self._claim():
-            self._run()  # a pool thread runs a task nobody took, rather than wait for it
+        worker = self._pool._own_worker()
+        if worker is not None and self._claim():
+            self._run()  # a pool thread runs a task nobody took, rather than wait for it: part of its own task
         elif not self._done.is_set():
             t0 = time.perf_counter_ns()
             self._done.wait()
-            if times is not None and self._pool.measuring:
-                times.join_ns += time.perf_counter_ns() - t0
+            if worker is not None and worker.in_measured_task:
+                worker.times.join_ns += time.perf_counter_ns() - t0
         if self._error is not None:
             raise self._error
         return self._value
@@ -156,8 +164,38 @@ class Task:
 
 @dataclass
 class _Worker:
+    """A pool thread: what it measured, its run delay, and whether the task it took from the queue
+    (and runs now) is measured, so that a wait inside it counts as join time in the same task's figures."""
+
     times: ThreadTimes
-    stat: _SchedStat = field(default_factory=_SchedStat)
+    run_delay: _RunDelay = field(default_factory=_RunDelay)
+    in_measured_task: bool = False
+
+    def start_task(self) -> tuple[int, int, int]:
+        """The clocks at the start of a measured task (see `read_clocks`)."""
+        self.in_measured_task = True
+        return self.read_clocks()
+
+    def end_task(self, start: tuple[int, int, int]) -> None:
+        """Adds the task begun at `start` to `times`."""
+        wall1, cpu1, delay1 = self.read_clocks()
+        wall0, cpu0, delay0 = start
+        times = self.times
+        times.calls += 1
+        times.wall_ns += wall1 - wall0
+        times.cpu_ns += cpu1 - cpu0
+        times.core_wait_ns += delay1 - delay0
+        self.in_measured_task = False
+
+    def read_clocks(self) -> tuple[int, int, int]:
+        """Wall time, CPU time and run delay (ns), read in the order CPU, wall, run delay. Reading the
+        CPU time updates the kernel's accounting, which may hand the core over as the call returns
+        (the thread's slice used up); the kernel adds that wait to the run delay once the thread is
+        back. Read after it, the wall time and the run delay both hold such a wait or neither does,
+        where a wall read before it would call the wait (a whole slice, milliseconds) the GIL."""
+        cpu = time.thread_time_ns()
+        wall = time.perf_counter_ns()
+        return wall, cpu, self.run_delay.read()
 
 
 class BranchPool:
@@ -205,9 +243,9 @@ class BranchPool:
         for t in self._threads:
             t.join()
 
-    def _own_times(self) -> ThreadTimes | None:
-        worker = getattr(self._local, "worker", None)
-        return worker.times if worker is not None else None
+    def _own_worker(self) -> _Worker | None:
+        """The calling thread's `_Worker`; None off the pool."""
+        return getattr(self._local, "worker", None)
 
     def _loop(self) -> None:
         _name_this_thread(self.name)
@@ -220,7 +258,7 @@ class BranchPool:
                 if task._claim():  # else a pool thread waiting for it ran it already
                     task._run(worker)
         finally:
-            worker.stat.close()
+            worker.run_delay.close()
 
 
 def _name_this_thread(name: str) -> None:

@@ -1,10 +1,13 @@
 """threads mode and the GIL in words: one line from run.json's (or the trace's) `python`, `gil` and
 `branch_threads`, for `profile`'s summary, `inspect` (and its `--json`) and the window's Run page.
 
-A threads-mode run with the GIL on measured each pool thread around the branches it ran
-(`records.BranchThreadRecord`): ms inside branches (`wall_ms`), of which on a core (`cpu_ms`),
-runnable waiting for a core (`core_wait_ms`) and asleep, waiting for the GIL (`gil_wait_ms`). Summed
-over the pool's threads, as shares of the wall time:
+A threads-mode run with the GIL on measured each pool thread around the branches it ran, with the
+thread's own clocks (`records.BranchThreadRecord`, see `profiling/run/branch_pool.py`): ms inside
+branches (`wall_ms`), of which on a core (`cpu_ms`: the thread's CPU clock, CLOCK_THREAD_CPUTIME_ID;
+schedstat's CPU figure moves only at a scheduler tick or a switch, and sub-millisecond branches had
+read as all GIL), runnable waiting for a core (`core_wait_ms`: schedstat's run delay) and the rest,
+asleep, waiting for the GIL (`gil_wait_ms`, never below 0). A wait for the GIL before a branch starts
+is in no branch. Summed over the pool's threads, as shares of the wall time:
 
     branch threads: 58% computing, 6% waiting for a core, 36% waiting for the GIL (2 threads, 40 branch calls, Python 3.11.7)
 

@@ -72,8 +72,11 @@ def test_the_gil_figures_of_a_demo_of_small_ops(tmp_path):
     for t in rows:
         parts = t["cpu_ms"] + t["core_wait_ms"] + t["gil_wait_ms"]
         assert t["wall_ms"] >= 0 and parts >= t["wall_ms"] - 0.01 * t["wall_ms"] - 0.01  # nothing unaccounted
-    # 240 small ops a step on two threads: each needs the GIL around its few microseconds of work
-    assert sum(t["gil_wait_ms"] for t in rows) > 0
+        assert t["cpu_ms"] + t["core_wait_ms"] <= t["wall_ms"] + 0.02 * t["wall_ms"] + 0.01  # nothing counted twice
+    # Each thread's own CPU clock: sub-millisecond branches read their CPU time, not a tick's worth or none.
+    # (How much of it is the GIL depends on whether the two branches overlap, which GIL hand-overs
+    # decide: often the thread that ran one branch takes the other before the second thread has the GIL.)
+    assert sum(t["cpu_ms"] for t in rows) > 0
 
 
 def test_a_free_threaded_interpreter_writes_no_gil_figures(tmp_path):
