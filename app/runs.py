@@ -634,17 +634,20 @@ class Runs:
 
     def speedup_text(self, k: int) -> str:
         """The speedup column's cell: "baseline", "1.43×", "1.43× (within noise)", "… machine busy", "–";
-        a run with parts says them short first: "1.67× (1.65× plan × 1.01× threads)"."""
-        if self.is_baseline(k):
-            return "baseline" + (" (machine busy)" if self._entries[k].busy else "")
+        a run with parts says them short first, with a baseline or without (they need none):
+        "1.67× (1.65× plan × 1.01× threads)", "– (1.65× plan × 1.01× threads)"."""
         s = self.speedup(k)
-        if s is None:
-            return "–"
+        if self.is_baseline(k):
+            head, notes = "baseline", ["machine busy"] if self._entries[k].busy else []
+        elif s is None:
+            head, notes = "–", []
+        else:
+            head = f"{s:.2f}×"
+            notes = [n for n, on in (("within noise", self.within_noise(k)), ("machine busy", self.busy_comparison(k))) if on]
         parts = self.parts(k)
-        notes = [n for n, on in (("within noise", self.within_noise(k)), ("machine busy", self.busy_comparison(k))) if on]
         if parts is not None:
             notes.insert(0, parts_short(parts))
-        return f"{s:.2f}×" + (f" ({', '.join(notes)})" if notes else "")
+        return head + (f" ({', '.join(notes)})" if notes else "")
 
     def parts(self, k: int) -> SpeedupPartsRecord | None:
         """Entry k's speedup in parts (see the module docstring), None where the list holds no

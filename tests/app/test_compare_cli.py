@@ -20,7 +20,7 @@ from tests.paths import ROOT
 
 RUN_KEYS = {"label", "path", "mode", "interop", "intra", "median_ms", "unprofiled_median_ms",
             "unprofiled_spread_ms", "parallelism", "cores_used", "peak_bytes", "ranks", "busy", "prediction",
-            "gap", "starved"}  # fmt: skip
+            "gap", "starved", "parts"}  # fmt: skip
 
 
 def cli(argv: list[str]) -> int:

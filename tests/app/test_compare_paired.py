@@ -27,7 +27,9 @@ def test_two_runs_of_one_model_are_offered_paired_with_the_baselines_configurati
     fork = RunRecord(mode="fork", interop=2, intra=1, model="demo twin-mm", source="demo", steps=3)
     request = paired_request(seq, fork, rounds=4)
     assert not isinstance(request, str)
-    assert request.configs == [PairedConfig("sequential", 1, 1), PairedConfig("fork", 2, 1)]
+    assert request.user_configs == [PairedConfig("sequential", 1, 1), PairedConfig("fork", 2, 1)]
+    # fork 2×1's parts need fork 1×1 beside them: one branch at a time on fork 2×1's pool, in the same worker.
+    assert request.configs[2:] == [PairedConfig("fork", 1, 1, one_at_a_time=True)]
     assert request.argv() == ["--demo", "twin-mm", "--steps", "3", "--warmup", "3", "--timeout", "600.0",
                               "--dtype", "float32", "--device", "auto",
                               "--configs", "sequential:1x1,fork:2x1", "--rounds", "4"]  # fmt: skip
@@ -57,11 +59,12 @@ def test_the_compare_page_measures_two_runs_paired_and_shows_the_interval(window
     assert command[command.index("--configs") + 1] == "sequential:1x1,fork:2x1"
     assert command[command.index("--demo") + 1] == "twin-mm" and command[-1] == "--jsonl"
     assert record is page.paired_result and record.measured == "in one worker" and record.rounds == 4
-    assert [(c.mode, c.steps) for c in record.configs] == [("sequential", 4), ("fork", 4)]
+    assert [(c.mode, c.interop, c.steps) for c in record.configs] == [("sequential", 1, 4), ("fork", 2, 4), ("fork", 1, 4)]
     lo, hi = record.speedup[1].ci95
     text = page.paired_label.text().splitlines()
     assert text[0] == f"sequential 1×1: median {record.configs[0].median_ms:.2f} ms over 4 steps (baseline)"
     assert text[1].startswith(f"fork 2×1: median {record.configs[1].median_ms:.2f} ms over 4 steps — ")
     assert f"{lo:.2f}–{hi:.2f}×" in text[1]
-    assert text[2].startswith("measured in one worker: 4 rounds")
+    assert text[2].startswith("  in parts, over sequential 1×1: ") and "from TorchScript's plan" in text[2]
+    assert any(line.startswith("measured in one worker: 4 rounds") for line in text)
     assert page.speedup_controller.active_processes() == 0

@@ -330,3 +330,28 @@ def test_summary_line_says_what_ran_and_how_it_compares_with_the_baseline():
     assert runs.summary_line(4) == (
         "4 branches on 2 Python threads, 1 intra-op thread each: 1.90× faster than sequential 1×1 (#2), within noise: no"
     )
+
+
+def test_a_fork_runs_parts_come_from_its_models_sequential_1xj_and_fork_1xj_of_its_own_sweep():
+    import dataclasses
+
+    runs = Runs()
+    runs.extend([run("sequential", 50.0), run("fork", 40.0), run("fork", 25.0, threads=(2, 1)),
+                 run("fork", 25.0, model="twin-mm", threads=(2, 1))])  # fmt: skip
+    parts = runs.parts(2)
+    assert parts is not None and (parts.plan.median, parts.parallel.median, parts.whole.median) == (1.25, 1.6, 2.0)
+    assert parts.plan_by == "TorchScript's plan"  # no plan_by in its run.json: the modes registry's words
+    assert runs.speedup_text(2) == "2.00× (1.25× plan × 1.60× threads)"
+    assert runs.parts_text(2) == (
+        "fork 2×1 over sequential 1×1, in parts: 2.00× = 1.25× from TorchScript's plan × 1.60× from 2 threads (#1 and #2)"
+    )
+    assert [runs.parts(k) is None for k in range(4)] == [True, True, False, True]  # twin-mm has neither run
+    # A sweep cell's parts come from cells of its own sweep only.
+    cell = dataclasses.replace(run("fork", 20.0, threads=(2, 1)), sweep=Path("/sweeps/a"))
+    runs.append(cell)
+    assert runs.parts(4) is None and runs.parts_text(4) is None
+    runs.extend([dataclasses.replace(run("sequential", 40.0), sweep=Path("/sweeps/a")),
+                 dataclasses.replace(run("fork", 30.0), sweep=Path("/sweeps/a"))])  # fmt: skip
+    parts = runs.parts(4)
+    assert parts is not None and (parts.sequential, parts.one_thread) == (5, 6) and parts.whole.median == 2.0
+    assert runs.parts(2) is not None and runs.parts(2).sequential == 0  # the other runs keep their own
