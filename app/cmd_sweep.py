@@ -3,7 +3,9 @@
 The engine is `branchscope.profiling.run.sweep` (each cell through the runner engine); this module
 parses, reports each cell (a line on stderr, or JSON lines on stdout with --jsonl, for the window)
 and prints the table, the best cell and which way of using the cores served the model better
-(`profiling/trace/advice.py`: a sequential and a fork or threads cell of the same thread count). No torch here.
+(`profiling/trace/advice.py`: a sequential and a fork or threads cell of the same thread count; the
+fork or threads cell's speedup in parts, its plan × its threads, where the sequential 1×J and M 1×J
+cells finished: `profiling/trace/parts.py`). No torch here.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ cell asks the window to show its run (`runChosen`), a second click to compare th
 best cell, or every cell within noise of it ("best: fork 2×1, sequential 1×1 (within noise of each
 other)"), a cell starved of cores said so. Under it, one line says which way of using the cores
 served the model better (`profiling/trace/advice.py`: a sequential and a fork cell of the same
-thread count; no winner beside a starved cell), or which cell would tell, as cells finish.
+thread count; no winner beside a starved cell; the fork or threads cell's speedup in parts where its
+sequential 1×J and M 1×J cells finished), or which cell would tell, as cells finish.
 """
 
 from __future__ import annotations

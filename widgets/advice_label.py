@@ -1,6 +1,9 @@
 """The advice line the Sweep tab and the Compare page show (`profiling/trace/advice.py`): which way
 of using the cores served the model better, hidden while the runs do not tell. A pair where a run
-was starved of cores names no winner, and the line says which run and how to measure them paired."""
+was starved of cores names no winner, and the line says which run and how to measure them paired.
+Where the runs hold the fork or threads run's sequential 1×J and M 1×J, the line ends with its
+speedup in parts ("1.67× = 1.65× from TorchScript's plan × 1.01× from 2 threads"), as the advice
+words it."""
 
 from __future__ import annotations
 
