@@ -9,21 +9,24 @@ the first call of `enc`, `enc@1` for its second. So:
 - A **piece** of a branch is a maximal run of consecutive compute nodes (graph order) that the
   branch holds: one piece for a branch the forward runs in one go, several where the forward
   interleaves it with other branches (CrossViT's two scales, computed block by block).
-- A piece **opens** at the forward pre-hook of the outermost call that starts at the piece's first
-  node that starts a call, and **closes** at the forward hook of the outermost call that ends at its
-  last node that ends one.
+- A piece **opens** at a hook that fires between the node before it and its first node, and
+  **closes** at one that fires between its last node and the node after it: the forward pre-hook of
+  a module call starting there, or the forward hook of one ending there (the model's own hooks
+  stand for the step's first and last node). Where no hook fires at an edge, the piece opens or
+  closes at the nearest hook inside it.
 - A module called more than once a step (one encoder on two inputs, an embedding tied under two
   paths, a module shared across blocks) is told apart by the call's number: hooks on the module
   object count its calls in the step, and the n-th call is the n-th of that object's calls in the
   graph, whichever path named it. A call of a shared module therefore belongs to the branch whose
   node made it, and each branch is counted once per call of its region.
 
-What it cannot see: ops of a piece before its first module call starts or after its last one ends
-(a function at the piece's edge, outside any module call of the piece), and a piece that holds no
-module call at all (a branch of plain functions on parameters); what is not seen stays in the
-serial part, which only lowers the bound. A step whose module calls do not match the graph's (a
-module called more or fewer times than the graph has it: the forward took another path) is
-*unmatched* (`PieceHooks.unmatched_steps`): its attribution is not to be trusted.
+What it cannot see: the ops at a piece's edge where no hook fires (a function between two
+functions of another branch: the piece's own hooks inside it bound what is timed), and a piece
+between whose edges no hook fires at all (a branch of functions on parameters beside another such
+branch); what is not seen stays in the serial part, which only lowers the bound. A step whose module
+calls do not match the graph's (a module called more or fewer times than the graph has it: the
+forward took another path) is *unmatched* (`PieceHooks.unmatched_steps`): its attribution is not to
+be trusted.
 
 The hooks (`PieceHooks`) call `on_open(piece)` and `on_close(piece)` at each piece's ends: the
 sequential plan opens and closes a `branch: NAME` range there (`plans.annotate_branches_with_hooks`),
@@ -37,19 +40,26 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-#: A call of a module object in a step: (the object's index in `CallMap.modules`, its call number).
+#: A call of a module object in a step: (the object's index in `CallMap.modules`, its call number);
+#: `ROOT` for the model's own call (the step).
 Call = tuple[int, int]
+ROOT: Call = (-1, 0)
+#: A hook firing: a call, and whether it is the call's start (`PRE`: its forward pre-hook) or end
+#: (`POST`: its forward hook).
+PRE, POST = 0, 1
+Hook = tuple[int, int, int]
 
 
 @dataclass(frozen=True)
 class Piece:
-    """One stretch of a branch in the forward: where it opens and closes, and the branch's nesting
-    depth (a nested branch's piece lies inside its parent's: parents open first and close last)."""
+    """One stretch of a branch in the forward: the hooks where it opens and closes, and the branch's
+    nesting depth (a nested branch's piece lies inside its parent's: parents open first and close
+    last; at one hook, pieces close before others open)."""
 
     branch: str
     depth: int
-    opens: Call
-    closes: Call
+    opens: Hook
+    closes: Hook
     #: The piece's number in `CallMap.pieces` (a key for whoever pairs opens with closes).
     index: int = 0
 
@@ -63,7 +73,7 @@ class CallMap:
     #: How many calls of each object one step of the graph makes.
     calls_per_step: list[int] = field(default_factory=list)
     pieces: list[Piece] = field(default_factory=list)
-    #: Branches no piece of which could be marked (no module call of their own).
+    #: Branches no piece of which could be marked (no hook fires at or inside any of their pieces).
     unseen: list[str] = field(default_factory=list)
 
     def pieces_of(self, branch: str) -> list[Piece]:
@@ -125,31 +135,52 @@ def call_map(model: Any, analysis: Any) -> CallMap:
     for o, infos in by_object.items():
         for n, info in enumerate(infos):
             numbered[info.key] = (o, n)
-    starts: dict[int, list[str]] = {}
-    ends: dict[int, list[str]] = {}
+    # Where each hook fires, in graph order: a call's start just before its first node (position
+    # 2·first − 1), its end just after its last (2·last + 1); the model's own call around them all.
+    # At one position the ends fire first (innermost first), then the starts (outermost first).
+    at: dict[int, list[Hook]] = {-1: [(*ROOT, PRE)]}
+    starts: dict[int, list[Hook]] = {}
+    ends: dict[int, list[Hook]] = {}
     for i, node in enumerate(nodes):
         for key, _path in _stack_keys(node):  # outermost first
             if key not in numbered:
                 continue
             if calls[key].first == i:
-                starts.setdefault(i, []).append(key)
+                starts.setdefault(2 * i - 1, []).append((*numbered[key], PRE))
             if calls[key].last == i:
-                ends.setdefault(i, []).append(key)
+                ends.setdefault(2 * i + 1, []).insert(0, (*numbered[key], POST))
+    for position in {*starts, *ends}:
+        at[position] = [*ends.get(position, []), *starts.get(position, [])]
+    at.setdefault(2 * len(nodes) - 1, []).append((*ROOT, POST))
     index = {n: i for i, n in enumerate(nodes)}
     result = CallMap(modules=modules, calls_per_step=[len(by_object[o]) for o in range(len(modules))])
     for region, branch, _parent in analysis.walk():
         found = False
         for lo, hi in _runs(sorted(index[n] for n in branch.nodes if n in index)):
-            opener = next((starts[i][0] for i in range(lo, hi + 1) if i in starts), None)
-            closer_at = next((i for i in range(hi, lo - 1, -1) if i in ends), None)
-            if opener is None or closer_at is None or calls[opener].first > closer_at:
+            # The earliest hook at or after the piece's start, the latest at or before its end,
+            # with at least one node between.
+            opening = next((p for p in range(2 * lo - 1, 2 * hi) if p in at), None)
+            closing = next((p for p in range(2 * hi + 1, 2 * lo, -1) if p in at), None)
+            if opening is None or closing is None or closing - opening < 2:
                 continue
-            closer = ends[closer_at][0]
-            result.pieces.append(Piece(branch.name, region.depth, numbered[opener], numbered[closer], len(result.pieces)))
+            opens, closes = _opening(at[opening]), _closing(at[closing])
+            result.pieces.append(Piece(branch.name, region.depth, opens, closes, len(result.pieces)))
             found = True
         if not found:
             result.unseen.append(branch.name)
     return result
+
+
+def _opening(hooks: list[Hook]) -> Hook:
+    """Of the hooks firing at one place, where a piece starting there opens: the first start (the
+    outermost call's, its entry included), else the last end."""
+    return next((h for h in hooks if h[2] == PRE), hooks[-1])
+
+
+def _closing(hooks: list[Hook]) -> Hook:
+    """Of the hooks firing at one place, where a piece ending there closes: the last end (the
+    outermost call's, its return included), else the first start."""
+    return next((h for h in reversed(hooks) if h[2] == POST), hooks[0])
 
 
 def _runs(indices: Iterable[int]) -> list[tuple[int, int]]:
@@ -164,8 +195,8 @@ def _runs(indices: Iterable[int]) -> list[tuple[int, int]]:
 
 
 class PieceHooks:
-    """Hooks on the model's modules that call `on_open(piece)` and `on_close(piece)` at each
-    piece's ends, step by step (a forward pre-hook on the model starts a step's count of calls, its
+    """Hooks on the model and its modules that call `on_close(piece)` and `on_open(piece)` at each
+    piece's ends, step by step (the model's forward pre-hook starts a step's count of calls, its
     forward hook checks the count against the graph's). Use as a context manager, or `remove()`."""
 
     def __init__(
@@ -179,60 +210,68 @@ class PieceHooks:
         self.steps = 0
         #: Steps whose module calls did not match the graph's (see the module docstring).
         self.unmatched_steps = 0
+        self._on_open, self._on_close = on_open, on_close
         self._count = [0] * len(calls.modules)
         self._stacks: list[list[int]] = [[] for _ in calls.modules]
-        opens: dict[Call, list[Piece]] = {}
-        closes: dict[Call, list[Piece]] = {}
+        # What each hook does: the pieces it closes (children first), then those it opens (parents first).
+        self._actions: dict[Hook, tuple[list[Piece], list[Piece]]] = {}
         for p in calls.pieces:
-            opens.setdefault(p.opens, []).append(p)
-            closes.setdefault(p.closes, []).append(p)
-        for ps in opens.values():
-            ps.sort(key=lambda p: p.depth)  # parents open first
-        for ps in closes.values():
-            ps.sort(key=lambda p: -p.depth)  # and close last
+            self._actions.setdefault(p.closes, ([], []))[0].append(p)
+            self._actions.setdefault(p.opens, ([], []))[1].append(p)
+        for closing, opening in self._actions.values():
+            closing.sort(key=lambda p: -p.depth)
+            opening.sort(key=lambda p: p.depth)
+        self._hooked = sorted({h[0] for h in self._actions} - {ROOT[0]})
         self._handles: list[Any] = []
-        hooked = {c[0] for c in (*opens, *closes)}
-        for o in sorted(hooked):
+        if not self._actions:
+            return
+        for o in self._hooked:
             module = calls.modules[o]
-            self._handles.append(module.register_forward_pre_hook(self._pre(o, opens, on_open)))
-            self._handles.append(module.register_forward_hook(self._post(o, closes, on_close)))
-        self._hooked = sorted(hooked)
-        if self._handles:
-            self._handles.append(model.register_forward_pre_hook(lambda _m, _a: self._start_step()))
-            self._handles.append(model.register_forward_hook(lambda _m, _a, _o: self._end_step()))
+            self._handles.append(module.register_forward_pre_hook(self._pre(o)))
+            self._handles.append(module.register_forward_hook(self._post(o)))
+        self._handles.append(model.register_forward_pre_hook(lambda _m, _a: self._start_step()))
+        self._handles.append(model.register_forward_hook(lambda _m, _a, _o: self._end_step()))
 
     @property
     def active(self) -> bool:
         """Whether any piece is marked (no hooks otherwise)."""
         return bool(self._handles)
 
+    def _fire(self, hook: Hook) -> None:
+        action = self._actions.get(hook)
+        if action is None:
+            return
+        for piece in action[0]:
+            self._on_close(piece)
+        for piece in action[1]:
+            self._on_open(piece)
+
     def _start_step(self) -> None:
         self._count = [0] * len(self._count)
         for s in self._stacks:
             s.clear()
+        self._fire((*ROOT, PRE))
 
     def _end_step(self) -> None:
+        self._fire((*ROOT, POST))
         self.steps += 1
         if any(self._count[o] != self.calls.calls_per_step[o] for o in self._hooked):
             self.unmatched_steps += 1
 
-    def _pre(self, o: int, opens: dict[Call, list[Piece]], on_open: Callable[[Piece], None]) -> Any:
+    def _pre(self, o: int) -> Any:
         def pre(_module: Any, _args: Any) -> None:
             n = self._count[o]
             self._count[o] = n + 1
             self._stacks[o].append(n)
-            for piece in opens.get((o, n), ()):
-                on_open(piece)
+            self._fire((o, n, PRE))
 
         return pre
 
-    def _post(self, o: int, closes: dict[Call, list[Piece]], on_close: Callable[[Piece], None]) -> Any:
+    def _post(self, o: int) -> Any:
         def post(_module: Any, _args: Any, _out: Any) -> None:
             stack = self._stacks[o]
-            if not stack:
-                return
-            for piece in closes.get((o, stack.pop()), ()):
-                on_close(piece)
+            if stack:
+                self._fire((o, stack.pop(), POST))
 
         return post
 

@@ -15,14 +15,16 @@ from torch import nn
 from branchscope.profiling.run import branches as branches_module
 from branchscope.profiling.run.branch_timing import measure_branch_times
 from branchscope.profiling.run.branches import find_branches
+from branchscope.profiling.run.model_source import ModelSpec, load_model
 from branchscope.profiling.run.ownership import PieceHooks, call_map
 from branchscope.profiling.run.plans import annotate_branches_with_hooks
 from branchscope.profiling.trace.prediction import FROM_MEASURED, predict_from
 from branchscope.profiling.trace.records import BranchRecord
 from tests.run.pattern_models import patterns
 
-#: How many pieces each pattern's branches run in, per step.
-PIECES = {"siamese": [1, 1], "interleaved": [3, 3], "tied": [1, 1], "shared_blocks": [1] * 6}
+#: How many pieces each pattern's branches run in, per step (the interleaved model computes the
+#: large scale's input, `x * 2.0`, before the small scale's first block: a piece of its own).
+PIECES = {"siamese": [1, 1], "interleaved": [3, 4], "tied": [1, 1], "shared_blocks": [1] * 6}
 #: What the step may exceed its branches' time by: the clock's reading between stretches.
 TOLERANCE_MS = 0.05
 
@@ -109,8 +111,9 @@ def test_the_timeline_labels_each_piece_with_its_branch():
     marks = sorted(
         (e.time_range.start, e.time_range.end, e.name) for e in prof.events() if e.name.startswith("branch: ")
     )
-    # small, large, small, large, small, large: one range per piece, none overlapping the next
-    assert [name for _s, _e, name in marks] == ["branch: small", "branch: large"] * 3
+    # large (its input, x * 2.0), then small, large, small, large, small, large: one range per piece,
+    # none overlapping the next
+    assert [name for _s, _e, name in marks] == ["branch: large"] + ["branch: small", "branch: large"] * 3
     assert all(marks[i][1] <= marks[i + 1][0] for i in range(len(marks) - 1))
 
 
@@ -168,3 +171,26 @@ def test_random_models_with_shared_modules_keep_the_invariants(program):
     pred = predict_from([BranchRecord(**b) for b in analysis.to_json()], samples, source=FROM_MEASURED)
     assert pred is not None
     assert all(1.0 <= v <= int(k) for k, v in pred.by_threads.items())
+
+
+def test_a_function_at_a_pieces_edge_is_timed_with_it():
+    # Inception's pool branch starts with F.avg_pool2d, outside every module call of its own: the
+    # piece opens at the hook that fires just before it (the end of the branch before), so the
+    # pooling, a large share of the block, is the branch's and not the serial part's.
+    loaded = load_model(ModelSpec(demo="inception"))
+    model, inputs = loaded.model, loaded.inputs
+    analysis = find_branches(model, inputs)
+    hooks = annotate_branches_with_hooks(model, analysis)
+    assert hooks is not None
+    try:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            _step(model, inputs)()
+    finally:
+        hooks.remove()
+    events = [(e.name, e.time_range.start, e.time_range.end) for e in prof.events()]
+    pool = [(s, e) for name, s, e in events if name == "branch: branch_pool"]
+    pooling = [(s, e) for name, s, e in events if name == "aten::avg_pool2d"]
+    assert len(pool) == 1 and len(pooling) == 1
+    assert pool[0][0] <= pooling[0][0] and pooling[0][1] <= pool[0][1]
+    others = [(s, e) for name, s, e in events if name.startswith("branch: ") and name != "branch: branch_pool"]
+    assert all(e <= pool[0][0] or s >= pool[0][1] for s, e in others)  # and no other branch's range holds it
