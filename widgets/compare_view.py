@@ -45,7 +45,7 @@ from branchscope.profiling.trace.compare import (
 )
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.parts import parts_sentence, parts_short
-from branchscope.profiling.trace.prediction import prediction_text
+from branchscope.profiling.trace.prediction import bound_text, prediction_text
 from branchscope.profiling.trace.records import BRANCH_POOL_MODES, SpeedupPartsRecord
 from branchscope.widgets.advice_label import AdviceLabel
 from branchscope.widgets.splitter import MarkedSplitter
@@ -145,15 +145,15 @@ def _gap_cell(s: RunSummary) -> str:
 
 
 def _could_give(s: RunSummary) -> str:
-    """"≤ 1.46× on 2, 1.71× on 4" (a fork or threads run: on its inter-op threads alone)."""
+    """"≤ 1.46× [1.41–1.50] on 2, 1.71× [1.66–1.75] on 4" (a fork or threads run: on its inter-op
+    threads alone), each bound with its interval where it has one."""
     pred = s.prediction
     if pred is None:
         return NONE
-    own = pred.by_threads.get(str(s.interop)) if s.mode in BRANCH_POOL_MODES else None
-    if own is not None:
-        return f"≤ {own:.2f}× on {s.interop} threads"
-    bounds = sorted((int(k), v) for k, v in pred.by_threads.items() if k.isdigit())
-    return "≤ " + ", ".join(f"{v:.2f}× on {k}" for k, v in bounds)
+    if s.mode in BRANCH_POOL_MODES and s.interop is not None and str(s.interop) in pred.by_threads:
+        return f"≤ {bound_text(pred, s.interop)} on {s.interop} threads"
+    ks = sorted(int(k) for k in pred.by_threads if k.isdigit())
+    return "≤ " + ", ".join(f"{bound_text(pred, k)} on {k}" for k in ks)
 
 
 class CompareView(QWidget):

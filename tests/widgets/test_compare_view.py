@@ -177,3 +177,19 @@ def test_the_gap_explained_names_the_region_that_lost_most(view, traces):
     t = view.summary_table
     r = [t.verticalHeaderItem(i).text() for i in range(t.rowCount())].index("the gap explained")
     assert t.item(r, 0).toolTip() == summaries[0].gap.text()
+
+
+def test_what_the_branches_could_give_carries_the_bounds_interval(view, traces):
+    fork, seq = traces
+    branches = [BranchRecord(name="a", region="1"), BranchRecord(name="b", region="1")]
+    pred = predict(branches, {"a": 6.0, "b": 4.0}, 12.0, source="test")
+    assert pred is not None
+    pred = msgspec.structs.replace(pred, by_threads_ci95={"2": [1.41, 1.58], "4": [1.41, 1.58]})
+    summaries = [
+        summarize(fork, msgspec.structs.replace(_run("fork", 2, 1, [8.0, 8.1, 7.9]), prediction=pred), "a"),
+        summarize(seq, msgspec.structs.replace(_run("sequential", 1, 1, [12.0, 12.2, 11.8]), prediction=pred), "b"),
+    ]
+    view.set_runs([fork, seq], summaries, 1)
+    assert _summary(view)["branches could give"] == [
+        "≤ 1.50× [1.41–1.58] on 2 threads", "≤ 1.50× [1.41–1.58] on 2, 1.50× [1.41–1.58] on 4",
+    ]  # fmt: skip
