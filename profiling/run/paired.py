@@ -66,6 +66,7 @@ from branchscope.profiling.run.runner import (
 )
 from branchscope.profiling.run.sweep import SweepCell
 from branchscope.profiling.trace.pairing import Speedup, paired_speedup, parts_text
+from branchscope.profiling.trace.parts import part_configs
 from branchscope.profiling.trace.prediction import (
     bound_text,
     parse_prediction,
@@ -75,8 +76,6 @@ from branchscope.profiling.trace.prediction import (
 from branchscope.profiling.trace.records import (
     ACROSS_WORKERS,
     ADDED_FOR_PARTS,
-    BASELINE_MODE,
-    BRANCH_POOL_MODES,
     IN_ONE_WORKER,
     PAIRED_TIMES_JSON,
     SPEEDUP_JSON,
@@ -89,6 +88,7 @@ from branchscope.profiling.trace.records import (
     SpeedupRecord,
     SpeedupValueRecord,
     is_speedup_json,
+    runs_branches_side_by_side,
 )
 
 #: Rounds by default: one step of each configuration per round in one worker; a fresh worker of
@@ -146,12 +146,11 @@ def parse_configs(text: str) -> list[PairedConfig]:
 
 
 def parts_of(config: PairedConfig) -> tuple[PairedConfig, PairedConfig] | None:
-    """(sequential 1×J, M 1×J): what a parallel configuration M I×J's speedup is split against
-    (`SpeedupPartsRecord`); None for a configuration that runs no branches side by side (sequential,
-    streams, a pool mode on one inter-op thread)."""
-    if config.mode not in BRANCH_POOL_MODES or config.interop < 2:
-        return None
-    return PairedConfig(BASELINE_MODE, 1, config.intra), PairedConfig(config.mode, 1, config.intra)
+    """(sequential 1×J, M 1×J) of a parallel configuration M I×J (`parts.part_configs`); None for a
+    configuration that runs no branches side by side (sequential, streams, a pool mode on one
+    inter-op thread)."""
+    wanted = part_configs(config.mode, config.interop, config.intra)
+    return None if wanted is None else (PairedConfig(*wanted[0]), PairedConfig(*wanted[1]))
 
 
 def with_parts(configs: list[PairedConfig], fresh_workers: bool = False) -> tuple[list[PairedConfig], list[PairedConfig]]:
@@ -398,13 +397,11 @@ def speedup_parts(configs: list[PairedConfigRecord], c: PairedConfigRecord) -> S
     """The parts of parallel configuration `c`'s speedup (`SpeedupPartsRecord`), each paired round by
     round (or step by step) as the whole is; None when `c` is not parallel or a part's
     configuration was not measured."""
-    if c.mode not in MODES or c.interop is None or c.intra is None:
-        return None
-    wanted = parts_of(PairedConfig(c.mode, c.interop, c.intra))
-    if wanted is None:
+    wanted = part_configs(c.mode, c.interop, c.intra)
+    if wanted is None or c.mode not in MODES:
         return None
     index = {(x.mode, x.interop, x.intra): i for i, x in enumerate(configs)}
-    seq, one = (index.get((w.mode, w.interop, w.intra)) for w in wanted)
+    seq, one = (index.get(config) for config in wanted)
     if seq is None or one is None:
         return None
     plan = paired_speedup(configs[seq].steps_ms or [], configs[one].steps_ms or [])
@@ -488,7 +485,7 @@ def _prediction_lines(record: SpeedupRecord) -> list[str]:
     for i, c in enumerate(record.configs):
         value = record.speedup[i] if i < len(record.speedup) else None
         bound = pred.by_threads.get(str(c.interop))
-        if c.mode in BRANCH_POOL_MODES and (c.interop or 0) >= 2 and bound and value is not None and value.median:
+        if runs_branches_side_by_side(c.mode, c.interop) and bound and value is not None and value.median:
             # The bound is about threads only: it is held against the part the threads gave.
             held, what = value, "measured"
             if value.parts is not None and value.parts.parallel.median:

@@ -63,7 +63,6 @@ from branchscope.profiling.trace.compare import RunSummary
 from branchscope.profiling.trace.parts import PartRun, parts_sentence, speedup_parts
 from branchscope.profiling.trace.records import (
     BASELINE_MODE,
-    BRANCH_POOL_MODES,
     DONE,
     FORK_MODE,
     THREADS_MODE,
@@ -71,6 +70,7 @@ from branchscope.profiling.trace.records import (
     SpeedupPartsRecord,
     SweepRecord,
     WinnerRecord,
+    runs_branches_side_by_side,
 )
 from branchscope.profiling.trace.starved import threads
 from branchscope.profiling.trace.step_stats import StepStats, overlaps
@@ -132,7 +132,7 @@ class Measured:
     def forks(self) -> bool:
         """A run of a branch pool mode (fork, threads) that runs branches side by side (2 or more
         inter-op threads)."""
-        return self.mode in BRANCH_POOL_MODES and self.interop >= 2
+        return runs_branches_side_by_side(self.mode, self.interop)
 
     @property
     def way(self) -> str:

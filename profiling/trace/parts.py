@@ -30,10 +30,21 @@ from dataclasses import dataclass
 from branchscope.profiling.trace.pairing import parts_text
 from branchscope.profiling.trace.records import (
     BASELINE_MODE,
-    BRANCH_POOL_MODES,
     SpeedupPartsRecord,
     SpeedupValueRecord,
+    runs_branches_side_by_side,
 )
+
+#: A configuration: (mode, inter-op threads, intra-op threads).
+Config = tuple[str, int, int]
+
+
+def part_configs(mode: str | None, interop: int | None, intra: int | None) -> tuple[Config, Config] | None:
+    """(sequential 1×J, M 1×J): what the speedup of M I×J is split against, paired (`branchscope
+    speedup`) or not (`speedup_parts`); None for a run whose branches do not run side by side."""
+    if mode is None or intra is None or not runs_branches_side_by_side(mode, interop):
+        return None
+    return (BASELINE_MODE, 1, intra), (mode, 1, intra)
 
 
 @dataclass(frozen=True)
@@ -63,14 +74,9 @@ class PartRun:
             and ms is not None and math.isfinite(ms) and ms > 0 and not self.starved
         )  # fmt: skip
 
-    def key(self, mode: str | None, interop: int | None) -> tuple:
-        """What a run of configuration `mode` `interop`×(this intra-op count) must match."""
-        return (self.model, self.cores, self.ranks, mode, interop, self.intra)
-
-    @property
-    def parallel(self) -> bool:
-        """A branch pool run (fork, threads) on 2 or more inter-op threads: one with parts."""
-        return self.mode in BRANCH_POOL_MODES and (self.interop or 0) >= 2
+    def key(self, mode: str | None, interop: int | None, intra: int | None) -> tuple:
+        """What a run of configuration `mode` `interop`×`intra`, beside this one, must match."""
+        return (self.model, self.cores, self.ranks, mode, interop, intra)
 
 
 def _value(ratio: float) -> SpeedupValueRecord:
@@ -83,12 +89,12 @@ def speedup_parts(runs: Sequence[PartRun]) -> list[SpeedupPartsRecord | None]:
     latest: dict[tuple, int] = {}
     for i, r in enumerate(runs):
         if r.usable:
-            latest[r.key(r.mode, r.interop)] = i
+            latest[r.key(r.mode, r.interop, r.intra)] = i
     out: list[SpeedupPartsRecord | None] = []
     for r in runs:
-        seq = latest.get(r.key(BASELINE_MODE, 1))
-        one = latest.get(r.key(r.mode, 1))
-        if not (r.usable and r.parallel) or seq is None or one is None:
+        wanted = part_configs(r.mode, r.interop, r.intra) if r.usable else None
+        seq, one = (None, None) if wanted is None else (latest.get(r.key(*config)) for config in wanted)
+        if seq is None or one is None:
             out.append(None)
             continue
         s, o = runs[seq], runs[one]

@@ -54,6 +54,13 @@ FORK_MODE = "fork"
 THREADS_MODE = "threads"
 BRANCH_POOL_MODES = (FORK_MODE, THREADS_MODE)
 
+
+def runs_branches_side_by_side(mode: str | None, interop: int | None) -> bool:
+    """Whether a run of `mode` with `interop` inter-op threads runs branches side by side: a branch
+    pool mode (fork, threads) on 2 or more inter-op threads (on one, its pool runs them one after
+    another)."""
+    return mode in BRANCH_POOL_MODES and (interop or 0) >= 2
+
 RUN_JSON = "run.json"
 SWEEP_JSON = "sweep.json"
 DEFAULT_TRACE = "trace.json.gz"
