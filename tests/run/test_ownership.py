@@ -55,6 +55,18 @@ def _step(model, inputs):
     return step
 
 
+def _profiled_step(model, inputs, analysis) -> list[tuple[str, int, int]]:
+    """(name, start, end) of every event of one step profiled with sequential mode's branch marks."""
+    hooks = annotate_branches_with_hooks(model, analysis)
+    assert hooks is not None
+    try:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            _step(model, inputs)()
+    finally:
+        hooks.remove()
+    return [(e.name, e.time_range.start, e.time_range.end) for e in prof.events()]
+
+
 @pytest.mark.parametrize("name", sorted(PIECES))
 def test_each_branch_is_marked_once_per_piece_per_step_for_the_branch_that_made_it(name, tracer):
     model, inputs, analysis = _analysis(name, tracer)
@@ -101,16 +113,7 @@ def test_a_module_called_by_two_branches_is_credited_to_each_once():
 
 def test_the_timeline_labels_each_piece_with_its_branch():
     model, inputs, analysis = _analysis("interleaved", "torch.fx")
-    hooks = annotate_branches_with_hooks(model, analysis)
-    assert hooks is not None
-    try:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            _step(model, inputs)()
-    finally:
-        hooks.remove()
-    marks = sorted(
-        (e.time_range.start, e.time_range.end, e.name) for e in prof.events() if e.name.startswith("branch: ")
-    )
+    marks = sorted((s, e, name) for name, s, e in _profiled_step(model, inputs, analysis) if name.startswith("branch: "))
     # large (its input, x * 2.0), then small, large, small, large, small, large: one range per piece,
     # none overlapping the next
     assert [name for _s, _e, name in marks] == ["branch: large"] + ["branch: small", "branch: large"] * 3
@@ -179,15 +182,7 @@ def test_a_function_at_a_pieces_edge_is_timed_with_it():
     # pooling, a large share of the block, is the branch's and not the serial part's.
     loaded = load_model(ModelSpec(demo="inception"))
     model, inputs = loaded.model, loaded.inputs
-    analysis = find_branches(model, inputs)
-    hooks = annotate_branches_with_hooks(model, analysis)
-    assert hooks is not None
-    try:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            _step(model, inputs)()
-    finally:
-        hooks.remove()
-    events = [(e.name, e.time_range.start, e.time_range.end) for e in prof.events()]
+    events = _profiled_step(model, inputs, find_branches(model, inputs))
     pool = [(s, e) for name, s, e in events if name == "branch: branch_pool"]
     pooling = [(s, e) for name, s, e in events if name == "aten::avg_pool2d"]
     assert len(pool) == 1 and len(pooling) == 1
