@@ -26,7 +26,7 @@ import psutil
 
 from branchscope.profiling import machine
 from branchscope.profiling.trace.records import LoadRecord, RunRecord
-from branchscope.profiling.trace.starved import is_starved, run_threads
+from branchscope.profiling.trace.starved import load_starved
 
 PROC = "/proc"
 
@@ -187,10 +187,7 @@ class LoadMeter:
         """run.json's `starved`: whether the run (its mode, threads and ranks here) got, or was left,
         fewer cores than its threads could use while it timed and profiled its steps; None when that
         was not measured or its threads are unknown."""
-        threads = run_threads(run.mode, run.interop, run.intra, run.nproc)
-        if threads is None or self.others_cores is None:
-            return None
-        return is_starved(threads, self.cores, self.own_cores, self.others_cores, self.own_wait_cores)
+        return load_starved(run.mode, run.interop, run.intra, run.nproc, self.record())
 
     def warning(self) -> str | None:
         """run.json's warning line when the run was busy, else None."""

@@ -53,7 +53,7 @@ from branchscope.profiling.trace.records import (
 )
 from branchscope.profiling.trace.run_info import BRANCH_PREFIX
 from branchscope.profiling.trace.sources import SWEEP, open_source
-from branchscope.profiling.trace.starved import is_starved, run_threads
+from branchscope.profiling.trace.starved import load_starved
 from branchscope.profiling.trace.step_stats import StepStats, speedup
 
 #: Categories of events that are not ops: annotations, Python frames, the profiler's own span.
@@ -362,12 +362,7 @@ def _starved(run: RunRecord, mode: str | None, interop: int | None, intra: int |
     neither tells."""
     if run.starved is not None:
         return run.starved
-    threads = run_threads(mode, interop, intra, run.nproc or ranks)
-    if threads is None or run.load is None:
-        return None
-    return is_starved(
-        threads, run.cores or run.load.cores, run.load.own_cores, run.load.others_cores, run.load.own_wait_cores
-    )
+    return load_starved(mode, interop, intra, run.nproc or ranks, run.load, run.cores)
 
 
 def default_baseline(summaries: Sequence[RunSummary]) -> int:

@@ -33,7 +33,7 @@ Qt-free and torch-free: the runner (run.json), the sweep (its cells), `compare` 
 
 from __future__ import annotations
 
-from branchscope.profiling.trace.records import BASELINE_MODE
+from branchscope.profiling.trace.records import BASELINE_MODE, LoadRecord
 
 #: A run is starved when it got, or was left, less than this share of the cores its threads could use.
 STARVED_SHARE = 0.8
@@ -74,3 +74,17 @@ def is_starved(
         got = cores_used < STARVED_SHARE * wanted - _ROUNDING
     left = others_cores is not None and cores is not None and cores - others_cores < need
     return got or left
+
+
+def load_starved(
+    mode: str | None, interop: int | None, intra: int | None, ranks: int | None, load: LoadRecord | None,
+    cores: int | None = None,
+) -> bool | None:
+    """Whether a run of `mode` I×J on `ranks` processes was starved by what run.json's `load` says
+    of it (`is_starved` on its cores, the cores it used and waited for, the cores others used;
+    `cores` where the load does not say them): the runner's verdict, and `compare`'s for a run.json
+    from before it. None when its threads or the load are unknown."""
+    threads = run_threads(mode, interop, intra, ranks)
+    if threads is None or load is None or load.others_cores is None:
+        return None
+    return is_starved(threads, load.cores or cores, load.own_cores, load.others_cores, load.own_wait_cores)
