@@ -43,7 +43,7 @@ from branchscope.profiling.run.branches import (
     Region,
     compute_nodes,
 )
-from branchscope.profiling.run.modes import ModeUnavailable, mode_named
+from branchscope.profiling.run.modes import HigherOrderUnavailable, ModeUnavailable, mode_named
 from branchscope.profiling.run.protocol import branch_label
 from branchscope.profiling.trace.records import left_out_text
 
@@ -357,9 +357,10 @@ class _Codegen:
             return f"{lhs} = torch.ops.{target.namespace}.{name}({self.call_args(node.args, node.kwargs)})"
         if isinstance(target, torch._ops.HigherOrderOperator) and not self.launcher.higher_order:
             hint = _HIGHER_ORDER_HINTS.get(target.name(), "run sequential mode, which runs the model as it is")
-            raise ModeUnavailable(
+            raise HigherOrderUnavailable(
                 f"{self.mode} mode: the graph {self.tracer} gave calls torch.ops.higher_order.{target.name()} "
-                f"(node {node.name}), which a TorchScript plan cannot call; {hint}"
+                f"(node {node.name}), which a TorchScript plan cannot call; {hint}",
+                target.name(),
             )
         if target in _BINARY and len(node.args) == 2 and not node.kwargs:
             return f"{lhs} = {self.fmt(node.args[0])} {_BINARY[target]} {self.fmt(node.args[1])}"

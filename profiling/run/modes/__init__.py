@@ -40,6 +40,15 @@ class ModeUnavailable(Exception):
         self.files = dict(files or {})
 
 
+class HigherOrderUnavailable(ModeUnavailable):
+    """The mode's plan cannot call a higher-order op the graph holds (`op`: "cond"; TorchScript calls
+    none), though the model has branches: a mode whose plan is eager Python can run it."""
+
+    def __init__(self, message: str, op: str) -> None:
+        super().__init__(message)
+        self.op = op
+
+
 @dataclass(frozen=True)
 class Mode:
     """One execution mode (see the module docstring)."""

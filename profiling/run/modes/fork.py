@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from branchscope.profiling.run.modes import Mode, ModeUnavailable
+from branchscope.profiling.run.modes import HigherOrderUnavailable, Mode, ModeUnavailable
 
 
 def emit_region(gen: Any, launched: list[Any], indent: str, one_at_a_time: bool = False) -> list[str]:
@@ -113,29 +113,6 @@ def launcher(one_at_a_time: bool = False) -> Any:
     return Launcher("fork", partial(emit_region, one_at_a_time=one_at_a_time), higher_order=False)
 
 
-def _higher_order_ops(analysis: Any) -> set[str]:
-    """The names of the higher-order ops (`cond`, ...) the analysis's graph calls."""
-    import torch
-
-    graph = analysis.graph_module.graph if analysis.graph_module is not None else None
-    return {
-        n.target.name()
-        for n in (graph.nodes if graph is not None else ())
-        if n.op == "call_function" and isinstance(n.target, torch._ops.HigherOrderOperator)
-    }
-
-
-def _naming_threads_mode(exc: ModeUnavailable, analysis: Any) -> ModeUnavailable:
-    """The plan's refusal of a higher-order op (`torch.ops.higher_order.cond`, which TorchScript cannot
-    call) with threads mode named, whose eager plan calls it; any other refusal (no graph, no
-    branches: threads mode would refuse too) as it was."""
-    if not analysis.regions or not any(
-        f"torch.ops.higher_order.{op} (node " in str(exc) for op in _higher_order_ops(analysis)
-    ):
-        return exc
-    return ModeUnavailable(f"{exc}; or run --mode threads, which runs it in eager PyTorch", files=exc.files)
-
-
 def build_plan(model: Any, analysis: Any, device: str, one_at_a_time: bool = False) -> Any:
     """The generated plan, compiled by TorchScript (`one_at_a_time`: each fork waited for at once)."""
     import time
@@ -148,8 +125,8 @@ def build_plan(model: Any, analysis: Any, device: str, one_at_a_time: bool = Fal
     t0 = time.perf_counter()
     try:
         module, source = generate_plan_module(analysis, launcher(one_at_a_time))
-    except ModeUnavailable as exc:
-        raise _naming_threads_mode(exc, analysis) from exc
+    except HigherOrderUnavailable as exc:  # threads mode's eager plan calls it
+        raise ModeUnavailable(f"{exc}; or run --mode threads, which runs it in eager PyTorch", files=exc.files) from exc
     t1 = time.perf_counter()
     try:
         with warnings.catch_warnings():
