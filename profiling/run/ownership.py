@@ -110,9 +110,10 @@ def call_map(model: Any, analysis: Any) -> CallMap:
     if gm is None:
         return CallMap()
     nodes = compute_nodes(gm)
+    stacks = [_stack_keys(node) for node in nodes]
     calls: dict[str, _CallInfo] = {}
-    for i, node in enumerate(nodes):
-        for key, path in _stack_keys(node):
+    for i, stack in enumerate(stacks):
+        for key, path in stack:
             info = calls.get(key)
             if info is None:
                 calls[key] = _CallInfo(key, path, i, i)
@@ -131,27 +132,8 @@ def call_map(model: Any, analysis: Any) -> CallMap:
         if o == len(modules):
             modules.append(module)
         by_object.setdefault(o, []).append(info)
-    numbered: dict[str, Call] = {}
-    for o, infos in by_object.items():
-        for n, info in enumerate(infos):
-            numbered[info.key] = (o, n)
-    # Where each hook fires, in graph order: a call's start just before its first node (position
-    # 2·first − 1), its end just after its last (2·last + 1); the model's own call around them all.
-    # At one position the ends fire first (innermost first), then the starts (outermost first).
-    at: dict[int, list[Hook]] = {-1: [(*ROOT, PRE)]}
-    starts: dict[int, list[Hook]] = {}
-    ends: dict[int, list[Hook]] = {}
-    for i, node in enumerate(nodes):
-        for key, _path in _stack_keys(node):  # outermost first
-            if key not in numbered:
-                continue
-            if calls[key].first == i:
-                starts.setdefault(2 * i - 1, []).append((*numbered[key], PRE))
-            if calls[key].last == i:
-                ends.setdefault(2 * i + 1, []).insert(0, (*numbered[key], POST))
-    for position in {*starts, *ends}:
-        at[position] = [*ends.get(position, []), *starts.get(position, [])]
-    at.setdefault(2 * len(nodes) - 1, []).append((*ROOT, POST))
+    numbered: dict[str, Call] = {key: (o, n) for o, infos in by_object.items() for n, key in enumerate(i.key for i in infos)}
+    at = _hook_places(stacks, calls, numbered)
     index = {n: i for i, n in enumerate(nodes)}
     result = CallMap(modules=modules, calls_per_step=[len(by_object[o]) for o in range(len(modules))])
     for region, branch, _parent in analysis.walk():
@@ -169,6 +151,27 @@ def call_map(model: Any, analysis: Any) -> CallMap:
         if not found:
             result.unseen.append(branch.name)
     return result
+
+
+def _hook_places(stacks: list[list[tuple[str, str]]], calls: dict[str, _CallInfo], numbered: dict[str, Call]) -> dict[int, list[Hook]]:
+    """Where each hook fires, in graph order, by place: a call's start just before its first node
+    (place 2·first − 1), its end just after its last (2·last + 1), the model's own call around them
+    all. At one place the ends fire first (innermost first), then the starts (outermost first)."""
+    starts: dict[int, list[Hook]] = {}
+    ends: dict[int, list[Hook]] = {}
+    for i, stack in enumerate(stacks):
+        for key, _path in stack:  # outermost first
+            if key not in numbered:
+                continue
+            if calls[key].first == i:
+                starts.setdefault(2 * i - 1, []).append((*numbered[key], PRE))
+            if calls[key].last == i:
+                ends.setdefault(2 * i + 1, []).insert(0, (*numbered[key], POST))
+    at: dict[int, list[Hook]] = {-1: [(*ROOT, PRE)]}
+    for place in {*starts, *ends}:
+        at[place] = [*ends.get(place, []), *starts.get(place, [])]
+    at.setdefault(2 * len(stacks) - 1, []).append((*ROOT, POST))
+    return at
 
 
 def _opening(hooks: list[Hook]) -> Hook:
