@@ -43,12 +43,8 @@ def measure_branch_times(
     `model` is not an eager `nn.Module` (TorchScript) or no branch has a piece to mark. A step whose
     calls did not match the graph's is left out; UnmatchedCalls when none matched. The hooks are
     gone when this returns, whatever `step` raised."""
-    import torch
+    from branchscope.profiling.run.ownership import piece_hooks
 
-    from branchscope.profiling.run.ownership import PieceHooks, call_map
-
-    if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
-        return None
     totals: dict[str, float] = {}  # of the step running now
     opened: dict[int, float] = {}
 
@@ -62,7 +58,10 @@ def measure_branch_times(
             sync()
             totals[piece.branch] = totals.get(piece.branch, 0.0) + clock() - started
 
-    with PieceHooks(model, call_map(model, analysis), on_open, on_close) as hooks:
+    hooks = piece_hooks(model, analysis, on_open, on_close)
+    if hooks is None:
+        return None
+    with hooks:
         if not hooks.active:
             return None
         step()  # one unmeasured step with the hooks on

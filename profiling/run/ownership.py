@@ -197,6 +197,18 @@ def _runs(indices: Iterable[int]) -> list[tuple[int, int]]:
     return runs
 
 
+def piece_hooks(
+    model: Any, analysis: Any, on_open: Callable[[Piece], None], on_close: Callable[[Piece], None]
+) -> PieceHooks | None:
+    """`PieceHooks` on the pieces of `analysis`'s branches in `model`'s own forward; None for a model
+    whose forward takes no module hooks (a TorchScript module). Imports torch (worker only)."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
+        return None
+    return PieceHooks(model, call_map(model, analysis), on_open, on_close)
+
+
 class PieceHooks:
     """Hooks on the model and its modules that call `on_close(piece)` and `on_open(piece)` at each
     piece's ends, step by step (the model's forward pre-hook starts a step's count of calls, its

@@ -562,8 +562,6 @@ def annotate_branches_with_hooks(model: Any, analysis: BranchAnalysis) -> owners
     unmarked. Returns the hooks (`.remove()` takes them off; `.unmatched_steps` counts steps whose
     calls did not match the graph), None for a model it cannot hook (TorchScript).
     """
-    if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
-        return None
     ranges: dict[int, Any] = {}
 
     def on_open(piece: ownership.Piece) -> None:
@@ -576,7 +574,7 @@ def annotate_branches_with_hooks(model: Any, analysis: BranchAnalysis) -> owners
         if rf is not None:
             rf.__exit__(None, None, None)
 
-    return ownership.PieceHooks(model, ownership.call_map(model, analysis), on_open, on_close)
+    return ownership.piece_hooks(model, analysis, on_open, on_close)
 
 
 def build_plan(mode: str, model: Any, analysis: BranchAnalysis, device: Any = "cpu") -> Plan:
