@@ -634,17 +634,18 @@ class Runs:
 
     def speedup_text(self, k: int) -> str:
         """The speedup column's cell: "baseline", "1.43×", "1.43× (within noise)", "… machine busy", "–";
-        a run with parts says them short first, with a baseline or without (they need none):
-        "1.67× (1.65× plan × 1.01× threads)", "– (1.65× plan × 1.01× threads)"."""
+        a run with parts says them short first, with a baseline or without (they need none), where a
+        narrow column still shows their start: "1.67× (1.65× plan × 1.01× threads)", "1.65× plan ×
+        1.01× threads"."""
         s = self.speedup(k)
+        parts = self.parts(k)
         if self.is_baseline(k):
             head, notes = "baseline", ["machine busy"] if self._entries[k].busy else []
         elif s is None:
-            head, notes = "–", []
+            return "–" if parts is None else parts_short(parts)
         else:
             head = f"{s:.2f}×"
             notes = [n for n, on in (("within noise", self.within_noise(k)), ("machine busy", self.busy_comparison(k))) if on]
-        parts = self.parts(k)
         if parts is not None:
             notes.insert(0, parts_short(parts))
         return head + (f" ({', '.join(notes)})" if notes else "")

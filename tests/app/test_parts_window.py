@@ -52,7 +52,7 @@ def test_the_runs_list_says_the_parts_short_and_their_sentence_in_the_tooltip(wi
     assert window.open_trace_files([str(p) for p in folders]) == 4
     (seq, _), (one, _), (two, tip), (other, other_tip) = _speedups(window)
     # Runs from disk have no baseline until one is set; the parts need none.
-    assert two == "– (1.25× plan × 1.60× threads)"
+    assert two == "1.25× plan × 1.60× threads"  # not "– (…)" in a narrow column
     assert f"{SENTENCE} (#1 and #2)" in tip.splitlines()
     assert (seq, one, other) == ("–", "–", "–") and "in parts" not in other_tip  # another model's runs never count
     window.run_list.set_baseline(0)
