@@ -146,6 +146,7 @@ from branchscope.profiling.trace.records import (
     left_out_text,
     read_run_record,
 )
+from branchscope.profiling.trace.starved import STARVED_LINE
 from branchscope.profiling.trace.step_stats import StepStats
 
 #: --device values: auto (CUDA when available), cpu, cuda, cuda:N.
@@ -840,6 +841,12 @@ def _finish_traces(out: Path, layout: _OneWorker, ranks: list[_Rank], runs: list
     return None
 
 
+def _load_lines(run: RunRecord) -> list[str]:
+    """The summary's lines of the machine's load, and whether the run was starved of cores."""
+    lines = [] if run.load is None else [run.load.text()]
+    return lines + ([STARVED_LINE] if run.starved else [])
+
+
 def _add_load(record: RunRecord, load: LoadMeter | None) -> None:
     """The machine's load into `record`, with its warning when others were busy, and whether the
     run was starved of cores (`LoadMeter.starved`)."""
@@ -1218,8 +1225,7 @@ def format_summary(run: RunRecord, out: Path) -> str:
     phases = format_phases(run)
     if phases:
         lines.append(phases)
-    if run.load is not None:
-        lines.append(run.load.text())
+    lines += _load_lines(run)
     lines.append(f"wrote {out / DEFAULT_TRACE} and {out / RUN_JSON}")
     return "\n".join(lines)
 
@@ -1266,8 +1272,7 @@ def _format_ranks_summary(run: RunRecord, out: Path) -> str:
             + f"): median {r.median_ms or 0:.2f} ms "
             f"profiled, {r.unprofiled_median_ms or 0:.2f} ms unprofiled"
         )
-    if run.load is not None:
-        lines.append(run.load.text())
+    lines += _load_lines(run)
     if run.complete:
         lines.append(f"wrote {out / RUN_JSON} and, per rank, {out / 'rank-R'}/{DEFAULT_TRACE} and {RUN_JSON}")
     else:  # a node other than 0 of a multi-node run: its part waits for node 0

@@ -37,6 +37,11 @@ from branchscope.profiling.trace.records import BASELINE_MODE, LoadRecord
 
 #: A run is starved when it got, or was left, less than this share of the cores its threads could use.
 STARVED_SHARE = 0.8
+#: What `profile`'s summary says of a starved run (run.json's `starved`).
+STARVED_LINE = (
+    "starved of cores: the run got, or was left, fewer cores than its threads could use, so its times name no "
+    "winner; branchscope speedup measures configurations paired and interleaved"
+)
 #: A figure at the bound exactly is not below it (4 − 2.4 < 0.8 × 4 in floating point).
 _ROUNDING = 1e-9
 

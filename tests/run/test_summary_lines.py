@@ -8,7 +8,8 @@ import msgspec
 
 from branchscope.profiling.run.runner import format_summary
 from branchscope.profiling.trace.prediction import predict
-from branchscope.profiling.trace.records import BranchRecord, LeftOutRecord, RunRecord
+from branchscope.profiling.trace.records import BranchRecord, LeftOutRecord, LoadRecord, RunRecord
+from branchscope.profiling.trace.starved import STARVED_LINE
 
 ASSERTION = LeftOutRecord(name="stem.bn: eq → _assert", ops=3, kind="assertion", why="an assertion")
 
@@ -76,3 +77,11 @@ def test_what_discovery_and_the_prediction_could_not_do_is_said_as_notes():
     lines = format_summary(_run(notes=[said]), Path("out")).splitlines()
     assert f"note: {said}" in lines
     assert not any(line.startswith("note: ") for line in format_summary(_run(), Path("out")).splitlines())
+
+
+def test_a_starved_run_says_so_under_the_machines_load():
+    load = LoadRecord(cores=2, others_cores=1.0, own_cores=0.97, own_wait_cores=0.7, busy=True)
+    lines = format_summary(_run(load=load, starved=True), Path("out")).splitlines()
+    assert lines[lines.index(load.text()) + 1] == STARVED_LINE
+    quiet = format_summary(_run(load=load, starved=False), Path("out")).splitlines()
+    assert STARVED_LINE not in quiet and load.text() in quiet
