@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CONSTRAINTS := constraints-dev.txt
 PIP_INSTALL := $(BIN)/python -m pip install --disable-pip-version-check -q -c $(CONSTRAINTS)
 
-.PHONY: run test check lint bench bench-models bench-models-quick screenshots clean
+.PHONY: run test check lint docs bench bench-models bench-models-quick screenshots clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,6 +31,10 @@ check: $(STAMP)
 	MYPYPATH=$(VENV)/mypy-path $(BIN)/mypy -p branchscope.profiling
 
 lint: check
+
+# docs/cli.md, the command-line reference, from the parsers (tests/app/test_cli_reference.py checks it).
+docs: $(STAMP)
+	$(BIN)/python -m branchscope.app.cli_reference docs/cli.md
 
 bench: $(STAMP)
 	$(PIP_INSTALL) -e '.[bench]'
