@@ -4,7 +4,7 @@ The window never imports torch: every run is a fresh runner process (which spawn
 started with QProcess so the event loop keeps the window responsive. The runner reports on stdout
 one JSON object per line (ARCHITECTURE.md, "Contracts"): phase, progress, error, and finally done
 with the output folder and run.json's content; this controller turns those lines into signals.
-`RunSpec` (what to run) lives in the Qt-free `app/runs.py` and is re-exported here.
+`RunSpec` (what to run) lives in the Qt-free `app/run_entry.py` and is re-exported here.
 
 One run at a time, as `app/jobs.py` says for every job of the window: starting a run while one is
 going cancels the old one; `cancel()` emits `canceled` at once and `stopped` once the runner has
@@ -25,15 +25,8 @@ from PySide6.QtCore import QObject, Signal
 
 from branchscope.app.jobs import Job, JobController
 from branchscope.app.jsonl_process import CANCEL_GRACE_MS
-from branchscope.app.runs import (
-    RUN_NAME,
-    SESSION_NAME,
-    Entry,
-    RunSpec,
-    runs_root,
-    saved_runs,
-    subfolders,
-)
+from branchscope.app.run_entry import Entry, RunSpec
+from branchscope.app.runs_on_disk import RUN_NAME, SESSION_NAME, runs_root, saved_runs, subfolders
 from branchscope.profiling.files import read_regular
 from branchscope.profiling.run.folder import names_text, remove_if_all_ours
 from branchscope.profiling.run.protocol import RUNNER_MODULE, python_command
@@ -71,7 +64,7 @@ KEEP_RUNS = 40
 
 
 def default_runs_dir() -> Path:
-    """~/.cache/branchscope/runs/<time>-<pid> (`runs.runs_root`): one window's runs together, named
+    """~/.cache/branchscope/runs/<time>-<pid> (`runs_on_disk.runs_root`): one window's runs together, named
     so they sort by age."""
     return runs_root() / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
 
@@ -218,7 +211,7 @@ class RunController(JobController):
         return runs
 
     def saved_runs(self) -> list[Entry]:
-        """The complete runs kept from earlier windows (oldest first; `runs.saved_runs`), read from
+        """The complete runs kept from earlier windows (oldest first; `runs_on_disk.saved_runs`), read from
         the runs root after pruning it; this window's own runs are not among them. Makes nothing."""
         session = self._session_dir()
         return saved_runs(session.parent, exclude=session)

@@ -45,7 +45,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from branchscope.app.runs import Runs, load_words
+from branchscope.app.runs import Runs
+from branchscope.app.runs_words import load_words
 from branchscope.profiling.trace.step_stats import StepStats
 
 COLUMNS = ["#", "run", "threads", "speedup", "median step"]

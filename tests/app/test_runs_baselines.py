@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from branchscope.app.runs import Entry, Runs, RunSpec, entry_for_path, saved_runs, when_text
+from branchscope.app.run_entry import Entry, RunSpec, entry_for_path
+from branchscope.app.runs import Runs
+from branchscope.app.runs_on_disk import saved_runs
+from branchscope.app.runs_words import when_text
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.trace.records import RunRecord
 from tests.builders.runs import write_run_folder, write_sweep_folder, write_timed_run

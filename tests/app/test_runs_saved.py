@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from branchscope.app.runs import Entry, Runs, RunSpec, entry_for_path, saved_runs, when_text
+from branchscope.app.run_entry import Entry, RunSpec, entry_for_path
+from branchscope.app.runs import Runs
+from branchscope.app.runs_on_disk import saved_runs
+from branchscope.app.runs_words import when_text
 from branchscope.profiling import load_trace
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.trace.model import TraceFormatError
