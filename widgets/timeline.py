@@ -1,7 +1,8 @@
 """The timeline: one lane per CPU thread and per GPU stream, every event drawn by one item.
 
-Taken apart as Perfetto's UI is: `TimelineView` here is the Qt widget (mouse, keys, scrolling,
-the find bar, signals); where the groups and lanes go is `TimelineLayout` (`timeline_layout`, no
+Taken apart as Perfetto's UI is: `TimelineView` here is the Qt widget (scrolling, signals; what
+the mouse and keys do is `TimelineInput`, `timeline_input`, mixed into it; the find bar is
+`timeline_find`'s); where the groups and lanes go is `TimelineLayout` (`timeline_layout`, no
 Qt); what the user picked (the selected event and its flows, the hovered event, a time range,
 Find's matches) is `TimelineState` (`timeline_state`, no Qt), which tells the view of every
 change; `TimelinePainter` (`timeline_painter`) draws the layout marked as the state says, and the
@@ -18,18 +19,20 @@ clears it. A click on a CPU group's title (or on its summary lane) folds or open
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QPoint, QRect, Qt, QTimer, Signal
-from PySide6.QtGui import QFont, QFontMetrics, QKeySequence
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QLineEdit, QToolButton, QToolTip, QWidget
+from PySide6.QtCore import QPoint, QRect, Signal
+from PySide6.QtGui import QFont, QFontMetrics
+from PySide6.QtWidgets import QWidget
 
 from branchscope.profiling.trace.analyses import branch_assignment
 from branchscope.profiling.trace.model import Trace
 from branchscope.widgets import colors
 from branchscope.widgets.charts import GutterText, Strip
-from branchscope.widgets.event_info import describe_event, rows_to_html, rows_to_text
 from branchscope.widgets.lod import TimelineLod
 from branchscope.widgets.theme import theme
 from branchscope.widgets.time_axis import GUTTER, RIGHT_MARGIN, TimeAxis, TimePanel, TimeViewBox
+from branchscope.widgets.timeline_find import FindBar
+from branchscope.widgets.timeline_input import TimelineInput
+from branchscope.widgets.timeline_items import GutterItem, Ruler, ScrollItem, TimelineItem
 from branchscope.widgets.timeline_layout import (
     GROUP_H,
     LANE_PAD,
@@ -47,11 +50,7 @@ from branchscope.widgets.timeline_painter import (
     RANGE_EDGE,
     RANGE_FILL,
     RULER_H,
-    GutterItem,
     Look,
-    Ruler,
-    ScrollItem,
-    TimelineItem,
     TimelinePainter,
     lane_area_height,
 )
@@ -61,64 +60,9 @@ from branchscope.widgets.units import format_duration
 
 __all__ = [
     "FLOW_COLOR", "GROUP_H", "LANE_PAD", "PEER_COLOR", "RANGE_EDGE", "RANGE_FILL", "ROW_H", "RULER_H",
-    "FindBar", "GroupHeader", "LaneRow", "Look", "TimelineItem", "TimelineView", "group_of",
+    "GroupHeader", "LaneRow", "Look", "TimelineItem", "TimelineView", "group_of",
     "prepare_trace", "rank_titles",
 ]  # fmt: skip
-
-#: Pause in typing after which Find highlights the matches.
-FIND_DEBOUNCE_MS = 150
-
-
-class FindBar(QFrame):
-    """Ctrl+F: a name to look for, the number of matches, Enter for the next one."""
-
-    def __init__(self, parent: TimelineView):
-        super().__init__(parent)
-        self.view = parent
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setAutoFillBackground(True)
-        self.edit = QLineEdit(self)
-        self.edit.setPlaceholderText("Find events by name (Enter: next match)")
-        self.edit.setClearButtonEnabled(True)
-        self.count = QLabel("", self)
-        close = QToolButton(self)
-        close.setText("✕")
-        close.setAutoRaise(True)
-        close.clicked.connect(parent.close_find)
-        lay = QHBoxLayout(self)
-        lay.setContentsMargins(6, 3, 3, 3)
-        lay.addWidget(self.edit, 1)
-        lay.addWidget(self.count)
-        lay.addWidget(close)
-        self.edit.returnPressed.connect(self._next)
-        # Highlight while typing, once the typing pauses: a search builds an index of the matches.
-        self.debounce = QTimer(self)
-        self.debounce.setSingleShot(True)
-        self.debounce.setInterval(FIND_DEBOUNCE_MS)
-        self.debounce.timeout.connect(lambda: parent.find(self.edit.text()))
-        self.edit.textEdited.connect(lambda _text: self.debounce.start())
-        self.setFixedWidth(360)
-        self.hide()
-
-    def place(self) -> None:
-        """At the view's top right, over the lanes."""
-        view = self.view
-        self.adjustSize()
-        self.move(max(GUTTER, view.width() - RIGHT_MARGIN - self.width() - 8), RULER_H + 6)
-
-    def _next(self) -> None:
-        """Enter: search for the text if it changed, and show the next match."""
-        self.debounce.stop()
-        text = self.edit.text()
-        if text != self.view.state.find.query:
-            self.view.find(text)
-        self.view.find_next()
-
-    def keyPressEvent(self, event):  # noqa: N802 (Qt API)
-        if event.key() == Qt.Key.Key_Escape:
-            self.view.close_find()
-            return
-        super().keyPressEvent(event)
 
 
 def _derive(trace: Trace, branches):
@@ -137,7 +81,7 @@ def prepare_trace(trace: Trace) -> None:
     derived(trace, "timeline", lambda: _derive(trace, None))
 
 
-class TimelineView(TimePanel):
+class TimelineView(TimelineInput, TimePanel):
     """Lanes of events over the shared time axis (see the module docstring).
 
     `lane_layout` places the lanes, `state` holds the selection, hover, range and Find, `painter`
@@ -477,93 +421,7 @@ class TimelineView(TimePanel):
                 return i
         return -1
 
-    # ---- mouse and keys ---------------------------------------------------------------------
-    def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        x = event.position().x()
-        if event.button() == Qt.MouseButton.LeftButton and x < GUTTER:
-            gh = self.group_at(int(event.position().y()))
-            if gh is not None and gh.collapsible:  # a click on a group's title opens or folds it
-                self.set_group_collapsed(gh.key, not gh.collapsed)
-                event.accept()
-                return
-        if x >= GUTTER + self.plot_width() and self.max_scroll() > 0:
-            y = int(event.position().y())
-            handle = self.scroll_handle()
-            if handle is not None and not (handle.top() <= y <= handle.bottom()):
-                # Click on the track: jump so that the handle centres there.
-                frac = (y - RULER_H - handle.height() / 2) / max(1, lane_area_height(self) - handle.height())
-                self._set_scroll(round(frac * self.max_scroll()))
-            self._scroll_drag = (y, self.scroll_y)
-            return
-        if (
-            event.button() == Qt.MouseButton.LeftButton
-            and event.modifiers() & Qt.KeyboardModifier.ShiftModifier
-            and GUTTER <= x < GUTTER + self.plot_width()
-            and event.position().y() >= RULER_H
-            and self.trace is not None
-        ):
-            # Shift+drag: a time range instead of a pan.
-            self.state.begin_range(self.t_of(x))
-            event.accept()
-            return
-        super().mousePressEvent(event)
-
-    def mouseDoubleClickEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        if event.button() == Qt.MouseButton.LeftButton and event.position().x() < GUTTER + self.plot_width():
-            i = self.event_at(event.position().toPoint())  # zoom to it
-            if i >= 0:
-                self.select_event(i)
-                self.zoom_to_event(i)
-            event.accept()
-            return
-        super().mouseDoubleClickEvent(event)
-
-    def wheelEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        dy = event.angleDelta().y()
-        shift = event.modifiers() & Qt.KeyboardModifier.ShiftModifier
-        if dy and (shift or event.position().x() < GUTTER) and self.scroll_vertical(-dy // 2):
-            event.accept()
-            return
-        super().wheelEvent(event)
-
-    def mouseMoveEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        if self._scroll_drag is not None:
-            y0, s0 = self._scroll_drag
-            handle = self.scroll_handle()
-            track = max(1, lane_area_height(self) - (handle.height() if handle else 0))
-            self._set_scroll(s0 + (int(event.position().y()) - y0) * self.max_scroll() / track)
-            return
-        if self.state.range_anchor is not None:
-            self._drag_range_to(event.position().x())
-            return
-        super().mouseMoveEvent(event)
-
-    def mouseReleaseEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        if self._scroll_drag is not None:
-            self._scroll_drag = None
-            return
-        if self.state.range_anchor is not None:
-            self._drag_range_to(event.position().x())
-            if self.state.end_range() is not None:
-                self.rangeSelected.emit(*self.selected_range())
-            return
-        super().mouseReleaseEvent(event)
-
-    def keyPressEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        if event.matches(QKeySequence.StandardKey.Find):
-            self.open_find()
-            event.accept()
-            return
-        if event.key() == Qt.Key.Key_Escape and (self.state.range is not None or self.selected >= 0):
-            # One thing at a time: the range first, then the selected event.
-            if self.state.range is not None:
-                self.clear_range()
-            else:
-                self.select_event(-1)
-            event.accept()
-            return
-        super().keyPressEvent(event)
-
+    # ---- size and visibility (the mouse and keys: `TimelineInput`) --------------------------
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
         super().resizeEvent(event)
         if not hasattr(self, "_find_bar"):  # pyqtgraph resizes while the view is being made
@@ -580,11 +438,6 @@ class TimelineView(TimePanel):
             self._relayout()
 
     # ---- range selection ----------------------------------------------------------------------
-    def _drag_range_to(self, x: float) -> None:
-        x = min(max(x, GUTTER), GUTTER + self.plot_width())
-        # Less than a pixel wide is a shift+click: no range.
-        self.state.drag_range(self.t_of(x), self.ns_per_px())
-
     def selected_range(self) -> tuple[int, int] | None:
         """The selected time range in the trace's own clock (start_ns, end_ns), or None."""
         r = self.state.range
@@ -606,59 +459,10 @@ class TimelineView(TimePanel):
         """Drop the selected range (emits `rangeCleared` if there was one)."""
         self.state.clear_range()
 
-    # ---- hover, selection -------------------------------------------------------------------
-    def gutter_tip(self, pos: QPoint) -> str:
-        """What the gutter at a widget position names, whole (its label may be cut): a lane's label,
-        event count and folded rows, or a group's title; "" elsewhere."""
-        if self.trace is None or pos.x() >= GUTTER or pos.y() < RULER_H:
-            return ""
-        y = pos.y() - RULER_H + self.scroll_y
-        gh = self.lane_layout.group_at(y)
-        if gh is not None:
-            return gh.title
-        lr = self.lane_layout.lane_at(y)
-        if lr is None:
-            return ""
-        tip = f"{lr.label}\n{self.trace.lane_event_count(lr.lane):,} events"
-        if lr.folded:
-            tip += f"; rows {lr.drawn}–{len(lr.rows)} drawn in one (folded to keep every lane in view)"
-        return tip
-
-    def on_hover(self, pos: QPoint) -> None:
-        tip = self.gutter_tip(pos)
-        if tip:  # over the gutter: the lane's whole name
-            QToolTip.showText(self.mapToGlobal(pos), tip, self)
-            self.hover_text = ""
-            self.state.hover(-1)
-            return
-        i = self.event_at(pos)
-        if i == self.state.hovered:
-            return
-        if i >= 0:
-            rows = describe_event(self.trace, i, self.branch_names, self.event_branch)
-            self.hover_text = rows_to_text(rows)
-            QToolTip.showText(self.mapToGlobal(pos), rows_to_html(rows), self)
-        else:
-            self.hover_text = ""
-            QToolTip.hideText()
-        self.state.hover(i)
-
-    def leaveEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        if self.state.hovered >= 0:
-            self.hover_text = ""
-            self.state.hover(-1)
-        super().leaveEvent(event)
-
+    # ---- selection --------------------------------------------------------------------------
     def select_event(self, i: int) -> None:
         """Select event `i` (-1: none) with its flows, and emit `eventSelected`."""
         self.state.select(self.trace, i)
-
-    def on_click(self, pos: QPoint) -> None:
-        gh = self.group_at(pos.y())
-        if gh is not None and gh.collapsed:  # a summary lane: a click opens its group
-            self.set_group_collapsed(gh.key, False)
-            return
-        self.select_event(self.event_at(pos))
 
     def zoom_to_event(self, i: int) -> None:
         s = self.axis_time(self.trace.start_ns[i])

@@ -8,32 +8,30 @@ what is visible in the visible rows (`TimelineLayout.visible`), paints it into o
 numpy (`lod.rasterize`: a few array passes the size of the visible pixels), and hands that to Qt as a
 single image; only then are the few things that need Qt's text engine drawn on top (names inside
 events wide enough to hold them, each as much of its name as tells it apart in its room:
-`block_label`, measured once per name and width bucket), then the marks: the hovered and selected events, the selected
+`timeline_labels.block_label`, measured once per name and width bucket), then the marks: the hovered and selected events, the selected
 event's flows, the selected time range (`TimelineState`). So a frame costs what the pixels cost
 whether the trace holds ten thousand events or ten million.
 
 Events are coloured by branch, and by kind on GPU lanes (`widgets.colors`); neutral colours follow
-the palette (`Look`, from `widgets.theme`), text the widget's font.
+the palette (`Look`, from `widgets.theme`), text the widget's font. The scene's items that paint
+through it are `timeline_items`'.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPen, QPolygonF
-from PySide6.QtWidgets import QSizePolicy
 
 from branchscope.profiling.trace.model import Trace
-from branchscope.profiling.trace.run_info import BRANCH_PREFIX, branch_name
 from branchscope.widgets import colors
 from branchscope.widgets.charts import TimeAxisItem
 from branchscope.widgets.lod import Scratch, TimelineLod, pixel_spans, rasterize
 from branchscope.widgets.theme import Theme
-from branchscope.widgets.time_axis import GUTTER, RIGHT_MARGIN, TimePanel, safe_paint
+from branchscope.widgets.time_axis import GUTTER, TimePanel
+from branchscope.widgets.timeline_labels import block_label, gutter_text, label_forms
 from branchscope.widgets.timeline_layout import NO_LABEL, TimelineLayout
 from branchscope.widgets.timeline_state import TimelineState
 from branchscope.widgets.units import time_ticks
@@ -49,93 +47,6 @@ RANGE_EDGE = QColor(61, 123, 217, 220)
 #: Arrows from a launch to its kernel; the same collective on the other ranks.
 FLOW_COLOR = QColor(214, 39, 40)
 PEER_COLOR = QColor(148, 103, 189)
-
-
-#: A branch chain's links as the trace writes them (`run_info.branch_label`) and as labels say them.
-_LINK, _MORE = " → ", "…"
-
-
-def label_forms(name: str) -> list[str]:
-    """The texts a block named `name` may be labelled with, longest first: the name (a branch's
-    links written "→", as the legend writes them); for a branch (`branch: a -> b -> c`) then without the common prefix (`a → b → c`), the chain's first
-    modules (`a → b → …`, `a → …`) and its first module alone (`a`), which is what tells sibling
-    branches apart (each begins with a module of its own); for an op (`aten::convolution`) then its
-    name without its namespaces (`convolution`)."""
-    if not name.startswith(BRANCH_PREFIX):
-        # an op without its namespaces ("aten::convolution" → "convolution"): "aten::…" tells none apart
-        _space, sep, op = name.rpartition("::")
-        return [name, op] if sep and op.strip() and " " not in _space else [name]
-    parts = [part for part in (branch_name(name) or "").split(_LINK) if part]  # its name, unescaped
-    if not parts:
-        return [name]
-    forms = [BRANCH_PREFIX + _LINK.join(parts), _LINK.join(parts)]
-    forms += [_LINK.join([*parts[:k], _MORE]) for k in range(len(parts) - 1, 0, -1)]
-    if len(parts) > 1:
-        forms.append(parts[0])
-    return forms
-
-
-def elide_keeping_end(text: str, room: int, fm: QFontMetrics) -> str:
-    """`text` cut in the middle to fit `room` pixels, keeping about twice as much of its end as of
-    its start (`branch3x3dbl_1` → `bra…dbl_1`: names of siblings differ at their end); "" when not
-    even one character and the ellipsis fit."""
-    if fm.horizontalAdvance(text) <= room:
-        return text
-
-    def cut(k: int) -> str:  # k characters kept
-        head = (k + 1) // 3
-        return text[:head] + _MORE + text[len(text) - (k - head) :]
-
-    lo, hi = 0, len(text) - 1  # the most characters kept that fit: cut(lo) fits, or lo is 0
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fm.horizontalAdvance(cut(mid)) <= room:
-            lo = mid
-        else:
-            hi = mid - 1
-    return cut(lo) if lo > 0 else ""
-
-
-def block_label(name: str, room: int, fm: QFontMetrics) -> str:
-    """What a block named `name` shows in `room` pixels: the longest of `label_forms` that fits; else
-    a branch's first module cut in the middle (`elide_keeping_end`), any other name's shortest
-    form cut at its right; "" when nothing readable fits."""
-    forms = label_forms(name)
-    for form in forms:
-        if fm.horizontalAdvance(form) <= room:
-            return form
-    if not name.startswith(BRANCH_PREFIX) or len(forms) == 1:
-        text = fm.elidedText(forms[-1], Qt.TextElideMode.ElideRight, room)
-        return "" if text in ("", _MORE) else text
-    return elide_keeping_end(forms[-1], room, fm)
-
-
-_THREAD_LABEL = re.compile(r"^(.+?) \((.+)\)$")
-
-
-def gutter_text(label: str, fm: QFontMetrics, width: int) -> str:
-    """A lane label or group title cut to `width` pixels keeping what tells it apart: a thread's
-    id whole before its name ("thread 23456 (pyth…)", not "thread 23…ython3.8)"), a group's count
-    ("inter-op p… · 2 threads"); otherwise cut in the middle. The whole label is the gutter's
-    tooltip (`TimelineView.on_hover`)."""
-    if fm.horizontalAdvance(label) <= width:
-        return label
-    head, sep, tail = label.rpartition(" · ")
-    if sep:
-        room = width - fm.horizontalAdvance(sep + tail)
-        cut = fm.elidedText(head, Qt.TextElideMode.ElideRight, room) if room > 0 else ""
-        if len(cut) > 3:
-            return cut + sep + tail
-    m = _THREAD_LABEL.match(label)
-    if m:
-        head = m.group(1)
-        room = width - fm.horizontalAdvance(head + " ()")
-        cut = fm.elidedText(m.group(2), Qt.TextElideMode.ElideRight, room) if room > 0 else ""
-        if len(cut) > 1:
-            return f"{head} ({cut})"
-        if fm.horizontalAdvance(head) <= width:
-            return head
-    return fm.elidedText(label, Qt.TextElideMode.ElideMiddle, width)
 
 
 def lane_area_height(view: TimePanel) -> int:
@@ -541,87 +452,3 @@ class TimelinePainter:
         handle = view.scroll_handle()
         if handle is not None:
             p.fillRect(handle.translated(-(GUTTER + view.plot_width()), -RULER_H), self.look.scroll_handle)
-
-
-# ---- the scene's items ----------------------------------------------------------------------
-
-
-class TimelineItem(pg.GraphicsObject):
-    """The lanes: every event of every visible row, in one item (see the module docstring).
-
-    It lives in the view's ViewBox, in the ViewBox's own pixels (not its data coordinates: the
-    raster is made for exact pixel columns of the axis window), and paints through the view's
-    painter, which works in widget pixels. A left click goes to the view's `on_click`.
-    """
-
-    def __init__(self, view: TimePanel):
-        super().__init__()
-        self.view = view
-        self.setParentItem(view.vb)
-        self.setZValue(10)  # over the ViewBox's (empty) data
-        view.vb.sigResized.connect(lambda _vb: self.prepareGeometryChange())
-
-    def boundingRect(self) -> QRectF:  # noqa: N802 (Qt API)
-        return QRectF(0, 0, self.view.vb.width(), self.view.vb.height())
-
-    @safe_paint
-    def paint(self, p: QPainter, *args) -> None:
-        p.translate(-GUTTER, -RULER_H)  # widget pixels
-        self.view.painter.paint_lanes(p)
-
-    def mouseClickEvent(self, ev) -> None:  # noqa: N802 (pyqtgraph API)
-        """Left click selects (pyqtgraph tells a click from a drag); right click is the ViewBox's."""
-        if ev.button() != Qt.MouseButton.LeftButton:
-            ev.ignore()
-            return
-        ev.accept()
-        if not ev.double():
-            self.view.on_click(self.view.mapFromScene(ev.scenePos()))
-
-
-class GutterItem(pg.GraphicsWidget):
-    """The lane labels left of the lanes (drawn by the view's painter, cached in an image)."""
-
-    def __init__(self, view: TimePanel):
-        super().__init__()
-        self.view = view
-        self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Ignored)
-        self.setFixedWidth(GUTTER)
-        self.setMinimumHeight(0)
-
-    @safe_paint
-    def paint(self, p: QPainter, *args) -> None:
-        p.translate(0, -RULER_H)  # widget pixels
-        self.view.painter.paint_gutter(p)
-
-
-class ScrollItem(pg.GraphicsWidget):
-    """The scroll bar in the right margin (painted: a QScrollBar child would be repainted, at a
-    cost of milliseconds, with every frame of the timeline). The view takes its mouse events."""
-
-    def __init__(self, view: TimePanel):
-        super().__init__()
-        self.view = view
-        self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Ignored)
-        self.setFixedWidth(RIGHT_MARGIN)
-        self.setMinimumHeight(0)
-
-    def paint(self, p: QPainter, *args) -> None:
-        self.view.painter.paint_scroll_bar(p, self.rect())
-
-
-class Ruler(TimeAxisItem):
-    """The time ruler over the lanes: pyqtgraph's axis with the timeline's ticks, on its band."""
-
-    def __init__(self, view: TimePanel):
-        super().__init__("top")
-        self.view = view
-
-    def apply_theme(self, colors: Theme, font: QFont) -> None:
-        super().apply_theme(colors, font)
-        self.setTickPen(pg.mkPen(colors.muted))
-
-    def paint(self, p, opt, widget):
-        rect = self.mapRectFromParent(self.geometry())
-        p.fillRect(rect, self.view.painter.look.ruler_bg)
-        super().paint(p, opt, widget)

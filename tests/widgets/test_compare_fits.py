@@ -17,8 +17,9 @@ from branchscope.widgets.splitter import MarkedHandle
 from branchscope.widgets.theme import theme
 from branchscope.widgets.time_axis import GUTTER
 from branchscope.widgets.timeline import TimelineView
+from branchscope.widgets.timeline_labels import gutter_text
 from branchscope.widgets.timeline_layout import FOLD_MIN_ROWS, LaneRow, TimelineLayout
-from branchscope.widgets.timeline_painter import RULER_H, gutter_text, lane_area_height
+from branchscope.widgets.timeline_painter import RULER_H, lane_area_height
 from tests.builders.runs import write_small_trace
 from tests.gui_helpers import show
 

@@ -1,5 +1,5 @@
 """The names drawn on the timeline's event blocks (issue 22, item 7): a block says what tells it
-apart from its neighbours in the room it has (`timeline_painter.block_label`)."""
+apart from its neighbours in the room it has (`timeline_labels.block_label`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from PySide6.QtGui import QFont, QFontMetrics
 from branchscope.profiling.trace.model import Lane, build_trace
 from branchscope.widgets.time_axis import GUTTER
 from branchscope.widgets.timeline import TimelineView
-from branchscope.widgets.timeline_painter import block_label, elide_keeping_end, label_forms
+from branchscope.widgets.timeline_labels import block_label, elide_keeping_end, label_forms
 from tests.gui_helpers import show
 
 #: Two sibling branches of inception_v3's Mixed_7b as the trace labels them.

@@ -1,0 +1,102 @@
+"""The timeline's text: what an event's block and a lane's label say in the room they have.
+
+A block shows the longest form of its name that fits (`label_forms`, `block_label`: a branch's
+chain shortened to its first module, an op without its namespaces; cut in the middle keeping the
+end, where sibling names differ, `elide_keeping_end`); a lane label or group title keeps what
+tells it apart (`gutter_text`). `TimelinePainter` draws them; these only measure.
+"""
+
+from __future__ import annotations
+
+import re
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFontMetrics
+
+from branchscope.profiling.trace.run_info import BRANCH_PREFIX, branch_name
+
+#: A branch chain's links as the trace writes them (`run_info.branch_label`) and as labels say them.
+_LINK, _MORE = " → ", "…"
+
+
+def label_forms(name: str) -> list[str]:
+    """The texts a block named `name` may be labelled with, longest first: the name (a branch's
+    links written "→", as the legend writes them); for a branch (`branch: a -> b -> c`) then without the common prefix (`a → b → c`), the chain's first
+    modules (`a → b → …`, `a → …`) and its first module alone (`a`), which is what tells sibling
+    branches apart (each begins with a module of its own); for an op (`aten::convolution`) then its
+    name without its namespaces (`convolution`)."""
+    if not name.startswith(BRANCH_PREFIX):
+        # an op without its namespaces ("aten::convolution" → "convolution"): "aten::…" tells none apart
+        _space, sep, op = name.rpartition("::")
+        return [name, op] if sep and op.strip() and " " not in _space else [name]
+    parts = [part for part in (branch_name(name) or "").split(_LINK) if part]  # its name, unescaped
+    if not parts:
+        return [name]
+    forms = [BRANCH_PREFIX + _LINK.join(parts), _LINK.join(parts)]
+    forms += [_LINK.join([*parts[:k], _MORE]) for k in range(len(parts) - 1, 0, -1)]
+    if len(parts) > 1:
+        forms.append(parts[0])
+    return forms
+
+
+def elide_keeping_end(text: str, room: int, fm: QFontMetrics) -> str:
+    """`text` cut in the middle to fit `room` pixels, keeping about twice as much of its end as of
+    its start (`branch3x3dbl_1` → `bra…dbl_1`: names of siblings differ at their end); "" when not
+    even one character and the ellipsis fit."""
+    if fm.horizontalAdvance(text) <= room:
+        return text
+
+    def cut(k: int) -> str:  # k characters kept
+        head = (k + 1) // 3
+        return text[:head] + _MORE + text[len(text) - (k - head) :]
+
+    lo, hi = 0, len(text) - 1  # the most characters kept that fit: cut(lo) fits, or lo is 0
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fm.horizontalAdvance(cut(mid)) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return cut(lo) if lo > 0 else ""
+
+
+def block_label(name: str, room: int, fm: QFontMetrics) -> str:
+    """What a block named `name` shows in `room` pixels: the longest of `label_forms` that fits; else
+    a branch's first module cut in the middle (`elide_keeping_end`), any other name's shortest
+    form cut at its right; "" when nothing readable fits."""
+    forms = label_forms(name)
+    for form in forms:
+        if fm.horizontalAdvance(form) <= room:
+            return form
+    if not name.startswith(BRANCH_PREFIX) or len(forms) == 1:
+        text = fm.elidedText(forms[-1], Qt.TextElideMode.ElideRight, room)
+        return "" if text in ("", _MORE) else text
+    return elide_keeping_end(forms[-1], room, fm)
+
+
+_THREAD_LABEL = re.compile(r"^(.+?) \((.+)\)$")
+
+
+def gutter_text(label: str, fm: QFontMetrics, width: int) -> str:
+    """A lane label or group title cut to `width` pixels keeping what tells it apart: a thread's
+    id whole before its name ("thread 23456 (pyth…)", not "thread 23…ython3.8)"), a group's count
+    ("inter-op p… · 2 threads"); otherwise cut in the middle. The whole label is the gutter's
+    tooltip (`TimelineView.on_hover`)."""
+    if fm.horizontalAdvance(label) <= width:
+        return label
+    head, sep, tail = label.rpartition(" · ")
+    if sep:
+        room = width - fm.horizontalAdvance(sep + tail)
+        cut = fm.elidedText(head, Qt.TextElideMode.ElideRight, room) if room > 0 else ""
+        if len(cut) > 3:
+            return cut + sep + tail
+    m = _THREAD_LABEL.match(label)
+    if m:
+        head = m.group(1)
+        room = width - fm.horizontalAdvance(head + " ()")
+        cut = fm.elidedText(m.group(2), Qt.TextElideMode.ElideRight, room) if room > 0 else ""
+        if len(cut) > 1:
+            return f"{head} ({cut})"
+        if fm.horizontalAdvance(head) <= width:
+            return head
+    return fm.elidedText(label, Qt.TextElideMode.ElideMiddle, width)
