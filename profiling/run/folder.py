@@ -21,31 +21,31 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import gzip
+import json
 import os
 import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import Any, BinaryIO, Self
 
 import msgspec
 
 from branchscope.profiling.files import UnreadableFile, read_json_object
 from branchscope.profiling.trace.records import (
-    CELL_FOLDER,
     NODE_JSON_NAME,
     RANK_DIR,
     RUN_JSON,
-    SWEEP_JSON,
     FailureRecord,
     RunRecord,
-    SweepRecord,
     encode_record,
-    is_sweep_json,
     lenient,
     read_run_record,
 )
+from branchscope.profiling.trace.sweep_records import CELL_FOLDER, SWEEP_JSON, SweepRecord, is_sweep_json
 
 #: Where a failed run's files that tell why are kept (`RunFolder.keep_failure`): the plan TorchScript
 #: could not compile and its whole message. A folder of that name is ours only while FAILURE_JSON in
@@ -314,31 +314,93 @@ def names_text(names: list[str], most: int = 5) -> str:
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
+def write_atomic(path: Path, write: Callable[[BinaryIO], object], *, gz: bool = False) -> None:
+    """Writes `path` through `write(file)` into PATH.tmp, then renames it: readers never see half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with gzip.open(tmp, "wb", compresslevel=3) if gz else open(tmp, "wb") as f:
+            write(f)  # type: ignore[arg-type]
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_record_atomic(path: Path, record: msgspec.Struct) -> None:
+    """A record (run.json, sweep.json) as branchscope writes it (`records.encode_record`), atomically."""
+    write_atomic(path, lambda f: f.write(encode_record(record)))
+
+
+def write_json_atomic(path: Path, data: Any, indent: int | None = None) -> None:
+    write_atomic(path, lambda f: f.write(json.dumps(data, indent=indent).encode("utf-8")))
+
+
 #: What every run writes into DIR, whatever its mode and ranks: a file of these names that is not ours
 #: refuses DIR before the run, --overwrite or not. (A file not ours where a run's other files go,
 #: trace.json.gz or plan.py, fails the commit instead, DIR as it was.)
 ALWAYS_WRITTEN = frozenset({RUN_JSON, "worker.log"})
 
 
-class RunFolder:
-    """DIR for one run: `open()` checks and locks it, `staging` receives the files, `commit()` moves
-    them in (run.json last), `close()` removes what is left of the staging and unlocks."""
+def remove_if_empty(folder: Path) -> None:
+    """Removes `folder` when it is empty; leaves it as it is otherwise (or when it is gone)."""
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
 
-    def __init__(self, out: Path, *, overwrite: bool = False) -> None:
+
+class LockedFolder:
+    """A folder branchscope writes into, locked while it does: `open()` locks it (making it when
+    there is none, `lock_folder`) and prepares it (`_prepare`), closing again when that fails;
+    `close()` removes it when this made it and it stayed empty, then unlocks it."""
+
+    #: What the lock is taken for, in the line that refuses a second one ("run", "sweep").
+    kind = "run"
+    #: Several holders at once (the nodes of a multi-node run share OUT).
+    shared = False
+
+    def __init__(self, out: Path) -> None:
         self.out = Path(out)
-        self.overwrite = overwrite
-        self.staging: Path | None = None
         self._fd: int | None = None
         self._created = False
 
-    def open(self) -> RunFolder:
-        self._fd, self._created = lock_folder(self.out, "run")
+    def open(self) -> Self:
+        self._fd, self._created = lock_folder(self.out, self.kind, shared=self.shared)
         try:
-            self._check_and_stage()
+            self._prepare()
         except BaseException:
             self.close()
             raise
         return self
+
+    def _prepare(self) -> None:
+        """Checks the locked folder before anything is written; raises RunFolderError."""
+
+    def close(self) -> None:
+        if self._created:
+            remove_if_empty(self.out)  # a failed first run leaves no folder behind
+            self._created = False
+        if self._fd is not None:
+            os.close(self._fd)  # releases the lock
+            self._fd = None
+
+    def __enter__(self) -> Self:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RunFolder(LockedFolder):
+    """DIR for one run: `open()` checks and locks it, `staging` receives the files, `commit()` moves
+    them in (run.json last), `close()` removes what is left of the staging and unlocks."""
+
+    def __init__(self, out: Path, *, overwrite: bool = False) -> None:
+        super().__init__(out)
+        self.overwrite = overwrite
+        self.staging: Path | None = None
+
+    def _prepare(self) -> None:
+        self._check_and_stage()
 
     def _check_and_stage(self) -> None:
         try:
@@ -436,18 +498,47 @@ class RunFolder:
         if self.staging is not None:
             shutil.rmtree(self.staging, ignore_errors=True)
             self.staging = None
-        if self._created:
-            try:
-                self.out.rmdir()  # only when empty: a failed first run leaves no folder behind
-            except OSError:
-                pass
-            self._created = False
-        if self._fd is not None:
-            os.close(self._fd)  # releases the lock
-            self._fd = None
+        super().close()
 
-    def __enter__(self) -> RunFolder:
-        return self.open()
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+class SweepFolder(LockedFolder):
+    """DIR for one sweep: `open()` checks and locks it (as RunFolder does a run's), `close()` unlocks.
+    `cells`: the folders of the sweep's cells (`SweepCell.run`); what an earlier sweep of ours holds
+    for other cells is removed (`_drop_earlier_cell`)."""
+
+    kind = "sweep"
+
+    def __init__(self, out: Path, cells: list[str], *, overwrite: bool = False) -> None:
+        super().__init__(out)
+        self.cells = cells
+        self.overwrite = overwrite
+
+    def _prepare(self) -> None:
+        out = self.out
+        entries = os.listdir(out)
+        earlier = sweep_cells(out)  # the cell folders DIR's sweep.json lists; None: no sweep.json of ours
+        ours = files_written_by_branchscope(out)
+        if earlier is not None:
+            ours |= earlier | SWEEP_FILES
+        # A cell's folder must be a folder itself: a run never follows a link (or a file) out of DIR,
+        # --overwrite or not.
+        in_the_way = [cell for cell in self.cells if cell in entries and not real_dir(out / cell)]
+        if in_the_way:
+            raise RunFolderError(f"--out {out}: {in_the_way[0]} is in the way of a cell's run folder and is not a folder")
+        foreign = sorted(n for n in entries if not n.startswith(STAGING_PREFIX) and n not in ours)
+        if foreign and not self.overwrite:
+            raise RunFolderError(
+                f"--out {out} holds files branchscope did not write ({names_text(foreign)}); choose a new or empty folder, "
+                "or pass --overwrite to write beside them"
+            )
+        for name in sorted((earlier or set()) - set(self.cells)):
+            self._drop_earlier_cell(out / name)
+
+    @staticmethod
+    def _drop_earlier_cell(folder: Path) -> None:
+        """Removes what branchscope wrote in an earlier sweep's cell folder, and the folder if that empties it."""
+        if not real_dir(folder):
+            return
+        remove_files_written(folder, files_written_by_branchscope(folder))  # run.json last
+        remove_leftover_staging(folder)
+        remove_if_empty(folder)

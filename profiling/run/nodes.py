@@ -47,9 +47,9 @@ from branchscope.profiling.run.folder import (
     RunFolder,
     RunFolderError,
     describe_os_error,
-    lock_folder,
     names_text,
     real_dir,
+    remove_if_empty,
 )
 from branchscope.profiling.trace.records import (
     NODE_JSON,
@@ -144,6 +144,8 @@ class NodeFolder(RunFolder):
     folder, `staging` receives its ranks' files; then `done()` (a node other than 0), or `gather()`
     and `commit()` (node 0), or `failed()`; `close()` lets go (see the module docstring)."""
 
+    shared = True
+
     def __init__(self, out: Path, node: int, nnodes: int, *, overwrite: bool = False, endpoint: str | None = None) -> None:
         super().__init__(out, overwrite=overwrite)
         self.node, self.nnodes = node, nnodes
@@ -156,15 +158,9 @@ class NodeFolder(RunFolder):
     def node_dir(self, node: int | None = None) -> Path:
         return self.out / NODE_DIR.format(node=self.node if node is None else node)
 
-    def open(self) -> NodeFolder:
-        self._fd, self._created = lock_folder(self.out, "run", shared=True)
-        try:
-            self._check_foreign()
-            self._take_node_dir()
-        except BaseException:
-            self.close()
-            raise
-        return self
+    def _prepare(self) -> None:
+        self._check_foreign()
+        self._take_node_dir()
 
     def _take_node_dir(self) -> None:
         path = self.node_dir()
@@ -306,7 +302,7 @@ class NodeFolder(RunFolder):
                 runs.append((rank, run))
             (self.staging / NODE_JSON.format(node=node)).write_bytes(encode_record(record))
             _clear_node_dir(path, node)
-            _rmdir(path)
+            remove_if_empty(path)
         finally:
             os.close(fd)
         return runs
@@ -334,7 +330,7 @@ class NodeFolder(RunFolder):
                         shutil.rmtree(self.staging, ignore_errors=True)
                 if status == "done" and self.node == 0:
                     _clear_node_dir(path, self.node)
-                    _rmdir(path)
+                    remove_if_empty(path)
             except OSError:
                 pass
             self.staging = None
@@ -360,13 +356,6 @@ def _clear_node_dir(path: Path, node: int) -> None:
             left.append(entry)
     if left:
         print(f"branchscope: kept {path}: it holds files branchscope did not write ({names_text(left)})", file=sys.stderr)
-
-
-def _rmdir(path: Path) -> None:
-    try:
-        path.rmdir()  # only when empty
-    except OSError:
-        pass
 
 
 __all__ = ["NODE_DIR", "NodeFailure", "NodeFolder", "Peer", "ranks_text"]

@@ -48,23 +48,20 @@ from branchscope.profiling.run.folder import (
     describe_os_error,
     lock_folder,
     real_dir,
+    write_record_atomic,
 )
 from branchscope.profiling.run.interpreter import locate as locate_interpreter
 from branchscope.profiling.run.interpreter import worker_command as interpreter_worker_command
 from branchscope.profiling.run.modes import MODE_NAMES, MODES, mode_named
 from branchscope.profiling.run.options import RunOptions
+from branchscope.profiling.run.outcome import RunResult
 from branchscope.profiling.run.paired_worker import ONE_AT_A_TIME, PAIRED_WORKER_MODULE, round_order
+from branchscope.profiling.run.processes import CancelFlag
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_OK, RunRequest, python_command
-from branchscope.profiling.run.runner import (
-    CancelFlag,
-    RunResult,
-    _OneWorker,
-    _Rank,
-    run_profile,
-    why_incomplete,
-    write_record_atomic,
-)
+from branchscope.profiling.run.runner import run_profile
+from branchscope.profiling.run.supervise import OneWorker, Rank, why_incomplete
 from branchscope.profiling.run.sweep import SweepCell
+from branchscope.profiling.trace.events import Event, ProgressEvent
 from branchscope.profiling.trace.pairing import Speedup, paired_speedup, parts_text
 from branchscope.profiling.trace.parts import part_configs
 from branchscope.profiling.trace.prediction import (
@@ -73,22 +70,19 @@ from branchscope.profiling.trace.prediction import (
     prediction_json,
     prediction_text,
 )
-from branchscope.profiling.trace.records import (
+from branchscope.profiling.trace.records import PredictionRecord, runs_branches_side_by_side
+from branchscope.profiling.trace.sweep_records import (
     ACROSS_WORKERS,
     ADDED_FOR_PARTS,
     IN_ONE_WORKER,
     PAIRED_TIMES_JSON,
     SPEEDUP_JSON,
-    Event,
     PairedConfigRecord,
     PairedTimesRecord,
-    PredictionRecord,
-    ProgressEvent,
     SpeedupPartsRecord,
     SpeedupRecord,
     SpeedupValueRecord,
     is_speedup_json,
-    runs_branches_side_by_side,
 )
 
 #: Rounds by default: one step of each configuration per round in one worker; a fresh worker of
@@ -230,7 +224,7 @@ class PairedResult:
         return self.exit_code == EXIT_OK
 
 
-class _PairedWorker(_OneWorker):
+class _PairedWorker(OneWorker):
     """The runner's one worker, but the paired worker: its command (the configurations and rounds
     after the run's options), its result (`PAIRED_TIMES_JSON` in the staging folder) and its commit
     (nothing to move: the times are the result)."""
@@ -263,7 +257,7 @@ class _PairedWorker(_OneWorker):
     def why_incomplete(self, rank: int) -> str:
         return why_incomplete(self.stage / PAIRED_TIMES_JSON, lambda obj: PairedTimesRecord.parse(obj).complete)
 
-    def commit(self, folder: RunFolder, ranks: list[_Rank], results: list[Any], load: Any = None) -> RunResult:
+    def commit(self, folder: RunFolder, ranks: list[Rank], results: list[Any], load: Any = None) -> RunResult:
         # The pairs themselves are what survive a busy machine: the load is not recorded here.
         return RunResult(EXIT_OK, folder.out, payload=results[0])
 

@@ -37,8 +37,10 @@ import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO
 
 import psutil
 
@@ -303,16 +305,36 @@ class Containment:
         self.stop()
 
 
-class Cancellable(Protocol):
-    """What stops a run or a sweep once set (the runner's CancelFlag)."""
+class CancelFlag:
+    """Set (from a signal handler or another thread) to stop a run or a sweep; `run_profile` and
+    `run_sweep` poll it."""
 
-    def set(self, signum: int = ...) -> None: ...
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def set(self, signum: int = signal.SIGTERM) -> None:
+        self.signum = int(signum)
+
+    def is_set(self) -> bool:
+        return self.signum is not None
 
 
-def stop_with_parent(cancel: Cancellable) -> None:
+@contextmanager
+def stop_on_signals(signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[CancelFlag]:
+    """Within the block, these signals set the flag instead of raising (main thread only)."""
+    flag = CancelFlag()
+    previous = {signum: signal.signal(signum, lambda num, _frame: flag.set(num)) for signum in signums}
+    try:
+        yield flag
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def stop_with_parent(cancel: CancelFlag) -> None:
     """Started by the window ($BRANCHSCOPE_PARENT_PID set: a runner, a sweep): set `cancel` when the
     window dies, SIGKILL included, through the SIGTERM the kernel then sends (PR_SET_PDEATHSIG; the
-    caller turns SIGTERM into `cancel.set`, see the runner's `stop_on_signals`), and at once when the
+    caller turns SIGTERM into `cancel.set`, see `stop_on_signals`), and at once when the
     window died before the request took effect."""
     expected = os.environ.get(PARENT_PID_ENV, "")
     if not expected.isdigit():

@@ -65,7 +65,6 @@ No torch and no Qt here.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import statistics
 from collections.abc import Callable
@@ -77,47 +76,32 @@ import msgspec
 
 from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.run.folder import (
-    STAGING_PREFIX,
-    SWEEP_FILES,
     RunFolderError,
+    SweepFolder,
     describe_os_error,
-    files_written_by_branchscope,
-    lock_folder,
-    names_text,
-    real_dir,
-    remove_files_written,
-    remove_leftover_staging,
-    sweep_cells,
+    write_record_atomic,
 )
 from branchscope.profiling.run.modes import MODE_NAMES, MODES
 from branchscope.profiling.run.options import RunOptions, add_options
+from branchscope.profiling.run.outcome import RunError, RunResult
+from branchscope.profiling.run.processes import CancelFlag
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_OK, RunRequest
-from branchscope.profiling.run.runner import (
-    CancelFlag,
-    RunError,
-    RunResult,
-    run_profile,
-    validate,
-    write_record_atomic,
-)
+from branchscope.profiling.run.runner import run_profile, validate
 from branchscope.profiling.trace.advice import advice_record, from_sweep
+from branchscope.profiling.trace.events import CellEvent, Event, ProgressEvent, SweepEvent
 from branchscope.profiling.trace.model import TraceFormatError
-from branchscope.profiling.trace.records import (
+from branchscope.profiling.trace.records import RunRecord
+from branchscope.profiling.trace.sources import read_sweep
+from branchscope.profiling.trace.step_stats import StepStats
+from branchscope.profiling.trace.sweep_records import (
     DONE,
     FAILED,
     NOT_RUN,
     SWEEP_FORMAT,
     SWEEP_JSON,
-    CellEvent,
     CellRecord,
-    Event,
-    ProgressEvent,
-    RunRecord,
-    SweepEvent,
     SweepRecord,
 )
-from branchscope.profiling.trace.sources import read_sweep
-from branchscope.profiling.trace.step_stats import StepStats
 
 #: Passes a sweep runs when not told (`--passes`).
 DEFAULT_PASSES = 3
@@ -371,79 +355,6 @@ def load_sweep(folder: Path) -> SweepRecord:
         raise SweepError(str(exc)) from None
 
 
-# ---------------------------------------------------------------- the sweep folder
-
-
-class SweepFolder:
-    """DIR for one sweep: `open()` checks and locks it (as RunFolder does a run's), `close()` unlocks."""
-
-    def __init__(self, out: Path, cells: list[SweepCell], *, overwrite: bool = False) -> None:
-        self.out = Path(out)
-        self.cells = cells
-        self.overwrite = overwrite
-        self._fd: int | None = None
-        self._created = False
-
-    def open(self) -> SweepFolder:
-        self._fd, self._created = lock_folder(self.out, "sweep")
-        try:
-            self._check()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def _check(self) -> None:
-        out = self.out
-        entries = os.listdir(out)
-        earlier = sweep_cells(out)  # the cell folders DIR's sweep.json lists; None: no sweep.json of ours
-        ours = files_written_by_branchscope(out)
-        if earlier is not None:
-            ours |= earlier | SWEEP_FILES
-        # A cell's folder must be a folder itself: a run never follows a link (or a file) out of DIR,
-        # --overwrite or not.
-        in_the_way = [c.run for c in self.cells if c.run in entries and not real_dir(out / c.run)]
-        if in_the_way:
-            raise RunFolderError(f"--out {out}: {in_the_way[0]} is in the way of a cell's run folder and is not a folder")
-        foreign = sorted(n for n in entries if not n.startswith(STAGING_PREFIX) and n not in ours)
-        if foreign and not self.overwrite:
-            raise RunFolderError(
-                f"--out {out} holds files branchscope did not write ({names_text(foreign)}); choose a new or empty folder, "
-                "or pass --overwrite to write beside them"
-            )
-        for name in sorted((earlier or set()) - {c.run for c in self.cells}):
-            self._drop_earlier_cell(out / name)
-
-    @staticmethod
-    def _drop_earlier_cell(folder: Path) -> None:
-        """Removes what branchscope wrote in an earlier sweep's cell folder, and the folder if that empties it."""
-        if not real_dir(folder):
-            return
-        remove_files_written(folder, files_written_by_branchscope(folder))  # run.json last
-        remove_leftover_staging(folder)
-        try:
-            folder.rmdir()
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        if self._created:
-            try:
-                self.out.rmdir()  # only when empty
-            except OSError:
-                pass
-            self._created = False
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def __enter__(self) -> SweepFolder:
-        return self.open()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
 # ---------------------------------------------------------------- running
 
 
@@ -503,7 +414,7 @@ def run_sweep(
         return SweepResult(exc.exit_code, out, message=str(exc))
     emit = on_event or (lambda event: None)
     cores = usable_cores()
-    folder = SweepFolder(out, cells, overwrite=req.overwrite)
+    folder = SweepFolder(out, [cell.run for cell in cells], overwrite=req.overwrite)
     try:
         folder.open()
     except RunFolderError as exc:

@@ -13,7 +13,7 @@ import pytest
 from branchscope.app import cli
 from branchscope.app.cmd_sweep import report
 from branchscope.profiling.machine import usable_cores
-from branchscope.profiling.trace.records import SWEEP_JSON, CellRecord, SweepRecord
+from branchscope.profiling.trace.sweep_records import SWEEP_JSON, CellRecord, SweepRecord
 from tests.builders.runs import ADVICE_SEQ_WINS, write_advice_runs, write_timed_run
 
 SEQ_WINS = ADVICE_SEQ_WINS
@@ -100,7 +100,7 @@ def test_sweep_prints_the_advice(tmp_path, monkeypatch, capsys):
     def command(req, out):
         return [sys.executable, "-c", FAKE_WORKER, str(out), req.mode, str(req.interop), str(req.intra)]
 
-    monkeypatch.setattr("branchscope.profiling.run.runner.worker_command", command)
+    monkeypatch.setattr("branchscope.profiling.run.supervise.worker_command", command)
     out = tmp_path / "sweep"
     argv = ["sweep", "--demo", "twin-mm", "--modes", "sequential,fork", "--interop", "1,2", "--intra", "1,2",
             "--steps", "1", "--warmup", "0", "--quiet", "--out", str(out)]  # fmt: skip

@@ -16,10 +16,12 @@ import pytest
 
 from branchscope.app import cmd_memory, cmd_profile
 from branchscope.app.runs import entry_for_path
+from branchscope.profiling.run.launch import launcher_command
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RunRequest
-from branchscope.profiling.run.runner import launcher_command, run_profile
-from branchscope.profiling.trace.records import ErrorEvent, ExitedEvent, PhaseEvent, RunRecord
+from branchscope.profiling.run.runner import run_profile
+from branchscope.profiling.trace.events import ErrorEvent, ExitedEvent, PhaseEvent
+from branchscope.profiling.trace.records import RunRecord
 from tests.paths import ROOT
 from tests.processes import mentioning, wait_until
 
@@ -304,28 +306,28 @@ def test_a_distributed_run_json_repeats_and_reads_as_its_ranks(tmp_path):
 
 
 def test_the_first_failure_is_a_rank_killed_before_any_rank_exited_with_an_error():
-    from branchscope.profiling.run.runner import _first_failure, _Rank
+    from branchscope.profiling.run.supervise import Rank, first_to_fail
 
-    killed = _Rank(1, pid=11, exited=ExitedEvent(code=-9, t=10.0), failed_at=10.0)
+    killed = Rank(1, pid=11, exited=ExitedEvent(code=-9, t=10.0), failed_at=10.0)
     # rank 0 saw its peer vanish in a collective: an error, reported about when rank 1 died
-    broken = _Rank(0, pid=10, error=ErrorEvent(message="Connection closed by peer"), exited=ExitedEvent(code=2, t=10.2),
+    broken = Rank(0, pid=10, error=ErrorEvent(message="Connection closed by peer"), exited=ExitedEvent(code=2, t=10.2),
                    failed_at=9.99)  # fmt: skip
-    assert _first_failure([broken, killed]) is killed
+    assert first_to_fail([broken, killed]) is killed
     # a rank raised and exited 2; the launcher then stopped the other with SIGTERM
-    raised = _Rank(1, error=ErrorEvent(message="boom"), exited=ExitedEvent(code=2, t=5.0), failed_at=4.9)
-    stopped = _Rank(0, exited=ExitedEvent(code=-15, t=5.3), failed_at=5.3)
-    assert _first_failure([stopped, raised]) is raised
-    assert _first_failure([_Rank(0, finished=True), _Rank(1, finished=True)]) is None
+    raised = Rank(1, error=ErrorEvent(message="boom"), exited=ExitedEvent(code=2, t=5.0), failed_at=4.9)
+    stopped = Rank(0, exited=ExitedEvent(code=-15, t=5.3), failed_at=5.3)
+    assert first_to_fail([stopped, raised]) is raised
+    assert first_to_fail([Rank(0, finished=True), Rank(1, finished=True)]) is None
     # at a timeout (20.0) the runner stops the ranks itself: what dies after it is no failure
-    hung = _Rank(0, pid=10, ended=20.3, failed_at=20.3)
-    assert _first_failure([hung], before=20.0) is None and _first_failure([hung]) is hung
-    assert _first_failure([hung, killed], before=20.0) is killed
+    hung = Rank(0, pid=10, ended=20.3, failed_at=20.3)
+    assert first_to_fail([hung], before=20.0) is None and first_to_fail([hung]) is hung
+    assert first_to_fail([hung, killed], before=20.0) is killed
     # rank 1's process under the launcher was killed; the launcher then stopped rank 0's group, and
     # rank 0's reaper, woken by that signal, wrote first: rank 1's, woken by its parent's death, later
-    died = _Rank(1, pid=11, ended=31.0, failed_at=31.0)
-    told = _Rank(0, pid=10, ended=30.5, stopped=True, failed_at=30.5)
-    assert _first_failure([told, died]) is died
-    assert _first_failure([told]) is told  # stopped, and nobody else failed: still named
+    died = Rank(1, pid=11, ended=31.0, failed_at=31.0)
+    told = Rank(0, pid=10, ended=30.5, stopped=True, failed_at=30.5)
+    assert first_to_fail([told, died]) is died
+    assert first_to_fail([told]) is told  # stopped, and nobody else failed: still named
 
 
 def test_a_rank_folder_branchscope_did_not_write_is_never_replaced(tmp_path):
@@ -371,7 +373,7 @@ def test_a_distributed_run_folder_is_replaced_by_a_single_process_run(tmp_path):
 def test_a_cancelled_distributed_run_stops_every_rank(tmp_path):
     import signal
 
-    from branchscope.profiling.run.runner import CancelFlag
+    from branchscope.profiling.run.processes import CancelFlag
 
     model, marker = _model(tmp_path, "hang")
     out = tmp_path / "out"
@@ -422,16 +424,17 @@ def test_a_rank_profiles_once_the_runner_samples_it(tmp_path):
     import threading
     from types import SimpleNamespace
 
+    from branchscope.profiling.run.distributed import Distributed
     from branchscope.profiling.run.protocol import RANK_EVENTS, RANK_SAMPLING
-    from branchscope.profiling.run.runner import _Distributed, _Rank
+    from branchscope.profiling.run.supervise import Rank
     from branchscope.profiling.run.worker import _Protocol
 
     events = tmp_path / RANK_EVENTS.format(rank=3)
     waiter = threading.Thread(target=_Protocol.wait_until_sampled, args=(SimpleNamespace(events=events, rank=3),))
     waiter.start()
-    rank = _Rank(0)
+    rank = Rank(0)
     rank.rank = 3
-    _Distributed.sampling(SimpleNamespace(stage=tmp_path), rank)  # the runner's word, as it reads "profile"
+    Distributed.sampling(SimpleNamespace(stage=tmp_path), rank)  # the runner's word, as it reads "profile"
     waiter.join(timeout=60)
     assert not waiter.is_alive() and (tmp_path / RANK_SAMPLING.format(rank=3)).exists()
     _Protocol.wait_until_sampled(SimpleNamespace(events=None, rank=None))  # a worker on the pipe: no wait

@@ -257,7 +257,7 @@ out = Path(sys.argv[1])
 
 @pytest.fixture
 def fake_worker(monkeypatch):
-    monkeypatch.setattr("branchscope.profiling.run.runner.worker_command", lambda req, out: [sys.executable, "-c", FAKE_WORKER, str(out)])
+    monkeypatch.setattr("branchscope.profiling.run.supervise.worker_command", lambda req, out: [sys.executable, "-c", FAKE_WORKER, str(out)])
 
 
 def test_overwrite_never_replaces_a_special_run_json_nor_reads_it(tmp_path, fake_worker):

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from branchscope.profiling.run.folder import RunFolder, RunFolderError
+from branchscope.profiling.run.launch import launcher_command
 from branchscope.profiling.run.nodes import NODE_DIR, NodeFailure, NodeFolder
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RUNNER_MODULE, RunRequest
-from branchscope.profiling.run.runner import launcher_command, run_profile
+from branchscope.profiling.run.runner import run_profile
 from branchscope.profiling.trace.records import RunRecord
 from tests.builders.runs import write_run_json
 from tests.paths import ROOT

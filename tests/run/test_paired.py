@@ -10,6 +10,7 @@ import pytest
 from branchscope.app import cli
 from branchscope.profiling.run import paired
 from branchscope.profiling.run.options import RunOptions
+from branchscope.profiling.run.outcome import RunResult
 from branchscope.profiling.run.paired import (
     ConfigError,
     PairedConfig,
@@ -24,8 +25,7 @@ from branchscope.profiling.run.paired import (
     write_speedup,
 )
 from branchscope.profiling.run.paired_worker import parse_config_list, round_order
-from branchscope.profiling.run.runner import RunResult
-from branchscope.profiling.trace.records import (
+from branchscope.profiling.trace.sweep_records import (
     ACROSS_WORKERS,
     IN_ONE_WORKER,
     SPEEDUP_JSON,
@@ -148,7 +148,8 @@ def test_the_record_holds_medians_speedups_and_a_prediction_key():
 
 def test_the_record_says_what_the_branches_could_give_and_each_pool_configurations_share_of_it():
     from branchscope.profiling.trace.prediction import predict
-    from branchscope.profiling.trace.records import BranchRecord, PairedTimesRecord
+    from branchscope.profiling.trace.records import BranchRecord
+    from branchscope.profiling.trace.sweep_records import PairedTimesRecord
 
     # two branches of 30 and 10 ms in a 44 ms step: at most 44 / (4 + 30) = 1.29× on 2 threads
     branches = [BranchRecord(name="a", region="1"), BranchRecord(name="b", region="1")]
@@ -245,7 +246,8 @@ def test_fresh_workers_measure_across_workers_where_one_could_hold_them():
 
 def test_a_speedup_above_what_the_branches_could_give_is_said_to_be():
     from branchscope.profiling.trace.prediction import predict
-    from branchscope.profiling.trace.records import BranchRecord, PairedTimesRecord
+    from branchscope.profiling.trace.records import BranchRecord
+    from branchscope.profiling.trace.sweep_records import PairedTimesRecord
 
     branches = [BranchRecord(name="a", region="1"), BranchRecord(name="b", region="1")]
     prediction = predict(branches, {"a": 30.0, "b": 10.0}, 44.0, source="6 sequential steps measured in the worker")

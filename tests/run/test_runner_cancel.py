@@ -112,7 +112,7 @@ def _fake_worker(monkeypatch: pytest.MonkeyPatch, code: str) -> None:
     """The runner starts `python -c code OUT` instead of the worker (no torch: quick); OUT is where the
     worker writes (the run folder's staging folder), `out` in the code."""
     code = "import sys\nfrom pathlib import Path\nout = Path(sys.argv[1])\n" + code
-    monkeypatch.setattr("branchscope.profiling.run.runner.worker_command", lambda req, out: [sys.executable, "-c", code, str(out)])
+    monkeypatch.setattr("branchscope.profiling.run.supervise.worker_command", lambda req, out: [sys.executable, "-c", code, str(out)])
 
 
 def test_cancelled_run_returns_128_plus_the_signal_and_kills_the_group(tmp_path, monkeypatch):

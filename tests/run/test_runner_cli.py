@@ -221,7 +221,7 @@ def test_runner_jsonl_error_line(tmp_path):
 
 def _finished(run: RunRecord, tmp_path: Path):
     """run_profile for the CLI, as if a run had finished writing `run`."""
-    from branchscope.profiling.run.runner import RunResult
+    from branchscope.profiling.run.outcome import RunResult
 
     return lambda request, on_event=None, cancel=None: RunResult(0, tmp_path, run, notes=["a note"])
 

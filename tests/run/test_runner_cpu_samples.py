@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from branchscope.profiling.run import runner
+from branchscope.profiling.run import supervise
 from branchscope.profiling.run.cpu_sampler import (
     ThreadCpuSampler,
     ThreadSeries,
@@ -278,7 +278,7 @@ def test_busy_op_lines_up_with_its_threads_samples(tmp_path, monkeypatch):
         witnesses.append(Witness(pid))
         return witnesses[-1]
 
-    monkeypatch.setattr(runner, "ThreadCpuSampler", witness)
+    monkeypatch.setattr(supervise, "ThreadCpuSampler", witness)
     result = run_profile(
         RunRequest(mode="sequential", interop=1, intra=1, out=tmp_path, options=RunOptions(model=MODELS / "busy_then_idle.py", steps=3, warmup=0))
     )

@@ -24,7 +24,8 @@ from branchscope.app import cmd_profile
 from branchscope.profiling.run.folder import STAGING_PREFIX
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RunRequest, python_command
-from branchscope.profiling.run.runner import _tail, run_profile
+from branchscope.profiling.run.runner import run_profile
+from branchscope.profiling.run.supervise import log_tail
 from tests.paths import MODELS
 from tests.processes import alive, kill_all, wait_until
 
@@ -147,9 +148,10 @@ def test_new_run_replaces_an_earlier_runs_files_and_only_those(earlier_run, tmp_
 _KILL_WHILE_COMPRESSING = textwrap.dedent(
     """
     import os, signal, sys
+    import branchscope.profiling.run.finish as finish
     import branchscope.profiling.run.runner as runner
 
-    real = runner.write_atomic
+    real = finish.write_atomic
 
     def write_atomic(path, write, *, gz=False):
         def write_then_die(f):
@@ -157,7 +159,7 @@ _KILL_WHILE_COMPRESSING = textwrap.dedent(
             os.kill(os.getpid(), signal.SIGKILL)  # the runner killed while it compresses the trace
         return real(path, write_then_die, gz=gz)
 
-    runner.write_atomic = write_atomic
+    finish.write_atomic = write_atomic
     sys.exit(runner.main(sys.argv[1:]))
     """
 )
@@ -360,12 +362,12 @@ def test_log_tail_reads_only_the_end_of_a_huge_log(tmp_path):
     code = textwrap.dedent(
         f"""
         import resource, sys
-        from branchscope.profiling.run.runner import _tail
+        from branchscope.profiling.run.supervise import log_tail
         resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-        print(_tail(__import__("pathlib").Path({str(log)!r}), lines=3))
+        print(log_tail(__import__("pathlib").Path({str(log)!r}), lines=3))
         """
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["line 97", "line 98", "line 99"]
-    assert _tail(log, lines=1) == "line 99"
+    assert log_tail(log, lines=1) == "line 99"

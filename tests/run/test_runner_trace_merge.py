@@ -9,8 +9,9 @@ import pytest
 
 from branchscope import profiling
 from branchscope.profiling.run.cpu_sampler import ThreadCpuSampler, ThreadSeries
-from branchscope.profiling.run.runner import finish_trace, write_atomic
-from branchscope.profiling.run.worker import _trace_clock, _write_trace
+from branchscope.profiling.run.finish import finish_trace
+from branchscope.profiling.run.folder import write_atomic
+from branchscope.profiling.run.run_facts import trace_clock, write_trace
 from branchscope.profiling.trace.records import TraceClock
 
 BASE_NS = 1_700_000_000_000_000_000
@@ -36,8 +37,8 @@ def _op(ts: float, dur: float, name: str = "aten::mm") -> dict:
 
 def test_samples_go_into_the_trace_array_and_the_result_is_a_valid_trace(tmp_path):
     trace = _trace([_op(100_000.0, 50_000.0), _op(120_000.0, 10_000.0, "weird \u2192 \x01 name")])
-    _write_trace(tmp_path / "trace.json", trace)
-    clock = _trace_clock(trace)
+    write_trace(tmp_path / "trace.json", trace)
+    clock = trace_clock(trace)
     assert clock == {"base_time_ns": BASE_NS, "first_us": 100_000.0, "last_us": 150_000.0}
     # Samples every 10 ms from 0 to 200 ms; only those within 20 ms of the events are kept.
     ts = [float(t) for t in range(0, 200_001, 10_000)]
@@ -57,7 +58,7 @@ def test_samples_go_into_the_trace_array_and_the_result_is_a_valid_trace(tmp_pat
 
 
 def test_samples_into_an_empty_event_array(tmp_path):
-    _write_trace(tmp_path / "trace.json", _trace([]))
+    write_trace(tmp_path / "trace.json", _trace([]))
     clock = {"base_time_ns": BASE_NS, "first_us": None, "last_us": None}  # no events: keep every sample
     assert finish_trace(tmp_path, _sampler(7, [0.0, 2000.0, 4000.0], [0.0, 1.0, 2.0]), TraceClock(**clock)) == 2
     with gzip.open(tmp_path / "trace.json.gz", "rt") as f:
@@ -65,7 +66,7 @@ def test_samples_into_an_empty_event_array(tmp_path):
 
 
 def test_no_clock_means_no_samples_but_still_the_trace(tmp_path):
-    _write_trace(tmp_path / "trace.json", {"traceEvents": [_op(0.0, 1.0)]})
+    write_trace(tmp_path / "trace.json", {"traceEvents": [_op(0.0, 1.0)]})
     assert finish_trace(tmp_path, _sampler(7, [0.0, 2000.0], [0.0, 1.0]), None) == 0
     with gzip.open(tmp_path / "trace.json.gz", "rt") as f:
         assert json.load(f) == {"traceEvents": [_op(0.0, 1.0)]}

@@ -15,8 +15,9 @@ import pytest
 
 from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.run.options import RunOptions
+from branchscope.profiling.run.outcome import RunResult
+from branchscope.profiling.run.processes import CancelFlag
 from branchscope.profiling.run.protocol import EXIT_MODE
-from branchscope.profiling.run.runner import CancelFlag, RunResult
 from branchscope.profiling.run.sweep import (
     SWEEP_JSON,
     SweepCell,
@@ -31,7 +32,9 @@ from branchscope.profiling.run.sweep import (
     run_sweep,
     sweep_request_from_args,
 )
-from branchscope.profiling.trace.records import CellEvent, RunRecord, SweepEvent, SweepRecord, to_builtins
+from branchscope.profiling.trace.events import CellEvent, SweepEvent
+from branchscope.profiling.trace.records import RunRecord, to_builtins
+from branchscope.profiling.trace.sweep_records import SweepRecord
 from tests.builders.runs import write_sweep_json
 
 #: Stands in for the worker: argv = OUT MODE INTEROP INTRA. A step takes 10 / interop + intra ms, so
@@ -59,7 +62,7 @@ def fake_worker(monkeypatch):
     def command(req, out):
         return [sys.executable, "-c", FAKE_WORKER, str(out), req.mode, str(req.interop), str(req.intra)]
 
-    monkeypatch.setattr("branchscope.profiling.run.runner.worker_command", command)
+    monkeypatch.setattr("branchscope.profiling.run.supervise.worker_command", command)
 
 
 def request(out: Path, modes=("sequential", "fork"), interop=(1, 2), intra=(1,), passes=1, **kw) -> SweepRequest:

@@ -22,9 +22,10 @@ import pytest
 from branchscope.app import cmd_profile
 from branchscope.profiling.run import interpreter
 from branchscope.profiling.run.interpreter import BOOTSTRAP, InterpreterError, check, locate, package_root
+from branchscope.profiling.run.launch import launcher_command, worker_command
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RunRequest, add_run_arguments, request_from_args
-from branchscope.profiling.run.runner import launcher_command, run_profile, worker_command
+from branchscope.profiling.run.runner import run_profile
 from branchscope.profiling.run.sweep import SweepRequest, run_sweep
 from branchscope.profiling.trace.records import read_run_record
 
