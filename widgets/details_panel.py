@@ -28,7 +28,8 @@ from branchscope.profiling.trace.analyses import (
 )
 from branchscope.profiling.trace.gil import gil_line_of
 from branchscope.profiling.trace.model import Trace
-from branchscope.profiling.trace.records import THREADS_MODE, RunRecord
+from branchscope.profiling.trace.mode_traits import run_traits
+from branchscope.profiling.trace.records import RunRecord
 from branchscope.widgets.branch_legend import (
     LegendRow,
     branch_tooltip,
@@ -72,7 +73,8 @@ def trace_summary_rows(trace: Trace, run: RunRecord | None = None) -> list[tuple
     pool = trace.lanes_of("cpu", "interop")
     info = trace.run_info
     if pool and share is not None:
-        title = "Python pool" if info is not None and info.mode == THREADS_MODE else "Inter-op pool"
+        name = run_traits(info).pool_title
+        title = name[:1].upper() + name[1:]
         rows.append((title, f"{len(pool)} threads, busy {share * 100:.0f}% of their time {where}"))
     for m in trace.memory:
         rows.append((f"Memory {m.device}", f"peak {format_bytes(m.peak_bytes)}"))

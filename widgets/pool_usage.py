@@ -41,7 +41,7 @@ from branchscope.profiling.trace.analyses import (
     interop_occupancy,
 )
 from branchscope.profiling.trace.model import CounterTrack, Trace
-from branchscope.profiling.trace.records import THREADS_MODE
+from branchscope.profiling.trace.mode_traits import run_traits
 from branchscope.profiling.trace.run_info import RunInfo
 from branchscope.widgets.charts import (
     ChartPanel,
@@ -83,8 +83,6 @@ ROLE_TITLES = {
     "intra": "intra-op OpenMP workers",
     "other": "other threads",
 }
-#: The same in threads mode, whose inter-op pool is a pool of Python threads.
-THREADS_ROLE_TITLES = {**ROLE_TITLES, "interop": "Python pool"}
 #: Each branch thread's wait for the GIL (threads mode), shade by shade: a purple no other band uses.
 GIL_COLORS = ["#8e44ad", "#b07cc6", "#6c3483", "#c39bd3", "#5b2c6f"]
 #: The GIL band's name (its gutter, its legend, its series' names in a CSV export).
@@ -219,7 +217,7 @@ def _pool_data(trace: Trace) -> _PoolData:
         total = sum(th.columns(edges) for th in threads)
         cpu_ymax = max(cpu_ymax, float(np.max(total)))
     gil = [_GilThread(w, start, QColor(GIL_COLORS[k % len(GIL_COLORS)])) for k, w in enumerate(gil_wait(trace))]
-    pool_title = THREADS_ROLE_TITLES["interop"] if info.mode == THREADS_MODE else ROLE_TITLES["interop"]
+    pool_title = run_traits(info).pool_title
     return _PoolData(
         cores_known, cores, interop, intra, occ, occ_t, occ_v, step_integral(occ_t, occ_v), threads, cpu_ymax,
         gil, pool_title,
@@ -459,10 +457,10 @@ class PoolUsageView(ChartPanel):
 
     def _label_bands(self) -> None:
         cap = self.occupancy.capacity if self.occupancy is not None else 0
-        threads_mode = self.pool_title != ROLE_TITLES["interop"]
         pool = [f"<b style='color:#1f2933'>{self.pool_title}</b>"]
         if cap > 0 or self.max_busy_pool_threads > 0:
-            pool.append(f"busy {'Python pool' if threads_mode else 'inter-op'} threads (of {cap})")
+            threads = "inter-op" if self.pool_title == ROLE_TITLES["interop"] else self.pool_title
+            pool.append(f"busy {threads} threads (of {cap})")
             pool.append(
                 swatch(POOL_COLOR, "on average") + "<br>" + swatch(POOL_PEAK_ON_WHITE, "at the busiest moment")
             )
@@ -502,8 +500,9 @@ class PoolUsageView(ChartPanel):
 
     @property
     def role_titles(self) -> dict[str, str]:
-        """The CPU band's groups as named for the trace shown (threads mode: "Python pool")."""
-        return THREADS_ROLE_TITLES if self.pool_title != ROLE_TITLES["interop"] else ROLE_TITLES
+        """The CPU band's groups as named for the trace shown (the inter-op threads as its mode's
+        traits name its pool: threads mode's "Python pool")."""
+        return {**ROLE_TITLES, "interop": self.pool_title}
 
     def cpu_columns(self, edges: np.ndarray) -> list[np.ndarray]:
         """Each sampled thread's cores in use per column of `edges` (ns on the axis), as drawn:

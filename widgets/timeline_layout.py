@@ -30,7 +30,7 @@ import numpy as np
 
 from branchscope.profiling.trace.merge import rank_hosts
 from branchscope.profiling.trace.model import ROLE_ORDER, Trace
-from branchscope.profiling.trace.records import THREADS_MODE
+from branchscope.profiling.trace.mode_traits import run_traits
 
 #: Height of a group header and of one nesting row, at least (more when the font needs it).
 GROUP_H = 20
@@ -118,10 +118,10 @@ class VisibleRows:
 
 
 def _role_title(trace: Trace, role: str) -> str:
-    """A CPU group's title; threads mode's inter-op pool is a pool of Python threads."""
-    info = trace.run_info
-    if role == "interop" and info is not None and info.mode == THREADS_MODE:
-        return "Python pool"
+    """A CPU group's title; the inter-op threads' as the run's mode's traits name its pool (threads
+    mode's is a pool of Python threads)."""
+    if role == "interop" and trace.run_info is not None:
+        return run_traits(trace.run_info).pool_title
     return _GROUP_TITLES.get(role, role)
 
 

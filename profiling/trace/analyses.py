@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from branchscope.profiling.trace.model import KIND_ORDER, CounterTrack, Trace
-from branchscope.profiling.trace.records import THREADS_MODE
+from branchscope.profiling.trace.mode_traits import run_traits
 from branchscope.profiling.trace.run_info import CPU_SAMPLE_CATEGORY, branch_name
 
 #: Operators during which a thread waits for others (a forked future, the GPU), not computes.
@@ -443,11 +443,11 @@ def _covered_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.n
 
 
 def gil_shows(trace: Trace) -> bool:
-    """Whether the trace is of a threads-mode run that had a GIL to wait for: the mode says threads
-    and `gil` is not False (a free-threaded CPython without the GIL; a trace that does not say is
-    taken to have had one, as every CPython before 3.13 does)."""
+    """Whether the trace is of a run that measured its branch threads' wait for a GIL it had: its
+    mode's traits say `gil_measured` and `gil` is not False (a free-threaded CPython without the GIL;
+    a trace that does not say is taken to have had one, as every CPython before 3.13 does)."""
     info = trace.run_info
-    return info is not None and info.mode == THREADS_MODE and info.gil is not False
+    return info is not None and run_traits(info).gil_measured and info.gil is not False
 
 
 def gil_wait(trace: Trace) -> list[GilWait]:

@@ -35,7 +35,8 @@ from branchscope.profiling.trace.analyses import cores_used, parallelism
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.prediction import lpt_makespan
 from branchscope.profiling.trace.ranges import step_events
-from branchscope.profiling.trace.records import BRANCH_POOL_MODES, PredictionRecord
+from branchscope.profiling.trace.mode_traits import run_traits
+from branchscope.profiling.trace.records import PredictionRecord
 from branchscope.profiling.trace.run_info import branch_name
 
 
@@ -151,12 +152,14 @@ def explain_gap(
     trace: Trace, prediction: PredictionRecord | None = None, profiler_overhead: float | None = None
 ) -> Gap | None:
     """The gap of a fork or threads run (see the module docstring); `prediction`: its own, else the
-    trace's run info's; `profiler_overhead`: run.json's, said beside it. None for another mode,
+    trace's run info's; `profiler_overhead`: run.json's, said beside it. None for a mode whose
+    traits run no branch pool,
     fewer than 2 inter-op threads, no prediction with branch times, or no profiled steps with
     branches."""
     info = trace.run_info
     pred = prediction or (info.prediction if info is not None else None)
-    if info is None or pred is None or not pred.branch_ms or info.mode not in BRANCH_POOL_MODES:
+    traits = run_traits(info)
+    if info is None or pred is None or not pred.branch_ms or not traits.branch_pool:
         return None
     k = info.interop or 0
     if k < 2 or not info.branches:
@@ -224,7 +227,7 @@ def explain_gap(
     if not out:
         return None
     gil = None
-    if info.mode == "threads" and info.gil is not False and info.branch_threads:
+    if traits.gil_measured and info.gil is not False and info.branch_threads:
         wall = sum(t.wall_ms for t in info.branch_threads)
         gil = sum(t.gil_wait_ms for t in info.branch_threads) / wall if wall > 0 else None
     return Gap(k, tuple(out), parallelism(trace), cores_used(trace), gil, profiler_overhead)

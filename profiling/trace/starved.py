@@ -7,8 +7,9 @@ not of the model. The advice (`advice.py`) never names such a run the winner or 
 sweep.json's cells and `compare`'s rows say `"starved": true`.
 
 **Threads of a run** (`threads`): the most threads that compute at once, per rank, times the ranks.
-- sequential I×J: J. The model runs on the main thread with its intra-op team of J threads (the
-  main thread one of them); sequential mode hands nothing to the inter-op pool, so I does not count.
+- a mode with no pool (its traits' `pool`: sequential) I×J: J. The model runs on the main thread
+  with its intra-op team of J threads (the main thread one of them); it hands nothing to the
+  inter-op pool, so I does not count (`mode_traits.ModeTraits.threads`).
 - any other mode I×J (fork, threads): I×J, up to I branches at once on the pool, each op with J
   intra-op threads. This is the count a sweep's cell is "oversubscribed" by (I×J > cores).
 
@@ -33,7 +34,8 @@ Qt-free and torch-free: the runner (run.json), the sweep (its cells), `compare` 
 
 from __future__ import annotations
 
-from branchscope.profiling.trace.records import BASELINE_MODE, LoadRecord
+from branchscope.profiling.trace.mode_traits import traits_of
+from branchscope.profiling.trace.records import LoadRecord
 
 #: A run is starved when it got, or was left, less than this share of the cores its threads could use.
 STARVED_SHARE = 0.8
@@ -47,8 +49,9 @@ _ROUNDING = 1e-9
 
 
 def threads(mode: str, interop: int, intra: int) -> int:
-    """The most threads a run of `mode` I×J computes with at once (see the module docstring)."""
-    return intra if mode == BASELINE_MODE else interop * intra
+    """The most threads a run of `mode` I×J computes with at once (see the module docstring): its
+    traits' `threads`."""
+    return traits_of(mode).threads(interop, intra)
 
 
 def run_threads(mode: str | None, interop: int | None, intra: int | None, ranks: int | None = 1) -> int | None:

@@ -1,31 +1,53 @@
 """The execution modes, in a registry: one file per mode, one line per mode in `_MODULES`.
 
-A `Mode` says what every part of branchscope needs to know about it: its name and label (the
-command line, the run controls, the sweep panel, the legend and summary lines), what it needs to
-run (CUDA, TorchScript, the model's branches), whether the worker starts torch's inter-op pool for
-it before the model loads (`start_pool`, so the thread census can tell the pool's threads), what it
-needs of the worker's torch (`check`: fork needs TorchScript), whether the profiler must record every
-thread (threads mode's branches run on Python threads, which torch.profiler does not follow by
-itself), how the runs list says what ran ("4 branches on 2 inter-op threads"), and how its plan is
-built (`build_plan`, which imports torch when it is called: in the worker only).
+A `Mode` says what the run engine needs to know about it: its name and label (the command line, the
+run controls, the sweep panel), what it needs to run (CUDA, TorchScript, the model's branches),
+whether the worker starts a pool for it before the model loads (`start_pool`, so the thread census
+can tell the pool's threads), what it needs of the worker's torch (`check`: fork needs TorchScript),
+whether the profiler must record every thread (threads mode's branches run on Python threads, which
+torch.profiler does not follow by itself), and how its plan is built (`build_plan`, which imports
+torch when it is called: in the worker only). What every reader needs to know of it (the pool it
+runs branches on, whether the GIL is measured, whether it is the baseline, its words) are its
+`traits` (`profiling/trace/mode_traits.ModeTraits`): the worker writes them into run.json and the
+trace, and the registry makes them known to this process's readers (`mode_traits.register`), so
+no view, analysis or command asks for a mode by its name.
 
-Adding a mode: a file here defining `MODE = Mode(...)` and its plan builder, plus its name in
-`_MODULES`. Nothing else lists the modes.
+Adding a mode: a file defining `MODE = Mode(...)` and its plan builder, then one of
 
-Importing this package imports no torch and no Qt: the window and the CLI read the registry.
+- its name in `_MODULES` (a file of this package);
+- its file's path, or its module's name, in the environment variable BRANCHSCOPE_MODES (several
+  separated by os.pathsep), in the environment branchscope starts in: the runner passes its
+  environment on to the worker, whose `python -I` keeps it (it drops only PYTHON* variables, so a
+  module must be importable without PYTHONPATH; a file's path always is). The file imports `Mode`
+  and whatever it reuses from this package, like the files here (`tests/fixtures/modes/`).
+
+(No entry-point group: reading the installed packages' metadata would cost every process that
+imports the registry, the worker included, some 50 ms.)
+
+Nothing else lists the modes. Importing this package imports no torch and no Qt: the window and the
+CLI read the registry.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from branchscope.profiling.trace.records import BASELINE_MODE
+from branchscope.profiling.trace import mode_traits
+from branchscope.profiling.trace.mode_traits import ModeTraits
+from branchscope.profiling.trace.records import MODE_NAME
 
 #: The modes, in the order the controls list them (each a module of this package defining MODE).
 _MODULES = ("sequential", "fork", "threads", "streams")
+#: More modes, by file path or module name (see the module docstring).
+MODES_ENV = "BRANCHSCOPE_MODES"
 
 
 class ModeUnavailable(Exception):
@@ -54,19 +76,16 @@ class Mode:
     """One execution mode (see the module docstring)."""
 
     name: str
-    #: How sentences name it ("multi-stream needs CUDA").
-    title: str
     #: How the controls and the sweep panel list it.
     label: str
     #: One line: what it does, for tooltips and --help.
     description: str
-    #: How a run of it reads in the runs list, after "N branches": `{interop}` and `{s}` (the plural
-    #: of "thread") are filled in, e.g. "on {interop} inter-op thread{s}".
-    runs_as: str
     #: The plan: `build_plan(model, analysis, device) -> Plan` (imports torch: worker only); a mode
     #: with a pool also takes `one_at_a_time=True`: each branch waited for as soon as it is launched
     #: (its plan on one pool thread, for a speedup's parts: `run/paired.py`).
     build_plan: Callable[..., Any]
+    #: What every reader needs to know of it, as data (written into run.json and the trace).
+    traits: ModeTraits
     needs_cuda: bool = False
     needs_torchscript: bool = False
     #: Needs the model's graph and parallel branches (only sequential runs any model as it is).
@@ -82,10 +101,6 @@ class Mode:
     #: Its branches run on threads torch.profiler does not follow by itself (Python threads): the
     #: worker profiles every thread.
     profile_all_threads: bool = False
-    #: What running its plan on one thread is, in a speedup's parts ("1.40× from TorchScript's
-    #: plan"): for a mode that runs the branches one after another at 1×J, what its plan changes
-    #: against the model's own forward.
-    plan_title: str = "its plan"
     #: Other names the command line takes for it ("multi-stream").
     aliases: tuple[str, ...] = ()
     #: `settle()`: waits until the mode's pool has finished its tasks. The worker calls it after each
@@ -99,9 +114,47 @@ class Mode:
         """The worker starts the mode's inter-op pool before loading the model."""
         return self.start_pool is not None
 
+    @property
+    def title(self) -> str:
+        """How sentences name it (its traits' `title`)."""
+        return self.traits.title
+
+    @property
+    def plan_title(self) -> str:
+        """How a speedup's parts name its plan on one thread (its traits' `plan_title`)."""
+        return self.traits.plan_title
+
+    @property
+    def runs_as(self) -> str:
+        """How a run of it reads in the runs list (its traits' `runs_as`)."""
+        return self.traits.runs_as
+
     def runs_text(self, interop: int) -> str:
         """`runs_as` with the inter-op threads filled in."""
-        return self.runs_as.format(interop=interop, s="s" if interop != 1 else "")
+        return self.traits.runs_text(interop)
+
+
+def _module_at(path: Path) -> ModuleType:
+    """The module of the mode file at `path`, imported under a name of its own."""
+    name = f"branchscope_mode_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{MODES_ENV}: {path} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _registered() -> list[ModuleType]:
+    """The modules MODES_ENV names: a path (ending in .py, or holding a separator) or a module name.
+    Paths are made absolute in this process's environment, which the worker inherits in another
+    working folder."""
+    entries = [e for e in os.environ.get(MODES_ENV, "").split(os.pathsep) if e]
+    entries = [os.path.abspath(e) if e.endswith(".py") or os.sep in e else e for e in entries]
+    if entries:
+        os.environ[MODES_ENV] = os.pathsep.join(entries)
+    return [_module_at(Path(e)) if os.path.isabs(e) else import_module(e) for e in entries]
 
 
 def _load() -> dict[str, Mode]:
@@ -110,14 +163,27 @@ def _load() -> dict[str, Mode]:
         mode = import_module(f"{__name__}.{name}").MODE
         assert isinstance(mode, Mode) and mode.name == name, f"{name}.py must define MODE = Mode(name={name!r}, …)"
         modes[name] = mode
+    for module in _registered():
+        mode = getattr(module, "MODE", None)
+        if not isinstance(mode, Mode) or mode.name in modes or not MODE_NAME.fullmatch(mode.name):
+            raise ImportError(
+                f"{MODES_ENV}: {module.__name__} must define MODE = Mode(name=…) with a name of its own, "
+                f"in lower case letters, digits and _"
+            )
+        modes[mode.name] = mode
+    for mode in modes.values():
+        mode_traits.register(mode.name, mode.traits)
     return modes
 
 
-#: Every mode by name, in `_MODULES` order.
+#: Every mode by name, in `_MODULES` order, then those registered from outside.
 MODES: dict[str, Mode] = _load()
 #: Their names (what run.json and sweep.json write).
 MODE_NAMES: tuple[str, ...] = tuple(MODES)
-assert BASELINE_MODE in MODES, "speedups are measured against the baseline mode: it must be registered"
+_baselines = [name for name, m in MODES.items() if m.traits.baseline]
+assert len(_baselines) == 1, "speedups are measured against one baseline mode: exactly one must say it is"
+#: The mode speedups are measured against (the one whose traits say `baseline`): the first run's.
+BASELINE_MODE: str = _baselines[0]
 
 
 def mode_named(name: str) -> Mode:

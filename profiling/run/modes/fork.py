@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from branchscope.profiling.run.modes import HigherOrderUnavailable, Mode, ModeUnavailable
+from branchscope.profiling.trace.mode_traits import INTEROP_POOL, ModeTraits
 
 
 def emit_region(gen: Any, launched: list[Any], indent: str, one_at_a_time: bool = False) -> list[str]:
@@ -141,16 +142,8 @@ def build_plan(model: Any, analysis: Any, device: str, one_at_a_time: bool = Fal
     return Plan("fork", scripted, source, analysis, build_s=t1 - t0, compile_s=time.perf_counter() - t1)
 
 
-MODE = Mode(
-    name="fork",
-    title="fork",
-    label="fork (inter-op pool)",
-    description="TorchScript fork/wait: each region's branches on torch's inter-op thread pool",
-    runs_as="on {interop} inter-op thread{s}",
-    build_plan=build_plan,
-    needs_torchscript=True,
-    start_pool=start_pool,
-    check=check,
-    settle=settle,
-    plan_title="TorchScript's plan",
-)
+#: Branches side by side on torch's inter-op pool.
+TRAITS = ModeTraits(pool=INTEROP_POOL, title="fork", plan_title="TorchScript's plan",
+                    runs_as="on {interop} inter-op thread{s}", way="forking its branches")
+MODE = Mode("fork", "fork (inter-op pool)", "TorchScript fork/wait: each region's branches on torch's inter-op thread pool",
+            build_plan, TRAITS, needs_torchscript=True, start_pool=start_pool, check=check, settle=settle)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from branchscope.profiling.run.modes import Mode
+from branchscope.profiling.trace.mode_traits import ModeTraits
 
 
 def build_plan(model: Any, analysis: Any, device: str) -> Any:
@@ -14,13 +15,8 @@ def build_plan(model: Any, analysis: Any, device: str) -> Any:
     return Plan("sequential", model, marks=annotate_branches_with_hooks(model, analysis))
 
 
-MODE = Mode(
-    name="sequential",
-    title="sequential",
-    label="sequential",
-    description="the model's own forward: every branch one after another on the main thread",
-    runs_as="one after another on the main thread",
-    build_plan=build_plan,
-    needs_branches=False,
-    plan_title="the model's own forward",
-)
+#: The baseline: no pool, the model's own forward.
+TRAITS = ModeTraits(baseline=True, title="sequential", plan_title="the model's own forward",
+                    runs_as="one after another on the main thread")
+MODE = Mode("sequential", "sequential", "the model's own forward: every branch one after another on the main thread",
+            build_plan, TRAITS, needs_branches=False)

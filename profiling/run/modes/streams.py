@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from branchscope.profiling.run.modes import Mode, ModeUnavailable
+from branchscope.profiling.trace.mode_traits import CUDA_STREAMS, ModeTraits
 
 
 def emit_region(gen: Any, launched: list[Any], indent: str) -> list[str]:
@@ -59,14 +60,8 @@ def build_plan(model: Any, analysis: Any, device: str, api: Any = None) -> Any:
     return Plan("streams", module, source, analysis, build_s=time.perf_counter() - t0)
 
 
-MODE = Mode(
-    name="streams",
-    title="multi-stream",
-    label="multi-stream (CUDA)",
-    description="each branch on its own CUDA stream, joined with events",
-    runs_as="on one CUDA stream each",
-    build_plan=build_plan,
-    needs_cuda=True,
-    aliases=("multi-stream",),
-    plan_title="the streams plan",
-)
+#: Each branch on a CUDA stream of its own (no pool of threads).
+TRAITS = ModeTraits(pool=CUDA_STREAMS, title="multi-stream", plan_title="the streams plan",
+                    runs_as="on one CUDA stream each")
+MODE = Mode("streams", "multi-stream (CUDA)", "each branch on its own CUDA stream, joined with events",
+            build_plan, TRAITS, needs_cuda=True, aliases=("multi-stream",))

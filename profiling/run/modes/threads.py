@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from branchscope.profiling.run.modes import Mode
+from branchscope.profiling.trace.mode_traits import PYTHON_POOL, ModeTraits
 
 #: The pool the worker started before the model loaded (`start_pool`); plans submit to it.
 _shared_pool: Any = None
@@ -98,14 +99,9 @@ def build_plan(model: Any, analysis: Any, device: str, one_at_a_time: bool = Fal
     return Plan("threads", module, source, analysis, build_s=time.perf_counter() - t0)
 
 
-MODE = Mode(
-    name="threads",
-    title="threads",
-    label="threads (Python pool)",
-    description="each region's branches on a pool of Python threads in eager PyTorch (ops release the GIL; no TorchScript)",
-    runs_as="on {interop} Python thread{s}",
-    build_plan=build_plan,
-    start_pool=start_pool,
-    profile_all_threads=True,
-    plan_title="the threads plan",
-)
+#: Branches side by side on a pool of Python threads, each measuring its wait for the GIL.
+TRAITS = ModeTraits(pool=PYTHON_POOL, gil_measured=True, title="threads", plan_title="the threads plan",
+                    runs_as="on {interop} Python thread{s}", way="running its branches on Python threads")
+MODE = Mode("threads", "threads (Python pool)",
+            "each region's branches on a pool of Python threads in eager PyTorch (ops release the GIL; no TorchScript)",
+            build_plan, TRAITS, start_pool=start_pool, profile_all_threads=True)
