@@ -140,6 +140,8 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
     from PySide6.QtWidgets import QApplication
 
     from branchscope.app.main_window import MainWindow
+    from branchscope.app.pages.compare_page import ComparePage
+    from branchscope.app.pages.sweep_page import SweepPage
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
     # Python's cyclic collector runs in whichever thread allocates when it is due: in the trace
@@ -169,14 +171,15 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
         import shiboken6
 
         window.controller.shutdown()
-        window.sweep_panel.shutdown()
-        window.compare_view.shutdown()
+        window.page(SweepPage).shutdown()
+        window.page(ComparePage).shutdown()
         shiboken6.delete(window)
 
 
 def _show_window(app, window, args: argparse.Namespace, traces: list[str], screenshot: Path | None) -> int:
     from PySide6.QtCore import QEventLoop, QTimer
 
+    from branchscope.app.pages.run_page import RunPage
     from branchscope.profiling.run.modes import BASELINE_MODE
 
     if screenshot is not None:
@@ -189,9 +192,9 @@ def _show_window(app, window, args: argparse.Namespace, traces: list[str], scree
             box = window.message_box
             print(f"error: {box.text() if box else 'a trace could not be opened'}", file=sys.stderr)
             return 2
-        if getattr(args, "zoom_step", None) is not None and not window.zoom_to_step(args.zoom_step):
+        if getattr(args, "zoom_step", None) is not None and not window.page(RunPage).zoom_to_step(args.zoom_step):
             print(f"error: {traces[-1]} has no profiled step {args.zoom_step} (its steps: "
-                  f"{', '.join(window.step_labels()) or 'none'})", file=sys.stderr)  # fmt: skip
+                  f"{', '.join(window.page(RunPage).step_labels()) or 'none'})", file=sys.stderr)  # fmt: skip
             window.close()
             return 2
         if getattr(args, "tab", None):
@@ -212,7 +215,7 @@ def _show_window(app, window, args: argparse.Namespace, traces: list[str], scree
         if screenshot is not None:
             outcome: dict[str, str] = {}
             loop = QEventLoop()
-            window.controller.finished.connect(lambda _r: loop.quit())
+            window.lifecycle.opened.connect(lambda _r: loop.quit())  # its trace read, listed or not
             window.controller.failed.connect(lambda m, _d: (outcome.setdefault("error", m), loop.quit()))
             QTimer.singleShot(
                 SCREENSHOT_RUN_TIMEOUT_S * 1000,
@@ -231,7 +234,7 @@ def _show_window(app, window, args: argparse.Namespace, traces: list[str], scree
             failure = None
             if "error" in outcome:
                 failure = f"the run failed: {outcome['error']}"
-            elif not window.entries:
+            elif not window.run_list.entries:
                 box = window.message_box
                 failure = box.text() if box else "the run left nothing to show"
             if failure is not None:

@@ -2,15 +2,17 @@
 run shown. On top the branch legend (the shown run's branches in their colours: activating one finds
 its events in the timeline), under it two tabs: the details (the trace, then a clicked event) and
 the range panel (Shift+drag on the timeline: the ops per name and lane in the range; the per-step
-table: a step activated zooms the timeline to it)."""
+table: a step activated zooms the timeline to it). They follow the window's model of what is shown
+(`app/shown.py`), as the pages do."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QSplitter, QTabWidget, QWidget
 
-from branchscope.app.pages.page import Undo, all_or_nothing
+from branchscope.app.pages.page import all_or_nothing
 from branchscope.app.runs import Entry
+from branchscope.app.shown import Shown, Undo
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.records import RunRecord
 from branchscope.profiling.trace.run_info import branch_label
@@ -21,9 +23,9 @@ from branchscope.widgets.workspace import TraceWorkspace
 
 
 class SidePanels(QSplitter):
-    """The legend over the details and range tabs, following `workspace`'s (first) timeline."""
+    """The legend over the details and range tabs, following `shown` and `workspace`'s (first) timeline."""
 
-    def __init__(self, workspace: TraceWorkspace, parent: QWidget | None = None):
+    def __init__(self, shown: Shown, workspace: TraceWorkspace, parent: QWidget | None = None):
         super().__init__(Qt.Orientation.Vertical, parent)
         self.workspace = workspace
         self.details = DetailsPanel()
@@ -47,6 +49,8 @@ class SidePanels(QSplitter):
         self.ranges.stepActivated.connect(timeline.set_time_range)
         self.ranges.opActivated.connect(timeline.find)
         workspace.eventSelected.connect(self._on_event_selected)
+        shown.trace_changing.connect(self.show_trace)
+        shown.range_selected.connect(self.select_range)
 
     def show_trace(self, trace: Trace, entry: Entry) -> Undo:
         """Show `trace` (of `entry`), all or nothing as a page does (`app/pages/page.py`)."""

@@ -11,6 +11,12 @@ never decreasing within a load; `phase` is the reader's "reading", "parsing", "e
 "lanes", then "index"); then exactly one of `loaded(trace)`, `failed(message)` or `cancelled()`.
 `cancel()` stops the worker at its next progress call; from then on the load says nothing but
 `cancelled`. `widgets.load_progress.LoadProgress` shows a load (`connect_progress`).
+
+It is the window's one loader: opened files, folders and drops (`read_sources`), a finished run
+(`read_run`), one more rank of a large job (`rank_loader`) all load through `start`, each with
+what to do once it is read (`done`, `failed`); the command line and tests wait for a load
+(`load_now`, the same reading on their thread). This is the only module of the window that calls
+the trace engine's openers (`profiling/trace/opening.py`, `rank_job`, `merge`).
 """
 
 from __future__ import annotations
@@ -19,16 +25,25 @@ import itertools
 import os
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
+from branchscope.app.run_entry import Entry, entry_for_path
 from branchscope.profiling.trace.model import LoadCancelled, Trace, TraceFormatError
 from branchscope.widgets.load_progress import LoadProgress
 from branchscope.widgets.timeline import prepare_trace
 
 Paths = Sequence[str | os.PathLike[str]]
-#: `load(paths, progress)` -> a Trace; `progress(phase, fraction) -> bool` as in the reader.
-LoadFunction = Callable[[Paths, Callable[[str, float], bool]], Trace]
+#: `progress(phase, fraction) -> bool`, as in the reader: False cancels.
+Progress = Callable[[str, float], bool]
+#: `load(paths, progress)` -> what was read (a Trace, unless the load says otherwise).
+LoadFunction = Callable[[Paths, Progress], Any]
+#: What to do in the GUI thread with what a load read (`done`), or with why it failed (`failed`).
+Done = Callable[[Any], Any]
+Failed = Callable[[str], Any]
 
 #: The reader's phases in order, with their rough share of one file's load time.
 READER_PHASES = {"reading": 0.1, "parsing": 0.15, "events": 0.5, "memory": 0.05, "lanes": 0.2}
@@ -109,6 +124,11 @@ class TraceLoader(QObject):
         self._job = 0
         self._stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
+        #: The load under way's `done` and `failed` (`start`), and whether it is kept.
+        self._then: tuple[Done | None, Failed | None] = (None, None)
+        self._kept = False
+        #: Loads started while a kept one was under way, each waiting its turn (`start`'s arguments).
+        self._waiting: list[tuple[list, LoadFunction, Done | None, Failed | None, bool]] = []
         self._bridge = _Bridge(self)
         queued = Qt.ConnectionType.QueuedConnection
         self._bridge.progress.connect(self._on_progress, queued)
@@ -117,22 +137,48 @@ class TraceLoader(QObject):
         self._bridge.cancelled.connect(self._on_cancelled, queued)
 
     # ---- API ----------------------------------------------------------------------------------
-    def start(self, paths: Paths, *, load: LoadFunction | None = None) -> None:
-        """Load `paths` (with `load` instead of the loader's own, if given). A load under way is
-        abandoned: it stops at its next progress call and says nothing more."""
+    def start(
+        self,
+        paths: Paths,
+        *,
+        load: LoadFunction | None = None,
+        done: Done | None = None,
+        failed: Failed | None = None,
+        keep: bool = False,
+    ) -> None:
+        """Load `paths` (with `load` instead of the loader's own, if given); once read, `done(what
+        was read)` (or `failed(message)`) in the GUI thread, then the signal. A load under way is
+        abandoned: it stops at its next progress call and says nothing more. A load to `keep` (a
+        finished run's trace, never dropped) is never abandoned: started while another is under
+        way, it waits its turn, as does a load started while a kept one is under way (replacing
+        any other waiting load that is not kept)."""
+        job = (list(paths), load or self._load, done, failed, keep)
+        if self._stop is not None and (keep or self._kept):
+            self._waiting = [w for w in self._waiting if w[4]] + [job]
+            return
         if self._stop is not None:
             self._stop.set()
+        self._begin(*job)
+
+    def _begin(self, paths: list, load: LoadFunction, done: Done | None, failed: Failed | None, keep: bool) -> None:
         self._job += 1
         stop = threading.Event()
         self._stop = stop
+        self._then, self._kept = (done, failed), keep
         self._thread = threading.Thread(
             target=self._work,
-            args=(self._job, list(paths), load or self._load, stop),
+            args=(self._job, paths, load, stop),
             name=f"branchscope-load-{self._job}",
             daemon=True,  # never keeps the application from quitting
         )
-        self.started.emit(list(paths))
+        self.started.emit(paths)
         self._thread.start()
+
+    def load_now(self, paths: Paths, *, load: LoadFunction, done: Done, failed: Failed) -> Any:
+        """Read `paths` as `start` does, on this thread (the command line and tests wait for what
+        they open), leaving a load under way alone; what `done` or `failed` returns."""
+        outcome, value = self._read(list(paths), load, None, lambda _phase, _fraction: True)
+        return done(value) if outcome == "loaded" else failed(value)
 
     def cancel(self) -> None:
         """Stop the load under way at its next progress call; `cancelled` follows once it stopped."""
@@ -141,7 +187,7 @@ class TraceLoader(QObject):
 
     def is_loading(self) -> bool:
         """Whether a load was started and has not yet said how it ended."""
-        return self._stop is not None
+        return self._stop is not None or bool(self._waiting)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the last load's worker has ended (for shutdown and tests); True if it has."""
@@ -168,24 +214,33 @@ class TraceLoader(QObject):
             emit("progress", phase, overall.reader(phase, fraction))
             return True
 
+        def index(fraction: float) -> bool:
+            emit("progress", "index", overall.index(fraction))
+            return not stop.is_set()
+
+        outcome, value = self._read(paths, load, index, report)
+        emit(outcome, *([] if outcome == "cancelled" else [value]))
+
+    def _read(
+        self, paths: list, load: LoadFunction, index: Callable[[float], bool] | None, report: Progress
+    ) -> tuple[str, Any]:
+        """("loaded", what was read), ("failed", why) or ("cancelled", None); `index(fraction)`
+        says how far the views' preparation is, False from it stopping the load."""
         try:
             trace = load(paths, report)
             for k, build in enumerate(self._prepare):
-                if stop.is_set():
+                if index is not None and not index(k / len(self._prepare)):
                     raise LoadCancelled("loading stopped before the index")
-                emit("progress", "index", overall.index(k / len(self._prepare)))
                 build(trace)
-            if stop.is_set():
+            if index is not None and not index(1.0):
                 raise LoadCancelled("loading stopped after the index")
-            emit("progress", "index", overall.index(1.0))
         except LoadCancelled:
-            emit("cancelled")
+            return "cancelled", None
         except (TraceFormatError, OSError) as exc:
-            emit("failed", str(exc))
+            return "failed", str(exc)
         except Exception as exc:  # a bug in a view's preparation must not take the window down
-            emit("failed", f"{', '.join(str(p) for p in paths)}: {type(exc).__name__}: {exc}")
-        else:
-            emit("loaded", trace)
+            return "failed", f"{', '.join(str(p) for p in paths)}: {type(exc).__name__}: {exc}"
+        return "loaded", trace
 
     # ---- in the GUI thread ----------------------------------------------------------------------
     def _on_progress(self, job: int, phase: str, fraction: float) -> None:
@@ -194,24 +249,31 @@ class TraceLoader(QObject):
             self.progress.emit(phase, fraction)
 
     def _on_loaded(self, job: int, trace: object) -> None:
-        self._end(job, self.loaded, trace)
+        self._end(job, self.loaded, 0, trace)
 
     def _on_failed(self, job: int, message: str) -> None:
-        self._end(job, self.failed, message)
+        self._end(job, self.failed, 1, message)
 
     def _on_cancelled(self, job: int) -> None:
-        self._end(job, self.cancelled)
+        self._end(job, self.cancelled, None)
 
-    def _end(self, job: int, signal, *args) -> None:
-        """The load's one last word; once cancelled, whatever its worker ended with is `cancelled`."""
+    def _end(self, job: int, signal, then: int | None, *args) -> None:
+        """The load's one last word (its `done` or `failed` first); once cancelled, whatever its
+        worker ended with is `cancelled`."""
         stop = self._stop
         if job != self._job or stop is None:
             return  # an abandoned load
         self._stop = None
+        callbacks, self._then = self._then, (None, None)
         if stop.is_set():
             self.cancelled.emit()
         else:
+            call = callbacks[then] if then is not None else None
+            if call is not None:
+                call(*args)
             signal.emit(*args)
+        if self._waiting and self._stop is None:  # the next load's turn
+            self._begin(*self._waiting.pop(0))
 
 
 def describe_paths(paths: Sequence[str | os.PathLike[str]]) -> str:
@@ -231,3 +293,92 @@ def connect_progress(loader: TraceLoader, widget: LoadProgress) -> None:
     loader.failed.connect(widget.finish)
     loader.cancelled.connect(widget.finish)
     widget.cancelRequested.connect(loader.cancel)
+
+
+# ---- what the window loads ---------------------------------------------------------------------
+def _prepare(trace: Trace) -> None:
+    """Build what the views need ahead of time (the timeline's index); showing the trace prepares
+    whatever is missing, and says what went wrong."""
+    try:
+        prepare_trace(trace)
+    except Exception:  # noqa: BLE001 - the view says what went wrong when it is shown
+        pass
+
+
+@dataclass
+class Opened:
+    """What `read_sources` read: the entries to list (their traces loaded, ranks of one job
+    joined), each with how many of the paths it holds; every file read (for the recent files); and
+    one message per path that could not be read."""
+
+    entries: list[tuple[Entry, int]] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def read_sources(paths: Paths, progress: Progress) -> Opened:
+    """Read trace files, run folders, folders of ranks and snapshots, each with its entry (labelled
+    by model, mode and threads, its medians when a run.json names it), joined as
+    `profiling.trace.opening.join_opened` joins them, the timeline's index built."""
+    from branchscope.profiling.trace.opening import join_opened, read_source
+
+    read: list[tuple[Entry, Trace]] = []
+    opened = Opened()
+    for path in paths:
+        try:
+            entry = entry_for_path(path)
+            read.append((entry, read_source(entry.paths, progress)))
+        except (TraceFormatError, OSError) as exc:
+            opened.errors.append(str(exc))
+    opened.files = [str(entry.trace_path) for entry, _ in read]
+    for joined in join_opened([(entry.trace_path, trace) for entry, trace in read]):
+        entry = read[joined.members[0]][0]
+        if joined.ranks:
+            more = tuple(read[i][0].trace_path for i in joined.members[1:])
+            entry = Entry(joined.label, entry.trace_path, trace=joined.trace, more_paths=more)
+        entry.trace = joined.trace
+        _prepare(joined.trace)
+        opened.entries.append((entry, len(joined.members)))
+    return opened
+
+
+def read_run(paths: Paths, progress: Progress) -> Trace:
+    """A finished run's trace: every rank of a distributed run (of a large one, those in view)."""
+    from branchscope.profiling.trace.opening import read_source
+
+    trace = read_source(paths, progress)
+    _prepare(trace)
+    return trace
+
+
+def read_shown(paths: Sequence[Path]) -> Trace:
+    """An entry's trace read again to be shown (`Runs.load`), as `read_run` reads it."""
+    from branchscope.profiling.trace.opening import read_source
+
+    return read_source(paths)
+
+
+def read_whole(paths: Sequence[Path]) -> Trace:
+    """An entry's trace with every rank loaded, whatever the job's size (the Compare page's)."""
+    from branchscope.profiling.trace.merge import load_traces
+
+    return load_traces(paths)
+
+
+def rank_loader(trace: Trace | None, rank: int) -> tuple[Path, LoadFunction] | None:
+    """How to read the large job `trace` shows some ranks of again with rank `rank` in view (the
+    least recently wanted rank let go past `rank_job.IN_VIEW`): its file and the load; None when
+    `trace` is of no such job or the job has no such rank."""
+    from branchscope.profiling.trace.rank_job import job_of
+
+    job = job_of(trace)
+    if job is None or rank not in job.ranks:
+        return None
+    view = job.wanted(rank)
+
+    def load(_paths: Paths, progress: Progress) -> Trace:
+        loaded = job.load(view, progress=progress)
+        _prepare(loaded)
+        return loaded
+
+    return job.path_of(rank), load

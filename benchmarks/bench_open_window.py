@@ -79,7 +79,10 @@ def _frames(win, lo: int, hi: int) -> dict:
     """Frame times with [lo, hi] of the trace's clock shown (see the module docstring)."""
     from PySide6.QtGui import QImage
 
-    timeline, workspace = win.timeline, win.workspace
+    from branchscope.app.pages.run_page import RunPage
+
+    workspace = win.page(RunPage).workspace
+    timeline = workspace.panel("timeline")
     timeline.set_time_range(lo, hi)
     image = QImage(timeline.size(), QImage.Format.Format_ARGB32_Premultiplied)
     whole = QImage(workspace.size(), QImage.Format.Format_ARGB32_Premultiplied)
@@ -104,6 +107,7 @@ def child(path: str, tmp: Path) -> dict:
     from PySide6.QtWidgets import QApplication
 
     from branchscope.app.main_window import MainWindow
+    from branchscope.app.pages.run_page import RunPage
     from branchscope.app.run_controller import RunController
 
     app = QApplication([])
@@ -116,7 +120,7 @@ def child(path: str, tmp: Path) -> dict:
     for _ in range(20):  # shown, laid out and painted once, empty
         app.processEvents()
         time.sleep(0.01)
-    timeline = win.timeline
+    timeline = win.page(RunPage).timeline
     state: dict = {"phase": "start", "error": None, "drawn": None, "bar": False}
     ticks: list[tuple[float, str]] = []
     timer = QTimer()
@@ -128,7 +132,7 @@ def child(path: str, tmp: Path) -> dict:
 
     timer.timeout.connect(tick)
 
-    def read(_result=None) -> None:  # the loader's `loaded` (or `failed`) reached the GUI thread
+    def read(_result=None) -> None:  # what the loader read (or why it failed) reached the GUI thread
         state["phase"], state["read"] = "show", time.perf_counter()
 
     def shown(error=None) -> None:  # after the window's own slot: the trace is listed and shown
@@ -150,10 +154,15 @@ def child(path: str, tmp: Path) -> dict:
     watch = PaintWatch()
     timeline.viewport().installEventFilter(watch)
     win.loader.progress.connect(lambda phase, _fraction: state.update(phase=phase))
-    loaded = win.loader.loaded
-    loaded.disconnect(win._on_sources_read)  # put the window's slot between ours, to time it
-    for slot in (read, win._on_sources_read, lambda _result: shown()):
-        loaded.connect(slot)
+    list_opened = win._list_opened  # the loader's `done` for what the user opens: put it between ours, to time it
+
+    def timed_list_opened(opened):
+        read()
+        count = list_opened(opened)
+        shown()
+        return count
+
+    win._list_opened = timed_list_opened
     win.loader.failed.connect(read)
     win.loader.failed.connect(shown)
     QTimer.singleShot(TIMEOUT_S * 1000, app.quit)

@@ -90,7 +90,7 @@ class ComparePage(OwnContentPage, CompareView):
     def compare_entries(self, ks: list[int]) -> bool:
         """Show entries `ks` here, and this page in front. False (and a dialog) if one cannot be
         read; False if fewer than two are listed."""
-        from branchscope.profiling import load_traces
+        from branchscope.app.trace_loader import read_whole
         from branchscope.profiling.trace.compare import default_baseline, summarize, unique_labels
 
         runs = self.host.run_list
@@ -100,7 +100,7 @@ class ComparePage(OwnContentPage, CompareView):
         traces = []
         for k in ks:
             try:
-                traces.append(runs.load(k, load_traces)[0])
+                traces.append(runs.load(k, read_whole)[0])
             except (TraceFormatError, OSError) as exc:
                 self.host.show_error("Cannot compare", str(exc))
                 return False

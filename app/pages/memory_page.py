@@ -10,9 +10,10 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QSplitter, QWidget
 
-from branchscope.app.pages.page import PageHost, Undo, all_or_nothing
+from branchscope.app.pages.page import PageHost, all_or_nothing
 from branchscope.app.pages.run_page import RunPage
 from branchscope.app.runs import Entry
+from branchscope.app.shown import Undo
 from branchscope.profiling.trace.model import Trace
 from branchscope.widgets.memory_summary import MemorySummary
 from branchscope.widgets.memory_table import MemoryTable
@@ -40,20 +41,20 @@ class MemoryPage(QSplitter):
         self.addWidget(self.memory_summary)
         self.addWidget(self.memory_table)
         self.setSizes([520, 400])
+        host.shown.trace_changing.connect(self.show_trace)
+        host.shown.range_selected.connect(self.select_range)
 
-    # ---- Page -------------------------------------------------------------------------------
+    # ---- following what is shown ------------------------------------------------------------
     def show_trace(self, trace: Trace, entry: Entry) -> Undo:
         before = self.trace
         self.set_trace(trace)
         return lambda: self.set_trace(before)
 
-    def entry_shown(self, entry: Entry) -> None:
-        pass
-
     def select_range(self, start_ns: int, end_ns: int) -> None:
         self.time_range = (start_ns, end_ns)
         self.show_events()
 
+    # ---- Page -------------------------------------------------------------------------------
     def tab_enabled(self) -> bool:
         return self.analysis is not None
 

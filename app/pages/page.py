@@ -1,20 +1,14 @@
 """The one protocol every page (a centre tab of the window) follows, and what a page may ask of the
 window. Pages register in `app/pages/__init__.PAGES`; the window builds its tabs from that list.
 
-A page is a widget made with the window (`Page(host)`). The window tells every page, in tab order:
-
-- `show_trace(trace, entry)`: the trace of the entry about to be shown. Showing is all or nothing,
-  as for the workspace's panels: a page that cannot show the trace raises and leaves itself as it
-  was; one that shows it returns how to go back (or None: nothing to undo). Should a page, or a
-  side panel, raise, the window calls those, newest first, and every view shows what it showed
-  before;
-- `entry_shown(entry)`: `entry` is now the one shown; called again when what the runs list knows
-  of it changes (a new baseline changes how it compares);
-- `select_range(start_ns, end_ns)`: a time range was selected in the shown trace's timeline.
-
-and asks it `tab_enabled()` (whether its tab can be chosen for the trace shown), `fits(trace)`
-(whether showing `trace` brings it to the front: the first page that fits, else the first page)
-and `side_panels` (whether the side panels, which describe the run shown, stand beside it).
+A page is a widget made with the window (`Page(host)`). What it shows of the shown run it takes
+from the window's model of what is shown (`host.shown`, `app/shown.py`): it subscribes, in its
+`__init__`, to the trace about to be shown (all or nothing: a page that cannot show it raises and
+leaves itself as it was, one that shows it returns how to go back), the entry shown, and the time
+range selected in the timeline. The window asks it `tab_enabled()` (whether its tab can be chosen
+for the trace shown), `fits(trace)` (whether showing `trace` brings it to the front: the first page
+that fits, else the first page) and `side_panels` (whether the side panels, which describe the run
+shown, stand beside it).
 
 Pages find each other by type through the window (`host.page(RunPage)`), never by position.
 """
@@ -24,13 +18,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from branchscope.app.shown import Undo
+
 if TYPE_CHECKING:
+    from PySide6.QtWidgets import QStatusBar
+
     from branchscope.app.run_controller import RunController
-    from branchscope.app.runs import Entry, Runs, RunSpec
+    from branchscope.app.runs import Runs, RunSpec
+    from branchscope.app.shown import Shown
+    from branchscope.app.trace_loader import TraceLoader
     from branchscope.profiling.trace.model import Trace
 
-#: What `Page.show_trace` returns: how to go back to what the page showed before (None: nothing to undo).
-Undo = Callable[[], None] | None
 P = TypeVar("P")
 
 
@@ -38,15 +36,6 @@ P = TypeVar("P")
 class Page(Protocol):
     #: Whether the side panels (branch legend, details, range and steps) stand beside this page.
     side_panels: bool
-
-    def show_trace(self, trace: Trace, entry: Entry) -> Undo:
-        """Show the trace of `entry`, about to be the one shown, all or nothing (see the module docstring)."""
-
-    def entry_shown(self, entry: Entry) -> None:
-        """`entry` is the one shown (again, when what is known of it changed)."""
-
-    def select_range(self, start_ns: int, end_ns: int) -> None:
-        """A time range was selected in the shown trace's timeline (on the trace's own clock)."""
 
     def tab_enabled(self) -> bool:
         """Whether this page's tab can be chosen for the trace shown."""
@@ -57,19 +46,10 @@ class Page(Protocol):
 
 class OwnContentPage:
     """What a page that shows content of its own (a comparison, a sweep), whatever run is shown,
-    says to the window: it takes no part in showing a trace, its tab is always there, and no trace
+    says to the window: it follows nothing of what is shown, its tab is always there, and no trace
     brings it to the front. Such a page inherits these and overrides what differs."""
 
     side_panels = False
-
-    def show_trace(self, trace: Trace, entry: Entry) -> Undo:
-        return None
-
-    def entry_shown(self, entry: Entry) -> None:
-        pass
-
-    def select_range(self, start_ns: int, end_ns: int) -> None:
-        pass
 
     def tab_enabled(self) -> bool:
         return True
@@ -80,7 +60,7 @@ class OwnContentPage:
 
 def all_or_nothing(show: Callable[..., None], before: tuple[Any, ...], after: tuple[Any, ...]) -> Undo:
     """`show(*after)`; if that raises, `show(*before)` (what was shown) and raise again. Returns how
-    to go back (`show(*before)`), as `Page.show_trace` does."""
+    to go back (`show(*before)`), as a view following `Shown.trace_changing` does."""
     try:
         show(*after)
     except Exception:
@@ -97,6 +77,10 @@ class PageHost(Protocol):
 
     #: The runs and opened traces (`app/runs.py`).
     run_list: Runs
+    #: What is shown (`app/shown.py`): pages subscribe to it.
+    shown: Shown
+    #: The window's one loader (`app/trace_loader.py`).
+    loader: TraceLoader
     controller: RunController
     #: The CPUs this process may use.
     cores: int
@@ -118,3 +102,6 @@ class PageHost(Protocol):
 
     def show_error(self, title: str, message: str, details: str = "") -> Any:
         """A non-blocking error dialog."""
+
+    def statusBar(self) -> QStatusBar:  # noqa: N802 (Qt API)
+        """Where the window says what it does."""

@@ -2,7 +2,8 @@
 its baseline, why it has no branches when fx could not find them, and that its timings may not be
 steady when run.json has warnings: each in its tooltip; in threads mode, the branch threads' wait
 for the GIL or that the Python had none: `profiling/trace/gil.py`) over the trace workspace
-(`widgets/workspace.py`: its timeline, charts and memory on one time axis)."""
+(`widgets/workspace.py`: its timeline, charts and memory on one time axis). Of a large job, a
+rank's overview clicked loads that rank's events (`load_rank`), through the window's loader."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import html
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from branchscope.app.pages.page import PageHost, Undo
+from branchscope.app.pages.page import PageHost
 from branchscope.app.runs import Entry
+from branchscope.app.shown import Undo
+from branchscope.app.trace_loader import rank_loader
 from branchscope.profiling.trace.gil import gil_line_of
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.prediction import prediction_text
@@ -38,13 +41,16 @@ class RunPage(QWidget):
         lay.setSpacing(2)
         lay.addWidget(self.summary_line)
         lay.addWidget(self.workspace, 1)
+        host.shown.trace_changing.connect(self.show_trace)
+        host.shown.entry_changed.connect(self.entry_shown)
+        self.workspace.rankWanted.connect(self.load_rank)
 
     @property
     def timeline(self) -> TimelineView:
         """The (first) shown trace's timeline."""
         return self.workspace.panel("timeline")
 
-    # ---- Page -------------------------------------------------------------------------------
+    # ---- following what is shown ------------------------------------------------------------
     def show_trace(self, trace: Trace, entry: Entry) -> Undo:
         before = self.workspace.snapshot()
         self.workspace.show_traces([trace])  # on failure it is back as it was
@@ -74,9 +80,7 @@ class RunPage(QWidget):
         self.summary_line.setToolTip("\n".join(f"⚠ {w}" for w in warnings))
         self.summary_line.setText(f"<b>{html.escape(entry.title)}</b>: " + text)
 
-    def select_range(self, start_ns: int, end_ns: int) -> None:
-        pass  # the timeline selected it
-
+    # ---- Page -------------------------------------------------------------------------------
     def tab_enabled(self) -> bool:
         return True
 
@@ -91,3 +95,50 @@ class RunPage(QWidget):
             return
         self.host.show_page(self)
         self.timeline.select_event(i)
+
+    def step_labels(self) -> list[str]:
+        """The profiled steps of the trace shown, as their labels say ("step 1", …)."""
+        from branchscope.profiling.trace.ranges import step_table
+
+        trace = self.timeline.trace
+        return [] if trace is None else list(dict.fromkeys(r.label for r in step_table(trace)))
+
+    def zoom_to_step(self, n: int) -> bool:
+        """Show profiled step `n` (labelled "step n"; of several ranks, the first) alone on the time
+        axis; False when the trace shown has none."""
+        from branchscope.profiling.trace.ranges import step_table
+        from branchscope.profiling.trace.run_info import step_label
+
+        trace = self.timeline.trace
+        rows = [] if trace is None else [r for r in step_table(trace) if r.label == step_label(n)]
+        if not rows:
+            return False
+        first = min(rows, key=lambda r: r.start_ns)
+        self.timeline.set_time_range(first.start_ns, first.start_ns + first.dur_ns)
+        return True
+
+    # ---- a large job's ranks ----------------------------------------------------------------
+    def load_rank(self, rank: int) -> None:
+        """Load the events of rank `rank` of the large job shown (its overview was clicked) off the
+        GUI thread (`trace_loader.rank_loader`); the job is shown again once they are read, the
+        rank's lanes in sight."""
+        entry = self.host.run_list.current_entry
+        found = rank_loader(entry.trace if entry is not None else None, rank)
+        if entry is None or found is None:
+            return
+        path, load = found
+        self.host.statusBar().showMessage(f"loading the events of rank {rank}…")
+        self.host.loader.start(
+            [path], load=load, done=lambda trace: self._show_rank(entry, trace, rank),
+            failed=lambda message: self.host.show_error("Cannot open trace", message),
+        )  # fmt: skip
+
+    def _show_rank(self, entry: Entry, trace: Trace, rank: int) -> None:
+        runs = self.host.run_list
+        k = runs.index_of(entry)
+        if k < 0:
+            return  # the entry was removed while its rank was read
+        entry.trace = trace
+        if runs.current_entry is entry and self.host.show_entry(k):
+            self.workspace.reveal_rank(rank)
+            self.host.statusBar().showMessage(f"rank {rank}'s events loaded")

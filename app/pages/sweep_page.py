@@ -13,7 +13,8 @@ from branchscope.app.pages.compare_page import ComparePage
 from branchscope.app.pages.page import OwnContentPage, PageHost
 from branchscope.app.pages.run_page import RunPage
 from branchscope.app.sweep_panel import SweepPanel
-from branchscope.profiling.trace.sources import is_sweep_folder
+from branchscope.profiling.trace.model import TraceFormatError
+from branchscope.profiling.trace.sources import is_sweep_folder, read_sweep
 
 
 class SweepPage(OwnContentPage, SweepPanel):
@@ -41,6 +42,19 @@ class SweepPage(OwnContentPage, SweepPanel):
             else:
                 self.host.show_error("Cannot open sweep", self.status.text())
         return rest, opened
+
+    def opened_text(self) -> tuple[str, tuple | None]:
+        """What the run controls say of the sweep opened from disk shown here, and its model (the
+        picker's item, for a demo's sweep)."""
+        folder = Path(self.folder or "")
+        try:
+            sweep = read_sweep(folder)
+        except (TraceFormatError, OSError):
+            sweep = None
+        label = sweep.model_label if sweep is not None else None
+        where = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
+        model = ("demo", sweep.demo) if sweep is not None and sweep.demo else None
+        return f"opened from disk: {where} — a sweep of {label or 'a model it does not name'}", model
 
     def _entry_of_folder(self, folder: str) -> int:
         """The listed entry of a run folder, listing it if needed (-1 if it cannot be read), with

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from branchscope.profiling.trace.records import SWEEP_JSON
+from branchscope.app.pages.compare_page import ComparePage
+from branchscope.app.pages.sweep_page import SweepPage
 from tests.builders.runs import ADVICE_SEQ_WINS, write_advice_runs
 
 SEQ_WINS = f"Advice: {ADVICE_SEQ_WINS}"
@@ -26,8 +28,8 @@ def _compare(window, paths: list[Path]):
     assert window.open_trace_files([str(p) for p in paths]) == len(paths)
     window.runs.selectAll()
     window.compare_button.click()
-    assert window.tabs.currentWidget() is window.compare_view
-    return window.compare_view.advice_label
+    assert window.tabs.currentWidget() is window.page(ComparePage)
+    return window.page(ComparePage).advice_label
 
 
 def test_the_compare_page_says_which_way_of_using_the_cores_served_the_model_better(window, folders):
@@ -63,7 +65,7 @@ def test_a_sweep_opened_in_the_window_shows_its_advice_in_the_sweep_tab(window, 
     folder.mkdir()
     cells = [_cell("sequential", 1, 1, 70.0), _cell("sequential", 1, 2, 41.0), _cell("fork", 2, 1, 48.0)]
     (folder / SWEEP_JSON).write_text(json.dumps(_sweep(cells)))
-    panel = window.sweep_panel
+    panel = window.page(SweepPage)
     assert panel.open_sweeps([str(folder)]) == ([], 1)  # as File > Open does: the Sweep tab in front
     assert window.tabs.currentWidget() is panel
     assert panel.advice.isVisible() and panel.advice.text() == SEQ_WINS
@@ -132,7 +134,7 @@ def test_the_sweep_tab_marks_a_starved_cell_and_its_advice_names_no_winner(windo
     folder.mkdir()
     cells = [_cell("sequential", 1, 2, 222.7), {**_cell("threads", 2, 1, 49.5), "starved": True}]
     (folder / SWEEP_JSON).write_text(json.dumps({**_sweep(cells), "sweep": 3}))
-    panel = window.sweep_panel
+    panel = window.page(SweepPage)
     assert panel.open_sweeps([str(folder)]) == ([], 1)
     assert panel.status.text().startswith("fastest: threads 2×1 (starved of cores), 49.50 ms")
     text = panel.advice.text()
@@ -158,7 +160,7 @@ def test_the_compare_page_marks_a_starved_run_and_its_header_names_no_winner(win
     thr = write_timed_run(tmp_path / "thr21", "threads", 2, 1, [49.0, 49.2, 49.5, 49.8, 50.0], starved=True)
     label = _compare(window, [seq, thr])
     assert label.isVisible() and "name no winner: threads 2×1 got fewer cores" in label.text()
-    view = window.compare_view
+    view = window.page(ComparePage)
     table = view.summary_table
     assert [table.horizontalHeaderItem(k).text() for k in range(2)] == ["run 0 (baseline)", "run 1 · starved"]
     rows = {table.verticalHeaderItem(r).text(): r for r in range(table.rowCount())}

@@ -13,6 +13,7 @@ from PySide6.QtCore import QSettings
 from PySide6.QtGui import QImage
 
 from branchscope.app.main_window import MainWindow
+from branchscope.app.pages.run_page import RunPage
 from branchscope.app.run_controller import RunController
 from tests.builders.runs import write_small_trace, write_sweep_folder
 from tests.gui_helpers import FAKE_RUNNER, FIXTURES
@@ -128,19 +129,19 @@ def real_window(qtbot, tmp_path):
 def test_end_to_end_a_tiny_demo_through_a_real_worker_shows_its_lanes(real_window, qtbot):
     win = real_window
     win.set_controls(demo="twin-mm", mode="sequential", interop=1, intra=1, steps=2)
-    with qtbot.waitSignal(win.controller.finished, timeout=240_000) as sig:
+    with qtbot.waitSignal(win.lifecycle.opened, timeout=240_000) as sig:
         win.start_run()
     result = sig.args[0]
     assert result.trace_path.exists() and result.run.mode == "sequential"
-    trace = win.timeline.trace
+    trace = win.page(RunPage).timeline.trace
     assert trace is not None and trace.metadata["branchscope"]["interop"] == 1
     assert [ln.role for ln in trace.lanes_of("cpu")][0] == "main"
     lanes = list(range(len(trace.lanes)))
-    qtbot.waitUntil(lambda: sorted(win.timeline.painted_lanes) == lanes, timeout=5000)
+    qtbot.waitUntil(lambda: sorted(win.page(RunPage).timeline.painted_lanes) == lanes, timeout=5000)
     # marked when run.json says other processes took more than a fifth of the cores meanwhile
     busy = result.run.load is not None and result.run.load.busy is True
     assert win.runs_table.index(0, 1).data() == "twin-mm · sequential" + (" · machine busy" if busy else "")
-    assert win.pool.threads, "the runner's CPU samples are shown"
+    assert win.page(RunPage).workspace.panel("pool").threads, "the runner's CPU samples are shown"
     assert "step" in " ".join(trace.names)
 
 
@@ -154,7 +155,7 @@ def test_a_model_that_raises_shows_the_failure_dialog_with_its_traceback(real_wi
     assert box is not None and box.isVisible()
     assert "broken on purpose" in box.text()
     assert "build_model" in box.detailedText() and "Traceback" in box.detailedText()
-    assert win.progress.format() == "failed" and not win.controller.is_running()
+    assert win.controls.progress.format() == "failed" and not win.controller.is_running()
     box.close()
     assert win.open_trace_files([str(_small_trace(Path(win.controller.runs_dir()) / "t.json"))]) == 1
 

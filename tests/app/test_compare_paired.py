@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from branchscope.app.pages.compare_page import paired_request
+from branchscope.app.pages.compare_page import ComparePage, paired_request
 from branchscope.profiling.run.paired import PairedConfig
 from branchscope.profiling.trace.records import RunRecord
 from tests.builders.runs import write_run_json, write_small_trace
@@ -49,7 +49,7 @@ def test_the_compare_page_measures_two_runs_paired_and_shows_the_interval(window
     assert window.open_trace_files([str(seq), str(fork)]) == 2
     window.runs.selectAll()
     window.compare_button.click()
-    page = window.compare_view
+    page = window.page(ComparePage)
     assert page.paired_button.isEnabled() and page.paired_label.text() == ""
     page.paired_rounds = 4
     with qtbot.waitSignal(page.speedup_controller.finished, timeout=180_000) as blocker:

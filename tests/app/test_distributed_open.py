@@ -26,9 +26,9 @@ def _distributed_folder(out: Path) -> Path:
 def test_the_window_opens_a_distributed_run_folder_as_its_ranks_merged(window, tmp_path):
     folder = _distributed_folder(tmp_path / "D")
     assert window.open_trace_files([str(folder)]) == 1
-    trace = window.entries[0].trace
+    trace = window.run_list.entries[0].trace
     assert sorted({ln.rank for ln in trace.lanes}) == [0, 1]
-    assert [p.name for p in window.entries[0].paths] == ["trace.json.gz", "trace.json.gz"]
+    assert [p.name for p in window.run_list.entries[0].paths] == ["trace.json.gz", "trace.json.gz"]
 
 
 def test_inspect_takes_a_distributed_run_folder(tmp_path):
@@ -51,7 +51,7 @@ def test_a_folder_of_rank_traces_from_a_users_own_job_opens_as_one_job(window, t
         write_small_trace(job / f"worker.rank-{r}.pt.trace.json", "fork")
     (job / "notes.txt").write_text("not a trace")
     assert window.open_trace_files([str(job)]) == 1
-    entry = window.entries[0]
+    entry = window.run_list.entries[0]
     assert entry.label == "job · 2 ranks"
     assert [p.name for p in entry.paths] == ["worker.rank-0.pt.trace.json", "worker.rank-1.pt.trace.json"]
     assert sorted({ln.rank for ln in entry.trace.lanes}) == [0, 1]

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from branchscope.app.pages.run_page import RunPage
 from branchscope.profiling import Trace, TraceFormatError, load_trace
 from tests.builders.runs import write_small_trace
 from tests.paths import ROOT
@@ -529,9 +530,9 @@ def test_the_window_shows_a_stray_timestamp_trace_after_another(window, tmp_path
     stray = tmp_path / "stray.json"
     stray.write_bytes(_doc(STRAY["zero_and_epoch"]))
     assert window.open_trace_files([str(first), str(stray)]) == 2
-    assert window.current == 1 and window.timeline.lod.trace is window.entries[1].trace
+    assert window.run_list.current == 1 and window.page(RunPage).timeline.lod.trace is window.run_list.entries[1].trace
     window.grab()
-    assert _shown_events(window.timeline) == 4
+    assert _shown_events(window.page(RunPage).timeline) == 4
     assert window.message_box is None
 
 
@@ -540,9 +541,9 @@ def test_a_view_that_cannot_show_a_trace_leaves_every_view_as_it_was(window, tmp
 
     first = _small_trace(tmp_path / "first.json", "fork")
     assert window.open_trace_files([str(first)]) == 1
-    shown = window.entries[0].trace
-    window.axis.set_view(1000.0, 5000.0)
-    title, lod = window.windowTitle(), window.timeline.lod
+    shown = window.run_list.entries[0].trace
+    window.page(RunPage).workspace.axis.set_view(1000.0, 5000.0)
+    title, lod = window.windowTitle(), window.page(RunPage).timeline.lod
     import branchscope.widgets.pool_usage
     import branchscope.widgets.timeline
 
@@ -562,35 +563,35 @@ def test_a_view_that_cannot_show_a_trace_leaves_every_view_as_it_was(window, tmp
     assert box is not None and box.isVisible()
     assert str(second) in box.text() and "this view cannot show it" in box.text()
     # nothing half-set: every view, the list and the title still show the first trace
-    assert window.entries == window.entries[:1] and window.runs_table.rowCount() == 1
-    assert window.current == 0 and window.runs.currentIndex().row() == 0
-    assert window.timeline.trace is shown and window.timeline.lod is lod
-    assert window.pool.trace is shown and window.memory.trace is shown and window.details._trace is shown
-    assert (window.axis.lo, window.axis.hi) == (1000.0, 5000.0)
+    assert window.run_list.entries == window.run_list.entries[:1] and window.runs_table.rowCount() == 1
+    assert window.run_list.current == 0 and window.runs.currentIndex().row() == 0
+    assert window.page(RunPage).timeline.trace is shown and window.page(RunPage).timeline.lod is lod
+    assert window.page(RunPage).workspace.panel("pool").trace is shown and window.page(RunPage).workspace.panel("memory").trace is shown and window.side_panel.details._trace is shown
+    assert (window.page(RunPage).workspace.axis.lo, window.page(RunPage).workspace.axis.hi) == (1000.0, 5000.0)
     assert window.windowTitle() == title
     window.grab()  # and it still draws
     # the window goes on: a trace the views can show opens
     third = _small_trace(tmp_path / "third.json", "sequential")
-    assert window.open_trace_files([str(third)]) == 1 and window.current == 1
+    assert window.open_trace_files([str(third)]) == 1 and window.run_list.current == 1
 
 
 def test_a_view_that_fails_while_showing_rolls_every_view_back(window, tmp_path, monkeypatch) -> None:
     first = _small_trace(tmp_path / "first.json", "fork")
     assert window.open_trace_files([str(first)]) == 1
-    shown = window.entries[0].trace
-    real = window.memory.set_trace
+    shown = window.run_list.entries[0].trace
+    real = window.page(RunPage).workspace.panel("memory").set_trace
 
     def fail_on_second(trace):
         if trace is not None and "second" in trace.path:
             raise RuntimeError("memory view broke")
         real(trace)
 
-    monkeypatch.setattr(window.memory, "set_trace", fail_on_second)
+    monkeypatch.setattr(window.page(RunPage).workspace.panel("memory"), "set_trace", fail_on_second)
     second = _small_trace(tmp_path / "second.json", "sequential")
     assert window.open_trace_files([str(second)]) == 0
     assert "memory view broke" in window.message_box.text()
-    assert window.timeline.trace is shown and window.pool.trace is shown and window.memory.trace is shown
-    assert window.timeline.lod.trace is shown
+    assert window.page(RunPage).timeline.trace is shown and window.page(RunPage).workspace.panel("pool").trace is shown and window.page(RunPage).workspace.panel("memory").trace is shown
+    assert window.page(RunPage).timeline.lod.trace is shown
 
 
 _FAILING_PAINT = r"""

@@ -1,5 +1,5 @@
 """The window's pages: every page in `app.pages.PAGES` becomes a centre tab, in order; `--tab`
-takes its names from there; every page hears what is shown (a trace, the entry, a time range),
+takes its names from there; every page follows what is shown (a trace, the entry, a time range),
 finds the others by type, and a page that cannot show a trace leaves every view as it was."""
 
 from __future__ import annotations
@@ -30,13 +30,9 @@ def test_every_registered_page_is_a_tab_in_the_registrys_order(window):
         assert page is window.pages[k] and type(page) is kind.load()
         assert isinstance(page, Page)  # the protocol of app/pages/page.py
         assert window.page(type(page)) is page
-    # the attributes other code reads, from before the tabs were pages
-    run, memory = window.page(RunPage), window.page(MemoryPage)
-    assert window.workspace is run.workspace and window.summary_line is run.summary_line
-    assert window.timeline is run.timeline is window.workspace.panel("timeline")
-    assert window.memory_page is memory and window.memory_summary is memory.memory_summary
-    assert window.memory_table is memory.memory_table and window.memory_analysis is None
-    assert window.compare_view is window.page(ComparePage) and window.sweep_panel is window.page(SweepPage)
+    # what other code reads of the pages, found by type
+    run = window.page(RunPage)
+    assert run.timeline is run.workspace.panel("timeline")
     # the side panels stand beside the pages that want them
     assert [page.side_panels for page in window.pages] == [True, False, False, False]
 
@@ -74,6 +70,10 @@ class NotesPage(QLabel):
         #: Whether a trace brings this page to the front; a trace it cannot show.
         self.front = False
         self.broken_path = ""
+        # what it shows of the shown run, it follows (app/shown.py)
+        host.shown.trace_changing.connect(self.show_trace)
+        host.shown.entry_changed.connect(self.entry_shown)
+        host.shown.range_selected.connect(self.select_range)
 
     def show_trace(self, trace, entry):
         if trace.path == self.broken_path:
@@ -115,7 +115,7 @@ def notes_window(qtbot, tmp_path, monkeypatch):
     qtbot.waitExposed(win)
     yield win
     win.controller.shutdown()
-    win.sweep_panel.shutdown()
+    win.page(SweepPage).shutdown()
 
 
 def test_a_new_page_is_one_class_and_one_registry_line(notes_window, tmp_path):
@@ -128,21 +128,21 @@ def test_a_new_page_is_one_class_and_one_registry_line(notes_window, tmp_path):
     assert window.open_trace_files([str(first)]) == 1
     # it heard of the trace, then of the entry shown; its tab is enabled
     assert notes.heard == [("trace", str(first)), ("entry", 0)]
-    assert notes.text() == window.entries[0].title and window.tabs.isTabEnabled(0)
+    assert notes.text() == window.run_list.entries[0].title and window.tabs.isTabEnabled(0)
     # Run fits first: pages are found by type, not position, so the Run page still comes to the front
     assert window.tabs.currentWidget() is window.page(RunPage)
     notes.front = True
     second = write_small_trace(tmp_path / "second.json", "sequential")
     assert window.open_trace_files([str(second)]) == 1
     assert window.tabs.currentWidget() is notes and window.side_panel.isVisibleTo(window)
-    window.show_page(window.compare_view)
+    window.show_page(window.page(ComparePage))
     assert not window.side_panel.isVisibleTo(window)
     window.show_page(notes)
     assert window.side_panel.isVisibleTo(window)
     # a time range selected in the timeline reaches every page
     notes.heard.clear()
-    start, end = window.timeline.trace.span()
-    window.timeline.select_range(start, end)
+    start, end = window.page(RunPage).timeline.trace.span()
+    window.page(RunPage).timeline.select_range(start, end)
     assert notes.heard == [("range", start, end)]
     # an event chosen on the Memory page is shown on the Run page, wherever that is in the tabs
     window.page(MemoryPage)._select_event(0)
@@ -154,40 +154,40 @@ def test_a_page_that_cannot_show_a_trace_leaves_every_view_as_it_was(notes_windo
     notes = window.page(NotesPage)
     first = write_small_trace(tmp_path / "first.json", "fork")
     assert window.open_trace_files([str(first)]) == 1
-    shown = window.entries[0].trace
-    window.axis.set_view(1000.0, 5000.0)
+    shown = window.run_list.entries[0].trace
+    window.page(RunPage).workspace.axis.set_view(1000.0, 5000.0)
     title, text = window.windowTitle(), notes.text()
     second = write_small_trace(tmp_path / "second.json", "sequential")
     notes.broken_path = str(second)
     assert window.open_trace_files([str(second)]) == 0
     assert "the notes page cannot show this" in window.message_box.text()
-    assert window.current == 0 and len(window.entries) == 1 and window.windowTitle() == title
+    assert window.run_list.current == 0 and len(window.run_list.entries) == 1 and window.windowTitle() == title
     assert notes.text() == text
-    assert window.timeline.trace is shown and window.details._trace is shown  # the run page came before it
-    assert (window.axis.lo, window.axis.hi) == (1000.0, 5000.0)
+    assert window.page(RunPage).timeline.trace is shown and window.side_panel.details._trace is shown  # the run page came before it
+    assert (window.page(RunPage).workspace.axis.lo, window.page(RunPage).workspace.axis.hi) == (1000.0, 5000.0)
 
 
 def test_a_page_after_the_one_that_failed_is_not_shown_the_trace_and_those_before_go_back(notes_window, tmp_path, monkeypatch):
     window = notes_window
     first = write_small_trace(tmp_path / "first.json", "fork")
     assert window.open_trace_files([str(first)]) == 1
-    shown = window.entries[0].trace
-    window.axis.set_view(1000.0, 5000.0)
+    shown = window.run_list.entries[0].trace
+    window.page(RunPage).workspace.axis.set_view(1000.0, 5000.0)
     notes = window.page(NotesPage)
     memory = window.page(MemoryPage)
 
-    def broken(trace, entry):
+    def broken(trace):
         raise RuntimeError("the memory page broke")
 
-    monkeypatch.setattr(memory, "show_trace", broken)
+    monkeypatch.setattr(memory, "set_trace", broken)
     notes.heard.clear()
     second = write_small_trace(tmp_path / "second.json", "sequential")
     assert window.open_trace_files([str(second)]) == 0
     assert "the memory page broke" in window.message_box.text()
     # the notes page (before it) and the Run page went back; the side panels never saw it
     assert [h for h in notes.heard if h[0] == "trace"] == [("trace", str(second))]
-    assert notes.text() == window.entries[0].title
+    assert notes.text() == window.run_list.entries[0].title
     # what it heard of entries: the shown one again, as the list changed around it (listed, taken out)
     assert {h for h in notes.heard if h[0] == "entry"} == {("entry", 0)}
-    assert window.timeline.trace is shown and window.details._trace is shown and window.legend.isVisibleTo(window)
-    assert (window.axis.lo, window.axis.hi) == (1000.0, 5000.0)
+    assert window.page(RunPage).timeline.trace is shown and window.side_panel.details._trace is shown and window.side_panel.legend.isVisibleTo(window)
+    assert (window.page(RunPage).workspace.axis.lo, window.page(RunPage).workspace.axis.hi) == (1000.0, 5000.0)

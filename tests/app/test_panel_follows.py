@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 
+from branchscope.app.pages.compare_page import ComparePage
+from branchscope.app.pages.run_page import RunPage
+from branchscope.app.pages.sweep_page import SweepPage
 from branchscope.app.run_controls import RERUN_DELAY_MS
 from branchscope.profiling.trace.records import SWEEP_JSON
 from tests.app.test_distributed_open import _distributed_folder
@@ -17,7 +20,7 @@ QUIET_MS = RERUN_DELAY_MS + 400
 
 
 def _specs(window) -> list[tuple[str, int, int]]:
-    return [(e.spec.mode, e.spec.interop, e.spec.intra) for e in window.entries]
+    return [(e.spec.mode, e.spec.interop, e.spec.intra) for e in window.run_list.entries]
 
 
 def _controls(window) -> tuple:
@@ -48,30 +51,30 @@ def test_the_first_run_is_sequential_1x1_then_fork_2x1_once_with_the_pair_select
     assert _controls(window) == (("demo", "inception"), "sequential", (1, 1), 5, 1)
     assert "oversubscribed" not in window.controls.threads_hint.text()
     assert window.start_first_run()
-    qtbot.waitUntil(lambda: len(window.entries) == 2 and not window.controller.is_running(), timeout=40_000)
+    qtbot.waitUntil(lambda: len(window.run_list.entries) == 2 and not window.controller.is_running(), timeout=40_000)
     assert _specs(window) == [("sequential", 1, 1), ("fork", 2, 1)]
     args = window.controller.last_command
     assert (_value_after(args, "--mode"), _value_after(args, "--interop"), _value_after(args, "--intra")) == ("fork", "2", "1")
-    assert window.entries[1].spec.options == window.entries[0].spec.options  # the same model, steps, Python
+    assert window.run_list.entries[1].spec.options == window.run_list.entries[0].spec.options  # the same model, steps, Python
     # both selected: one click puts them side by side
-    assert window.lesson_pair == (window.entries[0], window.entries[1])
+    assert window.lifecycle.lesson_pair == (window.run_list.entries[0], window.run_list.entries[1])
     assert window.runs.selected_rows() == [0, 1] and window.compare_button.isEnabled()
     window.compare_button.click()
-    assert window.tabs.currentWidget() is window.compare_view
-    assert len(window.compare_view.workspace.shown) == 2
+    assert window.tabs.currentWidget() is window.page(ComparePage)
+    assert len(window.page(ComparePage).workspace.shown) == 2
     assert window.controls.shown_label.text() == "shown: #2 inception · fork · 2×1"  # the Run page's run
     # once: a sequential 1×1 run after that is not followed
     window.set_controls(mode="sequential", interop=1, intra=1)
-    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
         window.start_run()
     with qtbot.assertNotEmitted(window.controller.started, wait=QUIET_MS):
         pass
-    assert len(window.entries) == 3 and not window.controller.is_running()
+    assert len(window.run_list.entries) == 3 and not window.controller.is_running()
 
 
 def test_a_first_run_the_command_line_set_otherwise_or_that_failed_is_not_followed(window, qtbot):
     window.set_controls(mode="fork", interop=2, intra=2)  # as --mode fork --interop 2 --intra 2 would
-    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
         assert window.start_first_run()
     with qtbot.assertNotEmitted(window.controller.started, wait=QUIET_MS):
         pass
@@ -84,16 +87,16 @@ def test_a_failed_first_run_starts_nothing_more_and_the_panel_says_nothing_is_sh
         window.start_first_run()
     with qtbot.assertNotEmitted(window.controller.started, wait=QUIET_MS):
         pass
-    assert window.entries == []
+    assert window.run_list.entries == []
     assert window.controls.shown_label.text().startswith("nothing shown yet: the run of raising sequential 1×1 failed")
     window.message_box.close()
 
 
 def test_selecting_a_1x1_run_sets_the_controls_to_it_without_starting_a_run(window, qtbot):
-    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
         window.start_run()  # sequential 1×1, 5 steps
     window.set_controls(mode="fork", interop=2, intra=2, steps=3)
-    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
         window.start_run()
     assert _controls(window) == (("demo", "inception"), "fork", (2, 2), 3, 1)
     assert window.controls.shown_label.text() == "shown: #2 inception · fork · 2×2"
@@ -103,7 +106,7 @@ def test_selecting_a_1x1_run_sets_the_controls_to_it_without_starting_a_run(wind
         assert _controls(window) == (("demo", "inception"), "sequential", (1, 1), 5, 1)
         assert not window.controls.pending()
     assert window.controls.shown_label.text() == "shown: #1 inception · sequential · 1×1"
-    assert len(window.entries) == 2 and not window.controller.is_running()
+    assert len(window.run_list.entries) == 2 and not window.controller.is_running()
 
 
 def test_an_opened_run_folder_or_distributed_run_shows_its_own_model_and_says_from_disk(window, qtbot, tmp_path):
@@ -148,13 +151,13 @@ def test_an_opened_sweep_shows_its_model_and_says_from_disk(window, qtbot, tmp_p
     (sweep / SWEEP_JSON).write_text(json.dumps({**record, "model": "demo twin-mm", "demo": "twin-mm"}))
     with qtbot.assertNotEmitted(window.controller.started, wait=QUIET_MS):
         assert window.open_trace_files([str(sweep)]) == 1
-    assert window.tabs.currentWidget() is window.sweep_panel
+    assert window.tabs.currentWidget() is window.page(SweepPage)
     assert window.controls.shown_label.text() == "opened from disk: sweeps/s1 — a sweep of twin-mm"
     assert _controls(window)[0] == ("demo", "twin-mm")
 
 
 def test_after_a_failed_run_the_panel_names_the_run_still_shown(window, qtbot):
-    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
         window.start_run()
     _raising(window)
     window.set_controls(mode="fork", interop=2, intra=1)
@@ -162,7 +165,7 @@ def test_after_a_failed_run_the_panel_names_the_run_still_shown(window, qtbot):
         window.start_run()
     window.message_box.close()
     # the timeline still shows the sequential run: so do the controls, and they say what failed
-    assert window.timeline.trace is window.entries[0].trace
+    assert window.page(RunPage).timeline.trace is window.run_list.entries[0].trace
     assert _controls(window) == (("demo", "inception"), "sequential", (1, 1), 5, 1)
     assert window.controls.shown_label.text() == (
         "shown: #1 inception · sequential · 1×1 (the run of raising fork 2×1 failed)"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
+from branchscope.app.pages.compare_page import ComparePage
 from branchscope.app.runs_table import SPEEDUP
 from tests.builders.runs import write_run_json, write_small_trace, write_timed_run
 
@@ -68,7 +69,7 @@ def test_the_compare_page_says_the_parts_in_its_header_and_summary(window, folde
     assert window.open_trace_files([str(p) for p in folders[:3]]) == 3
     window.runs.selectAll()
     window.compare_button.click()
-    view = window.compare_view
+    view = window.page(ComparePage)
     assert window.tabs.currentWidget() is view
     assert view.parts_label.isVisible() and view.parts_label.text() == f"run 2: {SENTENCE}"
     table = view.summary_table
@@ -86,5 +87,5 @@ def test_the_compare_page_without_a_fork_1xj_says_no_parts(window, folders):
     assert window.open_trace_files([str(folders[0]), str(folders[2])]) == 2
     window.runs.selectAll()
     window.compare_button.click()
-    view = window.compare_view
+    view = window.page(ComparePage)
     assert not view.parts_label.isVisible() and view.parts_label.text() == ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
+from branchscope.app.pages.run_page import RunPage
 from branchscope.profiling.trace import rank_job
 from branchscope.profiling.trace.rank_job import job_of
 from tests.builders.ranks import write_rank_job
@@ -21,7 +22,7 @@ def _no_jobs_kept(monkeypatch):
 
 
 def _lane_ranks(window) -> set[int]:
-    return {ln.rank for ln in window.workspace.rows[0].shown.trace.lanes}
+    return {ln.rank for ln in window.page(RunPage).workspace.rows[0].shown.trace.lanes}
 
 
 def test_a_large_job_opens_with_its_ranks_in_view_and_loads_a_clicked_one(window, qtbot, tmp_path):
@@ -29,7 +30,7 @@ def test_a_large_job_opens_with_its_ranks_in_view_and_loads_a_clicked_one(window
     with qtbot.waitSignal(window.loader.loaded, timeout=60_000):
         window.open_in_background([str(folder)])
     assert window.runs_table.rowCount() == 1
-    overview = window.workspace.rank_overview
+    overview = window.page(RunPage).workspace.rank_overview
     job = job_of(window.run_list.current_entry.trace)
     assert job is not None and overview.isVisible() and overview.figures.ranks == list(range(RANKS))
     in_view = set(job.first_view())
@@ -46,7 +47,7 @@ def test_a_large_job_opens_with_its_ranks_in_view_and_loads_a_clicked_one(window
     dropped = job.first_view()[0]  # the least recently wanted: the first of the first view
     assert _lane_ranks(window) == (in_view - {dropped}) | {wanted} and overview.loaded == _lane_ranks(window)
     assert job_of(window.run_list.current_entry.trace) is job
-    timeline = window.timeline
+    timeline = window.page(RunPage).timeline
     lane = next(ln.index for ln in timeline.trace.lanes if ln.rank == wanted)
     qtbot.waitUntil(lambda: timeline.lane_layout.lane_extent(lane) is not None)
     top, _ = timeline.lane_layout.lane_extent(lane)

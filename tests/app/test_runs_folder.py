@@ -43,20 +43,20 @@ def test_a_runs_folder_that_cannot_be_made_is_said_in_a_dialog(qtbot, tmp_path, 
     win = MainWindow(controller=controller, settings=settings, cores=2, check_cuda=False)
     qtbot.addWidget(win)
     win.show()
-    win.run_button.click()  # an exception here would fail the test (pytest-qt)
+    win.controls.run_button.click()  # an exception here would fail the test (pytest-qt)
     box = win.message_box
     assert box is not None and box.isVisible()
     assert "runs folder" in box.text() and str(cache) in box.text()
-    assert win.progress.format() == "failed" and not controller.is_running()
-    assert not win.cancel_button.isEnabled()
+    assert win.controls.progress.format() == "failed" and not controller.is_running()
+    assert not win.controls.cancel_button.isEnabled()
     box.close()
     # once the folder can be made, the next run works
     if how == "file_in_the_way":
         (cache / "branchscope").unlink()
     else:
         cache.chmod(0o755)
-    with qtbot.waitSignal(controller.finished, timeout=20_000):
-        win.run_button.click()
+    with qtbot.waitSignal(win.lifecycle.opened, timeout=20_000):
+        win.controls.run_button.click()
     assert win.runs.topLevelItemCount() == 1
     assert controller.runs_dir().is_relative_to(cache)
     controller.shutdown()

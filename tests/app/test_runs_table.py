@@ -302,7 +302,7 @@ def test_the_columns_follow_larger_text(window, qtbot):
     view = window.runs
     window.run_list.extend([_run("sequential", SEQ), _run("fork", FORK, interop=2)])
     before = [view.columnWidth(c) for c in range(5)]
-    window.scale_text(2)
+    window.menus.scale_text(2)
     # the columns are measured again in the larger font: wider, the names still shown whole or NAME_CHARS long
     qtbot.waitUntil(lambda: view.columnWidth(2) > before[2])
     fm = _cell_fm(view, 1)

@@ -15,6 +15,7 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from branchscope.app.main_window import MainWindow
+from branchscope.app.pages.run_page import RunPage
 from branchscope.app.run_controller import RunController, RunSpec
 from branchscope.profiling import TraceFormatError, load_trace
 from branchscope.profiling.run.options import RunOptions
@@ -40,7 +41,7 @@ def test_slider_release_starts_a_run_with_the_right_arguments(window, qtbot):
     slider = window.controls.interop_slider
     assert (slider.minimum(), slider.maximum()) == (1, 4)  # 1 to 2x the cores
     window.controls.intra_slider.setValue(1)
-    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
         slider.setSliderDown(True)
         slider.setValue(3)
         assert window.controls.interop_label.text() == "3"
@@ -56,16 +57,16 @@ def test_slider_release_starts_a_run_with_the_right_arguments(window, qtbot):
     # the finished run is listed and shown
     assert window.runs_table.rowCount() == 1
     assert _row(window, 0) == ["1", "inception · sequential", "3×1", "–", "40.0 ms (IQR 40.0–40.0, 2 steps)"]
-    assert window.timeline.trace is window.entries[0].trace
-    lanes = list(range(len(window.entries[0].trace.lanes)))
-    qtbot.waitUntil(lambda: sorted(window.timeline.painted_lanes) == lanes)
+    assert window.page(RunPage).timeline.trace is window.run_list.entries[0].trace
+    lanes = list(range(len(window.run_list.entries[0].trace.lanes)))
+    qtbot.waitUntil(lambda: sorted(window.page(RunPage).timeline.painted_lanes) == lanes)
 
 
 def test_changing_the_mode_starts_a_run_and_speedup_compares_with_the_first_sequential_run(window, qtbot):
     window.set_controls(interop=1, intra=1)
-    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
-        window.run_button.click()
-    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
+        window.controls.run_button.click()
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
         window.controls.mode_combo.setCurrentIndex(1)
         window.controls.mode_combo.activated.emit(1)
     assert _value_after(_args(window), "--mode") == "fork"
@@ -75,36 +76,36 @@ def test_changing_the_mode_starts_a_run_and_speedup_compares_with_the_first_sequ
     with qtbot.waitSignal(window.entryShown) as sig:
         window.runs.setCurrentIndex(window.runs_table.index(0, 0))
     assert sig.args == [0]
-    assert window.timeline.trace is window.entries[0].trace
+    assert window.page(RunPage).timeline.trace is window.run_list.entries[0].trace
 
 
 def test_an_explicit_baseline_changes_the_listed_speedups(window, qtbot):
     window.set_controls(interop=1, intra=1)
-    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
-        window.run_button.click()  # sequential: 40 ms
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
+        window.controls.run_button.click()  # sequential: 40 ms
     window.set_controls(mode="fork")
-    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
-        window.run_button.click()  # fork: 20 ms
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
+        window.controls.run_button.click()  # fork: 20 ms
     assert [_row(window, k)[3] for k in range(2)] == ["baseline", "2.00×"]
     window.run_list.baseline = 1  # what "set as baseline" will do
     assert [_row(window, k)[3] for k in range(2)] == ["0.50×", "baseline"]
-    assert window.speedup(0) == 0.5
+    assert window.run_list.speedup(0) == 0.5
 
 
 def test_progress_shows_and_cancel_stops_the_run(window, qtbot):
     window.controls.steps_spin.setValue(500)  # the fake runner then waits until it is stopped
     with qtbot.waitSignal(window.controller.progress, timeout=20_000) as sig:
-        window.run_button.click()
+        window.controls.run_button.click()
     assert sig.args == [1, 500]
-    assert window.cancel_button.isEnabled()
-    assert window.progress.value() == 1 and window.progress.maximum() == 500
+    assert window.controls.cancel_button.isEnabled()
+    assert window.controls.progress.value() == 1 and window.controls.progress.maximum() == 500
     assert window.controller.active_processes() == 1
     with qtbot.waitSignal(window.controller.canceled):
-        window.cancel_button.click()
+        window.controls.cancel_button.click()
     qtbot.waitUntil(lambda: window.controller.active_processes() == 0, timeout=10_000)
     assert not window.controller.is_running()
-    assert not window.cancel_button.isEnabled()
-    assert window.progress.format() == "cancelled"
+    assert not window.controls.cancel_button.isEnabled()
+    assert window.controls.progress.format() == "cancelled"
 
 
 def test_a_new_run_cancels_the_one_going(window, qtbot):
@@ -114,10 +115,10 @@ def test_a_new_run_cancels_the_one_going(window, qtbot):
     controller.canceled.connect(canceled.append)
     window.controls.steps_spin.setValue(500)
     with qtbot.waitSignal(controller.progress, timeout=20_000):
-        window.run_button.click()
+        window.controls.run_button.click()
     window.controls.steps_spin.setValue(2)
-    with qtbot.waitSignal(controller.finished, timeout=20_000):
-        window.run_button.click()
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
+        window.controls.run_button.click()
     qtbot.waitUntil(lambda: controller.active_processes() == 0, timeout=10_000)
     assert [s.options.steps for s in canceled] == [500]
     assert [r.spec.options.steps for r in finished] == [2]
@@ -128,17 +129,17 @@ def test_a_failed_run_shows_the_message_and_traceback_and_the_window_keeps_worki
     window.controls.model_combo.addItem("demo: raising", ("demo", "raising"))
     window.controls.model_combo.setCurrentIndex(window.controls.model_combo.count() - 1)
     with qtbot.waitSignal(window.controller.failed, timeout=20_000):
-        window.run_button.click()
+        window.controls.run_button.click()
     box = window.message_box
     assert isinstance(box, QMessageBox) and box.isVisible()
     assert "broken on purpose" in box.text()
     assert "Traceback" in box.detailedText() and "build_model" in box.detailedText()
-    assert window.progress.format() == "failed"
+    assert window.controls.progress.format() == "failed"
     box.close()
     # still usable: the next run works
     window.set_controls(demo="inception")
-    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
-        window.run_button.click()
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
+        window.controls.run_button.click()
     assert window.runs_table.rowCount() == 1
 
 
@@ -156,11 +157,11 @@ def test_open_trace_files_and_recent_files(window, qtbot, tmp_path):
     a = write_small_trace(tmp_path / "a.json", "fork")
     b = write_small_trace(tmp_path / "b.json.gz", "sequential")
     assert window.open_trace_files([str(a), str(b)]) == 2
-    assert window.current == 1
+    assert window.run_list.current == 1
     # labelled by what ran (the file's stem and the mode from its branchscope object), not "a.json"
     assert [_row(window, k)[1] for k in range(2)] == ["a · fork", "b · sequential"]
-    assert window.recent_files()[:2] == [str(b), str(a)]
-    assert [act.text() for act in window.recent_menu.actions()][:2] == [str(b), str(a)]
+    assert window.menus.recent_files()[:2] == [str(b), str(a)]
+    assert [act.text() for act in window.menus.recent_menu.actions()][:2] == [str(b), str(a)]
     # drag and drop opens traces too, read off the GUI thread (TraceLoader)
     with qtbot.waitSignal(window.loader.loaded, timeout=20_000):
         assert _drop(window, [a])
@@ -168,22 +169,21 @@ def test_open_trace_files_and_recent_files(window, qtbot, tmp_path):
 
 
 def test_multi_stream_is_disabled_with_the_reason_without_cuda(window):
-    window._on_cuda(False, "multi-stream needs CUDA: no NVIDIA driver on this machine")
+    window.cuda.resolved.emit(False, "multi-stream needs CUDA: no NVIDIA driver on this machine")
     item = window.controls.mode_combo.model().item(window.controls.mode_combo.findData("streams"))
     assert not item.isEnabled()
-    assert "needs CUDA" in item.toolTip()
-    window._on_cuda  # noqa: B018 - the check itself runs without torch (tests/app/test_cli_window.py)
+    assert "needs CUDA" in item.toolTip()  # the check itself runs without torch (tests/app/test_cli_window.py)
 
 
 def test_clicking_an_event_shows_it_in_the_details_panel(window, qtbot, tmp_path):
     window.open_trace_files([str(write_small_trace(tmp_path / "a.json", "fork"))])
-    trace = window.timeline.trace
+    trace = window.page(RunPage).timeline.trace
     i = int(trace.find("aten::add")[0])
-    window.timeline.select_event(i)
-    assert ("Name", "aten::add") in window.details.rows
-    assert ("Shapes", "64×256, 64×256, –") in window.details.rows
-    window.timeline.select_event(-1)
-    assert window.details.title.text() == "Trace"
+    window.page(RunPage).timeline.select_event(i)
+    assert ("Name", "aten::add") in window.side_panel.details.rows
+    assert ("Shapes", "64×256, 64×256, –") in window.side_panel.details.rows
+    window.page(RunPage).timeline.select_event(-1)
+    assert window.side_panel.details.title.text() == "Trace"
 
 
 def test_run_spec_arguments_for_a_torchscript_file():
@@ -202,12 +202,12 @@ def test_run_spec_arguments_for_a_torchscript_file():
 def test_rank_files_open_merged_side_by_side(window, shared_traces):
     ranks = [str(shared_traces / "hta_two_ranks" / f"rank-{r}.json.gz") for r in (0, 1)]
     assert window.open_trace_files(ranks) == 2
-    entry = window.entries[-1]
+    entry = window.run_list.entries[-1]
     assert entry.label == "ranks 0, 1"
     assert {ln.rank for ln in entry.trace.lanes} == {0, 1}
     # Dropped from the cache and shown again, it reloads both ranks.
     entry.trace = None
-    window.show_entry(len(window.entries) - 1)
+    window.show_entry(len(window.run_list.entries) - 1)
     assert len(entry.trace) == 4810 + 4675
 
 
@@ -255,12 +255,12 @@ def test_trace_cache_evicts_the_least_recently_shown(window, tmp_path):
 
     paths = _tiny_traces(tmp_path, TRACE_CACHE + 1)
     window.open_trace_files(paths[:TRACE_CACHE])  # entries 0..3, shown in that order
-    first = window.entries[0].trace
+    first = window.run_list.entries[0].trace
     window.show_entry(0)  # now entry 1 is the least recently shown
     window.open_trace_files(paths[TRACE_CACHE:])  # a fifth entry: one trace must go
-    cached = [k for k, e in enumerate(window.entries) if e.trace is not None]
+    cached = [k for k, e in enumerate(window.run_list.entries) if e.trace is not None]
     assert cached == [0, *range(2, TRACE_CACHE + 1)]
-    assert window.entries[0].trace is first  # kept, not read again
+    assert window.run_list.entries[0].trace is first  # kept, not read again
 
 
 def _dead_pid() -> int:
@@ -307,17 +307,17 @@ def test_a_runner_that_cannot_start_shows_the_failure_and_the_window_stays_usabl
     win.show()
     failed = []
     controller.failed.connect(lambda m, _d: failed.append(m))
-    win.run_button.click()
+    win.controls.run_button.click()
     qtbot.waitUntil(lambda: bool(failed))
-    assert win.progress.format() == "failed"
-    assert not win.cancel_button.isEnabled() and not controller.is_running()
+    assert win.controls.progress.format() == "failed"
+    assert not win.controls.cancel_button.isEnabled() and not controller.is_running()
     assert win.message_box is not None and win.message_box.isVisible()
     assert "could not start" in win.message_box.text()
     win.message_box.close()
     controller.command = FAKE_RUNNER  # the next run works
-    with qtbot.waitSignal(controller.finished, timeout=20_000):
-        win.run_button.click()
-    assert win.runs_table.rowCount() == 1 and win.progress.format() == "done"
+    with qtbot.waitSignal(win.lifecycle.opened, timeout=20_000):
+        win.controls.run_button.click()
+    assert win.runs_table.rowCount() == 1 and win.controls.progress.format() == "done"
     controller.shutdown()
 
 
@@ -361,7 +361,7 @@ def test_a_dropped_torchscript_archive_runs_as_a_model_and_a_dropped_trace_opens
         main_window.QInputDialog, "getText", lambda *a, **k: (asked.append(a[1]), ("8x3", True))[1]
     )
     # the trace is read off the GUI thread while the model runs: wait for both, listed in the order they end
-    with qtbot.waitSignals([window.controller.finished, window.loader.loaded], timeout=20_000):
+    with qtbot.waitSignals([window.lifecycle.opened, window.loader.loaded], timeout=20_000):
         _drop(window, [archive, trace])
     assert asked == ["TorchScript inputs"]
     args = _args(window)

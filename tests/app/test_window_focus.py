@@ -5,40 +5,41 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QApplication
 
+from branchscope.app.pages.run_page import RunPage
 from tests.builders.runs import write_small_trace
 
 
 def test_a_trace_opened_takes_the_keyboard_to_its_timeline(window, qtbot, tmp_path):
     window.activateWindow()
     window.runs.setFocus()  # somewhere else first, as after a dialog
-    qtbot.waitUntil(lambda: QApplication.focusWidget() is not window.timeline)
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is not window.page(RunPage).timeline)
     assert window.open_trace_files([str(write_small_trace(tmp_path / "a.json"))]) == 1
-    qtbot.waitUntil(lambda: QApplication.focusWidget() is window.timeline, timeout=30_000)
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is window.page(RunPage).timeline, timeout=30_000)
 
 
 def test_an_event_clicked_while_the_range_tab_is_in_front_shows_its_details(window, tmp_path):
     assert window.open_trace_files([str(write_small_trace(tmp_path / "a.json"))]) == 1
     panels = window.side_panel
     panels.tabs.setCurrentWidget(panels.ranges)
-    trace = window.timeline.trace
+    trace = window.page(RunPage).timeline.trace
     op = next(i for i in range(len(trace)) if trace.event_name(i).startswith("aten::"))
-    window.timeline.select_event(op)
+    window.page(RunPage).timeline.select_event(op)
     assert panels.tabs.currentWidget() is panels.details
     assert panels.details.title.text() == "Event" and trace.event_name(op) in panels.details.body.text()
     # Escape (no event) leaves whatever tab is in front
     panels.tabs.setCurrentWidget(panels.ranges)
-    window.timeline.select_event(-1)
+    window.page(RunPage).timeline.select_event(-1)
     assert panels.tabs.currentWidget() is panels.ranges
 
 
 def test_zoom_to_step_shows_that_step_alone(window, tmp_path):
     """Issue 22, item 9 (`open --zoom-step N`): the time axis spans step N exactly."""
     assert window.open_trace_files([str(write_small_trace(tmp_path / "a.json"))]) == 1
-    assert window.step_labels() == ["step 0", "step 1"]
+    assert window.page(RunPage).step_labels() == ["step 0", "step 1"]
     from branchscope.profiling.trace.ranges import step_table
 
-    step = next(r for r in step_table(window.timeline.trace) if r.label == "step 1")
-    assert window.zoom_to_step(1)
-    lo, hi = window.timeline.time_range()
+    step = next(r for r in step_table(window.page(RunPage).timeline.trace) if r.label == "step 1")
+    assert window.page(RunPage).zoom_to_step(1)
+    lo, hi = window.page(RunPage).timeline.time_range()
     assert abs(lo - step.start_ns) <= 1 and abs(hi - (step.start_ns + step.dur_ns)) <= 1
-    assert not window.zoom_to_step(5) and window.timeline.time_range() == (lo, hi)
+    assert not window.page(RunPage).zoom_to_step(5) and window.page(RunPage).timeline.time_range() == (lo, hi)

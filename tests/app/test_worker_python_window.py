@@ -8,6 +8,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 
+from branchscope.app.pages.sweep_page import SweepPage
 from branchscope.app.run_controls import RunControls
 from branchscope.profiling.run.protocol import add_run_arguments, request_from_args
 from branchscope.profiling.run.sweep import add_sweep_arguments, sweep_request_from_args
@@ -23,7 +24,7 @@ def test_the_python_setting_reaches_the_run_request(window, qtbot, tmp_path):
     controls.python_edit.setFocus()
     qtbot.keyClicks(controls.python_edit, str(python))
     # Leaving the line (Return) asks for a run once the user pauses, as any other change does.
-    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
         qtbot.keyClick(controls.python_edit, Qt.Key.Key_Return)
     args = window.controller.last_command
     assert _value_after(args, "--python") == str(python)
@@ -36,7 +37,7 @@ def test_the_python_setting_reaches_the_run_request(window, qtbot, tmp_path):
     request = request_from_args(parser.parse_args(args[2:]))
     assert request.options.python == python
     # A sweep of the window's model takes it too.
-    sweep = window.sweep_panel.request()
+    sweep = window.page(SweepPage).request()
     assert sweep.options.python == python
     sweep_parser = argparse.ArgumentParser()
     add_sweep_arguments(sweep_parser)
@@ -48,8 +49,8 @@ def test_the_python_setting_reaches_the_run_request(window, qtbot, tmp_path):
 def test_an_empty_python_is_branchscopes_own(window, qtbot):
     window.set_controls(python="")
     assert window.current_spec().options.python is None
-    with qtbot.waitSignal(window.controller.finished, timeout=20_000):
-        window.run_button.click()
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
+        window.controls.run_button.click()
     assert "--python" not in window.controller.last_command
 
 

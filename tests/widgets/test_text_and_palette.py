@@ -6,6 +6,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
+from branchscope.app.pages.run_page import RunPage
+from branchscope.app.pages.sweep_page import SweepPage
 from branchscope.widgets.charts import GutterText
 from branchscope.widgets.theme import LIGHT
 from tests.builders.runs import write_small_trace
@@ -25,8 +27,8 @@ def test_ctrl_plus_and_minus_scale_the_fonts_of_the_views_and_ctrl_0_restores(wi
     qtbot.keyClick(window, Qt.Key.Key_Plus, Qt.KeyboardModifier.ControlModifier)
     bigger = QApplication.font().pointSizeF()
     assert bigger > base * 1.25
-    qtbot.waitUntil(lambda: _tick_font_size(window.pool) == bigger)
-    labels = [i for i in window.pool.scene().items() if isinstance(i, GutterText)]
+    qtbot.waitUntil(lambda: _tick_font_size(window.page(RunPage).workspace.panel("pool")) == bigger)
+    labels = [i for i in window.page(RunPage).workspace.panel("pool").scene().items() if isinstance(i, GutterText)]
     assert labels and all(lab.text.font().pointSizeF() == bigger for lab in labels)
     qtbot.keyClick(window, Qt.Key.Key_Minus, Qt.KeyboardModifier.ControlModifier)
     assert base < QApplication.font().pointSizeF() < bigger
@@ -38,23 +40,23 @@ def test_ctrl_plus_and_minus_scale_the_fonts_of_the_views_and_ctrl_0_restores(wi
 
 def test_dark_palette_turns_the_chart_backgrounds_and_gutters_dark_and_back(window, qtbot, tmp_path):
     assert window.open_trace_files([str(write_small_trace(tmp_path / "t.json"))]) == 1
-    pool = window.pool
+    pool = window.page(RunPage).workspace.panel("pool")
 
     def background_lightness() -> int:
         return pool.backgroundBrush().color().lightness()
 
     assert background_lightness() > 200
-    window.dark_action.trigger()
-    assert window.dark_action.isChecked()
+    window.menus.dark_action.trigger()
+    assert window.menus.dark_action.isChecked()
     qtbot.waitUntil(lambda: background_lightness() < 80)  # Qt posts the palette change to the widgets
     labels = [i for i in pool.scene().items() if isinstance(i, GutterText)]
     assert labels and all(lab.text.defaultTextColor().lightness() > 128 for lab in labels)
     image = pool.grab().toImage()
     gutter = image.pixelColor(4, image.height() - 4)
     assert gutter.lightness() < 80, gutter.name()  # no light gutter left on a dark panel
-    sweep = window.sweep_panel.view.graphics
+    sweep = window.page(SweepPage).view.graphics
     assert sweep.backgroundBrush().color().lightness() < 80  # the heatmap's background too
-    window.dark_action.trigger()
+    window.menus.dark_action.trigger()
     qtbot.waitUntil(lambda: background_lightness() == LIGHT.background.lightness())
     qtbot.waitUntil(lambda: sweep.backgroundBrush().color().lightness() > 200)
 

@@ -1,0 +1,135 @@
+"""The window's menus and what they keep between windows (its `QSettings`): File (open a trace or a
+model, the recent files, a screenshot, quit) and View (find, show everything, the text size and the
+dark palette, for a projector or a dim room)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QFont, QKeySequence, QPalette
+from PySide6.QtWidgets import QApplication, QFileDialog
+
+from branchscope.app.pages.run_page import RunPage
+from branchscope.widgets.theme import dark_palette
+
+if TYPE_CHECKING:
+    from branchscope.app.main_window import MainWindow
+
+MAX_RECENT = 10
+#: Ctrl+plus / Ctrl+minus scale every font by this much a step, within TEXT_STEPS.
+TEXT_STEP = 1.15
+TEXT_STEPS = (-3, 8)
+TRACE_FILTER = "Traces (*.json *.json.gz *.gz);;All files (*)"
+
+
+class WindowMenus:
+    """The menu bar of `window` (see the module docstring)."""
+
+    def __init__(self, window: MainWindow):
+        self.window = window
+        self.settings = window.settings
+        #: The application's font and palette when the window opened (what "normal" goes back to).
+        self.base_font = QFont(QApplication.font())
+        self.base_palette = QPalette(QApplication.palette())
+        self.text_steps = 0
+        self._build_file_menu()
+        self._build_view_menu()
+        steps = self.settings.value("textSteps", 0)
+        if str(steps).lstrip("-").isdigit() and int(steps):
+            self.scale_text(int(steps))
+        if str(self.settings.value("darkPalette", "false")).lower() == "true":
+            self.set_dark_palette(True)
+
+    def _action(self, menu, text: str, slot, keys=None) -> QAction:
+        act = QAction(text, self.window)
+        if keys is not None:
+            act.setShortcut(keys)
+        act.triggered.connect(slot)
+        menu.addAction(act)
+        return act
+
+    def _build_file_menu(self) -> None:
+        w = self.window
+        fm = w.menuBar().addMenu("&File")
+        self._action(fm, "&Open trace…", self.open_trace_dialog, QKeySequence.StandardKey.Open)
+        self._action(fm, "Open &model file…", w.open_model_dialog)
+        self.recent_menu = fm.addMenu("Open &recent")
+        self._rebuild_recent_menu()
+        fm.addSeparator()
+        self._action(fm, "Save &screenshot…", self._screenshot_dialog)
+        fm.addSeparator()
+        self._action(fm, "&Quit", w.close, QKeySequence.StandardKey.Quit)
+
+    def _build_view_menu(self) -> None:
+        run = self.window.page(RunPage)
+        vm = self.window.menuBar().addMenu("&View")
+        self._action(vm, "&Find events…", run.timeline.open_find, QKeySequence.StandardKey.Find)
+        act = self._action(vm, "Show &everything", run.workspace.axis.reset, QKeySequence("0"))
+        act.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        vm.addSeparator()
+        for text, keys, steps in (
+            ("&Larger text", [QKeySequence.StandardKey.ZoomIn, QKeySequence("Ctrl+=")], 1),
+            ("S&maller text", [QKeySequence.StandardKey.ZoomOut], -1),
+            ("&Normal text size", [QKeySequence("Ctrl+0")], 0),
+        ):
+            act = QAction(text, self.window)
+            act.setShortcuts(keys)
+            act.triggered.connect(lambda _checked=False, k=steps: self.scale_text(k))
+            vm.addAction(act)
+        self.dark_action = QAction("&Dark palette", self.window, checkable=True)
+        self.dark_action.toggled.connect(self.set_dark_palette)
+        vm.addAction(self.dark_action)
+
+    # ---- text size and palette --------------------------------------------------------------
+    def scale_text(self, steps: int) -> None:
+        """Scale every font of the application `steps` steps up (down if negative); 0 goes back to normal."""
+        lo, hi = TEXT_STEPS
+        self.text_steps = 0 if steps == 0 else max(lo, min(hi, self.text_steps + steps))
+        font, scale = QFont(self.base_font), TEXT_STEP**self.text_steps
+        if self.base_font.pointSizeF() > 0:
+            font.setPointSizeF(self.base_font.pointSizeF() * scale)
+        else:  # a font sized in pixels
+            font.setPixelSize(max(1, round(self.base_font.pixelSize() * scale)))
+        QApplication.setFont(font)  # every view gets a FontChange and re-lays its text out
+        self.settings.setValue("textSteps", self.text_steps)
+
+    def set_dark_palette(self, dark: bool) -> None:
+        """The dark palette for the whole application, or back to the one it started with."""
+        QApplication.setPalette(dark_palette() if dark else self.base_palette)
+        self.settings.setValue("darkPalette", bool(dark))
+        if self.dark_action.isChecked() != dark:
+            self.dark_action.setChecked(dark)
+
+    # ---- files ------------------------------------------------------------------------------
+    def recent_files(self) -> list[str]:
+        value = self.settings.value("recentFiles", [])
+        if isinstance(value, str):
+            value = [value]
+        return [str(v) for v in (value or [])]
+
+    def remember(self, path: str) -> None:
+        """`path` was opened: first among the recent files."""
+        path = os.path.abspath(path)
+        files = [p for p in self.recent_files() if p != path]
+        self.settings.setValue("recentFiles", [path, *files][:MAX_RECENT])
+        self._rebuild_recent_menu()
+
+    def _rebuild_recent_menu(self) -> None:
+        self.recent_menu.clear()
+        files = self.recent_files()
+        for path in files:
+            act = self.recent_menu.addAction(path)
+            act.triggered.connect(lambda _checked=False, p=path: self.window.open_in_background([p]))
+        self.recent_menu.setEnabled(bool(files))
+
+    def open_trace_dialog(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self.window, "Open trace", "", TRACE_FILTER)
+        if paths:
+            self.window.open_in_background(paths)
+
+    def _screenshot_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self.window, "Save screenshot", "branchscope.png", "PNG (*.png)")
+        if path:
+            self.window.save_screenshot(path)
