@@ -37,22 +37,21 @@ from typing import Any
 
 import numpy as np
 
+from branchscope.profiling.trace import kineto
 from branchscope.profiling.trace.model import KIND_ORDER, Trace, build_trace
 
-#: Collective calls: NCCL/Gloo annotations, c10d ops, NCCL kernels, `record_param_comms`.
-COLLECTIVE_NAME = re.compile(r"^(nccl:|gloo:|c10d::|ncclKernel_|ncclDevKernel_|record_param_comms)")
-
 #: The levels of collectives, outermost call first: the per-rank totals count the first a trace has.
-LEVELS = ("c10d", "record_param_comms", "annotation", "kernel")
+LEVELS = tuple(level for level, _ in kineto.COLLECTIVE_LEVELS)
+_LEVEL_PREFIXES = tuple(names.spellings for _, names in kineto.COLLECTIVE_LEVELS)
+#: Collective calls: c10d ops, `record_param_comms`, NCCL/Gloo annotations, NCCL kernels.
+COLLECTIVE_NAME = re.compile("^(" + "|".join(re.escape(p) for prefixes in _LEVEL_PREFIXES for p in prefixes) + ")")
+#: The annotations (`nccl:all_reduce`), whose `Input Dims` give the message size.
+_ANNOTATION = _LEVEL_PREFIXES[LEVELS.index("annotation")]
 
 
 def _level(name: str) -> int:
     """Index in `LEVELS` of a collective's event name."""
-    if name.startswith("c10d::"):
-        return 0
-    if name.startswith("record_param_comms"):
-        return 1
-    return 2 if name.startswith(("nccl:", "gloo:")) else 3
+    return next((k for k, prefixes in enumerate(_LEVEL_PREFIXES) if name.startswith(prefixes)), len(LEVELS) - 1)
 
 
 #: Collectives whose ranks send different sizes by design: all-to-all, gather to a root, scatter from
@@ -139,27 +138,29 @@ def _empty(ranks: np.ndarray) -> Collectives:
     )  # fmt: skip
 
 
+#: The args naming a collective: (attribute, key, type, absent). A key's other spellings decode
+#: into attributes of their own (`kineto.struct_fields`); the first said is taken (`_first_said`).
+_ARGS = (
+    ("coll", kineto.COLLECTIVE_NAME, str, ""),
+    ("seq", kineto.SEQ, int, -1),
+    ("group", kineto.PROCESS_GROUP, str, ""),
+    ("nelems", kineto.IN_MSG_NELEMS, int, -1),
+)
+
+
 @cache
 def _decoders() -> Any:
-    """Decoders of one event's text that read only the args naming a collective, typed, absent
-    fields as "" and -1 (msgspec imported on first use); a value of another type fails, and that
-    event is read as `Trace.event_args` reads it (`_lenient`). The second reads `Input Dims` too."""
+    """Decoders of one event's text that read only the args naming a collective (`_ARGS`), typed,
+    absent fields as "" and -1 (msgspec imported on first use); a value of another type fails,
+    and that event is read as `Trace.event_args` reads it (`_lenient`). The second reads
+    `Input Dims` too. Built once: the keys are resolved here, not per event."""
     import msgspec
 
-    def field(key: str, default: Any) -> Any:
-        return msgspec.field(default=default, name=key)
-
-    common = [
-        ("coll", str, field("Collective name", "")),
-        ("seq", int, field("Seq", -1)),
-        ("seq_lower", int, field("seq", -1)),
-        ("group", str, field("Process Group Name", "")),
-        ("pg_name", str, field("pg_name", "")),
-        ("nelems", int, field("In msg nelems", -1)),
-    ]
+    common = [f for attr, k, kind, absent in _ARGS for f in kineto.struct_fields(attr, k, kind, absent)]
+    dims = kineto.struct_fields("dims", kineto.INPUT_DIMS, Any, None)
     # gc=False: hundreds of thousands of small structs, no cycles, and 40% less time than tracked ones
     args = msgspec.defstruct("_Args", common, gc=False)
-    dims_args = msgspec.defstruct("_DimsArgs", [*common, ("dims", Any, field("Input Dims", None))], gc=False)
+    dims_args = msgspec.defstruct("_DimsArgs", [*common, *dims], gc=False)
     event = msgspec.defstruct("_Event", [("args", args, msgspec.field(default_factory=args))], gc=False)
     dims_event = msgspec.defstruct("_DimsEvent", [("args", dims_args, msgspec.field(default_factory=dims_args))], gc=False)
     return msgspec.json.Decoder(event), msgspec.json.Decoder(dims_event)
@@ -187,12 +188,24 @@ def _dims_size(dims: Any) -> int:
 
 def _lenient(args: dict[str, Any], with_dims: bool) -> _Found:
     """`_Found` from an args dict, a field of an odd type read as absent."""
-    seq = _int(args.get("Seq", args.get("seq")))
-    group = _text(args.get("Process Group Name", args.get("pg_name")))
-    size = _int(args.get("In msg nelems"))
+    seq = _int(kineto.SEQ.of(args))
+    group = _text(kineto.PROCESS_GROUP.of(args))
+    size = _int(kineto.IN_MSG_NELEMS.of(args))
     if size < 0 and with_dims:
-        size = _dims_size(args.get("Input Dims"))
-    return (_text(args.get("Collective name")), group, seq, size)
+        size = _dims_size(kineto.INPUT_DIMS.of(args))
+    return (_text(kineto.COLLECTIVE_NAME.of(args)), group, seq, size)
+
+
+def _first_said(args: list[Any], attr: str, k: kineto.Key, absent: Any) -> np.ndarray:
+    """Each event's value of key `k` (an object column of texts, or int64): of the first of its
+    spellings that the event says (a text other than "", a number from 0 on)."""
+    dtype = object if isinstance(absent, str) else np.int64
+    attrs = kineto.spelling_attrs(attr, k)
+    values = np.fromiter(map(attrgetter(attrs[0]), args), dtype=dtype, count=len(args))
+    for other in attrs[1:]:
+        unsaid = values == absent if dtype is object else values < 0
+        values = np.where(unsaid, np.fromiter(map(attrgetter(other), args), dtype=dtype, count=len(args)), values)
+    return values
 
 
 class _Columns:
@@ -238,18 +251,16 @@ def _read(trace: Trace, idx: np.ndarray, at: np.ndarray, with_dims: bool, cols: 
                 found.append(("", "", -1, -1))
         cols.put(at, found)
         return
-    n = len(args)
-    cols.coll[at] = np.array(list(map(attrgetter("coll"), args)), dtype=object)
-    group = np.array(list(map(attrgetter("group"), args)), dtype=object)
-    pg_name = np.array(list(map(attrgetter("pg_name"), args)), dtype=object)
-    cols.group[at] = np.where(group == "", pg_name, group)
-    seq = np.fromiter(map(attrgetter("seq"), args), dtype=np.int64, count=n)
-    seq_lower = np.fromiter(map(attrgetter("seq_lower"), args), dtype=np.int64, count=n)
-    cols.seq[at] = np.maximum(np.where(seq >= 0, seq, seq_lower), -1)
-    size = np.maximum(np.fromiter(map(attrgetter("nelems"), args), dtype=np.int64, count=n), -1)
+    said = {attr: _first_said(args, attr, k, absent) for attr, k, _, absent in _ARGS}
+    cols.coll[at] = said["coll"]
+    cols.group[at] = said["group"]
+    cols.seq[at] = np.maximum(said["seq"], -1)
+    size = np.maximum(said["nelems"], -1)
     if with_dims:
+        dims_attrs = kineto.spelling_attrs("dims", kineto.INPUT_DIMS)
         for k in np.flatnonzero(size < 0).tolist():
-            size[k] = _dims_size(args[k].dims)
+            said = (getattr(args[k], a) for a in dims_attrs)
+            size[k] = _dims_size(next((d for d in said if d is not None), None))
     cols.size[at] = size
 
 
@@ -268,7 +279,7 @@ def _collective_args(trace: Trace, idx: np.ndarray) -> _Columns:
     for group in np.split(order, bounds):
         if group.size == 0:
             continue
-        with_dims = trace.names[int(name_id[group[0]])].startswith(("nccl:", "gloo:"))
+        with_dims = trace.names[int(name_id[group[0]])].startswith(_ANNOTATION)
         _read(trace, idx, group[:_SAMPLE], with_dims, cols)
         if group.size > _SAMPLE and cols.said(group[:_SAMPLE]):
             _read(trace, idx, group[_SAMPLE:], with_dims, cols)

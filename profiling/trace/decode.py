@@ -29,7 +29,7 @@ from typing import Any, Literal, NamedTuple
 import msgspec
 import numpy as np
 
-from branchscope.profiling.trace import forked
+from branchscope.profiling.trace import forked, kineto
 from branchscope.profiling.trace.fields import _ns_column, _real_id
 from branchscope.profiling.trace.memory_events import _memory_columns
 from branchscope.profiling.trace.model import TraceFormatError
@@ -53,17 +53,18 @@ class _WithArgs(_Event, gc=False):
     args: msgspec.Raw = msgspec.Raw()  # empty when absent
 
 
-class _TraceFile(msgspec.Struct):
-    traceEvents: list[msgspec.Raw] | None = None
-    schemaVersion: Any = None
-    deviceProperties: Any = None
-    distributedInfo: Any = None
-    baseTimeNanoseconds: Any = None
-    displayTimeUnit: Any = None
-    traceName: Any = None
-    record_shapes: Any = None
-    profile_memory: Any = None
-    branchscope: Any = None
+#: The top-level keys kept as `Trace.metadata`, every spelling of each (`kineto.METADATA_KEYS`).
+_METADATA_SPELLINGS = tuple(s for k in kineto.METADATA_KEYS for s in k.spellings)
+_EVENTS_ATTRS = kineto.spelling_attrs("events", kineto.TRACE_EVENTS)
+#: A trace file's top level: its events (`events`, `events_1`, … per spelling) and the metadata
+#: kept, the n-th of `_METADATA_SPELLINGS` as `m{n}`.
+_TraceFile = msgspec.defstruct(
+    "_TraceFile",
+    [
+        *kineto.struct_fields("events", kineto.TRACE_EVENTS, list[msgspec.Raw] | None, None),
+        *[(f"m{n}", Any, msgspec.field(default=None, name=s)) for n, s in enumerate(_METADATA_SPELLINGS)],
+    ],
+)
 
 
 #: float_hook=str keeps a float's digits so that ns decimals of µs timestamps survive: a float64 µs
@@ -93,15 +94,17 @@ def _split_events(path: str, data: bytes) -> tuple[list[msgspec.Raw], dict[str, 
         repaired = _without_raw_trace_name(data)
         if repaired is None:
             raise
-        data, metadata["traceName"] = repaired
+        data, name, spelling = repaired
+        metadata[spelling] = name
         top = _FILE_DECODER.decode(data)
-    if top.traceEvents is None:
-        raise TraceFormatError(f"{path}: JSON has no 'traceEvents' list: not a profiler trace")
-    for key in _TraceFile.__struct_fields__:
-        value = getattr(top, key)
-        if key != "traceEvents" and value is not None:
-            metadata[key] = value
-    return top.traceEvents, metadata
+    events = next((e for e in map(getattr, [top] * len(_EVENTS_ATTRS), _EVENTS_ATTRS) if e is not None), None)
+    if events is None:
+        raise TraceFormatError(f"{path}: JSON has no '{kineto.TRACE_EVENTS.name}' list: not a profiler trace")
+    for n, spelling in enumerate(_METADATA_SPELLINGS):
+        value = getattr(top, f"m{n}")
+        if value is not None:
+            metadata[spelling] = value
+    return events, metadata
 
 
 #: Where kineto's last key, "traceName", is looked for: the end of the text.
@@ -109,22 +112,26 @@ _TRACE_NAME_TAIL = 1 << 16
 _TRACE_NAME_VALUE = re.compile(rb'\s*:\s*"')
 
 
-def _without_raw_trace_name(data: bytes) -> tuple[bytes, str] | None:
+def _without_raw_trace_name(data: bytes) -> tuple[bytes, str, str] | None:
     """kineto writes the path it exports to into the trace's last key, "traceName", unescaped: a
-    trace saved under a name holding `"` or `\\` is not JSON. Such a text without that key, and the
-    name as written; None when the text does not end that way (the error stands)."""
+    trace saved under a name holding `"` or `\\` is not JSON. Such a text without that key, the
+    name as written and the key's spelling; None when the text does not end that way (the error
+    stands)."""
     tail_start = max(0, len(data) - _TRACE_NAME_TAIL)
     tail = data[tail_start:]
-    key = tail.rfind(b'"traceName"')
-    if key < 0 or not tail[:key].rstrip().endswith(b","):
-        return None
-    m = _TRACE_NAME_VALUE.match(tail, key + len(b'"traceName"'))
-    rest = tail[m.end() :].rstrip() if m else b""
-    if not (rest.endswith(b"}") and rest[:-1].rstrip().endswith(b'"')):
-        return None
-    name = rest[:-1].rstrip()[:-1]
-    comma = tail_start + tail[:key].rstrip().rfind(b",")
-    return data[:comma] + b"}", name.decode("utf-8", errors="replace")
+    for spelling in kineto.TRACE_NAME.spellings:
+        quoted = f'"{spelling}"'.encode()
+        key = tail.rfind(quoted)
+        if key < 0 or not tail[:key].rstrip().endswith(b","):
+            continue
+        m = _TRACE_NAME_VALUE.match(tail, key + len(quoted))
+        rest = tail[m.end() :].rstrip() if m else b""
+        if not (rest.endswith(b"}") and rest[:-1].rstrip().endswith(b'"')):
+            continue
+        name = rest[:-1].rstrip()[:-1]
+        comma = tail_start + tail[:key].rstrip().rfind(b",")
+        return data[:comma] + b"}", name.decode("utf-8", errors="replace"), spelling
+    return None
 
 
 class _Interner:
@@ -142,8 +149,16 @@ class _Interner:
 
 
 #: What the load does with an event, by its phase ("[memory]" events are told by name).
-_KIND_OF_PHASE = {"X": 1, "M": 2, "C": 3, "s": 4, "f": 4, "t": 4}
 _COMPLETE, _META, _COUNTER, _FLOW, _MEMORY = 1, 2, 3, 4, 5
+_KIND_OF_PHASE = {
+    ph: kind
+    for k, kind in (
+        (kineto.PHASE_COMPLETE, _COMPLETE), (kineto.PHASE_METADATA, _META), (kineto.PHASE_COUNTER, _COUNTER),
+        (kineto.PHASE_FLOW_START, _FLOW), (kineto.PHASE_FLOW_STEP, _FLOW), (kineto.PHASE_FLOW_END, _FLOW),
+    )
+    for ph in k.spellings
+}  # fmt: skip
+_MEMORY_NAMES = frozenset(kineto.MEMORY_EVENT.spellings)
 _get_ph, _get_name = attrgetter("ph"), attrgetter("name")
 #: From this many events on, a forked child decodes the second half while this process decodes the
 #: first (`forked.ForkedCall`): below it, forking and sending columns back cost more than they save.
@@ -364,7 +379,7 @@ def _decode_range(raw_events: list[Any], lo: int, hi: int, report: Callable[[flo
         other = np.flatnonzero((kinds != _COMPLETE) & (kinds != _FLOW))
         if other.size:
             others = _picked(chunk, other)
-            is_memory = np.fromiter(map("[memory]".__eq__, map(_get_name, others)), dtype=bool, count=len(others))
+            is_memory = np.fromiter(map(_MEMORY_NAMES.__contains__, map(_get_name, others)), dtype=bool, count=len(others))
             other_kind = kinds[other]
             other_kind[is_memory] = _MEMORY
             if is_memory.any():

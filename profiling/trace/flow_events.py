@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from branchscope.profiling.trace import kineto
 from branchscope.profiling.trace.decode import _Event
 from branchscope.profiling.trace.fields import _MAX_ABS_NS, _to_ns
 
@@ -20,6 +21,15 @@ class _FlowEvent(_Event, gc=False):
 
 
 _FLOW_DECODER = msgspec.json.Decoder(_FlowEvent, float_hook=str)
+#: A flow endpoint's phase as `flows.bind_flows` reads it: 0 start, 1 step, 2 end.
+_PHASE = {
+    ph: code
+    for code, k in enumerate((kineto.PHASE_FLOW_START, kineto.PHASE_FLOW_STEP, kineto.PHASE_FLOW_END))
+    for ph in k.spellings
+}
+_END = frozenset(kineto.PHASE_FLOW_END.spellings)
+#: An end's "bp" that binds it to the slice enclosing it, as a start or step always is.
+_ENCLOSING = frozenset(kineto.BIND_ENCLOSING.spellings)
 
 
 def _flow_ts(e: _Event) -> int | None:
@@ -48,12 +58,12 @@ def flow_point_columns(
                 ts_list.append(t)
     if not pts:
         return None
-    phase = np.array([{"s": 0, "t": 1, "f": 2}[e.ph] for e in pts], dtype=np.int8)
+    phase = np.array([_PHASE[e.ph] for e in pts], dtype=np.int8)
     ids: dict[Any, int] = {}
     flow_id = np.array([ids.setdefault(e.id, len(ids)) for e in pts], dtype=np.int64)
     cat_names: dict[str, int] = {}
     cat = np.array([cat_names.setdefault(e.cat, len(cat_names)) for e in pts], dtype=np.int32)
     lane = np.array([lane_lookup[(e.pid, e.tid)] for e in pts], dtype=np.int32)
     ts = np.array(ts_list, dtype=np.int64)
-    enclosing = np.array([e.ph != "f" or e.bp == "e" for e in pts], dtype=bool)
+    enclosing = np.array([e.ph not in _END or e.bp in _ENCLOSING for e in pts], dtype=bool)
     return (phase, flow_id, cat, lane, ts, enclosing, np.array(list(cat_names), dtype=object))

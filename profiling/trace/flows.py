@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from branchscope.profiling.trace import kineto
 from branchscope.profiling.trace.collectives import COLLECTIVE_NAME, collectives_of
 from branchscope.profiling.trace.model import Flows, Trace
 
@@ -31,8 +32,7 @@ def bind_flows(trace: Trace, points: tuple[np.ndarray, ...] | None) -> Flows:
     """Binds flow endpoints given as columns (phase, id, cat, lane, ts_ns, binds_enclosing, cat names:
     the reader's `flow_point_columns`) to `trace`'s events."""
     if points is None:
-        empty = np.zeros(0, dtype=np.int64)
-        return Flows(cats=[], cat_id=np.zeros(0, dtype=np.int32), flow_id=empty, src=empty, dst=empty)
+        return Flows.empty()
     phase, flow_id, cat, lane, ts, enclosing, cat_names = points
     src: dict[tuple[int, int], int] = {}
     dst: dict[tuple[int, int], int] = {}
@@ -51,11 +51,6 @@ def bind_flows(trace: Trace, points: tuple[np.ndarray, ...] | None) -> Flows:
         src=np.array([src[k] for k in keys], dtype=np.int64),
         dst=np.array([dst[k] for k in keys], dtype=np.int64),
     )
-
-
-#: Names of the CPU calls that launch GPU work (cudaLaunchKernel, hipLaunchKernel, memcpy/memset
-#: launches and the like): the source end of an `ac2g` flow.
-LAUNCH_CATS = ("ac2g", "async")
 
 
 def event_flows(trace: Trace, i: int, limit: int = 256) -> np.ndarray:
@@ -106,10 +101,10 @@ def collective_key(trace: Trace, i: int) -> tuple[str, str, int] | None:
         if c >= 0:
             return (name, "order", int(coll.position[c]))
     args = trace.event_args(i)
-    seq = args.get("Seq", args.get("seq"))
+    seq = kineto.SEQ.of(args)
     if type(seq) is int:
-        coll = args.get("Collective name", name)
-        group = args.get("Process Group Name", args.get("pg_name", ""))
+        coll = kineto.COLLECTIVE_NAME.of(args, name)
+        group = kineto.PROCESS_GROUP.of(args, "")
         return (f"{coll}@{group}" if group else str(coll), "seq", seq)
     rank = trace.lanes[int(trace.lane[i])].rank
     same = np.flatnonzero(trace.name_id == trace.name_id[i])

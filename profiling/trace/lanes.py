@@ -12,34 +12,20 @@ names of `thread_name` metadata events, and a name (`_best_name`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from branchscope.profiling.trace import kineto
 from branchscope.profiling.trace.decode import _decode_args, _split_thread_codes, _WithArgs
 from branchscope.profiling.trace.fields import _real_id
-from branchscope.profiling.trace.model import ROLE_ORDER, LaneRole, LaneTable, _int_column
+from branchscope.profiling.trace.lane_table import ROLE_ORDER, LaneRole, LaneTable, _int_column
 from branchscope.profiling.trace.run_info import RunInfo
 
 #: Categories whose events run on a GPU stream (current names and the legacy ones).
-GPU_CATEGORIES = frozenset(
-    {
-        "kernel",
-        "gpu_memcpy",
-        "gpu_memset",
-        "gpu_user_annotation",
-        "cuda_sync",
-        "Kernel",
-        "Memcpy",
-        "Memset",
-        "gpu_op",
-    }
-)
-
-_STREAM_TID = re.compile(r"^stream\s+(-?\d+)")
-_GPU_LABEL = re.compile(r"GPU\s+(\d+)")
+GPU_CATEGORIES = frozenset(kineto.GPU_CATEGORY.spellings)
+_CPU_LABELS = frozenset(label.upper() for label in kineto.CPU_PROCESS_LABEL.spellings)
 
 
 def _lane_tid(v: int | str, synthetic: dict[str, int]) -> int:
@@ -48,7 +34,7 @@ def _lane_tid(v: int | str, synthetic: dict[str, int]) -> int:
     s = str(v).strip()
     if s.lstrip("-").isdigit():
         return int(s)
-    m = _STREAM_TID.match(s)
+    m = kineto.STREAM_TID.match(s)
     if m:
         return int(m.group(1))
     # Any other named thread keeps a stable id of its own, below every real tid.
@@ -72,17 +58,26 @@ def _role(pid: int, tid: int, names: list[str], info: RunInfo | None, pid_has_ow
             return "interop"
         if tid in info.intra_tids:
             return "intra"
-    elif "ptthreadpool" in joined or "interop" in joined:
+    elif _says(joined, kineto.INTEROP_THREAD):
         return "interop"
-    if "autograd" in joined:
+    if _says(joined, kineto.AUTOGRAD_THREAD):
         return "autograd"
-    if tid == pid or (not pid_has_own_tid and ("pt_main_thread" in joined or "mainthread" in joined)):
+    if tid == pid or (not pid_has_own_tid and _says(joined, kineto.MAIN_THREAD)):
         return "main"
     return "other"
 
 
+def _says(names: str, k: kineto.Key) -> bool:
+    """Whether a thread's names (joined, lower-case) hold a spelling of `k`."""
+    return any(spelling in names for spelling in k.spellings)
+
+
+#: The word a lane's name is picked by, for a role: its thread's first name that holds it.
+_NAME_WORD = {"interop": kineto.INTEROP_THREAD.name, "autograd": kineto.AUTOGRAD_THREAD.name, "main": "main"}
+
+
 def _best_name(names: list[str], role: str, tid: int) -> str:
-    keyword = {"interop": "ptthreadpool", "autograd": "autograd", "main": "main"}.get(role)
+    keyword = _NAME_WORD.get(role)
     if keyword:
         for n in names:
             if keyword in n.lower():
@@ -166,7 +161,7 @@ def _lanes(
         assert p is not None  # only events of real processes are given lanes (see the decode loop)
         odd_pid.append(p)
         odd_tid.append(_lane_tid(raw_tid, synthetic_tids))
-        odd_stream.append(isinstance(raw_tid, str) and _STREAM_TID.match(raw_tid.strip()) is not None)
+        odd_stream.append(isinstance(raw_tid, str) and kineto.STREAM_TID.match(raw_tid.strip()) is not None)
     odd = np.flatnonzero(key_id >= 0)
     if odd.size:
         pid, odd_p = _alike(pid, _int_column(odd_pid))
@@ -190,8 +185,8 @@ def _lanes(
     if odd.size and any(odd_stream):
         stream_event = odd[np.array(odd_stream, dtype=bool)[key_id[odd]]]
         gpu[thread_of_event[stream_event]] = True
-    cpu_label_pids = {p for p, label in process_labels.items() if label.strip().upper() == "CPU"}
-    label_device = {p: int(m.group(1)) for p, label in process_labels.items() if (m := _GPU_LABEL.search(label))}
+    cpu_label_pids = {p for p, label in process_labels.items() if label.strip().upper() in _CPU_LABELS}
+    label_device = {p: int(m.group(1)) for p, label in process_labels.items() if (m := kineto.GPU_PROCESS_LABEL.search(label))}
     device = np.maximum(t_pid, 0)
     if label_device:
         labelled = sorted(label_device)
@@ -263,18 +258,23 @@ def _read_metadata_events(
 ) -> tuple[dict[int, str], dict[tuple[int, int], list[str]]]:
     process_labels: dict[int, str] = {}
     thread_names: dict[tuple[int, int], list[str]] = {}
+    labels_of, name_of = kineto.PROCESS_LABELS_ARG.getter(), kineto.THREAD_NAME_ARG.getter()
     for e, args in zip(meta_events, _decode_args(meta_events)):
         if not isinstance(args, dict):
             continue
         pid = _real_id(e.pid)
         if pid is None:
             continue
-        if e.name == "process_labels" and isinstance(args.get("labels"), str):
-            process_labels[pid] = args["labels"]
-        elif e.name == "thread_name" and isinstance(args.get("name"), str):
+        if e.name in _PROCESS_LABELS and isinstance(labels := labels_of(args), str):
+            process_labels[pid] = labels
+        elif e.name in _THREAD_NAME and isinstance(name := name_of(args), str):
             tid = _real_id(e.tid)
             if tid is not None:
                 names = thread_names.setdefault((pid, tid), [])
-                if args["name"] not in names:
-                    names.append(args["name"])
+                if name not in names:
+                    names.append(name)
     return process_labels, thread_names
+
+
+_PROCESS_LABELS = frozenset(kineto.PROCESS_LABELS.spellings)
+_THREAD_NAME = frozenset(kineto.THREAD_NAME.spellings)

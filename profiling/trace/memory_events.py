@@ -1,9 +1,9 @@
 """`[memory]` events: the allocator's records, read into one `MemorySeries` per device.
 
-Each event is decoded with its `args` ("Device Type", "Device Id", "Bytes", "Total Allocated",
-"Total Reserved", "Addr") into columns while the events are decoded (`_memory_columns`, called by
+Each event is decoded with its `args` (`_ARGS`: device, bytes, totals, address; their spellings in
+`kineto`) into columns while the events are decoded (`_memory_columns`, called by
 `decode`), then the columns of all parts are sorted into series per device here (`_memory_series`),
-named by c10's device types (`_DEVICE_TYPES`), with each GPU's capacity from the trace's
+named by c10's device types (`kineto.DEVICE_TYPES`), with each GPU's capacity from the trace's
 `deviceProperties`. The legacy format of PyTorch <= 1.9 writes no `Total Allocated`: the series
 then sums `Bytes`. Addresses at or above 2**63 wrap (they are compared, never added).
 """
@@ -17,46 +17,50 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from branchscope.profiling.trace import kineto
 from branchscope.profiling.trace.fields import _ns_column, _real_ids
 from branchscope.profiling.trace.model import MemorySeries
 
-
-class _MemoryArgs(msgspec.Struct, gc=False):
-    device_type: int = msgspec.field(name="Device Type", default=0)
-    device_id: int = msgspec.field(name="Device Id", default=-1)
-    bytes: int = msgspec.field(name="Bytes", default=0)
-    total: int | None = msgspec.field(name="Total Allocated", default=None)
-    reserved: int | None = msgspec.field(name="Total Reserved", default=None)
-    addr: int | None = msgspec.field(name="Addr", default=None)
+#: The args a `[memory]` event is read for: (attribute, key, type, default). A key's other
+#: spellings decode into attributes of their own (`kineto.struct_fields`), the first said is taken.
+_ARGS = (
+    ("device_type", kineto.DEVICE_TYPE, int, 0),
+    ("device_id", kineto.DEVICE_ID, int, -1),
+    ("bytes", kineto.BYTES, int, 0),
+    ("total", kineto.TOTAL_ALLOCATED, int | None, None),
+    ("reserved", kineto.TOTAL_RESERVED, int | None, None),
+    ("addr", kineto.ADDR, int | None, None),
+)
+_MemoryArgs = msgspec.defstruct(
+    "_MemoryArgs", [f for attr, k, kind, default in _ARGS for f in kineto.struct_fields(attr, k, kind, default)], gc=False
+)
 
 
 class _MemoryEvent(msgspec.Struct, gc=False):
     ts: Any = None
     pid: int | str = 0
     tid: int | str = 0
-    args: _MemoryArgs = msgspec.field(default_factory=_MemoryArgs)
+    args: _MemoryArgs = msgspec.field(default_factory=_MemoryArgs)  # type: ignore[valid-type]
 
 
 _MEMORY_EVENT_DECODER = msgspec.json.Decoder(_MemoryEvent, float_hook=str)
 
 
-#: c10::DeviceType values seen in `[memory]` events (ROCm reports its GPUs as CUDA, type 1).
-_DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia", 20: "privateuseone"}
-
-
 def _device_name(device_type: int, device_id: int) -> str:
-    kind = _DEVICE_TYPES.get(device_type, f"device{device_type}")
+    kind = kineto.DEVICE_TYPES.get(device_type, f"device{device_type}")
     return kind if kind == "cpu" else f"{kind}:{device_id}"
 
 
 def _capacities(metadata: dict[str, Any]) -> dict[int, int]:
     """GPU index -> totalGlobalMem from the trace's deviceProperties (what is well formed of it)."""
-    props = metadata.get("deviceProperties")
+    props = kineto.DEVICE_PROPERTIES.of(metadata)
     out: dict[int, int] = {}
     if isinstance(props, list):
         for p in props:
-            if isinstance(p, dict) and type(p.get("id")) is int and type(p.get("totalGlobalMem")) is int:
-                out[p["id"]] = p["totalGlobalMem"]
+            if isinstance(p, dict):
+                index, memory = kineto.GPU_INDEX.of(p), kineto.GPU_MEMORY.of(p)
+                if type(index) is int and type(memory) is int:
+                    out[index] = memory
     return out
 
 
@@ -78,21 +82,31 @@ def _memory_columns(raws: list[msgspec.Raw]) -> dict[str, np.ndarray]:
     except msgspec.ValidationError as exc:
         raise ValueError(f"[memory] event: {exc}") from None
     args = list(map(_get_args, events))
-    totals = list(map(_get_total, args))
-    reserved = list(map(_get_reserved, args))
+    said = {attr: _first_said(args, attr, k, default) for attr, k, _, default in _ARGS}
+    totals, reserved = said["total"], said["reserved"]
     return {
         "ts": _ns_column(list(map(_get_ts, events)), "memory timestamp"),
         "pid": _real_ids(list(map(_get_pid, events))),
         "tid": _real_ids(list(map(_get_tid, events))),
-        "device_type": np.array(list(map(_get_device_type, args)), dtype=np.int64),
-        "device_id": np.array(list(map(_get_device_id, args)), dtype=np.int64),
-        "bytes": _int64_or_none(list(map(_get_bytes, args)), "Bytes", 0),
+        "device_type": np.array(said["device_type"], dtype=np.int64),
+        "device_id": np.array(said["device_id"], dtype=np.int64),
+        "bytes": _int64_or_none(said["bytes"], kineto.BYTES.name, 0),
         "has_total": _known(totals),
-        "total": _int64_or_none(totals, "Total Allocated", 0),
+        "total": _int64_or_none(totals, kineto.TOTAL_ALLOCATED.name, 0),
         "has_reserved": _known(reserved),
-        "reserved": _int64_or_none(reserved, "Total Reserved", 0),
-        "addr": _int64_or_none(list(map(_get_addr, args)), "Addr", -1),
+        "reserved": _int64_or_none(reserved, kineto.TOTAL_RESERVED.name, 0),
+        "addr": _int64_or_none(said["addr"], kineto.ADDR.name, -1),
     }
+
+
+def _first_said(args: list[Any], attr: str, k: kineto.Key, default: Any) -> list[Any]:
+    """Each event's value of key `k`: of its first spelling that the event says (not `default`).
+    One spelling (every key today): one `attrgetter` pass, as before there were alternates."""
+    attrs = kineto.spelling_attrs(attr, k)
+    values = list(map(attrgetter(attrs[0]), args))
+    for other in attrs[1:]:
+        values = [v if v != default else o for v, o in zip(values, map(attrgetter(other), args))]
+    return values
 
 
 def _known(values: list[Any]) -> np.ndarray:
@@ -112,7 +126,7 @@ def _int64_or_none(values: list[int | None], what: str, missing: int) -> np.ndar
     except (TypeError, OverflowError):
         pass
     filled = [missing if v is None else v for v in values]
-    if what != "Addr":
+    if what != kineto.ADDR.name:
         try:
             return np.array(filled, dtype=np.int64)
         except OverflowError:
@@ -121,8 +135,6 @@ def _int64_or_none(values: list[int | None], what: str, missing: int) -> np.ndar
 
 
 _get_ts, _get_pid, _get_tid, _get_args = attrgetter("ts"), attrgetter("pid"), attrgetter("tid"), attrgetter("args")
-_get_total, _get_reserved, _get_addr = attrgetter("total"), attrgetter("reserved"), attrgetter("addr")
-_get_device_type, _get_device_id, _get_bytes = attrgetter("device_type"), attrgetter("device_id"), attrgetter("bytes")
 
 
 def _device_pairs(device_type: np.ndarray, device_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -147,8 +159,9 @@ def _memory_series(parts: list[dict[str, np.ndarray]], metadata: dict[str, Any] 
     metadata = metadata or {}
     col = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     capacity = _capacities(metadata)
-    info = metadata.get("distributedInfo")
-    rank = info.get("rank") if isinstance(info, dict) and type(info.get("rank")) is int else None
+    info = kineto.DISTRIBUTED_INFO.of(metadata)
+    said_rank = kineto.RANK.of(info) if isinstance(info, dict) else None
+    rank = said_rank if type(said_rank) is int else None
     pairs, which = _device_pairs(col["device_type"], col["device_id"])
     devices = {_device_name(int(t), int(i)): k for k, (t, i) in enumerate(pairs.tolist())}
     by_device: dict[str, np.ndarray] = {}

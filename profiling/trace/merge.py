@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from branchscope.profiling.trace import forked
+from branchscope.profiling.trace import forked, kineto
 from branchscope.profiling.trace.flows import merged_flow_binder
 from branchscope.profiling.trace.model import (
     KIND_ORDER,
@@ -132,9 +132,9 @@ def with_rank(trace: Trace, rank: int) -> Trace:
     """`trace` as rank `rank` (its distributedInfo's rank set; the trace itself when it says so)."""
     if trace.rank == rank:
         return trace
-    info = trace.metadata.get("distributedInfo")
-    info = {**info, "rank": rank} if isinstance(info, dict) else {"rank": rank}
-    return replace(trace, metadata={**trace.metadata, "distributedInfo": info})
+    info = kineto.DISTRIBUTED_INFO.of(trace.metadata)
+    info = {**info, kineto.RANK.name: rank} if isinstance(info, dict) else {kineto.RANK.name: rank}
+    return replace(trace, metadata={**trace.metadata, kineto.DISTRIBUTED_INFO.name: info})
 
 
 #: What a folder of rank traces holds (torchrun jobs, tensorboard_trace_handler): trace files.
@@ -150,16 +150,12 @@ def folder_traces(folder: str | os.PathLike[str]) -> list[Path]:
     return sorted(found, key=lambda p: (rank_from_name(p) is None, rank_from_name(p) or 0, p.name))
 
 
-#: Where a trace may say which machine wrote it: keys of the top level, `distributedInfo` or a
-#: branchscope run's own object.
-_HOST_KEYS = ("hostname", "host", "host_name")
-
-
 def host_of(metadata: dict[str, Any]) -> str | None:
-    """The host a trace says it was recorded on, or None."""
-    nested = [metadata.get(k) for k in ("distributedInfo", "branchscope")]
+    """The host a trace says it was recorded on (`kineto.HOST`: at the top level, in its
+    distributedInfo or in a branchscope run's own object), or None."""
+    nested = [kineto.DISTRIBUTED_INFO.of(metadata), kineto.RUN_FACTS.of(metadata)]
     for where in (metadata, *(n for n in nested if isinstance(n, dict))):
-        for key in _HOST_KEYS:
+        for key in kineto.HOST.spellings:
             value = where.get(key)
             if isinstance(value, str) and value.strip():
                 return value.strip()
@@ -173,8 +169,9 @@ def rank_hosts(trace: Trace) -> dict[int | None, str]:
     for meta in parts if isinstance(parts, list) else [trace.metadata]:
         if not isinstance(meta, dict):
             continue
-        info = meta.get("distributedInfo")
-        rank = info.get("rank") if isinstance(info, dict) and type(info.get("rank")) is int else None
+        info = kineto.DISTRIBUTED_INFO.of(meta)
+        rank = kineto.RANK.of(info) if isinstance(info, dict) else None
+        rank = rank if type(rank) is int else None
         host = host_of(meta)
         if host is not None:
             hosts[rank] = host
@@ -279,22 +276,20 @@ def _clock_shift(trace: Trace, reference: Trace) -> int:
 
 def _distributed(trace: Trace) -> tuple[int, int, str | None] | None:
     """(rank, world size, backend) from a trace's distributedInfo; None when it is not a rank's trace."""
-    info = trace.metadata.get("distributedInfo")
-    if not isinstance(info, dict):
-        return None
-    rank, world = info.get("rank"), info.get("world_size")
-    if type(rank) is not int or type(world) is not int or not 0 <= rank < world:
-        return None
-    backend = info.get("backend")
-    return rank, world, backend if isinstance(backend, str) else None
+    job = _job(trace)
+    return job if job is not None and 0 <= job[0] < job[1] else None
 
 
 def _job(trace: Trace) -> tuple[int, int, str | None] | None:
-    info = trace.metadata.get("distributedInfo")
-    if not isinstance(info, dict) or type(info.get("rank")) is not int or type(info.get("world_size")) is not int:
+    """(rank, world size, backend) as a trace's distributedInfo says them, the rank perhaps out of
+    the world's range; None without a rank and world size."""
+    info = kineto.DISTRIBUTED_INFO.of(trace.metadata)
+    if not isinstance(info, dict):
         return None
-    backend = info.get("backend")
-    return info["rank"], info["world_size"], backend if isinstance(backend, str) else None
+    rank, world, backend = kineto.RANK.of(info), kineto.WORLD_SIZE.of(info), kineto.BACKEND.of(info)
+    if type(rank) is not int or type(world) is not int:
+        return None
+    return rank, world, backend if isinstance(backend, str) else None
 
 
 def why_apart(traces: Sequence[Trace], paths: Sequence[str], groups: list[list[int]]) -> str:
@@ -407,7 +402,7 @@ def merge_traces(traces: Sequence[Trace], *, base_time_ns: int | None = None) ->
         lane_offsets=np.concatenate([*offsets, np.array([events], dtype=np.int64)]).astype(np.int64, copy=False),
         memory=memory,
         counters=counters,
-        metadata={"ranks": [t.metadata for t in traces], "baseTimeNanoseconds": base},
+        metadata={"ranks": [t.metadata for t in traces], kineto.BASE_TIME.name: base},
         _raw_args=_ChainedArgs(raw_parts, events),  # type: ignore[arg-type]
         _flow_binder=merged_flow_binder(list(traces)),
     )

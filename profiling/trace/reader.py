@@ -36,6 +36,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from branchscope.profiling.trace import kineto
 from branchscope.profiling.trace.counters import _counter_tracks
 from branchscope.profiling.trace.decode import (
     _WITH_ARGS_DECODER,
@@ -50,8 +51,6 @@ from branchscope.profiling.trace.fields import _ns_column as _ns_column
 from branchscope.profiling.trace.fields import _real_id as _real_id
 from branchscope.profiling.trace.flow_events import flow_point_columns
 from branchscope.profiling.trace.flows import bind_flows
-from branchscope.profiling.trace.lanes import _GPU_LABEL as _GPU_LABEL
-from branchscope.profiling.trace.lanes import _STREAM_TID as _STREAM_TID
 from branchscope.profiling.trace.lanes import GPU_CATEGORIES, _lanes, _read_metadata_events
 from branchscope.profiling.trace.lanes import _best_name as _best_name
 from branchscope.profiling.trace.lanes import _lane_tid as _lane_tid
@@ -159,7 +158,7 @@ def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _
     counters = _counter_tracks(counter_events)
     report("lanes", 0.0)
     process_labels, thread_names = _read_metadata_events(meta_events)
-    info = RunInfo.parse(metadata.get("branchscope"))
+    info = RunInfo.parse(kineto.RUN_FACTS.of(metadata))
 
     gpu_cat = np.array([c in GPU_CATEGORIES for c in cats], dtype=bool)
     lane, lanes, lane_lookup = _lanes(raw_keys, thread, gpu_cat[cat_id], process_labels, thread_names, info)

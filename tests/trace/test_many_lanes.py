@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from branchscope.profiling import load_trace
-from branchscope.profiling.trace import decode, forked, model, reader
+from branchscope.profiling.trace import decode, depth, forked, kineto, reader
 from branchscope.profiling.trace.analyses import (
     compute_runs_by_lane,
     concurrency,
@@ -30,35 +30,22 @@ from branchscope.profiling.trace.analyses import (
     pool_busy_share,
 )
 from branchscope.profiling.trace.flows import bind_flows
-from branchscope.profiling.trace.model import (
-    ROLE_ORDER,
-    Lane,
-    LaneTable,
-    Trace,
-    _nests_properly,
-    _stack_depth,
-    build_trace,
-)
+from branchscope.profiling.trace.lane_table import ROLE_ORDER, Lane, LaneTable
+from branchscope.profiling.trace.model import Trace, build_trace
 from branchscope.profiling.trace.run_info import RunInfo
 
 # ---- the former per-lane code, as references ---------------------------------------------------
 
 
 def reference_depth(start_ns: np.ndarray, dur_ns: np.ndarray, lane_offsets: np.ndarray) -> np.ndarray:
-    """`compute_depth` as it was: one lane at a time."""
-    depth = np.zeros(start_ns.size, dtype=np.int32)
+    """`compute_depth` as it was: one lane at a time (each as `depth.lane_depth` does it)."""
+    out = np.zeros(start_ns.size, dtype=np.int32)
     end = start_ns + np.maximum(dur_ns, 1)
     for i in range(lane_offsets.size - 1):
         a, b = int(lane_offsets[i]), int(lane_offsets[i + 1])
-        if b - a < 2:
-            continue
-        s, e = start_ns[a:b], end[a:b]
-        closed_before = np.searchsorted(np.sort(e), s, side="right")
-        d = (np.arange(b - a, dtype=np.int64) - closed_before).astype(np.int32)
-        if not _nests_properly(s, e, d):
-            d = _stack_depth(s, e)
-        depth[a:b] = d
-    return depth
+        if b - a >= 2:
+            out[a:b] = depth.lane_depth(start_ns[a:b], end[a:b])
+    return out
 
 
 def reference_busy(trace: Trace) -> list[int]:
@@ -110,14 +97,14 @@ def reference_lanes(doc: dict[str, Any]) -> tuple[list[Lane], dict[tuple[Any, An
     for k, norm in enumerate(norm_of_key):
         keys_of_norm.setdefault(norm, []).append(k)
     stream_tid_keys = {
-        k for k, (_, t) in enumerate(raw_keys) if isinstance(t, str) and reader._STREAM_TID.match(t.strip())
+        k for k, (_, t) in enumerate(raw_keys) if isinstance(t, str) and kineto.STREAM_TID.match(t.strip())
     }
     cpu_label_pids = {pid for pid, label in process_labels.items() if label.strip().upper() == "CPU"}
     own_tid_pids = {pid for pid, tid in keys_of_norm if pid == tid}
     specs = []
     for (pid, tid), keys in keys_of_norm.items():
         label = process_labels.get(pid, "")
-        gpu_label = reader._GPU_LABEL.search(label)
+        gpu_label = kineto.GPU_PROCESS_LABEL.search(label)
         is_gpu = any(gpu_hits[k] > 0 or k in stream_tid_keys for k in keys) or (
             gpu_label is not None and pid not in cpu_label_pids
         )
@@ -278,7 +265,7 @@ def test_small_and_big_lanes_take_the_same_depths(tmp_path: Path) -> None:
     path = _write(tmp_path / "t.json", doc)
     expected = load_trace(path)
     for big in (2, 3, 6, 1 << 30):
-        with mock.patch.object(model, "BIG_LANE_EVENTS", big):
+        with mock.patch.object(depth, "BIG_LANE_EVENTS", big):
             trace = load_trace(path)
         assert np.array_equal(trace.depth, expected.depth), big
         assert np.array_equal(trace.depth, reference_depth(trace.start_ns, trace.dur_ns, trace.lane_offsets))
@@ -291,8 +278,8 @@ def test_a_lane_spanning_more_than_int64_from_its_first_start_keeps_its_depths()
     dur = np.array([2022509300404538106, 3283857152347593520], dtype=np.int64)
     offsets = np.array([0, 2], dtype=np.int64)
     for big in (2, 1 << 30):  # one lane alone, or among the small lanes done together
-        with mock.patch.object(model, "BIG_LANE_EVENTS", big):
-            assert model.compute_depth(start, dur, offsets).tolist() == reference_depth(start, dur, offsets).tolist() == [0, 0]
+        with mock.patch.object(depth, "BIG_LANE_EVENTS", big):
+            assert depth.compute_depth(start, dur, offsets).tolist() == reference_depth(start, dur, offsets).tolist() == [0, 0]
 
 
 def test_the_forked_half_gives_the_same_lanes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -411,7 +398,7 @@ _rows = st.lists(
     big=st.sampled_from([2, 3, 5, 2048]),
 )
 def test_random_traces_match_the_per_lane_references(rows: list, roles: list[str], big: int) -> None:
-    with mock.patch.object(model, "BIG_LANE_EVENTS", big):
+    with mock.patch.object(depth, "BIG_LANE_EVENTS", big):
         trace = _trace_of(rows, 7, roles)
     check_against_references(trace)
     if len(trace):
@@ -431,12 +418,12 @@ def test_depths_and_busy_runs_of_clustered_lanes(rows: list[tuple[int, int, int]
     lane = np.array([r[0] for r in rows], dtype=np.int32)
     start = np.array([r[1] for r in rows], dtype=np.int64)
     dur = np.array([r[2] for r in rows], dtype=np.int64)
-    order = model.compute_lane_order(lane, start, dur)
+    order = depth.compute_lane_order(lane, start, dur)
     lane, start, dur = lane[order], start[order], dur[order]
     offsets = np.concatenate([[0], np.cumsum(np.bincount(lane, minlength=5))]).astype(np.int64)
     for big in (2, 4, 2048):
-        with mock.patch.object(model, "BIG_LANE_EVENTS", big):
-            assert np.array_equal(model.compute_depth(start, dur, offsets), reference_depth(start, dur, offsets))
+        with mock.patch.object(depth, "BIG_LANE_EVENTS", big):
+            assert np.array_equal(depth.compute_depth(start, dur, offsets), reference_depth(start, dur, offsets))
     run_lane, s, e = merged_runs_by_lane(lane, start, start + dur)
     for i in range(5):
         rs, re = merged_intervals(start[offsets[i] : offsets[i + 1]], (start + dur)[offsets[i] : offsets[i + 1]])
