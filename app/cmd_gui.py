@@ -160,8 +160,8 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
     # An error raised in a slot or while a view paints goes to a dialog (and, for --screenshot,
     # fails the picture) instead of a traceback the window would carry on behind.
     previous_hook = sys.excepthook
-    sys.excepthook = window.report_exception
-    window.echo_tracebacks = screenshot is None
+    sys.excepthook = window.failures.report_exception
+    window.failures.echo_tracebacks = screenshot is None
     try:
         return _show_window(app, window, args, traces, screenshot)
     finally:
@@ -248,11 +248,11 @@ def _show_window(app, window, args: argparse.Namespace, traces: list[str], scree
     if screenshot is None:
         return app.exec()
     app.processEvents()
-    ok = window.save_screenshot(screenshot)
+    ok = window.failures.save_screenshot(screenshot)
     window.controller.shutdown()
     window.close()
-    if window.failures:  # a view failed while drawing: the picture would show a broken window
-        print(f"error: {window.failures[0]}", file=sys.stderr)
+    if window.failures.messages:  # a view failed while drawing: the picture would show a broken window
+        print(f"error: {window.failures.messages[0]}", file=sys.stderr)
         return 1
     if not ok:
         print(f"error: could not write {screenshot}", file=sys.stderr)

@@ -1,28 +1,20 @@
 """The workbench window: run controls and the runs list on the left, the pages (centre tabs) in
 the middle, the side panels on the right. It only composes them:
 
-- `RunControls` (`app/run_controls.py`) says what to run; `RunLifecycle` (`app/run_lifecycle.py`)
-  starts it through the `RunController`, has its trace read when it finishes, lists and shows it,
-  and starts what follows it (the first run's forked twin, a missing baseline); the controls say
-  what is shown;
-- `Runs` (`app/runs.py`, Qt-free) holds the finished runs and opened traces, the trace cache and
-  the speedups; `RunsView` (`app/runs_table.py`) lists them; choosing a row shows it;
-- what is shown (the entry, its trace, the range selected) is a Qt-free model, `Shown`
-  (`app/shown.py`): the pages (`app/pages/`, built from `app.pages.PAGES` in its order) and the
-  side panels (`app/side_panels.py`) subscribe to it; the window only changes it (`show_entry`);
-- what the user opens (files, folders, sweeps, drops, the recent files) and every finished run is
-  read by the one loader, `TraceLoader` (`app/trace_loader.py`), off the GUI thread with a progress
-  bar and Cancel; the menus are `app/window_menus.py`.
+- `RunControls` says what to run; `RunLifecycle` (`app/run_lifecycle.py`) runs it, lists and shows
+  its trace, and starts what follows it (the first run's forked twin, a missing baseline);
+- `Runs` (`app/runs.py`, Qt-free) holds the runs and opened traces; `RunsView` lists them;
+- what is shown is a Qt-free model, `Shown` (`app/shown.py`), that the pages (`app/pages/`, in
+  `PAGES`' order) and the side panels (`app/side_panels.py`) follow; the window changes it;
+- what the user opens and every finished run is read by the one `TraceLoader`
+  (`app/trace_loader.py`) off the GUI thread, with progress and Cancel; menus: `app/window_menus.py`.
 
-Failures (a model that raises, a broken trace file, a view that cannot show a trace, a runs folder
-that cannot be made) are reported in a dialog and the window carries on: a trace that cannot be
-shown leaves every view on the trace it showed before.
+Failures are reported in a dialog and the window carries on: a trace that cannot be shown leaves
+every view on the trace it showed before.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 import traceback
 from typing import Any, TypeVar
 
@@ -42,6 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from branchscope.app.cuda_check import CudaCheck
+from branchscope.app.failures import Failures
 from branchscope.app.pages import PAGES
 from branchscope.app.pages.compare_page import ComparePage
 from branchscope.app.pages.page import Page
@@ -103,16 +96,11 @@ class MainWindow(QMainWindow):
         self.controller.keptFolders.connect(self.statusBar().showMessage)
         #: The last dialog shown (failures, unreadable files); tests look at it.
         self.message_box: QMessageBox | None = None
-        #: Unexpected errors reported through `report_exception` (one line each, no repeats).
-        self.failures: list[str] = []
-        #: Whether `report_exception` also writes tracebacks to stderr (not for --screenshot).
-        self.echo_tracebacks = True
-        self._reports = 0
-        if demos is None:
-            from branchscope.profiling.run.model_source import list_demos
+        #: Errors no one caught, reported once each (`app/failures.py`).
+        self.failures = Failures(self)
+        from branchscope.profiling.run.model_source import list_demos
 
-            demos = list_demos()
-        self.demos = demos
+        self.demos = demos = list_demos() if demos is None else demos
         #: What the user opens and every finished run are read off the GUI thread, with a progress bar and Cancel.
         self.loader = TraceLoader(self, prepare=())
 
@@ -160,12 +148,9 @@ class MainWindow(QMainWindow):
         run_page.timeline.rangeSelected.connect(self.shown.select_range)
 
         split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(self._left_panel())
-        split.addWidget(self.tabs)
-        split.addWidget(self.side_panel)
-        split.setStretchFactor(0, 0)
-        split.setStretchFactor(1, 1)
-        split.setStretchFactor(2, 0)
+        for k, part in enumerate([self._left_panel(), self.tabs, self.side_panel]):
+            split.addWidget(part)
+            split.setStretchFactor(k, int(part is self.tabs))
         split.setSizes([380, 920, 300])
         self.setCentralWidget(split)
         self.menus = WindowMenus(self)
@@ -344,9 +329,8 @@ class MainWindow(QMainWindow):
         if input_shapes is None:
             input_shapes = ()
             if not path.endswith(".py"):
-                text, ok = QInputDialog.getText(
-                    self, "TorchScript inputs", "Input shapes, e.g. 8x64x35x35 (several: separated by spaces):"
-                )
+                question = "Input shapes, e.g. 8x64x35x35 (several: separated by spaces):"
+                text, ok = QInputDialog.getText(self, "TorchScript inputs", question)
                 if not ok or not text.strip():
                     return False
                 input_shapes = tuple(text.split())
@@ -369,40 +353,7 @@ class MainWindow(QMainWindow):
             self.open_in_background(traces)
         event.acceptProposedAction()
 
-    # ---- screenshots and errors -------------------------------------------------------------
-    def save_screenshot(self, path: str | os.PathLike[str]) -> bool:
-        """Draw the window into a PNG; False if it cannot be drawn (the reason in `failures`) or saved."""
-        reports = self._reports
-        try:
-            image = self.grab()  # views report their failures through sys.excepthook
-        except Exception as exc:  # a widget that is not a TimePanel raises here
-            self._note_failure(f"drawing the window failed: {type(exc).__name__}: {exc}")
-            return False
-        return self._reports == reports and image.save(str(path), "PNG")
-
-    def _note_failure(self, message: str) -> bool:
-        """Remember a failure; False if it was already reported."""
-        if message in self.failures:
-            return False
-        self.failures.append(message)
-        return True
-
-    def report_exception(self, exc_type, exc, tb) -> None:
-        """`sys.excepthook` while the window runs (`app.cmd_gui` installs it).
-
-        An error raised in a slot, or by a view while it paints (every repaint would raise it
-        again), is shown in a dialog once, with its traceback in the details and on stderr.
-        """
-        self._reports += 1
-        message = f"{exc_type.__name__}: {exc}"
-        if not self._note_failure(message):
-            return
-        details = "".join(traceback.format_exception(exc_type, exc, tb))
-        if self.echo_tracebacks:
-            sys.stderr.write(details)
-        # Not from inside a paint event: the dialog is shown by the event loop.
-        QTimer.singleShot(0, self, lambda: self.show_error("Something went wrong", message, details))
-
+    # ---- errors ---------------------------------------------------------------------------
     def show_error(self, title: str, message: str, details: str = "") -> QMessageBox:
         """A non-blocking dialog; the model's traceback goes in the expandable details."""
         box = QMessageBox(self)

@@ -14,7 +14,7 @@ Sweep page is in front; after a failed run, what still is, and what failed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from PySide6.QtCore import QItemSelectionModel, QObject, Signal
 
@@ -22,11 +22,8 @@ from branchscope.app.pages.sweep_page import SweepPage
 from branchscope.app.run_controller import FinishedRun, RunSpec
 from branchscope.app.run_entry import Entry
 from branchscope.app.trace_loader import read_run
-from branchscope.profiling.run.modes import BASELINE_MODE
+from branchscope.profiling.trace.mode_traits import traits_of
 from branchscope.profiling.trace.model import Trace
-
-if TYPE_CHECKING:
-    from branchscope.app.main_window import MainWindow
 
 #: What follows the window's first run, sequential 1×1 (`RunLifecycle.start_first_run`): the lesson.
 LESSON_FOLLOW_UP = ("fork", 2, 1)
@@ -38,7 +35,7 @@ class RunLifecycle(QObject):
     #: A finished run's trace was read, and its entry listed and shown or a dialog said why not (its FinishedRun).
     opened = Signal(object)
 
-    def __init__(self, window: MainWindow):
+    def __init__(self, window: Any):  # the window (app/main_window.py), which imports this module
         super().__init__(window)
         self.window = window
         #: The window's first run (`start_first_run`) while it goes.
@@ -77,7 +74,7 @@ class RunLifecycle(QObject):
     def start_first_run(self, spec: RunSpec) -> bool:
         """The window's first run (see the module docstring): followed by `LESSON_FOLLOW_UP` when
         it is sequential 1×1 and succeeds on a model with branches."""
-        self._first_run = spec if (spec.mode, spec.interop, spec.intra) == (BASELINE_MODE, 1, 1) else None
+        self._first_run = spec if traits_of(spec.mode).baseline and (spec.interop, spec.intra) == (1, 1) else None
         return self.start(spec)
 
     def _on_started(self, spec: RunSpec) -> None:

@@ -5,7 +5,7 @@ dark palette, for a projector or a dim room)."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QFont, QKeySequence, QPalette
@@ -13,9 +13,6 @@ from PySide6.QtWidgets import QApplication, QFileDialog
 
 from branchscope.app.pages.run_page import RunPage
 from branchscope.widgets.theme import dark_palette
-
-if TYPE_CHECKING:
-    from branchscope.app.main_window import MainWindow
 
 MAX_RECENT = 10
 #: Ctrl+plus / Ctrl+minus scale every font by this much a step, within TEXT_STEPS.
@@ -27,7 +24,7 @@ TRACE_FILTER = "Traces (*.json *.json.gz *.gz);;All files (*)"
 class WindowMenus:
     """The menu bar of `window` (see the module docstring)."""
 
-    def __init__(self, window: MainWindow):
+    def __init__(self, window: Any):  # the window (app/main_window.py), which imports this module
         self.window = window
         self.settings = window.settings
         #: The application's font and palette when the window opened (what "normal" goes back to).
@@ -132,4 +129,4 @@ class WindowMenus:
     def _screenshot_dialog(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self.window, "Save screenshot", "branchscope.png", "PNG (*.png)")
         if path:
-            self.window.save_screenshot(path)
+            self.window.failures.save_screenshot(path)

@@ -4,6 +4,7 @@ entry points staying light at run time; torch a range for the user's environment
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -148,3 +149,37 @@ def test_torch_is_a_range_and_make_pins_the_development_build():
     assert "$(PIP_INSTALL) -e '.[test,dev]'" in makefile
     pins = [line.strip() for line in (ROOT / "constraints-dev.txt").read_text().splitlines()]
     assert "torch==2.13.0" in pins
+
+
+#: The trace engine's openers: the modules that read a trace's events from its files.
+OPENERS = {f"branchscope.profiling.trace.{m}" for m in ("sources", "merge", "rank_job", "snapshot", "reader", "opening")}
+#: The openers' functions, wherever they are imported from (`branchscope.profiling` names some).
+OPENER_NAMES = {"load_trace", "load_traces", "load_source", "load_many", "merge_traces", "open_view", "open_rank_job", "open_job"}
+
+
+def _imported(path: Path) -> set[tuple[str, str]]:
+    """(module, name) of every `from module import name` in the file, function-level ones included."""
+    tree = ast.parse(path.read_text())
+    return {(n.module or "", a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+
+
+def _opened_by(path: Path, modules: set[str]) -> list[str]:
+    return sorted(f"{m}:{name}" for m, name in _imported(path) if m in modules or name in OPENER_NAMES)
+
+
+def test_the_window_imports_no_opener():
+    """The window composes; what it shows is read by its loader (app/trace_loader.py)."""
+    assert _opened_by(ROOT / "app" / "main_window.py", OPENERS) == []
+
+
+def test_one_loader_reads_what_the_window_shows():
+    """Of the window's modules (app/, less the commands, which print what they read), only the loader
+    calls the openers of events; recognising a source (`sources.open_source`) is not reading it."""
+    readers = OPENERS - {"branchscope.profiling.trace.sources"}
+    found = {
+        path.relative_to(ROOT).as_posix(): _opened_by(path, readers)
+        for path in sorted((ROOT / "app").rglob("*.py"))
+        if not path.name.startswith(("cmd_", "cli"))
+    }
+    assert found.pop("app/trace_loader.py")  # the loader reads them
+    assert {where: names for where, names in found.items() if names} == {}

@@ -636,8 +636,8 @@ def test_an_error_in_a_slot_or_a_paint_is_shown_once(window, qtbot) -> None:
         raise ValueError("drawing failed")
     except ValueError as exc:
         for _ in range(3):  # a view raising on every repaint
-            window.report_exception(type(exc), exc, exc.__traceback__)
+            window.failures.report_exception(type(exc), exc, exc.__traceback__)
     qtbot.waitUntil(lambda: window.message_box is not None and window.message_box.isVisible())
-    assert window.failures == ["ValueError: drawing failed"]
+    assert window.failures.messages == ["ValueError: drawing failed"]
     assert "drawing failed" in window.message_box.text()
     assert "Traceback" in window.message_box.detailedText()
