@@ -12,11 +12,13 @@ No Qt and no torch: building the parser imports neither.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 from pathlib import Path
 
 from branchscope.app.cli import build_parser
+from branchscope.profiling.run.modes import MODES_ENV
 
 #: The width usage lines are wrapped at (argparse would take the terminal's).
 WIDTH = 100
@@ -112,6 +114,9 @@ def reference() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if os.environ.get(MODES_ENV):  # the modes it names would join the --mode choices of the reference
+        print(f"error: unset {MODES_ENV}: docs/cli.md lists branchscope's own modes only", file=sys.stderr)
+        return 2
     out = Path(args[0]) if args else DEFAULT_OUT
     out.write_text(reference(), encoding="utf-8")
     print(f"wrote {out}")

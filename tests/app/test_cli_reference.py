@@ -4,9 +4,11 @@ renamed or reworded without `make docs` fails here."""
 from __future__ import annotations
 
 import argparse
+import os
 
 from branchscope.app import cli_reference
 from branchscope.app.cli import build_parser
+from branchscope.profiling.run.modes import MODES_ENV
 
 
 def test_docs_cli_md_is_what_the_generator_writes_now():
@@ -14,6 +16,7 @@ def test_docs_cli_md_is_what_the_generator_writes_now():
     assert written == cli_reference.reference(), (
         "docs/cli.md is out of date with the parsers of app/cli.py: regenerate it with `make docs` "
         "(python -m branchscope.app.cli_reference) and commit it"
+        + (f"; {MODES_ENV} is set, and its modes join the --mode choices" if os.environ.get(MODES_ENV) else "")
     )
 
 
