@@ -234,6 +234,64 @@ def test_starting_again_abandons_the_load_under_way(qtbot, loader):
     assert rec.ends() == ["loaded"]
 
 
+def test_done_and_failed_are_called_in_the_gui_thread_before_the_signal(qtbot, loader):
+    ld = loader(prepare=[])
+    heard: list[tuple] = []
+    ld.loaded.connect(lambda trace: heard.append(("loaded", trace.path)))
+    ld.failed.connect(lambda message: heard.append(("failed", message)))
+    gui = threading.current_thread()
+    with qtbot.waitSignal(ld.loaded, timeout=10_000):
+        ld.start(["a.json"], load=lambda paths, progress: _tiny_trace(),
+                 done=lambda trace: heard.append(("done", trace.path, threading.current_thread() is gui)))  # fmt: skip
+    with qtbot.waitSignal(ld.failed, timeout=10_000):
+        ld.start(["b.json"], load=_raising(TraceFormatError("b.json: broken")), failed=lambda m: heard.append(("why", m)))
+    assert heard == [("done", "fake", True), ("loaded", "fake"), ("why", "b.json: broken"), ("failed", "b.json: broken")]
+
+
+def _raising(exc: Exception):
+    def load(paths, progress):
+        raise exc
+
+    return load
+
+
+def test_a_kept_load_is_never_abandoned_and_later_loads_wait_their_turn(qtbot, loader):
+    gate, stopped = threading.Event(), []
+    ld = loader(prepare=[])
+    done: list[str] = []
+    with qtbot.waitSignal(ld.progress, timeout=10_000):
+        ld.start(["run.json"], load=_gated_load(gate, stopped), done=lambda _t: done.append("run"), keep=True)
+    # two opens while the run's trace is read: the second replaces the first, and waits
+    ld.start(["first.json"], load=lambda paths, progress: _tiny_trace(), done=lambda _t: done.append("first"))
+    ld.start(["second.json"], load=lambda paths, progress: _tiny_trace(), done=lambda _t: done.append("second"))
+    assert ld.is_loading()
+    gate.set()
+    qtbot.waitUntil(lambda: done == ["run", "second"] and not ld.is_loading(), timeout=10_000)
+    assert stopped == []
+    # a kept load started while an open is under way waits for it, too
+    gate2 = threading.Event()
+    with qtbot.waitSignal(ld.progress, timeout=10_000):
+        ld.start(["open.json"], load=_gated_load(gate2, stopped), done=lambda _t: done.append("open"))
+    ld.start(["run2.json"], load=lambda paths, progress: _tiny_trace(), done=lambda _t: done.append("run2"), keep=True)
+    gate2.set()
+    qtbot.waitUntil(lambda: done[2:] == ["open", "run2"], timeout=10_000)
+    assert stopped == []
+
+
+def test_load_now_reads_on_this_thread_and_leaves_a_load_under_way_alone(qtbot, loader):
+    gate, stopped = threading.Event(), []
+    ld = loader(prepare=[])
+    with qtbot.waitSignal(ld.progress, timeout=10_000):
+        ld.start(["slow.json"], load=_gated_load(gate, stopped))
+    got = ld.load_now(["now.json"], load=lambda paths, progress: _tiny_trace(), done=lambda t: t.path, failed=str)
+    assert got == "fake"
+    why = ld.load_now(["bad.json"], load=_raising(OSError("bad.json: gone")), done=str, failed=lambda m: f"failed: {m}")
+    assert why == "failed: bad.json: gone"
+    with qtbot.waitSignal(ld.loaded, timeout=10_000):
+        gate.set()
+    assert stopped == []
+
+
 def test_the_progress_widget_appears_only_for_a_load_that_takes_a_while(qtbot, loader):
     # A load that ends before the delay: the widget never shows. (A delay far longer than the load:
     # how long even a tiny load takes depends on how busy the machine is.)
