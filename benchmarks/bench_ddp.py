@@ -26,8 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from branchscope.app.cmd_memory import load_source  # noqa: E402
+from report import write_report  # noqa: E402
+
 from branchscope.profiling.trace.memory import analyze_memory  # noqa: E402
+from branchscope.profiling.trace.sources import open_job  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ddp.json"
 DEMOS = ("ddp-gather-loss", "ddp-local-loss")
@@ -43,7 +45,7 @@ def one(demo: str, world: int, steps: int, warmup: int, folder: Path) -> dict[st
     if proc.returncode != 0:
         raise SystemExit(f"error: branchscope profile {' '.join(options)} exited with code {proc.returncode}")
     run = json.loads((folder / "run.json").read_text())
-    analysis = analyze_memory(load_source(str(folder)))
+    analysis = analyze_memory(open_job([folder]))
     peaks = {d.rank: d.peak_bytes for d in analysis.devices if d.plain_device == "cpu"}
     return {
         "demo": demo,
@@ -84,14 +86,8 @@ def main() -> int:
         peaks = ", ".join(f"{x / mib:.1f}" for x in r["peak_bytes"])  # type: ignore[attr-defined]
         print(f"| {r['demo']} | {r['world_size']} | {r['unprofiled_median_ms']:.1f} | {r['profiled_median_ms']:.1f} | "
               f"{per_rank} | {peaks} | {r['rank0_over_rank1_peak']:.2f} |")  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    results = {
-        "machine": {"cores": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-        "runs": rows,
-    }
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
-    shown = args.out.relative_to(ROOT) if args.out.resolve().is_relative_to(ROOT) else args.out
-    print(f"\nwrote {shown}")
+    machine = {"cores": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
+    write_report(args.out, {"machine": machine, "runs": rows})
     return 0
 
 

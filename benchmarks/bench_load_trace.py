@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import platform
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,7 @@ import time
 from pathlib import Path
 
 import psutil
+from report import machine_words, write_report
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "traces"
@@ -41,7 +41,8 @@ GOALS = {"hta": 8.0, "json_pandas": 3.0}
 MEMORY_GOAL = 2.0
 
 #: What every measuring child does: `child_code(body)` puts the body, which reads sys.argv and
-#: defines `run`, between these, so that `run()` is timed and its peak RSS growth printed.
+#: defines `run` (and may define `after`), between these, so that `run()` is timed and its peak RSS
+#: growth printed, with what `after(result)` adds.
 _CHILD_HEAD = r"""
 import json, sys, time
 sys.path.insert(0, {root!r})
@@ -63,13 +64,17 @@ t0 = time.perf_counter()
 result = run()
 dt = time.perf_counter() - t0
 peak = status_kb("VmHWM")
-print(json.dumps({"seconds": dt, "peak_growth_kb": peak - before, "rss_before_kb": before}))
+row = {"seconds": dt, "peak_growth_kb": peak - before, "rss_before_kb": before}
+if "after" in globals():  # what the body measures of the result once the timed run is over
+    row.update(after(result))
+print(json.dumps(row))
 """
 
 
 def child_code(body: str) -> str:
-    """A measuring child's source (`python -c`): `body` (reads sys.argv, defines `run`), then
-    `run()` timed and one JSON line printed: seconds, peak RSS growth (kB) and the RSS before."""
+    """A measuring child's source (`python -c`): `body` (reads sys.argv, defines `run` and perhaps
+    `after`), then `run()` timed and one JSON line printed: seconds, peak RSS growth (kB), the RSS
+    before and what `after(result)` returns (a dict)."""
     return _CHILD_HEAD.format(root=str(ROOT)) + body + _CHILD_TAIL
 
 
@@ -226,13 +231,7 @@ def main() -> int:
         return 2
     other_repeats = args.other_repeats or (1 if args.huge else 3)
     rows = [bench_one(p, args.repeats, other_repeats, args.before) for p in paths]
-    report = {
-        "machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
-        "traces": rows,
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nwrote {args.out}")
+    write_report(args.out, {"machine": machine_words(), "traces": rows}, indent=2)
     return 0
 
 

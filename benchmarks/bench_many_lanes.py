@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import subprocess
 import sys
@@ -36,54 +35,42 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_load_trace import run_sampled  # noqa: E402
+from bench_load_trace import child_code, run_sampled  # noqa: E402
+from report import machine_words, write_report  # noqa: E402
 
 TIME_GOAL = 3.0
 MEMORY_GOAL = 2.0
 EPOCH_US = 1_712_195_495_519_689
 PID = 783658
 
-_CHILD = r"""
-import json, sys, time
-sys.path.insert(0, {root!r})
+#: The measuring child (`child_code`): load_trace timed; then, for "inspect", the analyses and the summary.
+_CHILD = child_code(r"""
 path, before = sys.argv[1], sys.argv[2]
 if before:  # an older branchscope, from the folder given
     sys.path.insert(0, before)
 from branchscope.profiling.trace.reader import load_trace
 
-def status_kb(key):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
+def run():
+    return load_trace(path)
 
-try:  # restart the peak (VmHWM) from the RSS now; else it is the peak since exec
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-except OSError:
-    pass
-before_kb = status_kb("VmRSS")
-t0 = time.perf_counter()
-trace = load_trace(path)
-load_s = time.perf_counter() - t0
-peak_kb = status_kb("VmHWM")
-row = {{"seconds": load_s, "peak_growth_kb": peak_kb - before_kb, "rss_before_kb": before_kb, "lanes": len(trace.lanes)}}
-if sys.argv[3] == "inspect":
-    from branchscope.profiling.trace import analyses
-    t0 = time.perf_counter()
-    analyses.lane_busy_ns(trace)
-    analyses.interop_occupancy(trace)
-    analyses.parallelism(trace)
-    analyses.steps_window(trace)
-    analyses.cores_used(trace)
-    analyses.memory_imbalance(trace, "cuda")
-    row["analyses_s"] = time.perf_counter() - t0
-    from branchscope.app.cmd_inspect import summary
-    t0 = time.perf_counter()
-    summary(trace)
-    row["summary_s"] = time.perf_counter() - t0
-print(json.dumps(row))
-"""
+def after(trace):
+    row = {"lanes": len(trace.lanes)}
+    if sys.argv[3] == "inspect":
+        from branchscope.profiling.trace import analyses
+        t0 = time.perf_counter()
+        analyses.lane_busy_ns(trace)
+        analyses.interop_occupancy(trace)
+        analyses.parallelism(trace)
+        analyses.steps_window(trace)
+        analyses.cores_used(trace)
+        analyses.memory_imbalance(trace, "cuda")
+        row["analyses_s"] = time.perf_counter() - t0
+        from branchscope.app.cmd_inspect import summary
+        t0 = time.perf_counter()
+        summary(trace)
+        row["summary_s"] = time.perf_counter() - t0
+    return row
+""")
 
 
 def write_trace(path: Path, n: int, many: bool, named: bool = False) -> None:
@@ -126,7 +113,7 @@ def trace_path(work: Path, n: int, many: bool, named: bool = False) -> Path:
 def measure(paths: dict[str, Path], repeats: int, before: str = "") -> dict[str, dict]:
     """Each trace's figures; the traces are loaded in turn, so that a machine busy with something
     else for a while slows both alike."""
-    cmds = {shape: [sys.executable, "-c", _CHILD.format(root=str(ROOT)), str(p), before] for shape, p in paths.items()}
+    cmds = {shape: [sys.executable, "-c", _CHILD, str(p), before] for shape, p in paths.items()}
     rows: dict[str, list[dict]] = {shape: [] for shape in paths}
     for _ in range(repeats):  # timed alone: the sampler would take CPU from a reader using both cores
         for shape, cmd in cmds.items():
@@ -208,15 +195,8 @@ def main() -> int:
         t, m = r["load_time"], r["peak_memory"]
         print(f"  {pair}: load time {t:.2f}x (goal <= {TIME_GOAL:g}x): {'met' if t <= TIME_GOAL else 'NOT met'}")
         print(f"  {pair}: peak memory {m:.2f}x (goal <= {MEMORY_GOAL:g}x): {'met' if m <= MEMORY_GOAL else 'NOT met'}")
-    report = {
-        "machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
-        "events": args.events,
-        "results": results,
-        "ratios": ratios,
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nwrote {args.out}")
+    report = {"machine": machine_words(), "events": args.events, "results": results, "ratios": ratios}
+    write_report(args.out, report, indent=2)
     return 0
 
 

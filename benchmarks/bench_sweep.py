@@ -13,7 +13,6 @@ the ties say how far.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
@@ -24,6 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from report import write_report  # noqa: E402
 
 from branchscope.profiling.machine import usable_cores  # noqa: E402
 from branchscope.profiling.run.sweep import best_text, load_sweep, markdown_table  # noqa: E402
@@ -58,7 +59,6 @@ def main() -> int:
     print()
     print(markdown_table(sweep))
     print(f"\nbest: {best_text(sweep)}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     results = {
         "machine": {"cores": os.cpu_count(), "usable_cores": usable_cores(), "platform": platform.platform(),
                     "python": platform.python_version()},
@@ -66,9 +66,7 @@ def main() -> int:
         "seconds": seconds,
         "sweep": to_builtins(sweep),
     }  # fmt: skip
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
-    shown = args.out.relative_to(ROOT) if args.out.resolve().is_relative_to(ROOT) else args.out
-    print(f"\nwrote {shown}")
+    write_report(args.out, results)
     return 0
 
 
