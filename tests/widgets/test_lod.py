@@ -16,8 +16,14 @@ def _random_trace(seed: int, n: int = 4000, lanes: int = 3):
     lane = rng.integers(0, lanes, n)
     start = rng.integers(0, 5_000_000, n)
     dur = rng.lognormal(np.log(3000), 1.5, n).astype(np.int64)
+    return _ops_trace("random", start, dur, lane, lanes)
+
+
+def _ops_trace(path: str, start, dur, lane, lanes: int):
+    """Events named "op" at `start` lasting `dur` on CPU lanes `lane` (of `lanes`)."""
+    n = len(start)
     return build_trace(
-        path="random",
+        path=path,
         start_ns=start,
         dur_ns=dur,
         lane=lane,
@@ -196,17 +202,7 @@ def _varied_trace(seed: int, lanes: int, n: int, *, epoch: bool = False, huge_du
         start[1:] += 1_700_000_000_000_000_000
     if huge_dur:
         dur[0] = 1 << 55
-    return build_trace(
-        path="varied",
-        start_ns=start,
-        dur_ns=dur,
-        lane=lane,
-        name_id=np.zeros(n, np.int32),
-        cat_id=np.zeros(n, np.int32),
-        names=["op"],
-        cats=["cpu_op"],
-        lanes=[Lane(i, "cpu", 1, i, f"t{i}", "other") for i in range(lanes)],
-    )
+    return _ops_trace("varied", start, dur, lane, lanes)
 
 
 def _assert_same_levels(lod: TimelineLod, reference) -> None:

@@ -11,18 +11,11 @@ from branchscope.profiling import load_trace, merge_traces
 from branchscope.profiling.trace.merge import as_ranks
 from branchscope.widgets.time_axis import GUTTER
 from branchscope.widgets.timeline import RULER_H, TimelineView
+from tests.builders.public_traces import FACTS
 from tests.gui_helpers import show
 
-PUBLIC = [
-    "hta_amd_mi250_relative_ts.json.gz",
-    "hta_cpu_only.pt.trace.json.gz",
-    "hta_event_sync_multi_stream.json.gz",
-    "hta_gpu_6streams_rank0.json.gz",
-    "hta_gpu_memory_2streams.json.gz",
-    "hta_ns_resolution_fwdbwd.pt.trace.json.gz",
-    "kineto_legacy_resnet50_v100.pt.trace.json.gz",
-    "hta_two_ranks",
-]
+#: Every public trace, the two-rank job as its folder (its ranks merged).
+PUBLIC = [name for name in FACTS if not name.startswith("hta_two_ranks/")] + ["hta_two_ranks"]
 
 
 def _inside(view: TimelineView, lane: int) -> bool:

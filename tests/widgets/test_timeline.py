@@ -17,19 +17,12 @@ from branchscope.widgets.memory_view import MemoryView
 from branchscope.widgets.pool_usage import PoolUsageView
 from branchscope.widgets.time_axis import GUTTER, TimeAxis
 from branchscope.widgets.timeline import RULER_H, TimelineView
+from tests.builders.public_traces import FACTS
 from tests.builders.runs import write_small_trace
 from tests.gui_helpers import show
 
-PUBLIC = [
-    "hta_amd_mi250_relative_ts.json.gz",
-    "hta_cpu_only.pt.trace.json.gz",
-    "hta_event_sync_multi_stream.json.gz",
-    "hta_gpu_6streams_rank0.json.gz",
-    "hta_gpu_memory_2streams.json.gz",
-    "hta_ns_resolution_fwdbwd.pt.trace.json.gz",
-    "kineto_legacy_resnet50_v100.pt.trace.json.gz",
-    "hta_two_ranks/rank-0.json.gz",
-]
+#: Every public trace, one rank of the two-rank job.
+PUBLIC = [name for name in FACTS if name != "hta_two_ranks/rank-1.json.gz"]
 
 
 @pytest.fixture
@@ -276,28 +269,14 @@ def test_showing_a_trace_again_reuses_its_index(qtbot, monkeypatch):
     import branchscope.widgets.timeline as tl
     from branchscope.profiling.trace.model import Lane, build_trace
 
-    trace = build_trace(
-        path="t",
-        start_ns=np.arange(100) * 10,
-        dur_ns=np.full(100, 5),
-        lane=np.zeros(100),
-        name_id=np.zeros(100),
-        cat_id=np.zeros(100),
-        names=["op"],
-        cats=["cpu_op"],
-        lanes=[Lane(0, "cpu", 1, 1, "main", "main")],
-    )
-    other = build_trace(
-        path="u",
-        start_ns=np.arange(10) * 10,
-        dur_ns=np.full(10, 5),
-        lane=np.zeros(10),
-        name_id=np.zeros(10),
-        cat_id=np.zeros(10),
-        names=["op"],
-        cats=["cpu_op"],
-        lanes=[Lane(0, "cpu", 1, 1, "main", "main")],
-    )
+    def ops(path: str, n: int):  # n events "op" on one thread
+        zeros = np.zeros(n)
+        start, dur = np.arange(n) * 10, np.full(n, 5)
+        lanes = [Lane(0, "cpu", 1, 1, "main", "main")]
+        return build_trace(path=path, start_ns=start, dur_ns=dur, lane=zeros, name_id=zeros, cat_id=zeros,
+                           names=["op"], cats=["cpu_op"], lanes=lanes)  # fmt: skip
+
+    trace, other = ops("t", 100), ops("u", 10)
     builds = []
     real = tl.TimelineLod
     monkeypatch.setattr(tl, "TimelineLod", lambda t: builds.append(t.path) or real(t))
