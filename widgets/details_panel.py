@@ -27,8 +27,8 @@ from branchscope.profiling.trace.analyses import (
     steps_window,
 )
 from branchscope.profiling.trace.gil import gil_line_of
-from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.mode_traits import run_traits
+from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.records import RunRecord
 from branchscope.widgets.branch_legend import (
     LegendRow,

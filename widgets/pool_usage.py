@@ -40,8 +40,8 @@ from branchscope.profiling.trace.analyses import (
     gil_wait,
     interop_occupancy,
 )
-from branchscope.profiling.trace.model import CounterTrack, Trace
 from branchscope.profiling.trace.mode_traits import run_traits
+from branchscope.profiling.trace.model import CounterTrack, Trace
 from branchscope.profiling.trace.run_info import RunInfo
 from branchscope.widgets.charts import (
     ChartPanel,

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from branchscope.profiling.trace.merge import rank_hosts
-from branchscope.profiling.trace.model import ROLE_ORDER, Trace
 from branchscope.profiling.trace.mode_traits import run_traits
+from branchscope.profiling.trace.model import ROLE_ORDER, Trace
 
 #: Height of a group header and of one nesting row, at least (more when the font needs it).
 GROUP_H = 20

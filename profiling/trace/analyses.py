@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from branchscope.profiling.trace.model import KIND_ORDER, CounterTrack, Trace
 from branchscope.profiling.trace.mode_traits import run_traits
+from branchscope.profiling.trace.model import KIND_ORDER, CounterTrack, Trace
 from branchscope.profiling.trace.run_info import CPU_SAMPLE_CATEGORY, branch_name
 
 #: Operators during which a thread waits for others (a forked future, the GPU), not computes.

@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 
 from branchscope.profiling.trace.analyses import cores_used, parallelism
+from branchscope.profiling.trace.mode_traits import run_traits
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.prediction import lpt_makespan
 from branchscope.profiling.trace.ranges import step_events
-from branchscope.profiling.trace.mode_traits import run_traits
 from branchscope.profiling.trace.records import PredictionRecord
 from branchscope.profiling.trace.run_info import branch_name
 

@@ -114,20 +114,11 @@ class Mode:
         """The worker starts the mode's inter-op pool before loading the model."""
         return self.start_pool is not None
 
-    @property
-    def title(self) -> str:
-        """How sentences name it (its traits' `title`)."""
-        return self.traits.title
-
-    @property
-    def plan_title(self) -> str:
-        """How a speedup's parts name its plan on one thread (its traits' `plan_title`)."""
-        return self.traits.plan_title
-
-    @property
-    def runs_as(self) -> str:
-        """How a run of it reads in the runs list (its traits' `runs_as`)."""
-        return self.traits.runs_as
+    # Its words are its traits' (`mode_traits.ModeTraits`: how sentences name it, its plan in a
+    # speedup's parts, a run of it in the runs list).
+    title = property(lambda self: self.traits.title)
+    plan_title = property(lambda self: self.traits.plan_title)
+    runs_as = property(lambda self: self.traits.runs_as)
 
     def runs_text(self, interop: int) -> str:
         """`runs_as` with the inter-op threads filled in."""
