@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 
 from branchscope.app.runs import RunSpec
 from branchscope.app.sweep_controller import SweepController
-from branchscope.profiling.run.modes import BASELINE_MODE, MODES
+from branchscope.profiling.run.modes import MODES
 from branchscope.profiling.run.sweep import (
     DEFAULT_PASSES,
     SweepError,
@@ -49,11 +49,11 @@ from branchscope.profiling.trace.records import CellEvent, SweepRecord
 from branchscope.widgets.advice_label import AdviceLabel
 from branchscope.widgets.sweep_view import SweepView
 
-#: The modes a sweep checks at first: the baseline and every mode that runs the branches on a pool of
-#: its own without CUDA (fork, threads: read from the registry), so that a model TorchScript cannot
-#: compile for fork still gets a parallel run from threads.
+#: The modes a sweep checks at first: the baseline and every mode whose traits run the branches on a
+#: pool of threads without CUDA (fork, threads: read from the registry), so that a model TorchScript
+#: cannot compile for fork still gets a parallel run from threads.
 DEFAULT_MODES = tuple(
-    name for name, m in MODES.items() if name == BASELINE_MODE or (m.starts_interop_pool and not m.needs_cuda)
+    name for name, m in MODES.items() if m.traits.baseline or (m.traits.branch_pool and not m.needs_cuda)
 )
 
 

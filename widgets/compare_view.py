@@ -46,7 +46,7 @@ from branchscope.profiling.trace.compare import (
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.parts import parts_sentence, parts_short
 from branchscope.profiling.trace.prediction import bound_text, prediction_text
-from branchscope.profiling.trace.records import BRANCH_POOL_MODES, SpeedupPartsRecord
+from branchscope.profiling.trace.records import SpeedupPartsRecord
 from branchscope.widgets.advice_label import AdviceLabel
 from branchscope.widgets.splitter import MarkedSplitter
 from branchscope.widgets.units import format_bytes
@@ -150,7 +150,7 @@ def _could_give(s: RunSummary) -> str:
     pred = s.prediction
     if pred is None:
         return NONE
-    if s.mode in BRANCH_POOL_MODES and s.interop is not None and str(s.interop) in pred.by_threads:
+    if s.traits.branch_pool and s.interop is not None and str(s.interop) in pred.by_threads:
         return f"≤ {bound_text(pred, s.interop)} on {s.interop} threads"
     ks = sorted(int(k) for k in pred.by_threads if k.isdigit())
     return "≤ " + ", ".join(f"{bound_text(pred, k)} on {k}" for k in ks)

@@ -17,8 +17,8 @@ mode I×J (fork, threads) with I×J. A fork or threads run runs its branches in 
 one after another on the one pool thread, so it is not one of the two ways compared here.
 
 **Which runs are paired** (`advise`): the fastest sequential run and the fastest run of a branch
-pool mode (`records.BRANCH_POOL_MODES`: fork or threads, 2 or more inter-op threads; the line names
-which) of one thread count, among runs of one model on one machine (run.json's
+pool mode (its traits' `branch_pool`: fork or threads, 2 or more inter-op threads; the line names
+its way in its traits' words, `way`) of one thread count, among runs of one model on one machine (run.json's
 `model`; run.json's / sweep.json's `cores`, the cores the run could use: runs whose model or cores
 differ from the most common are left out).
 The thread count is the cores' when both ways have a run of it, else the largest count up to
@@ -60,39 +60,24 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from branchscope.profiling.trace.compare import RunSummary
+from branchscope.profiling.trace.mode_traits import ModeTraits, traits_of
 from branchscope.profiling.trace.parts import PartRun, parts_sentence, speedup_parts
 from branchscope.profiling.trace.records import (
-    BASELINE_MODE,
     DONE,
-    FORK_MODE,
-    THREADS_MODE,
     AdviceRecord,
     SpeedupPartsRecord,
     SweepRecord,
     WinnerRecord,
-    runs_branches_side_by_side,
 )
-from branchscope.profiling.trace.starved import threads
 from branchscope.profiling.trace.step_stats import StepStats, overlaps
-
-#: The mode that runs the model's own forward, every branch on the main thread.
-SEQUENTIAL = BASELINE_MODE
-#: The mode that forks each region's branches onto torch's inter-op pool (profiling/run/modes/fork.py;
-#: a test ties the two names together, as the trace engine never imports the run engine).
-FORK = FORK_MODE
-#: The mode that runs each region's branches on a pool of Python threads (profiling/run/modes/threads.py).
-THREADS = THREADS_MODE
 
 T = TypeVar("T")
 
+#: How the advice names the baseline's way of using the cores (a branch pool mode's: its traits' `way`).
 INTRA_WAY = "intra-op threads"
-FORK_WAY = "forking its branches"
-THREADS_WAY = "running its branches on Python threads"
 #: Why two runs are within noise, in the advice's words.
 NOISE_BY_QUARTILES = "their step times' interquartile ranges"
 NOISE_BY_PASSES = "the ranges of their passes' medians"
-#: How the advice names each branch pool mode's way of using the cores.
-WAYS = {FORK: FORK_WAY, THREADS: THREADS_WAY}
 
 
 @dataclass(frozen=True)
@@ -103,7 +88,8 @@ class Measured:
     `cores` is the cores the run could use (None: unknown); `ranks` the processes of a distributed run;
     `model` what ran (None: unknown; runs of another model are never paired); `starved` whether it
     got fewer cores than its threads could use; `index` its place among what was compared; `plan_by`
-    how its mode's plan is named in a speedup's parts (None: not said).
+    how its mode's plan is named in a speedup's parts (None: not said); `mode_traits` its mode's
+    traits where the run says them (None: the table's, `mode_traits.traits_of`).
     """
 
     mode: str
@@ -119,10 +105,16 @@ class Measured:
     starved: bool = False
     index: int | None = None
     plan_by: str | None = None
+    mode_traits: ModeTraits | None = None
+
+    @property
+    def traits(self) -> ModeTraits:
+        """Its mode's traits: the run's, else the table's."""
+        return traits_of(self.mode, self.mode_traits)
 
     @property
     def threads(self) -> int:
-        return threads(self.mode, self.interop, self.intra) * max(1, self.ranks)
+        return self.traits.threads(self.interop, self.intra) * max(1, self.ranks)
 
     @property
     def label(self) -> str:
@@ -132,12 +124,12 @@ class Measured:
     def forks(self) -> bool:
         """A run of a branch pool mode (fork, threads) that runs branches side by side (2 or more
         inter-op threads)."""
-        return runs_branches_side_by_side(self.mode, self.interop)
+        return self.traits.side_by_side(self.interop)
 
     @property
     def way(self) -> str:
         """How the advice names this run's way of using the cores."""
-        return WAYS.get(self.mode, INTRA_WAY)
+        return self.traits.way or INTRA_WAY
 
 
     @property
@@ -151,7 +143,8 @@ class Measured:
     def part_run(self) -> PartRun:
         """This run as the parts finder reads it."""
         return PartRun(self.mode, self.interop, self.intra, self.stats.median, model=self.model, cores=self.cores,
-                       ranks=self.ranks, plan_by=self.plan_by, starved=self.starved, index=self.index)  # fmt: skip
+                       ranks=self.ranks, plan_by=self.plan_by, starved=self.starved, index=self.index,
+                       mode_traits=self.mode_traits)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -159,7 +152,7 @@ class Advice:
     """A sequential run and a run of a branch pool mode (`parallel`: fork or threads) of the same
     thread count, and which served the model better.
 
-    `faster` is SEQUENTIAL or the parallel run's mode (FORK, THREADS), or None when the two are
+    `faster` is the mode of the faster run (sequential, or the parallel run's), or None when the two are
     within noise; `ratio` the slower median ÷ the faster (≥ 1). `winner` is the faster run unless
     either was starved of cores (`starved`)."""
 
@@ -189,7 +182,11 @@ class Advice:
         """The faster run; None when the two are within noise or either was starved."""
         if self.starved or self.faster is None:
             return None
-        return self.sequential if self.faster == SEQUENTIAL else self.parallel
+        return self.sequential if self._sequential_won else self.parallel
+
+    @property
+    def _sequential_won(self) -> bool:
+        return self.faster == self.sequential.mode
 
     @property
     def text(self) -> str:
@@ -209,8 +206,8 @@ class Advice:
                 f"{self._noise_rule} overlap): neither {INTRA_WAY} nor {par.way} served this model "
                 "clearly better" + self._parts_text
             )
-        win, lose = (seq, par) if self.faster == SEQUENTIAL else (par, seq)
-        if self.faster == SEQUENTIAL:
+        win, lose = (seq, par) if self._sequential_won else (par, seq)
+        if self._sequential_won:
             why = f"{INTRA_WAY}{' alone' if par.intra > 1 else ''} serve this model better than {par.way}"
         else:
             why = f"{par.way} serves this model better than {INTRA_WAY}{' alone' if par.intra > 1 else ''}"
@@ -303,7 +300,7 @@ def _candidates(
     seq: dict[int, list[Measured]] = {}
     fork: dict[int, list[Measured]] = {}
     for m in same:
-        if m.mode == SEQUENTIAL:
+        if m.traits.baseline:
             seq.setdefault(m.threads, []).append(m)
         elif m.forks:
             fork.setdefault(m.threads, []).append(m)
@@ -341,7 +338,7 @@ def advise(runs: Sequence[Measured]) -> Advice | None:
     elif s.stats.median == f.stats.median:
         faster = None
     else:
-        faster = SEQUENTIAL if s.stats.median < f.stats.median else f.mode
+        faster = s.mode if s.stats.median < f.stats.median else f.mode
     parts = speedup_parts([m.part_run() for m in runs])[next(i for i, m in enumerate(runs) if m is f)]
     return Advice(s, f, t, cores, faster, ratio, noise_by_passes=by_passes, parts=parts)
 
@@ -361,8 +358,8 @@ def _missing(runs: Sequence[Measured]) -> AdviceRecord | None:
         return None
     f = _fastest(fork[_thread_count(set(fork), cores)])
     t = f.threads
-    peer = f"sequential 1×{f.interop * f.intra}"
     seq_counts = sorted(seq)
+    peer = f"{seq[seq_counts[0]][0].mode} 1×{f.interop * f.intra}"
     uses = ", ".join(str(n) for n in seq_counts)
     told = (
         f"{f.label} computes with {t} threads, the sequential run{'s' if sum(len(v) for v in seq.values()) > 1 else ''} "
@@ -412,7 +409,7 @@ def from_summaries(summaries: Sequence[RunSummary]) -> list[Measured]:
     was starved), each with its index among them."""
     return [
         Measured(s.mode, s.interop, s.intra, s.unprofiled, s.cores, max(1, len(s.ranks)), model=s.model,
-                 starved=s.starved is True, index=k, plan_by=s.plan_by)  # fmt: skip
+                 starved=s.starved is True, index=k, plan_by=s.plan_by, mode_traits=s.mode_traits)  # fmt: skip
         for k, s in enumerate(summaries)
         if s.mode is not None and s.interop is not None and s.intra is not None and s.unprofiled is not None
     ]

@@ -38,13 +38,12 @@ from branchscope.profiling.trace.analyses import (
     steps_window,
 )
 from branchscope.profiling.trace.gap import Gap, explain_gap
+from branchscope.profiling.trace.mode_traits import ModeTraits, traits_of
 from branchscope.profiling.trace.model import Trace, TraceFormatError
 from branchscope.profiling.trace.parts import PartRun, speedup_parts
 from branchscope.profiling.trace.prediction import prediction_json
 from branchscope.profiling.trace.ranks import rank_figures
 from branchscope.profiling.trace.records import (
-    BASELINE_MODE,
-    BRANCH_POOL_MODES,
     LoadRecord,
     PredictionRecord,
     RunRecord,
@@ -128,6 +127,18 @@ class RunSummary:
     starved: bool | None = None
     #: How a speedup's parts name its mode's plan (run.json's `plan_by`); None: not said.
     plan_by: str | None = None
+    #: Its mode's traits as run.json or the trace says them (None: the table's, `traits`).
+    mode_traits: ModeTraits | None = None
+
+    @property
+    def traits(self) -> ModeTraits:
+        """Its mode's traits: the run's, else the table's (`mode_traits.traits_of`)."""
+        return traits_of(self.mode, self.mode_traits)
+
+    @property
+    def is_baseline_1x1(self) -> bool:
+        """A 1×1 run of the baseline mode (sequential): what speedups are measured against by default."""
+        return self.traits.baseline and self.interop == 1 and self.intra == 1
 
     @property
     def threads(self) -> str | None:
@@ -191,7 +202,7 @@ class Comparison:
         what = b.label if not config or (b.threads or "") in b.label else f"{b.label}, {config}"
         if self.baseline_chosen:
             why = "chosen with --baseline"
-        elif b.mode == BASELINE_MODE and b.interop == 1 and b.intra == 1:
+        elif b.is_baseline_1x1:
             why = "the first sequential 1×1 run given (--baseline K picks another)"
         else:
             why = "the first run given, as none is sequential 1×1 (--baseline K picks another)"
@@ -353,6 +364,7 @@ def summarize(
         gap=explain_gap(trace, run.prediction, run.profiler_overhead),
         starved=_starved(run, mode, interop, intra, len(rank_rows)),
         plan_by=run.plan_by,
+        mode_traits=run.mode_traits or (trace.run_info.mode_traits if trace.run_info is not None else None),
     )
 
 
@@ -368,7 +380,7 @@ def _starved(run: RunRecord, mode: str | None, interop: int | None, intra: int |
 def default_baseline(summaries: Sequence[RunSummary]) -> int:
     """The first sequential 1×1 run, else the first run."""
     for k, s in enumerate(summaries):
-        if s.mode == BASELINE_MODE and s.interop == 1 and s.intra == 1:
+        if s.is_baseline_1x1:
             return k
     return 0
 
@@ -513,7 +525,7 @@ def vs_prediction(
     sequential run of the same model at the same intra-op thread count (the prediction's
     sequential times are at that count; its own prediction, else the baseline's)."""
     s, base = summaries[k], summaries[baseline]
-    if s.mode not in BRANCH_POOL_MODES or not s.interop:
+    if not s.traits.branch_pool or not s.interop:
         return None
     if parts is not None and parts.parallel.median:
         seq = parts.sequential
@@ -523,7 +535,7 @@ def vs_prediction(
         whole = speedups[k] if k < len(speedups) else None
         if k == baseline or whole is None:
             return None
-        if base.mode != BASELINE_MODE or base.intra != s.intra or (base.model and s.model and base.model != s.model):
+        if not base.traits.baseline or base.intra != s.intra or (base.model and s.model and base.model != s.model):
             return None
         pred, measured, over = s.prediction or base.prediction, whole, None
     bound = pred.by_threads.get(str(s.interop)) if pred is not None else None
@@ -549,7 +561,8 @@ def summary_parts(summaries: Sequence[RunSummary]) -> list[SpeedupPartsRecord | 
     the parts name their runs by index among `summaries`."""
     return speedup_parts([
         PartRun(s.mode, s.interop, s.intra, None if s.unprofiled is None else s.unprofiled.median, model=s.model,
-                cores=s.cores, ranks=max(1, len(s.ranks)), plan_by=s.plan_by, starved=s.starved is True, index=k)
+                cores=s.cores, ranks=max(1, len(s.ranks)), plan_by=s.plan_by, starved=s.starved is True, index=k,
+                mode_traits=s.mode_traits)
         for k, s in enumerate(summaries)
     ])  # fmt: skip
 

@@ -15,7 +15,8 @@ A free-threaded CPython running without the GIL has no GIL to wait for:
 
     free-threaded Python 3.13.1: no GIL
 
-Other modes, and traces that say nothing of it, get no line. Qt-free and torch-free; the chart of
+Modes whose traits measure no GIL (`mode_traits.ModeTraits.gil_measured`), and traces that say
+nothing of it, get no line. Qt-free and torch-free; the chart of
 the GIL wait over time is `analyses.gil_wait`.
 """
 
@@ -25,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from branchscope.profiling.trace.records import THREADS_MODE
+from branchscope.profiling.trace.mode_traits import ModeTraits, run_traits
 
 
 class _ThreadFigures(Protocol):
@@ -83,9 +84,10 @@ def python_version(python: str | None) -> str | None:
     return python.split()[0] if python and python.split() else None
 
 
-def gil_line(mode: str | None, python: str | None, gil: bool | None, threads: Sequence[_ThreadFigures] | None) -> str | None:
-    """The line (see the module docstring), or None: not threads mode, or nothing to say."""
-    if mode != THREADS_MODE:
+def gil_line(traits: ModeTraits, python: str | None, gil: bool | None, threads: Sequence[_ThreadFigures] | None) -> str | None:
+    """The line (see the module docstring), or None: a mode whose traits measure no GIL, or nothing
+    to say."""
+    if not traits.gil_measured:
         return None
     version = python_version(python)
     if gil is False:
@@ -105,11 +107,11 @@ def gil_line(mode: str | None, python: str | None, gil: bool | None, threads: Se
 
 
 def gil_line_of(run: Any) -> str | None:
-    """`gil_line` of a `records.RunRecord` or a `run_info.RunInfo` (both have mode, python, gil and
-    branch_threads); None for None."""
+    """`gil_line` of a `records.RunRecord` or a `run_info.RunInfo` (both have mode, its traits,
+    python, gil and branch_threads); None for None."""
     if run is None:
         return None
-    return gil_line(run.mode, run.python, run.gil, run.branch_threads)
+    return gil_line(run_traits(run), run.python, run.gil, run.branch_threads)
 
 
 def gil_json(run: Any) -> dict[str, Any] | None:

@@ -1,6 +1,6 @@
 """A parallel run's speedup in its parts, from runs measured apart: the one finder every view uses.
 
-A fork or threads run M I×J (I ≥ 2, M in `records.BRANCH_POOL_MODES`) can beat sequential for two
+A fork or threads run M I×J (I ≥ 2, M's traits a `branch_pool`) can beat sequential for two
 reasons: its *plan* (running the model as M's plan on one thread: for fork, TorchScript's
 interpreter) and its *parallel* part (the I threads). Where the runs at hand include, beside M I×J,
 sequential 1×J and M 1×J of the same model, the same J, on the same cores and processes, the
@@ -27,24 +27,23 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from branchscope.profiling.trace.mode_traits import ModeTraits, baseline_mode, traits_of
 from branchscope.profiling.trace.pairing import parts_text
-from branchscope.profiling.trace.records import (
-    BASELINE_MODE,
-    SpeedupPartsRecord,
-    SpeedupValueRecord,
-    runs_branches_side_by_side,
-)
+from branchscope.profiling.trace.records import SpeedupPartsRecord, SpeedupValueRecord
 
 #: A configuration: (mode, inter-op threads, intra-op threads).
 Config = tuple[str, int, int]
 
 
-def part_configs(mode: str | None, interop: int | None, intra: int | None) -> tuple[Config, Config] | None:
+def part_configs(
+    mode: str | None, interop: int | None, intra: int | None, traits: ModeTraits | None = None
+) -> tuple[Config, Config] | None:
     """(sequential 1×J, M 1×J): what the speedup of M I×J is split against, paired (`branchscope
-    speedup`) or not (`speedup_parts`); None for a run whose branches do not run side by side."""
-    if mode is None or intra is None or not runs_branches_side_by_side(mode, interop):
+    speedup`) or not (`speedup_parts`); None for a run whose branches do not run side by side (its
+    traits, `traits` where the run says them, else the table's)."""
+    if mode is None or intra is None or not traits_of(mode, traits).side_by_side(interop):
         return None
-    return (BASELINE_MODE, 1, intra), (mode, 1, intra)
+    return (baseline_mode(), 1, intra), (mode, 1, intra)
 
 
 @dataclass(frozen=True)
@@ -64,6 +63,8 @@ class PartRun:
     plan_by: str | None = None
     starved: bool = False
     index: int | None = None
+    #: Its mode's traits where the run says them (None: the table's).
+    mode_traits: ModeTraits | None = None
 
     @property
     def usable(self) -> bool:
@@ -92,7 +93,7 @@ def speedup_parts(runs: Sequence[PartRun]) -> list[SpeedupPartsRecord | None]:
             latest[r.key(r.mode, r.interop, r.intra)] = i
     out: list[SpeedupPartsRecord | None] = []
     for r in runs:
-        wanted = part_configs(r.mode, r.interop, r.intra) if r.usable else None
+        wanted = part_configs(r.mode, r.interop, r.intra, r.mode_traits) if r.usable else None
         seq, one = (None, None) if wanted is None else (latest.get(r.key(*config)) for config in wanted)
         if seq is None or one is None:
             out.append(None)
@@ -115,7 +116,7 @@ def speedup_parts(runs: Sequence[PartRun]) -> list[SpeedupPartsRecord | None]:
 def parts_sentence(mode: str | None, interop: int | None, intra: int | None, parts: SpeedupPartsRecord) -> str:
     """A run's parts with what they are over: "fork 2×1 over sequential 1×1, in parts: 1.35× =
     1.40× from TorchScript's plan × 0.96× from 2 threads"."""
-    return f"{mode} {interop}×{intra} over {BASELINE_MODE} 1×{intra}, in parts: {parts_text(parts, interop or 0)}"
+    return f"{mode} {interop}×{intra} over {baseline_mode()} 1×{intra}, in parts: {parts_text(parts, interop or 0)}"
 
 
 def parts_short(parts: SpeedupPartsRecord) -> str:

@@ -33,6 +33,7 @@ from typing import Any, TypeVar, Union
 import msgspec
 
 from branchscope.profiling.files import read_json_object
+from branchscope.profiling.trace.mode_traits import ModeTraits, baseline_mode, traits_of
 from branchscope.profiling.trace.step_stats import Spread, StepStats, within_noise_over_passes
 
 #: run.json's format: 2 adds "format", "input_shapes", "dtype" and "nproc" to what version 1 (no
@@ -44,22 +45,16 @@ RUN_FORMAT = 3
 SWEEP_FORMAT = 3
 SWEEP_FORMATS = (1, 2, 3)
 
-#: The mode speedups are measured against: the model's own forward (sequential 1×1 by default).
-BASELINE_MODE = "sequential"
-#: The modes that run a region's branches side by side on a pool of threads: fork (TorchScript's
-#: inter-op pool) and threads (a pool of Python threads, `profiling/run/modes/threads.py`). Advice
-#: pairs them with sequential runs; a test ties the names to the mode registry (the trace engine
-#: never imports the run engine).
-FORK_MODE = "fork"
-THREADS_MODE = "threads"
-BRANCH_POOL_MODES = (FORK_MODE, THREADS_MODE)
+#: The baseline mode's name, for callers that have not yet moved to its traits
+#: (`mode_traits.ModeTraits.baseline`, `mode_traits.baseline_mode`).
+BASELINE_MODE = baseline_mode()
 
 
 def runs_branches_side_by_side(mode: str | None, interop: int | None) -> bool:
-    """Whether a run of `mode` with `interop` inter-op threads runs branches side by side: a branch
-    pool mode (fork, threads) on 2 or more inter-op threads (on one, its pool runs them one after
-    another)."""
-    return mode in BRANCH_POOL_MODES and (interop or 0) >= 2
+    """Whether a run of `mode` with `interop` inter-op threads runs branches side by side: a mode
+    whose traits say it runs them on a pool of threads (`mode_traits.ModeTraits.branch_pool`), on 2
+    or more inter-op threads (on one, its pool runs them one after another)."""
+    return traits_of(mode).side_by_side(interop)
 
 RUN_JSON = "run.json"
 SWEEP_JSON = "sweep.json"
@@ -537,6 +532,10 @@ class RunRecord(msgspec.Struct, kw_only=True):
     plan_by: str | None = None
     #: A multi-node run's node count (`--nnodes`); None for a run on one machine.
     nnodes: int | None = None
+    #: Its mode's traits (`mode_traits.ModeTraits`: its pool, whether the GIL is measured, its words),
+    #: so that a reader needs no registry to know them; None in runs of before (`mode_traits.traits_of`
+    #: reads the table then).
+    mode_traits: ModeTraits | None = None
 
     @classmethod
     def parse(cls, obj: Any) -> RunRecord:

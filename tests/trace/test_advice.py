@@ -6,20 +6,19 @@ from __future__ import annotations
 import pytest
 
 from branchscope.profiling.trace.advice import (
-    FORK,
-    SEQUENTIAL,
-    THREADS,
     Measured,
     advice_line,
     advise,
     from_summaries,
     from_sweep,
     missing_text,
-    threads,
 )
 from branchscope.profiling.trace.compare import RunSummary
 from branchscope.profiling.trace.records import CellRecord, SweepRecord
+from branchscope.profiling.trace.starved import threads
 from branchscope.profiling.trace.step_stats import StepStats
+
+SEQUENTIAL, FORK, THREADS = "sequential", "fork", "threads"
 
 
 def steps(median: float, half_iqr: float = 0.5) -> StepStats:
@@ -199,14 +198,15 @@ def test_compared_runs_are_read_from_their_summaries():
     assert advice is not None and advice.faster == SEQUENTIAL and advice.ratio == pytest.approx(31 / 21)
 
 
-def test_the_mode_names_are_the_run_engines_and_fork_and_threads_start_a_pool():
+def test_the_modes_advice_pairs_are_the_registered_modes_whose_traits_run_a_branch_pool():
     from branchscope.profiling.run.modes import MODES
-    from branchscope.profiling.trace.records import BRANCH_POOL_MODES
 
     assert MODES[FORK].starts_interop_pool and not MODES[SEQUENTIAL].starts_interop_pool
     assert MODES[THREADS].starts_interop_pool
-    # The modes advice pairs with sequential are every registered mode with a pool of its own.
-    assert set(BRANCH_POOL_MODES) == {name for name, m in MODES.items() if m.starts_interop_pool}
+    # The modes advice pairs with sequential are every registered mode with a pool of threads of its own.
+    pools = {name for name, m in MODES.items() if m.traits.branch_pool}
+    assert {FORK, THREADS} <= pools and pools == {name for name, m in MODES.items() if m.starts_interop_pool}
+    assert {m.mode for m in (run(name, 2, 1, 10.0) for name in MODES) if m.forks} == pools
 
 
 def test_threads_runs_count_their_pool_times_the_team_and_are_paired_like_fork():

@@ -7,8 +7,6 @@ from __future__ import annotations
 import pytest
 
 from branchscope.profiling.trace.advice import (
-    FORK,
-    SEQUENTIAL,
     Measured,
     advice_record,
     advise,
@@ -26,6 +24,8 @@ from branchscope.profiling.trace.records import (
 from branchscope.profiling.trace.starved import STARVED_SHARE, could_use, is_starved, run_threads
 from branchscope.profiling.trace.step_stats import StepStats
 from tests.trace.test_advice import steps
+
+SEQUENTIAL, FORK = "sequential", "fork"
 
 
 def test_the_threads_a_run_could_use_are_the_fewer_of_its_threads_and_the_cores():

@@ -8,6 +8,7 @@ import pytest
 
 from branchscope.profiling.trace.analyses import gil_shows, gil_wait
 from branchscope.profiling.trace.gil import BranchThreads, gil_json, gil_line, gil_line_of
+from branchscope.profiling.trace.mode_traits import LEGACY
 from branchscope.profiling.trace.model import CounterTrack, Lane, build_trace
 from branchscope.profiling.trace.reader import load_trace
 from branchscope.profiling.trace.records import RunRecord
@@ -41,6 +42,7 @@ def _trace(meta: dict, counters: list[CounterTrack], events=((1, "branch: a", 15
     )
 
 
+THREADS_TRAITS = LEGACY["threads"]
 THREADS = {"mode": "threads", "interop": 1, "intra": 1, "main_tid": 1, "interop_tids": [2], "intra_tids": [], "gil": True}
 # The pool thread, sampled every 100 ns: inside its branch (150–350) 50% on a core, 10% waiting for
 # one and 40% asleep on the GIL; outside, asleep on the pool's queue. An interval half inside the
@@ -109,27 +111,27 @@ FIGURES = [
 
 
 def test_the_line_sums_the_pool_threads_as_shares_of_their_wall_time():
-    assert gil_line("threads", "3.11.7", True, FIGURES) == (
+    assert gil_line(THREADS_TRAITS, "3.11.7", True, FIGURES) == (
         "branch threads: 58% computing, 6% waiting for a core, 36% waiting for the GIL "
         "(2 threads, 40 branch calls, Python 3.11.7)"
     )
     s = BranchThreads.of(FIGURES)
     assert (s.threads, s.calls, s.wall_ms) == (2, 40, 200.0)
     assert (s.computing, s.core_wait, s.gil_wait) == pytest.approx((0.58, 0.06, 0.36))
-    assert gil_line("threads", None, None, FIGURES[:1]).endswith("(1 thread, 20 branch calls)")
+    assert gil_line(THREADS_TRAITS, None, None, FIGURES[:1]).endswith("(1 thread, 20 branch calls)")
 
 
 def test_free_threaded_python_says_no_gil_and_no_figures():
-    assert gil_line("threads", "3.13.1 free-threading build", False, None) == "free-threaded Python 3.13.1: no GIL"
-    assert gil_line("threads", None, False, FIGURES) == "free-threaded Python: no GIL"
+    assert gil_line(THREADS_TRAITS, "3.13.1 free-threading build", False, None) == "free-threaded Python 3.13.1: no GIL"
+    assert gil_line(THREADS_TRAITS, None, False, FIGURES) == "free-threaded Python: no GIL"
 
 
 def test_no_line_for_other_modes_or_without_figures():
-    assert gil_line("fork", "3.11.7", True, FIGURES) is None
-    assert gil_line("threads", "3.11.7", True, None) is None
-    assert gil_line("threads", "3.11.7", True, []) is None
+    assert gil_line(LEGACY["fork"], "3.11.7", True, FIGURES) is None
+    assert gil_line(THREADS_TRAITS, "3.11.7", True, None) is None
+    assert gil_line(THREADS_TRAITS, "3.11.7", True, []) is None
     idle = [BranchThreadInfo(tid=11)]
-    assert gil_line("threads", "3.11.7", True, idle) == "branch threads: no time inside branches (1 thread, 0 branch calls, Python 3.11.7)"
+    assert gil_line(THREADS_TRAITS, "3.11.7", True, idle) == "branch threads: no time inside branches (1 thread, 0 branch calls, Python 3.11.7)"
 
 
 def test_the_line_of_run_json_and_of_the_trace_agree():
