@@ -27,8 +27,9 @@ from branchscope.profiling.trace.advice import advice_record, from_summaries
 from branchscope.profiling.trace.compare import Comparison, LoadedRun, compare, load_run, vs_prediction
 from branchscope.profiling.trace.parts import parts_sentence
 from branchscope.profiling.trace.prediction import prediction_text
-from branchscope.profiling.trace.records import AdviceRecord, to_builtins
+from branchscope.profiling.trace.records import to_builtins
 from branchscope.profiling.trace.step_stats import StepStats
+from branchscope.profiling.trace.sweep_records import AdviceRecord
 
 SCREENSHOT_SIZE = (1600, 1000)
 #: Ops listed in the table (`--json` lists them all).

@@ -14,7 +14,7 @@ from typing import Any
 from branchscope.profiling.run.model_source import list_demos
 from branchscope.profiling.run.protocol import add_run_arguments, request_from_args
 from branchscope.profiling.run.runner import format_summary, print_failure, run_profile, stop_on_signals
-from branchscope.profiling.trace.records import Event, ProgressEvent
+from branchscope.profiling.trace.events import Event, ProgressEvent
 
 
 def register(subparsers: Any) -> None:

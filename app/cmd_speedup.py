@@ -29,14 +29,8 @@ from branchscope.profiling.run.paired import (
 from branchscope.profiling.run.processes import stop_with_parent
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_WORKER, RunRequest, error_line
 from branchscope.profiling.run.runner import RunError, stop_on_signals, validate
-from branchscope.profiling.trace.records import (
-    DoneEvent,
-    ErrorEvent,
-    Event,
-    ProgressEvent,
-    encode_event,
-    encode_record,
-)
+from branchscope.profiling.trace.events import DoneEvent, ErrorEvent, Event, ProgressEvent, encode_event
+from branchscope.profiling.trace.records import encode_record
 
 
 def register(subparsers: Any) -> None:

@@ -26,16 +26,8 @@ from branchscope.profiling.run.sweep import (
     sweep_request_from_args,
 )
 from branchscope.profiling.trace.advice import advice_line, from_sweep
-from branchscope.profiling.trace.records import (
-    DONE,
-    SWEEP_JSON,
-    CellEvent,
-    DoneEvent,
-    ErrorEvent,
-    Event,
-    SweepRecord,
-    encode_event,
-)
+from branchscope.profiling.trace.events import CellEvent, DoneEvent, ErrorEvent, Event, encode_event
+from branchscope.profiling.trace.sweep_records import DONE, SWEEP_JSON, SweepRecord
 
 
 def register(subparsers: Any) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QProcess
 
 from branchscope.app.jsonl_process import CANCEL_GRACE_MS, JsonLinesProcess
-from branchscope.profiling.trace.records import DoneEvent, ErrorEvent, Event
+from branchscope.profiling.trace.events import DoneEvent, ErrorEvent, Event
 
 
 class Job:

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, QTimer
 
 from branchscope.profiling.run.protocol import PARENT_PID_ENV
-from branchscope.profiling.trace.records import MAX_ANSWER_BYTES, Event, decode_events
+from branchscope.profiling.trace.events import Event, decode_events
+from branchscope.profiling.trace.records import MAX_ANSWER_BYTES
 
 #: How long a stopped child gets to clean up (kill its worker, write its files) before SIGKILL.
 CANCEL_GRACE_MS = 3000

@@ -30,14 +30,8 @@ from branchscope.app.runs_on_disk import RUN_NAME, SESSION_NAME, runs_root, save
 from branchscope.profiling.files import read_regular
 from branchscope.profiling.run.folder import names_text, remove_if_all_ours
 from branchscope.profiling.run.protocol import RUNNER_MODULE, python_command
-from branchscope.profiling.trace.records import (
-    DEFAULT_TRACE,
-    DoneEvent,
-    Event,
-    PhaseEvent,
-    ProgressEvent,
-    RunRecord,
-)
+from branchscope.profiling.trace.events import DoneEvent, Event, PhaseEvent, ProgressEvent
+from branchscope.profiling.trace.records import DEFAULT_TRACE, RunRecord
 
 __all__ = ["CANCEL_GRACE_MS", "FinishedRun", "RunController", "RunSpec", "default_runs_dir", "prune_runs"]
 

@@ -21,10 +21,11 @@ from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.trace.model import TraceFormatError
 from branchscope.profiling.trace.parts import PartRun
-from branchscope.profiling.trace.records import BASELINE_MODE, CELL_FOLDER, RUN_JSON, RunRecord
+from branchscope.profiling.trace.records import BASELINE_MODE, RUN_JSON, RunRecord
 from branchscope.profiling.trace.run_info import RunInfo
 from branchscope.profiling.trace.sources import Source, is_sweep_folder, open_source
 from branchscope.profiling.trace.step_stats import StepStats
+from branchscope.profiling.trace.sweep_records import CELL_FOLDER
 
 if TYPE_CHECKING:
     from branchscope.profiling.trace.model import Trace

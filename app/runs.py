@@ -40,9 +40,10 @@ from branchscope.app.run_entry import Entry, RunSpec, entry_for_path
 from branchscope.app.runs_words import RunsInWords
 from branchscope.profiling.trace.model import TraceFormatError
 from branchscope.profiling.trace.parts import speedup_parts
-from branchscope.profiling.trace.records import BASELINE_MODE, SpeedupPartsRecord
+from branchscope.profiling.trace.records import BASELINE_MODE
 from branchscope.profiling.trace.sources import read_sweep
 from branchscope.profiling.trace.step_stats import speedup as stats_speedup
+from branchscope.profiling.trace.sweep_records import SpeedupPartsRecord
 
 if TYPE_CHECKING:
     from branchscope.profiling.trace.model import Trace

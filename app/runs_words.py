@@ -18,7 +18,7 @@ from branchscope.profiling.trace.parts import parts_sentence, parts_short
 from branchscope.profiling.trace.records import BASELINE_MODE
 
 if TYPE_CHECKING:
-    from branchscope.profiling.trace.records import SpeedupPartsRecord
+    from branchscope.profiling.trace.sweep_records import SpeedupPartsRecord
 
 
 class RunsInWords:

@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Signal
 from branchscope.app.jobs import Job, JobController
 from branchscope.profiling.run.paired import PairedRequest
 from branchscope.profiling.run.protocol import python_command
-from branchscope.profiling.trace.records import DoneEvent, Event, ProgressEvent
+from branchscope.profiling.trace.events import DoneEvent, Event, ProgressEvent
 
 CLI_MODULE = "branchscope.app.cli"
 

@@ -19,14 +19,8 @@ from branchscope.app.jobs import Job, JobController
 from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.run.protocol import python_command
 from branchscope.profiling.run.sweep import SweepRequest, new_sweep
-from branchscope.profiling.trace.records import (
-    CellEvent,
-    DoneEvent,
-    Event,
-    ProgressEvent,
-    SweepEvent,
-    SweepRecord,
-)
+from branchscope.profiling.trace.events import CellEvent, DoneEvent, Event, ProgressEvent, SweepEvent
+from branchscope.profiling.trace.sweep_records import SweepRecord
 
 CLI_MODULE = "branchscope.app.cli"
 

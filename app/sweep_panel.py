@@ -45,7 +45,8 @@ from branchscope.profiling.run.sweep import (
     load_sweep,
 )
 from branchscope.profiling.trace.advice import from_sweep
-from branchscope.profiling.trace.records import CellEvent, SweepRecord
+from branchscope.profiling.trace.events import CellEvent
+from branchscope.profiling.trace.sweep_records import SweepRecord
 from branchscope.widgets.advice_label import AdviceLabel
 from branchscope.widgets.sweep_view import SweepView
 

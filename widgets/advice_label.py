@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
 from branchscope.profiling.trace.advice import Measured, advice_record
-from branchscope.profiling.trace.records import AdviceRecord
+from branchscope.profiling.trace.sweep_records import AdviceRecord
 
 
 class AdviceLabel(QLabel):

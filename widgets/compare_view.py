@@ -46,7 +46,7 @@ from branchscope.profiling.trace.compare import (
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.parts import parts_sentence, parts_short
 from branchscope.profiling.trace.prediction import bound_text, prediction_text
-from branchscope.profiling.trace.records import SpeedupPartsRecord
+from branchscope.profiling.trace.sweep_records import SpeedupPartsRecord
 from branchscope.widgets.advice_label import AdviceLabel
 from branchscope.widgets.splitter import MarkedSplitter
 from branchscope.widgets.units import format_bytes

@@ -32,7 +32,7 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QKeyEvent, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
-from branchscope.profiling.trace.records import CELL_FOLDER, DONE, FAILED, NOT_RUN, SweepRecord
+from branchscope.profiling.trace.sweep_records import CELL_FOLDER, DONE, FAILED, NOT_RUN, SweepRecord
 from branchscope.widgets.theme import theme
 
 COLORMAP = "viridis"

@@ -21,7 +21,8 @@ from branchscope.profiling.run.modes import MODES
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.paired import PairedConfig, PairedRequest, speedup_lines
 from branchscope.profiling.trace.model import TraceFormatError
-from branchscope.profiling.trace.records import RunRecord, SpeedupRecord
+from branchscope.profiling.trace.records import RunRecord
+from branchscope.profiling.trace.sweep_records import SpeedupRecord
 from branchscope.widgets.compare_view import CompareView
 
 PAIRED_TIP = (

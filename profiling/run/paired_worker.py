@@ -40,24 +40,13 @@ import traceback
 from typing import Any, NamedTuple, NoReturn
 
 from branchscope.profiling.machine import usable_cores
+from branchscope.profiling.run.model_setup import load_requested_model, resolve_device
 from branchscope.profiling.run.modes import ModeUnavailable, mode_named
-from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_MODE, add_run_arguments
+from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_MODE, RunFailure, add_run_arguments
 from branchscope.profiling.run.steady import warm_up
-from branchscope.profiling.run.worker import (
-    RunFailure,
-    _die_with_parent,
-    _Protocol,
-    _resolve_device,
-    _run_and_exit,
-    load_requested_model,
-)
-from branchscope.profiling.trace.records import (
-    PAIRED_TIMES_JSON,
-    PairedConfigRecord,
-    PairedTimesRecord,
-    PhaseEvent,
-    ProgressEvent,
-)
+from branchscope.profiling.run.worker import _die_with_parent, _Protocol, _run_and_exit
+from branchscope.profiling.trace.events import PhaseEvent, ProgressEvent
+from branchscope.profiling.trace.sweep_records import PAIRED_TIMES_JSON, PairedConfigRecord, PairedTimesRecord
 
 PAIRED_WORKER_MODULE = "branchscope.profiling.run.paired_worker"
 #: Seconds of warm-up each configuration may take at most (the settle rule usually stops sooner).
@@ -123,7 +112,7 @@ def measure(args: argparse.Namespace, proto: _Protocol) -> PairedTimesRecord:
     from branchscope.profiling.run.branches import find_branches
     from branchscope.profiling.run.plans import max_abs_diff
 
-    device = _resolve_device(torch, args.device)
+    device = resolve_device(torch, args.device)
     for mode in modes:
         if mode.needs_cuda and not device.startswith("cuda"):
             raise RunFailure(EXIT_MODE, f"{mode.title} needs CUDA: this machine has no CUDA device torch can use")

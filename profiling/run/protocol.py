@@ -54,6 +54,7 @@ __all__ = [
     "RUNNER_PID_ENV",
     "RUN_TOKEN_ENV",
     "RunOptions",
+    "RunFailure",
     "RunRequest",
     "add_run_arguments",
     "branch_label",
@@ -68,6 +69,16 @@ __all__ = [
 #: raised), 3 the mode cannot run here (no branches, no CUDA), 4 the worker died or timed out.
 #: The worker exits 0, 2, 3, or 1 (EXIT_FAILED) for anything else, which the runner reports as 4.
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_MODE, EXIT_WORKER = 0, 1, 2, 3, 4
+
+
+class RunFailure(Exception):
+    """Why a worker's run ended, as it tells the runner: its exit code (above), one line, and the
+    model's traceback where the model's code raised."""
+
+    def __init__(self, exit_code: int, message: str, tb: str | None = None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.tb = tb
 
 #: The worker checks its parent is still the runner right after asking to die with it.
 RUNNER_PID_ENV = "BRANCHSCOPE_RUNNER_PID"

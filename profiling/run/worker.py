@@ -63,35 +63,46 @@ from __future__ import annotations
 import argparse
 import errno
 import faulthandler
-import json
 import os
 import signal
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import NoReturn, TextIO
 
 import msgspec
 
-from branchscope.profiling.machine import usable_cores
-from branchscope.profiling.run.branch_pool import BranchPool, gil_enabled, python_version
-from branchscope.profiling.run.cpu_sampler import ThreadCensus, read_thread_names, settle_interop_pool
-from branchscope.profiling.run.folder import FAILURE_FILES, describe_os_error
-from branchscope.profiling.run.modes import ModeUnavailable, mode_named
+from branchscope.profiling.run.folder import describe_os_error, write_record_atomic
+from branchscope.profiling.run.model_setup import (
+    Phases,
+    Planned,
+    RankInfo,
+    check,
+    discovery,
+    forward,
+    load,
+    plan,
+    start,
+)
 from branchscope.profiling.run.processes import (
     LAUNCHER_PID_ENV,
     join_run_cgroup,
     kill_processes_with_token,
     set_death_signal,
 )
+from branchscope.profiling.run.profiled_steps import (
+    StepTimes,
+    measures_branches,
+    prediction,
+    profile,
+    timing,
+    warmup,
+)
 from branchscope.profiling.run.protocol import (
     EVENTS_DIR_ENV,
     EXIT_FAILED,
-    EXIT_MODE,
     EXIT_OK,
     RANK_EVENTS,
     RANK_FOLDER,
@@ -100,47 +111,22 @@ from branchscope.profiling.run.protocol import (
     RUN_TOKEN_ENV,
     RUNNER_PID_ENV,
     WORKER_MODULE,
+    RunFailure,
     add_run_arguments,
-    step_label,
 )
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT as EXIT_BAD_MODEL
-from branchscope.profiling.run.runner import write_json_atomic, write_record_atomic
-from branchscope.profiling.run.steady import CAP_SECONDS, CAP_STEPS, run_warnings, warm_up
-from branchscope.profiling.trace.prediction import (
-    FROM_MEASURED,
-    FROM_PROFILED,
-    StepSamples,
-    branch_times_from_trace,
-    predict_from,
-)
-from branchscope.profiling.trace.records import (
-    BASELINE_MODE,
-    RUN_FORMAT,
-    RUN_JSON,
-    BranchRecord,
-    BranchThreadRecord,
+from branchscope.profiling.run.run_facts import export
+from branchscope.profiling.trace.events import (
     EndedEvent,
     ErrorEvent,
     Event,
     ExitedEvent,
     FinishedEvent,
     HelloEvent,
-    LeftOutRecord,
     PhaseEvent,
-    PredictionRecord,
-    ProgressEvent,
-    RunRecord,
-    TraceClock,
     encode_event,
-    to_builtins,
 )
-from branchscope.profiling.trace.step_stats import StepStats
-
-#: The timed (unprofiled) phase: at least --steps steps, and up to TIMED_MIN_STEPS of them unless
-#: TIMED_BUDGET_S of timed steps have passed, at most TIMED_MAX_STEPS (see `timed_steps`).
-TIMED_MIN_STEPS = 20
-TIMED_BUDGET_S = 2.0
-TIMED_MAX_STEPS = 200
+from branchscope.profiling.trace.records import RUN_JSON, RunRecord
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -178,13 +164,6 @@ class _Protocol:
             event = msgspec.structs.replace(event, rank=self.rank, t=time.monotonic())
         self.stream.write(encode_event(event).decode("utf-8") + "\n")
         self.stream.flush()
-
-
-class RunFailure(Exception):
-    def __init__(self, exit_code: int, message: str, tb: str | None = None) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-        self.tb = tb
 
 
 def _die_with_parent() -> None:
@@ -228,540 +207,39 @@ def _start_group_reaper(worker: int, also: tuple[str, ...] = (), ended: tuple[Pa
     os._exit(code)
 
 
-def _pool_tids_from_trace(trace: dict[str, Any]) -> list[int]:
-    """Threads the profiler names PTThreadPool: the pool where /proc cannot tell (OpenMP workers
-    never run profiled ops, so they are seldom among them)."""
-    tids = set()
-    for ev in trace.get("traceEvents", []):
-        if ev.get("ph") == "M" and ev.get("name") == "thread_name" and isinstance(ev.get("tid"), int):
-            if "PTThreadPool" in str(ev.get("args", {}).get("name", "")):
-                tids.add(ev["tid"])
-    return sorted(tids)
-
-
-def _name_threads(trace: dict[str, Any], names: dict[int, str]) -> None:
-    """One "thread_name" per thread, with the OS name the worker read ({tid: name}): the profiler may
-    name a thread twice, once by the name it had when started (a Python thread starts with its
-    creator's name, "python", before the branch pool names it)."""
-    seen: set[tuple[Any, Any]] = set()
-    kept = []
-    for ev in trace.get("traceEvents", []):
-        if isinstance(ev, dict) and ev.get("ph") == "M" and ev.get("name") == "thread_name":
-            key = (ev.get("pid"), ev.get("tid"))
-            if key in seen:
-                continue
-            seen.add(key)
-            tid = ev.get("tid")
-            if isinstance(tid, int) and tid in names and isinstance(ev.get("args"), dict):
-                ev["args"]["name"] = f"thread {tid} ({names[tid]})"
-        kept.append(ev)
-    trace["traceEvents"] = kept
-
-
-def _trace_clock(trace: dict[str, Any]) -> dict[str, Any]:
-    """What the runner needs to put CPU samples on the trace's clock without parsing the trace again."""
-    lo, hi = float("inf"), float("-inf")
-    for e in trace.get("traceEvents", []):
-        ts = e.get("ts")
-        if e.get("ph") in ("X", "i", "C") and isinstance(ts, int | float):
-            dur = e.get("dur")
-            lo = min(lo, ts)
-            hi = max(hi, ts + (dur if isinstance(dur, int | float) else 0))
-    base = trace.get("baseTimeNanoseconds")
-    return {
-        "base_time_ns": base if isinstance(base, int | float) else None,
-        "first_us": lo if lo <= hi else None,
-        "last_us": hi if lo <= hi else None,
-    }
-
-
-def _exported_trace(prof: Any, raw: Path) -> dict[str, Any]:
-    """The profiler's Chrome trace, through a file (the only way torch exports it), then removed.
-
-    On a full disk kineto may fail quietly, leaving no file or a truncated one: that becomes the
-    OSError it is ("no space left on device"), not a FileNotFoundError or a JSON error.
-
-    kineto writes the path it is given into the trace unescaped (its "traceName") and turns `\\` into
-    `/` when it renames its temporary file, so --out names holding `"`, `\\` or a newline broke the
-    export. It is given `/proc/self/fd/N/NAME` instead, N a descriptor on the folder: only safe
-    characters, whatever the folder is called. "traceName" is dropped (the path is not the trace's).
-    """
-    folder_fd = os.open(raw.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        via_fd = f"/proc/self/fd/{folder_fd}/{raw.name}"
-        prof.export_chrome_trace(via_fd if os.path.isdir(os.path.dirname(via_fd)) else str(raw))
-        with open(raw, encoding="utf-8") as f:
-            trace = json.load(f, strict=False)  # kineto may write raw control characters in strings
-        if not isinstance(trace, dict):
-            raise ValueError("the profiler's trace is not a JSON object")
-        trace.pop("traceName", None)
-        return trace
-    except (OSError, ValueError) as exc:
-        if _disk_full(raw.parent):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(raw.parent)) from exc
-        raise
-    finally:
-        os.close(folder_fd)
-        for leftover in (raw, raw.with_name(raw.name + ".tmp")):
-            leftover.unlink(missing_ok=True)
-
-
-def _disk_full(folder: Path, slack: int = 1 << 20) -> bool:
-    try:
-        st = os.statvfs(folder)
-    except OSError:
-        return False
-    return st.f_bavail * st.f_frsize < slack
-
-
-def _write_trace(path: Path, trace: dict[str, Any]) -> None:
-    """Uncompressed JSON with "traceEvents" last, so the file ends with the array's `]}` (see the runner)."""
-    ordered = {k: v for k, v in trace.items() if k != "traceEvents"}
-    ordered["traceEvents"] = trace.get("traceEvents", [])
-    write_json_atomic(path, ordered)
-
-
-def _resolve_device(torch: Any, requested: str) -> str:
-    """"cpu" or "cuda:N" (made the current CUDA device, so synchronize() and the like use it)."""
-    if requested == "auto":
-        requested = "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cpu":
-        return "cpu"
-    if requested != "cuda" and not (requested.startswith("cuda:") and requested[5:].isdigit()):
-        raise RunFailure(EXIT_BAD_MODEL, f"--device {requested!r} is not one of: auto, cpu, cuda, cuda:N")
-    if not torch.cuda.is_available():
-        raise RunFailure(EXIT_MODE, f"--device {requested} needs CUDA, and torch sees no CUDA device here")
-    count = torch.cuda.device_count()
-    index = int(requested[5:]) if ":" in requested else torch.cuda.current_device()
-    if index >= count:
-        raise RunFailure(
-            EXIT_MODE, f"--device {requested}: torch sees only {count} CUDA device(s) here (cuda:0 to cuda:{count - 1})"
-        )
-    torch.cuda.set_device(index)
-    return f"cuda:{index}"
-
-
-def timed_steps(
-    step: Any, steps: int, clock: Any = time.perf_counter, budget_s: float = TIMED_BUDGET_S
-) -> list[float]:
-    """Times `step()` (ms each): at least `steps` times, and on up to TIMED_MIN_STEPS times unless
-    `budget_s` (TIMED_BUDGET_S) of timed steps have passed by then; at most TIMED_MAX_STEPS times in all."""
-    floor = min(steps, TIMED_MAX_STEPS)
-    goal = min(max(steps, TIMED_MIN_STEPS), TIMED_MAX_STEPS) if budget_s > 0 else floor
-    times: list[float] = []
-    while len(times) < goal:
-        t0 = clock()
-        step()
-        times.append((clock() - t0) * 1000.0)
-        if len(times) >= floor and sum(times) >= budget_s * 1000.0:
-            break
-    return times
-
-
-def profiler_threads(torch: Any, mode: Any) -> dict[str, Any]:
-    """torch.profiler's arguments for the threads it records: every thread where the mode runs branches
-    on threads it does not follow by itself (Python threads: `Mode.profile_all_threads`)."""
-    if not mode.profile_all_threads:
-        return {}
-    return {"experimental_config": torch._C._profiler._ExperimentalConfig(profile_all_threads=True)}
-
-
-class _Phases:
-    """Seconds of each phase of a run, in the order they ran (run.json's "phase_seconds"): `end(NAME)`
-    ends the phase that began where the previous one ended (or where this was made); a phase ended
-    twice adds up."""
-
-    def __init__(self, clock: Any = time.perf_counter) -> None:
-        self.clock = clock
-        self.seconds: dict[str, float] = {}
-        self._since = clock()
-
-    def end(self, name: str) -> None:
-        now = self.clock()
-        self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self._since, 4)
-        self._since = now
-
-
-@dataclass(frozen=True)
-class RankInfo:
-    """This process's place in a distributed run (torch.distributed.run's RANK, LOCAL_RANK, WORLD_SIZE)."""
-
-    rank: int
-    local_rank: int
-    world_size: int
-
-
 def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None) -> RunRecord:
-    phases = _Phases()
-    import torch
-
-    # First torch calls of the process: the inter-op pool size can be set only before it starts.
-    torch.set_num_interop_threads(args.interop)
-    torch.set_num_threads(args.intra)
-    main_tid = threading.get_native_id()
-
-    from branchscope.profiling.run.plans import start_intra_op_team
-
-    # Which thread is which, taken as torch starts them (see ThreadCensus): the threads there now
-    # (torch's pthreadpool among them) are other threads; then the main thread's OpenMP team; then,
-    # where the plan forks, the inter-op pool, started by a fork that does no OpenMP work.
-    mode = mode_named(args.mode)
-    if mode.check is not None and (why := mode.check()):
-        raise RunFailure(EXIT_MODE, why)
-    census = ThreadCensus(main_tid, args.interop)
-    start_intra_op_team(args.intra)
-    census.note("intra")
-    # threads mode's own pool measures the branches its threads run (see branch_pool); torch's cannot.
-    pool: BranchPool | None = None
-    if mode.start_pool is not None:
-        started = mode.start_pool(args.interop)
-        pool = started if isinstance(started, BranchPool) else None
-        census.note("interop")
+    """One run, phase by phase (each named as run.json's "phase_seconds" names it); the runner hears
+    "load", "warmup", "timing", "profile" (from `profile`) and "export" as each begins."""
+    phases = Phases()
+    started = start(args)
     phases.end("start")
     proto.emit(PhaseEvent(phase="load"))
-
-    from branchscope.profiling.run.branches import find_branches
-    from branchscope.profiling.run.model_source import (
-        demo_info,
-        user_traceback,
-    )
-    from branchscope.profiling.run.plans import max_abs_diff
-
-    if dist is None:
-        device = _resolve_device(torch, args.device)
-    elif args.device == "cpu" or (args.device == "auto" and not torch.cuda.is_available()):
-        device = "cpu"
-    else:  # rank r on cuda:(local rank)
-        device = _resolve_device(torch, f"cuda:{dist.local_rank}")
-    if mode.needs_cuda and not device.startswith("cuda"):
-        raise RunFailure(EXIT_MODE, f"{mode.title} needs CUDA: this machine has no CUDA device torch can use")
-    backend = None
-    if dist is not None:  # before build_model(), so that a model file may use torch.distributed freely
-        backend = "nccl" if device.startswith("cuda") else "gloo"
-        torch.distributed.init_process_group(backend=backend)
-
-    loaded = load_requested_model(args, device)
-    census.note(main_named_are_intra=False)  # CUDA starts its threads here, named like the main thread
+    model = load(args, started, dist)
     phases.end("load")
-
-    user_file = demo_info(args.demo).path if args.demo else Path(args.model)
-    is_cuda = device.startswith("cuda") or any(t.is_cuda for t in loaded.tensors())
-
-    # The chosen device (made current by _resolve_device), and any other the inputs live on (a demo
-    # needing several GPUs puts them on cuda:0 whatever --device says).
-    sync_devices = (
-        sorted({torch.cuda.current_device()} | {t.device.index for t in loaded.tensors() if t.is_cuda})
-        if is_cuda
-        else []
-    )
-
-    def sync() -> None:
-        for index in sync_devices:
-            torch.cuda.synchronize(index)
-
-    def call(fn: Any, what: str) -> Any:
-        try:
-            with torch.no_grad():
-                return fn(*loaded.inputs, **loaded.kwargs)
-        except (Exception, SystemExit) as exc:  # sys.exit() in the model is a model error like any other
-            tb = user_traceback(exc, user_file) if user_file.suffix == ".py" else traceback.format_exc()
-            if isinstance(exc, SystemExit):
-                raise RunFailure(EXIT_BAD_MODEL, f"the model called sys.exit({exc.code!r}) while {what}", tb) from None
-            first = (str(exc).strip().splitlines() or [""])[0]
-            raise RunFailure(EXIT_BAD_MODEL, f"the model raised {type(exc).__name__} while {what}: {first}", tb) from exc
-
-    # The model's own forward first: a model that raises is a model error in every mode, before
-    # branch discovery or a plan could fail on it for another reason.
-    expected = call(loaded.model, "running its forward")
+    expected = forward(model)
     phases.end("forward")
-    analysis = find_branches(loaded.model, loaded.inputs, loaded.kwargs, grad=loaded.train_step is not None)
+    analysis = discovery(model)
     phases.end("discovery")
-    try:
-        plan = mode.build_plan(loaded.model, analysis, device)
-    except ModeUnavailable as exc:
-        for name, text in exc.files.items():  # the runner keeps them in OUT/failed-run/
-            if name in FAILURE_FILES:
-                (args.out / name).write_text(text, encoding="utf-8")
-        raise RunFailure(EXIT_MODE, str(exc)) from exc
-    if plan.source:
-        (args.out / "plan.py").write_text(plan.source, encoding="utf-8")
+    made = plan(args, started.mode, model, analysis)
     phases.end("plan")
-
-    actual = call(plan, f"running the {args.mode} plan")
-    sync()
-    diff = max_abs_diff(expected, actual)
-    del expected, actual
+    diff = check(args, model, made, expected)
+    del expected
     phases.end("check")
-
-    def train(what: str) -> None:
-        """The file's train_step on the mode's module, with grad (see LoadedModel.train_step)."""
-        try:
-            with torch.enable_grad():
-                loaded.train_step(plan.module, loaded.example)
-        except (Exception, SystemExit) as exc:
-            tb = user_traceback(exc, user_file) if user_file.suffix == ".py" else traceback.format_exc()
-            if isinstance(exc, SystemExit):
-                raise RunFailure(EXIT_BAD_MODEL, f"train_step called sys.exit({exc.code!r}) while {what}", tb) from None
-            first = (str(exc).strip().splitlines() or [""])[0]
-            raise RunFailure(EXIT_BAD_MODEL, f"train_step raised {type(exc).__name__} while {what}: {first}", tb) from exc
-
-    def one(what: str) -> Any:
-        """One step; its output (None for a train_step), which the caller drops."""
-        if loaded.train_step is not None:
-            train(what)
-            return None
-        return call(plan, what)
-
-    def warm() -> None:
-        one("warming up")
-        sync()
-
-    def agree(settled_here: bool, cap_here: str | None) -> tuple[bool, str | None]:
-        """Ranks warm up together (see steady.warm_up): stop when all settled or any hit a cap."""
-        flags = torch.tensor(
-            [not settled_here, cap_here == CAP_STEPS, cap_here == CAP_SECONDS], dtype=torch.int64, device=device
-        )
-        torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX)
-        unsettled, steps_cap, seconds_cap = (bool(x) for x in flags.tolist())
-        return not unsettled, CAP_STEPS if steps_cap else CAP_SECONDS if seconds_cap else None
-
     proto.emit(PhaseEvent(phase="warmup"))
-    warmup = warm_up(warm, args.warmup, agree=None if dist is None else agree)
+    warm = warmup(args, model, made, dist)
     phases.end("warmup")
-
-    def step() -> None:
-        one("running a step")
-        sync()
-
     proto.emit(PhaseEvent(phase="timing"))
-    # Ranks step together (collectives): each times the same number of steps, never "as many as fit".
-    unprofiled = timed_steps(step, args.steps) if dist is None else timed_steps(step, args.steps, budget_s=0.0)
-    # OpenMP workers of pool threads started with the plan's first run (on CUDA, threads named like
-    # the main thread are more likely CUDA's: its team started before the model was loaded).
-    census.note(main_named_are_intra=not is_cuda)
-
-    from torch.profiler import ProfilerActivity, profile, record_function
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])
-    steps_ms: list[float] = []
-    phases.end("timing")  # with importing the profiler
-    if pool is not None:
-        pool.reset_times()
-        pool.measuring = True  # each pool thread measures the branches it runs (see branch_pool)
-    with profile(
-        activities=activities, record_shapes=True, profile_memory=True, **profiler_threads(torch, mode)
-    ) as prof:
-        census.note("other")  # the profiler's own threads
-        proto.emit(PhaseEvent(phase="profile"))  # after the profiler's (slow) start
-        proto.wait_until_sampled()  # a rank of a distributed run: until the runner samples its threads
-        for i in range(1, args.steps + 1):
-            t0 = time.perf_counter()
-            with record_function(step_label(i)):
-                output = one(f"profiling step {i}")
-                sync()
-                if mode.settle is None:
-                    del output  # freed in the step, as the model's own caller would
-            steps_ms.append((time.perf_counter() - t0) * 1000.0)
-            if mode.settle is not None:  # freed where the profiler sees it, once the pool let go (Mode.settle)
-                mode.settle()
-                del output
-            proto.emit(ProgressEvent(step=i, of=args.steps))
-        # A forked task's future completes before its pool thread has finished the task (and
-        # closed its profiler ranges). Stopping the profiler then races with that thread: seen
-        # here as heap corruption (glibc malloc abort) and garbage bytes in the exported trace.
-        settle_interop_pool()
-    census.note(main_named_are_intra=not is_cuda)
-    if pool is not None:
-        pool.measuring = False
-    gil = gil_enabled()
-    branch_threads = (
-        [
-            BranchThreadRecord(
-                tid=t.tid,
-                calls=t.calls,
-                wall_ms=round(t.wall_ns / 1e6, 4),
-                cpu_ms=round(t.cpu_ns / 1e6, 4),
-                core_wait_ms=round(t.core_wait_ns / 1e6, 4),
-                gil_wait_ms=round(t.gil_wait_ns / 1e6, 4),
-            )
-            for t in pool.times()
-        ]
-        if pool is not None and gil
-        else None
-    )
+    unprofiled = timing(args, started, model, made, dist)
+    phases.end("timing")
+    profiled = profile(args, proto, started, model, made)
     phases.end("profile")
     proto.emit(PhaseEvent(phase="export"))  # the runner stops sampling the threads here
-
-    # The prediction's sequential per-branch times: a sequential run's own profiled steps (from its
-    # trace, below); any other mode measures the model's own forward here (`branch_timing`).
     measured = None
-    if args.mode != BASELINE_MODE and analysis.regions:
-        from branchscope.profiling.run.branch_timing import MAX_STEPS, MIN_STEPS, measure_branch_times
-
-        def own_step() -> None:
-            if loaded.train_step is None:
-                call(loaded.model, "measuring its branches for the prediction")
-                return
-            with torch.enable_grad():
-                loaded.train_step(loaded.model, loaded.example)
-
-        n = min(MAX_STEPS, max(MIN_STEPS, args.steps))
-        try:
-            measured = measure_branch_times(loaded.model, analysis, own_step, n, sync)
-        except Exception as exc:  # noqa: BLE001 - the run's results stand; the prediction is left out, said why
-            analysis.notes.append(f"no prediction: measuring the branches failed: {type(exc).__name__}: {exc}".splitlines()[0])
+    if measures_branches(started, analysis):
+        measured = prediction(args, model, analysis)
         phases.end("prediction")
-
-    trace = _exported_trace(prof, args.out / "trace.raw.json")
-    census.note("other")
-
-    threads = {**census.names, **read_thread_names()}
-    _name_threads(trace, threads)
-    interop, intra = census.interop_tids, census.intra_tids
-    if not census.names:  # no /proc here: no census
-        interop = _pool_tids_from_trace(trace)
-    cores = usable_cores()
-    branches = analysis.to_json()
-    device_label = device if not is_cuda else f"{device} ({torch.cuda.get_device_name()})"
-    trace["branchscope"] = {
-        "mode": args.mode,
-        "interop": args.interop,
-        "intra": args.intra,
-        "cores": cores,
-        "device": device_label,
-        "main_tid": main_tid,
-        "interop_tids": interop,
-        "intra_tids": intra,
-        "branches": branches,
-        "left_out": [x.to_json() for x in analysis.left_out],
-        "model": loaded.label,
-        "source": loaded.kind,
-        "python": python_version(),
-        "gil": gil,
-    }
-    if branch_threads is not None:
-        trace["branchscope"]["branch_threads"] = [msgspec.to_builtins(t) for t in branch_threads]
-    prediction = None
-    if plan.marks is not None and plan.marks.unmatched_steps:
-        analysis.notes.append(
-            f"no prediction: the model's module calls did not match its graph's in {plan.marks.unmatched_steps} of "
-            f"{plan.marks.steps} steps (its forward took another path), so its branch marks cannot be trusted"
-        )
-    else:
-        prediction = _prediction(args.mode, branches, trace, measured)
-    if prediction is not None:
-        trace["branchscope"]["prediction"] = to_builtins(prediction)
-    ranked: dict[str, Any] = {}
-    if dist is not None:
-        ranked = {"rank": dist.rank, "local_rank": dist.local_rank, "world_size": dist.world_size, "backend": backend}
-        trace["branchscope"].update(ranked)
-    _write_trace(args.out / "trace.json", trace)
-    phases.end("export")
-
-    profiled_stats, unprofiled_stats = StepStats.of(steps_ms), StepStats.of(unprofiled)
-    assert profiled_stats is not None and unprofiled_stats is not None  # K >= 1 steps of each
-    median, unprofiled_median = profiled_stats.median, unprofiled_stats.median
-    return RunRecord(
-        format=RUN_FORMAT,
-        mode=args.mode,
-        plan_by=mode.plan_title,
-        interop=args.interop,
-        intra=args.intra,
-        cores=cores,
-        device=device_label,
-        torch=str(torch.__version__),
-        python=python_version(),
-        python_executable=sys.executable,
-        gil=gil,
-        branch_threads=branch_threads,
-        model=loaded.label,
-        source=loaded.kind,
-        input_shapes=list(args.input_shapes) or None,
-        dtype=args.dtype if args.input_shapes else None,
-        steps=args.steps,
-        warmup=args.warmup,
-        steps_ms=[round(x, 4) for x in steps_ms],
-        median_ms=round(median, 4),
-        unprofiled_steps=len(unprofiled),
-        unprofiled_steps_ms=[round(x, 4) for x in unprofiled],
-        unprofiled_median_ms=round(unprofiled_median, 4),
-        unprofiled_spread_ms=unprofiled_stats.rounded_spread(4),
-        profiler_overhead=round(median / unprofiled_median, 4) if unprofiled_median > 0 else None,
-        warmup_steps=len(warmup.times_ms),
-        warmup_steps_ms=[round(x, 4) for x in warmup.times_ms],
-        warmup_settled=warmup.settled,
-        warmup_cap=warmup.cap,
-        phase_seconds=phases.seconds,
-        tracer_seconds={tracer: round(s, 4) for tracer, s in analysis.tracer_seconds.items()},
-        plan_build_seconds=None if plan.build_s is None else round(plan.build_s, 4),
-        plan_compile_seconds=None if plan.compile_s is None else round(plan.compile_s, 4),
-        warnings=run_warnings(warmup, unprofiled, steps_ms),
-        branches=[BranchRecord(**b) for b in branches],
-        regions=len({b["region"] for b in branches}),
-        max_abs_diff=diff,
-        main_tid=main_tid,
-        interop_tids=interop,
-        intra_tids=intra,
-        threads_applied={"interop": torch.get_num_interop_threads(), "intra": torch.get_num_threads()},
-        pid=os.getpid(),
-        threads={str(tid): name for tid, name in sorted(threads.items())},
-        fx_error=analysis.fx_error,
-        tracer=analysis.tracer,
-        tracer_errors=analysis.tracer_errors,
-        notes=analysis.notes,
-        left_out=[LeftOutRecord(**x.to_json()) for x in analysis.left_out],
-        prediction=prediction,
-        plan="plan.py" if plan.source else None,
-        trace="trace.json.gz",
-        trace_clock=TraceClock(**_trace_clock(trace)),
-        train_step=loaded.train_step is not None,
-        **ranked,
-        complete=True,
-    )
-
-
-def load_requested_model(args: argparse.Namespace, device: str) -> Any:
-    """The model the worker's arguments name (--demo or --model, a TorchScript archive's input
-    shapes and dtype) on `device`, as a `model_source.LoadedModel`; what fails is a RunFailure
-    (a demo this machine cannot run: exit 3; a bad model or its code raising: 2). Imports torch."""
-    from branchscope.profiling.run.model_source import (
-        DemoUnavailableError,
-        ModelCodeError,
-        ModelSourceError,
-        ModelSpec,
-        load_model,
-        parse_input_shape,
-    )
-
-    try:
-        spec = ModelSpec(
-            demo=args.demo,
-            path=args.model,
-            input_shapes=tuple(parse_input_shape(s) for s in args.input_shapes),
-            dtype=args.dtype,
-        )
-        return load_model(spec, device)
-    except DemoUnavailableError as exc:
-        raise RunFailure(EXIT_MODE, str(exc)) from exc
-    except ModelSourceError as exc:
-        raise RunFailure(EXIT_BAD_MODEL, str(exc)) from exc
-    except ModelCodeError as exc:
-        raise RunFailure(EXIT_BAD_MODEL, str(exc), exc.model_traceback) from exc
-
-
-def _prediction(mode: str, branches: list[dict[str, Any]], trace: dict[str, Any], measured: StepSamples | None) -> PredictionRecord | None:
-    """The run's prediction (`profiling/trace/prediction.py`): from a sequential run's profiled
-    steps (its branches' annotations in its trace), or from the unprofiled sequential steps
-    `measured` in the worker for any other mode; None without branches or times."""
-    if not branches:
-        return None
-    source = FROM_MEASURED
-    if mode == BASELINE_MODE:
-        measured = branch_times_from_trace(trace.get("traceEvents", []))
-        source = FROM_PROFILED
-    if measured is None or not measured.steps_ms:
-        return None
-    return predict_from([BranchRecord(**b) for b in branches], measured, source=source)
+    steps = StepTimes(warm, unprofiled, profiled, measured)
+    return export(args, dist, started, model, Planned(analysis, made, diff), steps, phases)
 
 
 def _as_failure(exc: BaseException) -> RunFailure:

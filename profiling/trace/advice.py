@@ -62,14 +62,14 @@ from typing import TypeVar
 from branchscope.profiling.trace.compare import RunSummary
 from branchscope.profiling.trace.mode_traits import ModeTraits, traits_of
 from branchscope.profiling.trace.parts import PartRun, parts_sentence, speedup_parts
-from branchscope.profiling.trace.records import (
+from branchscope.profiling.trace.step_stats import StepStats, overlaps
+from branchscope.profiling.trace.sweep_records import (
     DONE,
     AdviceRecord,
     SpeedupPartsRecord,
     SweepRecord,
     WinnerRecord,
 )
-from branchscope.profiling.trace.step_stats import StepStats, overlaps
 
 T = TypeVar("T")
 

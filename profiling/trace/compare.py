@@ -43,17 +43,12 @@ from branchscope.profiling.trace.model import Trace, TraceFormatError
 from branchscope.profiling.trace.parts import PartRun, speedup_parts
 from branchscope.profiling.trace.prediction import prediction_json
 from branchscope.profiling.trace.ranks import rank_figures
-from branchscope.profiling.trace.records import (
-    LoadRecord,
-    PredictionRecord,
-    RunRecord,
-    SpeedupPartsRecord,
-    to_builtins,
-)
+from branchscope.profiling.trace.records import LoadRecord, PredictionRecord, RunRecord, to_builtins
 from branchscope.profiling.trace.run_info import BRANCH_PREFIX
 from branchscope.profiling.trace.sources import SWEEP, open_source
 from branchscope.profiling.trace.starved import load_starved
 from branchscope.profiling.trace.step_stats import StepStats, speedup
+from branchscope.profiling.trace.sweep_records import SpeedupPartsRecord
 
 #: Categories of events that are not ops: annotations, Python frames, the profiler's own span.
 NOT_OP_CATEGORIES = frozenset(

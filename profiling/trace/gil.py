@@ -30,7 +30,7 @@ from branchscope.profiling.trace.mode_traits import ModeTraits, run_traits
 
 
 class _ThreadFigures(Protocol):
-    """`records.BranchThreadRecord` (run.json) and `run_info.BranchThreadInfo` (the trace) alike."""
+    """`records.BranchThreadRecord`, of run.json and the trace alike."""
 
     tid: int
     calls: int

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from branchscope.profiling.trace.records import SpeedupPartsRecord, SpeedupValueRecord
+from branchscope.profiling.trace.sweep_records import SpeedupPartsRecord, SpeedupValueRecord
 
 #: Bootstrap resamples (at least 2000 for a 95% interval's 2.5% tails).
 RESAMPLES = 4000

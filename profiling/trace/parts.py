@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from branchscope.profiling.trace.mode_traits import ModeTraits, baseline_mode, traits_of
 from branchscope.profiling.trace.pairing import parts_text
-from branchscope.profiling.trace.records import SpeedupPartsRecord, SpeedupValueRecord
+from branchscope.profiling.trace.sweep_records import SpeedupPartsRecord, SpeedupValueRecord
 
 #: A configuration: (mode, inter-op threads, intra-op threads).
 Config = tuple[str, int, int]

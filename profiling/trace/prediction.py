@@ -66,7 +66,7 @@ _STEP = re.compile(r"^step \d+$")
 
 
 class BranchLike(Protocol):
-    """What `predict` reads of a branch (records.BranchRecord, run_info.BranchInfo)."""
+    """What `predict` reads of a branch (records.BranchRecord, of run.json and the trace alike)."""
 
     @property
     def name(self) -> str: ...

@@ -1,23 +1,24 @@
-"""What a run and a sweep write on disk, and the JSON-line events between branchscope's processes,
-as typed records: the one place that knows their keys.
+"""What a run writes on disk, as typed records, and how every record branchscope writes is read:
+the one place that knows run.json's keys and the one lenient parser.
 
 - `RunRecord`: a run folder's run.json (a distributed run's top-level one lists its ranks as
   `RankRecord`s), written by the worker (and the runner, for a distributed run) through
-  `encode_record`, read by every reader through `read_run_record` / `RunRecord.parse`.
-- `SweepRecord` and `CellRecord`: a sweep folder's sweep.json.
-- The events (`PhaseEvent`, `ProgressEvent`, …): one JSON object per line, `{"event": KIND, …}`,
-  decoded by `decode_events`.
+  `encode_record`, read by every reader through `read_run_record` / `RunRecord.parse`; its
+  sub-records (`BranchRecord`, `BranchThreadRecord`, `PredictionRecord`, …) are also those of the
+  trace's run facts (`run_info.RunInfo`). Beside it: failure.json, node-R.json.
+- `lenient`, how every record is read (run.json, the trace's run facts, sweep.json and speedup.json
+  in `sweep_records`), and `decode_answer`, how a child's one-line answer is read strictly. The
+  JSON-line events are in `events`.
 
 What is on disk is untrusted data: a record is parsed field by field (`lenient`), and a field that
 is missing or holds a value of the wrong type (a string for a number, a bool for an int, NaN) reads
 as its default (None, empty), never as an error and never as a path to act on. Folders written by
-earlier versions (run.json before it had a "format", sweep.json version 1) still open: their keys
-are the same. `RUN_FORMAT` and `SWEEP_FORMAT` say which version wrote a file.
+earlier versions (run.json before it had a "format") still open: their keys are the same.
+`RUN_FORMAT` says which version wrote a file.
 
 The trace side holds these (`branchscope.profiling.run` writes them; the run engine may import the
 trace engine, never the reverse). No torch, no Qt.
 """
-
 from __future__ import annotations
 
 import json
@@ -28,26 +29,18 @@ import typing
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, Union
+from typing import Annotated, Any, TypeVar, Union
 
 import msgspec
 
 from branchscope.profiling.files import read_json_object
-from branchscope.profiling.trace.mode_traits import ModeTraits, baseline_mode, traits_of
-from branchscope.profiling.trace.step_stats import Spread, StepStats, within_noise_over_passes
+from branchscope.profiling.trace.mode_traits import ModeTraits, traits_of
+from branchscope.profiling.trace.step_stats import Spread, StepStats
 
 #: run.json's format: 2 adds "format", "input_shapes", "dtype" and "nproc" to what version 1 (no
 #: "format" key) wrote; 3 adds "starved" (and "load"'s "own_cores" and "own_wait_cores"),
 #: "plan_by" and the prediction's "by_threads_ci95"; everything else is read the same.
 RUN_FORMAT = 3
-#: sweep.json's "sweep" key: its version, and what marks a sweep.json as branchscope's (1: before
-#: "nproc"; 2: before the cells' "starved" and "plan_by" and the sweep's "advice"). Every version still opens.
-SWEEP_FORMAT = 3
-SWEEP_FORMATS = (1, 2, 3)
-
-#: The baseline mode's name, for callers that have not yet moved to its traits
-#: (`mode_traits.ModeTraits.baseline`, `mode_traits.baseline_mode`).
-BASELINE_MODE = baseline_mode()
 
 
 def runs_branches_side_by_side(mode: str | None, interop: int | None) -> bool:
@@ -57,7 +50,6 @@ def runs_branches_side_by_side(mode: str | None, interop: int | None) -> bool:
     return traits_of(mode).side_by_side(interop)
 
 RUN_JSON = "run.json"
-SWEEP_JSON = "sweep.json"
 DEFAULT_TRACE = "trace.json.gz"
 #: A distributed run's rank folders (rank-0, rank-1, …), as written and as read back: a name read
 #: from a run.json counts as a rank's folder only in this shape.
@@ -67,6 +59,8 @@ RANK_DIR = re.compile(r"rank-(?:0|[1-9][0-9]{0,5})")
 RANK_FILE = re.compile(rf"{RANK_DIR.pattern}/[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 #: A rank's own run.json, likewise.
 RANK_RUN = re.compile(rf"{RANK_DIR.pattern}/{re.escape(RUN_JSON)}")
+#: A mode's name as run.json and sweep.json write it.
+MODE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 T = TypeVar("T")
 
@@ -149,13 +143,18 @@ def _finite(value: Any) -> bool:
 
 
 def _struct_of_list(tp: Any) -> type[msgspec.Struct] | None:
-    """S for a field typed `list[S]` or `list[S] | None`, S a Struct: parsed item by item."""
+    """S for a field typed `list[S]`, `tuple[S, ...]` or either `| None`, S a Struct: parsed item by item."""
     args = [a for a in typing.get_args(tp) if a is not type(None)] if _is_union(tp) else [tp]
-    if len(args) == 1 and typing.get_origin(args[0]) is list:
-        (item,) = typing.get_args(args[0]) or (None,)
+    if len(args) == 1 and typing.get_origin(args[0]) in (list, tuple):
+        item = typing.get_args(args[0])[0] if typing.get_args(args[0]) else None
         if isinstance(item, type) and issubclass(item, msgspec.Struct):
             return item
     return None
+
+
+def _holds_float(tp: Any) -> bool:
+    """Whether a field's type is or holds a float (`float | None`, `dict[str, float]`, `list[float]`)."""
+    return tp is float or any(_holds_float(a) for a in typing.get_args(tp))
 
 
 def _is_union(tp: Any) -> bool:
@@ -180,6 +179,7 @@ class _Field:
     type: Any
     item: type[msgspec.Struct] | None
     struct: type[msgspec.Struct] | None
+    floats: bool
 
 
 _FIELDS: dict[type, tuple[_Field, ...]] = {}
@@ -189,9 +189,12 @@ _DEFAULTS: dict[type, Any] = {}
 def _fields(cls: type) -> tuple[_Field, ...]:
     """`cls`'s fields as `lenient` reads them, worked out once per class (not once per list item)."""
     if cls not in _FIELDS:
-        hints = typing.get_type_hints(cls)
+        hints = typing.get_type_hints(cls, include_extras=True)
         _FIELDS[cls] = tuple(
-            _Field(f.name, f.encode_name, hints[f.name], _struct_of_list(hints[f.name]), _struct_type(hints[f.name]))
+            _Field(
+                f.name, f.encode_name, hints[f.name], _struct_of_list(hints[f.name]), _struct_type(hints[f.name]),
+                _holds_float(hints[f.name]),
+            )
             for f in msgspec.structs.fields(cls)
         )
     return _FIELDS[cls]
@@ -204,12 +207,13 @@ def _defaults(cls: type) -> Any:
     return _DEFAULTS[cls]
 
 
-def lenient(cls: type[T], obj: Any) -> T:
+def lenient(cls: type[T], obj: Any, *, digits: bool = False) -> T:
     """`cls` (a msgspec Struct whose fields all have defaults) from the dict `obj`, field by field:
     a field missing, of the wrong type or not finite keeps its default; a list of structs keeps the
     items that parse (each leniently; dropped when it is not an object or lacks a field its class
-    names in `REQUIRED`). Keys `cls` does not know are ignored. `obj` not a dict: every field's
-    default."""
+    names in `REQUIRED`), and a struct that lacks one is its field's default. Keys `cls` does not
+    know are ignored. `obj` not a dict: every field's default. `digits`: a float may be the string
+    of its digits (the trace reader keeps them so, `decode`'s float_hook=str)."""
     if not isinstance(obj, dict):
         return cls()
     values: dict[str, Any] = {}
@@ -218,18 +222,25 @@ def lenient(cls: type[T], obj: Any) -> T:
             continue
         raw = obj[f.key]
         if f.item is not None and isinstance(raw, list):
-            values[f.name] = [x for x in (lenient(f.item, x) for x in raw) if _complete(x)]
+            items = [x for x in (lenient(f.item, x, digits=digits) for x in raw) if _complete(x)]
+            values[f.name] = tuple(items) if _is_tuple(f.type) else items
             continue
         if f.struct is not None and isinstance(raw, dict):
-            values[f.name] = lenient(f.struct, raw)
+            if _complete(record := lenient(f.struct, raw, digits=digits)):
+                values[f.name] = record
             continue
         try:
-            value = msgspec.convert(raw, f.type)
+            value = msgspec.convert(raw, f.type, strict=not (digits and f.floats))
         except (msgspec.ValidationError, TypeError, ValueError, RecursionError):
             continue
         if _finite(value):
             values[f.name] = value
     return cls(**values)
+
+
+def _is_tuple(tp: Any) -> bool:
+    args = [a for a in typing.get_args(tp) if a is not type(None)] if _is_union(tp) else [tp]
+    return typing.get_origin(args[0]) is tuple
 
 
 def _complete(record: Any) -> bool:
@@ -283,6 +294,10 @@ class LeftOutRecord(msgspec.Struct, kw_only=True):
     why: str = ""
 
 
+#: A time that cannot be negative (a negative one reads as its field's default).
+Ms = Annotated[float, msgspec.Meta(ge=0)]
+
+
 class BranchThreadRecord(msgspec.Struct, kw_only=True):
     """One thread of threads mode's Python pool over the profiled steps (run.json's
     `branch_threads`), measured by the thread itself around each branch it ran: `calls` branches,
@@ -295,10 +310,10 @@ class BranchThreadRecord(msgspec.Struct, kw_only=True):
 
     tid: int = 0
     calls: int = 0
-    wall_ms: float = 0.0
-    cpu_ms: float = 0.0
-    core_wait_ms: float = 0.0
-    gil_wait_ms: float = 0.0
+    wall_ms: Ms = 0.0
+    cpu_ms: Ms = 0.0
+    core_wait_ms: Ms = 0.0
+    gil_wait_ms: Ms = 0.0
 
 
 class RegionPredictionRecord(msgspec.Struct, kw_only=True):
@@ -323,7 +338,9 @@ class PredictionRecord(msgspec.Struct, kw_only=True):
     ({"2": x, "4": y}, Amdahl over the serial part and each region's makespan), the sequential step
     and its serial part (ms), the regions, where the times came from (`from`: "this run's N profiled
     steps" or "N sequential steps measured in the worker"), the branches without a time and each
-    branch's time."""
+    branch's time. A prediction without `by_threads` is none."""
+
+    REQUIRED: typing.ClassVar[tuple[str, ...]] = ("by_threads",)
 
     by_threads: dict[str, float] = msgspec.field(default_factory=dict)
     #: The bound's 95% interval for k threads ({"2": [lo, hi]}): a bootstrap over the sequential
@@ -625,409 +642,3 @@ def read_run_record(folder: str | Path, *, follow_symlinks: bool = True) -> RunR
         return RunRecord.parse(read_json_object(Path(folder) / RUN_JSON, follow_symlinks=follow_symlinks))
     except (OSError, ValueError):
         return None
-
-
-# ---------------------------------------------------------------- sweep.json
-
-#: A sweep cell's status.
-DONE, FAILED, NOT_RUN = "done", "failed", "not run"
-#: A mode's name as run.json and sweep.json write it.
-MODE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
-#: A sweep cell's run folder inside the sweep's folder, as branchscope names it ("fork-2x1"): a name
-#: read from sweep.json is data, and counts only in this shape ("..", "a/b", a path never do).
-CELL_FOLDER = re.compile(rf"{MODE_NAME.pattern}-[1-9][0-9]{{0,5}}x[1-9][0-9]{{0,5}}")
-
-
-class WinnerRecord(msgspec.Struct, kw_only=True):
-    """The run the advice names the winner: its configuration and `index`, its place among what was
-    compared (a sweep.json cell's index in "cells", a `compare` run's index as --baseline K counts)."""
-
-    mode: str | None = None
-    interop: int | None = None
-    intra: int | None = None
-    index: int | None = None
-
-
-class AdviceRecord(msgspec.Struct, kw_only=True):
-    """Which way of using the cores served a model better (`profiling/trace/advice.py`), as sweep.json
-    and `compare --json` write it: the line (`text`), the `winner` (null when the two are within
-    noise, when either was starved of cores, or when no pair could be made) and the `reason`, a
-    sentence that begins with what decided it ("faster: …", "within noise: …", "starved: …",
-    "not paired: …"). `parts`: the paired fork or threads run's speedup over sequential 1×J in
-    its parts (`profiling/trace/parts.py`: from the medians of the sequential 1×J and M 1×J runs
-    beside it, no intervals), null where those are not among the runs or either of the pair was
-    starved."""
-
-    text: str = ""
-    winner: WinnerRecord | None = None
-    reason: str = ""
-    parts: SpeedupPartsRecord | None = None
-
-
-class CellRecord(msgspec.Struct, kw_only=True):
-    """One cell of a sweep: its configuration, its run folder (DIR/MODE-IxJ), what it gave."""
-
-    mode: str | None = None
-    interop: int | None = None
-    intra: int | None = None
-    run: str | None = None
-    status: str = NOT_RUN
-    oversubscribed: bool = False
-    median_ms: float | None = None
-    unprofiled_median_ms: float | None = None
-    #: [min, q1, q3, max] of the unprofiled steps.
-    unprofiled_spread_ms: Spread | None = None
-    unprofiled_steps: int | None = None
-    error: str | None = None
-    exit_code: int | None = None
-    #: The unprofiled median of each pass that finished, in the order they ran (`sweep.py`: the
-    #: cell's `unprofiled_median_ms` is their median, its spread that of the passes' steps pooled).
-    pass_medians_ms: list[float] | None = None
-    #: Passes of this cell that failed while another finished (`error` holds the last one's message).
-    failed_passes: int = 0
-    #: The mode starts no inter-op pool (sequential, streams): this one run stands for every inter-op
-    #: count of the sweep, which runs it once per intra-op count.
-    any_interop: bool = False
-    #: One of its passes' runs was starved of cores (run.json's `starved`): it names no winner.
-    starved: bool = False
-    #: How a speedup's parts name its mode's plan ("TorchScript's plan": `modes.Mode.plan_title`,
-    #: as run.json's `plan_by`), for the advice's parts; None in a sweep.json of before it.
-    plan_by: str | None = None
-
-    @property
-    def label(self) -> str:
-        return f"{self.mode} {self.interop}×{self.intra}"
-
-    def within_noise(self, other: CellRecord) -> bool:
-        """Whether the two finished cells are within noise of each other (`step_stats.within_noise_over_passes`:
-        their pooled steps' interquartile ranges, or the ranges of their passes' medians, overlap)."""
-        a, b = self._noise(), other._noise()
-        return a is not None and b is not None and within_noise_over_passes(a[0], a[1], b[0], b[1])
-
-    def _noise(self) -> tuple[tuple[float, float], tuple[float, float]] | None:
-        ms = self.unprofiled_median_ms
-        if self.status != DONE or ms is None:
-            return None
-        spread = self.unprofiled_spread_ms
-        iqr = (spread[1], spread[2]) if spread is not None and len(spread) == 4 else (ms, ms)
-        medians = self.pass_medians_ms or [ms]
-        return iqr, (min(medians), max(medians))
-
-
-class SweepRecord(msgspec.Struct, kw_only=True):
-    """A sweep folder's sweep.json: the axes, the run options of every cell, and the cells."""
-
-    sweep: int = SWEEP_FORMAT
-    demo: str | None = None
-    model: str | None = None
-    modes: list[str] | None = None
-    interop: list[int] | None = None
-    intra: list[int] | None = None
-    steps: int | None = None
-    warmup: int | None = None
-    device: str | None = None
-    nproc: int | None = None
-    cores: int | None = None
-    complete: bool = False
-    cancelled: str | None = None
-    best: int | None = None
-    cells: list[CellRecord] = msgspec.field(default_factory=list)
-    #: The passes asked for (each cell ran once per pass, round-robin); None: an earlier sweep's one.
-    passes: int | None = None
-    #: Every finished cell within noise of the best, the best first (`tie_indices`): "best" is this
-    #: set when it holds several; `best` stays the lowest median for earlier readers.
-    ties: list[int] | None = None
-    #: Which way of using the cores served the model better among the finished cells
-    #: (`profiling/trace/advice.py`); None when the cells are not of both ways (and before version 3).
-    advice: AdviceRecord | None = None
-
-    @classmethod
-    def parse(cls, obj: Any) -> SweepRecord:
-        return lenient(cls, obj)
-
-    @property
-    def model_label(self) -> str | None:
-        return self.demo or (Path(self.model).name if self.model else None)
-
-    def best_index(self) -> int | None:
-        """The finished cell with the lowest unprofiled median (the first of equals); None when none finished."""
-        best: tuple[float, int] | None = None
-        for i, c in enumerate(self.cells):
-            ms = c.unprofiled_median_ms
-            if c.status == DONE and ms is not None and (best is None or ms < best[0]):
-                best = (ms, i)
-        return best[1] if best else None
-
-    def tie_indices(self) -> list[int]:
-        """The best cell and every finished cell within noise of it (`CellRecord.within_noise`), by
-        median (the best first); [] when no cell finished."""
-        best = self.best_index()
-        if best is None:
-            return []
-        b = self.cells[best]
-        tied = [i for i, c in enumerate(self.cells) if i != best and c.within_noise(b)]
-        tied.sort(key=lambda i: (self.cells[i].unprofiled_median_ms or 0.0, i))
-        return [best, *tied]
-
-    def tied(self) -> list[int]:
-        """`ties` as written, each a finished cell, else computed (a sweep.json of before ties)."""
-        n = len(self.cells)
-        if self.ties and all(0 <= i < n and self.cells[i].status == DONE for i in self.ties):
-            return list(self.ties)
-        return self.tie_indices()
-
-
-def is_sweep_json(obj: Any) -> bool:
-    """Whether decoded JSON is a sweep.json of branchscope's (its version and a list of cells)."""
-    return isinstance(obj, dict) and obj.get("sweep") in SWEEP_FORMATS and isinstance(obj.get("cells"), list)
-
-
-# ---------------------------------------------------------------- speedup.json (`branchscope speedup`)
-
-SPEEDUP_JSON = "speedup.json"
-#: speedup.json's format: 2 adds each added configuration's `"added": "parts"` and each parallel
-#: configuration's `parts` (plan and parallel speedups) to what version 1 has; both are read.
-SPEEDUP_FORMAT = 2
-SPEEDUP_FORMATS = (1, 2)
-#: `PairedConfigRecord.added` of a configuration `speedup` measured for the parts of another's speedup.
-ADDED_FOR_PARTS = "parts"
-#: What the paired worker writes into its staging folder (read by `run/paired.py`, never kept).
-PAIRED_TIMES_JSON = "paired.json"
-#: How `branchscope speedup` measured: one worker stepping the configurations in turn, or a fresh
-#: worker per configuration in each round.
-IN_ONE_WORKER = "in one worker"
-ACROSS_WORKERS = "across workers"
-
-
-class PairedConfigRecord(msgspec.Struct, kw_only=True):
-    """One configuration of a paired measurement and the step times it gave (in the order taken;
-    across workers: one per round, each a fresh worker's median)."""
-
-    mode: str | None = None
-    interop: int | None = None
-    intra: int | None = None
-    median_ms: float | None = None
-    steps: int | None = None
-    steps_ms: list[float] | None = None
-    #: The plan's outputs against the model's own forward (the paired worker checks each plan once).
-    max_abs_diff: float | None = None
-    #: `ADDED_FOR_PARTS` where `speedup` measured it beside the user's configurations (format 2).
-    added: str | None = None
-    #: A pool mode's 1×J run as its plan with each branch waited for at once, on the pool of the
-    #: worker's other configuration (format 2; `run/paired.py`'s `PairedConfig.one_at_a_time`).
-    one_at_a_time: bool = False
-
-    @property
-    def label(self) -> str:
-        return f"{self.mode} {self.interop}×{self.intra}" + (" (one branch at a time)" if self.one_at_a_time else "")
-
-
-class PairedTimesRecord(msgspec.Struct, kw_only=True):
-    """The paired worker's results (`PAIRED_TIMES_JSON`): each configuration's step times and, per
-    round, the order the configurations ran in (indexes into `configs`)."""
-
-    configs: list[PairedConfigRecord] = msgspec.field(default_factory=list)
-    order: list[list[int]] = msgspec.field(default_factory=list)
-    model: str | None = None
-    device: str | None = None
-    torch: str | None = None
-    cores: int | None = None
-    #: What the branches could give, from sequential steps the worker timed after the rounds.
-    prediction: PredictionRecord | None = None
-    complete: bool = False
-
-    @classmethod
-    def parse(cls, obj: Any) -> PairedTimesRecord:
-        return lenient(cls, obj)
-
-
-class SpeedupValueRecord(msgspec.Struct, kw_only=True):
-    """A configuration's speedup over the baseline: the median of per-pair ratios (baseline / it),
-    its 95% bootstrap interval, and whether that interval leaves 1.0 out."""
-
-    median: float | None = None
-    ci95: list[float] | None = None
-    distinguishable: bool = False
-    #: A parallel configuration's speedup in its parts (format 2; see `SpeedupPartsRecord`).
-    parts: SpeedupPartsRecord | None = None
-
-
-class SpeedupPartsRecord(msgspec.Struct, kw_only=True):
-    """A parallel configuration M I×J's speedup over sequential 1×J in two parts, each paired:
-    `plan`, M 1×J over sequential 1×J (what running the mode's plan on one thread changes: for fork,
-    TorchScript's interpreter and fusion; for threads, its overhead), and `parallel`, M I×J over M
-    1×J (what the I threads gave). `plan_by` names the plan in the mode's own words. Every field
-    has a default, as `lenient` needs (a sweep.json's advice holds one too: untrusted data)."""
-
-    plan: SpeedupValueRecord = msgspec.field(default_factory=SpeedupValueRecord)
-    parallel: SpeedupValueRecord = msgspec.field(default_factory=SpeedupValueRecord)
-    plan_by: str | None = None
-    #: M I×J over sequential 1×J, paired as the parts are: the whole they split (the speedup
-    #: itself when the baseline is sequential 1×J).
-    whole: SpeedupValueRecord | None = None
-    #: The configurations the parts compare, as indexes into `configs`: sequential 1×J and M 1×J.
-    sequential: int | None = None
-    one_thread: int | None = None
-
-
-class SpeedupRecord(msgspec.Struct, kw_only=True):
-    """speedup.json (and `branchscope speedup --json`): the configurations measured in alternation,
-    the baseline's index, one speedup per configuration (null for the baseline itself), how it was
-    measured (`IN_ONE_WORKER` or `ACROSS_WORKERS`) and the order of each round; `prediction`, the
-    speedup the branch graph allows (`prediction.prediction_json`: from sequential steps the paired worker
-    timed; null without branches)."""
-
-    paired: int = SPEEDUP_FORMAT
-    demo: str | None = None
-    model: str | None = None
-    device: str | None = None
-    cores: int | None = None
-    measured: str | None = None
-    rounds: int | None = None
-    #: Across workers: the timed steps of each worker (its median is the round's time).
-    worker_steps: int | None = None
-    configs: list[PairedConfigRecord] = msgspec.field(default_factory=list)
-    baseline: int = 0
-    speedup: list[SpeedupValueRecord | None] = msgspec.field(default_factory=list)
-    order: list[list[int]] = msgspec.field(default_factory=list)
-    prediction: dict[str, Any] | None = None
-
-    @classmethod
-    def parse(cls, obj: Any) -> SpeedupRecord:
-        return lenient(cls, obj)
-
-
-def is_speedup_json(obj: Any) -> bool:
-    """Whether decoded JSON is a speedup.json of branchscope's (its version and a list of configs)."""
-    return isinstance(obj, dict) and obj.get("paired") in SPEEDUP_FORMATS and isinstance(obj.get("configs"), list)
-
-
-# ---------------------------------------------------------------- JSON-line events
-
-
-class Event(msgspec.Struct, tag_field="event", kw_only=True, omit_defaults=True):
-    """One line between branchscope's processes: `{"event": KIND, …}`. A rank's events (a
-    distributed run's worker, through its own file) carry its `rank` and `t` (the monotonic clock)."""
-
-    rank: int | None = None
-    t: float | None = None
-
-
-class PhaseEvent(Event, tag="phase", kw_only=True):
-    """The worker entered a phase: "load", "warmup", "timing", "profile" or "export"."""
-
-    phase: str
-
-
-class ProgressEvent(Event, tag="progress", kw_only=True):
-    """Profiled step `step` of `of` finished (in a sweep: of cell `index`)."""
-
-    step: int
-    of: int
-    index: int | None = None
-
-
-class ErrorEvent(Event, tag="error", kw_only=True):
-    """The run (or sweep) failed: one line, the model's traceback, the worker's exit code."""
-
-    message: str = ""
-    traceback: str | None = None
-    exit_code: int | None = None
-    out: str | None = None
-
-
-class FinishedEvent(Event, tag="finished", kw_only=True):
-    """The worker wrote its run.json (the worker's last word to the runner)."""
-
-    run: str
-
-
-class DoneEvent(Event, tag="done", kw_only=True):
-    """The run (or sweep) succeeded: its folder and its run.json (or sweep.json)."""
-
-    out: str
-    run: RunRecord | None = None
-    sweep: SweepRecord | None = None
-    #: `branchscope speedup --jsonl`: its record (`out`: its --out DIR, or "").
-    speedup: SpeedupRecord | None = None
-
-
-class HelloEvent(Event, tag="hello", kw_only=True):
-    """A rank's worker started (its pid, for the CPU sampler)."""
-
-    pid: int
-
-
-class ExitedEvent(Event, tag="exited", kw_only=True):
-    """A rank's worker ended: its exit status, or -N for signal N (said by the process watching it)."""
-
-    pid: int | None = None
-    code: int
-
-
-class EndedEvent(Event, tag="ended", kw_only=True):
-    """A rank's first process is gone (said by its reaper). `stopped`: the reaper woke because
-    someone signalled the rank's group (the launcher stopping the ranks after another failed), not
-    because that process died under it."""
-
-    stopped: bool = False
-
-
-class SweepEvent(Event, tag="sweep", kw_only=True):
-    """A sweep began: sweep.json as first written (every cell "not run")."""
-
-    out: str
-    sweep: SweepRecord
-
-
-class CellEvent(Event, tag="cell", kw_only=True):
-    """Sweep cell `index` (of `of`) ended, in `folder`; `best` is the sweep's best cell now."""
-
-    index: int
-    of: int
-    out: str
-    folder: str
-    cell: CellRecord
-    best: int | None = None
-    #: The pass this run of the cell belongs to (from 1) and the passes asked for.
-    sweep_pass: int | None = None
-    passes: int | None = None
-    #: The sweep's ties now (`SweepRecord.ties`).
-    ties: list[int] | None = None
-
-
-AnyEvent = Union[  # noqa: UP007 - msgspec needs the union as an object
-    PhaseEvent,
-    ProgressEvent,
-    ErrorEvent,
-    FinishedEvent,
-    DoneEvent,
-    HelloEvent,
-    ExitedEvent,
-    EndedEvent,
-    SweepEvent,
-    CellEvent,
-]
-_EVENT_DECODER = msgspec.json.Decoder(AnyEvent)
-_ENCODER = msgspec.json.Encoder()
-
-
-def encode_event(event: Event) -> bytes:
-    """One event as its line (without the newline)."""
-    return _ENCODER.encode(event)
-
-
-def decode_events(lines: Iterable[bytes]) -> list[Event]:
-    """The events among JSON lines; a line that is not one (anything else a process printed, a kind
-    this version does not know, a field of the wrong type, a line past MAX_ANSWER_BYTES or nested
-    past MAX_ANSWER_DEPTH) is skipped."""
-    events: list[Event] = []
-    for line in lines:
-        if not line.strip() or len(line) > MAX_ANSWER_BYTES or json_deeper_than(line):
-            continue
-        try:
-            events.append(_EVENT_DECODER.decode(line))
-        except (msgspec.DecodeError, RecursionError):
-            continue
-    return events
-

@@ -50,22 +50,24 @@ from branchscope.profiling.trace.merge import (
 from branchscope.profiling.trace.model import Trace, TraceFormatError
 from branchscope.profiling.trace.reader import ProgressCallback, check_trace_path
 from branchscope.profiling.trace.records import (
-    CELL_FOLDER,
-    DONE,
-    FAILED,
     MODE_NAME,
-    NOT_RUN,
     RANK_RUN,
     RUN_JSON,
-    SWEEP_JSON,
     RunRecord,
-    SweepRecord,
-    is_sweep_json,
     model_label,
     read_run_record,
 )
 from branchscope.profiling.trace.run_info import RunInfo
 from branchscope.profiling.trace.snapshot import is_snapshot
+from branchscope.profiling.trace.sweep_records import (
+    CELL_FOLDER,
+    DONE,
+    FAILED,
+    NOT_RUN,
+    SWEEP_JSON,
+    SweepRecord,
+    is_sweep_json,
+)
 
 try:  # ISA-L inflates faster than zlib; the stdlib stays the fallback (as in the trace reader).
     from isal.igzip import IGzipFile as _GzipFile

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from branchscope.profiling.trace.records import SWEEP_JSON
 from branchscope.app.pages.compare_page import ComparePage
 from branchscope.app.pages.sweep_page import SweepPage
+from branchscope.profiling.trace.sweep_records import SWEEP_JSON
 from tests.builders.runs import ADVICE_SEQ_WINS, write_advice_runs
 
 SEQ_WINS = f"Advice: {ADVICE_SEQ_WINS}"

@@ -17,7 +17,7 @@ from branchscope.app.run_controller import FinishedRun, RunController, RunSpec
 from branchscope.app.sweep_controller import SweepController
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.sweep import SweepRequest
-from branchscope.profiling.trace.records import SweepRecord
+from branchscope.profiling.trace.sweep_records import SweepRecord
 
 #: Says it started, then waits until stopped; on SIGTERM it says more (a step, done) and exits 0:
 #: what a cancelled job says after `cancel()` must never reach the controller's signals.

@@ -11,7 +11,7 @@ from branchscope.app.pages.compare_page import ComparePage
 from branchscope.app.pages.run_page import RunPage
 from branchscope.app.pages.sweep_page import SweepPage
 from branchscope.app.run_controls import RERUN_DELAY_MS
-from branchscope.profiling.trace.records import SWEEP_JSON
+from branchscope.profiling.trace.sweep_records import SWEEP_JSON
 from tests.app.test_distributed_open import _distributed_folder
 from tests.builders.runs import write_run_folder, write_run_json, write_small_trace, write_sweep_folder
 

@@ -18,7 +18,8 @@ from branchscope.app.main_window import MainWindow
 from branchscope.app.run_controller import RunController, prune_runs
 from branchscope.profiling.run.folder import RunFolder, RunFolderError, not_ours, remove_if_all_ours
 from branchscope.profiling.run.sweep import SweepCell
-from branchscope.profiling.trace.records import RunRecord, SweepRecord, encode_record
+from branchscope.profiling.trace.records import RunRecord, encode_record
+from branchscope.profiling.trace.sweep_records import SweepRecord
 from tests.gui_helpers import FAKE_RUNNER
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux processes and links")

@@ -11,7 +11,7 @@ import sys
 import psutil
 import pytest
 
-from branchscope.profiling.trace.records import SPEEDUP_JSON
+from branchscope.profiling.trace.sweep_records import SPEEDUP_JSON
 from tests.paths import ROOT
 
 pytestmark = [

@@ -18,7 +18,9 @@ from PySide6.QtCore import QPointF, Qt
 from branchscope.app.sweep_controller import SweepController
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.sweep import SWEEP_JSON, SweepRequest, load_sweep
-from branchscope.profiling.trace.records import CellEvent, CellRecord, SweepRecord, lenient
+from branchscope.profiling.trace.events import CellEvent
+from branchscope.profiling.trace.records import lenient
+from branchscope.profiling.trace.sweep_records import CellRecord, SweepRecord
 from branchscope.widgets.sweep_view import SweepView
 from tests.builders.runs import write_sweep_json
 from tests.gui_helpers import show

@@ -74,7 +74,8 @@ def write_advice_runs(folder: Path) -> dict[str, Path]:
 
 def write_sweep_folder(folder: Path) -> Path:
     """A finished sweep of two cells (sequential 1×1 at 40 ms, fork 2×1 at 20 ms), as `branchscope sweep` leaves it."""
-    from branchscope.profiling.trace.records import SWEEP_JSON, CellRecord, SweepRecord, encode_record
+    from branchscope.profiling.trace.records import encode_record
+    from branchscope.profiling.trace.sweep_records import SWEEP_JSON, CellRecord, SweepRecord
 
     a = write_run_folder(folder / "sequential-1x1", "sequential", 1, 1, 40.0)
     b = write_run_folder(folder / "fork-2x1", "fork", 2, 1, 20.0)
@@ -91,7 +92,8 @@ def write_sweep_folder(folder: Path) -> Path:
 def write_sweep_json(folder: Path, cells: list[dict[str, Any]], **fields: Any) -> Path:
     """FOLDER/sweep.json of these cells (plain dicts: `records.CellRecord`'s fields; `run` defaults to
     MODE-IxJ, `status` to "done") and sweep fields, as `branchscope sweep` writes it; returns the folder."""
-    from branchscope.profiling.trace.records import SWEEP_JSON, SweepRecord, encode_record
+    from branchscope.profiling.trace.records import encode_record
+    from branchscope.profiling.trace.sweep_records import SWEEP_JSON, SweepRecord
 
     folder.mkdir(parents=True, exist_ok=True)
     full = [{"run": f"{c['mode']}-{c['interop']}x{c['intra']}", "status": "done", **c} for c in cells]

@@ -232,7 +232,8 @@ def test_a_worker_whose_final_record_is_malformed_fails_the_run_with_exit_4(tmp_
 def test_in_a_sweep_a_malformed_worker_answer_is_a_failed_cell_not_the_sweeps_end(tmp_path):
     from branchscope.profiling.run.options import RunOptions
     from branchscope.profiling.run.sweep import SweepRequest, run_sweep
-    from branchscope.profiling.trace.records import FAILED, CellEvent
+    from branchscope.profiling.trace.events import CellEvent
+    from branchscope.profiling.trace.sweep_records import FAILED
 
     python = _worker_that_lies(tmp_path, "[1, 2]")
     cells: list[CellEvent] = []

@@ -28,7 +28,7 @@ from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.processes import CGROUP_PREFIX, RunCgroup, remove_stale_cgroups
 from branchscope.profiling.run.protocol import RunRequest, python_command
 from branchscope.profiling.run.runner import run_profile
-from branchscope.profiling.trace.records import PhaseEvent
+from branchscope.profiling.trace.events import PhaseEvent
 from tests.paths import MODELS
 from tests.processes import alive, kill_all, wait_until
 

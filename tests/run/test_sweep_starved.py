@@ -8,13 +8,8 @@ import json
 
 from branchscope.profiling.run.sweep import best_text, load_sweep, markdown_table, run_sweep
 from branchscope.profiling.trace.advice import advice_line, from_sweep
-from branchscope.profiling.trace.records import (
-    SWEEP_FORMAT,
-    SWEEP_FORMATS,
-    SWEEP_JSON,
-    SweepRecord,
-    to_builtins,
-)
+from branchscope.profiling.trace.records import to_builtins
+from branchscope.profiling.trace.sweep_records import SWEEP_FORMAT, SWEEP_FORMATS, SWEEP_JSON, SweepRecord
 from tests.run.test_sweep import FakeCells, request
 
 

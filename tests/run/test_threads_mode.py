@@ -49,7 +49,7 @@ def test_threads_plan_matches_the_model_for_every_cpu_demo(name, pool):
 
 
 def test_branches_run_on_the_pool_threads_and_the_profiler_records_them(pool, tmp_path):
-    from branchscope.profiling.run.worker import profiler_threads
+    from branchscope.profiling.run.profiled_steps import profiler_threads
 
     loaded, analysis = _prepare(ModelSpec(demo="twin-mm"))
     plan = threads.build_plan(loaded.model, analysis, "cpu", pool=pool)

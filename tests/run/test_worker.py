@@ -165,7 +165,7 @@ def test_worker_rejects_a_cuda_device_it_cannot_use_with_exit_3(tmp_path):
 
 
 class _FakeCuda:
-    """torch.cuda as _resolve_device sees it, on a machine with `count` GPUs (none here)."""
+    """torch.cuda as resolve_device sees it, on a machine with `count` GPUs (none here)."""
 
     def __init__(self, count: int) -> None:
         self.count, self.current = count, 0
@@ -190,10 +190,10 @@ class _FakeCuda:
 def test_resolved_cuda_device_becomes_the_current_one(count, requested, resolved):
     from types import SimpleNamespace
 
-    from branchscope.profiling.run.worker import _resolve_device
+    from branchscope.profiling.run.model_setup import resolve_device
 
     fake = SimpleNamespace(cuda=_FakeCuda(count))
-    assert _resolve_device(fake, requested) == resolved
+    assert resolve_device(fake, requested) == resolved
     if resolved.startswith("cuda:"):  # synchronize(), get_device_name() and friends then use it
         assert fake.cuda.current == int(resolved[5:])
 
@@ -209,10 +209,11 @@ def test_resolved_cuda_device_becomes_the_current_one(count, requested, resolved
 def test_unusable_devices_are_refused_with_the_runners_exit_codes(count, requested, code, message):
     from types import SimpleNamespace
 
-    from branchscope.profiling.run.worker import RunFailure, _resolve_device
+    from branchscope.profiling.run.model_setup import resolve_device
+    from branchscope.profiling.run.protocol import RunFailure
 
     with pytest.raises(RunFailure) as info:
-        _resolve_device(SimpleNamespace(cuda=_FakeCuda(count)), requested)
+        resolve_device(SimpleNamespace(cuda=_FakeCuda(count)), requested)
     assert (info.value.exit_code, str(info.value)) == (code, message)
 
 
@@ -243,7 +244,7 @@ class _Clock:
     ],
 )
 def test_timed_phase_runs_at_least_k_and_up_to_20_steps_or_2_seconds(step_s, steps, timed):
-    from branchscope.profiling.run.worker import timed_steps
+    from branchscope.profiling.run.profiled_steps import timed_steps
 
     clock = _Clock(step_s)
     times = timed_steps(clock.step, steps, clock)
@@ -254,19 +255,19 @@ def test_timed_phase_runs_at_least_k_and_up_to_20_steps_or_2_seconds(step_s, ste
 @pytest.mark.parametrize(("step_s", "steps"), [(0.001, 3), (1.5, 1), (0.001, 30)])
 def test_ranks_time_exactly_the_steps_asked_for_whatever_the_clock_says(step_s, steps):
     """Ranks step together (collectives): a count that depended on each rank's clock would hang them."""
-    from branchscope.profiling.run.worker import timed_steps
+    from branchscope.profiling.run.profiled_steps import timed_steps
 
     clock = _Clock(step_s)
     assert len(timed_steps(clock.step, steps, clock, budget_s=0.0)) == clock.calls == steps
 
 
 def test_without_proc_the_pool_is_the_threads_the_profiler_names_ptthreadpool():
-    from branchscope.profiling.run.worker import _pool_tids_from_trace
+    from branchscope.profiling.run.run_facts import pool_tids_from_trace
 
     meta = [{"ph": "M", "name": "thread_name", "tid": tid, "args": {"name": name}}
             for tid, name in ((1, "pt_main_thread"), (7, "PTThreadPool"), (5, "PTThreadPool"), ("x", "PTThreadPool"))]  # fmt: skip
     ops = [{"ph": "X", "name": "PTThreadPool", "tid": 9}]
-    assert _pool_tids_from_trace({"traceEvents": meta + ops}) == [5, 7]
+    assert pool_tids_from_trace({"traceEvents": meta + ops}) == [5, 7]
 
 
 def test_run_json_says_why_no_tracer_found_a_graph(tmp_path):

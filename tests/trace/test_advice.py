@@ -14,9 +14,9 @@ from branchscope.profiling.trace.advice import (
     missing_text,
 )
 from branchscope.profiling.trace.compare import RunSummary
-from branchscope.profiling.trace.records import CellRecord, SweepRecord
 from branchscope.profiling.trace.starved import threads
 from branchscope.profiling.trace.step_stats import StepStats
+from branchscope.profiling.trace.sweep_records import CellRecord, SweepRecord
 
 SEQUENTIAL, FORK, THREADS = "sequential", "fork", "threads"
 

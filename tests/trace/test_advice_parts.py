@@ -8,8 +8,8 @@ import pytest
 
 from branchscope.profiling.trace.advice import advice_record, advise, from_summaries, from_sweep
 from branchscope.profiling.trace.compare import RunSummary
-from branchscope.profiling.trace.records import CellRecord, SweepRecord
 from branchscope.profiling.trace.step_stats import StepStats
+from branchscope.profiling.trace.sweep_records import CellRecord, SweepRecord
 
 TS = "TorchScript's plan"
 PLANS = {"sequential": "the model's own forward", "fork": TS, "threads": "the threads plan"}

@@ -14,15 +14,10 @@ from branchscope.profiling.trace.advice import (
     from_sweep,
 )
 from branchscope.profiling.trace.compare import RunSummary
-from branchscope.profiling.trace.records import (
-    AdviceRecord,
-    CellRecord,
-    SweepRecord,
-    WinnerRecord,
-    to_builtins,
-)
+from branchscope.profiling.trace.records import to_builtins
 from branchscope.profiling.trace.starved import STARVED_SHARE, could_use, is_starved, run_threads
 from branchscope.profiling.trace.step_stats import StepStats
+from branchscope.profiling.trace.sweep_records import AdviceRecord, CellRecord, SweepRecord, WinnerRecord
 from tests.trace.test_advice import steps
 
 SEQUENTIAL, FORK = "sequential", "fork"

@@ -11,8 +11,8 @@ from branchscope.profiling.trace.gil import BranchThreads, gil_json, gil_line, g
 from branchscope.profiling.trace.mode_traits import LEGACY
 from branchscope.profiling.trace.model import CounterTrack, Lane, build_trace
 from branchscope.profiling.trace.reader import load_trace
-from branchscope.profiling.trace.records import RunRecord
-from branchscope.profiling.trace.run_info import BranchThreadInfo, RunInfo
+from branchscope.profiling.trace.records import BranchThreadRecord, RunRecord
+from branchscope.profiling.trace.run_info import RunInfo
 from tests.builders.runs import write_small_trace
 
 MAIN = Lane(0, "cpu", 1, 1, "thread 1 (python)", "main")
@@ -105,8 +105,8 @@ def test_gil_wait_of_the_small_threads_run_trace(tmp_path):
 
 
 FIGURES = [
-    BranchThreadInfo(tid=11, calls=20, wall_ms=100.0, cpu_ms=60.0, core_wait_ms=5.0, gil_wait_ms=35.0),
-    BranchThreadInfo(tid=12, calls=20, wall_ms=100.0, cpu_ms=56.0, core_wait_ms=7.0, gil_wait_ms=37.0),
+    BranchThreadRecord(tid=11, calls=20, wall_ms=100.0, cpu_ms=60.0, core_wait_ms=5.0, gil_wait_ms=35.0),
+    BranchThreadRecord(tid=12, calls=20, wall_ms=100.0, cpu_ms=56.0, core_wait_ms=7.0, gil_wait_ms=37.0),
 ]
 
 
@@ -130,7 +130,7 @@ def test_no_line_for_other_modes_or_without_figures():
     assert gil_line(LEGACY["fork"], "3.11.7", True, FIGURES) is None
     assert gil_line(THREADS_TRAITS, "3.11.7", True, None) is None
     assert gil_line(THREADS_TRAITS, "3.11.7", True, []) is None
-    idle = [BranchThreadInfo(tid=11)]
+    idle = [BranchThreadRecord(tid=11)]
     assert gil_line(THREADS_TRAITS, "3.11.7", True, idle) == "branch threads: no time inside branches (1 thread, 0 branch calls, Python 3.11.7)"
 
 

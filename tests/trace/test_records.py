@@ -11,27 +11,27 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from branchscope.profiling.trace.records import (
-    CELL_FOLDER,
-    RUN_FORMAT,
-    BranchRecord,
+from branchscope.profiling.trace.events import (
     CellEvent,
-    CellRecord,
     DoneEvent,
     ErrorEvent,
     ExitedEvent,
     PhaseEvent,
     ProgressEvent,
-    RankRecord,
-    RunRecord,
-    SweepRecord,
-    TraceClock,
     decode_events,
     encode_event,
+)
+from branchscope.profiling.trace.records import (
+    RUN_FORMAT,
+    BranchRecord,
+    RankRecord,
+    RunRecord,
+    TraceClock,
     encode_record,
     read_run_record,
     to_builtins,
 )
+from branchscope.profiling.trace.sweep_records import CELL_FOLDER, CellRecord, SweepRecord
 
 
 def test_a_run_record_round_trips_through_the_json_branchscope_writes():
