@@ -1,6 +1,7 @@
 """The window's child-process jobs, one at a time: the layer under `RunController` (a runner per run)
-and `SweepController` (a `branchscope sweep` per sweep). Each child is a `JsonLinesProcess`; the
-controllers say only what their events mean and what their signals carry.
+and the `CommandController`s, `SweepController` (a `branchscope sweep` per sweep) and
+`SpeedupController` (a `branchscope speedup` per paired measurement). Each child is a
+`JsonLinesProcess`; the controllers say only what their events mean and what their signals carry.
 
 What a job does, the same for runs and sweeps:
 
@@ -30,7 +31,11 @@ from typing import Any
 from PySide6.QtCore import QObject, QProcess
 
 from branchscope.app.jsonl_process import CANCEL_GRACE_MS, JsonLinesProcess
-from branchscope.profiling.trace.events import DoneEvent, ErrorEvent, Event
+from branchscope.profiling.run.protocol import python_command
+from branchscope.profiling.trace.records import DoneEvent, ErrorEvent, Event
+
+#: What a `branchscope COMMAND` job runs: `python -I -m branchscope.app.cli COMMAND ...`.
+CLI_MODULE = "branchscope.app.cli"
 
 
 class Job:
@@ -190,3 +195,14 @@ class JobController(QObject):
 
     def _emit_failed(self, job: Job, message: str, details: str) -> None:
         raise NotImplementedError
+
+
+class CommandController(JobController):
+    """A controller whose child is a `branchscope COMMAND ... --jsonl` process (a sweep, a paired
+    measurement): `command` runs it unless the caller gives another (tests do)."""
+
+    #: The command: "sweep", "speedup".
+    cli_command = ""
+
+    def __init__(self, parent: QObject | None = None, *, command: list[str] | None = None) -> None:
+        super().__init__(list(command) if command else [*python_command(CLI_MODULE), self.cli_command], parent)

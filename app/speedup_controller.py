@@ -9,17 +9,14 @@ the process has exited (on SIGTERM it stops its worker); it cancels itself when 
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import Signal
 
-from branchscope.app.jobs import Job, JobController
+from branchscope.app.jobs import CommandController, Job
 from branchscope.profiling.run.paired import PairedRequest
-from branchscope.profiling.run.protocol import python_command
-from branchscope.profiling.trace.events import DoneEvent, Event, ProgressEvent
-
-CLI_MODULE = "branchscope.app.cli"
+from branchscope.profiling.trace.records import DoneEvent, Event, ProgressEvent
 
 
-class SpeedupController(JobController):
+class SpeedupController(CommandController):
     """Starts, follows and cancels a `branchscope speedup --jsonl` process (see the module docstring)."""
 
     #: The measurement began: its PairedRequest.
@@ -37,9 +34,7 @@ class SpeedupController(JobController):
 
     program = "paired measurement"
     noun = "paired measurement"
-
-    def __init__(self, parent: QObject | None = None, *, command: list[str] | None = None) -> None:
-        super().__init__(list(command) if command else [*python_command(CLI_MODULE), "speedup"], parent)
+    cli_command = "speedup"
 
     def start(self, request: PairedRequest) -> None:
         """Start measuring `request`; one already going is cancelled first."""

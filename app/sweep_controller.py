@@ -13,19 +13,22 @@ when the window dies.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import Signal
 
-from branchscope.app.jobs import Job, JobController
+from branchscope.app.jobs import CommandController, Job
 from branchscope.profiling.machine import usable_cores
-from branchscope.profiling.run.protocol import python_command
 from branchscope.profiling.run.sweep import SweepRequest, new_sweep
-from branchscope.profiling.trace.events import CellEvent, DoneEvent, Event, ProgressEvent, SweepEvent
-from branchscope.profiling.trace.sweep_records import SweepRecord
+from branchscope.profiling.trace.records import (
+    CellEvent,
+    DoneEvent,
+    Event,
+    ProgressEvent,
+    SweepEvent,
+    SweepRecord,
+)
 
-CLI_MODULE = "branchscope.app.cli"
 
-
-class SweepController(JobController):
+class SweepController(CommandController):
     """Starts, follows and cancels a `branchscope sweep --jsonl` process (see the module docstring
     and `app/jobs.py`)."""
 
@@ -47,9 +50,7 @@ class SweepController(JobController):
 
     program = "sweep"
     noun = "sweep"
-
-    def __init__(self, parent: QObject | None = None, *, command: list[str] | None = None) -> None:
-        super().__init__(list(command) if command else [*python_command(CLI_MODULE), "sweep"], parent)
+    cli_command = "sweep"
 
     @property
     def sweep(self) -> SweepRecord | None:
