@@ -32,7 +32,7 @@ from PySide6.QtCore import QObject, QProcess
 
 from branchscope.app.jsonl_process import CANCEL_GRACE_MS, JsonLinesProcess
 from branchscope.profiling.run.protocol import python_command
-from branchscope.profiling.trace.records import DoneEvent, ErrorEvent, Event
+from branchscope.profiling.trace.events import DoneEvent, ErrorEvent, Event
 
 #: What a `branchscope COMMAND` job runs: `python -I -m branchscope.app.cli COMMAND ...`.
 CLI_MODULE = "branchscope.app.cli"

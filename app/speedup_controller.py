@@ -13,7 +13,7 @@ from PySide6.QtCore import Signal
 
 from branchscope.app.jobs import CommandController, Job
 from branchscope.profiling.run.paired import PairedRequest
-from branchscope.profiling.trace.records import DoneEvent, Event, ProgressEvent
+from branchscope.profiling.trace.events import DoneEvent, Event, ProgressEvent
 
 
 class SpeedupController(CommandController):

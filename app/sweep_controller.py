@@ -18,14 +18,8 @@ from PySide6.QtCore import Signal
 from branchscope.app.jobs import CommandController, Job
 from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.run.sweep import SweepRequest, new_sweep
-from branchscope.profiling.trace.records import (
-    CellEvent,
-    DoneEvent,
-    Event,
-    ProgressEvent,
-    SweepEvent,
-    SweepRecord,
-)
+from branchscope.profiling.trace.events import CellEvent, DoneEvent, Event, ProgressEvent, SweepEvent
+from branchscope.profiling.trace.sweep_records import SweepRecord
 
 
 class SweepController(CommandController):
