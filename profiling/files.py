@@ -29,23 +29,21 @@ class UnreadableFile(OSError):
     """Not a regular file, too large, or the open failed; str() is one line."""
 
 
+#: What a file is, by the `stat` test its st_mode passes, in words.
+_KINDS = (
+    (stat.S_ISREG, "a regular file"),
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
 def kind_of(mode: int) -> str:
     """'a FIFO (named pipe)', 'a folder', … for a file's st_mode."""
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a special file"
+    return next((words for test, words in _KINDS if test(mode)), "a special file")
 
 
 def open_regular(path: str | os.PathLike[str], *, follow_symlinks: bool = True) -> int:

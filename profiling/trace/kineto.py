@@ -84,33 +84,35 @@ def spelling_attrs(attr: str, k: Key) -> list[str]:
     return [attr if n == 0 else f"{attr}_{n}" for n in range(len(k.spellings))]
 
 
+def keys(written_by: str, *spellings: str) -> tuple[Key, ...]:
+    """A `Key` of one spelling for each of `spellings`, all written by `written_by`."""
+    return tuple(Key((spelling,), (written_by,)) for spelling in spellings)
+
+
 # ---- phases (the Chrome format's "ph") ------------------------------------------------------
 
-PHASE_COMPLETE = key(("X", CHROME))
-PHASE_METADATA = key(("M", CHROME))
-PHASE_COUNTER = key(("C", CHROME))
-#: A flow's start, step and end.
-PHASE_FLOW_START = key(("s", CHROME))
-PHASE_FLOW_STEP = key(("t", CHROME))
-PHASE_FLOW_END = key(("f", CHROME))
+#: A complete event, a metadata event, a counter; a flow's start, step and end.
+PHASE_COMPLETE, PHASE_METADATA, PHASE_COUNTER = keys(CHROME, "X", "M", "C")
+PHASE_FLOW_START, PHASE_FLOW_STEP, PHASE_FLOW_END = keys(CHROME, "s", "t", "f")
 #: A flow end's "bp" that binds it to the slice enclosing it (a plain "f" binds to the next slice).
-BIND_ENCLOSING = key(("e", CHROME))
+(BIND_ENCLOSING,) = keys(CHROME, "e")
 
 # ---- the top level of a trace file ----------------------------------------------------------
 
-TRACE_EVENTS = key(("traceEvents", CHROME))
-SCHEMA_VERSION = key(("schemaVersion", KINETO))
-DEVICE_PROPERTIES = key(("deviceProperties", KINETO))
-DISTRIBUTED_INFO = key(("distributedInfo", "kineto, for a process of a torch.distributed job"))
+#: The events, and how to show their times.
+TRACE_EVENTS, DISPLAY_TIME_UNIT = keys(CHROME, "traceEvents", "displayTimeUnit")
+#: kineto's own: the format's version, the GPUs (`GPU_INDEX`, `GPU_MEMORY`), the recording's
+#: options, and the path it exported to (its last key, written unescaped:
+#: `decode._without_raw_trace_name`).
+SCHEMA_VERSION, DEVICE_PROPERTIES, RECORD_SHAPES, PROFILE_MEMORY, TRACE_NAME = keys(
+    KINETO, "schemaVersion", "deviceProperties", "record_shapes", "profile_memory", "traceName"
+)
+#: A process of a torch.distributed job: its `RANK`, `WORLD_SIZE` and `BACKEND`.
+(DISTRIBUTED_INFO,) = keys("kineto, for a process of a torch.distributed job", "distributedInfo")
 #: What relative timestamps count from (absolute ones: none).
-BASE_TIME = key(("baseTimeNanoseconds", "kineto (newer versions; older ones write absolute timestamps)"))
-DISPLAY_TIME_UNIT = key(("displayTimeUnit", CHROME))
-#: The path kineto exported to: its last key, written unescaped (`decode._without_raw_trace_name`).
-TRACE_NAME = key(("traceName", KINETO))
-RECORD_SHAPES = key(("record_shapes", KINETO))
-PROFILE_MEMORY = key(("profile_memory", KINETO))
+(BASE_TIME,) = keys("kineto (newer versions; older ones write absolute timestamps)", "baseTimeNanoseconds")
 #: branchscope's own run facts in the traces its runner writes.
-RUN_FACTS = key(("branchscope", BRANCHSCOPE))
+(RUN_FACTS,) = keys(BRANCHSCOPE, "branchscope")
 #: The top-level keys kept as `Trace.metadata` (besides `TRACE_EVENTS`, the events).
 METADATA_KEYS: tuple[Key, ...] = (
     SCHEMA_VERSION, DEVICE_PROPERTIES, DISTRIBUTED_INFO, BASE_TIME, DISPLAY_TIME_UNIT, TRACE_NAME,
@@ -118,28 +120,22 @@ METADATA_KEYS: tuple[Key, ...] = (
 )  # fmt: skip
 
 #: In `deviceProperties[]`: a GPU's index and its memory (bytes).
-GPU_INDEX = key(("id", KINETO))
-GPU_MEMORY = key(("totalGlobalMem", KINETO))
+GPU_INDEX, GPU_MEMORY = keys(KINETO, "id", "totalGlobalMem")
 #: In `distributedInfo`.
-RANK = key(("rank", KINETO))
-WORLD_SIZE = key(("world_size", KINETO))
-BACKEND = key(("backend", KINETO))
+RANK, WORLD_SIZE, BACKEND = keys(KINETO, "rank", "world_size", "backend")
 #: Where a trace may say which machine wrote it: the top level, `distributedInfo` or `RUN_FACTS`.
 HOST = key(("hostname", HOSTS), ("host", HOSTS), ("host_name", HOSTS))
 
 # ---- metadata events ("ph": "M") ------------------------------------------------------------
 
 #: A thread's name, in its arg `THREAD_NAME_ARG` (kineto: "thread N (PTThreadPool)", "pt_main_thread").
-THREAD_NAME = key(("thread_name", CHROME))
-THREAD_NAME_ARG = key(("name", CHROME))
-#: A process's labels ("GPU 0", "CPU"), in its arg `PROCESS_LABELS_ARG`.
-PROCESS_LABELS = key(("process_labels", KINETO))
-PROCESS_LABELS_ARG = key(("labels", KINETO))
-#: A process label that makes its threads GPU N's streams, one that keeps them CPU threads.
+THREAD_NAME, THREAD_NAME_ARG = keys(CHROME, "thread_name", "name")
+#: A process's labels ("GPU 0", "CPU"), in its arg `PROCESS_LABELS_ARG`; the label that keeps a
+#: process's threads CPU threads (`GPU_PROCESS_LABEL` makes them GPU N's streams).
+PROCESS_LABELS, PROCESS_LABELS_ARG, CPU_PROCESS_LABEL = keys(KINETO, "process_labels", "labels", "CPU")
 GPU_PROCESS_LABEL = re.compile(r"GPU\s+(\d+)")
-CPU_PROCESS_LABEL = key(("CPU", KINETO))
-#: A tid written "stream N": GPU stream N.
-STREAM_TID = re.compile(r"^stream\s+(-?\d+)")  # LEGACY
+#: A tid written "stream N", GPU stream N: the legacy format's (`LEGACY`).
+STREAM_TID = re.compile(r"^stream\s+(-?\d+)")
 
 # ---- thread names: words that give a CPU lane its role (`lanes._role`) ----------------------
 
@@ -158,7 +154,7 @@ GPU_CATEGORY = key(
 # ---- op args --------------------------------------------------------------------------------
 
 #: An op's input shapes (with `record_shapes=True`).
-INPUT_DIMS = key(("Input Dims", KINETO))
+(INPUT_DIMS,) = keys(KINETO, "Input Dims")
 
 # ---- collectives ----------------------------------------------------------------------------
 
@@ -171,22 +167,18 @@ COLLECTIVE_LEVELS: tuple[tuple[str, Key], ...] = (
     ("kernel", key(("ncclKernel_", "NCCL's kernels (older NCCL)"), ("ncclDevKernel_", "NCCL's kernels (newer NCCL)"))),
 )
 #: Collective args: its name, sequence number (per process group), process group, message size.
-COLLECTIVE_NAME = key(("Collective name", COMMS))
+COLLECTIVE_NAME, IN_MSG_NELEMS = keys(COMMS, "Collective name", "In msg nelems")
 SEQ = key(("Seq", COMMS), ("seq", OTHER_COMMS))
 PROCESS_GROUP = key(("Process Group Name", COMMS), ("pg_name", OTHER_COMMS))
-IN_MSG_NELEMS = key(("In msg nelems", COMMS))
 
 # ---- allocator events ------------------------------------------------------------------------
 
-#: The allocator's events ("ph": "i"), by name.
-MEMORY_EVENT = key(("[memory]", KINETO + " with profile_memory=True"))
-DEVICE_TYPE = key(("Device Type", KINETO))
-DEVICE_ID = key(("Device Id", KINETO))
-BYTES = key(("Bytes", KINETO))
-#: The allocated total after the event; the legacy format writes none (the series sums `BYTES`).
-TOTAL_ALLOCATED = key(("Total Allocated", KINETO))
-TOTAL_RESERVED = key(("Total Reserved", KINETO))
-#: The block's address; the oldest traces write none.
-ADDR = key(("Addr", KINETO))
+#: The allocator's events ("ph": "i", with profile_memory=True), by name, and their args: the
+#: device, the bytes (negative: a free), the allocated and reserved totals after the event (the
+#: legacy format writes no `Total Allocated`: the series sums `BYTES`), the block's address (the
+#: oldest traces write none).
+MEMORY_EVENT, DEVICE_TYPE, DEVICE_ID, BYTES, TOTAL_ALLOCATED, TOTAL_RESERVED, ADDR = keys(
+    KINETO, "[memory]", "Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved", "Addr"
+)
 #: c10::DeviceType values seen in `[memory]` events (ROCm reports its GPUs as CUDA, type 1).
 DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia", 20: "privateuseone"}

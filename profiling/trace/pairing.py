@@ -77,39 +77,42 @@ def pair_ratios(baseline: Sequence[float], other: Sequence[float]) -> np.ndarray
     return np.asarray(b[ok] / o[ok], dtype=np.float64)
 
 
-def _interval(samples: np.ndarray, level: float) -> tuple[float, float]:
-    tail = (1.0 - level) / 2.0 * 100.0
-    lo, hi = np.percentile(samples, [tail, 100.0 - tail])
-    return float(lo), float(hi)
+@dataclass(frozen=True, slots=True)
+class Bootstrap:
+    """How a speedup's interval is drawn: `resamples` resamples with replacement, from a generator
+    seeded `seed` (the same times give the same interval), the interval covering `level`."""
+
+    resamples: int = RESAMPLES
+    seed: int = SEED
+    level: float = LEVEL
+
+    def medians(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The median of `values` resampled with replacement, `resamples` times."""
+        n = len(values)
+        return np.median(values[rng.integers(0, n, size=(max(self.resamples, 1), n))], axis=1)
+
+    def interval(self, samples: np.ndarray) -> tuple[float, float]:
+        """The central `level` of `samples`."""
+        tail = (1.0 - self.level) / 2.0 * 100.0
+        lo, hi = np.percentile(samples, [tail, 100.0 - tail])
+        return float(lo), float(hi)
 
 
 def paired_speedup(
-    baseline: Sequence[float],
-    other: Sequence[float],
-    *,
-    resamples: int = RESAMPLES,
-    seed: int = SEED,
-    level: float = LEVEL,
+    baseline: Sequence[float], other: Sequence[float], bootstrap: Bootstrap = Bootstrap()
 ) -> Speedup | None:
     """The median of per-pair ratios baseline[i] / other[i] and its bootstrap interval (the median
-    of the ratios resampled with replacement, `resamples` times); None without a usable pair."""
+    of the ratios resampled with replacement); None without a usable pair."""
     ratios = pair_ratios(baseline, other)
-    n = len(ratios)
-    if n == 0:
+    if len(ratios) == 0:
         return None
-    rng = np.random.default_rng(seed)
-    medians = np.median(ratios[rng.integers(0, n, size=(max(resamples, 1), n))], axis=1)
-    lo, hi = _interval(medians, level)
-    return Speedup(float(np.median(ratios)), lo, hi, n)
+    rng = np.random.default_rng(bootstrap.seed)
+    lo, hi = bootstrap.interval(bootstrap.medians(ratios, rng))
+    return Speedup(float(np.median(ratios)), lo, hi, len(ratios))
 
 
 def unpaired_speedup(
-    baseline: Sequence[float],
-    other: Sequence[float],
-    *,
-    resamples: int = RESAMPLES,
-    seed: int = SEED,
-    level: float = LEVEL,
+    baseline: Sequence[float], other: Sequence[float], bootstrap: Bootstrap = Bootstrap()
 ) -> Speedup | None:
     """median(baseline) / median(other), each list resampled on its own: what two independent runs
     give (and what drift between them fools). None when either list has no usable time."""
@@ -117,11 +120,9 @@ def unpaired_speedup(
     b, o = b[np.isfinite(b) & (b > 0)], o[np.isfinite(o) & (o > 0)]
     if len(b) == 0 or len(o) == 0:
         return None
-    rng = np.random.default_rng(seed)
-    count = max(resamples, 1)
-    mb = np.median(b[rng.integers(0, len(b), size=(count, len(b)))], axis=1)
-    mo = np.median(o[rng.integers(0, len(o), size=(count, len(o)))], axis=1)
-    lo, hi = _interval(mb / mo, level)
+    rng = np.random.default_rng(bootstrap.seed)
+    mb, mo = bootstrap.medians(b, rng), bootstrap.medians(o, rng)
+    lo, hi = bootstrap.interval(mb / mo)
     return Speedup(float(np.median(b) / np.median(o)), lo, hi, min(len(b), len(o)))
 
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from branchscope.profiling.trace.pairing import RESAMPLES, pair_ratios, paired_speedup, unpaired_speedup
+from branchscope.profiling.trace.pairing import (
+    RESAMPLES,
+    Bootstrap,
+    pair_ratios,
+    paired_speedup,
+    unpaired_speedup,
+)
 
 
 def _load(t: np.ndarray) -> np.ndarray:
@@ -63,7 +69,7 @@ def test_the_interval_is_deterministic_and_bootstrapped_enough():
     base, other = rng.uniform(10, 12, 15), rng.uniform(8, 10, 15)
     assert RESAMPLES >= 2000
     assert paired_speedup(base, other) == paired_speedup(base, other)
-    assert paired_speedup(base, other, seed=1) != paired_speedup(base, other, seed=2)
+    assert paired_speedup(base, other, Bootstrap(seed=1)) != paired_speedup(base, other, Bootstrap(seed=2))
 
 
 def test_pairs_without_usable_times_are_left_out():
