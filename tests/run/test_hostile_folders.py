@@ -1,7 +1,7 @@
 """Run and sweep folders as a hostile user leaves them (issue 17): a run.json or sweep.json whose names
 point out of the folder, a user's file in a rank's folder, a FIFO or /dev/zero where run.json should
 be, --out names kineto cannot write, and a current folder full of modules named like the stdlib's.
-Each test failed before its promise was kept (README, "What branchscope promises")."""
+Each test failed before its promise was kept (docs/promises.md, "What branchscope promises")."""
 
 from __future__ import annotations
 
@@ -321,7 +321,7 @@ def test_the_cli_imports_nothing_from_the_current_folder_whatever_pythonpath_hol
     here.mkdir()
     marker = tmp_path / "imported.txt"
     # Not pathlib, typing, re…: an editable install's .pth imports them as the interpreter starts, before
-    # any code of ours (ARCHITECTURE.md says so); everything the CLI itself imports is here.
+    # any code of ours (docs/promises.md says so); everything the CLI itself imports is here.
     for module in ("json", "numpy", "argparse", "msgspec", "gzip", "psutil", "shutil", "pickle", "zlib"):
         (here / f"{module}.py").write_text(EVIL.format(marker=str(marker)))
     trace = tmp_path / "t.json"

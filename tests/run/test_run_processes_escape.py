@@ -5,7 +5,7 @@ The escape: a helper started with `start_new_session=True` and an empty environm
 process group of the run's) outlives a runner killed outright: re-parented to init, it is out of
 reach of the group, the token and the subreaper. The run's cgroup holds it, and the cgroup's watchdog
 empties it (branchscope.profiling.run.processes). Where this user can make no cgroup, those tests are
-skipped: the escape is then not caught (ARCHITECTURE.md, "Contracts").
+skipped: the escape is then not caught (docs/internals.md, "Stopping every process of a run").
 
 Every wait polls with a deadline (an upper bound on a busy machine), never sleeps a duration.
 """

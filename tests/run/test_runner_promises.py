@@ -1,6 +1,6 @@
 """The runner as a hostile tester tries it: users' files, concurrent runs, killed runners, full disks,
-processes that escape, dead parents, bad timeouts and the current folder (README, "What branchscope
-promises"). Each test failed on the runner before these promises were kept.
+processes that escape, dead parents, bad timeouts and the current folder (docs/promises.md, "What
+branchscope promises"). Each test failed on the runner before these promises were kept.
 """
 
 from __future__ import annotations
