@@ -259,8 +259,8 @@ def _read(trace: Trace, idx: np.ndarray, at: np.ndarray, with_dims: bool, cols: 
     if with_dims:
         dims_attrs = kineto.spelling_attrs("dims", kineto.INPUT_DIMS)
         for k in np.flatnonzero(size < 0).tolist():
-            said = (getattr(args[k], a) for a in dims_attrs)
-            size[k] = _dims_size(next((d for d in said if d is not None), None))
+            dims = (getattr(args[k], a) for a in dims_attrs)
+            size[k] = _dims_size(next((d for d in dims if d is not None), None))
     cols.size[at] = size
 
 
