@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 from branchscope.profiling.run.modes import MODES
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RunRequest
+from branchscope.profiling.trace.mode_traits import traits_of
 from branchscope.profiling.trace.model import TraceFormatError
 from branchscope.profiling.trace.parts import PartRun
-from branchscope.profiling.trace.records import BASELINE_MODE, RUN_JSON, RunRecord
+from branchscope.profiling.trace.records import RUN_JSON, RunRecord
 from branchscope.profiling.trace.run_info import RunInfo
 from branchscope.profiling.trace.sources import Source, is_sweep_folder, open_source
 from branchscope.profiling.trace.step_stats import StepStats
@@ -123,7 +124,8 @@ class Entry:
     @property
     def sequential_1x1(self) -> bool:
         """A sequential 1×1 run with unprofiled step times: what a default baseline is."""
-        return self.mode == BASELINE_MODE and self.threads == (1, 1) and self.stats is not None
+        baseline = traits_of(self.mode, self.run.mode_traits if self.run is not None else None).baseline
+        return baseline and self.threads == (1, 1) and self.stats is not None
 
     @property
     def paths(self) -> tuple[Path, ...]:

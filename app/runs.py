@@ -38,9 +38,10 @@ from typing import TYPE_CHECKING, Protocol
 
 from branchscope.app.run_entry import Entry, RunSpec, entry_for_path
 from branchscope.app.runs_words import RunsInWords
+from branchscope.profiling.run.modes import BASELINE_MODE
+from branchscope.profiling.trace.mode_traits import traits_of
 from branchscope.profiling.trace.model import TraceFormatError
 from branchscope.profiling.trace.parts import speedup_parts
-from branchscope.profiling.trace.records import BASELINE_MODE
 from branchscope.profiling.trace.sources import read_sweep
 from branchscope.profiling.trace.step_stats import speedup as stats_speedup
 from branchscope.profiling.trace.sweep_records import SpeedupPartsRecord
@@ -324,7 +325,7 @@ class Runs(RunsInWords):
         except (OSError, TraceFormatError):
             return None
         for cell in sweep.cells:
-            if cell.mode == BASELINE_MODE and cell.interop == 1 and cell.intra == 1 and cell.run is not None:
+            if traits_of(cell.mode).baseline and cell.interop == 1 and cell.intra == 1 and cell.run is not None:
                 try:
                     base = entry_for_path(e.sweep / cell.run)  # CELL_FOLDER's shape, checked by read_sweep
                 except (OSError, TraceFormatError):

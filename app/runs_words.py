@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from branchscope.app.run_entry import Entry
 from branchscope.profiling.run.modes import MODES
 from branchscope.profiling.trace.parts import parts_sentence, parts_short
-from branchscope.profiling.trace.records import BASELINE_MODE
 
 if TYPE_CHECKING:
     from branchscope.profiling.trace.sweep_records import SpeedupPartsRecord
@@ -124,7 +123,7 @@ class RunsInWords:
         what = f"{n} branch{'es' if n != 1 else ''}" if n else "the model"
         threads = e.threads
         mode = MODES.get(e.mode) if e.mode else None
-        if mode is not None and (n or mode.name != BASELINE_MODE) and (threads or "{interop}" not in mode.runs_as):
+        if mode is not None and (n or not mode.traits.baseline) and (threads or "{interop}" not in mode.runs_as):
             what += " " + mode.runs_text(threads[0] if threads else 1)
         elif e.mode and mode is None:
             what += f" ({e.mode})"

@@ -151,6 +151,54 @@ def test_torch_is_a_range_and_make_pins_the_development_build():
     assert "torch==2.13.0" in pins
 
 
+#: Where a mode may be named: its own file, the registry, and the table of older folders' traits.
+MODE_HOMES = ("profiling/run/modes/", "profiling/trace/mode_traits.py")
+#: The names readers once asked for a mode by (now its traits: `profiling/trace/mode_traits.py`).
+MODE_CONSTANTS = {"BASELINE_MODE", "FORK_MODE", "THREADS_MODE", "STREAMS_MODE", "SEQUENTIAL_MODE", "BRANCH_POOL_MODES"}
+
+
+def _mode_tests(tree: ast.AST, names: set[str]) -> list[int]:
+    """Lines of `tree` that ask whether a mode is one by name: a comparison with a mode's name (or a
+    tuple of them), or with one of the old constants."""
+
+    def names_a_mode(node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in names
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(names_a_mode(e) for e in node.elts)
+        return (isinstance(node, ast.Name) and node.id in MODE_CONSTANTS) or (
+            isinstance(node, ast.Attribute) and node.attr in MODE_CONSTANTS
+        )
+
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare) and any(names_a_mode(x) for x in (node.left, *node.comparators))
+    ]
+
+
+def test_no_reader_asks_for_a_mode_by_its_name():
+    """A reader asks the run's mode traits (`mode_traits.ModeTraits`: its pool, the GIL, the
+    baseline), never whether its mode is called "threads": a mode is its file and its registration."""
+    from branchscope.profiling.run.modes import MODES
+
+    names = {n for name, m in MODES.items() for n in (name, *m.aliases)}
+    found = []
+    for folder in ("app", "widgets", "profiling"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            where = path.relative_to(ROOT).as_posix()
+            if where.startswith(MODE_HOMES):
+                continue
+            found += [f"{where}:{line}" for line in _mode_tests(ast.parse(path.read_text()), names)]
+    assert found == []
+
+
+def test_the_mode_check_finds_a_test_by_name():
+    tree = ast.parse('if info.mode == "threads" or run.mode in ("fork", "x") or m != BASELINE_MODE: pass')
+    assert _mode_tests(tree, {"threads", "fork"}) == [1, 1, 1]
+    assert _mode_tests(ast.parse('if kind == "gpu": pass'), {"threads"}) == []
+
+
 #: The trace engine's openers: the modules that read a trace's events from its files.
 OPENERS = {f"branchscope.profiling.trace.{m}" for m in ("sources", "merge", "rank_job", "snapshot", "reader", "opening")}
 #: The openers' functions, wherever they are imported from (`branchscope.profiling` names some).
