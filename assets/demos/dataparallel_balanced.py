@@ -5,7 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from branchscope.assets.demos.dataparallel_imbalance import BATCH, CLASSES, WIDTH, Net, device_ids
+# dataparallel-imbalance's net, devices and inputs: only where the loss is computed differs
+from branchscope.assets.demos.dataparallel_imbalance import Net, device_ids
+from branchscope.assets.demos.dataparallel_imbalance import example_inputs as example_inputs
 
 DESCRIPTION = (
     "The same DataParallel training step with the loss computed inside each replica (as PyTorch-Encoding's "
@@ -45,8 +47,3 @@ class BalancedTrainStep(nn.Module):
 def build_model() -> nn.Module:
     torch.manual_seed(0)
     return BalancedTrainStep(Net().to("cuda:0"), device_ids())
-
-
-def example_inputs() -> tuple[torch.Tensor, ...]:
-    torch.manual_seed(1)
-    return (torch.randn(BATCH, WIDTH, device="cuda:0"), torch.randint(0, CLASSES, (BATCH,), device="cuda:0"))

@@ -16,7 +16,7 @@ from branchscope.profiling import load_trace
 from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.run.sweep import SWEEP_JSON
 from tests.paths import MODELS, ROOT
-from tests.processes import wait_until
+from tests.processes import alive, mentioning, wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -106,17 +106,6 @@ def test_sweep_reports_each_cell_on_stderr_and_prints_the_table(tmp_path):
     assert json.loads((tmp_path / SWEEP_JSON).read_text())["best"] is None
 
 
-def _alive(p: psutil.Process) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _with_marker(marker: str) -> list[psutil.Process]:
-    return [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or []) and _alive(p)]
-
-
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_cancel_stops_the_running_cell_and_keeps_the_finished_ones(tmp_path, signum):
     model = MODELS / "hangs_with_two.py"
@@ -138,7 +127,7 @@ def test_cancel_stops_the_running_cell_and_keeps_the_finished_ones(tmp_path, sig
     try:
         cell = wait_until(first_cell, 120, "the first cell in sweep.json")
         assert cell["status"] == "done", cell["error"]
-        wait_until(lambda: _with_marker(marker), 120, "the second cell's model to hang")
+        wait_until(lambda: mentioning(marker), 120, "the second cell's model to hang")
         descendants = psutil.Process(proc.pid).children(recursive=True)
         proc.send_signal(signum)
         _, stderr = proc.communicate(timeout=60)  # a guard against a hang, not a timing assertion
@@ -149,13 +138,13 @@ def test_cancel_stops_the_running_cell_and_keeps_the_finished_ones(tmp_path, sig
         assert [c["status"] for c in data["cells"]] == ["done", "not run", "not run"]
         assert data["cancelled"] == name and data["complete"] is False and data["best"] == 0
         assert sorted(p.name for p in out.iterdir()) == ["sequential-1x1", SWEEP_JSON]
-        wait_until(lambda: not [p for p in descendants if _alive(p)], 30, "the sweep's descendants to end")
-        assert _with_marker(marker) == []
+        wait_until(lambda: not [p for p in descendants if alive(p.pid)], 30, "the sweep's descendants to end")
+        assert mentioning(marker) == []
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        for p in descendants + _with_marker(marker):
+        for p in descendants + mentioning(marker):
             try:
                 p.kill()
             except psutil.NoSuchProcess:
