@@ -18,8 +18,19 @@ from branchscope.profiling.run.protocol import EXIT_OK
 from branchscope.profiling.trace.records import RunRecord
 
 
+class Ended:
+    """What a run, a sweep and a paired measurement have in common once they end: an exit code, 0
+    (`EXIT_OK`) when they succeeded."""
+
+    exit_code: int
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == EXIT_OK
+
+
 @dataclass
-class RunResult:
+class RunResult(Ended):
     exit_code: int
     out: Path
     #: run.json when the run succeeded.
@@ -40,10 +51,6 @@ class RunResult:
     #: When the rank that failed first failed (wall clock, `time.time()`): a multi-node run's nodes
     #: compare theirs to tell whose failure came first.
     failed_at: float | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == EXIT_OK
 
 
 class RunError(Exception):

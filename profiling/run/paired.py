@@ -54,7 +54,7 @@ from branchscope.profiling.run.interpreter import locate as locate_interpreter
 from branchscope.profiling.run.interpreter import worker_command as interpreter_worker_command
 from branchscope.profiling.run.modes import MODE_NAMES, MODES, mode_named
 from branchscope.profiling.run.options import RunOptions
-from branchscope.profiling.run.outcome import RunResult
+from branchscope.profiling.run.outcome import Ended, RunResult
 from branchscope.profiling.run.paired_worker import ONE_AT_A_TIME, PAIRED_WORKER_MODULE, round_order
 from branchscope.profiling.run.processes import CancelFlag
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_OK, RunRequest, python_command
@@ -212,16 +212,12 @@ class PairedRequest:
 
 
 @dataclass
-class PairedResult:
+class PairedResult(Ended):
     exit_code: int
     record: SpeedupRecord | None = None
     message: str | None = None
     traceback: str | None = None
     cancelled_by: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == EXIT_OK
 
 
 class _PairedWorker(OneWorker):

@@ -83,7 +83,7 @@ from branchscope.profiling.run.folder import (
 )
 from branchscope.profiling.run.modes import MODE_NAMES, MODES
 from branchscope.profiling.run.options import RunOptions, add_options
-from branchscope.profiling.run.outcome import RunError, RunResult
+from branchscope.profiling.run.outcome import Ended, RunError, RunResult
 from branchscope.profiling.run.processes import CancelFlag
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_OK, RunRequest
 from branchscope.profiling.run.runner import run_profile, validate
@@ -359,17 +359,13 @@ def load_sweep(folder: Path) -> SweepRecord:
 
 
 @dataclass
-class SweepResult:
+class SweepResult(Ended):
     exit_code: int
     out: Path
     #: sweep.json as last written (None when the sweep never started).
     sweep: SweepRecord | None = None
     message: str | None = None
     cancelled_by: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == EXIT_OK
 
 
 def validate_sweep(req: SweepRequest) -> str | None:
@@ -459,18 +455,7 @@ def run_sweep(
             if stopped_in:
                 break
         if cancel is not None and cancel.is_set():
-            signum = cancel.signum or signal.SIGTERM
-            name = signal.Signals(signum).name
-            sweep.cancelled = name
-            _save(out, sweep)
-            done = sum(1 for c in sweep.cells if c.status != NOT_RUN)
-            stopped_in = stopped_in or req.passes
-            if stopped_in > 1:
-                message = (f"cancelled by {name} in pass {stopped_in} of {req.passes}; each cell keeps the passes "
-                           "it finished")  # fmt: skip
-            else:
-                message = f"cancelled by {name}; {done} of {len(cells)} cells ran, the rest are marked not run"
-            return SweepResult(128 + signum, out, sweep, message=message, cancelled_by=signum)
+            return _cancelled(out, sweep, cancel, stopped_in or req.passes, req.passes)
         sweep.complete = True
         _save(out, sweep)
         if sweep.best is None and first_failure is not None:
@@ -478,6 +463,20 @@ def run_sweep(
         return SweepResult(EXIT_OK, out, sweep)
     finally:
         folder.close()
+
+
+def _cancelled(out: Path, sweep: SweepRecord, cancel: CancelFlag, stopped_in: int, passes: int) -> SweepResult:
+    """A cancelled sweep (in pass `stopped_in`): sweep.json says so, and the result what ran."""
+    signum = cancel.signum or signal.SIGTERM
+    name = signal.Signals(signum).name
+    sweep.cancelled = name
+    _save(out, sweep)
+    done = sum(1 for c in sweep.cells if c.status != NOT_RUN)
+    if stopped_in > 1:
+        message = f"cancelled by {name} in pass {stopped_in} of {passes}; each cell keeps the passes it finished"
+    else:
+        message = f"cancelled by {name}; {done} of {len(sweep.cells)} cells ran, the rest are marked not run"
+    return SweepResult(128 + signum, out, sweep, message=message, cancelled_by=signum)
 
 
 def _write(out: Path, sweep: SweepRecord) -> None:

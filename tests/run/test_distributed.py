@@ -18,6 +18,7 @@ from branchscope.app import cmd_memory, cmd_profile
 from branchscope.app.runs import entry_for_path
 from branchscope.profiling.run.launch import launcher_command
 from branchscope.profiling.run.options import RunOptions
+from branchscope.profiling.run.outcome import RunResult
 from branchscope.profiling.run.protocol import RunRequest
 from branchscope.profiling.run.runner import run_profile
 from branchscope.profiling.trace.events import ErrorEvent, ExitedEvent, PhaseEvent
@@ -88,6 +89,14 @@ def _model(tmp_path: Path, behave: str) -> tuple[Path, str]:
 
 def _request(model: Path, out: Path, nproc: int = 2, timeout: float = 600.0) -> RunRequest:
     return RunRequest(mode="sequential", interop=1, intra=1, out=out, options=RunOptions(model=model, steps=2, warmup=1, nproc=nproc, timeout=timeout))
+
+
+def _run_ranks(tmp_path: Path, behave: str, timeout: float = 600.0) -> tuple[RunResult, str, Path]:
+    """A two-rank run of the model whose rank 1 does `behave`: its result, the marker its
+    processes carry, its --out."""
+    model, marker = _model(tmp_path, behave)
+    out = tmp_path / "out"
+    return run_profile(_request(model, out, timeout=timeout)), marker, out
 
 
 def test_the_launcher_is_torch_distributed_run_on_loopback(tmp_path):
@@ -203,9 +212,7 @@ def test_ddp_local_loss_keeps_the_ranks_peaks_within_15_percent(tmp_path, capsys
 
 @pytest.mark.slow
 def test_a_rank_that_raises_ends_the_run_with_exit_2_naming_it_and_its_traceback(tmp_path):
-    model, marker = _model(tmp_path, "raise")
-    out = tmp_path / "out"
-    result = run_profile(_request(model, out))
+    result, marker, out = _run_ranks(tmp_path, "raise")
     assert result.exit_code == 2
     assert result.message == "rank 1: train_step raised ValueError while warming up: rank one fails"
     assert result.traceback and "raise ValueError(\"rank one fails\")" in result.traceback
@@ -215,9 +222,7 @@ def test_a_rank_that_raises_ends_the_run_with_exit_2_naming_it_and_its_traceback
 
 @pytest.mark.slow
 def test_a_killed_rank_ends_the_run_with_exit_4_naming_it_and_the_signal(tmp_path):
-    model, marker = _model(tmp_path, "kill")
-    out = tmp_path / "out"
-    result = run_profile(_request(model, out))
+    result, marker, out = _run_ranks(tmp_path, "kill")
     assert result.exit_code == 4
     assert result.message and result.message.startswith("rank 1 (pid ")
     assert result.message.endswith("died (killed by SIGKILL) before writing its results")
@@ -226,9 +231,7 @@ def test_a_killed_rank_ends_the_run_with_exit_4_naming_it_and_the_signal(tmp_pat
 
 @pytest.mark.slow
 def test_a_hanging_rank_ends_the_run_with_exit_4_at_the_timeout(tmp_path):
-    model, marker = _model(tmp_path, "hang")
-    out = tmp_path / "out"
-    result = run_profile(_request(model, out, timeout=20.0))
+    result, marker, out = _run_ranks(tmp_path, "hang", timeout=20.0)
     assert result.exit_code == 4
     assert result.message and result.message.startswith("the run ran past --timeout 20 s and was stopped; rank(s) ")
     _nothing_left(marker, str(out))

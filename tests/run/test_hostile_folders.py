@@ -18,12 +18,13 @@ from branchscope.profiling.run.folder import (
     RUN_FILE_NAME,
     RunFolder,
     RunFolderError,
+    SweepFolder,
     files_written_by_branchscope,
 )
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.protocol import RunRequest, python_command
 from branchscope.profiling.run.runner import run_profile
-from branchscope.profiling.run.sweep import SWEEP_JSON, SweepCell, SweepFolder, load_sweep
+from branchscope.profiling.run.sweep import SWEEP_JSON, load_sweep
 from branchscope.profiling.trace.reader import load_trace
 from branchscope.profiling.trace.records import RunRecord, to_builtins
 
@@ -145,7 +146,7 @@ def test_a_sweep_dropping_a_cell_whose_run_json_points_out_removes_nothing_outsi
     _earlier_run(out / "fork-1x1", {"..": 1, ".": 1, "trace.json.gz": 3})
     (out / "fork-1x1" / "trace.json.gz").write_bytes(b"old")
 
-    with SweepFolder(out, [SweepCell("fork", 2, 1)]):
+    with SweepFolder(out, ["fork-2x1"]):
         pass  # the earlier cell fork-1x1 is dropped on open
 
     assert (project / "user.txt").read_text() == "the user's"
@@ -159,7 +160,7 @@ def test_a_sweep_json_cell_folder_is_only_a_cell_name(tmp_path, name):
     with pytest.raises(Exception, match="cell 0 needs"):
         load_sweep(tmp_path)
     with pytest.raises(RunFolderError, match="did not write"):  # so nothing in DIR is ours: refused
-        SweepFolder(tmp_path, [SweepCell("fork", 1, 1)]).open()
+        SweepFolder(tmp_path, ["fork-1x1"]).open()
     assert (tmp_path / "notes").is_dir() and (tmp_path / SWEEP_JSON).exists()
 
 
@@ -172,7 +173,7 @@ def test_a_sweep_cell_folder_that_is_a_link_is_never_written_through(tmp_path):
     (out / "fork-1x1").symlink_to(elsewhere)
     for overwrite in (False, True):
         with pytest.raises(RunFolderError, match="fork-1x1"):
-            SweepFolder(out, [SweepCell("fork", 1, 1)], overwrite=overwrite).open()
+            SweepFolder(out, ["fork-1x1"], overwrite=overwrite).open()
     assert os.listdir(elsewhere) == []
 
 

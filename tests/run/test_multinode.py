@@ -237,18 +237,24 @@ def _last_event(stdout: bytes) -> dict:
     return json.loads(stdout.decode().strip().splitlines()[-1])
 
 
-@pytest.mark.slow
-def test_two_nodes_on_loopback_write_one_run_of_both_ranks(tmp_path):
-    out = tmp_path / "out"
-    port = _free_port()
-    runners = [_runner(_request(out, node_rank=node, nproc=1, rdzv_endpoint=f"127.0.0.1:{port}", timeout=300.0)) for node in (0, 1)]
+
+def _outputs(runners: list[subprocess.Popen[bytes]]) -> list[tuple[bytes, bytes]]:
+    """Each node's runner's (stdout, stderr) once it ends; a runner still running past the guard is killed."""
     try:
-        outputs = [r.communicate(timeout=400) for r in runners]
+        return [r.communicate(timeout=400) for r in runners]
     finally:
         for r in runners:
             if r.poll() is None:
                 r.kill()
                 r.wait()
+
+
+@pytest.mark.slow
+def test_two_nodes_on_loopback_write_one_run_of_both_ranks(tmp_path):
+    out = tmp_path / "out"
+    port = _free_port()
+    runners = [_runner(_request(out, node_rank=node, nproc=1, rdzv_endpoint=f"127.0.0.1:{port}", timeout=300.0)) for node in (0, 1)]
+    outputs = _outputs(runners)
     assert [r.returncode for r in runners] == [0, 0], [o[1].decode()[-2000:] for o in outputs]
     done0, done1 = (_last_event(o[0]) for o in outputs)
     assert done0["event"] == done1["event"] == "done"
@@ -375,13 +381,7 @@ def test_a_node_alone_stops_at_its_timeout_saying_the_nodes_never_met(tmp_path):
 def test_a_rank_that_raises_on_node_1_is_named_with_its_node_by_both_nodes(tmp_path):
     marker, out, request = _model_nodes(tmp_path, "ddp_raises_on_one_node.py")
     runners = [_runner(request(0)), _runner(request(1), env={_HANG_ENV: "raise"})]
-    try:
-        outputs = [r.communicate(timeout=400) for r in runners]
-    finally:
-        for r in runners:
-            if r.poll() is None:
-                r.kill()
-                r.wait()
+    outputs = _outputs(runners)
     errors = [_last_event(o[0]) for o in outputs]
     assert [r.returncode for r in runners][1] == 2 and runners[0].returncode in (2, 4)
     said = errors[1]["message"]

@@ -406,33 +406,39 @@ def cells_of(*rows):
     ]  # fmt: skip
 
 
+def sweep_of(folder, *rows):
+    """A sweep.json of these cells (`cells_of`) written into `folder`, and read back."""
+    write_sweep_json(folder, cells_of(*rows))
+    return load_sweep(folder)
+
+
 def test_ties_are_every_cell_within_noise_of_the_best(tmp_path):
     # The issue's case: fork 2×1 and sequential 1×1 overlap in their quartiles; fork 1×1 is clear of both.
-    write_sweep_json(tmp_path / "a", cells_of(
+    sweep = sweep_of(
+        tmp_path / "a",
         ("sequential", 1, 47.8, [45.0, 47.0, 49.0, 52.0], [47.0, 47.8, 60.0]),
         ("fork", 1, 80.0, [78.0, 79.0, 81.0, 83.0], [79.0, 80.0, 81.0]),
         ("fork", 2, 46.0, [40.0, 44.0, 52.0, 60.0], [44.0, 46.0, 55.0]),
-    ))  # fmt: skip
-    sweep = load_sweep(tmp_path / "a")
+    )  # fmt: skip
     assert sweep.best == 2 and sweep.ties == [2, 0]
     assert best_text(sweep) == "fork 2×1, sequential 1×1 (within noise of each other)"
     table = markdown_table(sweep).splitlines()
     assert table[2].endswith("| best, within noise of fork 2×1; no inter-op pool: any inter-op count |")
     assert table[4].endswith("| best, within noise of sequential 1×1 |") and "best" not in table[3]
     # Quartiles apart, but the passes' medians overlap (drift between passes): a tie all the same.
-    write_sweep_json(tmp_path / "b", cells_of(
+    sweep = sweep_of(
+        tmp_path / "b",
         ("fork", 2, 10.6, [10.0, 10.2, 11.0, 11.5], [10.5, 10.6, 14.0]),
         ("fork", 4, 13.3, [13.0, 13.1, 13.5, 13.8], [13.2, 13.3, 13.4]),
         ("fork", 1, 13.9, [13.6, 13.7, 14.1, 14.3], [13.8, 13.9, 14.2]),
-    ))  # fmt: skip
-    sweep = load_sweep(tmp_path / "b")
+    )  # fmt: skip
     assert sweep.ties == [0, 1, 2]
     # Apart by both rules: one best, said as before.
-    write_sweep_json(tmp_path / "c", cells_of(
+    sweep = sweep_of(
+        tmp_path / "c",
         ("fork", 2, 10.6, [10.0, 10.2, 11.0, 11.5], [10.5, 10.6, 11.0]),
         ("fork", 4, 13.3, [13.0, 13.1, 13.5, 13.8], [13.2, 13.3, 13.4]),
-    ))  # fmt: skip
-    sweep = load_sweep(tmp_path / "c")
+    )  # fmt: skip
     assert sweep.ties == [0] and best_text(sweep) == "fork 2×1"
     assert markdown_table(sweep).splitlines()[2].endswith("| best |")
 

@@ -84,6 +84,14 @@ def _fake_python(tmp_path: Path, answer: str, *, name: str = "python") -> Path:
     return path
 
 
+
+def _refusal(tmp_path: Path, answer: str) -> tuple[Path, str]:
+    """A fake Python answering the probe with `answer`, and the line `interpreter.check` refuses it with."""
+    python = _fake_python(tmp_path, answer)
+    with pytest.raises(InterpreterError) as err:
+        check(python)
+    return python, str(err.value)
+
 # ---- the option ------------------------------------------------------------------------------
 
 
@@ -166,10 +174,8 @@ _OK = '"python": "3.12.1", "executable": "x", "torch": "2.14.1", "missing": {}, 
     ],
 )  # fmt: skip
 def test_what_is_missing_is_said_in_one_line(tmp_path, answer, says):
-    python = _fake_python(tmp_path, answer)
-    with pytest.raises(InterpreterError) as err:
-        check(python)
-    assert str(err.value) == f"--python {python}: {says}"
+    python, said = _refusal(tmp_path, answer)
+    assert said == f"--python {python}: {says}"
 
 
 def test_a_passing_probe_says_what_the_interpreter_is(tmp_path):
