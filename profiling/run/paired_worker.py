@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import statistics
 import sys
 import time
 import traceback
@@ -41,7 +42,7 @@ from typing import Any, NamedTuple, NoReturn
 
 from branchscope.profiling.machine import usable_cores
 from branchscope.profiling.run.model_setup import load_requested_model, resolve_device
-from branchscope.profiling.run.modes import ModeUnavailable, mode_named
+from branchscope.profiling.run.modes import Mode, ModeUnavailable, mode_named
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_MODE, RunFailure, add_run_arguments
 from branchscope.profiling.run.steady import warm_up
 from branchscope.profiling.run.worker import _die_with_parent, _Protocol, _run_and_exit
@@ -93,13 +94,26 @@ def round_order(count: int, round_index: int) -> list[int]:
 
 
 def measure(args: argparse.Namespace, proto: _Protocol) -> PairedTimesRecord:
+    """The paired worker's run (see the module docstring): the pools, the model and its plans once,
+    then the configurations warmed up and timed in alternating rounds."""
     import torch
 
     configs = parse_config_list(args.configs)
     modes = [mode_named(c.mode) for c in configs]
+    _start_pools(torch, args, configs, modes)
+    proto.emit(PhaseEvent(phase="load"))
+    model = _Model.load(torch, args, modes)
+    plans, diffs = _plans(model, configs, modes)
+    times, order = _rounds(model, args, configs, plans, proto)
+    prediction = _prediction(model.loaded, model.analysis, configs, model.call, model.sync) if model.analysis is not None else None
+    return _times_record(model, configs, times, order, diffs, prediction)
+
+
+def _start_pools(torch: Any, args: argparse.Namespace, configs: list[WorkerConfig], modes: list[Mode]) -> None:
+    """First torch calls of the process: the inter-op pool's size, then the intra-op count its
+    threads will read when they start (the pool-using configurations agree on both); each mode
+    checked, its pool started."""
     pooled = [(c.interop, c.intra) for c, mode in zip(configs, modes, strict=True) if mode.start_pool is not None]
-    # First torch calls of the process: the inter-op pool's size, then the intra-op count its
-    # threads will read when they start (the pool-using configurations agree on both).
     torch.set_num_interop_threads(args.interop)
     torch.set_num_threads(pooled[0][1] if pooled else args.intra)
     for mode in dict.fromkeys(modes):
@@ -107,23 +121,31 @@ def measure(args: argparse.Namespace, proto: _Protocol) -> PairedTimesRecord:
             raise RunFailure(EXIT_MODE, why)
         if mode.start_pool is not None:
             mode.start_pool(args.interop)
-    proto.emit(PhaseEvent(phase="load"))
 
-    from branchscope.profiling.run.branches import find_branches
-    from branchscope.profiling.run.plans import max_abs_diff
 
-    device = resolve_device(torch, args.device)
-    for mode in modes:
-        if mode.needs_cuda and not device.startswith("cuda"):
-            raise RunFailure(EXIT_MODE, f"{mode.title} needs CUDA: this machine has no CUDA device torch can use")
-    loaded = load_requested_model(args, device)
-    is_cuda = device.startswith("cuda") or any(t.is_cuda for t in loaded.tensors())
+class _Model:
+    """The model loaded once on its device, its branches when a mode needs them, and how a step of
+    it (or of a plan) is called and waited for."""
 
-    def sync() -> None:
-        if is_cuda:
-            torch.cuda.synchronize()
+    def __init__(self, torch: Any, loaded: Any, device: str, analysis: Any) -> None:
+        self.torch, self.loaded, self.device, self.analysis = torch, loaded, device, analysis
+        self.is_cuda = device.startswith("cuda") or any(t.is_cuda for t in loaded.tensors())
 
-    def call(fn: Any, what: str) -> Any:
+    @classmethod
+    def load(cls, torch: Any, args: argparse.Namespace, modes: list[Mode]) -> _Model:
+        device = resolve_device(torch, args.device)
+        for mode in modes:
+            if mode.needs_cuda and not device.startswith("cuda"):
+                raise RunFailure(EXIT_MODE, f"{mode.title} needs CUDA: this machine has no CUDA device torch can use")
+        return cls(torch, load_requested_model(args, device), device, None)
+
+    def sync(self) -> None:
+        if self.is_cuda:
+            self.torch.cuda.synchronize()
+
+    def call(self, fn: Any, what: str) -> Any:
+        """One step of `fn` (the model or a plan), or its train step; the model's error as a RunFailure."""
+        loaded, torch = self.loaded, self.torch
         try:
             if loaded.train_step is not None:
                 module = fn.module if hasattr(fn, "module") else fn
@@ -137,11 +159,21 @@ def measure(args: argparse.Namespace, proto: _Protocol) -> PairedTimesRecord:
                 EXIT_BAD_INPUT, f"the model raised {type(exc).__name__} while {what}: {first}", traceback.format_exc()
             ) from exc
 
-    expected = call(loaded.model, "running its forward")
-    analysis = None
+
+def _plans(
+    model: _Model, configs: list[WorkerConfig], modes: list[Mode]
+) -> tuple[dict[tuple[str, bool], Any], dict[tuple[str, bool], float | None]]:
+    """Each mode's plan built once, by (mode, one at a time), its branches found first when a mode
+    needs them (kept in `model.analysis`); and each plan's outputs against the model's (None in a
+    train step)."""
+    from branchscope.profiling.run.branches import find_branches
+    from branchscope.profiling.run.plans import max_abs_diff
+
+    loaded = model.loaded
+    expected = model.call(loaded.model, "running its forward")
     if any(mode.needs_branches for mode in modes):
-        analysis = find_branches(loaded.model, loaded.inputs, loaded.kwargs, grad=loaded.train_step is not None)
-    plans: dict[tuple[str, bool], Any] = {}  # by (mode, one at a time)
+        model.analysis = find_branches(loaded.model, loaded.inputs, loaded.kwargs, grad=loaded.train_step is not None)
+    plans: dict[tuple[str, bool], Any] = {}
     for c, mode in zip(configs, modes, strict=True):
         key = (mode.name, c.one_at_a_time)
         if key in plans:
@@ -151,25 +183,32 @@ def measure(args: argparse.Namespace, proto: _Protocol) -> PairedTimesRecord:
             continue
         try:
             plans[key] = (
-                mode.build_plan(loaded.model, analysis, device, one_at_a_time=True)
+                mode.build_plan(loaded.model, model.analysis, model.device, one_at_a_time=True)
                 if c.one_at_a_time
-                else mode.build_plan(loaded.model, analysis, device)
+                else mode.build_plan(loaded.model, model.analysis, model.device)
             )
         except ModeUnavailable as exc:
             raise RunFailure(EXIT_MODE, str(exc)) from exc
     diffs: dict[tuple[str, bool], float | None] = {}
     for (name, one), plan in plans.items():
-        actual = call(plan, f"running the {name} plan" + (" one branch at a time" if one else ""))
-        sync()
+        actual = model.call(plan, f"running the {name} plan" + (" one branch at a time" if one else ""))
+        model.sync()
         diffs[(name, one)] = None if loaded.train_step is not None else max_abs_diff(expected, actual)
-    del expected
+    return plans, diffs
+
+
+def _rounds(
+    model: _Model, args: argparse.Namespace, configs: list[WorkerConfig], plans: dict[tuple[str, bool], Any], proto: _Protocol
+) -> tuple[list[list[float]], list[list[int]]]:
+    """Each configuration warmed up, then `args.rounds` rounds of one step of each in alternating
+    order (`round_order`): each configuration's step times (ms) and each round's order."""
 
     def step(index: int, what: str) -> float:
         c = configs[index]
-        torch.set_num_threads(c.intra)
+        model.torch.set_num_threads(c.intra)
         t0 = time.perf_counter()
-        call(plans[(c.mode, c.one_at_a_time)], what)
-        sync()
+        model.call(plans[(c.mode, c.one_at_a_time)], what)
+        model.sync()
         return (time.perf_counter() - t0) * 1000.0
 
     proto.emit(PhaseEvent(phase="warmup"))
@@ -189,11 +228,17 @@ def measure(args: argparse.Namespace, proto: _Protocol) -> PairedTimesRecord:
             times[index].append(step(index, f"timing round {r + 1}"))
         order.append(this_round)
         proto.emit(ProgressEvent(step=r + 1, of=args.rounds))
+    return times, order
 
-    prediction = _prediction(loaded, analysis, configs, call, sync) if analysis is not None else None
 
-    import statistics
-
+def _times_record(
+    model: _Model,
+    configs: list[WorkerConfig],
+    times: list[list[float]],
+    order: list[list[int]],
+    diffs: dict[tuple[str, bool], float | None],
+    prediction: Any,
+) -> PairedTimesRecord:
     return PairedTimesRecord(
         configs=[
             PairedConfigRecord(
@@ -209,9 +254,9 @@ def measure(args: argparse.Namespace, proto: _Protocol) -> PairedTimesRecord:
             for c, ts in zip(configs, times, strict=True)
         ],
         order=order,
-        model=loaded.label,
-        device=device,
-        torch=str(torch.__version__),
+        model=model.loaded.label,
+        device=model.device,
+        torch=str(model.torch.__version__),
         cores=usable_cores(),
         prediction=prediction,
         complete=True,
