@@ -67,8 +67,6 @@ from typing import Any
 
 from branchscope.profiling.run.distributed import Distributed
 from branchscope.profiling.run.folder import RunFolder, RunFolderError, describe_os_error
-from branchscope.profiling.run.folder import write_json_atomic as write_json_atomic
-from branchscope.profiling.run.folder import write_record_atomic as write_record_atomic
 from branchscope.profiling.run.interpreter import (
     TORCH_OLDEST,
     Interpreter,
@@ -97,9 +95,6 @@ from branchscope.profiling.trace.gil import gil_line_of
 from branchscope.profiling.trace.prediction import prediction_text
 from branchscope.profiling.trace.records import DEFAULT_TRACE, RUN_JSON, RunRecord, left_out_text
 from branchscope.profiling.trace.starved import STARVED_LINE
-
-# write_json_atomic and write_record_atomic (folder.py's) are imported above for worker.py alone, until it
-# imports them from folder.py.
 
 #: --device values: auto (CUDA when available), cpu, cuda, cuda:N.
 DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?")
