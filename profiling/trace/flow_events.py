@@ -28,8 +28,9 @@ _PHASE = {
     for ph in k.spellings
 }
 _END = frozenset(kineto.PHASE_FLOW_END.spellings)
-#: An end's "bp" that binds it to the slice enclosing it, as a start or step always is.
-_ENCLOSING = frozenset(kineto.BIND_ENCLOSING.spellings)
+#: An end's "bp" that binds it to the slice enclosing it, as a start or step always is (a tuple:
+#: "bp" may be any JSON value, a list too, which a set could not be asked for).
+_ENCLOSING = kineto.BIND_ENCLOSING.spellings
 
 
 def _flow_ts(e: _Event) -> int | None:
