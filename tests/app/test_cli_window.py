@@ -28,15 +28,15 @@ def _env(**changes) -> dict[str, str]:
     return env
 
 
-def _branchscope(args, env=None, timeout=300):
+def _python(args, env=None, timeout=300):
+    """`python ARGS` in the repository, its output captured."""
     return subprocess.run(
-        [sys.executable, "-m", "branchscope.app", *args],
-        cwd=ROOT,
-        env=env or _env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+        [sys.executable, *args], cwd=ROOT, env=env or _env(), capture_output=True, text=True, timeout=timeout
     )
+
+
+def _branchscope(args, env=None, timeout=300):
+    return _python(["-m", "branchscope.app", *args], env, timeout)
 
 
 def test_screenshot_of_an_opened_sweep_folder_shows_its_heatmap_and_exits_0(tmp_path):
@@ -94,18 +94,13 @@ w = MainWindow(settings=QSettings({str(tmp_path / "s.ini")!r}, QSettings.Format.
 w.show()
 w.cuda.start()
 assert w.open_trace_files([{str(trace)!r}]) == 1
-w.timeline.repaint(); w.pool.repaint(); w.memory.repaint()
+from branchscope.app.pages.run_page import RunPage
+for panel in ("timeline", "pool", "memory"):
+    w.page(RunPage).workspace.panel(panel).repaint()
 app.processEvents()
 print("torch" in sys.modules, "branchscope.widgets.timeline" in sys.modules)
 """
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=_env(QT_QPA_PLATFORM="offscreen"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = _python(["-c", code], _env(QT_QPA_PLATFORM="offscreen"), timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "True"]
 
@@ -239,14 +234,7 @@ sys.exit(cmd_gui._run_window(args, traces=[]))
 @pytest.mark.parametrize("program", ["missing", "empty"])
 def test_screenshot_with_a_runner_that_cannot_start_exits_1_promptly(program, tmp_path):
     runner = str(tmp_path / "no-such-runner") if program == "missing" else ""
-    proc = subprocess.run(
-        [sys.executable, "-c", _CANNOT_START, str(tmp_path), runner],
-        cwd=ROOT,
-        env=_env(QT_QPA_PLATFORM="offscreen"),
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    proc = _python(["-c", _CANNOT_START, str(tmp_path), runner], _env(QT_QPA_PLATFORM="offscreen"), timeout=90)
     assert proc.returncode == 1, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: the run failed: could not start the runner"), last

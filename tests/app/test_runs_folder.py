@@ -113,6 +113,26 @@ def _dead_pid() -> int:
     return proc.pid
 
 
+def test_old_runs_are_pruned_but_recent_ones_kept(tmp_path):
+    root = tmp_path / "runs"
+    dead = _dead_pid()
+    for s in range(3):
+        for r in range(5):
+            run = root / f"2026010{s}-000000-{dead}" / f"{r:03d}-run"
+            run.mkdir(parents=True)
+            os.utime(run, (1_000_000 + s * 10 + r, 1_000_000 + s * 10 + r))
+    # A window still open (this process) keeps all its runs, however old: they are on its screen.
+    live = root / f"20250101-000000-{os.getpid()}" / "000-run"
+    live.mkdir(parents=True)
+    os.utime(live, (1, 1))
+    current = root / "20260109-000000-9"
+    prune_runs(current, keep=4)
+    left = sorted(p.name for s in root.iterdir() if s != live.parent for p in s.iterdir())
+    assert len(left) == 4
+    assert sorted(s.name for s in root.iterdir()) == [live.parent.name, f"20260102-000000-{dead}"]
+    assert live.is_dir()
+
+
 def test_pruning_removes_only_what_branchscope_made(tmp_path):
     root = tmp_path / "runs"
     dead = _dead_pid()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -261,38 +260,6 @@ def test_trace_cache_evicts_the_least_recently_shown(window, tmp_path):
     cached = [k for k, e in enumerate(window.run_list.entries) if e.trace is not None]
     assert cached == [0, *range(2, TRACE_CACHE + 1)]
     assert window.run_list.entries[0].trace is first  # kept, not read again
-
-
-def _dead_pid() -> int:
-    import subprocess
-
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
-
-
-def test_old_runs_are_pruned_but_recent_ones_kept(tmp_path):
-    import os
-
-    from branchscope.app.run_controller import prune_runs
-
-    root = tmp_path / "runs"
-    dead = _dead_pid()
-    for s in range(3):
-        for r in range(5):
-            run = root / f"2026010{s}-000000-{dead}" / f"{r:03d}-run"
-            run.mkdir(parents=True)
-            os.utime(run, (1_000_000 + s * 10 + r, 1_000_000 + s * 10 + r))
-    # A window still open (this process) keeps all its runs, however old: they are on its screen.
-    live = root / f"20250101-000000-{os.getpid()}" / "000-run"
-    live.mkdir(parents=True)
-    os.utime(live, (1, 1))
-    current = root / "20260109-000000-9"
-    prune_runs(current, keep=4)
-    left = sorted(p.name for s in root.iterdir() if s != live.parent for p in s.iterdir())
-    assert len(left) == 4
-    assert sorted(s.name for s in root.iterdir()) == [live.parent.name, f"20260102-000000-{dead}"]
-    assert live.is_dir()
 
 
 @pytest.mark.parametrize("program", ["missing", "empty"])
