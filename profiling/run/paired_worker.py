@@ -3,7 +3,7 @@
 `python -I -m branchscope.profiling.run.paired_worker RUN-ARGS --configs M:IxJ,… --rounds N`,
 started and supervised by the runner as the profiling worker is (`runner.run_profile(layout=…)`,
 see `run/paired.py`): it dies with the runner, leads its own group with a reaper, joins the run's
-cgroup (`worker._die_with_parent`), speaks the same JSON lines on its original stdout and writes
+cgroup (`worker_process.die_with_parent`), speaks the same JSON lines on its original stdout and writes
 `records.PAIRED_TIMES_JSON` into its staging folder, then `finished`.
 
 Why one process can hold several configurations: the inter-op pool is sized once per process
@@ -45,7 +45,8 @@ from branchscope.profiling.run.model_setup import load_requested_model, resolve_
 from branchscope.profiling.run.modes import Mode, ModeUnavailable, mode_named
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_MODE, RunFailure, add_run_arguments
 from branchscope.profiling.run.steady import warm_up
-from branchscope.profiling.run.worker import _die_with_parent, _Protocol, _run_and_exit
+from branchscope.profiling.run.worker import _Protocol, _run_and_exit
+from branchscope.profiling.run.worker_process import die_with_parent
 from branchscope.profiling.trace.events import PhaseEvent, ProgressEvent
 from branchscope.profiling.trace.sweep_records import PAIRED_TIMES_JSON, PairedConfigRecord, PairedTimesRecord
 
@@ -289,7 +290,7 @@ def _prediction(loaded: Any, analysis: Any, configs: list[WorkerConfig], call: A
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    _die_with_parent()  # first: a runner killed from here on takes this worker with it
+    die_with_parent()  # first: a runner killed from here on takes this worker with it
     args = build_arg_parser().parse_args(argv)
     sys.dont_write_bytecode = True
     proto = _Protocol()

@@ -157,21 +157,27 @@ def run_prediction(
     return predict_from([BranchRecord(**b) for b in branches], measured, source=source)
 
 
-def export(
-    args: argparse.Namespace,
-    dist: RankInfo | None,
-    started: Started,
-    model: Model,
-    made: Planned,
-    steps: StepTimes,
-    phases: Phases,
-) -> RunRecord:
+@dataclass(frozen=True)
+class RunSoFar:
+    """What the phases before the export made: the worker's arguments, its place in a distributed
+    run, its threads and mode, the model, the plan, the step times."""
+
+    args: argparse.Namespace
+    dist: RankInfo | None
+    started: Started
+    model: Model
+    made: Planned
+    steps: StepTimes
+
+
+def export(run: RunSoFar, phases: Phases) -> RunRecord:
     """The "export" phase: the profiler's trace (its threads named by the OS names the worker read,
     the inter-op pool taken from the trace where /proc gave no census), the prediction, and the
     run's record; the trace written with the record's facts as its "branchscope" object. Returns
     the record, its "phase_seconds" ending with the export."""
+    args, started, made = run.args, run.started, run.made
     census = started.census
-    trace = exported_trace(steps.profiled.prof, args.out / "trace.raw.json")
+    trace = exported_trace(run.steps.profiled.prof, args.out / "trace.raw.json")
     census.note("other")
     threads = {**census.names, **read_thread_names()}
     name_threads(trace, threads)
@@ -184,9 +190,9 @@ def export(
             f"{made.plan.marks.steps} steps (its forward took another path), so its branch marks cannot be trusted"
         )
     else:
-        prediction = run_prediction(started.mode.traits.baseline, branches, trace, steps.measured)
+        prediction = run_prediction(started.mode.traits.baseline, branches, trace, run.steps.measured)
     facts = Facts(threads=threads, interop_tids=interop, branches=branches, prediction=prediction, clock=trace_clock(trace))
-    record = run_record(args, dist, started, model, made, steps, facts, phases)
+    record = run_record(run, facts, phases)
     trace["branchscope"] = RunInfo.of_run(record).trace_object()
     write_trace(args.out / "trace.json", trace)
     phases.end("export")
@@ -205,18 +211,10 @@ class Facts:
     clock: dict[str, Any]
 
 
-def run_record(
-    args: argparse.Namespace,
-    dist: RankInfo | None,
-    started: Started,
-    model: Model,
-    made: Planned,
-    steps: StepTimes,
-    facts: Facts,
-    phases: Phases,
-) -> RunRecord:
+def run_record(run: RunSoFar, facts: Facts, phases: Phases) -> RunRecord:
     """The run's facts, once: run.json's record, of which the trace's "branchscope" object is made."""
-    torch, analysis, plan, loaded = model.torch, made.analysis, made.plan, model.loaded
+    args, dist, started, model, steps = run.args, run.dist, run.started, run.model, run.steps
+    torch, analysis, plan, loaded = model.torch, run.made.analysis, run.made.plan, model.loaded
     steps_ms, unprofiled = steps.profiled.steps_ms, steps.unprofiled_ms
     profiled_stats, unprofiled_stats = StepStats.of(steps_ms), StepStats.of(unprofiled)
     assert profiled_stats is not None and unprofiled_stats is not None  # K >= 1 steps of each
@@ -262,7 +260,7 @@ def run_record(
         warnings=run_warnings(steps.warmup, unprofiled, steps_ms),
         branches=[BranchRecord(**b) for b in facts.branches],
         regions=len({b["region"] for b in facts.branches}),
-        max_abs_diff=made.max_abs_diff,
+        max_abs_diff=run.made.max_abs_diff,
         main_tid=started.main_tid,
         interop_tids=facts.interop_tids,
         intra_tids=started.census.intra_tids,

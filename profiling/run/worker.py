@@ -39,23 +39,14 @@ A forked TorchScript run may abort at interpreter exit ("terminate called withou
 exception") once its work is done, so the worker leaves with os._exit after flushing its results.
 
 A rank of a distributed run ($BRANCHSCOPE_EVENTS_DIR set by the runner, the rank's place in
-RANK, LOCAL_RANK, WORLD_SIZE from torch.distributed.run): see `_rank_main`. Its process group
+RANK, LOCAL_RANK, WORLD_SIZE from torch.distributed.run): see `worker_process.watch_rank`. Its process group
 (gloo on CPU, nccl on CUDA with rank r on cuda:(local rank)) is initialised before the model is
 built; it writes into OUT/rank-R; it times exactly --steps unprofiled steps (ranks step together),
 and every rank warms up the same number of steps: each warm-up step the ranks all-reduce whether
 each has settled or hit a cap (one small collective between steps, on the default group, in the
 same order on every rank), and stop together.
 A model file's `train_step(model, inputs)`, when it has one, is each step (see LoadedModel.train_step).
-
-Dying with the runner: before anything else the worker asks the kernel for SIGKILL when its parent
-dies (PR_SET_PDEATHSIG) and checks its parent is still the runner ($BRANCHSCOPE_RUNNER_PID). Processes
-the model starts would survive that, so a worker that leads its own process group (the runner starts
-it so) forks a tiny reaper first: it waits, blocked in sigwait, for its own death signal, sent when
-the worker dies, and then SIGKILLs every process carrying the run's token (those that left the group
-too, see branchscope.profiling.run.processes) and the whole group. Being a separate single-threaded process, it
-works even while the worker's main thread is stuck in native code. Before all that, the worker joins the
-run's cgroup when the runner made one ($BRANCHSCOPE_RUN_CGROUP): what the model starts and that drops
-both the group and the token is in it, and the cgroup's watchdog empties it when the runner dies.
+Dying with the runner, and a rank's watching process: `worker_process`.
 """
 
 from __future__ import annotations
@@ -64,7 +55,6 @@ import argparse
 import errno
 import faulthandler
 import os
-import signal
 import sys
 import time
 import traceback
@@ -86,12 +76,6 @@ from branchscope.profiling.run.model_setup import (
     plan,
     start,
 )
-from branchscope.profiling.run.processes import (
-    LAUNCHER_PID_ENV,
-    join_run_cgroup,
-    kill_processes_with_token,
-    set_death_signal,
-)
 from branchscope.profiling.run.profiled_steps import (
     StepTimes,
     measures_branches,
@@ -104,23 +88,19 @@ from branchscope.profiling.run.protocol import (
     EVENTS_DIR_ENV,
     EXIT_FAILED,
     EXIT_OK,
-    RANK_EVENTS,
     RANK_FOLDER,
     RANK_SAMPLING,
     RANK_SAMPLING_WAIT_S,
-    RUN_TOKEN_ENV,
-    RUNNER_PID_ENV,
     WORKER_MODULE,
     RunFailure,
     add_run_arguments,
 )
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT as EXIT_BAD_MODEL
-from branchscope.profiling.run.run_facts import export
+from branchscope.profiling.run.run_facts import RunSoFar, export
+from branchscope.profiling.run.worker_process import die_with_parent, watch_rank
 from branchscope.profiling.trace.events import (
-    EndedEvent,
     ErrorEvent,
     Event,
-    ExitedEvent,
     FinishedEvent,
     HelloEvent,
     PhaseEvent,
@@ -166,47 +146,6 @@ class _Protocol:
         self.stream.flush()
 
 
-def _die_with_parent() -> None:
-    """SIGKILL this worker when the runner dies, and its process group with it (see the module docstring)."""
-    join_run_cgroup()  # first: everything started from here on stays in the run's cgroup
-    expected = os.environ.get(RUNNER_PID_ENV, "")
-    if set_death_signal(signal.SIGKILL) and expected.isdigit() and os.getppid() != int(expected):
-        os._exit(EXIT_FAILED)  # the runner died before the request took effect: nobody waits for this run
-    if os.getpgrp() == os.getpid():  # leads its own group (never when run by hand in a shell's group)
-        _start_group_reaper(os.getpid())
-
-
-def _start_group_reaper(worker: int, also: tuple[str, ...] = (), ended: tuple[Path, int] | None = None) -> None:
-    """Forks the reaper (single-threaded here: nothing has started a thread yet); `also`: the
-    environment entries that, beside the run's token, mark the processes it kills (one rank's);
-    `ended`: (events file, rank) where it says `{"event": "ended", "rank", "t"}` once `worker` is gone
-    (how a rank whose watching process was killed is told apart from ranks stopped after it)."""
-    if os.fork() != 0:
-        return
-    code = 0
-    try:
-        devnull = os.open(os.devnull, os.O_RDWR)
-        os.dup2(devnull, 0)
-        os.dup2(devnull, 1)  # never hold the runner's end of the protocol pipe open
-        os.closerange(3, 1024)
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        stopped = False
-        if set_death_signal(signal.SIGTERM) and os.getppid() == worker:
-            # The worker died (the kernel sends the death signal as from the dying parent: si_pid is
-            # the worker's), or someone signalled the group to stop (the launcher: its pid).
-            stopped = signal.sigwaitinfo({signal.SIGTERM}).si_pid != worker
-        if ended is not None:
-            with open(ended[0], "ab") as f:
-                f.write(encode_event(EndedEvent(rank=ended[1], t=time.monotonic(), stopped=stopped)) + b"\n")
-        token = os.environ.get(RUN_TOKEN_ENV)
-        if token:  # what the model started and that left the group (a daemon)
-            kill_processes_with_token(token, also=also)
-        os.killpg(worker, signal.SIGKILL)  # the worker, what the model started, and this reaper
-    except BaseException:  # noqa: BLE001 - the reaper must never return into the worker's code
-        code = 1
-    os._exit(code)
-
-
 def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None) -> RunRecord:
     """One run, phase by phase (each named as run.json's "phase_seconds" names it); the runner hears
     "load", "warmup", "timing", "profile" (from `profile`) and "export" as each begins."""
@@ -239,7 +178,7 @@ def run(args: argparse.Namespace, proto: _Protocol, dist: RankInfo | None = None
         measured = prediction(args, model, analysis)
         phases.end("prediction")
     steps = StepTimes(warm, unprofiled, profiled, measured)
-    return export(args, dist, started, model, Planned(analysis, made, diff), steps, phases)
+    return export(RunSoFar(args, dist, started, model, Planned(analysis, made, diff), steps), phases)
 
 
 def _as_failure(exc: BaseException) -> RunFailure:
@@ -261,8 +200,8 @@ def _as_failure(exc: BaseException) -> RunFailure:
 
 def main(argv: list[str] | None = None) -> int:
     if os.environ.get(EVENTS_DIR_ENV):
-        _rank_main(argv)
-    _die_with_parent()  # first: a runner killed from here on takes this worker with it
+        watch_rank(lambda events, rank: _rank_worker(argv, events, rank))
+    die_with_parent()  # first: a runner killed from here on takes this worker with it
     args = build_arg_parser().parse_args(argv)
     sys.dont_write_bytecode = True  # loading the user's model leaves no __pycache__ in their folder
     proto = _Protocol()
@@ -298,39 +237,7 @@ def _run_and_exit(
     os._exit(code)
 
 
-def _rank_main(argv: list[str] | None) -> None:
-    """One rank of a distributed run, started by torch.distributed.run (never returns).
-
-    This process (the one the launcher started, leading its own group) dies with the launcher and
-    forks the rank's reaper as the worker does (it kills this rank's processes only: the token and
-    RANK=R), then forks the rank's worker, which dies with it, and waits for it: its
-    `{"event": "exited", "rank", "pid", "code", "t"}` (code: the exit status, -N for signal N) tells
-    the runner how the rank ended, which a launcher cannot (it sees this process, not the worker).
-    """
-    rank = int(os.environ.get("RANK", "0"))
-    launcher = os.environ.get(LAUNCHER_PID_ENV, "")
-    if set_death_signal(signal.SIGKILL) and launcher.isdigit() and os.getppid() != int(launcher):
-        os._exit(EXIT_FAILED)  # the launcher died before the request took effect
-    events = Path(os.environ[EVENTS_DIR_ENV]) / RANK_EVENTS.format(rank=rank)
-    if os.getpgrp() == os.getpid():
-        _start_group_reaper(os.getpid(), also=(f"RANK={rank}",), ended=(events, rank))
-    watcher = os.getpid()
-    child = os.fork()
-    if child == 0:
-        if set_death_signal(signal.SIGKILL) and os.getppid() != watcher:
-            os._exit(EXIT_FAILED)
-        _rank_worker(argv, events, rank)
-    _, status = os.waitpid(child, 0)
-    code = os.waitstatus_to_exitcode(status)
-    try:
-        with open(events, "ab") as f:
-            f.write(encode_event(ExitedEvent(rank=rank, pid=child, code=code, t=time.monotonic())) + b"\n")
-    except OSError:
-        pass
-    os._exit(code if code >= 0 else 128 - code)
-
-
-def _rank_worker(argv: list[str] | None, events: Path, rank: int) -> None:
+def _rank_worker(argv: list[str] | None, events: Path, rank: int) -> NoReturn:
     """The worker of one rank: the single-process worker's run, into OUT/rank-R (never returns)."""
     args = build_arg_parser().parse_args(argv)
     sys.dont_write_bytecode = True
