@@ -7,6 +7,7 @@ import json
 import pytest
 from PySide6.QtCore import QPoint, Qt
 
+from branchscope.app.pages.run_page import RunPage
 from branchscope.profiling import load_trace, merge_traces
 from branchscope.profiling.trace.merge import as_ranks
 from branchscope.widgets.time_axis import GUTTER
@@ -29,7 +30,7 @@ def test_every_gpu_stream_is_in_view_in_a_1600x1000_window(name, shared_traces, 
     paths = sorted(str(p) for p in path.iterdir()) if path.is_dir() else [str(path)]
     window.resize(1600, 1000)
     assert window.open_trace_files(paths) == len(paths)
-    timeline = window.workspace.panel("timeline")
+    timeline = window.page(RunPage).workspace.panel("timeline")
     qtbot.waitUntil(lambda: timeline.trace is not None)
     trace = timeline.trace
     gpu = [ln.index for ln in trace.lanes if ln.kind == "gpu"]
@@ -47,7 +48,7 @@ def test_every_gpu_stream_is_in_view_in_a_1600x1000_window(name, shared_traces, 
 def test_empty_charts_take_one_line_each(shared_traces, window, qtbot):
     window.resize(1600, 1000)
     window.open_trace_files([str(shared_traces / "hta_gpu_6streams_rank0.json.gz")])
-    row = window.workspace.rows[0]
+    row = window.page(RunPage).workspace.rows[0]
     qtbot.waitUntil(lambda: row.trace is not None)
     pool, memory = row.panel("pool"), row.panel("memory")
     assert not pool.has_data() and not memory.has_data()
