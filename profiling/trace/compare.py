@@ -108,11 +108,6 @@ class RunSummary:
     model: str | None = None
     #: The machine's load while it ran (run.json `load`), None when not measured.
     load: LoadRecord | None = None
-
-    @property
-    def busy(self) -> bool:
-        """Other processes took more than about a fifth of the cores while it timed its steps."""
-        return self.load is not None and self.load.busy is True
     #: What its branches could give on k threads (run.json's or the trace's `prediction`), None
     #: when unknown.
     prediction: PredictionRecord | None = None
@@ -129,6 +124,11 @@ class RunSummary:
     def traits(self) -> ModeTraits:
         """Its mode's traits: the run's, else the table's (`mode_traits.traits_of`)."""
         return traits_of(self.mode, self.mode_traits)
+
+    @property
+    def busy(self) -> bool:
+        """Other processes took more than about a fifth of the cores while it timed its steps."""
+        return self.load is not None and self.load.busy is True
 
     @property
     def is_baseline_1x1(self) -> bool:
