@@ -7,7 +7,10 @@ or absolute, negative (wrapped 32-bit) tids, pseudo processes with string pids (
 "Traces"), and the legacy format of PyTorch <= 1.9 ("stream 7" tids, `Kernel`/`Memcpy` categories,
 `[memory]` events without `Total Allocated`).
 
-A load goes through these modules, and a format quirk goes in the one that reads what it is about:
+A load goes through these modules, and a format quirk goes in the one that reads what it is about;
+a key spelled another way (a new or older spelling of an arg, metadata key, event name or category)
+is one entry in `kineto`, the vocabulary every reader reads its keys from, and a golden test in
+tests/trace/test_kineto_vocabulary.py:
 
 - `text`: the file, read as untrusted input (regular files only, gzip by magic bytes, each MiB
   checked before the next is read, a memory budget); its docstring says what is refused and why;
