@@ -6,16 +6,25 @@ What it finds and how the view shows a match are `TimelineView.find` and `find_n
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol, cast
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QLineEdit, QToolButton
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QLineEdit, QToolButton, QWidget
 
 from branchscope.widgets.time_axis import GUTTER, RIGHT_MARGIN
 from branchscope.widgets.timeline_painter import RULER_H
 
-if TYPE_CHECKING:
-    from branchscope.widgets.timeline import TimelineView
+
+class Finder(Protocol):
+    """What the bar asks of its view (`TimelineView`), named here so that the two do not import
+    each other."""
+
+    state: Any
+
+    def width(self) -> int: ...
+    def find(self, text: str) -> None: ...
+    def find_next(self) -> None: ...
+    def close_find(self) -> None: ...
 
 #: Pause in typing after which Find highlights the matches.
 FIND_DEBOUNCE_MS = 150
@@ -24,9 +33,9 @@ FIND_DEBOUNCE_MS = 150
 class FindBar(QFrame):
     """Ctrl+F: a name to look for, the number of matches, Enter for the next one."""
 
-    def __init__(self, parent: TimelineView):
+    def __init__(self, parent: QWidget):
         super().__init__(parent)
-        self.view = parent
+        self.view = cast(Finder, parent)
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setAutoFillBackground(True)
         self.edit = QLineEdit(self)
@@ -36,7 +45,7 @@ class FindBar(QFrame):
         close = QToolButton(self)
         close.setText("✕")
         close.setAutoRaise(True)
-        close.clicked.connect(parent.close_find)
+        close.clicked.connect(self.view.close_find)
         lay = QHBoxLayout(self)
         lay.setContentsMargins(6, 3, 3, 3)
         lay.addWidget(self.edit, 1)
@@ -47,7 +56,7 @@ class FindBar(QFrame):
         self.debounce = QTimer(self)
         self.debounce.setSingleShot(True)
         self.debounce.setInterval(FIND_DEBOUNCE_MS)
-        self.debounce.timeout.connect(lambda: parent.find(self.edit.text()))
+        self.debounce.timeout.connect(lambda: self.view.find(self.edit.text()))
         self.edit.textEdited.connect(lambda _text: self.debounce.start())
         self.setFixedWidth(360)
         self.hide()

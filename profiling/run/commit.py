@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -23,17 +24,46 @@ from branchscope.profiling.run.folder import RunFolder
 from branchscope.profiling.run.machine_load import LoadMeter
 from branchscope.profiling.run.nodes import NodeFailure, NodeFolder
 from branchscope.profiling.run.outcome import RunResult, cancelled, describe_exit
+from branchscope.profiling.run.processes import CancelFlag
 from branchscope.profiling.run.protocol import EXIT_OK, EXIT_WORKER, RANK_FOLDER
+from branchscope.profiling.trace.events import ExitedEvent
 from branchscope.profiling.trace.records import DEFAULT_TRACE, RUN_FORMAT, RUN_JSON, RankRecord, RunRecord
 from branchscope.profiling.trace.step_stats import StepStats
 
-if TYPE_CHECKING:
-    from branchscope.profiling.run.distributed import Distributed
-    from branchscope.profiling.run.supervise import OneWorker, Rank
+
+class Rank(Protocol):
+    """What committing reads of a rank (`supervise.Rank`)."""
+
+    rank: int
+    sampler: ThreadCpuSampler | None
+    exited: ExitedEvent | None
+
+
+class Layout(Protocol):
+    """What committing asks of a run's layout (`supervise.OneWorker`, `distributed.Distributed`):
+    named here rather than imported, so that the supervisor, which commits, and the layouts do not
+    import each other in a circle."""
+
+    nproc: int
+
+    def folder(self, rank: int) -> Path: ...
+    def name(self, rank: Any, *, pid: bool = False) -> str: ...
+    def trace_failed(self, rank: Any, exc: ValueError) -> str: ...
+    def record(self, ranks: Any, runs: list[RunRecord]) -> RunRecord: ...
+
+
+class NodesLayout(Layout, Protocol):
+    """A multi-node run's layout (`distributed.Distributed`): which node this is of how many."""
+
+    node: int
+    nnodes: int
+    host: str | None
+    deadline: float
+    cancel: CancelFlag | None
 
 
 def commit_run(
-    folder: RunFolder, layout: OneWorker, ranks: list[Rank], runs: list[RunRecord], load: LoadMeter | None = None
+    folder: RunFolder, layout: Layout, ranks: Sequence[Rank], runs: list[RunRecord], load: LoadMeter | None = None
 ) -> RunResult:
     """Every rank's results complete: each rank's trace.json.gz written with its CPU samples, then
     the run folder committed (run.json last, with the machine's `load` and, when others were busy,
@@ -48,7 +78,7 @@ def commit_run(
     return result
 
 
-def finish_traces(out: Path, layout: OneWorker, ranks: list[Rank], runs: list[RunRecord], result: RunResult) -> RunResult | None:
+def finish_traces(out: Path, layout: Layout, ranks: Sequence[Rank], runs: list[RunRecord], result: RunResult) -> RunResult | None:
     """Each rank's trace.json.gz written with its CPU samples (counted in `result`, with a note for
     a rank that ended badly after its results); a failed result when one cannot be written."""
     for rank, run in zip(ranks, runs, strict=True):
@@ -135,7 +165,7 @@ def _per_step_max(series: list[list[float] | None]) -> list[float]:
 
 
 def commit_nodes(
-    folder: RunFolder, layout: Distributed, nodes: NodeFolder, ranks: list[Rank], results: list[Any], load: LoadMeter | None
+    folder: RunFolder, layout: NodesLayout, nodes: NodeFolder, ranks: Sequence[Rank], results: list[Any], load: LoadMeter | None
 ) -> RunResult:
     """A node of a multi-node run: its ranks' traces written; a node other than 0 leaves them for
     node 0 (`NodeFolder.done`); node 0 takes every other node's ranks as they come in
