@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from branchscope.profiling.trace.compare import RunSummary
-from branchscope.profiling.trace.mode_traits import ModeTraits, traits_of
+from branchscope.profiling.trace.mode_traits import KnowsItsTraits, ModeTraits
 from branchscope.profiling.trace.parts import PartRun, parts_sentence, speedup_parts
 from branchscope.profiling.trace.step_stats import StepStats, overlaps
 from branchscope.profiling.trace.sweep_records import (
@@ -81,7 +81,7 @@ NOISE_BY_PASSES = "the ranges of their passes' medians"
 
 
 @dataclass(frozen=True)
-class Measured:
+class Measured(KnowsItsTraits):
     """One run of a model as advice reads it: its mode, thread counts and unprofiled step times.
 
     `spread_known` is False when only the median is known (the stats' quartiles are then the median);
@@ -106,11 +106,6 @@ class Measured:
     index: int | None = None
     plan_by: str | None = None
     mode_traits: ModeTraits | None = None
-
-    @property
-    def traits(self) -> ModeTraits:
-        """Its mode's traits: the run's, else the table's."""
-        return traits_of(self.mode, self.mode_traits)
 
     @property
     def threads(self) -> int:

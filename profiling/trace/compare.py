@@ -38,7 +38,7 @@ from branchscope.profiling.trace.analyses import (
     steps_window,
 )
 from branchscope.profiling.trace.gap import Gap, explain_gap
-from branchscope.profiling.trace.mode_traits import ModeTraits, traits_of
+from branchscope.profiling.trace.mode_traits import KnowsItsTraits, ModeTraits
 from branchscope.profiling.trace.model import Trace, TraceFormatError
 from branchscope.profiling.trace.parts import PartRun, speedup_parts
 from branchscope.profiling.trace.prediction import prediction_json
@@ -78,7 +78,7 @@ class LoadedRun:
 
 
 @dataclass(frozen=True)
-class RunSummary:
+class RunSummary(KnowsItsTraits):
     """What one run was and how it did. Values a run cannot tell are None.
 
     `median_ms` is the profiled median of run.json; `unprofiled` the step times without the
@@ -119,11 +119,6 @@ class RunSummary:
     plan_by: str | None = None
     #: Its mode's traits as run.json or the trace says them (None: the table's, `traits`).
     mode_traits: ModeTraits | None = None
-
-    @property
-    def traits(self) -> ModeTraits:
-        """Its mode's traits: the run's, else the table's (`mode_traits.traits_of`)."""
-        return traits_of(self.mode, self.mode_traits)
 
     @property
     def busy(self) -> bool:

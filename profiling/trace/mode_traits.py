@@ -130,6 +130,18 @@ def run_traits(run: RunOfAMode | None) -> ModeTraits:
     return traits_of(run.mode, run.mode_traits)
 
 
+class KnowsItsTraits:
+    """Mixed into a run's row (`compare.RunSummary`, `advice.Measured`), which holds its `mode` and
+    the `mode_traits` its run recorded: `traits` is the run's, else the table's."""
+
+    mode: str | None
+    mode_traits: ModeTraits | None
+
+    @property
+    def traits(self) -> ModeTraits:
+        return traits_of(self.mode, self.mode_traits)
+
+
 def baseline_mode() -> str:
     """The name of the mode speedups are measured against (the last registered that says it is)."""
     return next(name for name, t in reversed(_known.items()) if t.baseline)
