@@ -206,7 +206,7 @@ def tracer_times(model: Any, args: tuple, kwargs: dict) -> dict[str, dict]:
     import torch.export
     import torch.fx
 
-    from branchscope.profiling.run.branches import EXPORT_NON_STRICT, EXPORT_STRICT, FX
+    from branchscope.profiling.run.graph_tracers import EXPORT_NON_STRICT, EXPORT_STRICT, FX
 
     tries = (
         (FX, lambda: torch.fx.symbolic_trace(model)),

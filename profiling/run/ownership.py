@@ -104,7 +104,7 @@ def _stack_keys(node: Any) -> list[tuple[str, str]]:
 def call_map(model: Any, analysis: Any) -> CallMap:
     """The pieces of every branch of `analysis` (a `branches.BranchAnalysis`) in `model`'s own
     forward (see the module docstring); an empty map without a graph."""
-    from branchscope.profiling.run.branches import compute_nodes
+    from branchscope.profiling.run.graph_nodes import compute_nodes
 
     gm = analysis.graph_module
     if gm is None:

@@ -37,12 +37,9 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from branchscope.profiling.run import ownership
-from branchscope.profiling.run.branches import (
-    Branch,
-    BranchAnalysis,
-    Region,
-    compute_nodes,
-)
+from branchscope.profiling.run.branch_regions import Branch, Region
+from branchscope.profiling.run.branches import BranchAnalysis
+from branchscope.profiling.run.graph_nodes import compute_nodes
 from branchscope.profiling.run.modes import HigherOrderUnavailable, ModeUnavailable, mode_named
 from branchscope.profiling.run.protocol import branch_label
 from branchscope.profiling.trace.records import left_out_text

@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from branchscope.profiling.run.branches import EXPORT_NON_STRICT, FX, find_branches
+from branchscope.profiling.run.branches import find_branches
+from branchscope.profiling.run.graph_tracers import EXPORT_NON_STRICT, FX
 from branchscope.profiling.trace.run_info import branch_label, branch_name
 
 

@@ -200,7 +200,7 @@ class _NeedsExport(nn.Module):
 
 
 def test_torch_export_takes_over_when_fx_fails_and_names_come_from_module_paths():
-    from branchscope.profiling.run.branches import EXPORT_NON_STRICT, FX
+    from branchscope.profiling.run.graph_tracers import EXPORT_NON_STRICT, FX
 
     analysis = find_branches(_NeedsExport(), (torch.randn(3, 8),))
     assert analysis.tracer == EXPORT_NON_STRICT and analysis.exported and analysis.fx_error is None

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from branchscope.profiling.run.branches import EXPORT_NON_STRICT, FX, find_branches
+from branchscope.profiling.run.branches import find_branches
 from branchscope.profiling.run.cpu_sampler import settle_interop_pool
+from branchscope.profiling.run.graph_tracers import EXPORT_NON_STRICT, FX
 from branchscope.profiling.run.model_source import ModelSpec, load_model
 from branchscope.profiling.run.plans import ModeUnavailable, build_plan, max_abs_diff
 from tests.paths import MODELS

@@ -11,7 +11,8 @@ from torch import nn
 from transformers import MixtralConfig, MixtralModel, Qwen2MoeConfig, Qwen2MoeModel
 
 from branchscope.profiling.run.branch_pool import BranchPool
-from branchscope.profiling.run.branches import EXPORT_NON_STRICT, export_hint, find_branches
+from branchscope.profiling.run.branches import find_branches
+from branchscope.profiling.run.graph_tracers import EXPORT_NON_STRICT, export_hint
 from branchscope.profiling.run.model_source import ModelSpec, load_model
 from branchscope.profiling.run.modes import threads
 from branchscope.profiling.run.plans import ModeUnavailable, build_plan, max_abs_diff

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from branchscope.profiling.run import branches as branches_module
+from branchscope.profiling.run import graph_tracers
 from branchscope.profiling.run.branch_timing import measure_branch_times
 from branchscope.profiling.run.branches import find_branches
 from branchscope.profiling.run.model_source import ModelSpec, load_model
@@ -36,7 +36,7 @@ def _no_fx(*_args, **_kwargs):
 @pytest.fixture(params=["torch.fx", "torch.export"])
 def tracer(request, monkeypatch):
     if request.param == "torch.export":
-        monkeypatch.setattr(branches_module.fx, "symbolic_trace", _no_fx)
+        monkeypatch.setattr(graph_tracers.fx, "symbolic_trace", _no_fx)
     return request.param
 
 

@@ -13,7 +13,8 @@ import pytest
 import torch
 from torch import nn
 
-from branchscope.profiling.run.branches import EXPORT_NON_STRICT, FX, find_branches
+from branchscope.profiling.run.branches import find_branches
+from branchscope.profiling.run.graph_tracers import EXPORT_NON_STRICT, FX
 from branchscope.profiling.run.model_source import ModelSpec, load_model
 from branchscope.profiling.run.modes.fork import compiler_summary
 from branchscope.profiling.run.plans import ModeUnavailable, build_plan, max_abs_diff
@@ -54,11 +55,11 @@ def test_a_module_under_no_grad_exports_without_a_grad_wrapper_and_forks():
 
 
 def test_with_grad_on_the_wrapper_stays_and_the_error_says_what_to_do(monkeypatch):
-    from branchscope.profiling.run import branches
+    from branchscope.profiling.run import branch_regions
 
     # One wrapper call is little work beside the projections: keep its region whatever its size.
-    monkeypatch.setattr(branches, "SMALL_SHARE", 0.0)
-    monkeypatch.setattr(branches, "TINY_SHARE", 0.0)
+    monkeypatch.setattr(branch_regions, "SMALL_SHARE", 0.0)
+    monkeypatch.setattr(branch_regions, "TINY_SHARE", 0.0)
     loaded = load_model(ModelSpec(path=MODELS / "grad_wrapped.py"))
     analysis = find_branches(loaded.model, loaded.inputs, grad=True)  # a run with a train_step
     with pytest.raises(ModeUnavailable) as err:

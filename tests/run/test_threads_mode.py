@@ -11,7 +11,7 @@ import threading
 import pytest
 import torch
 
-from branchscope.profiling.run import branches as branches_module
+from branchscope.profiling.run import branch_regions
 from branchscope.profiling.run.branch_pool import BranchPool
 from branchscope.profiling.run.branches import find_branches
 from branchscope.profiling.run.model_source import ModelSpec, load_model
@@ -94,8 +94,8 @@ def test_threads_runs_a_model_whose_fork_plan_torchscript_cannot_compile(pool):
 
 
 def test_threads_calls_the_higher_order_ops_a_torchscript_plan_cannot(pool, monkeypatch):
-    monkeypatch.setattr(branches_module, "SMALL_SHARE", 0.0)  # keep the wrapper's small region
-    monkeypatch.setattr(branches_module, "TINY_SHARE", 0.0)
+    monkeypatch.setattr(branch_regions, "SMALL_SHARE", 0.0)  # keep the wrapper's small region
+    monkeypatch.setattr(branch_regions, "TINY_SHARE", 0.0)
     loaded, analysis = _prepare(ModelSpec(path=MODELS / "grad_wrapped.py"), grad=True)
     with pytest.raises(ModeUnavailable, match="wrap_with_set_grad_enabled"):
         build_plan("fork", loaded.model, analysis)
