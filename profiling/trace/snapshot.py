@@ -15,11 +15,11 @@ allocations, so that the views and `analyze_memory` treat it like a trace:
   `file:line:function` (the innermost frame when all are torch's; NO_OP without frames);
 - times from `time_us`; entries without it take their position (µs) as their time.
 
-A snapshot is untrusted, so it is not read by `pickle` but by `_unpickle`, a small stack machine
-that knows only the opcodes of plain data (no global: no class, no function, nothing is run) and
-bounds the memory it takes by a multiple of the file's size (`_MAX_EXPANSION`), counting what each
-opcode builds before it builds the next, and before an allocation that one opcode could make huge
-(a memo index, a declared length). Dict keys and set items must be strings or numbers that hash
+A snapshot is untrusted, so it is not read by `pickle` but by `plain_pickle.unpickle`, a small stack
+machine that knows only the opcodes of plain data (no global: no class, no function, nothing is run)
+and bounds the memory it takes by a multiple of the file's size (`_MAX_EXPANSION`), counting what
+each opcode builds before it builds the next, and before an allocation that one opcode could make
+huge (a memo index, a declared length). Dict keys and set items must be strings or numbers that hash
 without collisions, so that nothing deep is hashed and no dict takes quadratic time to build. The
 file's size is checked against the memory left before it is read. What the memo lets a few bytes
 repeat is bounded once unpickled too: a snapshot may hold one segment, block or entry per
@@ -31,14 +31,9 @@ else than plain data of the shape above is a `TraceFormatError` with one line.
 from __future__ import annotations
 
 import gc
-import itertools
 import os
-import pickletools
 import re
-import struct
-import sys
 from dataclasses import replace
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +42,9 @@ import numpy as np
 from branchscope.profiling.files import UnreadableFile, open_regular, read_head
 from branchscope.profiling.trace.memory import NO_OP
 from branchscope.profiling.trace.model import MemorySeries, Trace, TraceFormatError, build_trace
-from branchscope.profiling.trace.reader import _memory_budget, _mib, check_trace_path
+from branchscope.profiling.trace.pickle_machine import HASH_SAFE, Refused
+from branchscope.profiling.trace.plain_pickle import unpickle
+from branchscope.profiling.trace.text import _memory_budget, _mib, check_trace_path
 
 #: How many bytes of memory a byte of a snapshot may take once unpickled: `_unpickle` counts what
 #: it builds and refuses a pickle past this multiple (plus `_SLACK`). Snapshots count 6x (frames
@@ -76,437 +73,6 @@ _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _ALLOCATED = {"alloc": 1}
 _FREED = ("free_requested", "free")
 _RESERVED = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_unmap": -1}
-
-
-class _Refused(Exception):
-    """Why `_unpickle` does not read a pickle: one line, without the file's name."""
-
-
-# What `_unpickle` counts for what it builds (bytes, CPython 3.11, 64-bit): a stack slot for each
-# object pushed, plus the object when it is new (what pymalloc gives it: sizes round up to 16);
-# new strings, bytes and containers, and what a container grows by, by sys.getsizeof.
-_PUSH = 9  # 8, and the list's spare room
-_INT = 32 + _PUSH
-_FLOAT = 32 + _PUSH
-_MEMO = 10  # a memo slot, with the list's spare room
-_MARK = 8  # a mark's position in the list of marks...
-_MARK_INT = 32  # ...and the int that holds it, past the small ints Python keeps
-_TUPLE = 40 + _PUSH  # an empty tuple's size: each item adds 8
-#: sys.getsizeof of the empty dict, list and set that SETITEMS, APPENDS and ADDITEMS fill.
-_EMPTY_SIZE = {0x75: sys.getsizeof({}), 0x65: sys.getsizeof([]), 0x90: sys.getsizeof(set())}
-#: What EMPTY_DICT, EMPTY_LIST and EMPTY_SET take: their size rounded up to pymalloc's 16 bytes.
-_NEW = {new: (_EMPTY_SIZE[fill] + 15) & ~15 for new, fill in ((0x7D, 0x75), (0x5D, 0x65), (0x8F, 0x90))}
-
-_U32 = struct.Struct("<I").unpack_from
-_I32 = struct.Struct("<i").unpack_from
-_U64 = struct.Struct("<Q").unpack_from
-_F64 = struct.Struct(">d").unpack_from
-#: Runs of up to this many LONG_BINGET or BINGET are read at once (a list's shared frames).
-_RUN = 64
-#: The memo indices of a run of n LONG_BINGET (5 bytes each), by n.
-_LONG_GET_RUNS = [struct.Struct("<" + "xI" * n).unpack_from for n in range(_RUN + 1)]
-#: A memo slot that an index past the end skipped: an error when read.
-_HOLE: Any = object()
-#: hash(n) == n for integers nearer 0 than this; larger ones (and tuples, hashed from their items)
-#: can be made to collide, and a dict of colliding keys takes quadratic time to build.
-_HASH_SAFE = (1 << 61) - 1
-_KEY_TYPES = frozenset({str, bytes, float, bool, type(None)})
-#: Opcodes by name, for messages. `_unpickle` refuses those it does not know: globals and what
-#: calls them, persistent ids, extensions, out-of-band buffers, and protocol 0's text forms (INT,
-#: STRING, GET...), which pickle never writes with protocol 2 or more.
-_OPCODE_NAMES = {op.code.encode("latin-1")[0]: op.name for op in pickletools.opcodes}
-
-
-def _shown(text: Any) -> str:
-    """A name from a pickle, on one line and short."""
-    if not isinstance(text, str):
-        return "?"
-    text = text[:80]
-    return text if text.isprintable() else ascii(text)
-
-
-def _check_key(key: Any) -> None:
-    """Refuse a dict key or set item that is not a string or a number that hashes as itself."""
-    kind = key.__class__
-    if kind is int:
-        if -_HASH_SAFE < key < _HASH_SAFE:
-            return
-        raise _Refused("a dict key or set item that is an integer of 61 bits or more: a snapshot's keys are strings")
-    if kind not in _KEY_TYPES:
-        raise _Refused(f"a dict key or set item of type {kind.__name__}: a snapshot's keys are strings")
-
-
-def _too_big(what: str, limit: int) -> _Refused:
-    return _Refused(
-        f"{what} would take more than {_mib(limit)} of memory, {_MAX_EXPANSION} times the file's size "
-        "(a snapshot takes half of that at most)"
-    )
-
-
-def _unpickle(data: bytes, limit: int) -> Any:
-    """The plain data pickled in `data` (protocol 2 to 5), or `_Refused` with one line.
-
-    A stack machine like pickle's own, for the opcodes of None, bools, ints, floats, strings,
-    bytes, bytearrays, tuples, lists, dicts, sets and frozensets, and the memo. It counts the
-    bytes of what it builds (see `_PUSH`...), checks the total against `limit` before each opcode
-    and before one that could allocate much at once (a memo index past the end, a long string),
-    and refuses every other opcode. The memo is a list that a large index would fill with holes,
-    each one counted: pickle writes its indices from 0 on, one after the other.
-    """
-    end = len(data)
-    view = memoryview(data)
-    stack: list[Any] = []
-    push = stack.append
-    marks: list[int] = []
-    fence = 0  # the position of the innermost mark: what lies below is out of reach
-    memo: list[Any] = []
-    memoize = memo.append
-    holes = 0
-    sizeof = sys.getsizeof
-    cost = 0
-    pos = 0
-    op = -1
-    try:
-        while True:
-            if cost > limit:
-                raise _too_big("unpickling it", limit)
-            op = data[pos]
-            pos += 1
-            if op == 0x6A or op == 0x68:  # LONG_BINGET, BINGET: most often runs (lists of shared frames)
-                start = pos - 1
-                indices: tuple[int, ...] | bytes
-                if op == 0x6A:
-                    pos += 4
-                    while data[pos] == 0x6A and pos - start < _RUN * 5:
-                        pos += 5
-                    n = (pos - start) // 5
-                    indices = _LONG_GET_RUNS[n](data, start)
-                else:
-                    pos += 1
-                    while data[pos] == 0x68 and pos - start < _RUN * 2:
-                        pos += 2
-                    n = (pos - start) // 2
-                    indices = data[start + 1:pos:2]
-                try:
-                    if n == 1:
-                        value = memo[indices[0]]
-                        if holes and value is _HOLE:
-                            raise _Refused(f"no memo entry {indices[0]}")
-                        push(value)
-                    else:
-                        values = itemgetter(*indices)(memo)
-                        if holes and _HOLE in values:
-                            raise _Refused("a memo entry read before it was written")
-                        stack += values
-                except IndexError:
-                    raise _Refused(f"no memo entry {max(indices)}") from None
-                cost += _PUSH * n
-            elif op == 0x94:  # MEMOIZE
-                if len(stack) <= fence:
-                    raise _Refused("stack underflow")
-                if holes:
-                    holes = _put(memo, len(memo) - holes, stack[-1], holes)
-                else:
-                    memoize(stack[-1])
-                cost += _MEMO
-            elif op == 0x28:  # MARK
-                fence = len(stack)
-                marks.append(fence)
-                cost += _MARK if fence < 256 else _MARK + _MARK_INT
-            elif op == 0x8A:  # LONG1
-                n = data[pos]
-                pos += 1
-                if pos + n > end:
-                    raise _Refused("pickle data was truncated")
-                push(int.from_bytes(data[pos:pos + n], "little", signed=True))
-                pos += n
-                cost += _INT + n
-            elif op == 0x7D or op == 0x5D:  # EMPTY_DICT, EMPTY_LIST: most often memoized, then a MARK
-                value = {} if op == 0x7D else []
-                push(value)
-                cost += _NEW[op] + _PUSH
-                if data[pos] == 0x94 and not holes:
-                    memoize(value)
-                    cost += _MEMO
-                    pos += 1
-                    if data[pos] == 0x28:
-                        fence = len(stack)
-                        marks.append(fence)
-                        cost += _MARK if fence < 256 else _MARK + _MARK_INT
-                        pos += 1
-            elif op == 0x75 or op == 0x65 or op == 0x90:  # SETITEMS, APPENDS, ADDITEMS
-                if not marks:
-                    raise _Refused(f"{_OPCODE_NAMES[op]} without a MARK")
-                m = marks.pop()
-                fence = marks[-1] if marks else 0
-                if m <= fence:
-                    raise _Refused("stack underflow")
-                target = stack[m - 1]
-                items = stack[m:]
-                del stack[m:]
-                if cost + 48 * len(items) > limit:
-                    raise _too_big("unpickling it", limit)
-                before = sizeof(target) if target else _EMPTY_SIZE[op]
-                if op == 0x75:
-                    if target.__class__ is not dict:
-                        raise _Refused(f"SETITEMS on a {type(target).__name__}")
-                    if len(items) & 1:
-                        raise _Refused("SETITEMS with an odd number of items")
-                    keys = items[::2]
-                    for key in keys:
-                        if key.__class__ is not str:
-                            _check_key(key)
-                    target.update(zip(keys, items[1::2]))
-                elif op == 0x65:
-                    if target.__class__ is not list:
-                        raise _Refused(f"APPENDS on a {type(target).__name__}")
-                    target.extend(items)
-                else:
-                    if target.__class__ is not set:
-                        raise _Refused(f"ADDITEMS on a {type(target).__name__}")
-                    for key in items:
-                        _check_key(key)
-                    target.update(items)
-                cost += sizeof(target) - before
-            elif op == 0x4B:  # BININT1
-                push(data[pos])
-                pos += 1
-                cost += _PUSH
-            elif op == 0x4D:  # BININT2
-                push(data[pos] | data[pos + 1] << 8)
-                pos += 2
-                cost += _INT
-            elif op == 0x8C:  # SHORT_BINUNICODE
-                n = data[pos]
-                pos += 1
-                if pos + n > end:
-                    raise _Refused("pickle data was truncated")
-                value = data[pos:pos + n].decode("utf-8", "surrogatepass")
-                push(value)
-                pos += n
-                # As many characters as bytes: ASCII, 49 bytes and one a character.
-                cost += (64 + n if len(value) == n else sizeof(value)) + _PUSH
-            elif op == 0x4A:  # BININT
-                push(_I32(data, pos)[0])
-                pos += 4
-                cost += _INT
-            elif op == 0x4E:  # NONE
-                push(None)
-                cost += _PUSH
-            elif op == 0x88:  # NEWTRUE
-                push(True)
-                cost += _PUSH
-            elif op == 0x89:  # NEWFALSE
-                push(False)
-                cost += _PUSH
-            elif op == 0x47:  # BINFLOAT
-                push(_F64(data, pos)[0])
-                pos += 8
-                cost += _FLOAT
-            elif op == 0x85:  # TUPLE1
-                if len(stack) <= fence:
-                    raise _Refused("stack underflow")
-                stack[-1] = (stack[-1],)
-                cost += _TUPLE + 8
-            elif op == 0x86:  # TUPLE2
-                if len(stack) - 2 < fence:
-                    raise _Refused("stack underflow")
-                second = stack.pop()
-                stack[-1] = (stack[-1], second)
-                cost += _TUPLE + 16
-            elif op == 0x87:  # TUPLE3
-                if len(stack) - 3 < fence:
-                    raise _Refused("stack underflow")
-                third = stack.pop()
-                second = stack.pop()
-                stack[-1] = (stack[-1], second, third)
-                cost += _TUPLE + 24
-            elif op == 0x29:  # EMPTY_TUPLE
-                push(())
-                cost += _PUSH
-            elif op == 0x71 or op == 0x72:  # BINPUT, LONG_BINPUT
-                if op == 0x71:
-                    index = data[pos]
-                    pos += 1
-                else:
-                    index = _U32(data, pos)[0]
-                    pos += 4
-                if len(stack) <= fence:
-                    raise _Refused("stack underflow")
-                if index > len(memo):  # holes up to it, counted before they are made
-                    cost += _MEMO * (index - len(memo))
-                    if cost > limit:
-                        raise _too_big(f"memo index {index}", limit)
-                holes = _put(memo, index, stack[-1], holes)
-                cost += _MEMO
-            elif op == 0x58 or op == 0x8D:  # BINUNICODE, BINUNICODE8
-                if op == 0x58:
-                    n = _U32(data, pos)[0]
-                    pos += 4
-                else:
-                    n = _U64(data, pos)[0]
-                    pos += 8
-                if n > end - pos:
-                    raise _Refused("pickle data was truncated")
-                if cost + 4 * n > limit:  # 4 bytes a character at most
-                    raise _too_big("unpickling it", limit)
-                value = str(view[pos:pos + n], "utf-8", "surrogatepass")
-                push(value)
-                pos += n
-                cost += sizeof(value) + _PUSH
-            elif op in (0x43, 0x42, 0x8E, 0x96, 0x55, 0x54):
-                # SHORT_BINBYTES, BINBYTES, BINBYTES8, BYTEARRAY8, SHORT_BINSTRING, BINSTRING
-                if op == 0x43 or op == 0x55:
-                    n = data[pos]
-                    pos += 1
-                elif op == 0x42:
-                    n = _U32(data, pos)[0]
-                    pos += 4
-                elif op == 0x54:
-                    n = _I32(data, pos)[0]
-                    pos += 4
-                    if n < 0:
-                        raise _Refused("BINSTRING of a negative length")
-                else:
-                    n = _U64(data, pos)[0]
-                    pos += 8
-                if n > end - pos:
-                    raise _Refused("pickle data was truncated")
-                if cost + n > limit:
-                    raise _too_big("unpickling it", limit)
-                if op == 0x96:
-                    value = bytearray(view[pos:pos + n])
-                elif op == 0x55 or op == 0x54:  # a Python 2 str: pickle decodes it as ASCII
-                    value = data[pos:pos + n].decode("ascii")
-                else:
-                    value = data[pos:pos + n]
-                push(value)
-                pos += n
-                cost += sizeof(value) + _PUSH
-            elif op == 0x8B:  # LONG4
-                n = _I32(data, pos)[0]
-                pos += 4
-                if n < 0:
-                    raise _Refused("LONG4 of a negative length")
-                if n > end - pos:
-                    raise _Refused("pickle data was truncated")
-                push(int.from_bytes(view[pos:pos + n], "little", signed=True))
-                pos += n
-                cost += _INT + 2 * n
-            elif op == 0x95:  # FRAME: a hint for reading, checked, then ignored
-                n = _U64(data, pos)[0]
-                pos += 8
-                if n > end - pos:
-                    raise _Refused("pickle data was truncated")
-            elif op == 0x80:  # PROTO
-                if data[pos] > 5:
-                    raise _Refused(f"pickle protocol {data[pos]}, newer than 5")
-                pos += 1
-            elif op == 0x2E:  # STOP
-                if len(stack) <= fence:
-                    raise _Refused("stack underflow")
-                return stack[-1]
-            elif op == 0x61:  # APPEND
-                if len(stack) - 2 < fence:
-                    raise _Refused("stack underflow")
-                value = stack.pop()
-                target = stack[-1]
-                if target.__class__ is not list:
-                    raise _Refused(f"APPEND on a {type(target).__name__}")
-                before = sizeof(target)
-                target.append(value)
-                cost += sizeof(target) - before
-            elif op == 0x73:  # SETITEM
-                if len(stack) - 3 < fence:
-                    raise _Refused("stack underflow")
-                value = stack.pop()
-                key = stack.pop()
-                target = stack[-1]
-                if target.__class__ is not dict:
-                    raise _Refused(f"SETITEM on a {type(target).__name__}")
-                _check_key(key)
-                before = sizeof(target)
-                target[key] = value
-                cost += sizeof(target) - before
-            elif op in (0x74, 0x6C, 0x64, 0x91, 0x31):  # TUPLE, LIST, DICT, FROZENSET, POP_MARK
-                if not marks:
-                    raise _Refused(f"{_OPCODE_NAMES[op]} without a MARK")
-                m = marks.pop()
-                fence = marks[-1] if marks else 0
-                items = stack[m:]
-                del stack[m:]
-                if cost + 48 * len(items) > limit:
-                    raise _too_big("unpickling it", limit)
-                if op == 0x74:
-                    value = tuple(items)
-                elif op == 0x6C:
-                    value = items
-                elif op == 0x64:
-                    if len(items) & 1:
-                        raise _Refused("DICT with an odd number of items")
-                    keys = items[::2]
-                    for key in keys:
-                        _check_key(key)
-                    value = dict(zip(keys, items[1::2]))
-                elif op == 0x91:
-                    for key in items:
-                        _check_key(key)
-                    value = frozenset(items)
-                else:
-                    continue
-                push(value)
-                cost += sizeof(value) + _PUSH
-            elif op == 0x8F:  # EMPTY_SET
-                push(set())
-                cost += _NEW[op] + _PUSH
-            elif op == 0x30:  # POP: an item, or a mark with nothing above it
-                if marks and marks[-1] == len(stack):
-                    marks.pop()
-                    fence = marks[-1] if marks else 0
-                elif len(stack) <= fence:
-                    raise _Refused("stack underflow")
-                else:
-                    stack.pop()
-            elif op == 0x32:  # DUP
-                if len(stack) <= fence:
-                    raise _Refused("stack underflow")
-                push(stack[-1])
-                cost += _PUSH
-            elif op == 0x63:  # GLOBAL: module and name on two lines
-                module_end = data.find(b"\n", pos)
-                name_end = data.find(b"\n", module_end + 1) if module_end >= 0 else -1
-                module = data[pos:module_end].decode("utf-8", "replace") if module_end >= 0 else "?"
-                name = data[module_end + 1:name_end].decode("utf-8", "replace") if name_end >= 0 else "?"
-                raise _Refused(f"refused global {_shown(module)}.{_shown(name)}: a snapshot holds only plain data")
-            elif op == 0x93:  # STACK_GLOBAL: module and name from the stack
-                module, name = (stack[-2], stack[-1]) if len(stack) >= 2 else ("?", "?")
-                raise _Refused(f"refused global {_shown(module)}.{_shown(name)}: a snapshot holds only plain data")
-            elif op in _OPCODE_NAMES:
-                raise _Refused(f"refused opcode {_OPCODE_NAMES[op]}: a snapshot holds only plain data")
-            else:
-                raise _Refused(f"unknown opcode 0x{op:02x}")
-    except (IndexError, struct.error):  # past the end of the data
-        raise _Refused("pickle data was truncated") from None
-    except (_Refused, MemoryError):
-        raise
-    except Exception as exc:  # a string that is not UTF-8, an unhashable key...
-        text = str(exc).splitlines()[0][:200] if str(exc) else ""
-        raise _Refused(f"{type(exc).__name__}: {text}" if text else type(exc).__name__) from None
-
-
-def _put(memo: list[Any], index: int, value: Any, holes: int) -> int:
-    """Store `value` at `index` of the memo, holes up to it; the number of holes after."""
-    have = len(memo)
-    if index < have:
-        if memo[index] is _HOLE:
-            holes -= 1
-        memo[index] = value
-    else:
-        if index > have:
-            memo.extend(itertools.repeat(_HOLE, index - have))
-            holes += index - have
-        memo.append(value)
-    return holes
 
 
 def is_snapshot(path: str | os.PathLike[str]) -> bool:
@@ -546,8 +112,9 @@ def _read(p: Path) -> tuple[Any, int]:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _unpickle(data, _MAX_EXPANSION * len(data) + _SLACK), len(data)
-    except _Refused as exc:
+        limit_is = f"{_MAX_EXPANSION} times the file's size (a snapshot takes half of that at most)"
+        return unpickle(data, _MAX_EXPANSION * len(data) + _SLACK, limit_is), len(data)
+    except Refused as exc:
         raise TraceFormatError(f"{p}: not a memory snapshot: {exc}") from None
     except MemoryError:
         raise TraceFormatError(f"{p}: not enough memory to load it") from None
@@ -590,7 +157,7 @@ def _site_text(frame: dict[str, Any]) -> str:
     line, name = frame.get("line"), frame.get("name")
     if type(line) is str:
         line = _cut(line)
-    elif not (type(line) is int and -_HASH_SAFE < line < _HASH_SAFE):
+    elif not (type(line) is int and -HASH_SAFE < line < HASH_SAFE):
         line = "?"
     return f"{_cut(frame['filename'])}:{line}:{_cut(name) if type(name) is str else '?'}"
 

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from branchscope.profiling import TraceFormatError
 from branchscope.profiling.trace.memory import UNEXPLAINED
+from branchscope.profiling.trace.plain_pickle import unpickle
 from branchscope.profiling.trace.snapshot import _MAX_EXPANSION, load_snapshot
 from tests.builders.snapshots import two_gpu_snapshot
 from tests.paths import ROOT
@@ -304,13 +305,11 @@ def plain(protocol: int) -> st.SearchStrategy[Any]:
 @given(st.integers(2, 5).flatmap(lambda protocol: st.tuples(plain(protocol), st.just(protocol))))
 def test_plain_data_reads_as_pickle_reads_it(case: tuple[Any, int]) -> None:
     obj, protocol = case
-    from branchscope.profiling.trace.snapshot import _unpickle
-
     data = pickle.dumps(obj, protocol=protocol)
-    assert _unpickle(data, 1 << 30) == pickle.loads(data)
+    assert unpickle(data, 1 << 30) == pickle.loads(data)
     shared = [obj, obj, {"a": obj}]  # memo references
     data = pickle.dumps(shared, protocol=protocol)
-    got = _unpickle(data, 1 << 30)
+    got = unpickle(data, 1 << 30)
     assert got == pickle.loads(data)
     if obj is None or isinstance(obj, (list, dict, tuple, str, bytes, set, frozenset)):  # memoized, so shared
         assert got[0] is got[1] and got[2]["a"] is got[0]
@@ -362,8 +361,6 @@ def test_refusals_are_one_line(tmp_path: Path, content: bytes, needle: str) -> N
 def test_the_densest_real_shape_is_far_below_the_bound() -> None:
     """Segments whose blocks have no frames take the most memory a byte that snapshots do (about
     11x once unpickled, counted 16x): they must load with room to spare under the bound of 32x."""
-    from branchscope.profiling.trace.snapshot import _unpickle
-
     segments = [
         {"device": 0, "address": (1 << 40) + i << 26, "total_size": 1 << 26, "allocated_size": 1 << 25,
          "active_size": 1 << 25, "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0),
@@ -372,7 +369,7 @@ def test_the_densest_real_shape_is_far_below_the_bound() -> None:
         for i in range(300)
     ]
     data = pickle.dumps({"segments": segments, "device_traces": [[]]}, protocol=4)
-    assert _unpickle(data, 20 * len(data)) == pickle.loads(data)
+    assert unpickle(data, 20 * len(data)) == pickle.loads(data)
 
 
 def test_memo_index_past_the_end_reads_when_it_is_filled(tmp_path: Path) -> None:
@@ -383,9 +380,7 @@ def test_memo_index_past_the_end_reads_when_it_is_filled(tmp_path: Path) -> None
 
 
 def load_via_unpickle(data: bytes) -> Any:
-    from branchscope.profiling.trace.snapshot import _unpickle
-
-    return _unpickle(data, 1 << 30)
+    return unpickle(data, 1 << 30)
 
 
 # ---- random input ---------------------------------------------------------------------------
