@@ -6,7 +6,7 @@ the middle, the side panels on the right. It only composes them:
 - `Runs` (`app/runs.py`, Qt-free) holds the runs and opened traces; `RunsView` lists them;
 - what is shown is a Qt-free model, `Shown` (`app/shown.py`), that the pages (`app/pages/`, in
   `PAGES`' order) and the side panels (`app/side_panels.py`) follow; the window changes it;
-- what the user opens and every finished run is read by the one `TraceLoader`
+- what the user opens or chooses and every finished run is read by the one `TraceLoader`
   (`app/trace_loader.py`) off the GUI thread, with progress and Cancel; menus: `app/window_menus.py`.
 
 Failures are reported in a dialog and the window carries on: a trace that cannot be shown leaves
@@ -16,6 +16,7 @@ every view on the trace it showed before.
 from __future__ import annotations
 
 import traceback
+from functools import partial
 from typing import Any, TypeVar
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
@@ -33,6 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from branchscope.app import trace_loader
 from branchscope.app.cuda_check import CudaCheck
 from branchscope.app.failures import Failures
 from branchscope.app.pages import PAGES
@@ -47,11 +49,11 @@ from branchscope.app.runs import Entry, Runs
 from branchscope.app.runs_table import RunsTableModel, RunsView
 from branchscope.app.shown import Shown
 from branchscope.app.side_panels import SidePanels
-from branchscope.app.trace_loader import Opened, TraceLoader, connect_progress, read_shown, read_sources
+from branchscope.app.trace_loader import Opened, TraceLoader, connect_progress
 from branchscope.app.window_menus import WindowMenus
 from branchscope.profiling.files import read_head
 from branchscope.profiling.machine import usable_cores
-from branchscope.profiling.trace.model import TraceFormatError
+from branchscope.profiling.trace.model import Trace, TraceFormatError
 from branchscope.widgets.load_progress import LoadProgress
 
 P = TypeVar("P")
@@ -61,9 +63,7 @@ NAVIGATION_HINT = "Wheel: zoom at cursor · drag: pan · W/S: zoom · A/D: pan �
 
 def is_model_file(path: str) -> bool:
     """A dropped model: Python source, or a TorchScript archive (a zip file, whatever its name).
-
-    Traces are JSON (plain or gzipped), never zip, so the magic bytes settle .zip/.pt/.pth.
-    """
+    Traces are JSON (plain or gzipped), never zip, so the magic bytes settle .zip/.pt/.pth."""
     if path.endswith(".py"):
         return True
     return read_head(path, 4) == b"PK\x03\x04"  # only a regular file is read: a FIFO would block
@@ -222,14 +222,14 @@ class MainWindow(QMainWindow):
         rest, sweeps = self._open_sweeps(paths)
         if not rest:
             return sweeps
-        return self.loader.load_now(rest, load=read_sources, done=self._list_opened, failed=self._open_failed) + sweeps
+        return self.loader.load_now(rest, load=trace_loader.read_sources, done=self._list_opened, failed=self._open_failed) + sweeps
 
     def open_in_background(self, paths: list[str]) -> None:
         """Open `paths` as `open_trace_files` does, reading them off the GUI thread (`TraceLoader`):
         the window stays responsive, a progress bar with Cancel shows a long read."""
         rest, _ = self._open_sweeps(paths)
         if rest:
-            self.loader.start(rest, load=read_sources, done=self._list_opened, failed=self._open_failed)
+            self.loader.start(rest, load=trace_loader.read_sources, done=self._list_opened, failed=self._open_failed)
 
     def _open_sweeps(self, paths: list[str]) -> tuple[list[str], int]:
         """The Sweep page opens the sweep folders among `paths`; the run controls then say which."""
@@ -242,6 +242,7 @@ class MainWindow(QMainWindow):
 
     def _open_failed(self, message: str) -> int:
         self.show_error("Cannot open trace", message)
+        self.runs.select_row(self.run_list.current)  # the list shows what the views show
         return 0
 
     def _list_opened(self, opened: Opened) -> int:
@@ -270,15 +271,30 @@ class MainWindow(QMainWindow):
         return True
 
     def _on_entry_chosen(self, k: int) -> None:
-        if 0 <= k < len(self.run_list) and k != self.run_list.current and not self.show_entry(k):
-            self.runs.select_row(self.run_list.current)  # the list shows what the views show
+        """The user chose entry k in the list: shown at once when its trace is in memory, else read
+        by the loader off the GUI thread (progress, Cancel) and shown once read."""
+        if 0 <= k < len(self.run_list) and k != self.run_list.current:
+            entry = self.run_list[k]
+            if entry.trace is not None:
+                self._show_read(entry, entry.trace)
+            else:
+                show = partial(self._show_read, entry)
+                self.loader.start(entry.paths, load=trace_loader.read_run, done=show, failed=self._open_failed)
+
+    def _show_read(self, entry: Entry, trace: Trace) -> None:
+        """Show a chosen entry with its trace, if it is still listed."""
+        k = self.run_list.index_of(entry)
+        if k >= 0:
+            entry.trace = trace
+            if not self.show_entry(k):
+                self.runs.select_row(self.run_list.current)  # the list shows what the views show
 
     def show_entry(self, k: int) -> bool:
         """Show entry k in every view (they follow `shown`), the page that fits it in front. False,
         with a dialog, if it cannot be shown: then every view still shows what it showed before."""
         e = self.run_list[k]
         try:
-            trace, reloaded = self.run_list.load(k, read_shown)
+            trace, reloaded = self.run_list.load(k, trace_loader.read_shown)
         except (TraceFormatError, OSError) as exc:
             self.show_error("Cannot open trace", str(exc))
             return False

@@ -262,6 +262,34 @@ def test_trace_cache_evicts_the_least_recently_shown(window, tmp_path):
     assert window.run_list.entries[0].trace is first  # kept, not read again
 
 
+def test_an_entry_chosen_whose_trace_was_let_go_is_read_by_the_loader_then_shown(window, qtbot, tmp_path):
+    from branchscope.app.runs import TRACE_CACHE
+
+    paths = _tiny_traces(tmp_path, TRACE_CACHE + 1)
+    window.open_trace_files(paths)  # entry 0's trace let go for the fifth
+    assert window.run_list.entries[0].trace is None and window.run_list.current == TRACE_CACHE
+    started = []
+    window.loader.started.connect(started.append)
+    with qtbot.waitSignal(window.entryShown, timeout=20_000) as shown:
+        window.runs.rowChosen.emit(0)  # the user's click: read off the GUI thread, not in the click
+        assert window.run_list.current == TRACE_CACHE  # nothing shown until it is read
+    assert shown.args == [0] and [list(map(str, p)) for p in started] == [[paths[0]]]
+    assert window.run_list.current == 0 and window.run_list.entries[0].trace is not None
+
+
+def test_an_entry_chosen_whose_file_has_gone_says_so_and_keeps_what_is_shown(window, qtbot, tmp_path):
+    from branchscope.app.runs import TRACE_CACHE
+
+    paths = _tiny_traces(tmp_path, TRACE_CACHE + 1)
+    window.open_trace_files(paths)
+    Path(paths[0]).unlink()
+    window.runs.rowChosen.emit(0)
+    qtbot.waitUntil(lambda: window.message_box is not None and window.message_box.isVisible(), timeout=20_000)
+    assert "Cannot open trace" in window.message_box.windowTitle() or paths[0] in window.message_box.text()
+    window.message_box.close()
+    assert window.run_list.current == TRACE_CACHE and window.runs.currentIndex().row() == TRACE_CACHE
+
+
 @pytest.mark.parametrize("program", ["missing", "empty"])
 def test_a_runner_that_cannot_start_shows_the_failure_and_the_window_stays_usable(program, qtbot, tmp_path):
     # "empty": Qt fails inside QProcess.start(), before it returns; "missing": just after.
