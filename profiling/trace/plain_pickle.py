@@ -365,12 +365,20 @@ def _additems(m: Machine, pos: int) -> int:
     return pos
 
 
-def _append(m: Machine, pos: int) -> int:
-    m.need(2)
-    value = m.stack.pop()
+def _onto(m: Machine, n: int, kind: type, name: str) -> tuple[Any, list[Any]]:
+    """APPEND, SETITEM: the container of type `kind` below the top `n` items, and those items (taken
+    off the stack)."""
+    m.need(n + 1)
+    items = m.stack[-n:]
+    del m.stack[-n:]
     target = m.stack[-1]
-    if target.__class__ is not list:
-        raise Refused(f"APPEND on a {type(target).__name__}")
+    if target.__class__ is not kind:
+        raise Refused(f"{name} on a {type(target).__name__}")
+    return target, items
+
+
+def _append(m: Machine, pos: int) -> int:
+    target, (value,) = _onto(m, 1, list, "APPEND")
     before = sys.getsizeof(target)
     target.append(value)
     m.cost += sys.getsizeof(target) - before
@@ -378,12 +386,7 @@ def _append(m: Machine, pos: int) -> int:
 
 
 def _setitem(m: Machine, pos: int) -> int:
-    m.need(3)
-    value = m.stack.pop()
-    key = m.stack.pop()
-    target = m.stack[-1]
-    if target.__class__ is not dict:
-        raise Refused(f"SETITEM on a {type(target).__name__}")
+    target, (key, value) = _onto(m, 2, dict, "SETITEM")
     check_key(key)
     before = sys.getsizeof(target)
     target[key] = value
