@@ -231,3 +231,20 @@ def test_one_loader_reads_what_the_window_shows():
     }
     assert found.pop("app/trace_loader.py")  # the loader reads them
     assert {where: names for where, names in found.items() if names} == {}
+
+
+def test_every_run_module_without_torch_is_held_to_it():
+    """The run engine's modules that import no torch are named in the contract that keeps torch out
+    of them, so that a module split off the runner or the worker cannot take torch in unseen."""
+    tomllib = pytest.importorskip("tomllib")
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (no_torch,) = [c for c in contracts if c.get("forbidden_modules") == ["torch"]]
+    guarded = set(no_torch["source_modules"])
+    for path in sorted((ROOT / "profiling" / "run").glob("*.py")):
+        imports = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        names = {a.name for n in imports if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in imports if isinstance(n, ast.ImportFrom) and n.module}
+        uses_torch = any(name == "torch" or name.startswith("torch.") for name in names)
+        module = f"branchscope.profiling.run.{path.stem}"
+        if path.stem != "__init__" and not uses_torch:
+            assert module in guarded, f"{module} imports no torch: add it to the torch contract's source_modules"
