@@ -89,25 +89,25 @@ def test_region_nested_inside_a_branch_from_a_value_of_that_branch():
     assert [b.name for b in nested.branches] == ["sub_a", "sub_b"]
 
 
-class _Residual(nn.Module):
+class _TwoLinears(nn.Module):
+    """Two layers, `a` and `b`, each Linear(8, 8): the small models below differ only in their forward."""
+
     def __init__(self):
         super().__init__()
-        self.conv = nn.Linear(8, 8)
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
 
+
+class _Residual(_TwoLinears):
     def forward(self, x):
-        return F.relu(self.conv(x)) + x
+        return F.relu(self.a(x)) + x
 
 
 def test_skip_connection_is_not_a_region():
     assert find_branches(_Residual(), (torch.randn(2, 8),)).regions == []
 
 
-class _Bookkeeping(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a = nn.Linear(8, 8)
-        self.b = nn.Linear(8, 8)
-
+class _Bookkeeping(_TwoLinears):
     def forward(self, x):
         n = x.size(0)  # a chain of its own, but no work
         return (self.a(x) + self.b(x)).view(n, -1)
@@ -118,11 +118,7 @@ def test_bookkeeping_chains_are_not_branches():
     assert [b.name for b in region.branches] == ["a", "b"]
 
 
-class _WritesSharedInput(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a = nn.Linear(8, 8)
-
+class _WritesSharedInput(_TwoLinears):
     def forward(self, x):
         y = self.a(x)
         z = x.mul_(2)  # writes the value the other branch reads
@@ -169,17 +165,12 @@ def test_branch_names_are_unique_across_regions():
     analysis = find_branches(TwoBlocks(), (torch.randn(2, 8),))
     names = [b["name"] for b in analysis.to_json()]
     assert len(analysis.regions) == 2
-    assert names == ["blocks.0.p", "blocks.0.q", "blocks.1.p", "blocks.1.q"]
+    assert names == ["blocks.0.a", "blocks.0.b", "blocks.1.a", "blocks.1.b"]
 
 
-class _TwinBlock(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.p = nn.Linear(8, 8)
-        self.q = nn.Linear(8, 8)
-
+class _TwinBlock(_TwoLinears):
     def forward(self, x):
-        return self.p(x) * self.q(x)
+        return self.a(x) * self.b(x)
 
 
 class _NeedsExport(nn.Module):
