@@ -22,28 +22,8 @@ from branchscope.profiling.trace.analyses import (
     steps_window,
     subtract_intervals,
 )
-from branchscope.profiling.trace.model import CounterTrack, Lane, MemorySeries, build_trace
-
-
-def _trace(events, lanes, memory=None, metadata=None, counters=None):
-    """events: (lane, name, start, dur) or (lane, name, start, dur, cat) tuples in any order (cat: cpu_op)."""
-    names = sorted({e[1] for e in events})
-    cats = sorted({e[4] if len(e) > 4 else "cpu_op" for e in events} | {"cpu_op"})
-    return build_trace(
-        path="synthetic",
-        start_ns=np.array([e[2] for e in events], dtype=np.int64),
-        dur_ns=np.array([e[3] for e in events], dtype=np.int64),
-        lane=np.array([e[0] for e in events], dtype=np.int32),
-        name_id=np.array([names.index(e[1]) for e in events], dtype=np.int32),
-        cat_id=np.array([cats.index(e[4] if len(e) > 4 else "cpu_op") for e in events], dtype=np.int32),
-        names=names,
-        cats=cats,
-        lanes=lanes,
-        memory=memory,
-        metadata=metadata,
-        counters=counters,
-    )
-
+from branchscope.profiling.trace.model import CounterTrack, Lane, MemorySeries
+from tests.builders.events import trace_of
 
 MAIN = Lane(0, "cpu", 1, 1, "thread 1 (pt_main_thread)", "main")
 POOL_A = Lane(1, "cpu", 1, 2, "thread 2 (PTThreadPool)", "interop")
@@ -51,7 +31,7 @@ POOL_B = Lane(2, "cpu", 1, 3, "thread 3 (PTThreadPool)", "interop")
 
 
 def test_depth_from_nesting_and_sorting():
-    t = _trace([(0, "child", 10, 5), (0, "parent", 0, 100), (0, "grandchild", 11, 2), (0, "next", 100, 5)], [MAIN])
+    t = trace_of([(0, "child", 10, 5), (0, "parent", 0, 100), (0, "grandchild", 11, 2), (0, "next", 100, 5)], [MAIN])
     assert [t.event_name(i) for i in range(len(t))] == ["parent", "child", "grandchild", "next"]
     assert t.depth.tolist() == [0, 1, 2, 0]
 
@@ -63,7 +43,7 @@ def test_steps_stay_on_one_row_when_each_forward_outlives_its_step():
     for k in range(6):
         t0 = k * 1000
         events += [(0, f"step {k + 1}", t0, 990), (0, "forward", t0 + 10, 1020), (0, "aten::mm", t0 + 20, 500)]
-    t = _trace(events, [MAIN])
+    t = trace_of(events, [MAIN])
     steps = [i for i in range(len(t)) if t.event_name(i).startswith("step")]
     assert [int(t.depth[i]) for i in steps] == [0] * 6
     assert {int(t.depth[i]) for i in range(len(t)) if t.event_name(i) == "forward"} == {1}
@@ -74,7 +54,7 @@ def test_what_starts_inside_a_child_that_outlives_its_parent_stays_below_the_chi
     """A fork run's pool thread: a branch outlives the wrapper it started in, and the ops it holds
     are still its children (the staircase's fix must not lift them out of the branch)."""
     events = [(0, "wrapper", 0, 100), (0, "branch: b", 10, 300), (0, "aten::linear", 150, 100), (0, "next", 400, 10)]
-    t = _trace(events, [MAIN])
+    t = trace_of(events, [MAIN])
     by_name = {t.event_name(i): int(t.depth[i]) for i in range(len(t))}
     assert by_name == {"wrapper": 0, "branch: b": 1, "aten::linear": 2, "next": 0}
     linear = next(i for i in range(len(t)) if t.event_name(i) == "aten::linear")
@@ -83,7 +63,7 @@ def test_what_starts_inside_a_child_that_outlives_its_parent_stays_below_the_chi
 
 def test_zero_length_events_nest_like_instants():
     # An instant at the end of an event is outside it; one at the start of an event is inside it.
-    t = _trace([(0, "a", 0, 10), (0, "z", 10, 0), (0, "b", 20, 5), (0, "y", 20, 0)], [MAIN])
+    t = trace_of([(0, "a", 0, 10), (0, "z", 10, 0), (0, "b", 20, 5), (0, "y", 20, 0)], [MAIN])
     assert [t.event_name(i) for i in range(len(t))] == ["a", "z", "b", "y"]
     assert t.depth.tolist() == [0, 0, 0, 1]
 
@@ -94,13 +74,13 @@ def test_merged_intervals_union():
 
 
 def test_busy_time_counts_nesting_once():
-    t = _trace([(0, "p", 0, 100), (0, "c", 10, 50), (0, "q", 200, 10)], [MAIN])
+    t = trace_of([(0, "p", 0, 100), (0, "c", 10, 50), (0, "q", 200, 10)], [MAIN])
     assert lane_busy_ns(t).tolist() == [110]
 
 
 def test_interop_occupancy_steps_against_pool_size():
     events = [(0, "aten::main", 0, 100), (1, "aten::x", 10, 40), (2, "aten::y", 30, 40), (1, "aten::z", 50, 10)]
-    t = _trace(events, [MAIN, POOL_A, POOL_B], metadata={"branchscope": {"interop": 4}})
+    t = trace_of(events, [MAIN, POOL_A, POOL_B], metadata={"branchscope": {"interop": 4}})
     occ = interop_occupancy(t)
     assert occ.capacity == 4
     # Pool A busy 10-60 (two back-to-back events), pool B busy 30-70.
@@ -115,7 +95,7 @@ def test_back_to_back_work_is_not_counted_twice():
 
 
 def test_parallelism_is_computing_time_over_the_span_without_steps():
-    t = _trace([(0, "aten::a", 0, 100), (1, "aten::b", 0, 50), (2, "aten::c", 50, 50)], [MAIN, POOL_A, POOL_B])
+    t = trace_of([(0, "aten::a", 0, 100), (1, "aten::b", 0, 50), (2, "aten::c", 50, 50)], [MAIN, POOL_A, POOL_B])
     assert steps_window(t) is None and first_step_start(t) is None
     assert parallelism(t) == 2.0
 
@@ -138,7 +118,7 @@ def _forked_step():
         (2, "aten::mm", 1100, 400),
         (0, "python setup", 0, 900, "python_function"),  # before the step: outside the window
     ]
-    return _trace(events, [MAIN, POOL_A, POOL_B], metadata={"branchscope": {"interop": 2, "interop_tids": [2, 3]}})
+    return trace_of(events, [MAIN, POOL_A, POOL_B], metadata={"branchscope": {"interop": 2, "interop_tids": [2, 3]}})
 
 
 def test_computing_excludes_annotations_method_calls_and_waits():
@@ -160,7 +140,7 @@ def test_steps_window_and_parallelism_inside_it():
 
 def test_steps_window_takes_only_step_labels():
     lanes = [MAIN]
-    t = _trace([(0, "step 1", 100, 300), (0, "step 2", 500, 400), (0, "step 2 setup", 0, 1000), (0, "aten::x", 950, 10)], lanes)
+    t = trace_of([(0, "step 1", 100, 300), (0, "step 2", 500, 400), (0, "step 2 setup", 0, 1000), (0, "aten::x", 950, 10)], lanes)
     assert steps_window(t) == (100, 900)
 
 
@@ -168,7 +148,7 @@ def test_pool_busy_share_is_computing_time_over_pool_capacity():
     t = _forked_step()
     assert pool_busy_share(t) == pytest.approx((600 + 400) / (2 * 1000))
     assert interop_occupancy(t).at(1200) == 2 and interop_occupancy(t).at(1600) == 1
-    sequential = _trace([(0, "step 1", 0, 100), (0, "aten::mm", 0, 90)], [MAIN],
+    sequential = trace_of([(0, "step 1", 0, 100), (0, "aten::mm", 0, 90)], [MAIN],
                         metadata={"branchscope": {"interop": 1, "interop_tids": []}})  # fmt: skip
     assert pool_busy_share(sequential) is None and interop_occupancy(sequential).capacity == 0
 
@@ -184,7 +164,7 @@ def test_cores_used_sums_the_cpu_samples_over_the_window():
     main = _samples(1, range(100, 1100, 100), [100.0] * 10)
     omp = _samples(7, [600, 700, 800, 900, 1000], [50.0] * 5)
     waiting = CounterTrack("thread 7 (t)", 1, 7, "wait_pct", np.array([600]), np.array([90.0]), "cpu_sample")
-    t = _trace([(0, "step 1", 0, 1000), (0, "aten::mm", 0, 1000)], [MAIN], counters=[main, omp, waiting])
+    t = trace_of([(0, "step 1", 0, 1000), (0, "aten::mm", 0, 1000)], [MAIN], counters=[main, omp, waiting])
     assert cores_used(t) == pytest.approx((1000 + 250) / 1000)
     assert cores_used(t, (500, 1000)) == pytest.approx((500 + 250) / 500)
     assert cores_used(_forked_step()) is None  # no samples
@@ -199,10 +179,10 @@ def test_memory_imbalance_max_over_median():
     def series(device, peak):
         return MemorySeries(device, np.array([0, 1]), np.array([peak, -peak]), np.array([peak, 0]))
 
-    t = _trace([(0, "a", 0, 1)], [MAIN], memory=[series("cuda:0", 300), series("cuda:1", 100), series("cpu", 5)])
+    t = trace_of([(0, "a", 0, 1)], [MAIN], memory=[series("cuda:0", 300), series("cuda:1", 100), series("cpu", 5)])
     assert memory_imbalance(t, "cuda") == 300 / 100  # two: the heaviest over the lightest
     three = [series("cuda:0", 900), series("cuda:1", 100), series("cuda:2", 110)]
-    assert memory_imbalance(_trace([(0, "a", 0, 1)], [MAIN], memory=three), "cuda") == 900 / 110
+    assert memory_imbalance(trace_of([(0, "a", 0, 1)], [MAIN], memory=three), "cuda") == 900 / 110
     assert memory_imbalance(t, "mps") is None
 
 
@@ -215,7 +195,7 @@ def test_branch_assignment_by_enclosing_annotation_per_lane():
         (1, "aten::add", 20, 5),
         (0, "aten::cat", 60, 10),
     ]
-    t = _trace(events, [MAIN, POOL_A])
+    t = trace_of(events, [MAIN, POOL_A])
     result = branch_assignment(t)
     assert sorted(result.names) == ["left", "right"]
     by_name = {t.event_name(i): result.event_branch[i] for i in range(len(t))}
@@ -227,7 +207,7 @@ def test_branch_assignment_by_enclosing_annotation_per_lane():
 def test_child_outliving_parent_gets_its_own_row():
     # Rounding makes "inner" end 1 ns after "outer"; "late" starts after outer ended but inside inner.
     events = [(0, "outer", 0, 100), (0, "inner", 10, 91), (0, "late", 100, 1)]
-    t = _trace(events, [MAIN])
+    t = trace_of(events, [MAIN])
     by_name = {t.event_name(i): int(t.depth[i]) for i in range(len(t))}
     assert by_name == {"outer": 0, "inner": 1, "late": 2}
     # No two events on one row overlap.
@@ -238,7 +218,7 @@ def test_child_outliving_parent_gets_its_own_row():
 
 def test_event_at_finds_the_deepest_event_even_inside_a_long_parent():
     children = [(0, f"op{i}", 10 + 3 * i, 2) for i in range(6000)]
-    t = _trace([(0, "step 1", 0, 20_000), *children], [MAIN])
+    t = trace_of([(0, "step 1", 0, 20_000), *children], [MAIN])
     step = next(i for i in range(len(t)) if t.event_name(i) == "step 1")
     assert t.event_at(0, 13) == next(i for i in range(len(t)) if t.event_name(i) == "op1")
     # Between two children, and far from the parent's start: the parent.
@@ -255,7 +235,7 @@ _spans = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 20)), max_size=8)
 def test_computing_is_every_instant_inside_an_op_and_outside_every_wait(work, waits):
     events = [(0, "aten::op", s, d) for s, d in work] + [(0, "aten::wait", s, d) for s, d in waits]
     events.append((0, "step 1", 0, 100, "user_annotation"))
-    t = _trace(events, [MAIN])
+    t = trace_of(events, [MAIN])
     starts, ends = lane_compute_runs(t, 0)
     covered = np.zeros(100, dtype=bool)
     for s, e in zip(starts.tolist(), ends.tolist()):

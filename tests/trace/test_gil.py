@@ -9,10 +9,11 @@ import pytest
 from branchscope.profiling.trace.analyses import gil_shows, gil_wait
 from branchscope.profiling.trace.gil import BranchThreads, gil_json, gil_line, gil_line_of
 from branchscope.profiling.trace.mode_traits import LEGACY
-from branchscope.profiling.trace.model import CounterTrack, Lane, build_trace
+from branchscope.profiling.trace.model import CounterTrack, Lane
 from branchscope.profiling.trace.reader import load_trace
 from branchscope.profiling.trace.records import BranchThreadRecord, RunRecord
 from branchscope.profiling.trace.run_info import RunInfo
+from tests.builders.events import trace_of
 from tests.builders.runs import write_small_trace
 
 MAIN = Lane(0, "cpu", 1, 1, "thread 1 (python)", "main")
@@ -25,21 +26,8 @@ def _track(tid: int, key: str, ts: list[int], values: list[float]) -> CounterTra
 
 
 def _trace(meta: dict, counters: list[CounterTrack], events=((1, "branch: a", 150, 200),)):
-    names = sorted({e[1] for e in events} | {"step 1"})
-    events = [(0, "step 1", 0, 400), *events]
-    return build_trace(
-        path="synthetic",
-        start_ns=np.array([e[2] for e in events], dtype=np.int64),
-        dur_ns=np.array([e[3] for e in events], dtype=np.int64),
-        lane=np.array([e[0] for e in events], dtype=np.int32),
-        name_id=np.array([names.index(e[1]) for e in events], dtype=np.int32),
-        cat_id=np.zeros(len(events), dtype=np.int32),
-        names=names,
-        cats=["user_annotation"],
-        lanes=[MAIN, POOL],
-        metadata={"branchscope": meta},
-        counters=counters,
-    )
+    return trace_of([(0, "step 1", 0, 400), *events], [MAIN, POOL], cat="user_annotation",
+                    metadata={"branchscope": meta}, counters=counters)  # fmt: skip
 
 
 THREADS_TRAITS = LEGACY["threads"]

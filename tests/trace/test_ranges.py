@@ -7,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from branchscope.profiling.trace.analyses import merged_intervals
-from branchscope.profiling.trace.model import Lane, build_trace
+from branchscope.profiling.trace.model import Lane
 from branchscope.profiling.trace.ranges import branch_order, branch_totals, range_ops, step_table
+from tests.builders.events import trace_of
 
 LANES = [
     Lane(0, "cpu", 1, 1, "main", "main"),
@@ -19,19 +20,7 @@ LANES = [
 
 def _trace(events, info=None, lanes=LANES):
     """events: (lane, name, start_ns, dur_ns)."""
-    names = sorted({e[1] for e in events})
-    return build_trace(
-        path="synthetic",
-        start_ns=np.array([e[2] for e in events], dtype=np.int64),
-        dur_ns=np.array([e[3] for e in events], dtype=np.int64),
-        lane=np.array([e[0] for e in events]),
-        name_id=np.array([names.index(e[1]) for e in events]),
-        cat_id=np.zeros(len(events)),
-        names=names,
-        cats=["cpu_op"],
-        lanes=lanes,
-        metadata={"branchscope": info} if info is not None else None,
-    )
+    return trace_of(events, lanes, metadata={"branchscope": info} if info is not None else None)
 
 
 NESTED = [

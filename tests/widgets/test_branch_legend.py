@@ -16,6 +16,7 @@ from branchscope.profiling.trace.records import BranchRecord, to_builtins
 from branchscope.widgets import colors
 from branchscope.widgets.branch_legend import BranchLegend, legend_rows
 from branchscope.widgets.timeline import TimelineView
+from tests.builders.events import trace_of
 from tests.builders.runs import write_small_trace
 from tests.gui_helpers import show
 
@@ -46,13 +47,7 @@ EVENTS = [
 
 
 def _trace():
-    names = sorted({e[1] for e in EVENTS})
-    return build_trace(
-        path="nested", start_ns=np.array([e[2] for e in EVENTS]), dur_ns=np.array([e[3] for e in EVENTS]),
-        lane=np.array([e[0] for e in EVENTS]), name_id=np.array([names.index(e[1]) for e in EVENTS]),
-        cat_id=np.zeros(len(EVENTS)), names=names, cats=["user_annotation"], lanes=LANES,
-        metadata={"branchscope": INFO},
-    )  # fmt: skip
+    return trace_of(EVENTS, LANES, cat="user_annotation", path="nested", metadata={"branchscope": INFO})
 
 
 def test_rows_nest_under_their_parent_with_totals_and_the_timelines_colours(qtbot):
