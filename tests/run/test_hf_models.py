@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from branchscope.profiling.run.branches import find_branches
-from branchscope.profiling.run.cpu_sampler import settle_interop_pool
 from branchscope.profiling.run.graph_tracers import EXPORT_NON_STRICT, FX
 from branchscope.profiling.run.model_source import ModelSpec, load_model
 from branchscope.profiling.run.plans import ModeUnavailable, build_plan, max_abs_diff
 from tests.paths import MODELS
+from tests.run.profiled_plans import branch_labels_in_trace
 
 BRANCHSCOPE = Path(sys.executable).parent / "branchscope"
 
@@ -61,26 +61,11 @@ def test_fork_plan_from_the_exported_graph_gives_the_models_outputs(name):
     assert max_abs_diff(expected, actual) <= 1e-4
 
 
-def _branch_names_in_trace(plan, loaded, tmp_path):
-    from torch.profiler import ProfilerActivity, profile
-
-    from branchscope.profiling import load_trace
-    from branchscope.profiling.trace.analyses import branch_assignment
-
-    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
-        plan(*loaded.inputs, **loaded.kwargs)
-        assert settle_interop_pool(timeout_s=10.0)  # before the profiler stops: see its docstring
-    path = tmp_path / "trace.json"
-    prof.export_chrome_trace(str(path))
-    trace = load_trace(path)
-    return trace, branch_assignment(trace)
-
-
 @pytest.mark.parametrize("mode", ["sequential", "fork"])
 def test_bert_trace_carries_the_branch_labels(mode, tmp_path):
     loaded, analysis = _prepare("hf_bert.py")
     plan = build_plan(mode, loaded.model, analysis)
-    trace, assignment = _branch_names_in_trace(plan, loaded, tmp_path)
+    trace, assignment = branch_labels_in_trace(plan, loaded, tmp_path)
     assert set(QKV["hf_bert.py"]) <= set(assignment.names)
     linears = [i for i in range(len(trace)) if trace.event_name(i) == "aten::linear"]
     query = assignment.names.index("encoder.layer.0.attention.self.query")

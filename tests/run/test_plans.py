@@ -19,6 +19,7 @@ from branchscope.profiling.run.plans import (
     max_abs_diff,
 )
 from tests.paths import MODELS
+from tests.run.profiled_plans import branch_labels_in_trace
 
 CPU_DEMOS = ["attention-qkv", "inception", "lstm-ensemble", "twin-mm"]
 
@@ -185,26 +186,11 @@ def test_max_abs_diff_over_nested_outputs():
     assert max_abs_diff(torch.zeros(2), torch.zeros(3)) == float("inf")
 
 
-def _profiled_branch_labels(plan, inputs, tmp_path):
-    from torch.profiler import ProfilerActivity, profile
-
-    from branchscope.profiling import load_trace
-    from branchscope.profiling.trace.analyses import branch_assignment
-
-    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
-        plan(*inputs)
-        assert settle_interop_pool(timeout_s=10.0)  # before the profiler stops: see its docstring
-    path = tmp_path / "trace.json"
-    prof.export_chrome_trace(str(path))
-    trace = load_trace(path)
-    return trace, branch_assignment(trace)
-
-
 @pytest.mark.parametrize("mode", ["sequential", "fork"])
 def test_every_inception_branch_is_marked_by_name_in_the_trace(mode, tmp_path):
     loaded, analysis = _prepare(ModelSpec(demo="inception"))
     plan = build_plan(mode, loaded.model, analysis)
-    trace, assignment = _profiled_branch_labels(plan, loaded.inputs, tmp_path)
+    trace, assignment = branch_labels_in_trace(plan, loaded, tmp_path)
     expected = {branch.name for _, branch, _ in analysis.walk()}
     assert len(expected) == 4
     assert set(assignment.names) == expected
