@@ -25,6 +25,7 @@ from branchscope.profiling.trace.events import ErrorEvent, ExitedEvent, PhaseEve
 from branchscope.profiling.trace.records import RunRecord
 from tests.paths import ROOT
 from tests.processes import mentioning, wait_until
+from tests.run.slow_first_calls import write_slow_first_calls
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups and /proc: Linux")
 
@@ -147,43 +148,12 @@ def test_ddp_gather_loss_on_two_ranks_writes_each_rank_and_rank_0_peaks_higher(t
     assert sorted(p.name for p in out.iterdir()) == ["rank-0", "rank-1", "run.json", "worker.log"]
 
 
-#: Rank 1 is slow for its first SLOW_CALLS calls, each quicker than the one before; rank 0 is quick
-#: from the first. No collective in the step: only the warm-up's own agreement ties the ranks.
-_RANK_ONE_WARMS_UP = """
-import time
-import torch
-import torch.distributed as dist
-from torch import nn
-
-SLOW_CALLS = {slow_calls}
-
-
-class RankOneWarmsUp(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.calls = 0
-
-    def forward(self, x):
-        self.calls += 1
-        if dist.get_rank() == 1 and self.calls <= SLOW_CALLS:
-            time.sleep(0.015 * (SLOW_CALLS + 1 - self.calls))
-        return x * 2
-
-
-def build_model():
-    return RankOneWarmsUp()
-
-
-def example_inputs():
-    return (torch.randn(4),)
-"""
-
-
 @pytest.mark.slow
 def test_ranks_warm_up_together_until_the_last_to_settle_has(tmp_path):
     slow_calls = 12
-    model = tmp_path / "rank_one_warms_up.py"
-    model.write_text(_RANK_ONE_WARMS_UP.format(slow_calls=slow_calls))
+    # rank 1 is slow for its first calls; rank 0 is quick from the first. No collective in the step:
+    # only the warm-up's own agreement ties the ranks.
+    model = write_slow_first_calls(tmp_path / "rank_one_warms_up.py", slow_calls, slow_rank=1)
     out = tmp_path / "out"
     result = run_profile(_request(model, out))  # --warmup 1
     assert result.ok, result.message

@@ -13,6 +13,7 @@ import pytest
 from branchscope import profiling
 from branchscope.profiling.run.steady import SETTLE_WINDOW
 from tests.paths import MODELS, ROOT
+from tests.run.slow_first_calls import write_slow_first_calls
 
 pytestmark = pytest.mark.slow
 
@@ -282,43 +283,10 @@ def test_run_json_says_why_no_tracer_found_a_graph(tmp_path):
     assert "def forward(" not in proc.stderr and "symbolic_shapes" not in proc.stderr  # export's partial graph, logs
 
 
-#: A model slow for its first SLOW_CALLS calls, each quicker than the one before (as TorchScript's
-#: profiling executor optimising a forked plan), then quick. Its calls before the warm-up: its own
-#: forward, torch.fx's trace and the plan's output check.
-_SLOW_FIRST_CALLS = """
-import time
-import torch
-from torch import nn
-
-SLOW_CALLS = {slow_calls}
-UNIT_S = 0.015
-
-
-class SlowFirstCalls(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.calls = 0
-
-    def forward(self, x):
-        self.calls += 1
-        if self.calls <= SLOW_CALLS:
-            time.sleep(UNIT_S * (SLOW_CALLS + 1 - self.calls))
-        return x * 2
-
-
-def build_model():
-    return SlowFirstCalls()
-
-
-def example_inputs():
-    return (torch.randn(4),)
-"""
-
-
 def test_the_warm_up_outlasts_a_model_slow_for_its_first_calls(tmp_path):
     slow_calls = 12
-    model = tmp_path / "slow_first_calls.py"
-    model.write_text(_SLOW_FIRST_CALLS.format(slow_calls=slow_calls))
+    # its calls before the warm-up: its own forward, torch.fx's trace and the plan's output check
+    model = write_slow_first_calls(tmp_path / "slow_first_calls.py", slow_calls)
     out = tmp_path / "out"
     proc = _worker(out, "--model", str(model), "--mode", "sequential", "--interop", "1", "--intra", "1")  # --warmup 1
     assert proc.returncode == 0, proc.stderr
