@@ -279,7 +279,8 @@ class MainWindow(QMainWindow):
                 self._show_read(entry, entry.trace)
             else:
                 show = partial(self._show_read, entry)
-                self.loader.start(entry.paths, load=trace_loader.read_run, done=show, failed=self._open_failed)
+                back = lambda: self.runs.select_row(self.run_list.current)  # noqa: E731 - the list shows what is shown
+                self.loader.start(entry.paths, load=trace_loader.read_run, done=show, failed=self._open_failed, cancelled=back)
 
     def _show_read(self, entry: Entry, trace: Trace) -> None:
         """Show a chosen entry with its trace, if it is still listed."""

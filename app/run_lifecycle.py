@@ -89,8 +89,16 @@ class RunLifecycle(QObject):
         self.window.controls.show_idle("done")
         self.window.loader.start(
             list(result.paths), load=read_run, done=lambda trace: self._on_read(result, trace),
-            failed=lambda message: self._unreadable(result, message), keep=True,
+            failed=lambda message: self._unreadable(result, message),
+            cancelled=lambda: self._not_read(result), keep=True,
         )  # fmt: skip
+
+    def _not_read(self, result: FinishedRun) -> None:
+        """The user cancelled reading the run's trace: it is not listed, and the status bar says
+        where it stays (File > Open reads it later); nothing follows it."""
+        self.window.statusBar().showMessage(f"reading the run's trace was cancelled: it stays in {result.out}")
+        self._first_run = None
+        self.opened.emit(result)
 
     def _unreadable(self, result: FinishedRun, message: str) -> None:
         self.window.show_error("The run's trace cannot be read", message)

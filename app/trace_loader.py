@@ -44,6 +44,8 @@ LoadFunction = Callable[[Paths, Progress], Any]
 #: What to do in the GUI thread with what a load read (`done`), or with why it failed (`failed`).
 Done = Callable[[Any], Any]
 Failed = Callable[[str], Any]
+#: What to do in the GUI thread when the user cancelled the load (a finished run's, say so).
+Cancelled = Callable[[], Any]
 
 #: The reader's phases in order, with their rough share of one file's load time.
 READER_PHASES = {"reading": 0.1, "parsing": 0.15, "events": 0.5, "memory": 0.05, "lanes": 0.2}
@@ -125,10 +127,10 @@ class TraceLoader(QObject):
         self._stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
         #: The load under way's `done` and `failed` (`start`), and whether it is kept.
-        self._then: tuple[Done | None, Failed | None] = (None, None)
+        self._then: tuple[Done | None, Failed | None, Cancelled | None] = (None, None, None)
         self._kept = False
         #: Loads started while a kept one was under way, each waiting its turn (`start`'s arguments).
-        self._waiting: list[tuple[list, LoadFunction, Done | None, Failed | None, bool]] = []
+        self._waiting: list[tuple[list, LoadFunction, Done | None, Failed | None, Cancelled | None, bool]] = []
         self._bridge = _Bridge(self)
         queued = Qt.ConnectionType.QueuedConnection
         self._bridge.progress.connect(self._on_progress, queued)
@@ -144,27 +146,31 @@ class TraceLoader(QObject):
         load: LoadFunction | None = None,
         done: Done | None = None,
         failed: Failed | None = None,
+        cancelled: Cancelled | None = None,
         keep: bool = False,
     ) -> None:
         """Load `paths` (with `load` instead of the loader's own, if given); once read, `done(what
-        was read)` (or `failed(message)`) in the GUI thread, then the signal. A load under way is
+        was read)` (or `failed(message)`) in the GUI thread, then the signal; once the user cancelled
+        it, the signal, then `cancelled()`. A load under way is
         abandoned: it stops at its next progress call and says nothing more. A load to `keep` (a
         finished run's trace, never dropped) is never abandoned: started while another is under
         way, it waits its turn, as does a load started while a kept one is under way (replacing
         any other waiting load that is not kept)."""
-        job = (list(paths), load or self._load, done, failed, keep)
+        job = (list(paths), load or self._load, done, failed, cancelled, keep)
         if self._stop is not None and (keep or self._kept):
-            self._waiting = [w for w in self._waiting if w[4]] + [job]
+            self._waiting = [w for w in self._waiting if w[5]] + [job]
             return
         if self._stop is not None:
             self._stop.set()
         self._begin(*job)
 
-    def _begin(self, paths: list, load: LoadFunction, done: Done | None, failed: Failed | None, keep: bool) -> None:
+    def _begin(
+        self, paths: list, load: LoadFunction, done: Done | None, failed: Failed | None, cancelled: Cancelled | None, keep: bool
+    ) -> None:
         self._job += 1
         stop = threading.Event()
         self._stop = stop
-        self._then, self._kept = (done, failed), keep
+        self._then, self._kept = (done, failed, cancelled), keep
         self._thread = threading.Thread(
             target=self._work,
             args=(self._job, paths, load, stop),
@@ -264,9 +270,11 @@ class TraceLoader(QObject):
         if job != self._job or stop is None:
             return  # an abandoned load
         self._stop = None
-        callbacks, self._then = self._then, (None, None)
+        callbacks, self._then = self._then, (None, None, None)
         if stop.is_set():
             self.cancelled.emit()
+            if callbacks[2] is not None:  # after the signal: what the load's own caller says is the last word
+                callbacks[2]()
         else:
             call = callbacks[then] if then is not None else None
             if call is not None:

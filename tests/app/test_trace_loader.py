@@ -127,15 +127,16 @@ def test_cancel_mid_way_emits_cancelled_and_nothing_else(qtbot, loader):
     built = []
     ld = loader(load=_gated_load(gate, stopped), prepare=[built.append])
     rec = Recorder(ld)
+    said: list[str] = []
     with qtbot.waitSignal(ld.progress, timeout=10_000):
-        ld.start(["a.json"])
+        ld.start(["a.json"], done=lambda _t: said.append("done"), failed=said.append, cancelled=lambda: said.append("cancelled"))
     assert ld.is_loading()
     ld.cancel()
     gate.set()
     with qtbot.waitSignal(ld.cancelled, timeout=10_000):
         pass
     assert stopped == [True], "the worker was not stopped at its next progress call"
-    assert built == []
+    assert built == [] and said == ["cancelled"]
     assert rec.names() == ["started", "progress", "cancelled"]
     assert not ld.is_loading()
 
@@ -328,3 +329,36 @@ def test_describe_paths_names_the_file_or_the_first_and_how_many_more(tmp_path):
     assert describe_paths([tmp_path / "a.json.gz"]) == "a.json.gz"
     assert describe_paths(["run/trace.json", "b.json", "c.json"]) == "trace.json and 2 more"
     assert describe_paths(["some/run/"]) == "run"
+
+
+def test_a_finished_runs_read_cancelled_leaves_it_in_its_folder_and_says_where(window, qtbot, monkeypatch):
+    gate, stopped = threading.Event(), []
+    monkeypatch.setattr("branchscope.app.run_lifecycle.read_run", _gated_load(gate, stopped))
+    window.auto_baseline = False
+    with qtbot.waitSignal(window.loader.progress, timeout=20_000):
+        window.controls.run_button.click()
+    window.loader.cancel()
+    gate.set()
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000) as opened:
+        pass
+    assert stopped == [True] and len(window.run_list) == 0
+    message = window.statusBar().currentMessage()
+    assert "cancelled" in message and str(opened.args[0].out) in message
+    assert not window.loader.is_loading()
+
+
+def test_an_entry_chosen_then_its_read_cancelled_leaves_the_list_on_what_is_shown(window, qtbot, tmp_path, monkeypatch):
+    from branchscope.app.runs import TRACE_CACHE
+
+    paths = [write_small_trace(tmp_path / f"t{k}.json.gz") for k in range(TRACE_CACHE + 1)]
+    window.open_trace_files([str(p) for p in paths])  # entry 0's trace let go for the last one
+    gate, stopped = threading.Event(), []
+    monkeypatch.setattr("branchscope.app.trace_loader.read_run", _gated_load(gate, stopped))
+    with qtbot.waitSignal(window.loader.progress, timeout=20_000):
+        window.runs.rowChosen.emit(0)
+    window.runs.select_row(0)  # as the click left it
+    window.loader.cancel()
+    gate.set()
+    qtbot.waitUntil(lambda: not window.loader.is_loading(), timeout=20_000)
+    assert stopped == [True] and window.run_list.current == TRACE_CACHE
+    assert window.runs.currentIndex().row() == TRACE_CACHE and window.run_list.entries[0].trace is None
