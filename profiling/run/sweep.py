@@ -250,6 +250,7 @@ def empty_cell(cell: SweepCell, cores: int) -> CellRecord:
         oversubscribed=cell.interop * cell.intra > cores,
         any_interop=any_interop(cell.mode),
         plan_by=MODES[cell.mode].plan_title if cell.mode in MODES else None,
+        mode_traits=MODES[cell.mode].traits if cell.mode in MODES else None,
     )
 
 

@@ -395,7 +395,7 @@ def from_sweep(sweep: SweepRecord) -> list[Measured]:
         stats = StepStats(c.unprofiled_steps or 0, ms, lo, q1, q3, hi)
         out.append(Measured(c.mode, c.interop, c.intra, stats, sweep.cores, max(1, sweep.nproc or 1), known,
                             pass_medians=tuple(c.pass_medians_ms or ()), starved=c.starved, index=i,
-                            plan_by=c.plan_by))  # fmt: skip
+                            plan_by=c.plan_by, mode_traits=c.mode_traits))  # fmt: skip
     return out
 
 

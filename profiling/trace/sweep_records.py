@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from branchscope.profiling.trace.mode_traits import ModeTraits
 from branchscope.profiling.trace.records import MODE_NAME, PredictionRecord, lenient
 from branchscope.profiling.trace.step_stats import Spread, within_noise_over_passes
 
@@ -86,6 +87,9 @@ class CellRecord(msgspec.Struct, kw_only=True):
     #: How a speedup's parts name its mode's plan ("TorchScript's plan": `modes.Mode.plan_title`,
     #: as run.json's `plan_by`), for the advice's parts; None in a sweep.json of before it.
     plan_by: str | None = None
+    #: Its mode's traits (`mode_traits.ModeTraits`, as run.json's), so that a sweep of a mode
+    #: registered elsewhere reads right without it; None in a sweep.json of before them.
+    mode_traits: ModeTraits | None = None
 
     @property
     def label(self) -> str:

@@ -65,6 +65,20 @@ def test_sweep_runs_it_and_its_advice_pairs_it_as_a_branch_pool_mode(sweep):
     # pythreads 2×1 computes with two threads beside sequential's one: the advice asks for sequential 1×2.
     assert "pythreads 2×1" in doc["advice"]["text"] and "sequential 1×2" in doc["advice"]["text"]
     assert "running its branches on pythreads" in doc["advice"]["text"]
+    assert cells[("pythreads", 2)]["mode_traits"]["pool"] == "python"  # sweep.json says what it is
+
+
+def test_its_sweep_read_without_the_registration_pairs_it_by_the_traits_sweep_json_holds(sweep):
+    from branchscope.profiling.trace.advice import advice_record, from_sweep
+    from branchscope.profiling.trace.mode_traits import UNKNOWN, traits_of
+    from branchscope.profiling.trace.sources import read_sweep
+
+    assert traits_of("pythreads") == UNKNOWN  # this process never registered it
+    runs = from_sweep(read_sweep(sweep))
+    (pythreads,) = [m for m in runs if m.mode == "pythreads" and m.interop == 2]
+    assert pythreads.traits.pool == "python" and pythreads.traits.branch_pool
+    advice = advice_record(runs)
+    assert advice is not None and "pythreads 2×1" in advice.text and "sequential 1×2" in advice.text
 
 
 def test_compare_reads_its_traits_from_run_json_without_the_registration(sweep):
