@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_paired.py
 	$(BIN)/python benchmarks/bench_numbers.py
 	$(BIN)/python benchmarks/bench_memory.py
+	$(BIN)/python benchmarks/bench_snapshot.py
 	$(BIN)/python benchmarks/bench_ddp.py
 	QT_QPA_PLATFORM=offscreen $(BIN)/python benchmarks/bench_startup.py
 

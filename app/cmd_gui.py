@@ -2,7 +2,7 @@
 
 Qt is imported only inside the handlers, so `branchscope inspect` and `branchscope profile` stay
 Qt-free. `--screenshot` draws the window offscreen at 1600x1000 (after the run, or after opening
-the traces), saves it and exits: for the README, teaching material, and checking the GUI where
+the traces), saves it and exits: for the docs, teaching material, and checking the GUI where
 there is no display.
 """
 

@@ -2,7 +2,7 @@
 
 The window never imports torch: every run is a fresh runner process (which spawns the worker),
 started with QProcess so the event loop keeps the window responsive. The runner reports on stdout
-one JSON object per line (ARCHITECTURE.md, "Contracts"): phase, progress, error, and finally done
+one JSON object per line (docs/formats.md, "The JSON-line events"): phase, progress, error, and finally done
 with the output folder and run.json's content; this controller turns those lines into signals.
 `RunSpec` (what to run) lives in the Qt-free `app/run_entry.py` and is re-exported here.
 

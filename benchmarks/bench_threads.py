@@ -7,7 +7,7 @@ unprofiled median step (other processes only ever slow a round down), with the m
 beside it. For threads mode the table adds where its branch threads' time went over the profiled steps
 (run.json's `branch_threads`): on a core, waiting for a core, waiting for the GIL.
 
-Prints a Markdown table (for the README) and writes benchmarks/results/threads_speedup.json.
+Prints a Markdown table (for docs/speed.md) and writes benchmarks/results/threads_speedup.json.
 
     python benchmarks/bench_threads.py [--rounds 3] [--steps 10] [--demos small-ops,two-towers]
 """

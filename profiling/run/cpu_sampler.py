@@ -35,7 +35,7 @@ import psutil
 from branchscope.profiling.run.branch_pool import POOL_THREAD_NAME as BRANCH_POOL_THREAD_NAME
 from branchscope.profiling.run.protocol import CPU_SAMPLE_CATEGORY, cpu_sample_name
 
-#: Category of the counter events (see ARCHITECTURE.md, "Contracts between the runner and the views").
+#: Category of the counter events (see docs/internals.md, "Contracts between the engines").
 CATEGORY = CPU_SAMPLE_CATEGORY
 #: The OS name torch gives its inter-op pool threads (and that OpenMP workers they start inherit).
 POOL_THREAD_NAME = "PTThreadPool"

@@ -1,6 +1,6 @@
 """The folder a run writes its results into (`--out DIR`): checked, locked, staged, committed.
 
-Promises (README, "What branchscope promises"):
+Promises (docs/promises.md):
 
 - A folder holding files branchscope did not write is refused (exit 2, nothing touched) unless the
   user passes `--overwrite`. What branchscope wrote is what the folder's own run.json lists under

@@ -26,7 +26,7 @@ the runner died (`PR_SET_PDEATHSIG`), then empties and removes the cgroup. A cgr
 watchdog were both killed outright is emptied and removed by the next run that looks in the same place
 (its name holds its runner's pid and start time). Where no cgroup can be made (a user without a
 delegated cgroup, a read-only /sys/fs/cgroup), a process that leaves the group and the session and
-drops the token, once the runner is SIGKILLed, is not caught (ARCHITECTURE.md, "Contracts").
+drops the token, once the runner is SIGKILLed, is not caught (docs/internals.md, "Stopping every process of a run").
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@
 - `python_command`, how branchscope starts its own Python processes (isolated; a worker under
   `--python`'s interpreter starts through `interpreter.worker_command` instead).
 
-JSON lines between the processes (ARCHITECTURE.md, "Contracts"): the worker tells the runner
+JSON lines between the processes (docs/formats.md, "The JSON-line events"): the worker tells the runner
 `{"event": "phase" | "progress" | "error" | "finished", ...}`; the runner (with --jsonl) tells the window
 `{"event": "phase" | "progress" | "error" | "done", ...}`.
 

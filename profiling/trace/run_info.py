@@ -1,6 +1,6 @@
 """What a branchscope run writes into its trace, as the trace engine reads it.
 
-A run's trace is a plain Chrome trace with three additions (ARCHITECTURE.md, "Contracts"):
+A run's trace is a plain Chrome trace with three additions (docs/formats.md, the trace's object):
 
 - a top-level `"branchscope"` object, the `RunInfo` record: run.json's facts that the trace's
   readers need, under run.json's keys (the worker makes it of its `RunRecord`, `RunInfo.of_run`),
