@@ -537,7 +537,7 @@ def _imbalance(devices: list[DeviceMemory]) -> list[Imbalance]:
         if len(group) < 2:
             continue
         heaviest = max(group, key=lambda d: d.peak_bytes)  # the first of equals
-        lightest = min(group, key=lambda d: d.peak_bytes)
+        lightest = min((d for d in group if d is not heaviest), key=lambda d: d.peak_bytes)  # another device, even if equal
         median = float(np.median([d.peak_bytes for d in group]))
         two = len(group) == 2
         reference = float(lightest.peak_bytes) if two else median

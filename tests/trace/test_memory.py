@@ -150,6 +150,17 @@ def test_ranks_merged_name_devices_and_imbalance(tmp_path: Path) -> None:
     assert (imb.heaviest, imb.max_over_median, imb.excess_bytes) == ("rank1/cuda:1", 1.5, 100)
 
 
+def test_two_ranks_with_equal_peaks_name_two_ranks(tmp_path: Path) -> None:
+    def rank(r: int) -> Path:
+        events = [op("step", 1, 0, 100), mem(10, 100, 100, addr=1, device=0)]
+        return write_trace(tmp_path / f"rank-{r}.json", events,
+                           distributedInfo={"rank": r, "world_size": 2, "backend": "gloo"})
+
+    (imb,) = analyze_memory(merge_traces([load_trace(rank(r)) for r in (0, 1)])).imbalance
+    assert (imb.heaviest_rank, imb.lightest_rank, imb.ratio) == (0, 1, 1.0)  # not "rank 0 holds 1.0× rank 0"
+    assert imb.words(str).startswith("rank 0 holds 1.0× rank 1 ")
+
+
 def test_cpu_alone_has_no_imbalance_and_cpu_is_its_own_kind(tmp_path: Path) -> None:
     trace = load_trace(write_trace(tmp_path / "t.json", [
         mem(10, 8, 8, addr=1, device=-1, device_type=0),
