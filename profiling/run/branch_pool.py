@@ -37,6 +37,7 @@ stream) is the caller's to carry (see `modes/threads.py`).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import queue
 import sys
@@ -68,23 +69,46 @@ def python_version() -> str:
     return f"{version} free-threading build" if sysconfig.get_config_var("Py_GIL_DISABLED") else version
 
 
+#: libc's pread, called holding the GIL (a `PyDLL` function keeps it; `os.pread` lets it go). Letting
+#: the GIL go wakes the thread waiting for it, which may take this thread's core before the read: that
+#: wait lands in the run delay read next, and at a task's end, after its wall time was read, it was
+#: counted as waiting for a core outside the task (CPU + run delay over the wall time, seen beside CPU
+#: burners). None where libc cannot be loaded: then `os.pread`.
+try:
+    _PREAD: Any = ctypes.PyDLL(None, use_errno=True).pread
+    _PREAD.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long)
+    _PREAD.restype = ctypes.c_ssize_t
+except (OSError, AttributeError):  # pragma: no cover - not glibc/musl
+    _PREAD = None
+
+
 class _RunDelay:
     """The calling thread's run delay (ns, runnable but waiting for a core): the second field of its
-    `schedstat`, kept open and re-read with pread; 0 without /proc."""
+    `schedstat`, kept open and re-read with pread, holding the GIL (`_PREAD`); 0 without /proc."""
 
     def __init__(self) -> None:
         try:
             self.fd: int | None = os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY)
         except OSError:
             self.fd = None
+        self._buffer = ctypes.create_string_buffer(128)
 
     def read(self) -> int:
         if self.fd is not None:
             try:
-                return int(os.pread(self.fd, 128, 0).split()[1])
+                return int(self._read_text().split()[1])
             except (OSError, ValueError, IndexError):
                 pass
         return 0
+
+    def _read_text(self) -> bytes:
+        assert self.fd is not None
+        if _PREAD is None:  # pragma: no cover - see _PREAD
+            return os.pread(self.fd, 128, 0)
+        n = _PREAD(self.fd, self._buffer, 128, 0)
+        if n < 0:
+            raise OSError(ctypes.get_errno(), "pread of schedstat failed")
+        return self._buffer.raw[:n]
 
     def close(self) -> None:
         if self.fd is not None:
