@@ -15,7 +15,8 @@ entry and return) runs one thread at a time unless the interpreter is free-threa
   own clocks around it (`_Worker.read_clocks`): its wall time, its CPU time (`time.thread_time_ns()`,
   CLOCK_THREAD_CPUTIME_ID: exact to the nanosecond for the calling thread), its run delay (runnable
   but waiting for a core: the second field of its own `/proc/thread-self/schedstat`, which the kernel
-  adds to when the thread gets a core, so it is exact whenever the thread reads it itself) and the
+  adds to when the thread gets a core, so it is exact whenever the thread reads it itself, holding
+  the GIL: `_PREAD`) and the
   time it waited for tasks of other threads (`join_ns`). What is left, asleep and not joining, is the
   GIL (`ThreadTimes.gil_wait_ns`, never below 0). Not schedstat's first field for the CPU time: the
   kernel advances it only at a scheduler tick (4 ms at HZ=250) or a context switch, so a branch
