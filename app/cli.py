@@ -66,7 +66,13 @@ def build_parser() -> "argparse.ArgumentParser":
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    from branchscope.profiling.run.user_files import ModeFileError
+
+    try:
+        parser = build_parser()  # imports the mode registry, and the mode files BRANCHSCOPE_MODES names
+    except ModeFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     return int(args.handler(args) or 0)
 

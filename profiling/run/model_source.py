@@ -15,14 +15,14 @@ stay light. torch is imported only inside `load_model`, which runs in the worker
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
-import sys
 import traceback
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from branchscope.profiling.run.user_files import NotPythonFile, exec_file
 
 #: The built-in demos: one file each, following the .py convention.
 DEMOS_DIR = Path(__file__).resolve().parents[2] / "assets" / "demos"  # branchscope/assets/demos
@@ -240,20 +240,14 @@ def _describe(exc: BaseException) -> str:
 
 
 def _import_file(path: Path) -> Any:
-    name = f"branchscope_model_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ModelSourceError(f"cannot import {path} as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        return exec_file(path, f"branchscope_model_{abs(hash(str(path.resolve())))}")
+    except NotPythonFile as exc:
+        raise ModelSourceError(str(exc)) from None
     except BaseException as exc:  # noqa: BLE001 - any failure in user code is reported, not raised further
-        sys.modules.pop(name, None)
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise ModelCodeError(f"importing {path.name} raised {_describe(exc)}", user_traceback(exc, path)) from exc
-    return module
 
 
 def _cuda_device_count() -> int:

@@ -74,3 +74,30 @@ def test_a_module_that_is_no_new_mode_is_refused_with_why(entry):
     proc = _registry(entry)
     assert proc.returncode != 0
     assert f"BRANCHSCOPE_MODES: {entry} must define MODE = Mode(name=…) with a name of its own" in proc.stderr
+
+
+@pytest.mark.parametrize("body", [None, "raise RuntimeError('not today')\n", "def broken(:\n"])
+def test_a_mode_file_that_cannot_be_imported_is_one_error_line_and_exit_2(tmp_path, body):
+    path = tmp_path / "mymode.py"
+    if body is not None:
+        path.write_text(body)
+    env = {**os.environ, "BRANCHSCOPE_MODES": str(path)}
+    trace = FIXTURES / "traces"  # any command: each imports the registry as it builds its parser
+    proc = subprocess.run([sys.executable, "-m", "branchscope.app.cli", "inspect", str(trace)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"error: BRANCHSCOPE_MODES: {path} cannot be imported: ")
+    assert ("FileNotFoundError" if body is None else "not today" if "raise" in body else "SyntaxError") in line
+
+
+def test_a_file_that_raises_as_it_is_imported_leaves_nothing_in_sys_modules(tmp_path):
+    from branchscope.profiling.run.user_files import exec_file
+
+    path = tmp_path / "half.py"
+    path.write_text("X = 1\nraise RuntimeError('half way')\n")
+    with pytest.raises(RuntimeError, match="half way"):
+        exec_file(path, "branchscope_test_half")
+    assert "branchscope_test_half" not in sys.modules
+    path.write_text("X = 2\n")
+    assert exec_file(path, "branchscope_test_half").X == 2 and sys.modules.pop("branchscope_test_half").X == 2

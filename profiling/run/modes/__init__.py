@@ -30,9 +30,7 @@ CLI read the registry.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
@@ -40,6 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from branchscope.profiling.run.user_files import ModeFileError, exec_file
 from branchscope.profiling.trace import mode_traits
 from branchscope.profiling.trace.mode_traits import ModeTraits
 from branchscope.profiling.trace.records import MODE_NAME
@@ -125,27 +124,23 @@ class Mode:
         return self.traits.runs_text(interop)
 
 
-def _module_at(path: Path) -> ModuleType:
-    """The module of the mode file at `path`, imported under a name of its own."""
-    name = f"branchscope_mode_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{MODES_ENV}: {path} is not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def _registered() -> list[ModuleType]:
-    """The modules MODES_ENV names: a path (ending in .py, or holding a separator) or a module name.
-    Paths are made absolute in this process's environment, which the worker inherits in another
-    working folder."""
+def _registered() -> list[tuple[str, ModuleType]]:
+    """The modules MODES_ENV names, each with its entry: a path (ending in .py, or holding a
+    separator) or a module name. Paths are made absolute in this process's environment, which the
+    worker inherits in another working folder. One that cannot be imported is a `ModeFileError`
+    naming it and why."""
     entries = [e for e in os.environ.get(MODES_ENV, "").split(os.pathsep) if e]
     entries = [os.path.abspath(e) if e.endswith(".py") or os.sep in e else e for e in entries]
     if entries:
         os.environ[MODES_ENV] = os.pathsep.join(entries)
-    return [_module_at(Path(e)) if os.path.isabs(e) else import_module(e) for e in entries]
+    modules = []
+    for entry in entries:
+        try:
+            path = Path(entry)
+            modules.append((entry, exec_file(path, f"branchscope_mode_{path.stem}") if path.is_absolute() else import_module(entry)))
+        except Exception as exc:  # the user's file: whatever it raises is said, not a traceback
+            raise ModeFileError(f"{MODES_ENV}: {entry} cannot be imported: {type(exc).__name__}: {exc}") from exc
+    return modules
 
 
 def _load() -> dict[str, Mode]:
@@ -154,11 +149,11 @@ def _load() -> dict[str, Mode]:
         mode = import_module(f"{__name__}.{name}").MODE
         assert isinstance(mode, Mode) and mode.name == name, f"{name}.py must define MODE = Mode(name={name!r}, …)"
         modes[name] = mode
-    for module in _registered():
+    for entry, module in _registered():
         mode = getattr(module, "MODE", None)
         if not isinstance(mode, Mode) or mode.name in modes or not MODE_NAME.fullmatch(mode.name):
-            raise ImportError(
-                f"{MODES_ENV}: {module.__name__} must define MODE = Mode(name=…) with a name of its own, "
+            raise ModeFileError(
+                f"{MODES_ENV}: {entry} must define MODE = Mode(name=…) with a name of its own, "
                 f"in lower case letters, digits and _"
             )
         modes[mode.name] = mode
