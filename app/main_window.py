@@ -295,7 +295,7 @@ class MainWindow(QMainWindow):
         with a dialog, if it cannot be shown: then every view still shows what it showed before."""
         e = self.run_list[k]
         try:
-            trace, reloaded = self.run_list.load(k, trace_loader.read_shown)
+            trace, reloaded = self.run_list.load(k, trace_loader.read_run)
         except (TraceFormatError, OSError) as exc:
             self.show_error("Cannot open trace", str(exc))
             return False

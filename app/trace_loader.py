@@ -350,20 +350,15 @@ def read_sources(paths: Paths, progress: Progress) -> Opened:
     return opened
 
 
-def read_run(paths: Paths, progress: Progress) -> Trace:
-    """A finished run's trace: every rank of a distributed run (of a large one, those in view)."""
+def read_run(paths: Paths, progress: Progress | None = None) -> Trace:
+    """A run's trace, with what the views need built: every rank of a distributed run (of a large
+    one, those in view). A finished run's, an entry chosen whose trace was let go, and an entry
+    shown again (`Runs.load`, without progress)."""
     from branchscope.profiling.trace.opening import read_source
 
     trace = read_source(paths, progress)
     _prepare(trace)
     return trace
-
-
-def read_shown(paths: Sequence[Path]) -> Trace:
-    """An entry's trace read again to be shown (`Runs.load`), as `read_run` reads it."""
-    from branchscope.profiling.trace.opening import read_source
-
-    return read_source(paths)
 
 
 def read_whole(paths: Sequence[Path]) -> Trace:
