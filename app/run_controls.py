@@ -408,11 +408,11 @@ class RunControls(QWidget):
         for k, mode in enumerate(MODES.values()):
             if not mode.needs_cuda:
                 continue
-            missing.append(mode.title)
+            missing.append(mode.traits.title)
             if isinstance(model, QStandardItemModel):
                 item = model.item(k)
                 item.setEnabled(available)
-                item.setToolTip(mode.description if available else f"{mode.title} needs CUDA: {reason}")
+                item.setToolTip(mode.description if available else f"{mode.traits.title} needs CUDA: {reason}")
         self.mode_combo.setToolTip("" if available or not missing else f"{', '.join(missing)}: needs CUDA: {reason}")
 
     def set_cuda_devices(self, count: int | None) -> None:

@@ -180,7 +180,7 @@ class Entry:
         if self.run is not None and self.run.plan_by:
             return self.run.plan_by
         mode = MODES.get(self.mode) if self.mode else None
-        return None if mode is None else mode.plan_title
+        return None if mode is None else mode.traits.plan_title
 
     def part_run(self) -> PartRun:
         """This entry as the parts finder reads it: runs count together within one model and sweep."""

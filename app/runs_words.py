@@ -123,8 +123,8 @@ class RunsInWords:
         what = f"{n} branch{'es' if n != 1 else ''}" if n else "the model"
         threads = e.threads
         mode = MODES.get(e.mode) if e.mode else None
-        if mode is not None and (n or not mode.traits.baseline) and (threads or "{interop}" not in mode.runs_as):
-            what += " " + mode.runs_text(threads[0] if threads else 1)
+        if mode is not None and (n or not mode.traits.baseline) and (threads or "{interop}" not in mode.traits.runs_as):
+            what += " " + mode.traits.runs_text(threads[0] if threads else 1)
         elif e.mode and mode is None:
             what += f" ({e.mode})"
         if threads:

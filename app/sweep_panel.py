@@ -169,7 +169,7 @@ class SweepPanel(QWidget):
             if not mode.needs_cuda:
                 continue
             box.setEnabled(available)
-            box.setToolTip(mode.description if available else f"{mode.title} needs CUDA: {reason}")
+            box.setToolTip(mode.description if available else f"{mode.traits.title} needs CUDA: {reason}")
             if not available:
                 box.setChecked(False)
 

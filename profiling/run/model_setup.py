@@ -168,7 +168,7 @@ def load(args: argparse.Namespace, started: Started, dist: RankInfo | None) -> M
     else:
         device = resolve_device(torch, f"cuda:{dist.local_rank}")
     if mode.needs_cuda and not device.startswith("cuda"):
-        raise RunFailure(EXIT_MODE, f"{mode.title} needs CUDA: this machine has no CUDA device torch can use")
+        raise RunFailure(EXIT_MODE, f"{mode.traits.title} needs CUDA: this machine has no CUDA device torch can use")
     backend = None
     if dist is not None:
         backend = "nccl" if device.startswith("cuda") else "gloo"

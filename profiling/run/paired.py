@@ -403,7 +403,7 @@ def speedup_parts(configs: list[PairedConfigRecord], c: PairedConfigRecord) -> S
         plan=speedup_value(plan),
         parallel=speedup_value(parallel),
         whole=speedup_value(whole),
-        plan_by=MODES[c.mode].plan_title,
+        plan_by=MODES[c.mode].traits.plan_title,
         sequential=seq,
         one_thread=one,
     )

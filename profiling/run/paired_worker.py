@@ -137,7 +137,7 @@ class _Model:
         device = resolve_device(torch, args.device)
         for mode in modes:
             if mode.needs_cuda and not device.startswith("cuda"):
-                raise RunFailure(EXIT_MODE, f"{mode.title} needs CUDA: this machine has no CUDA device torch can use")
+                raise RunFailure(EXIT_MODE, f"{mode.traits.title} needs CUDA: this machine has no CUDA device torch can use")
         return cls(torch, load_requested_model(args, device), device, None)
 
     def sync(self) -> None:

@@ -226,7 +226,7 @@ def run_record(run: RunSoFar, facts: Facts, phases: Phases) -> RunRecord:
         format=RUN_FORMAT,
         mode=args.mode,
         mode_traits=started.mode.traits,
-        plan_by=started.mode.plan_title,
+        plan_by=started.mode.traits.plan_title,
         interop=args.interop,
         intra=args.intra,
         cores=usable_cores(),

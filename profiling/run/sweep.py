@@ -34,7 +34,7 @@ threads could use). The sweep's `advice` (`profiling/trace/advice.py`, rewritten
 names a starved cell the winner or the loser.
 
 **The parts**: each cell says how its mode's plan is named in a speedup's parts (`plan_by`, the
-registry's `modes.Mode.plan_title`, as run.json's `plan_by`: sweep.json holds it so that the advice,
+registry's `ModeTraits.plan_title`, as run.json's `plan_by`: sweep.json holds it so that the advice,
 read from sweep.json alone by `branchscope sweep`, the Sweep tab and scripts, names the plan in the
 mode's words). Where the advice names a fork or threads cell M I×J and the sequential 1×J and M 1×J
 cells finished unstarved, its line and its `parts` split M I×J's speedup over sequential 1×J into
@@ -249,7 +249,7 @@ def empty_cell(cell: SweepCell, cores: int) -> CellRecord:
         status=NOT_RUN,
         oversubscribed=cell.interop * cell.intra > cores,
         any_interop=any_interop(cell.mode),
-        plan_by=MODES[cell.mode].plan_title if cell.mode in MODES else None,
+        plan_by=MODES[cell.mode].traits.plan_title if cell.mode in MODES else None,
         mode_traits=MODES[cell.mode].traits if cell.mode in MODES else None,
     )
 

@@ -137,7 +137,7 @@ def parts_text(parts: SpeedupPartsRecord, threads: int, short: bool = False) -> 
     it: "1.35× = 1.40× from TorchScript's plan × 0.96× from 2 threads", each part with its interval
     where it has one (paired: `branchscope speedup`; a ratio of medians has none); `short` for a
     cell of a table: "1.40× plan × 0.96× threads". The whole is over sequential 1×J; the plan's
-    words are the mode's own (`plan_by`, from `modes.Mode.plan_title`)."""
+    words are the mode's own (`plan_by`, from `ModeTraits.plan_title`)."""
     whole = parts.whole.median if parts.whole is not None and parts.whole.median is not None else 0.0
 
     def said(v: SpeedupValueRecord) -> str:

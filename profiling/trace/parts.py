@@ -16,7 +16,7 @@ configuration, the last listed (the latest, in the runs list). A sequential, a s
 1×J run has no parts; nor has a parallel run whose sequential 1×J or M 1×J is missing.
 
 The plan's words are the mode's own (`PartRun.plan_by`: run.json's `plan_by`, a sweep cell's, or
-`modes.Mode.plan_title` where the registry can be read); the sentence is `pairing.parts_text`'s.
+`ModeTraits.plan_title` where the registry can be read); the sentence is `pairing.parts_text`'s.
 
 Qt-free and torch-free: `compare`, the advice, the runs list and the compare view all call it.
 """

@@ -545,7 +545,7 @@ class RunRecord(msgspec.Struct, kw_only=True):
     #: or neither figure measured).
     starved: bool | None = None
     #: How a speedup's parts name this mode's plan on one thread ("TorchScript's plan": the mode's
-    #: `modes.Mode.plan_title`, for views that cannot read the modes registry; format 3).
+    #: `ModeTraits.plan_title`, for views that cannot read the modes registry; format 3).
     plan_by: str | None = None
     #: A multi-node run's node count (`--nnodes`); None for a run on one machine.
     nnodes: int | None = None

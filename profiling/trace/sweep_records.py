@@ -84,7 +84,7 @@ class CellRecord(msgspec.Struct, kw_only=True):
     any_interop: bool = False
     #: One of its passes' runs was starved of cores (run.json's `starved`): it names no winner.
     starved: bool = False
-    #: How a speedup's parts name its mode's plan ("TorchScript's plan": `modes.Mode.plan_title`,
+    #: How a speedup's parts name its mode's plan ("TorchScript's plan": `ModeTraits.plan_title`,
     #: as run.json's `plan_by`), for the advice's parts; None in a sweep.json of before it.
     plan_by: str | None = None
     #: Its mode's traits (`mode_traits.ModeTraits`, as run.json's), so that a sweep of a mode

@@ -107,7 +107,7 @@ def test_threads_calls_the_higher_order_ops_a_torchscript_plan_cannot(pool, monk
 def test_threads_is_a_registered_mode_with_a_pool_of_its_own():
     mode = mode_named("threads")
     assert mode.starts_interop_pool and mode.profile_all_threads and not mode.needs_torchscript
-    assert mode.check is None and mode.runs_text(2) == "on 2 Python threads"
+    assert mode.check is None and mode.traits.runs_text(2) == "on 2 Python threads"
 
 
 # ---------------------------------------------------------------- fork without TorchScript

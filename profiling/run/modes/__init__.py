@@ -113,16 +113,6 @@ class Mode:
         """The worker starts the mode's inter-op pool before loading the model."""
         return self.start_pool is not None
 
-    # Its words are its traits' (`mode_traits.ModeTraits`: how sentences name it, its plan in a
-    # speedup's parts, a run of it in the runs list).
-    title = property(lambda self: self.traits.title)
-    plan_title = property(lambda self: self.traits.plan_title)
-    runs_as = property(lambda self: self.traits.runs_as)
-
-    def runs_text(self, interop: int) -> str:
-        """`runs_as` with the inter-op threads filled in."""
-        return self.traits.runs_text(interop)
-
 
 def _registered() -> list[tuple[str, ModuleType]]:
     """The modules MODES_ENV names, each with its entry: a path (ending in .py, or holding a
