@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from branchscope.profiling.trace.analyses import merged_runs_by_lane
 from branchscope.profiling.trace.merge import rank_hosts
 from branchscope.profiling.trace.model import KIND_ORDER, Trace
 from branchscope.profiling.trace.ranges import step_events
@@ -130,17 +131,11 @@ def _busy(trace: Trace, rows: np.ndarray, n: int) -> tuple[np.ndarray, list[str]
     busy = np.zeros(n, dtype=np.float64)
     if r.size:
         order = np.lexsort((s, r))
-        r, s, e = r[order], s[order], e[order]
-        # One cumulative max over all rows: each row's times lifted above every earlier row's.
-        base = int(min(s.min(), 0))
-        width = int(e.max()) - base + 1
-        lift = r * width - base
-        run_end = np.maximum.accumulate(e + lift) - lift
-        new = np.ones(r.size, dtype=bool)
-        new[1:] = (r[1:] != r[:-1]) | (s[1:] > run_end[:-1])
-        last = np.append(new[1:], True)
+        # Each row's busy runs as a lane's are merged: safe on any clock (epoch nanoseconds of
+        # 32 ranks lifted row by row overflowed int64, issue 35).
+        run_row, run_start, run_end = merged_runs_by_lane(r[order], s[order], e[order])
         covered = np.zeros(n, dtype=np.int64)
-        np.add.at(covered, r[new], run_end[last] - s[new])
+        np.add.at(covered, run_row, run_end - run_start)
         span = hi - lo
         busy = np.where(span > 0, covered / np.where(span > 0, span, 1), 0.0)
     return busy, ["GPU" if g else "CPU" for g in has_gpu.tolist()]

@@ -16,11 +16,12 @@ GAP_US = 100
 SKEW_US = 3
 
 
-def rank_events(rank: int, steps: int, slow: dict[int, int], extra_bytes: int = 0) -> list[dict]:
+def rank_events(rank: int, steps: int, slow: dict[int, int], extra_bytes: int = 0, start_us: int = 0) -> list[dict]:
     """One rank's events: per step a `ProfilerStep#N` annotation on its main thread holding two
     ops, one kernel on its GPU's stream 7 and one allocation of `PEAK_BYTES` (+ `extra_bytes`) on
-    cuda:RANK; `slow`: {step: extra µs} makes those steps longer."""
-    pid, events, ts = 1000 + rank, [], rank * SKEW_US
+    cuda:RANK; `slow`: {step: extra µs} makes those steps longer; `start_us`: the first step's
+    time (epoch microseconds, as real kineto traces have them)."""
+    pid, events, ts = 1000 + rank, [], start_us + rank * SKEW_US
     for n in range(steps):
         dur = STEP_US + slow.get(n, 0)
         events += [
@@ -47,9 +48,11 @@ def write_rank_job(
     steps: int = 4,
     slow: dict[int, dict[int, int]] | None = None,
     heavy: tuple[int, int] | None = None,
+    start_us: int = 0,
 ) -> Path:
     """FOLDER/rank-R.json for R < `ranks`, each rank of one nccl job; `slow`: {rank: {step: extra
-    µs}}; `heavy`: (rank, extra bytes) on every allocation of that rank. Returns the folder."""
+    µs}}; `heavy`: (rank, extra bytes) on every allocation of that rank; `start_us`: when rank 0
+    starts (`rank_events`). Returns the folder."""
     folder.mkdir(parents=True, exist_ok=True)
     slow = slow or {}
     for r in range(ranks):
@@ -57,7 +60,7 @@ def write_rank_job(
         doc = {
             "distributedInfo": {"backend": "nccl", "rank": r, "world_size": ranks},
             "baseTimeNanoseconds": 1_700_000_000_000_000_000,
-            "traceEvents": rank_events(r, steps, slow.get(r, {}), extra),
+            "traceEvents": rank_events(r, steps, slow.get(r, {}), extra, start_us),
         }
         (folder / f"rank-{r}.json").write_text(json.dumps(doc))
     return folder

@@ -67,6 +67,17 @@ def test_busy_shares_and_steps_agree_with_the_rank_summaries(tmp_path):
     assert [trace.lanes[int(k)].rank for k in f.first_lane] == [0, 1, 2]
 
 
+def test_busy_shares_of_many_ranks_on_an_epoch_clock(tmp_path):
+    """Kineto's times are epoch nanoseconds (~1.7e18): 12 ranks' busy shares, counted together
+    on the merged trace, are each rank's own (rows lifted by the epoch overflowed int64 from rank
+    5 on, and showed busy shares of ±1e9, issue 35)."""
+    folder = write_rank_job(tmp_path / "job", 12, steps=2, start_us=1_682_725_898_062_941)
+    trace = open_job([str(folder)])
+    busy = rank_figures(trace).busy
+    assert busy.tolist() == pytest.approx([r.busy for r in rank_summaries(trace)])
+    assert ((busy > 0) & (busy <= 1)).all()
+
+
 def test_the_json_keys(tmp_path):
     f = rank_figures(open_job([str(write_rank_job(tmp_path / "job", 3, steps=2, slow={1: {1: 250}}, heavy=(2, 1024)))]))
     doc = figures_json(f)
