@@ -23,9 +23,9 @@ from branchscope.profiling.run.sweep import (
     best_text,
     markdown_table,
     run_sweep,
+    sweep_advice,
     sweep_request_from_args,
 )
-from branchscope.profiling.trace.advice import advice_line, from_sweep
 from branchscope.profiling.trace.events import CellEvent, DoneEvent, ErrorEvent, Event, encode_event
 from branchscope.profiling.trace.sweep_records import DONE, SWEEP_JSON, SweepRecord
 
@@ -70,9 +70,9 @@ def report(sweep: SweepRecord, out: Path) -> str:
         cell = sweep.cells[best]
         where = f" ({out / (cell.run or '')})" if len(sweep.tied()) == 1 else ""
         lines.append(f"best: {text}{where}")
-    advice = advice_line(from_sweep(sweep))
+    advice = sweep_advice(sweep)
     if advice is not None:
-        lines.append(f"advice: {advice}")
+        lines.append(f"advice: {advice.text}")
     lines.append(f"wrote {out / SWEEP_JSON}")
     return "\n".join(lines)
 

@@ -43,8 +43,8 @@ from branchscope.profiling.run.sweep import (
     best_text,
     cell_text,
     load_sweep,
+    sweep_advice,
 )
-from branchscope.profiling.trace.advice import from_sweep
 from branchscope.profiling.trace.events import CellEvent
 from branchscope.profiling.trace.sweep_records import SweepRecord
 from branchscope.widgets.advice_label import AdviceLabel
@@ -208,7 +208,7 @@ class SweepPanel(QWidget):
     def _show(self, sweep: SweepRecord, folder: str | Path) -> None:
         """The sweep in the heatmap, and its advice under the status line."""
         self.view.set_sweep(sweep, folder)
-        self.advice.show_runs(from_sweep(sweep))
+        self.advice.show_advice(sweep_advice(sweep))
 
     def _on_cell(self, event: CellEvent) -> None:
         self._on_update()

@@ -36,7 +36,11 @@ class AdviceLabel(QLabel):
         self.hide()
 
     def show_runs(self, runs: Sequence[Measured]) -> None:
-        self.advice = advice = advice_record(runs)
+        self.show_advice(advice_record(runs))
+
+    def show_advice(self, advice: AdviceRecord | None) -> None:
+        """Shows an advice made elsewhere (a sweep's, which names its cells that ran on a busy machine)."""
+        self.advice = advice
         self.setText("" if advice is None else f"Advice: {advice.text}")
         self.setToolTip(self._tip if advice is None else f"{self._tip}\n\n{advice.reason}")
         self.setVisible(advice is not None)

@@ -11,7 +11,10 @@ cells (inter-op × intra-op threads > the machine's cores) are
 hatched, as the legend line says; a failed cell is grey and says "failed" (its message in the
 tooltip); a cell not run (yet) is blank. A cell starved of cores (sweep.json's `starved`: a pass got,
 or was left, fewer cores than its threads could use) says "starved" under its time, and why in its
-tooltip: the advice never names it the winner.
+tooltip: the advice never names it the winner. A cell that ran while other processes took more
+than about a fifth of the cores (sweep.json's `busy`) says "busy machine" under its time: its time
+is not comparable with a quiet run's. Both have a dashed orange outline and a ⚠, and the legend
+says what they mean.
 
 Clicking a finished cell emits `cellChosen(run folder)`; clicking a second one after it also emits
 `compareRequested(first, second)` (Esc forgets the first); double-clicking one `cellActivated`. `set_sweep(sweep, folder)` takes
@@ -38,6 +41,13 @@ from branchscope.widgets.theme import theme
 COLORMAP = "viridis"
 #: What a starved cell's tooltip and the legend say of it.
 STARVED_TEXT = "starved: got fewer cores than its threads could use (its CPU time or the machine's load)"
+#: What a busy cell's tooltip and the legend say of it.
+BUSY_TEXT = (
+    "busy machine: other processes took more than about a fifth of the cores while it ran, "
+    "so its time is not comparable with a quiet run's: re-run it on a quiet machine"
+)
+#: The dashed outline of a cell starved of cores or run on a busy machine.
+LOAD_HEX = "#f28e2b"
 FAILED_HEX = "#9aa0a6"
 NOT_RUN_HEX = "#ffffff"
 BEST_HEX = "#e15759"
@@ -77,6 +87,13 @@ class SweepCellView:
     any_interop: bool = False
     #: A pass of it got fewer cores than its threads could use (sweep.json's `starved`).
     starved: bool = False
+    #: A pass of it ran on a busy machine (sweep.json's `busy`).
+    busy: bool = False
+
+    @property
+    def load_word(self) -> str | None:
+        """What its label says under its time of the machine's load: "starved", "busy machine", None."""
+        return "starved" if self.starved else "busy machine" if self.busy else None
 
 
 def _ms(value: float) -> str:
@@ -123,6 +140,8 @@ class SweepView(QWidget):
         #: The outlines of the other cells within noise of the best.
         self.tie_markers: list[QGraphicsRectItem] = []
         self.oversubscribed_marks: list[QGraphicsRectItem] = []
+        #: The dashed outlines of the cells starved of cores or run on a busy machine.
+        self.load_marks: list[QGraphicsRectItem] = []
         self.levels: tuple[float, float] | None = None
         self._selected: SweepCellView | None = None
         self._selection_mark: QGraphicsRectItem | None = None
@@ -186,7 +205,9 @@ class SweepView(QWidget):
                 if c.median_ms is not None:
                     lines.append(f"profiled median {c.median_ms:.3f} ms")
                 if c.starved:
-                    lines.append(f"{STARVED_TEXT}: never the advice's winner")
+                    lines.append(f"⚠ {STARVED_TEXT}: never the advice's winner")
+                elif c.busy:
+                    lines.append(f"⚠ {BUSY_TEXT}")
             elif status == FAILED:
                 lines.append(f"failed: {c.error or 'no message'}")
             else:
@@ -203,7 +224,7 @@ class SweepView(QWidget):
                     status, median, folder, "\n".join(lines), over,
                     width=len(interops) if spans else 1, tied=is_tied,
                     color_ms=best_ms if is_tied and best_ms is not None else median, any_interop=c.any_interop,
-                    starved=c.starved and status == DONE,
+                    starved=c.starved and status == DONE, busy=bool(c.busy) and status == DONE,
                 )  # fmt: skip
             )
         return cells
@@ -212,7 +233,7 @@ class SweepView(QWidget):
         self.graphics.clear()
         self.plots, self.images = {}, {}
         self.color_bar, self.best_marker, self._selection_mark = None, None, None
-        self.oversubscribed_marks, self.tie_markers = [], []
+        self.oversubscribed_marks, self.tie_markers, self.load_marks = [], [], []
         self.cells = cells = self._cells_of(self._sweep)
         best_index = self._sweep.best
         best = next((c for c in cells if c.index == best_index and c.status == "done" and c.median_ms is not None), None)
@@ -292,8 +313,9 @@ class SweepView(QWidget):
                 text = "failed" if c.status == "failed" else "not run"
             if c is best or c.tied:
                 text = "★ " + text
-            if c.starved:
-                text += "\nstarved"
+            if c.load_word:
+                text += f"\n⚠ {c.load_word}"
+                self.load_marks.append(self._load_mark(vb, rect))
             label = pg.TextItem(text, color=self._text_color(c), anchor=(0.5, 0.5))
             label.setPos(c.x + c.width / 2, c.y + 0.5)
             plot.addItem(label)
@@ -310,6 +332,17 @@ class SweepView(QWidget):
                     self.tie_markers.append(marker)
         self.plots[mode] = plot
         self.images[mode] = image
+
+    @staticmethod
+    def _load_mark(vb: pg.ViewBox, rect: QRectF) -> QGraphicsRectItem:
+        """The dashed outline of a cell starved of cores or run on a busy machine, inside the best's."""
+        pen = pg.mkPen(LOAD_HEX, width=3, style=Qt.PenStyle.DashLine)
+        pen.setCosmetic(True)
+        mark = _rect_in(vb, rect.adjusted(0.08, 0.08, -0.08, -0.08))
+        mark.setPen(pen)
+        mark.setBrush(QBrush(Qt.BrushStyle.NoBrush))
+        mark.setZValue(9)
+        return mark
 
     def _text_color(self, cell: SweepCellView) -> QColor:
         if cell.color_ms is None or self.levels is None:
@@ -339,7 +372,9 @@ class SweepView(QWidget):
         if any(c.status == "failed" for c in cells):
             parts.append("grey: failed (hover for why)")
         if any(c.starved for c in cells):
-            parts.append(f"\"starved\": {STARVED_TEXT.removeprefix('starved: ')}, never the advice's winner")
+            parts.append(f"⚠ starved (dashed orange): {STARVED_TEXT.removeprefix('starved: ')}, never the advice's winner")
+        if any(c.busy and not c.starved for c in cells):
+            parts.append(f"⚠ {BUSY_TEXT.replace('busy machine:', 'busy machine (dashed orange):', 1)}")
         parts.append("click a cell to show its run, a second to compare the two, double-click to open it")
         return " · ".join(parts)
 

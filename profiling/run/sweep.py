@@ -14,6 +14,7 @@ cells it finished:
                 "oversubscribed": interop × intra > cores, "median_ms", "unprofiled_median_ms",
                 "unprofiled_spread_ms": [min, q1, q3, max], "error", "exit_code",
                 "pass_medians_ms": [ms, …], "failed_passes", "any_interop", "starved": bool,
+                "busy": bool | null,
                 "plan_by": "TorchScript's plan"}]}
 
 **Passes** (`--passes N`, default 3): a shared machine drifts between runs minutes apart by more
@@ -31,7 +32,12 @@ again (a mode that cannot run here fails every time); a later pass that fails is
 **Starved cells**: a cell is `"starved": true` when the run of any of its passes was (run.json's
 `starved`, `profiling/trace/starved.py`: it got, or the machine's load left it, fewer cores than its
 threads could use). The sweep's `advice` (`profiling/trace/advice.py`, rewritten with each cell) never
-names a starved cell the winner or the loser.
+names a starved cell the winner or the loser. A cell is `"busy": true` when any of its passes ran
+while other processes took more than about a fifth of the cores (run.json's `load.busy`): not
+starved, perhaps, but its time is not comparable with a quiet run's, so the advice's line and
+reason end with which of the two cells it compares ran on a busy machine (`sweep_advice`), and
+the table, the best cell's line and the heatmap say so of each such cell (`load_sweep` reads
+`busy` from the cells' run.json for a sweep.json of before it).
 
 **The parts**: each cell says how its mode's plan is named in a speedup's parts (`plan_by`, the
 registry's `ModeTraits.plan_title`, as run.json's `plan_by`: sweep.json holds it so that the advice,
@@ -87,18 +93,20 @@ from branchscope.profiling.run.outcome import Ended, RunError, RunResult
 from branchscope.profiling.run.processes import CancelFlag
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_OK, RunRequest
 from branchscope.profiling.run.runner import run_profile, validate
-from branchscope.profiling.trace.advice import advice_record, from_sweep
+from branchscope.profiling.trace.advice import advice_record, advise, from_sweep
 from branchscope.profiling.trace.events import CellEvent, Event, ProgressEvent, SweepEvent
 from branchscope.profiling.trace.model import TraceFormatError
-from branchscope.profiling.trace.records import RunRecord
+from branchscope.profiling.trace.records import RunRecord, read_run_record
 from branchscope.profiling.trace.sources import read_sweep
 from branchscope.profiling.trace.step_stats import StepStats
 from branchscope.profiling.trace.sweep_records import (
+    CELL_FOLDER,
     DONE,
     FAILED,
     NOT_RUN,
     SWEEP_FORMAT,
     SWEEP_JSON,
+    AdviceRecord,
     CellRecord,
     SweepRecord,
 )
@@ -280,6 +288,7 @@ def cell_record(cell: SweepCell, result: RunResult, cores: int) -> CellRecord:
         unprofiled_spread_ms=spread,
         unprofiled_steps=stats.n if stats is not None else None,
         starved=run.starved is True,
+        busy=run.load.busy if run.load is not None else None,
     )
 
 
@@ -311,6 +320,7 @@ def combined_record(cell: SweepCell, passes: CellPasses, cores: int) -> CellReco
         failed_passes=len(failures),
         error=failures[-1].error if failures else None,
         starved=any(r.starved for r, _ in done),
+        busy=_any_known([r.busy for r, _ in done]),
     )
     if len(done) == 1:
         return record  # one pass: its run's own numbers
@@ -323,6 +333,13 @@ def combined_record(cell: SweepCell, passes: CellPasses, cores: int) -> CellReco
         unprofiled_steps=pooled.n if pooled is not None else None,
         median_ms=round(statistics.median(profiled), 4) if profiled else None,
     )
+
+
+def _any_known(flags: list[bool | None]) -> bool | None:
+    """True when any flag is, False when every one is known and none is, else None."""
+    if any(flags):
+        return True
+    return None if any(f is None for f in flags) else False
 
 
 def new_sweep(req: SweepRequest, cores: int) -> SweepRecord:
@@ -351,9 +368,22 @@ def load_sweep(folder: Path) -> SweepRecord:
     """FOLDER/sweep.json, checked (`sources.read_sweep`): raises SweepError with one line when it is
     not a sweep of ours."""
     try:
-        return read_sweep(Path(folder))
+        sweep = read_sweep(Path(folder))
     except TraceFormatError as exc:
         raise SweepError(str(exc)) from None
+    _read_busy(sweep, Path(folder))
+    return sweep
+
+
+def _read_busy(sweep: SweepRecord, folder: Path) -> None:
+    """A finished cell whose sweep.json does not say whether the machine was busy (written before
+    `busy`) takes it from its folder's run.json, its latest pass's run: a sweep of before it still
+    marks the cells that ran on a busy machine."""
+    for cell in sweep.cells:
+        if cell.busy is None and cell.status == DONE and cell.run is not None and CELL_FOLDER.fullmatch(cell.run):
+            run = read_run_record(folder / cell.run, follow_symlinks=False)
+            if run is not None and run.load is not None:
+                cell.busy = run.load.busy
 
 
 # ---------------------------------------------------------------- running
@@ -447,7 +477,7 @@ def run_sweep(
                 sweep.cells[index] = record
                 sweep.best = sweep.best_index()
                 sweep.ties = sweep.tie_indices()
-                sweep.advice = advice_record(from_sweep(sweep))
+                sweep.advice = sweep_advice(sweep)
                 if not result.ok and first_failure is None:
                     first_failure = result
                 _save(out, sweep)
@@ -500,8 +530,10 @@ def _ms(value: float | None) -> str:
 
 
 def cell_text(cell: CellRecord) -> str:
-    """"fork 2×1", "threads 2×1 (starved of cores)": a starved cell's time is no claim."""
-    return cell.label + (" (starved of cores)" if cell.starved else "")
+    """"fork 2×1", "threads 2×1 (starved of cores)", "sequential 1×2 (busy machine)": such a cell's
+    time is no claim (`CellRecord.load_word`)."""
+    word = cell.load_word
+    return cell.label + (f" ({word})" if word else "")
 
 
 def best_text(sweep: SweepRecord) -> str | None:
@@ -512,6 +544,29 @@ def best_text(sweep: SweepRecord) -> str | None:
         return None
     labels = ", ".join(cell_text(sweep.cells[i]) for i in tied)
     return labels + (" (within noise of each other)" if len(tied) > 1 else "")
+
+
+def sweep_advice(sweep: SweepRecord) -> AdviceRecord | None:
+    """Which way of using the cores served the model better (`advice.advice_record` over the
+    sweep's finished cells), its line and reason ending with which of the two cells it compares ran
+    on a busy machine ("… (sequential 1×2 and threads 2×1 ran on a busy machine: re-run them on a
+    quiet one)"): a ratio between such cells measures the machine's load as much as the model. A
+    starved cell is the advice's own to say (it names no winner). What sweep.json, `branchscope
+    sweep` and the Sweep tab say."""
+    runs = from_sweep(sweep)
+    record = advice_record(runs)
+    pair = advise(runs)
+    if record is None or pair is None:
+        return record
+    busy = [
+        sweep.cells[m.index].label
+        for m in (pair.sequential, pair.parallel)
+        if m.index is not None and not m.starved and sweep.cells[m.index].busy
+    ]
+    if not busy:
+        return record
+    note = f"{' and '.join(busy)} ran on a busy machine: re-run {'it' if len(busy) == 1 else 'them'} on a quiet one"
+    return msgspec.structs.replace(record, text=f"{record.text} ({note})", reason=f"{record.reason}; {note}")
 
 
 def markdown_table(sweep: SweepRecord) -> str:
@@ -535,8 +590,8 @@ def markdown_table(sweep: SweepRecord) -> str:
             notes.append("no inter-op pool: any inter-op count")
         if c.oversubscribed:
             notes.append(f"oversubscribed (> {sweep.cores} cores)")
-        if c.starved:
-            notes.append("starved of cores")
+        if c.load_word:
+            notes.append(c.load_word)
         if c.status == FAILED:
             notes.append(f"failed: {c.error}")
         elif c.status == NOT_RUN:

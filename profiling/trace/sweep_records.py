@@ -84,6 +84,11 @@ class CellRecord(msgspec.Struct, kw_only=True):
     any_interop: bool = False
     #: One of its passes' runs was starved of cores (run.json's `starved`): it names no winner.
     starved: bool = False
+    #: One of its passes ran while other processes took more than about a fifth of the cores
+    #: (run.json's `load.busy`): its time is not comparable with a quiet run's, and the sweep's
+    #: advice says so when it names it. None: not known (a sweep.json of before it, or a run whose
+    #: load was not measured; `load_sweep` then reads the cell's run.json).
+    busy: bool | None = None
     #: How a speedup's parts name its mode's plan ("TorchScript's plan": `ModeTraits.plan_title`,
     #: as run.json's `plan_by`), for the advice's parts; None in a sweep.json of before it.
     plan_by: str | None = None
@@ -94,6 +99,14 @@ class CellRecord(msgspec.Struct, kw_only=True):
     @property
     def label(self) -> str:
         return f"{self.mode} {self.interop}×{self.intra}"
+
+    @property
+    def load_word(self) -> str | None:
+        """What the machine did to its time: "starved of cores", "busy machine", or None (a quiet
+        run, or not known). Starved says more than busy (a starved run is never compared)."""
+        if self.starved:
+            return "starved of cores"
+        return "busy machine" if self.busy else None
 
     def within_noise(self, other: CellRecord) -> bool:
         """Whether the two finished cells are within noise of each other (`step_stats.within_noise_over_passes`:
