@@ -12,7 +12,10 @@ What a job does, the same for runs and sweeps:
 - The current job's events become the controller's signals; a cancelled job's events are dropped.
 - A job that is not cancelled ends once its process has ended, read to its last line: `finished`
   (its done event) or `failed` (its error event; else a crash, or an exit without a done event, with
-  the last line of its stderr; or a program that cannot start).
+  the last line of its stderr; or a program that cannot start). A child exiting `EXIT_MODE` (the
+  mode cannot run this model here: no branches, no CUDA) said all there is in its error line: its
+  failure carries no details (no traceback for an expected outcome). `last_exit_code` is the exit
+  code of the last job that ended (None: it crashed or never started).
 - `cancel()` emits `canceled` at once, so the window reacts without waiting for the child, and
   the job is no longer current (`is_running()` is False, a new job may start). Its process gets
   SIGTERM (on which a runner stops its worker, and a sweep its cell, marking the cells left "not
@@ -31,7 +34,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QProcess
 
 from branchscope.app.jsonl_process import CANCEL_GRACE_MS, JsonLinesProcess
-from branchscope.profiling.run.protocol import python_command
+from branchscope.profiling.run.protocol import EXIT_MODE, python_command
 from branchscope.profiling.trace.events import DoneEvent, ErrorEvent, Event
 
 #: What a `branchscope COMMAND` job runs: `python -I -m branchscope.app.cli COMMAND ...`.
@@ -73,6 +76,8 @@ class JobController(QObject):
         self._retired: list[Job] = []
         #: The arguments of the last process started (program first).
         self.last_command: list[str] = []
+        #: The exit code of the last job that ended (None: it crashed or never started).
+        self.last_exit_code: int | None = None
 
     # ---- state ------------------------------------------------------------------------------
     def is_running(self) -> bool:
@@ -158,14 +163,16 @@ class JobController(QObject):
         if not self._ended(job):
             return
         assert job.proc is not None
+        crashed = status == QProcess.ExitStatus.CrashExit
+        self.last_exit_code = None if crashed else code
         if job.done is not None:
             self._emit_finished(job, job.done)
             return
         stderr = job.proc.stderr_text()
         if job.error is not None:
-            self._emit_failed(job, job.error.message or f"the {self.noun} failed", job.error.traceback or stderr)
+            details = "" if self.last_exit_code == EXIT_MODE else job.error.traceback or stderr
+            self._emit_failed(job, job.error.message or f"the {self.noun} failed", details)
             return
-        crashed = status == QProcess.ExitStatus.CrashExit
         message = f"the {self.program} crashed" if crashed else f"the {self.program} exited with code {code}"
         last = [ln for ln in stderr.splitlines() if ln.strip()]
         self._emit_failed(job, message + (f": {last[-1]}" if last else ""), stderr)
@@ -173,6 +180,7 @@ class JobController(QObject):
     def _on_failed_to_start(self, job: Job, reason: str) -> None:
         if not self._ended(job):
             return
+        self.last_exit_code = None
         self._emit_failed(job, f"could not start the {self.program} ({self.command[0]}): {reason}", "")
 
     # ---- what a controller says -------------------------------------------------------------

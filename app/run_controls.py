@@ -2,15 +2,16 @@
 distributed run), steps, timeout, the worker's Python (`--python`: empty for branchscope's own),
 Run/Cancel, progress.
 
-The widget only says what to run: `runRequested(spec)` at once when Run is pressed, and once the
-user pauses (`RERUN_DELAY_MS` after the last change, never while a slider is held down) after
-changing the thread sliders, the processes, the steps, the mode, the model or the worker's Python (once
-its line is left or a file is chosen) by mouse or keyboard: dragging 2×2 to
-1×1 asks for 1×1 only, and changes that end where they started ask for nothing. Setting values from
-code (`set_values`) asks for nothing, and so does `follow`: the window sets the controls to the run
-or folder it shows and says what that is ("opened from disk: …" when it was read from disk).
-The sliders start at 1×1 (`DEFAULT_THREADS`). `cancelRequested` for Cancel; `openModelRequested` for "Open
-model file…". A demo this machine cannot run (`set_cuda_devices`) is listed greyed out, with why.
+The widget only says what to run: `runRequested(spec)` when Run is pressed, and never otherwise:
+moving a slider, choosing a mode or a model, changing the processes, the steps or the worker's
+Python starts nothing (a mis-picked item must not start a run nobody asked for). Setting values
+from code (`set_values`) asks for nothing either, and neither does `follow`: the window sets the
+controls to the run or folder it shows and says what that is ("opened from disk: …" when it was
+read from disk), in one line cut to the panel's width, whole in its tooltip.
+The sliders start at 1×1 (`DEFAULT_THREADS`); under them the chosen mode says how many threads
+it computes with (`runs_words.threads_words`, from the mode's traits). `cancelRequested` for
+Cancel; `openModelRequested` for "Open model file…". A demo this machine cannot run
+(`set_cuda_devices`) is listed greyed out, with why.
 
 Whoever runs it reports back through `show_started`, `show_phase` (the phase and its elapsed time,
 ticking), `show_progress` and `show_idle` (the window wires these to the `RunController`).
@@ -18,7 +19,6 @@ ticking), `show_progress` and `show_idle` (the window wires these to the `RunCon
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 
@@ -43,12 +43,12 @@ from PySide6.QtWidgets import (
 )
 
 from branchscope.app.run_controller import RunSpec
+from branchscope.app.runs_words import threads_words
 from branchscope.profiling.run.modes import MODES, mode_named
 from branchscope.profiling.run.options import RunOptions
+from branchscope.profiling.trace.mode_traits import UNKNOWN
 from branchscope.widgets.theme import theme
 
-#: How long after the user's last change a run is asked for.
-RERUN_DELAY_MS = 400
 #: What the progress bar says in each phase of a run (the runner's phase names).
 PHASES = {
     "load": "loading the model…",
@@ -74,26 +74,6 @@ def _tint(label: QLabel, color: QColor | None) -> None:
     label.setPalette(palette)
 
 
-def _without_timeout(spec: RunSpec) -> RunSpec:
-    return dataclasses.replace(spec, options=spec.options.replace(timeout=0.0))
-
-
-class _SpinBox(QSpinBox):
-    """A spin box that says when the user changed it (arrows, wheel, keys, typing), unlike valueChanged."""
-
-    userChanged = Signal()
-
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.lineEdit().textEdited.connect(lambda _text: self.userChanged.emit())
-
-    def stepBy(self, steps: int) -> None:  # noqa: N802 (Qt API)
-        before = self.value()
-        super().stepBy(steps)
-        if self.value() != before:
-            self.userChanged.emit()
-
-
 class RunControls(QWidget):
     """The model and run settings (see the module docstring)."""
 
@@ -110,11 +90,6 @@ class RunControls(QWidget):
         self.cores = cores
         #: CUDA devices the worker sees (None: not known yet); see `set_cuda_devices`.
         self.cuda_devices: int | None = None
-        #: Fires `RERUN_DELAY_MS` after the user's last change.
-        self.rerun_timer = QTimer(self)
-        self.rerun_timer.setSingleShot(True)
-        self.rerun_timer.setInterval(RERUN_DELAY_MS)
-        self.rerun_timer.timeout.connect(self._rerun)
         #: Ticks the elapsed time of the phase shown.
         self.phase_timer = QTimer(self)
         self.phase_timer.setInterval(100)
@@ -143,7 +118,6 @@ class RunControls(QWidget):
             )
         default = next((k for k, d in enumerate(demos) if d.name == "inception"), 0)
         self.model_combo.setCurrentIndex(default)
-        self.model_combo.activated.connect(self._on_model_activated)
         self.model_combo.currentIndexChanged.connect(self._update_description)
         self.description = QLabel()
         self.description.setWordWrap(True)
@@ -162,7 +136,7 @@ class RunControls(QWidget):
         for mode in MODES.values():
             self.mode_combo.addItem(mode.label, mode.name)
             self.mode_combo.setItemData(self.mode_combo.count() - 1, mode.description, Qt.ItemDataRole.ToolTipRole)
-        self.mode_combo.activated.connect(lambda _i: self._user_changed())
+        self.mode_combo.currentIndexChanged.connect(lambda _i: self._update_thread_labels())
         form.addRow("Mode", self.mode_combo)
         # 1×1 unless told otherwise: the first run is the baseline the lesson starts from, and never
         # oversubscribes the machine (the window forks 2×1 after it: `MainWindow.start_first_run`).
@@ -173,20 +147,18 @@ class RunControls(QWidget):
         self.threads_hint = QLabel()
         self.threads_hint.setWordWrap(True)
         form.addRow("", self.threads_hint)
-        self.nproc_spin = _SpinBox()
+        self.nproc_spin = QSpinBox()
         self.nproc_spin.setRange(1, max(8, 2 * cores))
         self.nproc_spin.setValue(1)
         self.nproc_spin.setToolTip(
             "processes (ranks): more than 1 runs the model distributed with torch.distributed.run on this "
             "machine (gloo on CPU, nccl on GPUs), each rank with the threads above"
         )
-        self.nproc_spin.userChanged.connect(self._user_changed)
         form.addRow("Processes", self.nproc_spin)
-        self.steps_spin = _SpinBox()
+        self.steps_spin = QSpinBox()
         self.steps_spin.setRange(1, 500)
         self.steps_spin.setValue(5)
         self.steps_spin.setToolTip("profiled steps (after warm-up)")
-        self.steps_spin.userChanged.connect(self._user_changed)
         form.addRow("Steps", self.steps_spin)
         self.timeout_spin = QSpinBox()
         self.timeout_spin.setRange(1, 24 * 3600)
@@ -233,8 +205,8 @@ class RunControls(QWidget):
         self.set_cuda_devices(None)
         self._update_description()
         self._update_thread_labels()
-        #: What the controls said when a run was last asked for (or set from code).
-        self._settled = self.spec()
+        #: The worker's Python last said (`pythonChanged`) or set from code.
+        self._python_said = self.python()
 
     def _slider(self, value: int) -> tuple[QSlider, QLabel]:
         s = QSlider(Qt.Orientation.Horizontal)
@@ -246,10 +218,6 @@ class RunControls(QWidget):
         label = QLabel()
         label.setMinimumWidth(24)
         s.valueChanged.connect(self._update_thread_labels)
-        # actionTriggered: every change by mouse, wheel or keyboard, none by setValue.
-        s.actionTriggered.connect(lambda _action: self._user_changed())
-        s.sliderPressed.connect(self.rerun_timer.stop)
-        s.sliderReleased.connect(self._user_changed)
         return s, label
 
     @staticmethod
@@ -285,19 +253,13 @@ class RunControls(QWidget):
     def request_run(self) -> bool:
         """Ask for a run of what the controls show, now; False (and why, in the progress bar) when
         the chosen model cannot run on this machine."""
-        self.rerun_timer.stop()
         spec = self.spec()
-        self._settled = spec
         reason = self.unavailable_reason()
         if reason:
             self.progress.setFormat(reason)
             return False
         self.runRequested.emit(spec)
         return True
-
-    def pending(self) -> bool:
-        """Whether a change of the user's waits to be run."""
-        return self.rerun_timer.isActive()
 
     def set_values(
         self,
@@ -341,7 +303,7 @@ class RunControls(QWidget):
             self.nproc_spin.setValue(nproc)
         if python is not None:
             self.python_edit.setText(os.fspath(python))
-        self._settled = self.spec()
+            self._python_said = self.python()
 
     def follow(
         self,
@@ -360,13 +322,13 @@ class RunControls(QWidget):
         for it (("demo", name), ("file", path, shapes)): chosen only when it is listed, never added
         (a path a run.json names is not a model to run). When the picker does not name what is
         shown (a run's or a trace's, `from_disk`), the text says so. With `apply` False, or while a
-        change of the user's waits to be run or a slider is held down, only the text changes.
+        slider is held down, only the text changes.
         Returns whether the picker names the model shown."""
         k = self._model_index(*model[:2]) if model else -1
         if k >= 0 and len(model or ()) > 2:  # a model file: with the same input shapes
             data = self.model_combo.itemData(k)
             k = k if tuple(data[2] if len(data) > 2 else ()) == tuple(model[2]) else -1  # type: ignore[index]
-        if apply and not (self.pending() or self._slider_held()):
+        if apply and not self._slider_held():
             if k >= 0:
                 self.model_combo.setCurrentIndex(k)
             if mode is not None and self.mode_combo.findData(mode) >= 0:
@@ -377,7 +339,6 @@ class RunControls(QWidget):
                 self.set_values(steps=min(steps, self.steps_spin.maximum()))
             if nproc is not None and nproc >= 1:
                 self.set_values(nproc=nproc)
-            self._settled = self.spec()
         named = k >= 0 and self.model_combo.currentIndex() == k
         if text and not named and (model is not None or from_disk):
             text += f" — not a run of {self.model_combo.currentText()} (what Run runs)"
@@ -392,7 +353,6 @@ class RunControls(QWidget):
         self.model_combo.addItem(f"file: {os.path.basename(path)}", ("file", path, tuple(input_shapes)))
         self.model_combo.setItemData(self.model_combo.count() - 1, path, Qt.ItemDataRole.ToolTipRole)
         self.model_combo.setCurrentIndex(self.model_combo.count() - 1)
-        self._settled = self.spec()
 
     def _model_index(self, kind: str, name: str) -> int:
         for k in range(self.model_combo.count()):
@@ -456,18 +416,11 @@ class RunControls(QWidget):
         return ""
 
     # ---- the user's changes -----------------------------------------------------------------
-    def _user_changed(self) -> None:
-        """The user changed a setting: ask for a run once they pause (the timer restarts)."""
-        if self._slider_held():
-            self.rerun_timer.stop()  # the release restarts it
-        else:
-            self.rerun_timer.start()
-
     def _python_edited(self) -> None:
-        """The Python line was left (Return, focus elsewhere): a run once the user pauses, if it changed."""
-        if self.python() != self._settled.options.python:
+        """The Python line was left (Return, focus elsewhere): `pythonChanged` if it changed (no run)."""
+        if self.python() != self._python_said:
+            self._python_said = self.python()
             self.pythonChanged.emit(self.python_edit.text().strip())
-            self._user_changed()
 
     def _choose_python(self) -> None:
         start = os.fspath(self.python() or Path.home())
@@ -481,14 +434,6 @@ class RunControls(QWidget):
         return any(
             s.isSliderDown() or s.repeatAction() != none for s in (self.interop_slider, self.intra_slider)
         )
-
-    def _rerun(self) -> None:
-        if self._slider_held():  # a press on the groove repeating: wait for it to end
-            self.rerun_timer.start()
-            return
-        # The timeout alone is no reason to run again.
-        if _without_timeout(self.spec()) != _without_timeout(self._settled):
-            self.request_run()
 
     # ---- the run going on -------------------------------------------------------------------
     def show_started(self, spec: RunSpec) -> None:
@@ -538,11 +483,9 @@ class RunControls(QWidget):
         self.intra_label.setText(str(b))
         self.interop_slider.setToolTip(f"inter-op threads (torch.set_num_interop_threads): {a}")
         self.intra_slider.setToolTip(f"intra-op threads (torch.set_num_threads): {b}")
-        over = a * b > self.cores
-        self.threads_hint.setText(
-            f"{a} × {b} = {a * b} thread{'s' if a * b != 1 else ''} on {self.cores} core{'s' if self.cores != 1 else ''}"
-            + (" — oversubscribed when forked" if over else "")
-        )
+        mode = MODES.get(self.mode_combo.currentData())
+        text, over = threads_words(mode.traits if mode is not None else UNKNOWN, a, b, self.cores)
+        self.threads_hint.setText(text)
         _tint(self.threads_hint, OVERSUBSCRIBED if over else None)
 
     def _update_description(self) -> None:
@@ -566,6 +509,3 @@ class RunControls(QWidget):
         self.run_button.setEnabled(not reason)
         self.run_button.setToolTip(reason)
 
-    def _on_model_activated(self, _index: int) -> None:
-        self._update_description()
-        self._user_changed()

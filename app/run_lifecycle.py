@@ -9,7 +9,10 @@ loader, `app/trace_loader.py`, then listed and shown), and what follows a run:
   while the window's `auto_baseline` is on (the speedups need it).
 
 The run controls follow what is shown (`say_shown`): the entry shown, or the sweep opened while the
-Sweep page is in front; after a failed run, what still is, and what failed.
+Sweep page is in front; after a failed run, what still is, and what failed, the controls left as
+the user set them (the model chosen stays chosen: the next Run runs it). A mode that cannot run
+the model here (the runner's exit 3: no branches, no CUDA) is an expected outcome: a plain note
+saying why and which modes can (`cannot_run_text`), no traceback.
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QItemSelectionModel, QObject, Signal
+from PySide6.QtWidgets import QMessageBox
 
 from branchscope.app.pages.sweep_page import SweepPage
 from branchscope.app.run_controller import FinishedRun, RunSpec
 from branchscope.app.run_entry import Entry
 from branchscope.app.trace_loader import read_run
+from branchscope.profiling.run.modes import MODES, mode_named
+from branchscope.profiling.run.protocol import EXIT_MODE
 from branchscope.profiling.trace.mode_traits import traits_of
 from branchscope.profiling.trace.model import Trace
 
@@ -178,8 +184,14 @@ class RunLifecycle(QObject):
         # The views still show what they showed: the controls go back to it, and say what failed.
         failed = self._running
         what = f"{failed.model_label} {failed.mode} {failed.interop}×{failed.intra}" if failed is not None else ""
-        self.say_shown(f" (the run of {what} failed)" if what else " (the run failed)", settings=True)
-        w.show_error("The run failed", message, details)
+        # The controls stay as the user set them: what failed is what the next Run tries again.
+        self.say_shown(f" (the run of {what} failed)" if what else " (the run failed)")
+        if w.controller.last_exit_code == EXIT_MODE and failed is not None:
+            box = w.show_error(f"{mode_named(failed.mode).traits.title} cannot run {failed.model_label}",
+                               cannot_run_text(message, failed.mode))  # fmt: skip
+            box.setIcon(QMessageBox.Icon.Information)
+        else:
+            w.show_error("The run failed", message, details)
 
     def _on_canceled(self, spec: RunSpec) -> None:
         if self._first_run is not None and spec == self._first_run:
@@ -211,3 +223,20 @@ class RunLifecycle(QObject):
             e.shown_text(k + 1) + note, from_disk=e.from_disk or e.spec is None, model=e.picker_item,
             mode=e.mode, threads=e.threads, steps=e.steps, nproc=e.nproc, apply=settings,
         )  # fmt: skip
+
+
+def cannot_run_text(message: str, mode: str) -> str:
+    """The note of a run whose mode cannot run its model here (`message`, the runner's one line): why,
+    then the modes that may (those needing no branches run any model; where `mode` needs TorchScript,
+    those that run branches without it)."""
+    failed = mode_named(mode)
+    others = []
+    for other in MODES.values():
+        if other is failed or other.needs_cuda:
+            continue
+        if not other.needs_branches:
+            others.append(f"{other.traits.title} runs any model as it is (the Intra-op slider gives it the cores)")
+        elif failed.needs_torchscript and not other.needs_torchscript:
+            others.append(f"{other.traits.title} runs a model's branches without TorchScript")
+    tail = "Choose another mode and press Run: " + "; ".join(others) + "." if others else ""
+    return f"{message[:1].upper()}{message[1:]}.\n\n{tail}".rstrip()

@@ -10,13 +10,12 @@ import json
 from branchscope.app.pages.compare_page import ComparePage
 from branchscope.app.pages.run_page import RunPage
 from branchscope.app.pages.sweep_page import SweepPage
-from branchscope.app.run_controls import RERUN_DELAY_MS
 from branchscope.profiling.trace.sweep_records import SWEEP_JSON
 from tests.app.test_distributed_open import _distributed_folder
 from tests.builders.runs import write_run_folder, write_run_json, write_small_trace, write_sweep_folder
 
-#: Long enough for a debounced run to have been asked for, had there been one.
-QUIET_MS = RERUN_DELAY_MS + 400
+#: Long enough for a run to have been asked for, had there been one.
+QUIET_MS = 800
 
 
 def _specs(window) -> list[tuple[str, int, int]]:
@@ -39,10 +38,11 @@ def _value_after(args: list[str], flag: str) -> str:
     return args[args.index(flag) + 1]
 
 
-def _raising(window) -> None:
-    """Choose the fake runner's model that fails (fixtures/gui/fake_runner.py)."""
+def _raising(window, name: str = "raising") -> None:
+    """Choose the fake runner's model that fails (fixtures/gui/fake_runner.py): "raising" raises,
+    "nobranches" has no branches to fork."""
     combo = window.controls.model_combo
-    combo.addItem("demo: raising", ("demo", "raising"))
+    combo.addItem(f"demo: {name}", ("demo", name))
     combo.setCurrentIndex(combo.count() - 1)
 
 
@@ -104,7 +104,6 @@ def test_selecting_a_1x1_run_sets_the_controls_to_it_without_starting_a_run(wind
         with qtbot.waitSignal(window.entryShown):
             window.runs.setCurrentIndex(window.runs_table.index(0, 0))
         assert _controls(window) == (("demo", "inception"), "sequential", (1, 1), 5, 1)
-        assert not window.controls.pending()
     assert window.controls.shown_label.text() == "shown: #1 inception · sequential · 1×1"
     assert len(window.run_list.entries) == 2 and not window.controller.is_running()
 
@@ -163,10 +162,39 @@ def test_after_a_failed_run_the_panel_names_the_run_still_shown(window, qtbot):
     window.set_controls(mode="fork", interop=2, intra=1)
     with qtbot.waitSignal(window.controller.failed, timeout=20_000):
         window.start_run()
+    assert window.message_box.detailedText()  # the model's traceback: Show Details… holds it
     window.message_box.close()
-    # the timeline still shows the sequential run: so do the controls, and they say what failed
+    # the timeline still shows the sequential run, and the panel says so and what failed; the
+    # controls stay as they were set: the next Run tries the failed run's model again
     assert window.page(RunPage).timeline.trace is window.run_list.entries[0].trace
-    assert _controls(window) == (("demo", "inception"), "sequential", (1, 1), 5, 1)
+    assert _controls(window) == (("demo", "raising"), "fork", (2, 1), 5, 1)
     assert window.controls.shown_label.text() == (
         "shown: #1 inception · sequential · 1×1 (the run of raising fork 2×1 failed)"
+        " — not a run of demo: raising (what Run runs)"
     )
+
+
+def test_a_model_without_branches_in_fork_mode_is_a_plain_note_and_stays_chosen(window, qtbot):
+    from PySide6.QtWidgets import QMessageBox
+
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
+        window.start_run()  # inception sequential 1×1: listed and shown
+    _raising(window, "nobranches")
+    window.set_controls(mode="fork", interop=2, intra=1)
+    with qtbot.waitSignal(window.controller.failed, timeout=20_000):
+        window.start_run()
+    box = window.message_box
+    # an expected outcome: why, and which modes can run it; no traceback, no error icon
+    assert box.detailedText() == "" and box.informativeText() == ""
+    assert box.icon() == QMessageBox.Icon.Information
+    assert box.text().startswith("Fork mode needs parallel branches")
+    assert "sequential runs any model" in box.text() and "threads runs" in box.text()
+    box.close()
+    assert len(window.run_list.entries) == 1
+    assert _controls(window)[:3] == (("demo", "nobranches"), "fork", (2, 1))
+    # switching to sequential and pressing Run runs the chosen model, not the one shown
+    window.controls.mode_combo.setCurrentIndex(window.controls.mode_combo.findData("sequential"))
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
+        window.controls.run_button.click()
+    assert window.run_list.entries[-1].spec.options.demo == "nobranches"
+    assert window.run_list.entries[-1].spec.mode == "sequential"

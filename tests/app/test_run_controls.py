@@ -1,5 +1,5 @@
-"""The run controls on their own: they say what to run, once the user pauses, and show the run's
-phases and progress (pytest-qt)."""
+"""The run controls on their own: they say what to run when Run is pressed, never when a control
+moves, say what the chosen mode computes with, and show the run's phases and progress (pytest-qt)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QSlider, QStyle, QStyleOptionSlider
 
 from branchscope.app.run_controller import RunSpec
-from branchscope.app.run_controls import RERUN_DELAY_MS, RunControls
+from branchscope.app.run_controls import RunControls
 from branchscope.profiling.run.options import RunOptions
 
-#: Long enough for a debounced run to have been asked for, had there been one.
-QUIET_MS = RERUN_DELAY_MS + 400
+#: Long enough for a run to have been asked for after a change, had the controls asked for one.
+QUIET_MS = 800
 
 
 @dataclass
@@ -86,93 +86,37 @@ def test_run_asks_for_the_spec_the_controls_show(controls, qtbot):
     assert sig.args == [RunSpec(mode="fork", interop=2, intra=1, options=RunOptions(steps=3, demo="twin-mm", timeout=90.0))]
 
 
-def test_dragging_2x2_to_1x1_asks_once_for_1x1_after_the_pause(controls, qtbot):
-    controls.set_values(interop=2, intra=2)
-    asked = _asked(controls)
-    with qtbot.waitSignal(controls.runRequested, timeout=5000):
-        _drag(qtbot, controls.interop_slider, 1)
-        _drag(qtbot, controls.intra_slider, 1)
-        assert asked == [] and controls.pending()
-    assert [(s.interop, s.intra) for s in asked] == [(1, 1)]
-    with qtbot.assertNotEmitted(controls.runRequested, wait=QUIET_MS):
-        pass
-    assert len(asked) == 1
-
-
-def test_no_run_while_a_slider_is_held_down_and_none_with_an_intermediate_value(controls, qtbot):
-    controls.set_values(interop=1, intra=1)
-    asked = _asked(controls)
-    slider = controls.interop_slider
-    y = _handle(slider).y()
-    qtbot.mousePress(slider, Qt.MouseButton.LeftButton, pos=_handle(slider))
-    for v in (2, 3, 4, 3):
-        qtbot.mouseMove(slider, QPoint(_x_of(slider, v), y))
-    with qtbot.assertNotEmitted(controls.runRequested, wait=QUIET_MS):
-        pass  # held well past the delay: nothing
-    assert slider.isSliderDown() and slider.value() == 3
-    with qtbot.waitSignal(controls.runRequested, timeout=5000) as sig:
-        qtbot.mouseRelease(slider, Qt.MouseButton.LeftButton, pos=QPoint(_x_of(slider, 3), y))
-    assert sig.args[0].interop == 3 and len(asked) == 1
-
-
-def test_keyboard_steps_on_sliders_steps_and_mode_ask_once_with_the_final_values(controls, qtbot):
-    controls.set_values(interop=1, intra=1, steps=5, mode="sequential")
-    asked = _asked(controls)
-    with qtbot.waitSignal(controls.runRequested, timeout=5000):
-        controls.interop_slider.setFocus()
-        qtbot.keyClick(controls.interop_slider, Qt.Key.Key_Right)
-        qtbot.keyClick(controls.interop_slider, Qt.Key.Key_Right)
-        qtbot.keyClick(controls.intra_slider, Qt.Key.Key_Right)
-        for _ in range(3):
-            qtbot.keyClick(controls.steps_spin, Qt.Key.Key_Up)
-        qtbot.keyClick(controls.mode_combo, Qt.Key.Key_Down)  # fork
-        qtbot.keyClick(controls.mode_combo, Qt.Key.Key_Down)  # streams
-        qtbot.keyClick(controls.mode_combo, Qt.Key.Key_Up)  # fork
-    assert [(s.interop, s.intra, s.options.steps, s.mode) for s in asked] == [(3, 2, 8, "fork")]
-    with qtbot.assertNotEmitted(controls.runRequested, wait=QUIET_MS):
-        pass
-
-
-def test_typing_the_steps_asks_once_for_the_typed_number(controls, qtbot):
-    controls.set_values(steps=5)
-    asked = _asked(controls)
-    spin = controls.steps_spin
-    with qtbot.waitSignal(controls.runRequested, timeout=5000):
-        spin.selectAll()
-        qtbot.keyClicks(spin, "12")
-    assert [s.options.steps for s in asked] == [12]
-
-
-def test_changes_back_to_where_they_started_and_values_set_from_code_ask_for_nothing(controls, qtbot):
-    controls.set_values(interop=2, intra=1)
-    asked = _asked(controls)
-    with qtbot.assertNotEmitted(controls.runRequested, wait=QUIET_MS):
-        _drag(qtbot, controls.interop_slider, 3, 2)  # and back
-        controls.set_values(steps=7, mode="fork")
-        controls.intra_slider.setValue(2)  # from code
-        controls.timeout_spin.setValue(30)  # the timeout alone is no reason to run
-        controls.add_model_file("/m/net.pt", ("8x3",))  # added and chosen, not run
-    assert asked == []
-
-
-def test_run_now_drops_the_pending_change(controls, qtbot):
-    asked = _asked(controls)
-    qtbot.keyClick(controls.interop_slider, Qt.Key.Key_Right)  # from the default 1×1
-    assert controls.pending()
-    controls.run_button.click()
-    assert len(asked) == 1 and not controls.pending()
-    with qtbot.assertNotEmitted(controls.runRequested, wait=QUIET_MS):
-        pass
-
-
-def test_choosing_a_model_asks_for_a_run(controls, qtbot):
+def test_no_control_the_user_moves_asks_for_a_run(controls, qtbot, tmp_path):
+    """Sliders (dragged, clicked, keys), the mode and model pickers, processes, steps, the worker's
+    Python: none starts a run; Run then runs what they say."""
     controls.add_model_file("/m/net.pt", ("8x3",))
-    controls.set_values(demo="twin-mm")
-    k = _index(controls, ("file", "/m/net.pt", ("8x3",)))
-    with qtbot.waitSignal(controls.runRequested, timeout=5000) as sig:
+    controls.set_values(demo="twin-mm", interop=1, intra=1, steps=5, mode="sequential")
+    asked = _asked(controls)
+    with qtbot.assertNotEmitted(controls.runRequested, wait=QUIET_MS):
+        _drag(qtbot, controls.interop_slider, 2, 3)
+        controls.intra_slider.setFocus()
+        qtbot.keyClick(controls.intra_slider, Qt.Key.Key_Right)
+        controls.mode_combo.setFocus()
+        qtbot.keyClick(controls.mode_combo, Qt.Key.Key_Down)  # fork
+        controls.mode_combo.activated.emit(controls.mode_combo.currentIndex())  # as a choice in the popup does
+        k = _index(controls, ("file", "/m/net.pt", ("8x3",)))
         controls.model_combo.setCurrentIndex(k)
-        controls.model_combo.activated.emit(k)  # as a choice in the popup does
-    assert (sig.args[0].options.model, sig.args[0].options.input_shapes) == (Path("/m/net.pt"), ("8x3",))
+        controls.model_combo.activated.emit(k)
+        for spin in (controls.steps_spin, controls.nproc_spin):
+            spin.setFocus()
+            qtbot.keyClick(spin, Qt.Key.Key_Up)
+        controls.steps_spin.selectAll()
+        qtbot.keyClicks(controls.steps_spin, "12")
+        controls.python_edit.setFocus()
+        qtbot.keyClicks(controls.python_edit, str(tmp_path / "python"))
+        qtbot.keyClick(controls.python_edit, Qt.Key.Key_Return)
+        controls.timeout_spin.setValue(30)
+    assert asked == []
+    with qtbot.waitSignal(controls.runRequested) as sig:
+        controls.run_button.click()
+    spec = sig.args[0]
+    assert (spec.mode, spec.interop, spec.intra, spec.options.steps, spec.options.nproc) == ("fork", 3, 2, 12, 2)
+    assert (spec.options.model, spec.options.python) == (Path("/m/net.pt"), tmp_path / "python")
     assert controls.description.text() == "Model file /m/net.pt, inputs 8x3"
 
 
@@ -202,15 +146,14 @@ def test_a_demo_this_machine_cannot_run_is_greyed_out_with_the_reason(controls, 
     # the keyboard skips it
     controls.set_values(demo="twin-mm")
     asked = _asked(controls)
-    with qtbot.waitSignal(controls.runRequested, timeout=5000):
-        qtbot.keyClick(controls.model_combo, Qt.Key.Key_Down)
-    assert [s.options.demo for s in asked] == ["inception"]
+    qtbot.keyClick(controls.model_combo, Qt.Key.Key_Down)
+    assert controls.spec().options.demo == "inception" and asked == []
     # chosen from code anyway: Run is off, and asking says why instead of starting a run that fails
     controls.set_values(demo="dual-gpu")
     assert not controls.run_button.isEnabled()
     assert not controls.request_run()
     assert controls.progress.format() == "dual-gpu needs 2 CUDA devices; this machine has 1"
-    assert len(asked) == 1
+    assert asked == []
     controls.set_cuda_devices(2)
     assert item.isEnabled() and item.text() == "demo: dual-gpu" and item.toolTip() == "two GPUs"
     assert controls.run_button.isEnabled() and controls.request_run() and asked[-1].options.demo == "dual-gpu"
@@ -250,8 +193,25 @@ def test_modes_that_need_cuda_are_offered_only_with_it(controls):
     assert item.isEnabled() and controls.mode_combo.toolTip() == ""
 
 
-def test_the_thread_hint_counts_in_words(window):
+def test_the_thread_hint_says_what_the_chosen_mode_computes_with(window):
+    """Sequential I×J computes with J intra-op threads (no pool: never "oversubscribed" for I×J >
+    cores); fork and threads with I pool threads × J each, oversubscribed past the cores."""
+    hint = window.controls.threads_hint
+    window.set_controls(mode="sequential", interop=2, intra=2)
+    assert hint.text() == "2 intra-op threads on 2 cores (inter-op 2 unused: sequential runs no pool)"
     window.set_controls(interop=1, intra=1)
-    assert window.controls.threads_hint.text() == "1 × 1 = 1 thread on 2 cores"
-    window.set_controls(interop=2, intra=2)
-    assert window.controls.threads_hint.text() == "2 × 2 = 4 threads on 2 cores — oversubscribed when forked"
+    assert hint.text() == "1 intra-op thread on 2 cores (inter-op 1 unused: sequential runs no pool)"
+    window.set_controls(mode="fork", interop=2, intra=2)
+    assert hint.text() == "2 inter-op pool threads × 2 intra-op = 4 threads on 2 cores — oversubscribed"
+    window.set_controls(mode="threads", interop=2, intra=1)
+    assert hint.text() == "2 Python pool threads × 1 intra-op = 2 threads on 2 cores"
+    window.set_controls(mode="sequential", intra=3)
+    assert hint.text().startswith("3 intra-op threads on 2 cores — oversubscribed")
+
+
+def test_the_thread_hint_follows_the_mode_chosen_by_the_user(controls, qtbot):
+    controls.set_values(mode="sequential", interop=2, intra=2)
+    assert "oversubscribed" not in controls.threads_hint.text()
+    controls.mode_combo.setFocus()
+    qtbot.keyClick(controls.mode_combo, Qt.Key.Key_Down)  # fork
+    assert controls.threads_hint.text().endswith("= 4 threads on 2 cores — oversubscribed")
