@@ -1,7 +1,8 @@
-"""Bind flow endpoints (`ac2g` launch -> kernel, `fwdbwd`) to the events they point at.
+"""Bind flow endpoints (`ac2g` launch -> kernel, `fwdbwd`) to the events they point at, and add the
+launch -> kernel arrows that only correlation ids give (`correlation_flows`).
 
-Done lazily, on first use of `Trace.flows` (the reader gives the trace a binder that calls
-`bind_flows`), because most views never draw arrows and binding costs a pass over every endpoint.
+Done lazily, on first use of `Trace.flows` (the reader gives the trace a binder, `flow_binder`),
+because most views never draw arrows and binding costs a pass over every endpoint.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 
 from branchscope.profiling.trace import kineto
 from branchscope.profiling.trace.collectives import COLLECTIVE_NAME, collectives_of
+from branchscope.profiling.trace.correlation_flows import correlation_flows
 from branchscope.profiling.trace.model import Flows, Trace
 
 
@@ -51,6 +53,49 @@ def bind_flows(trace: Trace, points: tuple[np.ndarray, ...] | None) -> Flows:
         src=np.array([src[k] for k in keys], dtype=np.int64),
         dst=np.array([dst[k] for k in keys], dtype=np.int64),
     )
+
+
+#: Flow endpoints as columns (`flow_events.flow_point_columns`), read when first asked for.
+FlowPoints = Callable[[], "tuple[np.ndarray, ...] | None"]
+
+
+def flow_binder(points: FlowPoints | None) -> Callable[[Trace], Flows]:
+    """A trace's binder: the arrows of its flow events (`points`; None: it has none), then those
+    its correlation ids give and they do not (`correlation_flows`)."""
+
+    def bind(trace: Trace) -> Flows:
+        given = bind_flows(trace, points()) if points is not None else Flows.empty()
+        return joined_flows([given, correlation_flows(trace, given)])
+
+    return bind
+
+
+def joined_flows(parts: Sequence[Flows]) -> Flows:
+    """The arrows of `parts` in order as one `Flows` (their categories merged by name)."""
+    cats: dict[str, int] = {}
+    cat_ids = []
+    for f in parts:
+        cat_map = np.array([cats.setdefault(c, len(cats)) for c in f.cats], dtype=np.int32)
+        cat_ids.append(cat_map[f.cat_id] if len(f) else np.zeros(0, dtype=np.int32))
+
+    def column(name: str, dtype: type) -> np.ndarray:
+        return np.concatenate([getattr(f, name) for f in parts]).astype(dtype) if parts else np.zeros(0, dtype)
+
+    return Flows(
+        cats=list(cats),
+        cat_id=np.concatenate(cat_ids).astype(np.int32) if parts else np.zeros(0, np.int32),
+        flow_id=column("flow_id", np.int64),
+        src=column("src", np.int64),
+        dst=column("dst", np.int64),
+        from_correlation=column("from_correlation", bool),
+    )
+
+
+def flow_counts(trace: Trace) -> dict[str, int]:
+    """How many arrows the trace has, from its flow events and from correlation ids only."""
+    flows = trace.flows
+    made = int(flows.from_correlation.sum())
+    return {"from_events": len(flows) - made, "from_correlation": made, "total": len(flows)}
 
 
 def event_flows(trace: Trace, i: int, limit: int = 256) -> np.ndarray:
@@ -132,21 +177,13 @@ def merged_flow_binder(parts: Sequence[Trace]) -> Callable[[Trace], Flows]:
     order after the parts before it, as `merge_traces` does): each part's own arrows, bound in it."""
 
     def bind(_merged: Trace) -> Flows:
-        cats: dict[str, int] = {}
-        cols: list[tuple[np.ndarray, ...]] = []
+        shifted = []
         offset = 0
         for part in parts:
             f = part.flows
-            cat_map = np.array([cats.setdefault(c, len(cats)) for c in f.cats], dtype=np.int32)
-            shift = np.where(f.src >= 0, f.src + offset, -1), np.where(f.dst >= 0, f.dst + offset, -1)
-            cols.append((cat_map[f.cat_id] if len(f) else f.cat_id, f.flow_id, *shift))
+            src, dst = np.where(f.src >= 0, f.src + offset, -1), np.where(f.dst >= 0, f.dst + offset, -1)
+            shifted.append(Flows(f.cats, f.cat_id, f.flow_id, src, dst, f.from_correlation))
             offset += len(part)
-        return Flows(
-            cats=list(cats),
-            cat_id=np.concatenate([c[0] for c in cols]).astype(np.int32) if cols else np.zeros(0, np.int32),
-            flow_id=np.concatenate([c[1] for c in cols]).astype(np.int64) if cols else np.zeros(0, np.int64),
-            src=np.concatenate([c[2] for c in cols]).astype(np.int64) if cols else np.zeros(0, np.int64),
-            dst=np.concatenate([c[3] for c in cols]).astype(np.int64) if cols else np.zeros(0, np.int64),
-        )
+        return joined_flows(shifted)
 
     return bind

@@ -156,6 +156,28 @@ GPU_CATEGORY = key(
 #: An op's input shapes (with `record_shapes=True`).
 (INPUT_DIMS,) = keys(KINETO, "Input Dims")
 
+# ---- launches and what they launched (`correlation_flows`) ------------------------------------
+
+#: The id CUPTI (and roctracer) give a runtime call and each GPU activity it caused: a launch and its
+#: kernel, memcpy or memset share it. ("External id" is not it: it ties a CPU op to every runtime
+#: call and kernel under it, many to many.)
+(CORRELATION,) = keys("kineto (PyTorch >= 1.8.1) and the legacy profiler", "correlation")
+#: How runtime (and driver) calls that launch GPU work begin their names: kernels, graphs, copies
+#: and sets, each API's variants (`_v2`, `_ptsz`, `Async`, `ExC`, …) included.
+LAUNCH_PREFIX = key(
+    ("cudaLaunch", "CUDA's runtime API (cudaLaunchKernel, cudaLaunchCooperativeKernel, …)"),
+    ("cudaGraphLaunch", "CUDA's runtime API"), ("cudaMemcpy", "CUDA's runtime API"),
+    ("cudaMemset", "CUDA's runtime API"), ("cuLaunch", "CUDA's driver API (cuLaunchKernel, …)"),
+    ("cuGraphLaunch", "CUDA's driver API"), ("cuMemcpy", "CUDA's driver API"), ("cuMemset", "CUDA's driver API"),
+    ("hipLaunch", "HIP (ROCm)"), ("hipExtLaunch", "HIP (ROCm)"), ("hipModuleLaunch", "HIP (ROCm)"),
+    ("hipExtModuleLaunch", "HIP (ROCm)"), ("hipGraphLaunch", "HIP (ROCm)"), ("hipMemcpy", "HIP (ROCm)"),
+    ("hipMemset", "HIP (ROCm)"),
+)  # fmt: skip
+#: The category of kineto's launch -> kernel flow events ("ph" "s" at the launch, "f" with "bp": "e"
+#: at the kernel; the legacy profiler wrote category "async", name "launch"), given to the arrows
+#: made from correlation ids too.
+(LAUNCH_FLOW_CATEGORY,) = keys(KINETO, "ac2g")
+
 # ---- collectives ----------------------------------------------------------------------------
 
 #: Collective events' names by level, outermost call first (`collectives.LEVELS`): the prefixes

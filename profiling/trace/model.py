@@ -108,13 +108,21 @@ class CounterTrack:
 
 @dataclass(frozen=True, slots=True)
 class Flows:
-    """Arrows between events (`ac2g` CPU launch -> GPU kernel, `fwdbwd`); -1 where an end is unbound."""
+    """Arrows between events (`ac2g` CPU launch -> GPU kernel, `fwdbwd`); -1 where an end is unbound.
+    An arrow comes from the trace's flow events or, where they give none, from a launch's and its
+    kernel's correlation id (`from_correlation`; `correlation_flows`)."""
 
     cats: list[str]
     cat_id: np.ndarray  # int32
-    flow_id: np.ndarray  # int64: the trace's flow id, interned
+    flow_id: np.ndarray  # int64: the trace's flow id, interned (from a correlation: the id)
     src: np.ndarray  # int64 event index
     dst: np.ndarray  # int64 event index
+    #: bool per arrow: made from correlation ids, not from flow events; all False if left out.
+    from_correlation: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.from_correlation is None:
+            object.__setattr__(self, "from_correlation", np.zeros(len(self.src), dtype=bool))
 
     @classmethod
     def empty(cls) -> Flows:

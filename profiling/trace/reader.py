@@ -40,6 +40,7 @@ import msgspec
 import numpy as np
 
 from branchscope.profiling.trace import kineto
+from branchscope.profiling.trace.correlation_flows import names_launch
 from branchscope.profiling.trace.counters import _counter_tracks
 from branchscope.profiling.trace.decode import (
     _WITH_ARGS_DECODER,
@@ -53,7 +54,7 @@ from branchscope.profiling.trace.fields import _MAX_ABS_NS as _MAX_ABS_NS
 from branchscope.profiling.trace.fields import _ns_column as _ns_column
 from branchscope.profiling.trace.fields import _real_id as _real_id
 from branchscope.profiling.trace.flow_events import flow_point_columns
-from branchscope.profiling.trace.flows import bind_flows
+from branchscope.profiling.trace.flows import flow_binder
 from branchscope.profiling.trace.lanes import GPU_CATEGORIES, _lanes, _read_metadata_events
 from branchscope.profiling.trace.lanes import _best_name as _best_name
 from branchscope.profiling.trace.lanes import _lane_tid as _lane_tid
@@ -166,9 +167,9 @@ def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _
     gpu_cat = np.array([c in GPU_CATEGORIES for c in cats], dtype=bool)
     lane, lanes, lane_lookup = _lanes(raw_keys, thread, gpu_cat[cat_id], process_labels, thread_names, info)
     del thread
-    flow_binder = (
-        (lambda trace: bind_flows(trace, flow_point_columns(flow_raws, lane_lookup()))) if flow_raws else None
-    )
+    # Arrows come from flow events, or from correlation ids where a launch is named (none: no binder).
+    points = (lambda: flow_point_columns(flow_raws, lane_lookup())) if flow_raws else None
+    binder = flow_binder(points) if points is not None or names_launch(names) else None
 
     report("lanes", 0.2)
     trace = build_trace(
@@ -185,7 +186,7 @@ def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _
         counters=counters,
         metadata=metadata,
         raw_args=raw_args,
-        flow_binder=flow_binder,
+        flow_binder=binder,
     )
     report("lanes", 1.0)
     return trace

@@ -146,6 +146,17 @@ def host(tmp_path: Path, spelling: str) -> Any:
     return merge.rank_hosts(trace), merge.host_of(trace.metadata)
 
 
+def launch(tmp_path: Path, spelling: str) -> Any:
+    """A runtime call named `spelling`… and a kernel with its correlation id, no flow events: the
+    arrows made (each as its ends' lane kinds and whether a correlation id made it)."""
+    corr = {kineto.CORRELATION.name: 41}
+    events = [op(f"{spelling}Kernel", 5, cat="cuda_runtime", **corr), op("k", 9, pid=0, tid=7, cat="kernel", **corr)]
+    trace = load_trace(write(tmp_path / "launch.json", events))
+    f = trace.flows
+    kinds = [ln.kind for ln in trace.lanes]
+    return [(kinds[trace.lane[s]], kinds[trace.lane[d]], bool(c)) for s, d, c in zip(f.src, f.dst, f.from_correlation)]
+
+
 #: Per key with other spellings: what the reader finds in a trace that spells it one way (the
 #: test also checks that this is not what it finds when the key is not there at all).
 GOLDEN: dict[str, Callable[[Path, str], Any]] = {
@@ -157,6 +168,7 @@ GOLDEN: dict[str, Callable[[Path, str], Any]] = {
     "INTEROP_THREAD": thread_role,
     "MAIN_THREAD": thread_role,
     "HOST": host,
+    "LAUNCH_PREFIX": launch,
 }
 
 #: What each golden case finds where the trace says nothing of the key (a spelling no one writes).
@@ -185,13 +197,14 @@ def test_every_spelling_of_a_key_reads_alike(tmp_path: Path, name: str):
 
 def test_the_golden_cases_find_what_pytorch_writes(tmp_path: Path):
     """The first spellings' results, spelled out (the golden values every other spelling must match)."""
-    for sub in "abcd":
+    for sub in "abcde":
         (tmp_path / sub).mkdir()
     matched, key = seq_or_group(tmp_path / "a", "SEQ", "Seq")
     assert matched == [([0, 1], ["0", "0"], [2, 2], [1, 1])] * 2 and key == ("allreduce@0", "seq", 7)
     assert collective_level(tmp_path / "b", "annotation", "nccl:") == (["annotation"], [32], [2], [False])
     assert gpu_category(tmp_path / "c", "kernel") == [("cpu", "main", -1), ("gpu", "stream", 0)]
     assert thread_role(tmp_path / "d", "ptthreadpool") == {5: "interop", 6: "other"}
+    assert launch(tmp_path / "e", "cudaLaunch") == [("cpu", "gpu", True)]
 
 
 # ---- no reader writes a spelling itself ----------------------------------------------------------
@@ -199,7 +212,7 @@ def test_the_golden_cases_find_what_pytorch_writes(tmp_path: Path):
 #: The modules that read a trace's JSON, its metadata or its events' args.
 READERS = (
     "reader", "decode", "fields", "text", "lanes", "memory_events", "counters", "flow_events", "flows",
-    "collectives", "model", "lane_table", "depth", "merge",
+    "collectives", "model", "lane_table", "depth", "merge", "correlation_flows",
 )  # fmt: skip
 
 

@@ -42,7 +42,10 @@ def _rgb(c) -> int:
 
 def test_the_six_stream_trace_binds_its_6600_launches(six):
     f = six.flows
-    assert len(f) == 6600 and f.cats == ["ac2g"]
+    # 6600 flow event pairs; a cudaGraphLaunch's flow events give its first kernel an arrow, its
+    # correlation id the other 275 kernels and copies it launched
+    assert len(f) == 6600 + 275 and f.cats == ["ac2g"] and int(f.from_correlation.sum()) == 275
+    assert {six.event_name(s) for s in f.src[f.from_correlation].tolist()} == {"cudaGraphLaunch"}
     assert (f.src >= 0).all() and (f.dst >= 0).all()
     kinds = {six.lanes[int(six.lane[d])].kind for d in f.dst[:200].tolist()}
     assert kinds == {"gpu"}
