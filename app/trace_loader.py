@@ -31,7 +31,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from branchscope.app.run_entry import Entry, entry_for_path
+from branchscope.app.run_entry import Entry
 from branchscope.profiling.trace.model import LoadCancelled, Trace, TraceFormatError
 from branchscope.widgets.load_progress import LoadProgress
 from branchscope.widgets.timeline import prepare_trace
@@ -316,8 +316,9 @@ def _prepare(trace: Trace) -> None:
 @dataclass
 class Opened:
     """What `read_sources` read: the entries to list (their traces loaded, ranks of one job
-    joined), each with how many of the paths it holds; every file read (for the recent files); and
-    one message per path that could not be read."""
+    joined), each with how many of the paths it holds; what to keep among the recent files (each
+    path as named: a folder, a file; rank files of one whole folder, that folder); and one message
+    per path that could not be read."""
 
     entries: list[tuple[Entry, int]] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
@@ -326,27 +327,36 @@ class Opened:
 
 def read_sources(paths: Paths, progress: Progress) -> Opened:
     """Read trace files, run folders, folders of ranks and snapshots, each with its entry (labelled
-    by model, mode and threads, its medians when a run.json names it), joined as
-    `profiling.trace.opening.join_opened` joins them, the timeline's index built."""
-    from branchscope.profiling.trace.opening import join_opened, read_source
+    by model, mode and threads, its medians when a run.json names it), gathered and joined as
+    `profiling.trace.opening` gathers and joins them (rank files of a large job picked one by one
+    open as their folder does), the timeline's index built."""
+    from branchscope.profiling.trace.opening import gather, join_opened, read_source, recalled_as
+    from branchscope.profiling.trace.sources import open_source
 
-    read: list[tuple[Entry, Trace]] = []
     opened = Opened()
+    sources = []
     for path in paths:
         try:
-            entry = entry_for_path(path)
-            read.append((entry, read_source(entry.paths, progress)))
+            sources.append(open_source(path))
         except (TraceFormatError, OSError) as exc:
             opened.errors.append(str(exc))
-    opened.files = [str(entry.trace_path) for entry, _ in read]
-    for joined in join_opened([(entry.trace_path, trace) for entry, trace in read]):
+    read: list[tuple[Entry, int, Trace]] = []
+    for members, source in gather(sources, progress):
+        try:
+            entry = Entry.of_source(source)
+            read.append((entry, len(members), read_source(entry.paths, progress)))
+        except (TraceFormatError, OSError) as exc:
+            opened.errors.append(str(exc))
+            continue
+        opened.files += [str(p) for p in recalled_as(source, [sources[k].path for k in members])]
+    for joined in join_opened([(entry.trace_path, trace) for entry, _, trace in read]):
         entry = read[joined.members[0]][0]
         if joined.ranks:
             more = tuple(read[i][0].trace_path for i in joined.members[1:])
-            entry = Entry(joined.label, entry.trace_path, trace=joined.trace, more_paths=more)
+            entry = Entry(joined.label, entry.trace_path, trace=joined.trace, more_paths=more, from_disk=True)
         entry.trace = joined.trace
         _prepare(joined.trace)
-        opened.entries.append((entry, len(joined.members)))
+        opened.entries.append((entry, sum(read[i][1] for i in joined.members)))
     return opened
 
 

@@ -114,9 +114,11 @@ def map_files(
 
 def as_ranks(traces: Sequence[Trace]) -> list[Trace]:
     """The traces of one job with a rank each: their own (`distributedInfo`), else the N of
-    `rank-N` in their file names, when that gives every one a distinct rank; else their positions."""
+    `rank-N` in their file names, when that gives every one a distinct rank; else their positions.
+    In rank order, whatever order they were named in (a shell's `rank-*` puts rank 10 before
+    rank 2): merged, rank 0's clock is the job's and every list of ranks reads 0, 1, 2, …, 10."""
     given = job_ranks([t.rank for t in traces], [t.path or "" for t in traces])
-    return [with_rank(t, rank) for rank, t in zip(given, traces)]
+    return [with_rank(t, rank) for rank, t in sorted(zip(given, traces), key=lambda pair: pair[0])]
 
 
 def job_ranks(said: Sequence[int | None], paths: Sequence[str | os.PathLike[str]]) -> list[int]:
@@ -147,7 +149,12 @@ def folder_traces(folder: str | os.PathLike[str]) -> list[Path]:
     for entry in os.scandir(folder):
         if entry.is_file(follow_symlinks=False) and entry.name.endswith(RANK_FILE_SUFFIXES):
             found.append(Path(entry.path))
-    return sorted(found, key=lambda p: (rank_from_name(p) is None, rank_from_name(p) or 0, p.name))
+    return in_rank_order(found)
+
+
+def in_rank_order(files: Sequence[Path]) -> list[Path]:
+    """Rank trace files in name order with rank-N numerically (rank-2 before rank-10)."""
+    return sorted(files, key=lambda p: (rank_from_name(p) is None, rank_from_name(p) or 0, p.name))
 
 
 def host_of(metadata: dict[str, Any]) -> str | None:
@@ -268,7 +275,7 @@ def rank_job_summaries(
     return sorted((replace(s, rank=r) for s, r in zip(summaries, ranks)), key=lambda s: s.rank or 0)
 
 
-def _clock_shift(trace: Trace, reference: Trace) -> int:
+def _clock_shift(trace: Trace | Clock, reference: Trace | Clock) -> int:
     if trace.base_time_ns is not None and reference.base_time_ns is not None:
         return trace.base_time_ns - reference.base_time_ns
     return 0
@@ -314,30 +321,53 @@ def why_apart(traces: Sequence[Trace], paths: Sequence[str], groups: list[list[i
     return f"their clocks do not overlap: {b} was not recorded while {a} was"
 
 
+@register
+@dataclass(frozen=True)
+class Clock:
+    """What tells whether traces are ranks of one job (`clock_groups`), without their events: the
+    (rank, world size, backend) of a rank's distributedInfo (None for any other trace), its span
+    (its own clock), how many events it has and its `baseTimeNanoseconds`."""
+
+    job: tuple[int, int, str | None] | None
+    span: tuple[int, int]
+    events: int
+    base_time_ns: int | None
+
+
+def clock_of(trace: Trace) -> Clock:
+    """`trace`'s `Clock` (what a forked child sends back of a rank it summarised, `rank_job`)."""
+    start, end = trace.span()
+    return Clock(_distributed(trace), (int(start), int(end)), len(trace), trace.base_time_ns)
+
+
 def rank_groups(traces: Sequence[Trace]) -> list[list[int]]:
-    """Indices of `traces` grouped into ranks of one job, each group and its members in input order.
+    """Indices of `traces` grouped into ranks of one job (`clock_groups` of their clocks). Merge a
+    group with `merge_traces`; never merge across groups."""
+    return clock_groups([clock_of(t) for t in traces])
+
+
+def clock_groups(clocks: Sequence[Clock]) -> list[list[int]]:
+    """Indices of `clocks` grouped into ranks of one job, each group and its members in input order.
 
     A trace joins the first group whose traces have its world size and backend, none its rank, and
     whose clock (shifted as `merge_traces` would shift it) overlaps its own; every other trace is a
-    group of its own. Merge a group with `merge_traces`; never merge across groups.
+    group of its own.
     """
     groups: list[list[int]] = []
-    spans = [t.span() for t in traces]
-    for i, trace in enumerate(traces):
-        me = _distributed(trace)
+    for i, me in enumerate(clocks):
         home = None
-        if me is not None and len(trace):
+        if me.job is not None and me.events:
             for group in groups:
-                first = traces[group[0]]
-                if not len(first):
+                first = clocks[group[0]]
+                if not first.events:
                     continue
-                others = [_distributed(traces[k]) for k in group]
-                if any(o is None or o[1:] != me[1:] or o[0] == me[0] for o in others):
+                others = [clocks[k].job for k in group]
+                if any(o is None or o[1:] != me.job[1:] or o[0] == me.job[0] for o in others):
                     continue
-                shift = _clock_shift(trace, first)
-                lo = min(spans[k][0] + _clock_shift(traces[k], first) for k in group)
-                hi = max(spans[k][1] + _clock_shift(traces[k], first) for k in group)
-                if spans[i][0] + shift <= hi and lo <= spans[i][1] + shift:
+                shift = _clock_shift(me, first)
+                lo = min(clocks[k].span[0] + _clock_shift(clocks[k], first) for k in group)
+                hi = max(clocks[k].span[1] + _clock_shift(clocks[k], first) for k in group)
+                if me.span[0] + shift <= hi and lo <= me.span[1] + shift:
                     home = group
                     break
         if home is None:

@@ -36,6 +36,8 @@ import numpy as np
 from branchscope.profiling.trace.collectives import Collectives, collective_events, collectives_of
 from branchscope.profiling.trace.merge import (
     FILES_PHASE,
+    clock_groups,
+    clock_of,
     job_ranks,
     load_many,
     load_source,
@@ -87,6 +89,7 @@ def _rank_part(path: str | os.PathLike[str]) -> dict[str, Any]:
         "base_time_ns": trace.base_time_ns,
         "span": list(trace.span()),
         "events": len(trace),
+        "clock": clock_of(trace),
     }
 
 
@@ -205,9 +208,10 @@ def job_of(trace: Trace | None) -> RankJob | None:
 
 
 def _files_key(paths: Sequence[str | os.PathLike[str]]) -> tuple[Any, ...] | None:
-    """The files as they are now (path, size, change time): a job kept is used again only for these."""
+    """The files as they are now (path, size, change time), in any order they are named: a job
+    kept is used again only for these (its folder's files, or the same files picked one by one)."""
     key = []
-    for p in paths:
+    for p in sorted(os.fspath(p) for p in paths):
         try:
             st = os.stat(p)
         except OSError:
@@ -231,7 +235,21 @@ def open_rank_job(
     def finish(part: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
         return part if isinstance(part, dict) else _rank_part(path)
 
-    parts: list[dict[str, Any]] = map_files(_rank_part, finish, paths, progress, workers)
+    return _kept(key, _job_of_parts(paths, map_files(_rank_part, finish, paths, progress, workers)))
+
+
+def _kept(key: tuple[Any, ...] | None, job: RankJob) -> RankJob:
+    """`job`, kept by its files' `key` (`JOBS_KEPT` at most) so that opening them again finds it."""
+    if key is not None:
+        _JOBS[key] = job
+        _JOBS.move_to_end(key)
+        while len(_JOBS) > JOBS_KEPT:
+            _JOBS.popitem(last=False)
+    return job
+
+
+def _job_of_parts(paths: Sequence[str | os.PathLike[str]], parts: list[dict[str, Any]]) -> RankJob:
+    """The job of the files `paths` from each one's summary (`_rank_part`, in the same order)."""
     ranks = job_ranks([p["rank"] for p in parts], paths)
     order = sorted(range(len(paths)), key=lambda k: ranks[k])
     first = parts[order[0]]
@@ -248,11 +266,33 @@ def open_rank_job(
     origin = min((s for s, n in spans if n), default=0)
     job = RankJob([Path(paths[k]) for k in order], [ranks[k] for k in order], figures, collectives, base, origin)
     collectives_of(job.collectives)  # matched now, off the GUI thread: a selection only looks them up
-    if key is not None:
-        _JOBS[key] = job
-        while len(_JOBS) > JOBS_KEPT:
-            _JOBS.popitem(last=False)
     return job
+
+
+def large_jobs(paths: Sequence[str | os.PathLike[str]], *, progress: ProgressCallback | None = None) -> list[list[int]]:
+    """The files `paths` (trace files a user picked together) grouped as `merge.clock_groups`
+    groups ranks of one job, each file summarised once (on every core); a group of more than
+    `ALL_RANKS_UP_TO` ranks is made its job and kept, so that `open_view` of its files opens it as
+    their folder opens it (every rank summarised, the ranks in view loaded) without reading them
+    again. A file that cannot be summarised (broken, or of several ranks) is a group of its own:
+    reading it alone says why. Groups as `clock_groups` gives them, of positions in `paths`."""
+
+    def finish(part: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
+        if isinstance(part, dict):
+            return part
+        try:
+            return _rank_part(path)
+        except (TraceFormatError, OSError):
+            return {}  # not summarised
+
+    parts: list[dict[str, Any]] = map_files(_rank_part, finish, paths, progress, None)
+    summarised = [k for k, p in enumerate(parts) if p]
+    groups = [[summarised[i] for i in g] for g in clock_groups([parts[k]["clock"] for k in summarised])]
+    for group in groups:
+        if len(group) > ALL_RANKS_UP_TO:
+            files = [paths[k] for k in group]
+            _kept(_files_key(files), _job_of_parts(files, [parts[k] for k in group]))
+    return sorted(groups + [[k] for k, p in enumerate(parts) if not p])
 
 
 def _share(progress: ProgressCallback | None, lo: float, hi: float) -> ProgressCallback | None:
