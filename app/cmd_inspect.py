@@ -23,6 +23,7 @@ from branchscope.profiling.trace.analyses import (
     steps_window,
 )
 from branchscope.profiling.trace.collectives import collectives_json
+from branchscope.profiling.trace.flows import flow_counts
 from branchscope.profiling.trace.gil import gil_json
 from branchscope.profiling.trace.merge import rank_summaries
 from branchscope.profiling.trace.model import Trace
@@ -82,6 +83,8 @@ def summary(trace: Trace) -> dict[str, Any]:
         "gil_wait": [{"pid": w.pid, "tid": w.tid, "name": w.name, "wait_us": w.total_ns / 1000.0} for w in gil_wait(trace)],
         # collectives matched across ranks: skew, waits, stragglers (None unless on 2+ ranks)
         "collectives": collectives_json(trace),
+        # arrows launch -> kernel (and fwdbwd): from the flow events, from correlation ids only
+        "flows": flow_counts(trace),
         "ranks": [
             {
                 "rank": r.rank,
@@ -144,8 +147,17 @@ def format_table(doc: dict[str, Any], path: str) -> str:
             f"    {w['name'] or w['tid']}: {w['wait_us'] / 1000:.3f} ms waiting for the GIL (CPU samples)"
             for w in doc["gil_wait"]
         ]
+    lines += ["", f"  {flows_line(doc['flows'])}"]
     lines += collectives_lines(doc["collectives"])
     return "\n".join(lines)
+
+
+def flows_line(flows: dict[str, int]) -> str:
+    """The arrows in one line: how many, and how many only correlation ids gave."""
+    return (
+        f"flows: {flows['total']:,} arrows ({flows['from_events']:,} from flow events, "
+        f"{flows['from_correlation']:,} from launch/kernel correlation ids)"
+    )
 
 
 def collectives_lines(coll: dict[str, Any] | None) -> list[str]:
