@@ -5,7 +5,9 @@ parses, reports each cell (a line on stderr, or JSON lines on stdout with --json
 and prints the table, the best cell and which way of using the cores served the model better
 (`profiling/trace/advice.py`: a sequential and a fork or threads cell of the same thread count; the
 fork or threads cell's speedup in parts, its plan × its threads, where the sequential 1×J and M 1×J
-cells finished: `profiling/trace/parts.py`). No torch here.
+cells finished: `profiling/trace/parts.py`). On stderr it says first how long the sweep will take,
+then each cell with the time left (`profiling/run/sweep_eta.py`), and a cell that ran on a busy
+machine or starved of cores says so. No torch here.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from branchscope.profiling.run.processes import stop_with_parent
 from branchscope.profiling.run.protocol import error_line
 from branchscope.profiling.run.runner import stop_on_signals
 from branchscope.profiling.run.sweep import (
+    SweepRequest,
     add_sweep_arguments,
     best_text,
     markdown_table,
@@ -26,7 +29,15 @@ from branchscope.profiling.run.sweep import (
     sweep_advice,
     sweep_request_from_args,
 )
-from branchscope.profiling.trace.events import CellEvent, DoneEvent, ErrorEvent, Event, encode_event
+from branchscope.profiling.run.sweep_eta import SweepClock, plan_text, run_guess_s
+from branchscope.profiling.trace.events import (
+    CellEvent,
+    DoneEvent,
+    ErrorEvent,
+    Event,
+    SweepEvent,
+    encode_event,
+)
 from branchscope.profiling.trace.sweep_records import DONE, SWEEP_JSON, SweepRecord
 
 
@@ -50,15 +61,26 @@ def register(subparsers: Any) -> None:
     sweep.set_defaults(handler=run_sweep_command)
 
 
-def _cell_line(event: CellEvent) -> str:
+def _cell_line(event: CellEvent, clock: SweepClock) -> str:
+    """"pass 1/3 cell 3/8 fork 2×1: 59.8 ms · about 2 min left" (the clock told of the run first)."""
     cell = event.cell
     where = f"cell {event.index + 1}/{event.of} {cell.label}"
     if event.passes is not None and event.passes > 1 and event.sweep_pass is not None:
         where = f"pass {event.sweep_pass}/{event.passes} {where}"
     if cell.status == DONE:
         ms = cell.unprofiled_median_ms
-        return f"{where}: {ms:.1f} ms" if ms is not None else f"{where}: done"
-    return f"{where}: failed: {cell.error}"
+        line = f"{where}: {ms:.1f} ms" if ms is not None else f"{where}: done"
+        line += f" ({cell.load_word})" if cell.load_word else ""
+    else:
+        line = f"{where}: failed: {cell.error}"
+    left = clock.text()
+    return f"{line} · {left}" if left else line
+
+
+def sweep_clock(request: SweepRequest) -> SweepClock:
+    """The clock of a sweep about to start (`profiling/run/sweep_eta.py`): its runs at the guessed time."""
+    guess = run_guess_s(request.options.steps, request.options.warmup)
+    return SweepClock(len(request.cells()), request.passes, guess)
 
 
 def report(sweep: SweepRecord, out: Path) -> str:
@@ -86,11 +108,23 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         except OSError:  # the window is gone: the sweep goes on to its cleanup
             pass
 
+    clock = sweep_clock(request)
+    talk = not args.jsonl and not args.quiet
+
+    def say(line: str) -> None:
+        if talk:
+            print(line, file=sys.stderr, flush=True)
+
     def on_event(event: Event) -> None:
+        if isinstance(event, SweepEvent):  # the sweep starts: its folder taken, its first run next
+            clock.restart()
+            say(f"sweeping {plan_text(clock.cells, clock.passes, clock.guess_s)} (a guess until a cell finishes) "
+                f"into {request.out}")  # fmt: skip
+        elif isinstance(event, CellEvent):
+            clock.run_done(event.sweep_pass, event.cell.status != DONE)
+            say(_cell_line(event, clock))
         if args.jsonl:
             emit(event)
-        elif isinstance(event, CellEvent) and not args.quiet:
-            print(_cell_line(event), file=sys.stderr, flush=True)
 
     with stop_on_signals() as cancel:  # Ctrl+C and SIGTERM stop the running cell, never raise
         stop_with_parent(cancel)

@@ -12,7 +12,13 @@ best cell, or every cell within noise of it ("best: fork 2×1, sequential 1×1 (
 other)"), a cell starved of cores said so. Under it, one line says which way of using the cores
 served the model better (`profiling/trace/advice.py`: a sequential and a fork cell of the same
 thread count; no winner beside a starved cell; the fork or threads cell's speedup in parts where its
-sequential 1×J and M 1×J cells finished), or which cell would tell, as cells finish.
+sequential 1×J and M 1×J cells finished), or which cell would tell, as cells finish; it ends
+with which of the two cells ran on a busy machine (`sweep.sweep_advice`).
+
+How long: beside Start, before it is pressed, what the form's sweep will take (its cells × passes
+runs at a run's guessed time: from an earlier run of the model, `earlier_run`, else from its
+steps; `profiling/run/sweep_eta.py`); while it runs, which cell and pass is running and the time
+left, from the runs that finished ("cell 3 of 8 · about 2 min left"), refreshed every second.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QFormLayout,
@@ -45,8 +51,10 @@ from branchscope.profiling.run.sweep import (
     load_sweep,
     sweep_advice,
 )
+from branchscope.profiling.run.sweep_eta import SweepClock, plan_text, run_guess_s
 from branchscope.profiling.trace.events import CellEvent
-from branchscope.profiling.trace.sweep_records import SweepRecord
+from branchscope.profiling.trace.records import RunRecord
+from branchscope.profiling.trace.sweep_records import DONE, SweepRecord
 from branchscope.widgets.advice_label import AdviceLabel
 from branchscope.widgets.sweep_view import SweepView
 
@@ -90,10 +98,16 @@ class SweepPanel(QWidget):
         cores: int,
         controller: SweepController | None = None,
         parent: QWidget | None = None,
+        earlier_run: Callable[[RunSpec], RunRecord | None] | None = None,
     ):
         super().__init__(parent)
         self.spec_of = spec_of
         self.new_folder = new_folder
+        #: An earlier run of a spec's model (its run.json), whose time is a run's guessed time.
+        self.earlier_run = earlier_run or (lambda _spec: None)
+        #: The running sweep's clock (None while none runs), and the cell and pass running.
+        self.clock: SweepClock | None = None
+        self._running: tuple[int, int] = (0, 1)
         self.controller = controller if controller is not None else SweepController(self)
         self.controller.setParent(self)
         #: The folder of the sweep shown.
@@ -127,6 +141,11 @@ class SweepPanel(QWidget):
             "Runs the model chosen on the left once per mode × inter-op × intra-op, each in a fresh worker."
         )
         self.status.setWordWrap(True)
+        #: How long the form's sweep will take, or the running one has left.
+        self.estimate = QLabel()
+        self._ticker = QTimer(self)
+        self._ticker.setInterval(1000)
+        self._ticker.timeout.connect(self._show_time_left)
         #: Which way of using the cores served the model better (empty and hidden until a sweep says).
         self.advice = AdviceLabel("cell")
 
@@ -137,6 +156,7 @@ class SweepPanel(QWidget):
         buttons = QHBoxLayout()
         buttons.addWidget(self.start_button)
         buttons.addWidget(self.cancel_button)
+        buttons.addWidget(self.estimate)
         buttons.addStretch(1)
         form = QFormLayout()
         form.addRow("Modes", modes)
@@ -161,6 +181,13 @@ class SweepPanel(QWidget):
         c.failed.connect(self._on_failed)
         c.canceled.connect(self._on_canceled)
         c.stopped.connect(self._on_stopped)
+        c.progress.connect(self._on_progress)
+        for box in self.mode_boxes.values():
+            box.toggled.connect(self.show_plan)
+        self.interop_edit.textChanged.connect(self.show_plan)
+        self.intra_edit.textChanged.connect(self.show_plan)
+        self.passes_spin.valueChanged.connect(self.show_plan)
+        self.show_plan()
 
     def set_cuda_available(self, available: bool, reason: str) -> None:
         """Modes that need CUDA are offered only where the worker finds it (`reason`: why not)."""
@@ -173,15 +200,59 @@ class SweepPanel(QWidget):
             if not available:
                 box.setChecked(False)
 
+    # ---- how long -------------------------------------------------------------------------
+    def _guess_s(self, request: SweepRequest) -> float:
+        """A run's seconds before any of the sweep's finished (`sweep_eta.run_guess_s`)."""
+        spec = self.spec_of()
+        return run_guess_s(request.options.steps, request.options.warmup, self.earlier_run(spec))
+
+    def show_plan(self) -> None:
+        """Beside Start while no sweep runs: how long the form's sweep would take."""
+        if self.clock is not None:
+            return
+        try:
+            request = self._request(out=Path())
+        except (ValueError, OSError):
+            self.estimate.setText("")
+            return
+        plan = plan_text(len(request.cells()), request.passes, self._guess_s(request))
+        self.estimate.setText(f"{plan} (a guess until a cell finishes)")
+
+    def _on_progress(self, index: int, _step: int, _of: int) -> None:
+        cell, sweep_pass = self._running
+        if index < cell:  # the cells begin again: the next pass
+            sweep_pass += 1
+        self._running = (index, sweep_pass)
+        self._show_time_left()
+
+    def _show_time_left(self) -> None:
+        """"cell 3 of 8 · pass 2 of 3 · about 2 min left" while a sweep runs."""
+        clock = self.clock
+        if clock is None:
+            return
+        cell, sweep_pass = self._running
+        where = f"cell {cell + 1} of {clock.cells}" + (f" · pass {sweep_pass} of {clock.passes}" if clock.passes > 1 else "")
+        left = clock.text()
+        self.estimate.setText(f"{where} · {left}" if left else where)
+
+    def _stop_clock(self) -> None:
+        self.clock = None
+        self._ticker.stop()
+        self.show_plan()
+
     # ---- running ----------------------------------------------------------------------------
     def request(self) -> SweepRequest:
         """The sweep the form describes for the model of the run controls (ValueError: what is wrong)."""
+        return self._request()
+
+    def _request(self, out: Path | None = None) -> SweepRequest:
+        """`request`, into `out` when given (no new folder is made for it)."""
         modes = tuple(m for m, box in self.mode_boxes.items() if box.isChecked())
         if not modes:
             raise ValueError("choose at least one mode")
         interop, intra = parse_counts(self.interop_edit.text()), parse_counts(self.intra_edit.text())
         spec = self.spec_of()
-        out = self.new_folder(f"sweep-{spec.model_label}")
+        out = out if out is not None else self.new_folder(f"sweep-{spec.model_label}")
         return SweepRequest(out=out, modes=modes, interop=interop, intra=intra, options=spec.options,
                             passes=self.passes_spin.value())  # fmt: skip
 
@@ -196,8 +267,12 @@ class SweepPanel(QWidget):
         self._show(SweepRecord(), request.out)
         self.start_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
-        passes = f" × {request.passes} passes" if request.passes > 1 else ""
-        self.status.setText(f"sweeping {len(request.cells())} cells{passes} into {request.out}…")
+        self.clock = SweepClock(len(request.cells()), request.passes, self._guess_s(request))
+        self._running = (0, 1)
+        self._ticker.start()
+        self._show_time_left()
+        plan = plan_text(self.clock.cells, self.clock.passes, self.clock.guess_s)
+        self.status.setText(f"sweeping {plan} into {request.out}…")
         self.controller.start(request)  # last: a sweep that cannot start says so inside it
         return True
 
@@ -214,10 +289,15 @@ class SweepPanel(QWidget):
         self._on_update()
         median = event.cell.unprofiled_median_ms
         result = f"{median:.2f} ms" if median is not None else f"failed: {event.cell.error}"
+        result += f" ({event.cell.load_word})" if median is not None and event.cell.load_word else ""
         where = f"pass {event.sweep_pass}/{event.passes} " if (event.passes or 1) > 1 and event.sweep_pass else ""
         self.status.setText(f"{where}cell {event.index + 1}/{event.of} {event.cell.label}: {result}")
+        if self.clock is not None:
+            self.clock.run_done(event.sweep_pass, event.cell.status != DONE)
+            self._show_time_left()
 
     def _idle(self, text: str) -> None:
+        self._stop_clock()
         self.start_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
         self.status.setText(text)

@@ -1,7 +1,8 @@
 """The Sweep page: `app/sweep_panel.py` (a thread sweep of the model the run controls describe, its
 heatmap) in the window: a cell clicked shows its run (listed, and what the Run page shows) while
 the heatmap stays in front, so a second click compares the two on the Compare page; a cell
-double-clicked opens the Run page; sweep folders opened in the window show here."""
+double-clicked opens the Run page; sweep folders opened in the window show here. How long a sweep
+will take is guessed from the latest listed run of its model (`earlier_run`)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,18 @@ from PySide6.QtWidgets import QWidget
 from branchscope.app.pages.compare_page import ComparePage
 from branchscope.app.pages.page import OwnContentPage, PageHost
 from branchscope.app.pages.run_page import RunPage
+from branchscope.app.run_entry import RunSpec
 from branchscope.app.sweep_panel import SweepPanel
 from branchscope.profiling.trace.model import TraceFormatError
+from branchscope.profiling.trace.records import RunRecord
 from branchscope.profiling.trace.sources import is_sweep_folder, read_sweep
+
+
+def earlier_run(host: PageHost, spec: RunSpec) -> RunRecord | None:
+    """The run.json of the latest listed run of `spec`'s model that says how long its phases took
+    (on this machine: a sweep's runs take about as long); None when none is listed."""
+    runs = [e for e in host.run_list if e.run is not None and e.run.phase_seconds and e.model_key == spec.model_key]
+    return max(runs, key=lambda e: e.when).run if runs else None
 
 
 class SweepPage(OwnContentPage, SweepPanel):
@@ -22,7 +32,8 @@ class SweepPage(OwnContentPage, SweepPanel):
     sweep is its own, whatever run is shown)."""
 
     def __init__(self, host: PageHost, parent: QWidget | None = None):
-        SweepPanel.__init__(self, host.current_spec, host.controller.new_folder, host.cores, parent=parent)
+        SweepPanel.__init__(self, host.current_spec, host.controller.new_folder, host.cores, parent=parent,
+                            earlier_run=lambda spec: earlier_run(host, spec))  # fmt: skip
         self.host = host
         self.runChosen.connect(self._on_cell_chosen)
         self.runActivated.connect(self._on_cell_activated)

@@ -99,9 +99,13 @@ def test_sweep_reports_each_cell_on_stderr_and_prints_the_table(tmp_path):
                  "--out", str(tmp_path))  # fmt: skip
     assert proc.returncode == 3 and proc.stdout == ""
     lines = proc.stderr.splitlines()
-    # the first pass of 3 fails each cell; a cell whose first pass failed is not run again
-    assert lines[0] == "pass 1/3 cell 1/2 streams 1×1: failed: multi-stream needs CUDA: this machine has no CUDA device torch can use"
-    assert lines[1].startswith("pass 1/3 cell 2/2 streams 1×2: failed:") and len(lines) == 3
+    # how long it will take, then each cell with the time left; the first pass of 3 fails each cell,
+    # and a cell whose first pass failed is not run again (so after the last one, nothing is left)
+    assert lines[0].startswith("sweeping 2 cells × 3 passes = 6 runs, ") and lines[0].endswith(f"into {tmp_path}")
+    assert lines[1].startswith("pass 1/3 cell 1/2 streams 1×1: failed: multi-stream needs CUDA: this machine has no "
+                               "CUDA device torch can use · ") and lines[1].endswith(" left")  # fmt: skip
+    assert lines[2].startswith("pass 1/3 cell 2/2 streams 1×2: failed:") and len(lines) == 4
+    assert not lines[2].endswith(" left")
     assert lines[-1] == "error: no cell ran: multi-stream needs CUDA: this machine has no CUDA device torch can use"
     assert json.loads((tmp_path / SWEEP_JSON).read_text())["best"] is None
 

@@ -326,7 +326,7 @@ def test_a_sweep_that_cannot_start_says_so_and_the_panel_stays_usable(qtbot, pan
     panel.controller.command = fake  # the next sweep starts
     with qtbot.waitSignal(panel.controller.progress, timeout=30_000):
         assert panel.start()
-    assert panel.status.text().startswith("sweeping 2 cells × 3 passes into") and panel.cancel_button.isEnabled()
+    assert panel.status.text().startswith("sweeping 2 cells × 3 passes = 6 runs, ") and panel.cancel_button.isEnabled()
 
 
 def test_a_sweep_started_while_the_cancelled_one_stops_is_left_alone(qtbot, panel, tmp_path):
@@ -338,7 +338,7 @@ def test_a_sweep_started_while_the_cancelled_one_stops_is_left_alone(qtbot, pane
         assert panel.start()  # before the first sweep's process has ended
     assert stopped.args == [str(tmp_path / "sweep-0")]
     assert c.is_running() and panel.folder == tmp_path / "sweep-1"
-    assert panel.status.text().startswith("sweeping 2 cells × 3 passes into") and panel.cancel_button.isEnabled()
+    assert panel.status.text().startswith("sweeping 2 cells × 3 passes = 6 runs, ") and panel.cancel_button.isEnabled()
     assert panel.view.sweep.cancelled is None
 
 
