@@ -196,16 +196,28 @@ def generate(
     return planted
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line, every option described."""
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=f"What was planted (stragglers, their stretch, the heavy rank) is printed as JSON and written to OUT/{PLANTED}.",
+    )
+    ap.add_argument("out", type=Path, help="the folder to write the rank traces into: new, empty, or one it wrote before (a folder holding other files is refused)")
+    ap.add_argument("--ranks", type=int, default=8, help="how many ranks (files) the job has, at least 2 (default: %(default)s)")
+    ap.add_argument("--seed", type=int, default=0, help="the seed of the jitter, the stragglers and the heavy rank: the same seed, the same job (default: %(default)s)")
+    ap.add_argument("--template", type=Path, default=TEMPLATE, help="the real rank trace every rank is made from (default: ../shared/traces/hta_two_ranks/rank-0.json.gz)")
+    ap.add_argument(
+        "--max-events", type=int, default=None, help="keep about this many of the template's complete events (step annotations always kept): a small job for tests (default: all of them)"
+    )
+    ap.add_argument("--repeat", type=int, default=1, help="tile the template's steps this many times: a longer rank, that many times the events and bytes (default: %(default)s)")
+    ap.add_argument(
+        "--naming", choices=("hta", "pt"), default="hta", help="file names: rank-K.json.gz (hta, as HTA's samples) or rank_K.pt.trace.json.gz (pt, as tensorboard_trace_handler); default: %(default)s"
+    )
+    return ap
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out", type=Path)
-    ap.add_argument("--ranks", type=int, default=8)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--template", type=Path, default=TEMPLATE)
-    ap.add_argument("--max-events", type=int, default=None)
-    ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--naming", choices=("hta", "pt"), default="hta")
-    args = ap.parse_args(argv)
+    args = parser().parse_args(argv)
     if args.ranks < 2 or args.repeat < 1:
         print("error: --ranks must be at least 2 and --repeat at least 1", file=sys.stderr)
         return 2

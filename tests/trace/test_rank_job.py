@@ -75,6 +75,13 @@ def test_the_planted_stragglers_and_heavy_rank_are_what_the_summaries_find(job):
 
 
 @needs_template
+def test_the_generators_help_describes_every_option():
+    ap = _generator().parser()
+    undescribed = [a.dest for a in ap._actions if not (a.help or "").strip()]
+    assert undescribed == []
+    assert "(default: 8)" in ap.format_help() and "planted.txt" in ap.format_help()
+
+
 def test_the_generator_is_deterministic_and_names_ranks_as_real_jobs_do(tmp_path):
     gen = _generator()
     a = gen.generate(tmp_path / "a", 4, seed=7, template=TEMPLATE, max_events=100, naming="pt")
