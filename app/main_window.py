@@ -58,7 +58,7 @@ from branchscope.widgets.load_progress import LoadProgress
 
 P = TypeVar("P")
 MODEL_FILTER = "Models (*.py *.pt *.pth *.zip);;All files (*)"
-NAVIGATION_HINT = "Wheel: zoom at cursor · drag: pan · W/S: zoom · A/D: pan · 0: all · double-click: zoom to event · Ctrl+F: find"
+NAVIGATION_HINT = "Wheel: zoom at cursor · drag: pan · W/S: zoom · A/D: pan · 0: all · double-click: zoom to event · Shift+drag: select · F: zoom to selection · Ctrl+F: find"
 
 
 def is_model_file(path: str) -> bool:

@@ -1,5 +1,5 @@
 """The window's menus and what they keep between windows (its `QSettings`): File (open a trace or a
-model, the recent files, a screenshot, quit) and View (find, show everything, the text size and the
+model, the recent files, a screenshot, quit) and View (find, show everything, zoom to the selection, the text size and the
 dark palette, for a projector or a dim room)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QApplication, QFileDialog
 
 from branchscope.app.pages.run_page import RunPage
 from branchscope.widgets.theme import dark_palette
+from branchscope.widgets.timeline import zoom_to_selection_in
 
 MAX_RECENT = 10
 #: Ctrl+plus / Ctrl+minus scale every font by this much a step, within TEXT_STEPS.
@@ -65,6 +66,8 @@ class WindowMenus:
         self._action(vm, "&Find events…", run.timeline.open_find, QKeySequence.StandardKey.Find)
         act = self._action(vm, "Show &everything", run.workspace.axis.reset, QKeySequence("0"))
         act.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        act = self._action(vm, "&Zoom to selection", self.zoom_to_selection)
+        act.setShortcuts([QKeySequence("F"), QKeySequence("Z")])  # Perfetto's F
         vm.addSeparator()
         for text, keys, steps in (
             ("&Larger text", [QKeySequence.StandardKey.ZoomIn, QKeySequence("Ctrl+=")], 1),
@@ -78,6 +81,12 @@ class WindowMenus:
         self.dark_action = QAction("&Dark palette", self.window, checkable=True)
         self.dark_action.toggled.connect(self.set_dark_palette)
         vm.addAction(self.dark_action)
+
+    def zoom_to_selection(self) -> None:
+        """View → Zoom to selection: the shown page's timeline to its selected range or event; the
+        status bar says what happened (how to select, when nothing is)."""
+        w = self.window
+        w.statusBar().showMessage(zoom_to_selection_in(w.tabs.currentWidget()), 8000)
 
     # ---- text size and palette --------------------------------------------------------------
     def scale_text(self, steps: int) -> None:

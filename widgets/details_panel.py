@@ -6,7 +6,6 @@ shown in full on hover), the first `DetailsPanel.BRANCHES_SHOWN`, then how many 
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import (
@@ -38,7 +37,7 @@ from branchscope.widgets.branch_legend import (
     new_branch_tree,
     tree_items,
 )
-from branchscope.widgets.event_info import describe_event, link_rows, rows_to_html
+from branchscope.widgets.event_info import arg_rows, describe_event, event_html, link_rows, rows_to_html
 from branchscope.widgets.theme import theme
 from branchscope.widgets.units import format_bytes, format_duration
 
@@ -175,7 +174,7 @@ class DetailsPanel(QWidget):
                 f"<p style='color:{muted}'>Pick a demo and press Run, or open a trace.</p>"
                 f"<p style='color:{muted}'><b>Navigate</b>: wheel zooms at the cursor, drag pans, "
                 "W/S zoom, A/D pan, 0 shows all, double-click zooms to an event, Ctrl+F finds events, "
-                "Shift+drag selects a time range (Esc clears it).</p>"
+                "Shift+drag selects a time range (Esc clears it), F zooms to it.</p>"
             )
             return
         self.title.setText("Trace")
@@ -193,15 +192,7 @@ class DetailsPanel(QWidget):
         self.title.setText("Event")
         self._show_branches([])
         self.rows = describe_event(trace, i, branch_names, event_branch) + link_rows(trace, i)
-        args = trace.event_args(i)
-        extra = [(k, _short(v)) for k, v in args.items() if k not in ("Input Dims",)][:12]
-        body = rows_to_html(self.rows)
-        if extra:
-            body += (
-                f"<p style='color:{theme().muted.name()};margin-bottom:2px'><b>args</b></p>"
-                + rows_to_html(extra)
-            )
-        self.body.setText(body)
+        self.body.setText(event_html(self.rows, arg_rows(trace, i), theme().muted.name()))
 
 
     #: The most branches the list shows; the rest are counted in its last line (the legend has them all).
@@ -230,7 +221,3 @@ class DetailsPanel(QWidget):
         names = (item.data(0, Qt.ItemDataRole.UserRole) for item in tree_items(self.branches))
         return [n for n in names if isinstance(n, str)]
 
-
-def _short(v: Any) -> str:
-    text = v if isinstance(v, str) else repr(v)
-    return text if len(text) <= 160 else text[:157] + "…"

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 import numpy as np
 
 from branchscope.profiling.trace.collectives import COLLECTIVE_NAME, collectives_of
 from branchscope.profiling.trace.flows import collective_key, collective_peers, event_flows, launch_delay_ns
+from branchscope.profiling.trace.kineto import INPUT_DIMS
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.rank_job import job_of
 from branchscope.profiling.trace.run_info import BRANCH_PREFIX, branch_name
 from branchscope.widgets.units import format_duration, format_offset
+
+#: The colour of a row's field name.
+KEY_COLOR = "#5b6570"
 
 ROLE_TITLES = {
     "main": "main thread",
@@ -135,9 +140,58 @@ def wait_rows(trace: Trace, i: int, limit: int = 8) -> list[tuple[str, str]]:
     return [(title, text)]
 
 
+def arg_rows(trace: Trace, i: int, limit: int = 12, width: int = 160) -> list[tuple[str, str]]:
+    """The event's args but its input shapes (its Shapes row): the first `limit`, each value cut
+    to `width` characters, then how many more there are."""
+    args = [(k, v) for k, v in trace.event_args(i).items() if k != INPUT_DIMS.name]
+    rows = [(str(k), _short(v, width)) for k, v in args[:limit]]
+    if len(args) > limit:
+        more = len(args) - limit
+        rows.append(("", f"… and {more:,} more arg" + "s" * (more != 1)))
+    return rows
+
+
+def event_html(rows: list[tuple[str, str]], args: list[tuple[str, str]], muted: str = KEY_COLOR) -> str:
+    """An event's rows, then its args under a heading (the tooltip's and the details panel's text)."""
+    body = rows_to_html(rows)
+    if args:
+        body += f"<p style='color:{muted};margin-bottom:2px'><b>args</b></p>" + rows_to_html(args)
+    return body
+
+
+def event_tip(
+    trace: Trace, i: int, branch_names: list[str] | None = None, event_branch: np.ndarray | None = None
+) -> str:
+    """The hover tooltip of event `i`: what the details panel says of it (name, lane, start,
+    duration, shapes, branch), short: its first few args, each cut to one line."""
+    return event_html(describe_event(trace, i, branch_names, event_branch), arg_rows(trace, i, limit=4, width=60))
+
+
+def _short(v: Any, width: int) -> str:
+    text = v if isinstance(v, str) else repr(v)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+#: Where a long word may break across lines: after "::", "_", ",", "<", "(", "/", "." (a kernel's
+#: C++ signature, a path), so that a narrow panel wraps it instead of cutting it off.
+_BREAK_AFTER = re.compile(r"(::|[_,<(/.])(?=\S)")
+#: Words longer than this get break opportunities (shorter ones wrap as words).
+_LONG_WORD = 16
+
+
+def breakable(text: str) -> str:
+    """`text` with a zero-width space after the break points of each word longer than
+    `_LONG_WORD` characters: Qt's labels wrap only at spaces, and cut what does not fit."""
+    return " ".join(
+        _BREAK_AFTER.sub("\\1\u200b", word) if len(word) > _LONG_WORD else word for word in text.split(" ")
+    )
+
+
 def rows_to_html(rows: list[tuple[str, str]]) -> str:
+    """(field, value) rows as an HTML table; a long value wraps (`breakable`) rather than being cut."""
     cells = "".join(
-        f"<tr><td style='color:#5b6570;padding-right:8px'>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>"
+        f"<tr><td style='color:{KEY_COLOR};padding-right:8px'>{html.escape(k)}</td>"
+        f"<td>{html.escape(breakable(v))}</td></tr>"
         for k, v in rows
     )
     return f"<table cellspacing='0' cellpadding='1'>{cells}</table>"

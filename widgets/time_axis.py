@@ -424,13 +424,28 @@ class TimePanel(pg.GraphicsView):
         """What the view says at one instant (ns on the axis): the tooltip's text."""
         return ""
 
-    def on_hover(self, pos: QPoint) -> None:
+    def tip_at(self, pos: QPoint) -> str:
+        """The tooltip at a widget position: what `describe_at` says at its instant, over the plots."""
         if not GUTTER <= pos.x() < GUTTER + self.plot_width():
-            text = ""
-        else:
-            text = self.describe_at(self.t_of(pos.x()))
+            return ""
+        return self.describe_at(self.t_of(pos.x()))
+
+    def on_hover(self, pos: QPoint) -> None:
+        text = self.tip_at(pos)
         self.hover_text = text
         if text:
             QToolTip.showText(self.mapToGlobal(pos), text, self)
         else:
             QToolTip.hideText()
+
+    def viewportEvent(self, ev: QEvent) -> bool:  # noqa: N802 (Qt API)
+        # Qt's tooltip event, once the mouse rests, goes to the scene, which finds no item with a
+        # tooltip and hides the one shown on hover: the panel's own tooltip answers it instead.
+        if ev.type() == QEvent.Type.ToolTip:
+            text = self.tip_at(ev.pos())
+            if text:
+                QToolTip.showText(ev.globalPos(), text, self)
+            else:
+                QToolTip.hideText()
+            return True
+        return super().viewportEvent(ev)

@@ -9,9 +9,10 @@ change; `TimelinePainter` (`timeline_painter`) draws the layout marked as the st
 scene's items (`TimelineItem`: every event in one item, the lane labels, the scroll bar, the
 ruler) paint through it.
 
-Hover shows an event's details, click selects it (`eventSelected`), double-click zooms to it,
-Ctrl+F finds events by name and highlights them. The wheel zooms and a drag pans (the ViewBox's),
-W/S/A/D/0 as in every panel (`TimePanel`); Shift+wheel, or the wheel over the lane labels, scrolls
+Hover shows an event's details (a tooltip), click selects it (`eventSelected`), double-click zooms
+to it, F or Z zooms to the selected range or event (Perfetto's F), Ctrl+F finds events by name and
+highlights them. The wheel zooms and a drag pans (the ViewBox's), W/S/A/D/0 as in every panel
+(`TimePanel`); Shift+wheel, or the wheel over the lane labels, scrolls
 the lanes. Shift+drag selects a time range (shaded; `rangeSelected` in the trace's clock), Esc
 clears it. A click on a CPU group's title (or on its summary lane) folds or opens it.
 """
@@ -31,7 +32,7 @@ from branchscope.widgets.lod import TimelineLod
 from branchscope.widgets.theme import theme
 from branchscope.widgets.time_axis import GUTTER, RIGHT_MARGIN, TimeAxis, TimePanel, TimeViewBox
 from branchscope.widgets.timeline_find import FindBar
-from branchscope.widgets.timeline_input import TimelineInput
+from branchscope.widgets.timeline_input import NOTHING_SELECTED, TimelineInput
 from branchscope.widgets.timeline_items import GutterItem, Ruler, ScrollItem, TimelineItem
 from branchscope.widgets.timeline_layout import (
     GROUP_H,
@@ -60,8 +61,8 @@ from branchscope.widgets.units import format_duration
 
 __all__ = [
     "FLOW_COLOR", "GROUP_H", "LANE_PAD", "PEER_COLOR", "RANGE_EDGE", "RANGE_FILL", "ROW_H", "RULER_H",
-    "GroupHeader", "LaneRow", "Look", "TimelineItem", "TimelineView", "group_of",
-    "prepare_trace", "rank_titles",
+    "NOTHING_SELECTED", "GroupHeader", "LaneRow", "Look", "TimelineItem", "TimelineView", "group_of",
+    "prepare_trace", "rank_titles", "zoom_to_selection_in",
 ]  # fmt: skip
 
 
@@ -72,6 +73,18 @@ def _derive(trace: Trace, branches):
     slots = colors.branch_slots(trace, branches.names)
     keys = colors.event_color_keys(trace, np.asarray(branches.event_branch), slots)
     return branches, keys, TimelineLod(trace)
+
+
+def zoom_to_selection_in(page: QWidget) -> str:
+    """Zoom a timeline of `page` to its selection: the one with the keyboard focus, else the first
+    with a selected range, else the first with a selected event (the Compare page's timelines share
+    one axis, so all follow). Returns what happened, for the status bar."""
+    views = [v for v in page.findChildren(TimelineView) if v.isVisible()]
+    candidates = [v for v in views if v.hasFocus()]
+    candidates += [v for v in views if v.state.range is not None] + [v for v in views if v.selected >= 0]
+    if any(v.zoom_to_selection() for v in candidates):
+        return "Zoomed to the selection (0 shows everything again)"
+    return NOTHING_SELECTED
 
 
 def prepare_trace(trace: Trace) -> None:
@@ -212,8 +225,16 @@ class TimelineView(TimelineInput, TimePanel):
         self._axis_changed()
 
     def _axis_changed(self) -> None:
-        self.showing.set_html(f"showing {format_duration(self.axis.hi - self.axis.lo)}")
+        # Before the first trace the axis' span is a placeholder: no "showing 1 ns" over nothing.
+        span = format_duration(self.axis.hi - self.axis.lo)
+        self.showing.set_html(f"showing {span}" if self.has_data() else "")
         self.refresh()
+
+    def _data_changed(self) -> None:
+        """A trace (or none) is shown: the ruler's ticks and the span shown appear or go."""
+        self.ruler.picture = None
+        self.ruler.update()
+        self._axis_changed()
 
     def _state_changed(self, what: str) -> None:
         """The state changed: tell whoever listens, and repaint."""
@@ -275,7 +296,7 @@ class TimelineView(TimelineInput, TimePanel):
             self.lod = None
             self.lane_layout.set_trace(None)
             self.painter.set_trace(None, None, np.zeros(0, dtype=np.uint8), 0.0)
-            self.refresh()
+            self._data_changed()
             return
         self.lod = lod
         self.branch_names = list(branches.names)
@@ -291,7 +312,7 @@ class TimelineView(TimelineInput, TimePanel):
             else:
                 self.axis.reset()
         self._relayout()
-        self.refresh()
+        self._data_changed()
 
     def has_data(self) -> bool:
         return self.trace is not None and len(self.trace) > 0
@@ -463,6 +484,18 @@ class TimelineView(TimelineInput, TimePanel):
     def select_event(self, i: int) -> None:
         """Select event `i` (-1: none) with its flows, and emit `eventSelected`."""
         self.state.select(self.trace, i)
+
+    def zoom_to_selection(self) -> bool:
+        """Show the selected time range (Shift+drag) across the view, else the selected event
+        (as Perfetto's F does); False, and nothing changes, when nothing is selected."""
+        r = self.state.range
+        if r is not None:
+            self.axis.set_view(*r)
+            return True
+        if self.trace is not None and self.selected >= 0:
+            self.zoom_to_event(self.selected)
+            return True
+        return False
 
     def zoom_to_event(self, i: int) -> None:
         s = self.axis_time(self.trace.start_ns[i])

@@ -2,8 +2,9 @@
 
 A click on a CPU group's title (or on its summary lane) folds or opens it; a click on the scroll
 bar's track jumps there and a drag of its handle scrolls; Shift+drag selects a time range, Esc
-clears it (then the selected event); double-click zooms to an event; Shift+wheel, or the wheel over
-the lane labels, scrolls the lanes; hover shows an event's details, or a lane label's whole name.
+clears it (then the selected event), F or Z zooms to it (else to the selected event); double-click
+zooms to an event; Shift+wheel, or the wheel over the lane labels, scrolls the lanes; hover shows
+an event's details, or a lane label's whole name, as a tooltip.
 Everything else goes on to `TimePanel` (the wheel zooms, a drag pans, W/S/A/D/0).
 
 The mixin turns events into calls of the view's own methods and its `TimelineState`; it holds no
@@ -16,9 +17,14 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QToolTip
 
-from branchscope.widgets.event_info import describe_event, rows_to_html, rows_to_text
+from branchscope.widgets.event_info import describe_event, event_tip, rows_to_text
 from branchscope.widgets.time_axis import GUTTER
 from branchscope.widgets.timeline_painter import RULER_H, lane_area_height
+
+#: The keys that zoom to the selection: Perfetto's F, and Z.
+ZOOM_KEYS = (Qt.Key.Key_F, Qt.Key.Key_Z)
+#: What they say when nothing is selected (also the window's status line).
+NOTHING_SELECTED = "Nothing selected to zoom to: Shift+drag over the lanes selects a time range, a click an event"
 
 
 class TimelineInput:
@@ -100,6 +106,11 @@ class TimelineInput:
             self.open_find()
             event.accept()
             return
+        if event.key() in ZOOM_KEYS and not event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier:
+            if not self.zoom_to_selection():
+                QToolTip.showText(self.mapToGlobal(self.rect().center()), NOTHING_SELECTED, self)
+            event.accept()
+            return
         if event.key() == Qt.Key.Key_Escape and (self.state.range is not None or self.selected >= 0):
             # One thing at a time: the range first, then the selected event.
             if self.state.range is not None:
@@ -132,22 +143,25 @@ class TimelineInput:
             tip += f"; rows {lr.drawn}–{len(lr.rows)} drawn in one (folded to keep every lane in view)"
         return tip
 
+    def tip_at(self, pos: QPoint) -> str:
+        """The tooltip at a widget position: a lane label's whole name over the gutter, the facts
+        of the event under it (`event_info.event_tip`), else ""."""
+        return self.gutter_tip(pos) or self._event_tip(self.event_at(pos))
+
+    def _event_tip(self, i: int) -> str:
+        return event_tip(self.trace, i, self.branch_names, self.event_branch) if i >= 0 else ""
+
     def on_hover(self, pos: QPoint) -> None:
-        tip = self.gutter_tip(pos)
-        if tip:  # over the gutter: the lane's whole name
+        """Outline the event under the mouse and show its tooltip (over the gutter: the lane's name)."""
+        gutter = self.gutter_tip(pos)
+        i = -1 if gutter else self.event_at(pos)
+        if not gutter and i == self.state.hovered:
+            return
+        tip = gutter or self._event_tip(i)
+        self.hover_text = rows_to_text(describe_event(self.trace, i, self.branch_names, self.event_branch)) if i >= 0 else ""
+        if tip:
             QToolTip.showText(self.mapToGlobal(pos), tip, self)
-            self.hover_text = ""
-            self.state.hover(-1)
-            return
-        i = self.event_at(pos)
-        if i == self.state.hovered:
-            return
-        if i >= 0:
-            rows = describe_event(self.trace, i, self.branch_names, self.event_branch)
-            self.hover_text = rows_to_text(rows)
-            QToolTip.showText(self.mapToGlobal(pos), rows_to_html(rows), self)
         else:
-            self.hover_text = ""
             QToolTip.hideText()
         self.state.hover(i)
 

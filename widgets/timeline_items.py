@@ -96,6 +96,11 @@ class Ruler(TimeAxisItem):
         super().apply_theme(colors, font)
         self.setTickPen(pg.mkPen(colors.muted))
 
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802, N803 (pyqtgraph API)
+        if not self.view.has_data():  # before the first trace: no ticks over nothing ("0.2 ns")
+            return []
+        return super().tickValues(minVal, maxVal, size)
+
     def paint(self, p, opt, widget):
         rect = self.mapRectFromParent(self.geometry())
         p.fillRect(rect, self.view.painter.look.ruler_bg)

@@ -1,14 +1,17 @@
 """The timeline's text: what an event's block and a lane's label say in the room they have.
 
 A block shows the longest form of its name that fits (`label_forms`, `block_label`: a branch's
-chain shortened to its first module, an op without its namespaces; cut in the middle keeping the
-end, where sibling names differ, `elide_keeping_end`); a lane label or group title keeps what
+chain shortened to its first module, then to what tells it from its siblings (`sibling_prefix`:
+`3x3dbl_1`, not `b…1`), an op without its namespaces; cut in the middle keeping the end, where
+sibling names differ, `elide_keeping_end`); a lane label or group title keeps what
 tells it apart (`gutter_text`). `TimelinePainter` draws them; these only measure.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterable
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFontMetrics
@@ -19,11 +22,13 @@ from branchscope.profiling.trace.run_info import BRANCH_PREFIX, branch_name
 _LINK, _MORE = " → ", "…"
 
 
-def label_forms(name: str) -> list[str]:
+def label_forms(name: str, shared: str = "") -> list[str]:
     """The texts a block named `name` may be labelled with, longest first: the name (a branch's
-    links written "→", as the legend writes them); for a branch (`branch: a -> b -> c`) then without the common prefix (`a → b → c`), the chain's first
-    modules (`a → b → …`, `a → …`) and its first module alone (`a`), which is what tells sibling
-    branches apart (each begins with a module of its own); for an op (`aten::convolution`) then its
+    links written "→", as the legend writes them); for a branch (`branch: a -> b -> c`) then
+    without the common prefix (`a → b → c`), the chain's first modules (`a → b → …`, `a → …`) and
+    its first module alone (`a`), which is what tells sibling branches apart (each begins with a
+    module of its own), and last that module without the word its siblings share (`shared`,
+    `sibling_prefix`: `branch3x3dbl_1` → `3x3dbl_1`); for an op (`aten::convolution`) then its
     name without its namespaces (`convolution`)."""
     if not name.startswith(BRANCH_PREFIX):
         # an op without its namespaces ("aten::convolution" → "convolution"): "aten::…" tells none apart
@@ -36,7 +41,39 @@ def label_forms(name: str) -> list[str]:
     forms += [_LINK.join([*parts[:k], _MORE]) for k in range(len(parts) - 1, 0, -1)]
     if len(parts) > 1:
         forms.append(parts[0])
+    own = _without(parts[0], shared)
+    if own:
+        forms.append(own)
     return forms
+
+
+#: What may separate the word sibling branches share from what tells them apart.
+_SEPARATORS = "_.:- "
+
+
+def _without(module: str, shared: str) -> str:
+    """`module` without its leading `shared` word and the separators after it; "" when it does not
+    begin with it or nothing would be left."""
+    if not shared or not module.startswith(shared):
+        return ""
+    return module[len(shared) :].lstrip(_SEPARATORS)
+
+
+def sibling_prefix(names: Iterable[str]) -> str:
+    """The word the first modules of a trace's branches all begin with ("branch" for Inception's
+    `branch1x1`, `branch5x5_1`, `branch3x3dbl_1`, `branch_pool`), which a label may drop when the
+    whole module does not fit; "" with fewer than two branches or no such word. Only letters count
+    (`branch3x3_1` and `branch3x3dbl_1` share "branch", not "branch3x3": "1" would say nothing)."""
+    firsts = set()
+    for name in names:
+        if name.startswith(BRANCH_PREFIX):
+            parts = (branch_name(name) or "").split(_LINK)
+            if parts[0]:
+                firsts.add(parts[0])
+    if len(firsts) < 2:
+        return ""
+    word = re.match(r"[^\W\d_]*", os.path.commonprefix(sorted(firsts)))
+    return word.group(0) if word else ""
 
 
 def elide_keeping_end(text: str, room: int, fm: QFontMetrics) -> str:
@@ -60,11 +97,12 @@ def elide_keeping_end(text: str, room: int, fm: QFontMetrics) -> str:
     return cut(lo) if lo > 0 else ""
 
 
-def block_label(name: str, room: int, fm: QFontMetrics) -> str:
+def block_label(name: str, room: int, fm: QFontMetrics, shared: str = "") -> str:
     """What a block named `name` shows in `room` pixels: the longest of `label_forms` that fits; else
-    a branch's first module cut in the middle (`elide_keeping_end`), any other name's shortest
-    form cut at its right; "" when nothing readable fits."""
-    forms = label_forms(name)
+    a branch's shortest form (its own part of its first module) cut in the middle
+    (`elide_keeping_end`), any other name's shortest form cut at its right; "" when nothing
+    readable fits. `shared` is the word sibling branches share (`sibling_prefix`)."""
+    forms = label_forms(name, shared)
     for form in forms:
         if fm.horizontalAdvance(form) <= room:
             return form

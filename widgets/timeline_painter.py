@@ -31,7 +31,7 @@ from branchscope.widgets.charts import TimeAxisItem
 from branchscope.widgets.lod import Scratch, TimelineLod, pixel_spans, rasterize
 from branchscope.widgets.theme import Theme
 from branchscope.widgets.time_axis import GUTTER, TimePanel
-from branchscope.widgets.timeline_labels import block_label, gutter_text, label_forms
+from branchscope.widgets.timeline_labels import block_label, gutter_text, label_forms, sibling_prefix
 from branchscope.widgets.timeline_layout import NO_LABEL, TimelineLayout
 from branchscope.widgets.timeline_state import TimelineState
 from branchscope.widgets.units import time_ticks
@@ -141,6 +141,8 @@ class TimelinePainter:
         self.lod: TimelineLod | None = None
         self.keys = np.zeros(0, dtype=np.uint8)
         self.shift = 0.0
+        #: The word the trace's branches share, which a narrow block's label drops (`sibling_prefix`).
+        self.shared = ""
         #: Lane indices that had at least one pixel row on screen in the last paint; the arrows
         #: drawn in the last paint.
         self.painted_lanes: list[int] = []
@@ -167,6 +169,7 @@ class TimelinePainter:
 
     def set_trace(self, trace: Trace | None, lod: TimelineLod | None, keys: np.ndarray, shift: float) -> None:
         self.trace, self.lod, self.keys, self.shift = trace, lod, keys, shift
+        self.shared = "" if trace is None else sibling_prefix(trace.names)
         self._name_width.clear()
         self._elided.clear()
         if trace is None:
@@ -311,7 +314,7 @@ class TimelinePainter:
                     continue
                 text = self._elided.get((nid, bucket))
                 if text is None:
-                    text = block_label(names[nid], bucket, fm)
+                    text = block_label(names[nid], bucket, fm, self.shared)
                     self._elided[(nid, bucket)] = text
                 if not text:
                     continue

@@ -11,7 +11,7 @@ from PySide6.QtGui import QFont, QFontMetrics
 from branchscope.profiling.trace.model import Lane, build_trace
 from branchscope.widgets.time_axis import GUTTER
 from branchscope.widgets.timeline import TimelineView
-from branchscope.widgets.timeline_labels import block_label, elide_keeping_end, label_forms
+from branchscope.widgets.timeline_labels import block_label, elide_keeping_end, label_forms, sibling_prefix
 from tests.gui_helpers import show
 
 #: Two sibling branches of inception_v3's Mixed_7b as the trace labels them.
@@ -111,3 +111,62 @@ def test_sibling_branch_blocks_are_labelled_apart_on_screen(qtbot):
     # what the painter drew before: both names cut at their right, the same text
     room = (block_px - 6) // 8 * 8
     assert fm.elidedText(DBL, Qt.TextElideMode.ElideRight, room) == fm.elidedText(PLAIN, Qt.TextElideMode.ElideRight, room)
+
+
+# ---- what sibling branches share, dropped where the room is short (issue 35, item 12) ----------
+
+#: Inception's four branches as a run's trace names them.
+INCEPTION = ["branch: branch1x1", "branch: branch5x5_1 -> branch5x5_2",
+             "branch: branch3x3dbl_1 -> branch3x3dbl_2 -> branch3x3dbl_3", "branch: branch_pool"]  # fmt: skip
+
+
+def test_sibling_prefix_is_the_word_the_branches_share():
+    assert sibling_prefix([*INCEPTION, "aten::conv2d", "step 0"]) == "branch"
+    assert sibling_prefix([DBL, PLAIN]) == "branch"  # not "branch3x3": what is left must tell them apart
+    assert sibling_prefix(["branch: head0", "branch: head1"]) == "head"
+    assert sibling_prefix(["branch: branch1x1"]) == "" and sibling_prefix(["aten::mm", "aten::add"]) == ""
+    assert sibling_prefix(["branch: 1a", "branch: 1b"]) == ""
+    assert label_forms("branch: branch_pool", "branch") == ["branch: branch_pool", "branch_pool", "pool"]
+    assert label_forms(DBL, "branch")[-2:] == ["branch3x3dbl_1", "3x3dbl_1"]
+    assert label_forms("branch: branch", "branch") == ["branch: branch", "branch"]  # nothing would be left
+    assert label_forms("aten::convolution", "branch") == ["aten::convolution", "convolution"]
+
+
+def test_a_narrow_branch_block_shows_what_tells_it_apart_not_b_ellipsis_1(fm):
+    w = fm.horizontalAdvance
+    assert block_label("branch: branch1x1", w("1x1"), fm, "branch") == "1x1"  # was "b…1"
+    assert block_label("branch: branch1x1", w("1x1"), fm) == elide_keeping_end("branch1x1", w("1x1"), fm)
+    assert block_label(DBL, w("3x3dbl_1"), fm, "branch") == "3x3dbl_1"  # was "bra…dbl_1"
+    assert block_label("branch: branch_pool", w("pool"), fm, "branch") == "pool"
+    labels = {block_label(name, w("3x3dbl_1"), fm, "branch") for name in INCEPTION}
+    assert labels == {"1x1", "5x5_1", "3x3dbl_1", "pool"}
+
+
+@pytest.mark.parametrize("name", [*INCEPTION, DBL, "aten::max_pool2d_with_indices", "cudaLaunchKernel",
+                                  "autograd::engine::evaluate_function: ConvolutionBackward0"])  # fmt: skip
+def test_no_label_is_cut_below_12_characters_where_12_fit(fm, name):
+    w = fm.horizontalAdvance
+    shortest = label_forms(name, "branch")[-1]
+    for room in range(w("M" * 12), w(name) + 8, 3):
+        text = block_label(name, room, fm, "branch")
+        assert w(text) <= room and text, (room, text)
+        assert text in label_forms(name, "branch") or len(text) >= 12, (room, text)
+        assert len(text) >= min(12, len(shortest)), (room, text)
+
+
+def test_the_timeline_labels_inception_branches_by_what_tells_them_apart(qtbot):
+    lanes = [Lane(0, "cpu", 1, 11, "pool", "interop")]
+    starts = [0, 10_000, 20_000, 30_000, 1_000_000]  # and a moment long after, for the view to zoom in from
+    trace = build_trace(
+        path="inception", start_ns=np.array(starts), dur_ns=np.array([8_000] * 4 + [10]), lane=np.zeros(5),
+        name_id=np.arange(5), cat_id=np.zeros(5), names=[*INCEPTION, "later"], cats=["user_annotation"],
+        lanes=lanes,
+    )  # fmt: skip
+    view = show(qtbot, TimelineView(), 1200, 300)
+    view.set_trace(trace)
+    fm = view.painter.label_fm
+    block_px = fm.horizontalAdvance("3x3dbl_1") + 8 + 6  # room for the distinctive part, not "branch…"
+    view.set_time_range(0, round(8_000 * view.plot_width() / block_px))
+    view.grab()
+    drawn = sorted(text for _x, _y, text in view.painter.drawn_labels)
+    assert drawn == sorted(["1x1", "5x5_1", "3x3dbl_1", "pool"]), drawn
