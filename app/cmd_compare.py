@@ -3,7 +3,8 @@
 Each argument is a run folder (run.json + its trace) or a trace file. Prints one row per run (what
 it ran, its unprofiled step time and spread, the speedup against the baseline, parallelism, cores
 used, memory peaks) and the ops whose time differs most; `--json` prints the same for scripts;
-`--screenshot` draws the compare view offscreen instead (Qt is imported only then). When a sequential
+`--screenshot` draws the compare view offscreen instead (Qt is imported only then), at 1600x1000 or
+`--size WxH`, and says the size it wrote. When a sequential
 and a fork or threads run of the same thread count are among the runs, one line says which way of using the
 cores served the model better (`profiling/trace/advice.py`), or which run would tell; `--json`'s
 "advice" is that as an object (`records.AdviceRecord`: text, winner, reason, parts). A run starved of cores
@@ -22,6 +23,7 @@ import sys
 from pathlib import Path
 
 from branchscope.app.cli_text import bytes_text, fail
+from branchscope.app.screenshot_size import add_size_argument, parse_size, wrote_line
 from branchscope.profiling import TraceFormatError
 from branchscope.profiling.trace.advice import advice_record, from_summaries
 from branchscope.profiling.trace.compare import Comparison, LoadedRun, compare, load_run, vs_prediction
@@ -31,7 +33,6 @@ from branchscope.profiling.trace.records import to_builtins
 from branchscope.profiling.trace.step_stats import StepStats
 from branchscope.profiling.trace.sweep_records import AdviceRecord
 
-SCREENSHOT_SIZE = (1600, 1000)
 #: Ops listed in the table (`--json` lists them all).
 TOP_OPS = 15
 #: Under the parts' lines: what they are, and that they are not paired.
@@ -61,14 +62,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--screenshot",
         metavar="OUT.png",
         type=Path,
-        help="draw the compare view offscreen at 1600x1000, save it, and exit",
+        help="draw the compare view offscreen at 1600x1000 (or --size), save it, and exit",
     )
+    add_size_argument(p, "the compare view")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if len(args.runs) < 2:
         return fail("compare needs at least two runs (run folders or trace files)")
+    try:
+        size = parse_size(args.size)
+    except ValueError as exc:
+        return fail(exc)
     if args.baseline is not None and not 0 <= args.baseline < len(args.runs):
         return fail(
             f"--baseline {args.baseline} is not one of the {len(args.runs)} runs (0 to {len(args.runs) - 1})"
@@ -79,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     result = compare(loaded, args.baseline)
     if args.screenshot is not None:
-        return screenshot(loaded, result, args.screenshot)
+        return screenshot(loaded, result, args.screenshot, size)
     if args.json:
         advice = comparison_advice(result)
         json.dump({**result.to_json(), "advice": None if advice is None else to_builtins(advice)}, sys.stdout)
@@ -216,23 +222,27 @@ def format_table(c: Comparison) -> str:
 
 
 # ---- the picture -------------------------------------------------------------------------------
-def screenshot(loaded: list[LoadedRun], result: Comparison, out: Path) -> int:
-    """Draws the compare view offscreen at `SCREENSHOT_SIZE` into `out` (PNG)."""
+def screenshot(loaded: list[LoadedRun], result: Comparison, out: Path, size: tuple[int, int]) -> int:
+    """Draws the compare view offscreen at `size` into `out` (PNG)."""
     os.environ["QT_QPA_PLATFORM"] = "offscreen"
     from PySide6.QtWidgets import QApplication
 
+    from branchscope.app.screenshot_size import drop_offscreen_size_hint_warning
     from branchscope.widgets.compare_view import CompareView
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "branchscope"])
+    drop_offscreen_size_hint_warning()
     # A view failing while it paints reports through sys.excepthook: such a picture is not written.
     failures: list[str] = []
     previous_hook = sys.excepthook
     sys.excepthook = lambda kind, exc, _tb: failures.append(f"{kind.__name__}: {exc}")
     view = CompareView()
     try:
-        view.resize(*SCREENSHOT_SIZE)
+        view.resize(*size)
         view.set_runs([r.trace for r in loaded], result.runs, result.baseline, ops=result.ops)
         view.show()
+        app.processEvents()
+        view.resize(*size)  # the runs may have asked for more: the picture is the size asked
         app.processEvents()
         image = view.grab()
     except Exception as exc:
@@ -246,5 +256,5 @@ def screenshot(loaded: list[LoadedRun], result: Comparison, out: Path) -> int:
     if not image.save(str(out), "PNG"):
         print(f"error: could not write {out}", file=sys.stderr)
         return 1
-    print(f"wrote {out} ({SCREENSHOT_SIZE[0]}x{SCREENSHOT_SIZE[1]})")
+    print(wrote_line(out, (image.width(), image.height()), size))
     return 0

@@ -1,9 +1,9 @@
 """`branchscope` (the window) and `branchscope open TRACE...`; `--screenshot OUT.png` for pictures.
 
 Qt is imported only inside the handlers, so `branchscope inspect` and `branchscope profile` stay
-Qt-free. `--screenshot` draws the window offscreen at 1600x1000 (after the run, or after opening
-the traces), saves it and exits: for the docs, teaching material, and checking the GUI where
-there is no display.
+Qt-free. `--screenshot` draws the window offscreen at 1600x1000, or `--size WxH` (after the run, or
+after opening the traces), saves it and exits: for the docs, teaching material, and checking the
+GUI where there is no display. It says the size of the picture it wrote, which is the size asked.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from branchscope.app.pages import page_keys
+from branchscope.app.screenshot_size import add_size_argument, parse_size, wrote_line
 
-SCREENSHOT_SIZE = (1600, 1000)
 #: How long `--screenshot` waits for the run it draws.
 SCREENSHOT_RUN_TIMEOUT_S = 900
 
@@ -39,8 +39,17 @@ def add_window_arguments(parser: argparse.ArgumentParser) -> None:
         "--screenshot",
         metavar="OUT.png",
         type=Path,
-        help="draw the window offscreen at 1600x1000 once the first run is shown, save it, and exit",
+        help="draw the window offscreen at 1600x1000 (or --size) once the first run is shown, save it, and exit",
     )
+    add_size_argument(g, "the window")
+    add_presentation_argument(g)
+
+
+def add_presentation_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument(
+        "--presentation", action="store_true",
+        help="presentation size, for a class or a projector: text of at least 16 px (View → Presentation size)",
+    )  # fmt: skip
 
 
 def register(subparsers) -> None:
@@ -62,8 +71,10 @@ def register(subparsers) -> None:
         "--screenshot",
         metavar="OUT.png",
         type=Path,
-        help="draw the window offscreen at 1600x1000, save it, and exit",
+        help="draw the window offscreen at 1600x1000 (or --size), save it, and exit",
     )
+    add_size_argument(p, "the window")
+    add_presentation_argument(p)
     p.add_argument(
         "--tab", choices=TABS, help="the tab to show (default: the one that fits what was opened)"
     )
@@ -99,19 +110,35 @@ def _no_display(screenshot_hint: str) -> int:
     return 1
 
 
+def _bad_size(args: argparse.Namespace) -> str | None:
+    """Why `--size` cannot be drawn (None: it can, or it was not given)."""
+    try:
+        parse_size(getattr(args, "size", None))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def run_default(args: argparse.Namespace) -> int:
     """The window on a demo (inception, sequential unless told otherwise), or its screenshot."""
+    from branchscope.app.cli_text import fail
+
+    if (bad := _bad_size(args)) is not None:
+        return fail(bad)
     if not getattr(args, "screenshot", None) and not display_available():
         return _no_display("branchscope --screenshot window.png")
     return _run_window(args, traces=[])
 
 
 def run_open(args: argparse.Namespace) -> int:
+    from branchscope.app.cli_text import fail
+
+    if (bad := _bad_size(args)) is not None:
+        return fail(bad)
     if not args.screenshot and not display_available():
         return _no_display("branchscope open TRACE --screenshot window.png")
     # Refused before the window opens: missing paths, folders, and what is not a regular file
     # (a FIFO would block the open for ever, /dev/zero never ends).
-    from branchscope.app.cli_text import fail
     from branchscope.profiling import TraceFormatError
     from branchscope.profiling.trace.sources import open_source
 
@@ -144,6 +171,10 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
     from branchscope.app.pages.sweep_page import SweepPage
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
+    if screenshot is not None:
+        from branchscope.app.screenshot_size import drop_offscreen_size_hint_warning
+
+        drop_offscreen_size_hint_warning()
     # Python's cyclic collector runs in whichever thread allocates when it is due: in the trace
     # loader's thread it could destroy Qt objects of the GUI thread (cycles through pyqtgraph items
     # and their signal lambdas) while the GUI thread uses Qt. pyqtgraph's GarbageCollector turns the
@@ -157,6 +188,8 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
     # run started after the one asked for.
     window = MainWindow(kept_runs=screenshot is None)
     window.auto_baseline = screenshot is None
+    if getattr(args, "presentation", False):
+        window.menus.set_presentation(True, remember=False)  # this window's, not kept for the next
     # An error raised in a slot or while a view paints goes to a dialog (and, for --screenshot,
     # fails the picture) instead of a traceback the window would carry on behind.
     previous_hook = sys.excepthook
@@ -182,8 +215,9 @@ def _show_window(app, window, args: argparse.Namespace, traces: list[str], scree
     from branchscope.app.pages.run_page import RunPage
     from branchscope.profiling.run.modes import BASELINE_MODE
 
+    size = parse_size(getattr(args, "size", None))
     if screenshot is not None:
-        window.resize(*SCREENSHOT_SIZE)
+        window.resize(*size)
     window.show()
 
     if traces:
@@ -248,6 +282,9 @@ def _show_window(app, window, args: argparse.Namespace, traces: list[str], scree
     if screenshot is None:
         return app.exec()
     app.processEvents()
+    window.resize(*size)  # what was opened may have asked for more: the picture is the size asked
+    app.processEvents()
+    drawn = (window.width(), window.height())
     ok = window.failures.save_screenshot(screenshot)
     window.controller.shutdown()
     window.close()
@@ -257,5 +294,5 @@ def _show_window(app, window, args: argparse.Namespace, traces: list[str], scree
     if not ok:
         print(f"error: could not write {screenshot}", file=sys.stderr)
         return 1
-    print(f"wrote {screenshot} ({SCREENSHOT_SIZE[0]}x{SCREENSHOT_SIZE[1]})")
+    print(wrote_line(screenshot, drawn, size))
     return 0

@@ -78,6 +78,8 @@ AXIS_W = 54
 LABEL_W = GUTTER - AXIS_W
 #: Pixels below a band's 0.
 FOOT_PX = 6
+#: Pixels kept under a gutter label's last line.
+GUTTER_TEXT_FOOT = 4
 #: Pixels between two ticks of a value axis, at least.
 VALUE_TICK_PX = 28
 AXIS_LINE = LIGHT.axis_line
@@ -204,6 +206,12 @@ class GutterText(pg.GraphicsWidget):
         html = html.replace(LIGHT.text.name(), colors.text.name())
         self.text.setDefaultTextColor(colors.muted)
         self.text.setHtml(f"<div style='color:{colors.muted.name()}'>{html}</div>")
+        # The band is never shorter than its label: the legend's last line is not cut off.
+        self.setMinimumHeight(self.text_height())
+
+    def text_height(self) -> int:
+        """The height the label's lines take, wrapped to the gutter (its font's), with its margins."""
+        return int(self.text.pos().y() + self.text.boundingRect().height()) + GUTTER_TEXT_FOOT
 
     def apply_theme(self, colors: Theme, font: QFont) -> None:
         self.text.setFont(font)
@@ -369,6 +377,9 @@ class ChartPanel(TimePanel):
         #: The instant of the shown trace drawn at the axis' 0 (trace clock, ns).
         self.origin_ns = 0
         self.plots: list[pg.PlotItem] = []
+        #: The gutter labels of the bands shown, and the least height asked for (`hold_height`).
+        self.gutters: list[GutterText] = []
+        self._floor = 0
 
     # ---- bands ------------------------------------------------------------------------------
     def make_plot(self, left: ValueAxisItem, name: str) -> pg.PlotItem:
@@ -390,15 +401,34 @@ class ChartPanel(TimePanel):
         self.grid.clear()
         self.unlink_view_boxes()
         self.plots = []
+        self.gutters = [gutter for gutter, _plot in bands]
         for row, (gutter, plot) in enumerate(bands):
             self.grid.addItem(gutter, row, 0)
             self.grid.addItem(plot, row, 1)
             self.grid.addItem(Strip(), row, 2)
             self.link_view_box(plot.vb)
             self.plots.append(plot)
+        self.hold_height(self._floor)
         # Emptied, the layout shrank its widget to nothing: give it the view again.
         self.resizeEvent(None)
         self.refresh()
+
+    def labels_height(self) -> int:
+        """The height the bands' gutter labels take, one above the other."""
+        return sum(gutter.text_height() for gutter in self.gutters)
+
+    def hold_height(self, floor: int) -> None:
+        """The panel's minimum height: `floor`, or its bands' labels' where they need more (a
+        legend is never cut: a row of runs compared scrolls instead, `widgets/workspace.py`)."""
+        self._floor = floor
+        self.setMinimumHeight(max(floor, self.labels_height() if self.gutters else 0))
+
+    def apply_theme(self) -> None:
+        """As `TimePanel.apply_theme`; the labels' font changed their height, so the minimum follows."""
+        super().apply_theme()
+        labels = self.labels_height() if getattr(self, "gutters", None) else 0
+        if labels > self.minimumHeight():  # only raised: a subclass may have set more itself
+            self.setMinimumHeight(labels)
 
     def set_y_top(self, plot: pg.PlotItem, v_max: float, headroom_px: int = 12) -> None:
         """Y from 0 to `v_max`, with `headroom_px` pixels above it (labels of the lines there) and

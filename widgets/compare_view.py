@@ -66,6 +66,11 @@ PARTS_TIP = (
 #: fit the table's width they share it, none narrower than `MIN_SUMMARY_COLUMN` (then it scrolls).
 MAX_SUMMARY_COLUMN = 190
 MIN_SUMMARY_COLUMN = 90
+#: The row titles (the vertical header) take at most this share of the summary table's width, at
+#: least `MIN_ROW_TITLES` pixels: longer titles are elided (each says itself in its tooltip), so the
+#: runs' columns keep their room in a narrow window.
+ROW_TITLES_SHARE = 0.4
+MIN_ROW_TITLES = 120
 
 
 def fitted_widths(natural: Sequence[int], avail: int, least: int = MIN_SUMMARY_COLUMN) -> list[int]:
@@ -91,6 +96,8 @@ class FittedTable(QTableWidget):
         self._apply_widths()
 
     def _apply_widths(self) -> None:
+        self.verticalHeader().setMaximumWidth(max(MIN_ROW_TITLES, int(self.width() * ROW_TITLES_SHARE)))
+        self.updateGeometries()  # the viewport's width follows the row titles'
         for k, w in enumerate(fitted_widths(self.natural, self.viewport().width())):
             self.setColumnWidth(k, w)
         self.resizeRowsToContents()
@@ -166,6 +173,8 @@ class CompareView(QWidget):
         self.summary_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.summary_table.setWordWrap(True)
         self.summary_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        for header in (self.summary_table.horizontalHeader(), self.summary_table.verticalHeader()):
+            header.setTextElideMode(Qt.TextElideMode.ElideRight)  # cut with "…", whole in the tooltip
         self.ops_model = QStandardItemModel(self)
         self.ops_model.setSortRole(SORT_ROLE)
         self.ops_view = QTableView(self)
@@ -207,7 +216,7 @@ class CompareView(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.advice_label)
         lay.addWidget(self.parts_label)
-        lay.addWidget(self.splitter)
+        lay.addWidget(self.splitter, 1)  # the lines above keep their height; the runs take the rest
         self.summaries: list[RunSummary] = []
         self.baseline = 0
         self.ops: list[OpDiff] = []
@@ -310,10 +319,11 @@ class CompareView(QWidget):
         table.setColumnCount(len(self.summaries))
         table.setHorizontalHeaderLabels([self.column_title(k) for k in range(len(self.summaries))])
         table.setVerticalHeaderLabels([title for title, _ in rows])
+        for k in range(len(self.summaries)):
+            table.horizontalHeaderItem(k).setToolTip(f"{self.column_title(k)}: {self.summaries[k].label}")
         for r, (title, cells) in enumerate(rows):
-            table.verticalHeaderItem(r).setToolTip(
-                tips.get(title, "the highest total allocated on this device")
-            )
+            tip = tips.get(title, "the highest total allocated on this device")
+            table.verticalHeaderItem(r).setToolTip(f"{title}: {tip}")  # the title whole where it is elided
             for k, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setToolTip(self._cell_tip(title, k, text))

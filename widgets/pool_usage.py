@@ -284,7 +284,7 @@ class PoolUsageView(ChartPanel):
         self.warning.setParentItem(self.cpu_plot.vb)
         self.warning.setPos(6, 2)
         self.warning.setZValue(10)
-        self.setMinimumHeight(170)
+        self.hold_height(170)
         self._show()
 
     @staticmethod
@@ -411,10 +411,10 @@ class PoolUsageView(ChartPanel):
         A band with nothing to draw takes no room: a line in the other band's gutter says why."""
         if self.trace is not None and not self.has_data():
             self.set_bands([])
-            self.setMinimumHeight(EMPTY_HEIGHT)
+            self.hold_height(EMPTY_HEIGHT)
             return
         pool_has, cpu_has = self._bands_with_data()
-        self.setMinimumHeight(250 if self.gil_threads else 170 if pool_has and cpu_has else 90)
+        self.hold_height(250 if self.gil_threads else 170 if pool_has and cpu_has else 90)
         cap = int(self.occupancy.capacity) if self.occupancy is not None else 0
         self.pool_line.setVisible(cap > 0)
         self.pool_line.setValue(cap)

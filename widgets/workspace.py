@@ -16,6 +16,10 @@ Within a row the timeline gets the height its lanes need, the charts squeezed to
 first where the row is short (two runs compared); a chart with nothing to show keeps only room for
 its one line of explanation, and what is left goes to the charts that have data.
 
+The rows sit in a scroll area (`TraceWorkspace.scroll`): where the rows' needs (every lane of every
+run, each chart's labels) pass the height there is, each row gets its need and the rows scroll,
+rather than their minimum heights stacking up into the window's and growing it past the screen.
+
 A new panel is one file in `widgets/` plus one line in `PANELS`.
 """
 
@@ -26,7 +30,7 @@ from dataclasses import dataclass, replace
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from branchscope.profiling.trace.merge import RankSummary, rank_summaries
 from branchscope.profiling.trace.model import Trace
@@ -184,7 +188,7 @@ def row_need(kinds: Sequence[PanelKind], panels: Sequence[QWidget], total: int) 
     folds) beside its charts' least."""
     main = next(k for k, kind in enumerate(kinds) if kind.main)
     least = kinds[main].least
-    need = max(MIN_MAIN_HEIGHT, least(panels[main]) if least else kinds[main].wanted(panels[main], total))
+    need = max(MIN_MAIN_HEIGHT, _least(panels[main]), least(panels[main]) if least else kinds[main].wanted(panels[main], total))
     for k, kind in enumerate(kinds):
         if k != main:
             has = _has_data(panels[k])
@@ -298,6 +302,15 @@ class TraceRow(QWidget):
     def fit(self, total: int) -> None:
         self.splitter.setSizes(row_sizes(self.kinds, self.panels, total))
 
+    def title_height(self) -> int:
+        return self.title.sizeHint().height() if self.title.isVisibleTo(self) else 0
+
+    def need(self, total: int) -> int:
+        """The height the row wants among rows of about `total` pixels (`row_need`), with its title
+        and its splitter's handles."""
+        handles = self.splitter.handleWidth() * (len(self.panels) - 1)
+        return row_need(self.kinds, self.panels, total) + handles + self.title_height()
+
     def fold(self, on: bool) -> None:
         """Panels that can fold what they show to fit (the timeline's deep rows) do so, or not."""
         for kind, panel in zip(self.kinds, self.panels):
@@ -335,6 +348,12 @@ class TraceWorkspace(QWidget):
             "drag to share the height between the runs; double-click to share it by what their lanes need",
         )
         self.stack.fitRequested.connect(self._refit)
+        #: The rows scroll here where they need more height than the workspace has (runs compared).
+        self.scroll = QScrollArea(self)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(self.stack)
         #: With several ranks: a line saying how each does, so a slow or heavy rank stands out.
         self.rank_bar = RankSummaryBar(self)
         lay = QVBoxLayout(self)
@@ -346,7 +365,7 @@ class TraceWorkspace(QWidget):
         self.rank_overview = RankOverview(self)
         self.rank_overview.rankActivated.connect(self.reveal_rank)
         lay.addWidget(self.rank_overview)
-        lay.addWidget(self.stack)
+        lay.addWidget(self.scroll, 1)
         #: The rows, the first always there (it shows nothing before the first trace).
         self.rows: list[TraceRow] = []
         #: The rows were fitted while the workspace was hidden: fit them again when it is shown.
@@ -480,22 +499,25 @@ class TraceWorkspace(QWidget):
         for row in self.rows[n:]:
             row.hide()
         if not several:
+            self.stack.setMinimumHeight(0)
             row = self.rows[0]
             row.show()
             self.stack.refresh()  # the other rows hidden: the row's height first
             row.layout().activate()
             row.fit(sum(row.splitter.sizes()) or DEFAULT_ROW_HEIGHT)
             return
-        total = sum(self.stack.sizes()) or self.height() or DEFAULT_ROW_HEIGHT
+        total = self.scroll.viewport().height() or self.height() or DEFAULT_ROW_HEIGHT
         for row in self.rows[:n]:
             row.show()
-        # A row whose lanes need more (a fork run's pool threads) gets more of the height.
-        titles = [row.title.sizeHint().height() for row in self.rows[:n]]
-        needs = [row_need(row.kinds, row.panels, total // n) + t for row, t in zip(self.rows[:n], titles)]
-        shares = row_shares(needs, total)
+        # A row whose lanes need more (a fork run's pool threads) gets more of the height; where
+        # the rows need more than there is, each gets its need and the rows scroll.
+        needs = [row.need(total // n) for row in self.rows[:n]]
+        stacked = sum(needs) + self.stack.handleWidth() * (n - 1)
+        self.stack.setMinimumHeight(stacked if stacked > total else 0)
+        shares = needs if stacked > total else row_shares(needs, total)
         self.stack.setSizes(shares + [0] * (len(self.rows) - n))
-        for row, share, t in zip(self.rows[:n], shares, titles):
-            row.fit(max(1, share - t))
+        for row, share in zip(self.rows[:n], shares):
+            row.fit(max(1, share - row.title_height()))
 
     # ---- going back -------------------------------------------------------------------------
     def snapshot(self) -> WorkspaceState:

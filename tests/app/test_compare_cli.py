@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from branchscope.app import cmd_compare
+from branchscope.app.screenshot_size import DEFAULT_SIZE
 from tests.builders.runs import write_small_trace, write_sweep_folder, write_timed_run
 from tests.paths import ROOT
 
@@ -250,5 +251,5 @@ def test_screenshot_of_the_compare_view(runs, tmp_path):
     out = tmp_path / "compare.png"
     proc = branchscope("compare", str(runs["sequential"]), str(runs["fork"]), "--screenshot", str(out))
     assert proc.returncode == 0, proc.stderr
-    assert _png_size(out) == cmd_compare.SCREENSHOT_SIZE
+    assert _png_size(out) == DEFAULT_SIZE
     assert f"wrote {out}" in proc.stdout
