@@ -16,6 +16,7 @@ import sys
 from branchscope.app.cli_text import bytes_text, fail
 from branchscope.profiling import TraceFormatError
 from branchscope.profiling.trace.memory import MemoryAnalysis, analyze_memory, missed_frees_line
+from branchscope.profiling.trace.memory_source import recorded_by, why_none
 from branchscope.profiling.trace.ranks import figures_json, rank_figures
 from branchscope.profiling.trace.sources import open_job
 
@@ -51,7 +52,10 @@ def _count(text: str) -> int:
 def format_table(analysis: MemoryAnalysis, title: str, top: int) -> str:
     lines = [title]
     if not analysis.devices:
-        return "\n".join([*lines, "  no memory events (profile with profile_memory=True, or open a snapshot)"])
+        return "\n".join([*lines, f"  {why_none(analysis.trace)}"])
+    source = recorded_by(analysis.trace)
+    if source:
+        lines.append(f"  memory: {source}")
     main = analysis.main_device()
     if main is not None and len(analysis.devices) > 1:
         lines.append(f"  largest peak: {main.label}, {bytes_text(main.peak_bytes)}")

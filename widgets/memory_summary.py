@@ -41,6 +41,7 @@ from branchscope.profiling.trace.memory import (
     device_type_of,
     missed_frees_line,
 )
+from branchscope.profiling.trace.memory_source import recorded_by, why_none
 from branchscope.widgets.charts import BytesAxisItem, style_axis
 from branchscope.widgets.memory_view import DEVICE_COLORS, device_order
 from branchscope.widgets.theme import Theme, theme
@@ -73,7 +74,7 @@ def headline(analysis: MemoryAnalysis) -> str:
     kind of the largest peak first), then what the profiler missed."""
     main = analysis.main_device()
     if main is None:
-        return "no memory events in this trace"
+        return why_none(analysis.trace)
     kind = _kind_name(device_type_of(main.device))
     capacity = f" of {format_bytes(main.capacity_bytes)}" if main.capacity_bytes else ""
     name = main.label if main.plain_device == "cpu" else f"{kind} {main.label}"
@@ -200,11 +201,12 @@ class MemorySummary(QWidget):
             self._add_plot(col, kind, self.kinds[kind])
             self.chart.ci.layout.setColumnStretchFactor(col, max(1, len(self.kinds[kind])))
         if analysis is None or not devices:
-            self.words.setText("no memory events in this trace" if analysis is not None else "")
+            self.words.setText(why_none(analysis.trace) if analysis is not None else "")
             self.device = None
             self._fill_table()
             return
-        self.words.setText(headline(analysis))
+        source = recorded_by(analysis.trace)
+        self.words.setText(headline(analysis) + (f" Memory: {source}." if source else ""))
         self.apply_theme()
         self.set_device(self.default_device())
 

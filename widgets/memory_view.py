@@ -27,6 +27,7 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QWidget
 
+from branchscope.profiling.trace.memory_source import why_none
 from branchscope.profiling.trace.model import MemorySeries, Trace
 from branchscope.widgets.charts import (
     BytesAxisItem,
@@ -298,6 +299,7 @@ class MemoryView(ChartPanel):
         self._shift = 0.0
         self.empty_gutter = GutterText(html="<b style='color:#1f2933'>memory</b>")
         self.empty_plot = self.make_plot(BytesAxisItem(), "memory")
+        self.empty_plot.getAxis("left").setTicks([[], []])  # no trace yet: no values to tick ("0.8 B")
         self.axis.changed.connect(self._place_labels)
         self.setMinimumHeight(80)
         self.set_bands([(self.empty_gutter, self.empty_plot)])
@@ -371,7 +373,7 @@ class MemoryView(ChartPanel):
 
     @property
     def no_data_text(self) -> str:
-        return "no memory events in this trace (profile with profile_memory=True to see them)"
+        return why_none(self.trace) if self.trace is not None else "no trace shown"
 
     def wanted_height(self) -> int:
         """The height the bands ask for: a full band per device of the largest kind, thinner ones

@@ -261,6 +261,19 @@ class BranchPool:
         for w in self._workers:
             w.times = ThreadTimes(w.times.tid)
 
+    def on_each_thread(self, fn: Callable[[], Any]) -> list[Any]:
+        """`fn()` called once on every pool thread (what must run on the thread itself, such as
+        turning a thread-local recorder on or off), their values in no set order. Each thread
+        takes one of `size` tasks and waits at a barrier until all have one, so none takes two;
+        the pool must be idle (no task queued or running)."""
+        barrier = threading.Barrier(self.size)
+
+        def once() -> Any:
+            barrier.wait()
+            return fn()
+
+        return [task.result() for task in [self.submit(once) for _ in range(self.size)]]
+
     def shutdown(self) -> None:
         """Stops the threads once the tasks submitted before have run."""
         for _ in self._threads:

@@ -18,6 +18,7 @@ from branchscope.profiling.run.cpu_sampler import settle_interop_pool
 from branchscope.profiling.run.model_setup import Model, RankInfo, Started
 from branchscope.profiling.run.protocol import step_label
 from branchscope.profiling.run.steady import CAP_SECONDS, CAP_STEPS, Warmup, warm_up
+from branchscope.profiling.run.thread_memory import ThreadMemory, for_run
 from branchscope.profiling.trace.events import PhaseEvent, ProgressEvent
 from branchscope.profiling.trace.prediction import StepSamples
 from branchscope.profiling.trace.records import BranchThreadRecord
@@ -106,19 +107,23 @@ def profiler_threads(torch: Any, mode: Any) -> dict[str, Any]:
 @dataclass
 class Profiled:
     """What the "profile" phase gave: the profiler (to export its trace), each step's time (ms),
-    whether the GIL was on, and threads mode's pool threads' own measures (None: no such pool, or
-    no GIL to wait for)."""
+    whether the GIL was on, threads mode's pool threads' own measures (None: no such pool, or
+    no GIL to wait for), and where the profiler records no memory, what recorded it
+    (`thread_memory`: None where the profiler did) and run.json's `memory_source`."""
 
     prof: Any
     steps_ms: list[float]
     gil: bool
     branch_threads: list[BranchThreadRecord] | None
+    memory: ThreadMemory | None = None
+    memory_source: str | None = None
 
 
 def profile(args: argparse.Namespace, proto: Any, started: Started, model: Model, plan: Any) -> Profiled:
     """The "profile" phase: --steps steps inside the profiler, each inside `record_function("step
     N")`, every thread profiled where the mode asks (`profiler_threads`), threads mode's pool
-    measuring its branches; `proto` hears "profile" once the profiler has started, and each step."""
+    measuring its branches, memory recorded per thread where the profiler records none
+    (`thread_memory`); `proto` hears "profile" once the profiler has started, and each step."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     torch, mode, pool, census = model.torch, started.mode, started.pool, started.census
@@ -133,6 +138,9 @@ def profile(args: argparse.Namespace, proto: Any, started: Started, model: Model
         census.note("other")  # the profiler's own threads
         proto.emit(PhaseEvent(phase="profile"))  # after the profiler's (slow) start
         proto.wait_until_sampled()  # a rank of a distributed run: until the runner samples its threads
+        memory, memory_source = for_run(torch, mode, pool)
+        if memory is not None:
+            memory.on_pool(pool, "start")
         for i in range(1, args.steps + 1):
             t0 = time.perf_counter()
             with record_function(step_label(i)):
@@ -149,12 +157,14 @@ def profile(args: argparse.Namespace, proto: Any, started: Started, model: Model
         # closed its profiler ranges). Stopping the profiler then races with that thread: seen
         # here as heap corruption (glibc malloc abort) and garbage bytes in the exported trace.
         settle_interop_pool()
+        if memory is not None:
+            memory.on_pool(pool, "stop")
     census.note(main_named_are_intra=not model.is_cuda)
     if pool is not None:
         pool.measuring = False
     gil = gil_enabled()
     threads = [_thread_record(t) for t in pool.times()] if pool is not None and gil else None
-    return Profiled(prof, steps_ms, gil, threads)
+    return Profiled(prof, steps_ms, gil, threads, memory, memory_source)
 
 
 def _thread_record(t: Any) -> BranchThreadRecord:

@@ -77,6 +77,13 @@ def name_threads(trace: dict[str, Any], names: dict[int, str]) -> None:
     trace["traceEvents"] = kept
 
 
+def add_thread_memory(trace: dict[str, Any], memory: Any) -> None:
+    """The memory events `thread_memory.ThreadMemory` recorded (where the profiler records none)
+    added to the trace's events, on its clock."""
+    if memory is not None:
+        trace.setdefault("traceEvents", []).extend(memory.trace_events(trace.get("baseTimeNanoseconds"), os.getpid()))
+
+
 def trace_clock(trace: dict[str, Any]) -> dict[str, Any]:
     """What the runner needs to put CPU samples on the trace's clock without parsing the trace again."""
     lo, hi = float("inf"), float("-inf")
@@ -181,6 +188,7 @@ def export(run: RunSoFar, phases: Phases) -> RunRecord:
     census.note("other")
     threads = {**census.names, **read_thread_names()}
     name_threads(trace, threads)
+    add_thread_memory(trace, run.steps.profiled.memory)
     interop = census.interop_tids if census.names else pool_tids_from_trace(trace)  # no /proc here: no census
     branches = made.analysis.to_json()
     prediction = None
@@ -277,6 +285,7 @@ def run_record(run: RunSoFar, facts: Facts, phases: Phases) -> RunRecord:
         trace="trace.json.gz",
         trace_clock=TraceClock(**facts.clock),
         train_step=loaded.train_step is not None,
+        memory_source=steps.profiled.memory_source,
         **ranked,
         complete=True,
     )

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from branchscope.profiling.trace.memory_source import recorded_by, why_none
 from branchscope.profiling.trace.model import MemorySeries, Trace
 
 #: `where` of an allocation no op encloses (or, in a snapshot, with no frames).
@@ -481,6 +482,8 @@ class MemoryAnalysis:
         main = self.main_device()
         return {
             "main": None if main is None else {"device": main.plain_device, "rank": main.rank},
+            "source": recorded_by(self.trace),
+            "why_none": None if self.devices else why_none(self.trace),
             "devices": [
                 {
                     "device": d.plain_device,

@@ -530,6 +530,10 @@ class RunRecord(msgspec.Struct, kw_only=True):
     trace: str | None = None
     trace_clock: TraceClock | None = None
     train_step: bool | None = None
+    #: What recorded the trace's memory events where torch.profiler records none (it profiled every
+    #: thread: `profiling/run/thread_memory.py`), or why there are none, in a line; None: the
+    #: profiler's own (or a run from before).
+    memory_source: str | None = None
     rank: int | None = None
     local_rank: int | None = None
     world_size: int | None = None

@@ -91,6 +91,8 @@ class RunInfo(msgspec.Struct, kw_only=True, frozen=True):
     backend: str | None = None
     #: Its mode's traits (`mode_traits.ModeTraits`), as run.json's; None in traces of before them.
     mode_traits: ModeTraits | None = None
+    #: What recorded the memory events, or why there are none (run.json's; None: torch.profiler's own).
+    memory_source: str | None = None
 
     @classmethod
     def parse(cls, obj: Any) -> RunInfo | None:

@@ -192,3 +192,27 @@ def test_a_job_of_many_devices_draws_its_heaviest_and_says_so(qtbot):
     assert "heaviest of" not in view._bands[1].gutter.html
     few = _view(qtbot, _trace([_series(f"cuda:{k}", (k + 1) * MiB) for k in range(3)]))
     assert len(few.series) == 3 and "heaviest of" not in few._bands[0].gutter.html
+
+
+def test_the_empty_chart_before_any_trace_ticks_no_values(qtbot) -> None:
+    from PySide6.QtGui import QImage, QPainter
+
+    view = _view(qtbot, None)
+    image = QImage(10, 10, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        specs = view.plots[0].getAxis("left").generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    assert specs is not None and specs[2] == []  # no tick text: no "0.8 B" on an axis of nothing
+
+
+def test_a_trace_without_memory_says_why_from_what_it_says_of_itself(qtbot, tmp_path) -> None:
+    from branchscope.profiling.trace.memory_source import NONE_RECORDED, WITHOUT_PROFILE_MEMORY
+    from tests.builders.memory import op, write_trace
+
+    for top, words in (({"profile_memory": 1}, NONE_RECORDED), ({"profile_memory": 0}, WITHOUT_PROFILE_MEMORY)):
+        trace = load_trace(write_trace(tmp_path / "t.json", [op("a", 1, 0, 10)], **top))
+        view = _view(qtbot, trace)
+        assert not view.has_data() and view.no_data_text == words
+    assert "profile with profile_memory=True" not in NONE_RECORDED  # profiled with it: never told to
