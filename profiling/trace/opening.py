@@ -45,7 +45,7 @@ def gather(sources: Sequence[Source], progress: ProgressCallback | None = None) 
     jobs = [[lone[i] for i in g] for g in large_jobs([sources[k].traces[0] for k in lone], progress=progress)]
     jobs = [g for g in jobs if len(g) > ALL_RANKS_UP_TO]
     taken = {k for g in jobs for k in g}
-    gathered = [((k,), s) for k, s in enumerate(sources) if k not in taken]
+    gathered: list[tuple[tuple[int, ...], Source]] = [((k,), s) for k, s in enumerate(sources) if k not in taken]
     gathered += [(tuple(g), job_source([sources[k].traces[0] for k in g])) for g in jobs]
     return sorted(gathered, key=lambda item: item[0][0])
 
