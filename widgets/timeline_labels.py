@@ -2,9 +2,10 @@
 
 A block shows the longest form of its name that fits (`label_forms`, `block_label`: a branch's
 chain shortened to its first module, then to what tells it from its siblings (`sibling_prefix`:
-`3x3dbl_1`, not `b…1`), an op without its namespaces; cut in the middle keeping the end, where
-sibling names differ, `elide_keeping_end`); a lane label or group title keeps what
-tells it apart (`gutter_text`). `TimelinePainter` draws them; these only measure.
+`3x3dbl_1`, not `b…1`), an op or a kernel without its namespaces, templates and arguments
+(`bare_function`); cut in the middle keeping the end, where sibling names differ,
+`elide_keeping_end`); a lane label or group title keeps what tells it apart (`gutter_text`).
+`TimelinePainter` draws them; these only measure.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ def label_forms(name: str, shared: str = "") -> list[str]:
     without the common prefix (`a → b → c`), the chain's first modules (`a → b → …`, `a → …`) and
     its first module alone (`a`), which is what tells sibling branches apart (each begins with a
     module of its own), and last that module without the word its siblings share (`shared`,
-    `sibling_prefix`: `branch3x3dbl_1` → `3x3dbl_1`); for an op (`aten::convolution`) then its
-    name without its namespaces (`convolution`)."""
+    `sibling_prefix`: `branch3x3dbl_1` → `3x3dbl_1`); for an op or a kernel
+    (`aten::convolution`) then its `bare_function` name (`convolution`)."""
     if not name.startswith(BRANCH_PREFIX):
         # an op without its namespaces ("aten::convolution" → "convolution"): "aten::…" tells none apart
-        _space, sep, op = name.rpartition("::")
-        return [name, op] if sep and op.strip() and " " not in _space else [name]
+        bare = bare_function(name)
+        return [name, bare] if bare and bare != name else [name]
     parts = [part for part in (branch_name(name) or "").split(_LINK) if part]  # its name, unescaped
     if not parts:
         return [name]
@@ -45,6 +46,28 @@ def label_forms(name: str, shared: str = "") -> list[str]:
     if own:
         forms.append(own)
     return forms
+
+
+def bare_function(name: str) -> str:
+    """An op's or a kernel's name as a block can say it: without a return type, namespaces,
+    template and argument lists (`void at::native::vectorized_elementwise_kernel<4, …>(int, …)` →
+    `vectorized_elementwise_kernel`, `aten::convolution` → `convolution`, `Memcpy HtoD (Pageable
+    -> Device)` → `Memcpy HtoD`); "" when nothing is left. Namespaces stay where a space comes
+    before them (`a b::c`: not a qualified name)."""
+    text = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    depth, kept = 0, []
+    for ch in text:
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            if ch == "(":  # the argument list
+                break
+            kept.append(ch)
+    qualified = "".join(kept).strip()
+    space, sep, last = qualified.rpartition("::")
+    return last.strip() if sep and last.strip() and " " not in space else qualified
 
 
 #: What may separate the word sibling branches share from what tells them apart.

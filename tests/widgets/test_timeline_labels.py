@@ -11,7 +11,13 @@ from PySide6.QtGui import QFont, QFontMetrics
 from branchscope.profiling.trace.model import Lane, build_trace
 from branchscope.widgets.time_axis import GUTTER
 from branchscope.widgets.timeline import TimelineView
-from branchscope.widgets.timeline_labels import block_label, elide_keeping_end, label_forms, sibling_prefix
+from branchscope.widgets.timeline_labels import (
+    bare_function,
+    block_label,
+    elide_keeping_end,
+    label_forms,
+    sibling_prefix,
+)
 from tests.gui_helpers import show
 
 #: Two sibling branches of inception_v3's Mixed_7b as the trace labels them.
@@ -170,3 +176,20 @@ def test_the_timeline_labels_inception_branches_by_what_tells_them_apart(qtbot):
     view.grab()
     drawn = sorted(text for _x, _y, text in view.painter.drawn_labels)
     assert drawn == sorted(["1x1", "5x5_1", "3x3dbl_1", "pool"]), drawn
+
+
+def test_a_kernel_block_says_its_function_not_void_at_native(fm):
+    kernel = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+              "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)")  # fmt: skip
+    assert label_forms(kernel) == [kernel, "vectorized_elementwise_kernel"]
+    assert bare_function("void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, 2>(float*)") == (
+        "CatArrayBatchedCopy"
+    )
+    assert bare_function("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long)") == (
+        "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"
+    )
+    assert bare_function("Memcpy HtoD (Pageable -> Device)") == "Memcpy HtoD"
+    assert bare_function("<forked function>") == "" and label_forms("<forked function>") == ["<forked function>"]
+    w = fm.horizontalAdvance
+    assert block_label(kernel, w("vectorized_elementwise_kernel"), fm) == "vectorized_elementwise_kernel"
+    assert block_label(kernel, w("vectorized_ele…"), fm).startswith("vectorized_el")  # was "void at::n…"

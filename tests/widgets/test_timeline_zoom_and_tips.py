@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
-from PySide6.QtGui import QFont, QFontMetrics, QHelpEvent, QMouseEvent, QTextDocument, QTextOption
+from PySide6.QtGui import QFont, QHelpEvent, QMouseEvent, QTextDocument, QTextOption
 from PySide6.QtWidgets import QApplication, QToolTip
 
 from branchscope.profiling import load_trace
