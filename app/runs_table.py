@@ -1,14 +1,16 @@
 """The runs list: a Qt table model over `app.runs.Runs`, and the view the window shows it in.
 
-Columns: #, run (model and mode, "machine busy" when other processes took more than about a fifth
-of the cores while it timed its steps; its tooltip the spec, the trace path and the load), threads
-(inter-op × intra-op, or "file"), speedup against the model's baseline ("baseline" on that row,
-which is bold; "within noise" where the two runs' interquartile ranges overlap, "machine busy"
-where either ran beside other work; a fork or threads run M I×J whose sequential 1×J and M 1×J
-runs are listed says its speedup's parts short, "1.67× (1.65× plan × 1.01× threads)", and whole in
-the cell's tooltip), median step (unprofiled, with its interquartile range and step count). The speedup header names the baseline ("speedup vs #3 sequential 1×1", or "no
-baseline this session"), each cell's tooltip names its own and when it ran, and a change that
-moves other runs' baseline is said once (`baselineMoved`, which the window shows in its status bar).
+Columns: #, run (the model; a warning mark when other processes took more than about a fifth of
+the cores while it timed its steps, "machine busy" and the load in its tooltip, with the spec and
+the trace path), mode (the mode and inter-op × intra-op threads, "fork 2×1", "threads 2×1",
+"sequential 1×1": rows of one model differ there, never cut; "file" for a trace that does not say),
+speedup against the model's baseline ("baseline" on that row, which is bold; the number alone,
+greyed where the two runs' interquartile ranges overlap: its notes, within noise, machine busy and
+a fork or threads run's parts, are in the cell's tooltip), median step (unprofiled, with its
+interquartile range and step count). The speedup header names the baseline ("speedup vs #3
+sequential 1×1", or "no baseline this session"), each cell's tooltip names its own and when it
+ran, and a change that moves other runs' baseline is said once (`baselineMoved`, which the window
+shows in its status bar).
 
 The view selects several rows (extended selection): one row chosen is `rowChosen(k)`, as before;
 "Compare selected" (context menu, or `compare_selected()`) is `compareRequested(rows)`. Its context
@@ -35,6 +37,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QAction, QContextMenuEvent, QFont, QHelpEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
     QHeaderView,
     QMenu,
     QStyle,
@@ -45,17 +48,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from branchscope.app.run_entry import Entry
 from branchscope.app.runs import Runs
 from branchscope.app.runs_words import load_words
 from branchscope.profiling.trace.step_stats import StepStats
+from branchscope.widgets.theme import theme
 
-COLUMNS = ["#", "run", "threads", "speedup", "median step"]
-NAME, SPEEDUP, STEP = 1, 3, 4
+COLUMNS = ["#", "run", "mode", "speedup", "median step"]
+NAME, MODE, SPEEDUP, STEP = 1, 2, 3, 4
 #: Columns whose cells, when cut, show their value and "(…)" for the notes in parentheses.
 SHORTENED = (SPEEDUP, STEP)
 #: The run column keeps room for this many characters (of the view's font, on average) before the
 #: speedup and the median step get more than their short form.
-NAME_CHARS = 16
+NAME_CHARS = 12
 #: A header longer than this many characters may be cut after its first word.
 SHORT_HEADER = 8
 SPEEDUP_RULE = (
@@ -64,7 +69,7 @@ SPEEDUP_RULE = (
     "(right-click a row: a run from an earlier session counts only when you set it)"
 )
 HEADER_TIPS = {
-    2: "inter-op × intra-op threads",
+    MODE: "the mode, then its inter-op × intra-op threads",
     SPEEDUP: SPEEDUP_RULE,
     STEP: "median step timed without the profiler, with its interquartile range (half the steps fall in it)",
 }
@@ -72,7 +77,7 @@ RIGHT_ALIGNED = (0, 3, 4)
 VIEW_TIP = f"speedup: {SPEEDUP_RULE}"
 NOISE_TIP = (
     "within noise: the two runs' interquartile ranges overlap, so the difference of their medians "
-    "is smaller than their step-to-step variation"
+    "is smaller than their step-to-step variation (the speedup is greyed)"
 )
 
 BUSY_TIP = (
@@ -102,6 +107,12 @@ def short_text(text: str, col: int = SPEEDUP) -> str:
     "1.03× (…)"), a median step's spread and count are only in the tooltip ("40.0 ms")."""
     head, sep, _notes = text.partition(" (")
     return head if not sep else f"{head} (…)" if col == SPEEDUP else head
+
+
+def mode_text(e: Entry) -> str:
+    """The mode column's cell: "fork 2×1", "sequential 1×1"; "file" when neither is known."""
+    threads = f"{e.threads[0]}×{e.threads[1]}" if e.threads else ""
+    return " ".join(x for x in (e.mode, threads) if x) or "file"
 
 
 def step_text(stats: StepStats) -> str:
@@ -170,6 +181,10 @@ class RunsTableModel(QAbstractTableModel):
             font = QFont()
             font.setBold(True)
             return font
+        if role == Qt.ItemDataRole.DecorationRole and col == NAME and self.runs[k].busy:
+            return QApplication.style().standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning)
+        if role == Qt.ItemDataRole.ForegroundRole and col == SPEEDUP and self.runs.within_noise(k):
+            return theme().muted
         if role == Qt.ItemDataRole.TextAlignmentRole and col in RIGHT_ALIGNED:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -179,27 +194,26 @@ class RunsTableModel(QAbstractTableModel):
         e = self.runs[k]
         if col == 0:
             return str(k + 1)
-        if col == 1:
-            text = e.label if e.mode is None else f"{e.label} · {e.mode}"
-            return text + (" · machine busy" if e.busy else "")
-        if col == 2:
-            return "file" if e.threads is None else f"{e.threads[0]}×{e.threads[1]}"
+        if col == NAME:
+            return e.label
+        if col == MODE:
+            return mode_text(e)
         if col == STEP:
             if e.stats is not None:
                 return step_text(e.stats)
             m = e.median_ms
             return f"{ms(m)} ms profiled" if m is not None else "–"
-        if col == SPEEDUP:
-            return self.runs.speedup_text(k)
+        if col == SPEEDUP:  # the number; its notes are in its tooltip
+            return self.runs.speedup_text(k).partition(" (")[0]
         return ""
 
     def tooltip(self, k: int, col: int) -> str | None:
         e = self.runs[k]
-        if col == 1:
+        if col in (NAME, MODE):
             tip = str(e.trace_path) if e.spec is None else f"{e.label}, {e.spec.mode}, {e.spec.options.steps} steps\n{e.trace_path}"
             if e.run is not None and e.run.load is not None:
                 tip += "\n" + e.run.load.text()
-            return tip
+            return f"machine busy while it timed its steps: times not comparable with a quiet run's\n{tip}" if e.busy else tip
         if col == STEP:
             if e.stats is not None:
                 s = e.stats
@@ -336,14 +350,16 @@ class RunsView(QTreeView):
         self.initViewItemOption(option)
         QStyledItemDelegate.initStyleOption(self.itemDelegate(), option, index)
         margin = self.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, self) + 1
-        return option.fontMetrics.horizontalAdvance(text) + 2 * margin + 4  # + what eliding rounds
+        mark = 0  # a row's mark (machine busy) beside its text
+        if option.features & QStyleOptionViewItem.ViewItemFeature.HasDecoration:
+            mark = option.decorationSize.width() + 2 * margin
+        return option.fontMetrics.horizontalAdvance(text) + 2 * margin + 4 + mark  # + what eliding rounds
 
-    def _chars_width(self, index: QModelIndex, n: int) -> int:
-        """The width a cell needs to show n characters of average width, margins included."""
-        option = QStyleOptionViewItem()
-        self.initViewItemOption(option)
-        QStyledItemDelegate.initStyleOption(self.itemDelegate(), option, index)
-        return self._cell_width(index, "") + option.fontMetrics.averageCharWidth() * n
+    def _name_width(self, index: QModelIndex, n: int) -> int:
+        """The width a name's cell needs to show n characters of it, cut in the middle as the view
+        cuts it ("incept…models"), its mark and margins included."""
+        text = index.data() or ""
+        return self._cell_width(index, text if len(text) <= n else f"{text[: (n + 1) // 2]}…{text[-(n // 2):]}") + 2
 
     def _header_width(self, text: str) -> int:
         margin = self.style().pixelMetric(QStyle.PixelMetric.PM_HeaderMargin, None, self.header())
@@ -351,7 +367,7 @@ class RunsView(QTreeView):
 
     def column_widths(self, width: int) -> list[int]:
         """The columns' widths in `width` pixels: each gets its least first (#, threads and the
-        headers of one word whole; the run's name `NAME_CHARS` characters, or all of it; a speedup
+        headers of one word whole; the run's name `NAME_CHARS` of its characters, or all of it; a speedup
         and a median step their short form, "1.03× (…)", "40.0 ms"), then the name all it needs, the speedup
         and the median step theirs, and the name what is left. Where the least does not fit,
         the list scrolls sideways."""
@@ -365,7 +381,7 @@ class RunsView(QTreeView):
         head_least = [self._header_width(h if len(h) <= SHORT_HEADER else h.split(" ")[0] + "…") for h in heads]
         head_full = [self._header_width(h) for h in heads]
         # NAME_CHARS characters of the name, on average, in its row's font (the baseline's is bold)
-        name_least = max([self._chars_width(model.index(r, NAME), NAME_CHARS) for r in rows], default=0)
+        name_least = max([self._name_width(model.index(r, NAME), NAME_CHARS) for r in rows], default=0)
         least = [max(full[c], head_full[c]) for c in range(n)]
         least[NAME] = max(head_full[NAME], min(full[NAME], name_least))
         for c in SHORTENED:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtGui import QImage
 
 from branchscope.app.main_window import MainWindow
@@ -87,7 +87,7 @@ def test_the_gui_process_never_imports_torch(tmp_path):
     code = f"""
 import sys
 from PySide6.QtWidgets import QApplication
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, Qt
 app = QApplication([])
 from branchscope.app.main_window import MainWindow
 w = MainWindow(settings=QSettings({str(tmp_path / "s.ini")!r}, QSettings.Format.IniFormat))
@@ -135,7 +135,8 @@ def test_end_to_end_a_tiny_demo_through_a_real_worker_shows_its_lanes(real_windo
     qtbot.waitUntil(lambda: sorted(win.page(RunPage).timeline.painted_lanes) == lanes, timeout=5000)
     # marked when run.json says other processes took more than a fifth of the cores meanwhile
     busy = result.run.load is not None and result.run.load.busy is True
-    assert win.runs_table.index(0, 1).data() == "twin-mm · sequential" + (" · machine busy" if busy else "")
+    assert [win.runs_table.index(0, c).data() for c in (1, 2)] == ["twin-mm", "sequential 1×1"]
+    assert (win.runs_table.index(0, 1).data(Qt.ItemDataRole.DecorationRole) is not None) == busy
     assert win.page(RunPage).workspace.panel("pool").threads, "the runner's CPU samples are shown"
     assert "step" in " ".join(trace.names)
 
@@ -209,7 +210,7 @@ def _screenshot_in_process(monkeypatch, tmp_path, command: list[str]):
 _CANNOT_START = """
 import argparse, sys
 from pathlib import Path
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QApplication
 import branchscope.app.main_window as main_window
 from branchscope.app import cmd_gui

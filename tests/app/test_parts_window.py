@@ -58,7 +58,7 @@ def test_the_runs_list_says_the_parts_short_and_their_sentence_in_the_tooltip(wi
     assert (seq, one, other) == ("–", "–", "–") and "in parts" not in other_tip  # another model's runs never count
     window.run_list.set_baseline(0)
     (seq, _), (one, _), (two, tip), _ = _speedups(window)
-    assert (seq, one, two) == ("baseline", "1.25×", "2.00× (1.25× plan × 1.60× threads)")
+    assert (seq, one, two) == ("baseline", "1.25×", "2.00×")  # the parts in its tooltip
     assert tip.startswith("2.00× vs #1 sequential 1×1") and f"{SENTENCE} (#1 and #2)" in tip.splitlines()
     # Taking fork 1×1 out of the list takes the parts with it.
     window.run_list.remove(1)

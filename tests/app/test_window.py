@@ -36,15 +36,17 @@ def _row(win, k: int) -> list[str]:
     return [win.runs_table.index(k, c).data() for c in range(win.runs_table.columnCount())]
 
 
-def test_slider_release_starts_a_run_with_the_right_arguments(window, qtbot):
+def test_a_slider_release_starts_nothing_and_run_runs_with_the_right_arguments(window, qtbot):
     slider = window.controls.interop_slider
     assert (slider.minimum(), slider.maximum()) == (1, 4)  # 1 to 2x the cores
     window.controls.intra_slider.setValue(1)
-    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
+    with qtbot.assertNotEmitted(window.controller.started, wait=800):
         slider.setSliderDown(True)
         slider.setValue(3)
         assert window.controls.interop_label.text() == "3"
         slider.setSliderDown(False)  # the release
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
+        window.controls.run_button.click()
     args = _args(window)
     assert args[:2] == FAKE_RUNNER
     assert _value_after(args, "--demo") == "inception"
@@ -55,21 +57,23 @@ def test_slider_release_starts_a_run_with_the_right_arguments(window, qtbot):
     assert "--jsonl" in args and Path(_value_after(args, "--out")).parent == window.controller.runs_dir()
     # the finished run is listed and shown
     assert window.runs_table.rowCount() == 1
-    assert _row(window, 0) == ["1", "inception · sequential", "3×1", "–", "40.0 ms (IQR 40.0–40.0, 2 steps)"]
+    assert _row(window, 0) == ["1", "inception", "sequential 3×1", "–", "40.0 ms (IQR 40.0–40.0, 2 steps)"]
     assert window.page(RunPage).timeline.trace is window.run_list.entries[0].trace
     lanes = list(range(len(window.run_list.entries[0].trace.lanes)))
     qtbot.waitUntil(lambda: sorted(window.page(RunPage).timeline.painted_lanes) == lanes)
 
 
-def test_changing_the_mode_starts_a_run_and_speedup_compares_with_the_first_sequential_run(window, qtbot):
+def test_changing_the_mode_starts_nothing_and_speedup_compares_with_the_first_sequential_run(window, qtbot):
     window.set_controls(interop=1, intra=1)
     with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
         window.controls.run_button.click()
-    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
+    with qtbot.assertNotEmitted(window.controller.started, wait=800):
         window.controls.mode_combo.setCurrentIndex(1)
-        window.controls.mode_combo.activated.emit(1)
+        window.controls.mode_combo.activated.emit(1)  # as a choice in the popup does
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
+        window.controls.run_button.click()
     assert _value_after(_args(window), "--mode") == "fork"
-    assert _row(window, 1)[1] == "inception · fork"
+    assert _row(window, 1)[1:3] == ["inception", "fork 1×1"]
     assert _row(window, 1)[3] == "2.00×"  # 40 ms sequential / 20 ms fork
     # selecting the first run shows it again
     with qtbot.waitSignal(window.entryShown) as sig:
@@ -158,7 +162,7 @@ def test_open_trace_files_and_recent_files(window, qtbot, tmp_path):
     assert window.open_trace_files([str(a), str(b)]) == 2
     assert window.run_list.current == 1
     # labelled by what ran (the file's stem and the mode from its branchscope object), not "a.json"
-    assert [_row(window, k)[1] for k in range(2)] == ["a · fork", "b · sequential"]
+    assert [_row(window, k)[1:3] for k in range(2)] == [["a", "fork 2×1"], ["b", "sequential 2×1"]]
     assert window.menus.recent_files()[:2] == [str(b), str(a)]
     assert [act.text() for act in window.menus.recent_menu.actions()][:2] == [str(b), str(a)]
     # drag and drop opens traces too, read off the GUI thread (TraceLoader)
@@ -363,7 +367,7 @@ def test_a_dropped_torchscript_archive_runs_as_a_model_and_a_dropped_trace_opens
     assert _value_after(args, "--model") == str(archive) and _value_after(args, "--input-shape") == "8x3"
     assert window.controls.model_combo.currentData() == ("file", str(archive), ("8x3",))
     labels = [_row(window, k)[1] for k in range(window.runs_table.rowCount())]
-    assert sorted(labels) == sorted(["t0", f"{name} · sequential"])  # a plain trace: its name without .json
+    assert sorted(labels) == sorted(["t0", name])  # a plain trace: its name without .json
     assert window.message_box is None  # nothing was opened as a trace by mistake
 
 
@@ -383,6 +387,7 @@ def test_the_core_count_is_the_cpus_this_process_may_use(qtbot, tmp_path, monkey
     qtbot.addWidget(win)
     assert win.cores == 3
     assert win.controls.interop_slider.maximum() == 6 and win.controls.intra_slider.maximum() == 6
+    win.set_controls(mode="fork")
     win.controls.interop_slider.setValue(2)
     win.controls.intra_slider.setValue(2)
     assert "on 3 cores" in win.controls.threads_hint.text() and "oversubscribed" in win.controls.threads_hint.text()
