@@ -322,8 +322,10 @@ class MemoryView(ChartPanel):
         self.scales = {}
         if trace is not None:
             self.origin_ns, self._shift = self._origin(trace, origin_ns)
-            self.series = sorted(heaviest(trace.memory, MAX_BANDS), key=device_order)
+            self.series = heaviest(trace.memory, MAX_BANDS)
             self.left_out = len(trace.memory) - len(self.series)
+            if not self.left_out:  # every device: in device order; "the N heaviest": heaviest first
+                self.series.sort(key=device_order)
             self.scales = kind_scales(self.series, self.scale_to_capacity)
             start = int(trace.span()[0])
             self._bands = [
