@@ -87,7 +87,7 @@ def test_the_gui_process_never_imports_torch(tmp_path):
     code = f"""
 import sys
 from PySide6.QtWidgets import QApplication
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QSettings
 app = QApplication([])
 from branchscope.app.main_window import MainWindow
 w = MainWindow(settings=QSettings({str(tmp_path / "s.ini")!r}, QSettings.Format.IniFormat))
@@ -210,7 +210,7 @@ def _screenshot_in_process(monkeypatch, tmp_path, command: list[str]):
 _CANNOT_START = """
 import argparse, sys
 from pathlib import Path
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication
 import branchscope.app.main_window as main_window
 from branchscope.app import cmd_gui
