@@ -12,9 +12,10 @@ hatched, as the legend line says; a failed cell is grey and says "failed" (its m
 tooltip); a cell not run (yet) is blank. A cell starved of cores (sweep.json's `starved`: a pass got,
 or was left, fewer cores than its threads could use) says "starved" under its time, and why in its
 tooltip: the advice never names it the winner. A cell that ran while other processes took more
-than about a fifth of the cores (sweep.json's `busy`) says "busy machine" under its time: its time
-is not comparable with a quiet run's. Both have a dashed orange outline and a ⚠, and the legend
-says what they mean.
+than about a fifth of the cores (sweep.json's `busy`) says "busy" under its time: its time is not
+comparable with a quiet run's. Both have a dashed orange outline and a ⚠; the legend says in a few
+words what they mean, its tooltip and the cell's in full. A cell's words are short ("★ 22.7 ms",
+"⚠ busy") so that they fit a cell of three modes' plots at a projector's 1280×720.
 
 Clicking a finished cell emits `cellChosen(run folder)`; clicking a second one after it also emits
 `compareRequested(first, second)` (Esc forgets the first); double-clicking one `cellActivated`. `set_sweep(sweep, folder)` takes
@@ -92,8 +93,8 @@ class SweepCellView:
 
     @property
     def load_word(self) -> str | None:
-        """What its label says under its time of the machine's load: "starved", "busy machine", None."""
-        return "starved" if self.starved else "busy machine" if self.busy else None
+        """What its label says under its time of the machine's load: "starved", "busy", None."""
+        return "starved" if self.starved else "busy" if self.busy else None
 
 
 def _ms(value: float) -> str:
@@ -259,6 +260,7 @@ class SweepView(QWidget):
             self.graphics.addItem(bar, row=0, col=len(modes))
             self.color_bar = bar
         self.legend.setText(self._legend_text(cells, best))
+        self.legend.setToolTip(self._legend_tip(cells))
 
     def _build_plot(
         self,
@@ -371,12 +373,22 @@ class SweepView(QWidget):
             parts.append(f"hatched: oversubscribed, inter-op × intra-op threads > {cores or 'the'} cores")
         if any(c.status == "failed" for c in cells):
             parts.append("grey: failed (hover for why)")
-        if any(c.starved for c in cells):
-            parts.append(f"⚠ starved (dashed orange): {STARVED_TEXT.removeprefix('starved: ')}, never the advice's winner")
-        if any(c.busy and not c.starved for c in cells):
-            parts.append(f"⚠ {BUSY_TEXT.replace('busy machine:', 'busy machine (dashed orange):', 1)}")
+        words = [w for w, there in (("starved of cores", any(c.starved for c in cells)),
+                                    ("ran on a busy machine", any(c.busy and not c.starved for c in cells))) if there]  # fmt: skip
+        if words:
+            parts.append(f"⚠ dashed orange: {' or '.join(words)}, its time no claim (hover for why)")
         parts.append("click a cell to show its run, a second to compare the two, double-click to open it")
         return " · ".join(parts)
+
+    @staticmethod
+    def _legend_tip(cells: list[SweepCellView]) -> str:
+        """What the legend's marks mean in full (its line says them in a few words)."""
+        tips = []
+        if any(c.starved for c in cells):
+            tips.append(f"⚠ {STARVED_TEXT}: never the advice's winner")
+        if any(c.busy and not c.starved for c in cells):
+            tips.append(f"⚠ {BUSY_TEXT}")
+        return "\n".join(tips)
 
     # ---- interaction ------------------------------------------------------------------------
     def cell_at_scene(self, pos: QPointF) -> SweepCellView | None:

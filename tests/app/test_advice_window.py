@@ -150,7 +150,7 @@ def test_the_sweep_tab_marks_a_starved_cell_and_its_advice_names_no_winner(windo
     assert not next(c for c in view.cells if c.mode == "sequential").starved
     texts = [i.textItem.toPlainText() for i in view.plots["threads"].items if isinstance(i, pg.TextItem)]
     assert texts == ["★ 49.5 ms\n⚠ starved"] and len(view.load_marks) == 1
-    assert "⚠ starved (dashed orange)" in view.legend.text()
+    assert "⚠ dashed orange: starved of cores, its time no claim" in view.legend.text()
 
 
 def test_the_compare_page_marks_a_starved_run_and_its_header_names_no_winner(window, tmp_path):
