@@ -27,7 +27,7 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QWidget
 
-from branchscope.profiling.trace.memory_source import why_none
+from branchscope.profiling.trace.memory_source import recorded_by, why_none
 from branchscope.profiling.trace.model import MemorySeries, Trace
 from branchscope.widgets.charts import (
     BytesAxisItem,
@@ -243,6 +243,8 @@ class _Band:
             lines.append(f"reserved ≤ {format_bytes(int(self.reserved.max()))}")
         if self.capacity is not None and not self.scale.capacity_on_scale:
             lines.append(f"capacity {format_bytes(self.capacity)}")
+        if self.view.trace is not None and recorded_by(self.view.trace):  # not torch.profiler's own
+            lines.append("recorded on each thread<br>by torch's legacy profiler")
         return "<br>".join(lines)
 
     def set_shift(self, shift: float) -> None:

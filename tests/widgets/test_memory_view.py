@@ -218,3 +218,15 @@ def test_a_trace_without_memory_says_why_from_what_it_says_of_itself(qtbot, tmp_
         assert not view.has_data() and view.no_data_text == words
     assert "profile with profile_memory=True" not in NONE_RECORDED  # profiled with it: never told to
 
+
+
+def test_memory_recorded_per_thread_says_so_in_the_chart(qtbot, tmp_path) -> None:
+    from tests.builders.memory import mem, op, write_trace
+
+    source = "allocator events of the main thread and each pool thread, recorded per thread"
+    events = [op("a", 1, 0, 10), mem(2, 64, 64, addr=None, device_type=0), mem(5, -64, 0, addr=None, device_type=0)]
+    trace = load_trace(write_trace(tmp_path / "t.json", events, branchscope={"mode": "threads", "memory_source": source}))
+    view = _view(qtbot, trace)
+    assert "legacy profiler" in view._bands[0].gutter.html
+    plain = _view(qtbot, load_trace(write_trace(tmp_path / "p.json", events)))
+    assert "legacy profiler" not in plain._bands[0].gutter.html
