@@ -48,7 +48,7 @@ def label_forms(name: str, shared: str = "") -> list[str]:
     return forms
 
 
-#: Names that say nothing alone: a template's first argument goes with them.
+#: Names that say nothing alone: a template's first argument says it instead.
 _GENERIC = {"kernel", "device_kernel", "kernel_impl"}
 
 
@@ -56,7 +56,7 @@ def bare_function(name: str) -> str:
     """An op's or a kernel's name as a block can say it: without a return type, namespaces,
     template and argument lists (`void at::native::vectorized_elementwise_kernel<4, …>(int, …)` →
     `vectorized_elementwise_kernel`, `aten::convolution` → `convolution`, `Memcpy HtoD (Pageable
-    -> Device)` → `Memcpy HtoD`; a generic `cutlass::Kernel<cutlass_80_…>` keeps its first template
+    -> Device)` → `Memcpy HtoD`; a generic `cutlass::Kernel<cutlass_80_…>` is its first template
     argument); "" when nothing is left. Namespaces stay where a space comes
     before them (`a b::c`: not a qualified name)."""
     text = name.removeprefix("void ").replace("(anonymous namespace)::", "")
@@ -79,7 +79,7 @@ def bare_function(name: str) -> str:
     bare = last.strip() if sep and last.strip() and " " not in space else qualified
     arg = "".join(template).split(",")[0].strip()
     # a generic name (`cutlass::Kernel<cutlass_80_tensorop_s1688gemm_…>`): its first argument says which
-    return f"{bare}<{arg}>" if bare.lower() in _GENERIC and arg.isidentifier() else bare
+    return arg if bare.lower() in _GENERIC and arg.isidentifier() else bare
 
 
 #: What may separate the word sibling branches share from what tells them apart.
