@@ -11,6 +11,7 @@ import numpy as np
 from branchscope.profiling.trace.collectives import COLLECTIVE_NAME, collectives_of
 from branchscope.profiling.trace.flows import collective_key, collective_peers, event_flows, launch_delay_ns
 from branchscope.profiling.trace.kineto import INPUT_DIMS
+from branchscope.profiling.trace.mode_traits import run_traits
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.rank_job import job_of
 from branchscope.profiling.trace.run_info import BRANCH_PREFIX, branch_name
@@ -45,8 +46,10 @@ def format_shapes(shapes: Any) -> str:
 
 
 def lane_title(trace: Trace, lane_index: int) -> str:
+    """A lane's label and its role, the pool named as the run's mode names it ("Python pool")."""
     lane = trace.lanes[lane_index]
-    return f"{lane.label} · {ROLE_TITLES.get(lane.role, lane.role)}"
+    role = run_traits(trace.run_info).pool_title if lane.role == "interop" else ROLE_TITLES.get(lane.role, lane.role)
+    return f"{lane.label} · {role}"
 
 
 def describe_event(

@@ -171,3 +171,12 @@ def test_an_empty_timeline_shows_no_placeholder_span_or_ticks(qtbot, tmp_path):
     assert view.showing.html.startswith("showing") and view.ruler.tickValues(view.axis.lo, view.axis.hi, 800)
     view.set_trace(None)
     assert view.showing.html == "" and view.ruler.tickValues(0.0, 1.0, 800) == []
+
+
+def test_a_threads_runs_pool_thread_is_named_as_the_mode_names_its_pool(tmp_path):
+    from branchscope.widgets.event_info import describe_event
+
+    trace = load_trace(write_small_trace(tmp_path / "threads.json.gz", "threads"))
+    pool = next(i for i in range(len(trace)) if trace.lanes[int(trace.lane[i])].role == "interop")
+    lane = dict(describe_event(trace, pool))["Lane"]
+    assert lane.endswith("· Python pool") and "inter-op" not in lane
