@@ -17,41 +17,63 @@ from branchscope.profiling.trace.correlation_flows import correlation_flows
 from branchscope.profiling.trace.model import Flows, Trace
 
 
-def _bind(trace: Trace, lane: int, ts: int, enclosing: bool) -> int:
-    """Chrome's rule: bind to the deepest slice enclosing `ts`, or (for a plain 'f') the next slice."""
-    hit = trace.event_at(lane, ts)
-    if hit >= 0:
-        return hit
-    sl = trace.lane_slice(lane)
-    # A slice starting exactly at ts with zero length still counts as the one the arrow meets.
-    k = int(np.searchsorted(trace.start_ns[sl], ts, side="left"))
-    if k < sl.stop - sl.start and (trace.start_ns[sl.start + k] == ts or not enclosing):
-        return sl.start + k
-    return -1
+def bind_points(trace: Trace, lane: np.ndarray, ts: np.ndarray, enclosing: np.ndarray) -> np.ndarray:
+    """Chrome's rule for flow endpoints, all at once: each binds to the deepest event of its lane
+    enclosing its time (start <= ts < end); else to the event starting just then (even one of zero
+    length), or, for a plain "f" (`enclosing` False), to the next event on its lane; else -1.
+    One numpy step per lane that has endpoints, then one per level climbed, none per endpoint."""
+    ts = np.asarray(ts, dtype=np.int64)
+    begin = np.zeros(ts.size, dtype=np.int64)  # the endpoint's lane: its first event
+    stop = np.zeros(ts.size, dtype=np.int64)  # … and the end of its events
+    last = np.zeros(ts.size, dtype=np.int64)  # the last event starting at or before ts
+    after = np.zeros(ts.size, dtype=np.int64)  # the first event starting at or after ts
+    order = np.argsort(lane, kind="stable")
+    lanes, first = np.unique(lane[order], return_index=True)
+    for ln, group in zip(lanes.tolist(), np.split(order, first[1:])):
+        sl = trace.lane_slice(ln)
+        starts, t = trace.start_ns[sl], ts[group]
+        begin[group], stop[group] = sl.start, sl.stop
+        last[group] = sl.start + np.searchsorted(starts, t, side="right") - 1
+        after[group] = sl.start + np.searchsorted(starts, t, side="left")
+    bound = np.where(last >= begin, last, -1)
+    # The last event starting by ts is the deepest candidate: climb while it ended (`Trace.event_at`).
+    climbing = np.flatnonzero(bound >= 0)
+    end, parent = trace.end_ns, trace.parent
+    while climbing.size:
+        climbing = climbing[end[bound[climbing]] <= ts[climbing]]
+        bound[climbing] = parent[bound[climbing]]
+        climbing = climbing[bound[climbing] >= 0]
+    missed = np.flatnonzero(bound < 0)
+    nxt = after[missed]
+    meets = nxt < stop[missed]
+    meets[meets] = (trace.start_ns[nxt[meets]] == ts[missed[meets]]) | ~enclosing[missed[meets]]
+    bound[missed[meets]] = nxt[meets]
+    return bound
 
 
 def bind_flows(trace: Trace, points: tuple[np.ndarray, ...] | None) -> Flows:
     """Binds flow endpoints given as columns (phase, id, cat, lane, ts_ns, binds_enclosing, cat names:
-    the reader's `flow_point_columns`) to `trace`'s events."""
+    the reader's `flow_point_columns`) to `trace`'s events: per (category, id), its first start
+    to its last end, in the order of the starts; a flow without both has no arrow."""
     if points is None:
         return Flows.empty()
     phase, flow_id, cat, lane, ts, enclosing, cat_names = points
-    src: dict[tuple[int, int], int] = {}
-    dst: dict[tuple[int, int], int] = {}
-    for i in range(phase.size):
-        key = (int(cat[i]), int(flow_id[i]))
-        ev = _bind(trace, int(lane[i]), int(ts[i]), bool(enclosing[i]))
-        if phase[i] == 0:
-            src.setdefault(key, ev)
-        elif phase[i] == 2:
-            dst[key] = ev
-    keys = [k for k in src if k in dst]
+    key = cat.astype(np.int64) * (int(flow_id.max(initial=0)) + 1) + flow_id
+    starts, ends = np.flatnonzero(phase == 0), np.flatnonzero(phase == 2)[::-1]
+    start_keys, first_start = np.unique(key[starts], return_index=True)
+    end_keys, last_end = np.unique(key[ends], return_index=True)
+    _, s, e = np.intersect1d(start_keys, end_keys, assume_unique=True, return_indices=True)
+    src_at, dst_at = starts[first_start[s]], ends[last_end[e]]
+    in_order = np.argsort(src_at, kind="stable")
+    src_at, dst_at = src_at[in_order], dst_at[in_order]
+    at = np.concatenate([src_at, dst_at])
+    bound = bind_points(trace, lane[at], ts[at], enclosing[at])
     return Flows(
         cats=[str(c) for c in cat_names],
-        cat_id=np.array([k[0] for k in keys], dtype=np.int32),
-        flow_id=np.array([k[1] for k in keys], dtype=np.int64),
-        src=np.array([src[k] for k in keys], dtype=np.int64),
-        dst=np.array([dst[k] for k in keys], dtype=np.int64),
+        cat_id=cat[src_at].astype(np.int32),
+        flow_id=flow_id[src_at].astype(np.int64),
+        src=bound[: src_at.size],
+        dst=bound[src_at.size :],
     )
 
 

@@ -154,6 +154,15 @@ def test_the_two_rank_job_keeps_each_ranks_arrows(shared_traces: Path):
     assert sorted(set(ranks.tolist())) == [0, 1]
 
 
+def test_the_legacy_trace_gets_its_arrows_from_ids(shared_traces: Path):
+    """PyTorch 1.9's trace writes its launches' flow starts with an int tid and the launches with a
+    string one: its flow events bind no arrow (`test_many_lanes`: threads as written), its ids do."""
+    trace = load_trace(shared_traces / "kineto_legacy_resnet50_v100.pt.trace.json.gz")
+    assert flow_counts(trace) == {"from_events": 0, "from_correlation": 9096, "total": 9096}
+    names = {trace.event_name(int(s)) for s in trace.flows.src}
+    assert names == {"cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync"}
+
+
 def test_traces_with_flow_events_for_every_launch_get_no_arrow_from_ids(shared_traces: Path):
     trace = load_trace(shared_traces / "hta_gpu_memory_2streams.json.gz")
     counts = flow_counts(trace)
