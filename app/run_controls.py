@@ -42,6 +42,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from branchscope.app.elided_lines import ElidedLines
 from branchscope.app.run_controller import RunSpec
 from branchscope.app.runs_words import threads_words
 from branchscope.profiling.run.modes import MODES, mode_named
@@ -64,6 +65,8 @@ DEFAULT_THREADS = (1, 1)
 
 #: The thread hint's colour when the threads oversubscribe the cores.
 OVERSUBSCRIBED = QColor("#c0392b")
+#: The colours of the shown line: for a run of this window of the model chosen, and for anything else.
+RUN_HERE, FROM_ELSEWHERE = "#2c3e50", "#8a5a00"
 
 
 def _tint(label: QLabel, color: QColor | None) -> None:
@@ -104,9 +107,8 @@ class RunControls(QWidget):
         ml = QVBoxLayout(model_box)
         #: What the window shows, and where it came from (`follow`): the controls below are set to
         #: it, and say so when it was read from disk rather than run here.
-        self.shown_label = QLabel()
+        self.shown_label = ElidedLines(1)
         self.shown_label.setObjectName("shownLabel")
-        self.shown_label.setWordWrap(True)
         self.shown_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.shown_label.setVisible(False)
         ml.addWidget(self.shown_label)
@@ -342,10 +344,7 @@ class RunControls(QWidget):
         named = k >= 0 and self.model_combo.currentIndex() == k
         if text and not named and (model is not None or from_disk):
             text += f" — not a run of {self.model_combo.currentText()} (what Run runs)"
-        self.shown_label.setText(text)
-        self.shown_label.setToolTip(text)
-        self.shown_label.setStyleSheet("color: #8a5a00;" if from_disk or not named else "color: #2c3e50;")
-        self.shown_label.setVisible(bool(text))
+        self.shown_label.set_plain(text, FROM_ELSEWHERE if from_disk or not named else RUN_HERE)
         return named
 
     def add_model_file(self, path: str, input_shapes: tuple[str, ...] = ()) -> None:

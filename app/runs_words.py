@@ -151,11 +151,17 @@ class RunsInWords:
         noise = self.within_noise(k)
         line = f"{what}: {how} {name} (#{b + 1}), within noise: {'yes' if noise else 'no'}"
         if self.busy_comparison(k):
-            busy = [x for x in (e, base) if x.busy]
-            line += "; machine busy: " + "; ".join(
-                ("this run's " if x is e else "the baseline's ") + load_words(x) for x in busy
-            )
+            who = " and ".join(w for w, x in (("this run", e), ("its baseline", base)) if x.busy)
+            line += f"; machine busy while {who} timed {'their' if ' and ' in who else 'its'} steps"
         return line
+
+    def busy_details(self, k: int) -> list[str]:
+        """What run.json says of the load while entry k and its baseline timed their steps, one line
+        for each that ran on a busy machine (the summary line says "machine busy" once)."""
+        e = self._entries[k]
+        b = self._baseline_of(e)
+        pairs = (("this run", e), ("the baseline", b)) if b is not None and b is not e else (("this run", e),)
+        return [f"machine busy: {who}'s {load_words(x)}" for who, x in pairs if x is not None and x.busy]
 
     def _moved_text(self, before: dict[Entry, Entry]) -> str | None:
         """The runs still listed whose baseline a change moved, in one sentence (None: none moved)."""

@@ -1,17 +1,18 @@
-"""The Run page: the shown run in one line (`summary_line`: what ran on what, how it compares with
-its baseline, why it has no branches when fx could not find them, and that its timings may not be
-steady when run.json has warnings: each in its tooltip; in threads mode, the branch threads' wait
-for the GIL or that the Python had none: `profiling/trace/gil.py`) over the trace workspace
+"""The Run page: the shown run in two lines at most, each cut to the page's width (`summary_line`,
+an `ElidedLines`: the whole in its tooltip): first what ran on what and how it compares with its
+baseline ("machine busy" said once), then why it has no branches when fx could not find them,
+that its timings may not be steady when run.json has warnings (each in the tooltip), its
+prediction, in threads mode the branch threads' wait for the GIL or that the Python had none
+(`profiling/trace/gil.py`), and the tracer that found its branches; over the trace workspace
 (`widgets/workspace.py`: its timeline, charts and memory on one time axis). Of a large job, a
 rank's overview clicked loads that rank's events (`load_rank`), through the window's loader."""
 
 from __future__ import annotations
 
-import html
-
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
+from branchscope.app.elided_lines import ElidedLines, Segment
 from branchscope.app.pages.page import PageHost
 from branchscope.app.runs import Entry
 from branchscope.app.shown import Undo
@@ -23,6 +24,9 @@ from branchscope.profiling.trace.records import RunRecord
 from branchscope.widgets.timeline import TimelineView
 from branchscope.widgets.workspace import TraceWorkspace
 
+#: The colours of a note that says the run has no branches, and of one that its timings may not be steady.
+RED, AMBER = "#c0392b", "#b9770e"
+
 
 class RunPage(QWidget):
     """The Run tab (see the module docstring)."""
@@ -33,8 +37,7 @@ class RunPage(QWidget):
         super().__init__(parent)
         self.host = host
         self.workspace = TraceWorkspace()
-        self.summary_line = QLabel()
-        self.summary_line.setWordWrap(True)
+        self.summary_line = ElidedLines(2)
         self.summary_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -57,28 +60,32 @@ class RunPage(QWidget):
         return lambda: self.workspace.restore(before)
 
     def entry_shown(self, entry: Entry) -> None:
-        """The shown run in one sentence, and why it has no branches when fx could not find them."""
+        """The shown run in two lines (see the module docstring)."""
         runs = self.host.run_list
-        text = runs.summary_line(runs.index_of(entry))
+        k = runs.index_of(entry)
         run = entry.run or RunRecord()
-        if run.fx_error:
-            text += f"<br><span style='color:#c0392b'>No branches: {html.escape(run.fx_error)}</span>"
-        elif run.tracer and run.tracer != "torch.fx":
-            why = "".join(f"; {reason}" for reason in (run.tracer_errors or {}).values())  # "<tracer> could not …"
-            text += f"<br>Branches found through {html.escape(run.tracer)}{html.escape(why)}"
         info = entry.info or (entry.trace.run_info if entry.trace is not None else None)
-        gil = gil_line_of(entry.run if entry.run is not None and entry.run.mode is not None else info)
-        if gil is not None:  # threads mode: the branch threads' time waiting for the GIL, or no GIL
-            text += f"<br>{html.escape(gil)}"
+        notes: list[Segment] = []
+        if run.fx_error:
+            notes.append((f"No branches: {run.fx_error}", RED))
+        warnings = run.warnings or []
+        if warnings:  # the timings may not be steady: said short, each warning in the tooltip
+            notes.append((f"⚠ {len(warnings)} timing warning{'s' if len(warnings) > 1 else ''} (hover to read)", AMBER))
         pred = run.prediction or (info.prediction if info is not None else None)
         if pred is not None:  # what the branches could give (profiling/trace/prediction.py)
-            text += f"<br>Prediction: {html.escape(prediction_text(pred))}"
-        warnings = run.warnings or []
-        if warnings:  # the timings may not be steady: said in one line, each warning in the tooltip
-            n = len(warnings)
-            text += f"<br><span style='color:#b9770e'>⚠ {n} timing warning{'s' if n > 1 else ''} (hover to read)</span>"
-        self.summary_line.setToolTip("\n".join(f"⚠ {w}" for w in warnings))
-        self.summary_line.setText(f"<b>{html.escape(entry.title)}</b>: " + text)
+            notes.append((f"Prediction: {prediction_text(pred)}", ""))
+        gil = gil_line_of(entry.run if entry.run is not None and entry.run.mode is not None else info)
+        if gil is not None:  # threads mode: the branch threads' time waiting for the GIL, or no GIL
+            notes.append((gil, ""))
+        if not run.fx_error and run.tracer and run.tracer != "torch.fx":
+            why = "".join(f"; {reason}" for reason in (run.tracer_errors or {}).values())  # "<tracer> could not …"
+            notes.append((f"Branches found through {run.tracer}{why}", ""))
+        second: list[Segment] = []
+        for note in notes:
+            second += ([(" · ", "")] if second else []) + [note]
+        more = [*runs.busy_details(k), *(f"⚠ {w}" for w in warnings)]
+        first: list[Segment] = [(entry.title, "bold"), (": " + runs.summary_line(k), "")]
+        self.summary_line.set_lines([first, second], more="\n".join(more))
 
     # ---- Page -------------------------------------------------------------------------------
     def tab_enabled(self) -> bool:

@@ -26,7 +26,7 @@ def test_a_run_without_its_sequential_1x1_baseline_runs_it_too_and_the_summary_l
     assert specs == [("fork", 2, 1), ("sequential", 1, 1)]
     assert window.run_list.speedup(0) == 2.0  # the fake runner: sequential 40 ms, fork 20 ms
     window.show_entry(0)
-    line = window.page(RunPage).summary_line.text()
+    line = window.page(RunPage).summary_line.whole_text()
     assert "2 branches on 2 inter-op threads" in line and "2.00× faster than sequential 1×1" in line
     assert "within noise: no" in line
     # a third run of the same model finds its baseline: nothing more is started
@@ -111,14 +111,14 @@ def test_a_model_fx_cannot_trace_says_why_above_the_timeline(window, tmp_path):
     fx_error = "torch.fx could not trace Net: TraceError: symbolically traced variables cannot be used as inputs to control flow"
     folder = _run_folder(tmp_path / "run", "sequential", 1, 1, 40.0, fx_error=fx_error)
     assert window.open_trace_files([str(folder)]) == 1
-    assert "No branches: torch.fx could not trace Net" in window.page(RunPage).summary_line.text()
+    assert "No branches: torch.fx could not trace Net" in window.page(RunPage).summary_line.whole_text()
 
 
 def test_branches_found_through_torch_export_say_so_and_why_fx_failed(window, tmp_path):
     folder = _run_folder(tmp_path / "run", "fork", 2, 1, 20.0, tracer="torch.export (non-strict)",
                          tracer_errors={"torch.fx": "torch.fx could not trace BertModel: TypeError: 'Proxy' object"})  # fmt: skip
     assert window.open_trace_files([str(folder)]) == 1
-    text = window.page(RunPage).summary_line.text()
+    text = window.page(RunPage).summary_line.whole_text()
     assert "Branches found through torch.export (non-strict); torch.fx could not trace BertModel: TypeError" in text
 
 
@@ -127,10 +127,12 @@ def test_a_run_whose_timings_were_not_steady_says_so_with_its_warnings_in_the_to
     steady = _run_folder(tmp_path / "steady", "sequential", 1, 1, 40.0, warnings=[])
     unsteady = _run_folder(tmp_path / "unsteady", "fork", 2, 1, 20.0, warnings=warnings)
     assert window.open_trace_files([str(unsteady)]) == 1
-    assert "⚠ 2 timing warnings" in window.page(RunPage).summary_line.text()
-    assert window.page(RunPage).summary_line.toolTip() == "⚠ " + warnings[0] + "\n⚠ " + warnings[1]
+    assert "⚠ 2 timing warnings" in window.page(RunPage).summary_line.whole_text()
+    tip = window.page(RunPage).summary_line.toolTip()
+    assert tip.endswith("\n⚠ " + warnings[0] + "\n⚠ " + warnings[1])  # under the whole header
     assert window.open_trace_files([str(steady)]) == 1  # the next run shown has none: nothing left of them
-    assert "warning" not in window.page(RunPage).summary_line.text() and window.page(RunPage).summary_line.toolTip() == ""
+    assert "warning" not in window.page(RunPage).summary_line.whole_text()
+    assert "⚠" not in window.page(RunPage).summary_line.toolTip()
 
 
 def test_a_threads_run_says_its_branch_threads_wait_for_the_gil_under_the_summary(window, tmp_path):
@@ -138,16 +140,16 @@ def test_a_threads_run_says_its_branch_threads_wait_for_the_gil_under_the_summar
                for t in (11, 12)]  # fmt: skip
     folder = _run_folder(tmp_path / "threads", "threads", 2, 1, 20.0, python="3.11.7", gil=True, branch_threads=figures)
     assert window.open_trace_files([str(folder)]) == 1
-    text = window.page(RunPage).summary_line.text()
+    text = window.page(RunPage).summary_line.whole_text()
     assert "2 branches on 2 Python threads" in text
     assert ("branch threads: 58% computing, 6% waiting for a core, 36% waiting for the GIL "
             "(2 threads, 40 branch calls, Python 3.11.7)") in text  # fmt: skip
     # A trace opened alone says it from its own branchscope object.
     free = write_small_trace(tmp_path / "free.json", "threads", gil=False)
     assert window.open_trace_files([str(free)]) == 1
-    assert "free-threaded Python 3.13.1: no GIL" in window.page(RunPage).summary_line.text()
+    assert "free-threaded Python 3.13.1: no GIL" in window.page(RunPage).summary_line.whole_text()
     assert window.open_trace_files([str(write_small_trace(tmp_path / "fork.json", "fork"))]) == 1
-    assert "GIL" not in window.page(RunPage).summary_line.text()
+    assert "GIL" not in window.page(RunPage).summary_line.whole_text()
 
 
 def test_a_sweep_cell_opened_in_the_window_compares_with_its_own_sweeps_sequential_1x1(window, tmp_path):
@@ -188,9 +190,9 @@ def test_a_run_with_a_prediction_says_what_its_branches_could_give_under_the_sum
                                "longest_branch_ms": 25.0, "bound_by_threads": {"2": 1.52, "4": 1.52}}]}  # fmt: skip
     folder = _run_folder(tmp_path / "predicted", "fork", 2, 1, 20.0, prediction=prediction)
     assert window.open_trace_files([str(folder)]) == 1
-    text = window.page(RunPage).summary_line.text()
+    text = window.page(RunPage).summary_line.whole_text()
     assert "Prediction: could be at most 1.46× on 2 threads, 1.46× on 4: left alone is 66% of region 1" in text
     assert "no contention, no overhead assumed" in text
     plain = _run_folder(tmp_path / "plain", "fork", 2, 1, 20.0)  # an earlier run: none
     assert window.open_trace_files([str(plain)]) == 1
-    assert "Prediction" not in window.page(RunPage).summary_line.text()
+    assert "Prediction" not in window.page(RunPage).summary_line.whole_text()

@@ -62,7 +62,7 @@ def test_the_first_run_is_sequential_1x1_then_fork_2x1_once_with_the_pair_select
     window.compare_button.click()
     assert window.tabs.currentWidget() is window.page(ComparePage)
     assert len(window.page(ComparePage).workspace.shown) == 2
-    assert window.controls.shown_label.text() == "shown: #2 inception · fork · 2×1"  # the Run page's run
+    assert window.controls.shown_label.whole_text() == "shown: #2 inception · fork · 2×1"  # the Run page's run
     # once: a sequential 1×1 run after that is not followed
     window.set_controls(mode="sequential", interop=1, intra=1)
     with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
@@ -88,7 +88,7 @@ def test_a_failed_first_run_starts_nothing_more_and_the_panel_says_nothing_is_sh
     with qtbot.assertNotEmitted(window.controller.started, wait=QUIET_MS):
         pass
     assert window.run_list.entries == []
-    assert window.controls.shown_label.text().startswith("nothing shown yet: the run of raising sequential 1×1 failed")
+    assert window.controls.shown_label.whole_text().startswith("nothing shown yet: the run of raising sequential 1×1 failed")
     window.message_box.close()
 
 
@@ -99,12 +99,12 @@ def test_selecting_a_1x1_run_sets_the_controls_to_it_without_starting_a_run(wind
     with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
         window.start_run()
     assert _controls(window) == (("demo", "inception"), "fork", (2, 2), 3, 1)
-    assert window.controls.shown_label.text() == "shown: #2 inception · fork · 2×2"
+    assert window.controls.shown_label.whole_text() == "shown: #2 inception · fork · 2×2"
     with qtbot.assertNotEmitted(window.controller.started, wait=QUIET_MS):
         with qtbot.waitSignal(window.entryShown):
             window.runs.setCurrentIndex(window.runs_table.index(0, 0))
         assert _controls(window) == (("demo", "inception"), "sequential", (1, 1), 5, 1)
-    assert window.controls.shown_label.text() == "shown: #1 inception · sequential · 1×1"
+    assert window.controls.shown_label.whole_text() == "shown: #1 inception · sequential · 1×1"
     assert len(window.run_list.entries) == 2 and not window.controller.is_running()
 
 
@@ -112,11 +112,11 @@ def test_an_opened_run_folder_or_distributed_run_shows_its_own_model_and_says_fr
     with qtbot.assertNotEmitted(window.controller.started, wait=QUIET_MS):
         assert window.open_trace_files([str(_distributed_folder(tmp_path / "runs" / "D"))]) == 1
         assert _controls(window) == (("demo", "twin-mm"), "fork", (2, 1), 5, 2)
-        assert window.controls.shown_label.text() == "opened from disk: runs/D — #1 twin-mm · fork · 2×1 · 2 processes"
+        assert window.controls.shown_label.whole_text() == "opened from disk: runs/D — #1 twin-mm · fork · 2×1 · 2 processes"
         seq = write_run_folder(tmp_path / "runs" / "seq", "sequential", 1, 1, 40.0, steps=7)
         assert window.open_trace_files([str(seq)]) == 1
         assert _controls(window) == (("demo", "inception"), "sequential", (1, 1), 7, 1)
-        assert window.controls.shown_label.text() == "opened from disk: runs/seq — #2 inception · sequential · 1×1"
+        assert window.controls.shown_label.whole_text() == "opened from disk: runs/seq — #2 inception · sequential · 1×1"
 
 
 def test_a_model_file_named_by_a_run_json_is_not_chosen_and_the_panel_says_so(window, tmp_path):
@@ -130,7 +130,7 @@ def test_a_model_file_named_by_a_run_json_is_not_chosen_and_the_panel_says_so(wi
     # a path from run.json is never added to what Run runs
     assert window.controls.model_combo.count() == models
     assert _controls(window)[:3] == (("demo", "inception"), "fork", (2, 1))
-    text = window.controls.shown_label.text()
+    text = window.controls.shown_label.whole_text()
     assert text.startswith("opened from disk: ") and "net.py · fork · 2×1" in text
     assert text.endswith("not a run of demo: inception (what Run runs)")
 
@@ -138,7 +138,7 @@ def test_a_model_file_named_by_a_run_json_is_not_chosen_and_the_panel_says_so(wi
 def test_a_plain_trace_file_shows_its_name_and_is_not_a_run_of_the_chosen_model(window, tmp_path):
     trace = write_small_trace(tmp_path / "mine.json", "fork")
     assert window.open_trace_files([str(trace)]) == 1
-    text = window.controls.shown_label.text()
+    text = window.controls.shown_label.whole_text()
     assert text.startswith("opened from disk: mine.json — #1 a trace file (mine · fork")
     assert text.endswith("not a run of demo: inception (what Run runs)")
     assert window.controls.shown_label.isVisible()
@@ -151,7 +151,7 @@ def test_an_opened_sweep_shows_its_model_and_says_from_disk(window, qtbot, tmp_p
     with qtbot.assertNotEmitted(window.controller.started, wait=QUIET_MS):
         assert window.open_trace_files([str(sweep)]) == 1
     assert window.tabs.currentWidget() is window.page(SweepPage)
-    assert window.controls.shown_label.text() == "opened from disk: sweeps/s1 — a sweep of twin-mm"
+    assert window.controls.shown_label.whole_text() == "opened from disk: sweeps/s1 — a sweep of twin-mm"
     assert _controls(window)[0] == ("demo", "twin-mm")
 
 
@@ -168,7 +168,7 @@ def test_after_a_failed_run_the_panel_names_the_run_still_shown(window, qtbot):
     # controls stay as they were set: the next Run tries the failed run's model again
     assert window.page(RunPage).timeline.trace is window.run_list.entries[0].trace
     assert _controls(window) == (("demo", "raising"), "fork", (2, 1), 5, 1)
-    assert window.controls.shown_label.text() == (
+    assert window.controls.shown_label.whole_text() == (
         "shown: #1 inception · sequential · 1×1 (the run of raising fork 2×1 failed)"
         " — not a run of demo: raising (what Run runs)"
     )

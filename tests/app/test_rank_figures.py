@@ -76,7 +76,7 @@ def test_a_folder_of_many_rank_traces_is_named_by_where_and_how_many(window, tmp
 
     folder = write_rank_job(tmp_path / "job", 6, steps=2)
     assert window.open_trace_files([str(folder)]) == 1
-    text = window.controls.shown_label.text()
+    text = window.controls.shown_label.whole_text()
     assert text.startswith("opened from disk: 6 traces in job/ (rank-0.json … rank-5.json) — #1 ")
     files = dict(trace_summary_rows(load_traces(sorted(folder.glob("rank-*.json")))))["File"]
     assert files == "rank-0.json + … + rank-5.json (6 files)"

@@ -124,9 +124,17 @@ def test_a_busy_run_is_never_compared_without_saying_so():
     assert runs.speedup_text(1) == "2.00× (machine busy)" and runs.speedup_text(2) == "2.00×"
     assert runs.busy_comparison(1) and not runs.busy_comparison(2) and not runs.busy_comparison(0)
     line = runs.summary_line(1)
-    assert line.endswith("machine busy: this run's other processes used 0.90 of 2 cores while the steps were timed "
-                         "(load average 1.00 → 1.20): busy, times not comparable with a quiet run's")  # fmt: skip
+    assert line.endswith("; machine busy while this run timed its steps") and line.count("machine busy") == 1
+    assert runs.busy_details(1) == [
+        "machine busy: this run's other processes used 0.90 of 2 cores while the steps were timed "
+        "(load average 1.00 → 1.20): busy, times not comparable with a quiet run's"
+    ]
     # a busy baseline makes every comparison with it say so
     runs.set_baseline(1)
     assert runs.speedup_text(0) == "0.50× (machine busy)" and runs.speedup_text(1) == "baseline (machine busy)"
-    assert "the baseline's other processes used 0.90" in runs.summary_line(2)
+    assert runs.summary_line(2).endswith("; machine busy while its baseline timed its steps")
+    assert runs.busy_details(2)[0].startswith("machine busy: the baseline's other processes used 0.90")
+    # both busy: said once
+    runs.extend([_run("fork", FORK, 2, busy=True)])
+    assert runs.summary_line(3).endswith("; machine busy while this run and its baseline timed their steps")
+    assert runs.summary_line(3).count("machine busy") == 1 and len(runs.busy_details(3)) == 2
