@@ -28,6 +28,7 @@ from branchscope.profiling.trace.analyses import (
 from branchscope.profiling.trace.gil import gil_line_of
 from branchscope.profiling.trace.mode_traits import run_traits
 from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.natural import natural_key
 from branchscope.profiling.trace.records import RunRecord
 from branchscope.widgets.branch_legend import (
     LegendRow,
@@ -75,7 +76,7 @@ def trace_summary_rows(trace: Trace, run: RunRecord | None = None) -> list[tuple
         name = run_traits(info).pool_title
         title = name[:1].upper() + name[1:]
         rows.append((title, f"{len(pool)} threads, busy {share * 100:.0f}% of their time {where}"))
-    for m in trace.memory:
+    for m in sorted(trace.memory, key=lambda m: natural_key(m.device)):  # rank2 before rank10
         rows.append((f"Memory {m.device}", f"peak {format_bytes(m.peak_bytes)}"))
     imb = memory_imbalance(trace)
     if imb is not None and len([m for m in trace.memory if "cuda" in m.device]) > 1:

@@ -13,12 +13,12 @@ op's name, for `TimelineView.find`) and which events hold that memory (`eventsAc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QColor, QFont
+from PySide6.QtGui import QColor, QFont, QFontMetricsF
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -88,37 +88,99 @@ def headline(analysis: MemoryAnalysis) -> str:
     return " ".join(sentences)
 
 
-class _CategoryAxis(pg.AxisItem):
-    """A bottom axis naming each bar (ticks at 0, 1, 2, …), in the palette's colours."""
+def bar_tip(d: DeviceMemory) -> str:
+    """A bar's tooltip: the device's full name and its peak (of its reserved peak too, where known)."""
+    reserved = f", reserved {format_bytes(d.reserved_peak_bytes)}" if d.reserved_peak_bytes is not None else ""
+    return f"{d.device}: peak {format_bytes(d.peak_bytes)}{reserved}"
 
-    def __init__(self, names: Sequence[str]):
+
+#: Label steps of the bars' axis: every bar's name, or every 2nd, 5th, 10th, … (a timeline's ticks).
+_LABEL_STEPS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+#: Pixels between two of the axis's labels at least.
+LABEL_GAP_PX = 12
+
+
+def label_step(names: Sequence[str], width_of: Callable[[str], float], px_per_bar: float) -> int:
+    """Name every k-th bar, the smallest k of `_LABEL_STEPS` whose labels fit side by side (the
+    widest name plus `LABEL_GAP_PX` within k bars' width): 32 ranks' names never overlap."""
+    need = max((width_of(n) for n in names), default=0.0) + LABEL_GAP_PX
+    return next((k for k in _LABEL_STEPS if k * px_per_bar >= need), _LABEL_STEPS[-1])
+
+
+class _CategoryAxis(pg.AxisItem):
+    """A bottom axis under bars 0, 1, 2, …: every k-th bar's name, as many as fit without
+    overlapping (`label_step`), a tick under every bar, in the palette's colours. Every bar's full
+    name and peak is in the tooltip of the axis under it and of the bar."""
+
+    def __init__(self, names: Sequence[str], tips: Sequence[str]):
         super().__init__("bottom")
-        self.setTicks([list(enumerate(names))])
+        self.names, self.tips = list(names), list(tips)
+        #: Every `step`-th bar is named (set each time the axis is laid out).
+        self.step = 1
+        self.setStyle(maxTextLevel=0)  # the ticks under unnamed bars carry no text
         style_axis(self, theme(), None)
+        self._let_ends_out()
+        self.setAcceptHoverEvents(True)
 
     def apply_theme(self, colors: Theme, font: QFont) -> None:
         style_axis(self, colors, font)
+        self._let_ends_out()
+
+    def _metrics(self) -> QFontMetricsF:
+        return QFontMetricsF(self.style["tickFont"] or self.font())
+
+    def _let_ends_out(self) -> None:
+        """The first and last bars' names, centred under them, may reach past the axis's ends by
+        half a name (pyqtgraph hides a name that does not fit in the axis: rank0's would go)."""
+        widest = max((self._metrics().horizontalAdvance(n) for n in self.names), default=0.0)
+        self.setStyle(hideOverlappingLabels=int(widest / 2) + 2)
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802, N803 (pyqtgraph API)
+        n = len(self.names)
+        px_per_bar = size / max(float(maxVal - minVal), 1e-9)
+        self.step = label_step(self.names, self._metrics().horizontalAdvance, px_per_bar)
+        named = [float(i) for i in range(0, n, self.step)]
+        return [(float(self.step), named), (1.0, [float(i) for i in range(n) if i % self.step])]
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph API)
+        return [self.names[int(round(v))] if 0 <= int(round(v)) < len(self.names) else "" for v in values]
+
+    def hoverEvent(self, ev) -> None:  # noqa: N802 (pyqtgraph API)
+        view = self.linkedView()
+        if ev.isExit() or view is None:
+            self.setToolTip("")
+            return
+        k = int(round(view.mapSceneToView(ev.scenePos()).x()))
+        self.setToolTip(self.tips[k] if 0 <= k < len(self.tips) else "")
 
 
 class _Bars(pg.BarGraphItem):
-    """One kind's bars; a click on one calls `chosen(index)`."""
+    """One kind's bars; a click on one calls `chosen(index)`; its tooltip is `tips[index]`."""
 
-    def __init__(self, chosen, **opts):
+    def __init__(self, chosen, tips: Sequence[str], **opts):
         super().__init__(**opts)
         self._chosen = chosen
+        self.tips = list(tips)
+        self.setAcceptHoverEvents(True)
+
+    def _bar_at(self, x: float, y: float) -> int | None:
+        k = int(round(x))
+        heights = self.opts["height"]
+        if 0 <= k < len(heights) and abs(x - k) <= BAR_WIDTH / 2 and 0 <= y <= heights[k]:
+            return k
+        return None
 
     def mouseClickEvent(self, ev) -> None:  # noqa: N802 (pyqtgraph API)
         if ev.button() != Qt.MouseButton.LeftButton:
             return
-        k = int(round(ev.pos().x()))
-        heights = self.opts["height"]
-        if (
-            0 <= k < len(heights)
-            and abs(ev.pos().x() - k) <= BAR_WIDTH / 2
-            and 0 <= ev.pos().y() <= heights[k]
-        ):
+        k = self._bar_at(ev.pos().x(), ev.pos().y())
+        if k is not None:
             ev.accept()
             self._chosen(k)
+
+    def hoverEvent(self, ev) -> None:  # noqa: N802 (pyqtgraph API)
+        k = None if ev.isExit() else self._bar_at(ev.pos().x(), ev.pos().y())
+        self.setToolTip("" if k is None else self.tips[k])
 
 
 class MemorySummary(QWidget):
@@ -217,8 +279,9 @@ class MemorySummary(QWidget):
 
     def _add_plot(self, col: int, kind: str, devices: list[DeviceMemory]) -> None:
         names = [d.device for d in devices]
+        tips = [bar_tip(d) for d in devices]
         plot = self.chart.ci.addPlot(
-            row=0, col=col, axisItems={"left": BytesAxisItem(), "bottom": _CategoryAxis(names)}
+            row=0, col=col, axisItems={"left": BytesAxisItem(), "bottom": _CategoryAxis(names, tips)}
         )
         plot.setMenuEnabled(False)
         plot.hideButtons()
@@ -239,7 +302,7 @@ class MemorySummary(QWidget):
             )  # fmt: skip
             plot.addItem(behind)
         bars = _Bars(
-            lambda k, names=names: self._choose(names[k]),
+            lambda k, names=names: self._choose(names[k]), tips,
             x=x, height=peaks, width=BAR_WIDTH, brushes=[pg.mkBrush(self._colors[n]) for n in names],
             pen=pg.mkPen(None),
         )  # fmt: skip

@@ -8,7 +8,6 @@ a step to get `stepActivated(start_ns, end_ns)`, an op to get `opActivated(name)
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.natural import natural_key
 from branchscope.profiling.trace.ranges import OpRow, StepRow, branch_order, range_ops, step_table
 from branchscope.widgets.branch_legend import format_ms
 
@@ -43,11 +43,6 @@ class Column:
     numeric: bool = False
     #: What a value sorts by (default: numbers as they are, texts by `natural_key`).
     key: Callable[[Any], Any] | None = None
-
-
-def natural_key(text: str) -> tuple:
-    """Case-insensitive, numbers by value: 'step 2' before 'Step 10'."""
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p.lower()) for p in re.split(r"(\d+)", text))
 
 
 class RowsModel(QAbstractTableModel):

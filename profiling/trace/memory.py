@@ -26,6 +26,7 @@ import numpy as np
 
 from branchscope.profiling.trace.memory_source import recorded_by, why_none
 from branchscope.profiling.trace.model import MemorySeries, Trace
+from branchscope.profiling.trace.natural import natural_key
 
 #: `where` of an allocation no op encloses (or, in a snapshot, with no frames).
 NO_OP = "(no op)"
@@ -283,7 +284,10 @@ class MemoryAnalysis:
         self.wheres: list[str] = [NO_OP, BEFORE_PROFILING, UNEXPLAINED]
         self._where_ids: dict[str, int] = {w: i for i, w in enumerate(self.wheres)}
         self._pairs: dict[str, AllocationColumns] = {}
-        self.devices: list[DeviceMemory] = [self._device(m) for m in trace.memory]
+        #: In rank order, then device order, numbers by value (rank2 before rank10, cuda:2 before cuda:10).
+        self.devices: list[DeviceMemory] = [
+            self._device(m) for m in sorted(trace.memory, key=lambda m: natural_key(m.device))
+        ]
         self.imbalance: list[Imbalance] = _imbalance(self.devices)
 
     # ---- building ---------------------------------------------------------------------------

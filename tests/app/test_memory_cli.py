@@ -56,14 +56,23 @@ def test_run_folder_reads_its_trace(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_snapshots_are_ranks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    for r in (0, 1):
+    """Snapshots named rank-N are the ranks of one job, listed in rank order whatever order they
+    were named in (a shell's rank-* puts rank 10 before rank 2), in --json and in the text."""
+    for r in (0, 1, 2, 10):
         (tmp_path / f"rank-{r}.pickle").write_bytes(pickle.dumps(two_gpu_snapshot()))
-    rc, out, _ = run_cli(capsys, str(tmp_path / "rank-1.pickle"), str(tmp_path / "rank-0.pickle"), "--json")
+    shell_order = [str(tmp_path / f"rank-{r}.pickle") for r in (1, 0, 10, 2)]
+    rc, out, _ = run_cli(capsys, *shell_order, "--json")
     assert rc == 0
     doc = json.loads(out)
-    assert [(d["rank"], d["device"]) for d in doc["devices"]] == [(1, "cuda:0"), (1, "cuda:1"), (0, "cuda:0"), (0, "cuda:1")]
+    assert [(d["rank"], d["device"]) for d in doc["devices"]] == [
+        (r, f"cuda:{k}") for r in (0, 1, 2, 10) for k in (0, 1)
+    ]
     assert doc["devices"][0]["at_peak"][0]["where"] == "/home/u/train.py:41:loss"
-    assert doc["imbalance"][0]["heaviest"] == "rank1/cuda:0"
+    assert doc["imbalance"][0]["heaviest"] == "rank0/cuda:0"  # equal peaks: the first in rank order
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1, 2, 10]
+    rc, text, _ = run_cli(capsys, *shell_order)
+    listed = [line.split(": peak ")[0].strip() for line in text.splitlines() if ": peak " in line]
+    assert listed == [f"rank{r}/cuda:{k}" for r in (0, 1, 2, 10) for k in (0, 1)]
 
 
 def test_sources_without_distinct_ranks_take_positions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
