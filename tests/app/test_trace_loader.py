@@ -104,8 +104,9 @@ def test_several_files_load_as_ranks_with_one_growing_progress(qtbot, loader, tm
     from branchscope.profiling.trace import merge
 
     assert FILES_PHASE == merge.FILES_PHASE
-    assert [phase for phase, _ in reader] == ["files", "files"], reader
-    assert [f for _, f in reader] == pytest.approx([(1 - INDEX_SHARE) / 2, 1 - INDEX_SHARE])
+    assert {phase for phase, _ in reader} == {"files"}, reader
+    # While a file is awaited the pool says "none done yet" every 50 ms (a busy machine: several times).
+    assert [f for _, f in reader if f > 0] == pytest.approx([(1 - INDEX_SHARE) / 2, 1 - INDEX_SHARE])
 
 
 def _gated_load(gate: threading.Event, stopped: list):
