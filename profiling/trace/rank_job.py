@@ -18,7 +18,9 @@ need: its `ranks.RankFigures` (step times, busy share, memory peaks), its collec
 
 `open_view(paths)` is what the window opens: a job of up to `ALL_RANKS_UP_TO` ranks whole (every
 rank loaded, as `merge.load_traces`), a larger one as a job with `IN_VIEW` ranks loaded, those
-that stand out first (`first_view`).
+that stand out first (`first_view`). Rank files picked one by one open the same way:
+`large_jobs(paths)` summarises them once, groups them into jobs (`merge.clock_groups`) and keeps
+each large one under its files, in whatever order they were named, so `open_view` finds it.
 """
 
 from __future__ import annotations
@@ -275,7 +277,8 @@ def large_jobs(paths: Sequence[str | os.PathLike[str]], *, progress: ProgressCal
     `ALL_RANKS_UP_TO` ranks is made its job and kept, so that `open_view` of its files opens it as
     their folder opens it (every rank summarised, the ranks in view loaded) without reading them
     again. A file that cannot be summarised (broken, or of several ranks) is a group of its own:
-    reading it alone says why. Groups as `clock_groups` gives them, of positions in `paths`."""
+    reading it alone says why. Groups as `clock_groups` gives them, of positions in `paths`.
+    `progress` hears the files summarised as `open_view` reports its own summaries."""
 
     def finish(part: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
         if isinstance(part, dict):
@@ -285,7 +288,8 @@ def large_jobs(paths: Sequence[str | os.PathLike[str]], *, progress: ProgressCal
         except (TraceFormatError, OSError):
             return {}  # not summarised
 
-    parts: list[dict[str, Any]] = map_files(_rank_part, finish, paths, progress, None)
+    n = len(paths)  # the summaries' share of the whole, as `open_view` shares it with the ranks in view
+    parts: list[dict[str, Any]] = map_files(_rank_part, finish, paths, _share(progress, 0.0, n / (n + IN_VIEW)), None)
     summarised = [k for k, p in enumerate(parts) if p]
     groups = [[summarised[i] for i in g] for g in clock_groups([parts[k]["clock"] for k in summarised])]
     for group in groups:
