@@ -221,6 +221,7 @@ def _show_window(app, window, args: argparse.Namespace, traces: list[str], scree
     window.show()
 
     if traces:
+        listed = len(window.run_list)
         opened = window.open_trace_files(traces)
         if screenshot is not None and opened < len(traces):
             box = window.message_box
@@ -233,6 +234,8 @@ def _show_window(app, window, args: argparse.Namespace, traces: list[str], scree
             return 2
         if getattr(args, "tab", None):
             window.tabs.setCurrentIndex(TABS.index(args.tab))
+        if getattr(args, "tab", None) == "compare" and len(window.run_list) - listed >= 2:
+            window.compare_entries(list(range(listed, len(window.run_list))))  # what was opened, compared
     else:
         try:
             window.set_controls(

@@ -190,6 +190,10 @@ class MainWindow(QMainWindow):
         self.runs.selectionModel().selectionChanged.connect(
             lambda *_: self.compare_button.setEnabled(len(self.runs.selected_rows()) >= 2)
         )
+        # The Compare tab follows the selection: two or more rows selected are compared there.
+        self.runs.selectionModel().selectionChanged.connect(
+            lambda *_: self.page(ComparePage).follow_selection(self.runs.selected_rows())
+        )
         box_lay.addWidget(self.compare_button)
         lay.addWidget(runs_box, 1)
         return panel

@@ -219,7 +219,7 @@ def row_sizes(kinds: Sequence[PanelKind], panels: Sequence[QWidget], total: int)
     main = next(k for k, kind in enumerate(kinds) if kind.main)
     charts = [k for k in range(len(kinds)) if k != main]
     has = {k: _has_data(panels[k]) for k in charts}
-    mins = {k: (kinds[k].wanted(panels[k], total) if has[k] else kinds[k].empty) for k in charts}
+    mins = {k: max(kinds[k].wanted(panels[k], total), _least(panels[k])) if has[k] else kinds[k].empty for k in charts}
     sizes = [0] * len(kinds)
     for k in charts:
         sizes[k] = mins[k]
@@ -305,11 +305,14 @@ class TraceRow(QWidget):
     def title_height(self) -> int:
         return self.title.sizeHint().height() if self.title.isVisibleTo(self) else 0
 
+    def chrome_height(self) -> int:
+        """What the row takes besides its panels: its title and its splitter's handles."""
+        return self.title_height() + self.splitter.handleWidth() * (len(self.panels) - 1)
+
     def need(self, total: int) -> int:
         """The height the row wants among rows of about `total` pixels (`row_need`), with its title
         and its splitter's handles."""
-        handles = self.splitter.handleWidth() * (len(self.panels) - 1)
-        return row_need(self.kinds, self.panels, total) + handles + self.title_height()
+        return row_need(self.kinds, self.panels, total) + self.chrome_height()
 
     def fold(self, on: bool) -> None:
         """Panels that can fold what they show to fit (the timeline's deep rows) do so, or not."""
@@ -517,7 +520,7 @@ class TraceWorkspace(QWidget):
         shares = needs if stacked > total else row_shares(needs, total)
         self.stack.setSizes(shares + [0] * (len(self.rows) - n))
         for row, share in zip(self.rows[:n], shares):
-            row.fit(max(1, share - row.title_height()))
+            row.fit(max(1, share - row.chrome_height()))
 
     # ---- going back -------------------------------------------------------------------------
     def snapshot(self) -> WorkspaceState:

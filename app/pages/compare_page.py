@@ -5,7 +5,11 @@ first one's model (else the sequential 1×1 run among them).
 Two runs of one model compared can be measured again *paired* ("Measure these two paired"):
 `branchscope speedup` as a job of the window (`app/speedup_controller.py`), their two
 configurations in alternation, the baseline's first; the line beside the button then says each
-one's median and the speedup with its 95% interval (or that it is not distinguishable from 1.0×)."""
+one's median and the speedup with its 95% interval (or that it is not distinguishable from 1.0×).
+
+The page follows the runs list's selection (`follow_selection`): two or more rows selected are
+compared here as soon as the page is in front, without pressing "Compare selected runs" (which
+stays, and brings the page to the front); before any comparison the page says how to pick runs."""
 
 from __future__ import annotations
 
@@ -24,6 +28,13 @@ from branchscope.profiling.trace.model import TraceFormatError
 from branchscope.profiling.trace.records import RunRecord
 from branchscope.profiling.trace.sweep_records import SpeedupRecord
 from branchscope.widgets.compare_view import CompareView
+
+#: What the page says before any runs are compared: how to pick them.
+PICK_NONE = (
+    "Select two or more runs in the runs list (Ctrl+click, or Shift+click for a range) "
+    "to compare them here, one above the other on one time scale."
+)
+PICK_ONE = "One run selected: Ctrl+click another run in the runs list (or Shift+click a range) to compare them here."
 
 PAIRED_TIP = (
     "Run the two configurations again, alternating (one step of each in turn, or a fresh worker of each "
@@ -69,13 +80,24 @@ class ComparePage(OwnContentPage, CompareView):
         self.paired_label = QLabel("", self)
         self.paired_label.setWordWrap(True)
         self.paired_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        row = QWidget(self)
+        row = self.paired_row = QWidget(self)
         lay = QHBoxLayout(row)
         lay.setContentsMargins(6, 2, 6, 2)
         lay.addWidget(self.paired_button, 0, Qt.AlignmentFlag.AlignTop)
         lay.addWidget(self.paired_label, 1)
         layout: Any = self.layout()
         layout.insertWidget(layout.indexOf(self.parts_label) + 1, row)  # under the advice and the parts, over the runs
+        #: Before any runs are compared: how to pick them (in the runs' place).
+        self.pick_label = QLabel(PICK_NONE, self)
+        self.pick_label.setWordWrap(True)
+        self.pick_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        layout.addWidget(self.pick_label, 1)
+        self.splitter.hide()
+        row.hide()
+        #: The entries compared now, and those selected in the runs list (`follow_selection`).
+        self.compared: list[int] = []
+        self.selected: list[int] = []
+        self._tried: list[int] = []
         self.speedup_controller = SpeedupController(self)
         self.speedup_controller.started.connect(self._paired_started)
         self.speedup_controller.progress.connect(self._paired_progress)
@@ -88,9 +110,39 @@ class ComparePage(OwnContentPage, CompareView):
         self.paired_result: SpeedupRecord | None = None
 
     # ---- comparing --------------------------------------------------------------------------
+    def follow_selection(self, rows: list[int]) -> None:
+        """The runs list's selection changed to `rows`: two or more are compared here (now if the
+        page is in front, else when it comes to the front); fewer leave what is compared, or, with
+        nothing compared yet, the page says how to pick runs."""
+        self.selected = list(rows)
+        if not self.compared:
+            self.pick_label.setText(PICK_ONE if len(rows) == 1 else PICK_NONE)
+        if self.isVisible():
+            self._compare_selected()
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().showEvent(event)
+        self._compare_selected()
+
+    def _compare_selected(self) -> None:
+        """Compare the rows selected, unless they are compared already or were tried (a run that
+        cannot be read says so once, not each time the page is shown)."""
+        rows = self.selected
+        if len(rows) >= 2 and rows not in (self.compared, self._tried):
+            self._tried = list(rows)
+            self.show_entries(rows)
+
     def compare_entries(self, ks: list[int]) -> bool:
         """Show entries `ks` here, and this page in front. False (and a dialog) if one cannot be
         read; False if fewer than two are listed."""
+        if not self.show_entries(ks):
+            return False
+        self.host.show_page(self)
+        return True
+
+    def show_entries(self, ks: list[int]) -> bool:
+        """Compare entries `ks` here (the page stays where it is). False (and a dialog) if one
+        cannot be read; False if fewer than two are listed."""
         from branchscope.app.trace_loader import read_whole
         from branchscope.profiling.trace.compare import default_baseline, summarize, unique_labels
 
@@ -113,8 +165,11 @@ class ComparePage(OwnContentPage, CompareView):
         base = [runs.baseline_of(k) for k in ks]
         baseline = ks.index(base[0]) if base[0] in ks else default_baseline(summaries)
         self.set_runs(traces, summaries, baseline)
+        self.compared = list(ks)
+        self.pick_label.hide()
+        self.splitter.show()
+        self.paired_row.show()
         self._offer_paired([runs[k].run for k in ks], baseline)
-        self.host.show_page(self)
         return True
 
     # ---- measuring two runs paired -----------------------------------------------------------
