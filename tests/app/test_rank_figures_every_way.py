@@ -177,20 +177,31 @@ def test_the_window_loader_opens_the_files_as_the_folder(job, burners):
     assert opened["files"].files == [str(job)] and opened["folder"].files == [str(job)]
 
 
-def _overview_after_open(window, paths: list[str]) -> tuple:
-    """What the rank overview shows once `paths` are opened: figures, ranks loaded, busy bars, rank labels."""
-    assert window.open_trace_files(paths) == len(paths)
+def _overview_after_open(window, paths: list[str], qtbot=None) -> tuple:
+    """What the rank overview shows once `paths` are opened (as `open` does; with `qtbot`, as the
+    Open dialog, a drop and the recent files do: off the GUI thread): figures, ranks loaded, busy
+    bars, rank labels."""
+    if qtbot is None:
+        assert window.open_trace_files(paths) == len(paths)
+    else:
+        with qtbot.waitSignal(window.loader.loaded, timeout=60_000):
+            window.open_in_background(paths)
     o = window.page(RunPage).workspace.rank_overview
     labels = [t for _, t in o.heat.getAxis("left")._tickLevels[0]]
     return o.figures, o.loaded, list(o.busy_bars.opts["width"]), labels
 
 
-def test_the_window_draws_a_busy_bar_for_every_rank_either_way(window, job, burners):
-    seen = {"folder": _overview_after_open(window, [str(job)]), "files": _overview_after_open(window, shell_order(job))}
+def test_the_window_draws_a_busy_bar_for_every_rank_either_way(window, job, burners, qtbot):
+    seen = {
+        "folder": _overview_after_open(window, [str(job)]),
+        "files": _overview_after_open(window, shell_order(job)),
+        "files picked in the window": _overview_after_open(window, shell_order(job), qtbot),
+    }
     for _figures, loaded, widths, _labels in seen.values():
         assert len(widths) == RANKS and all(0 < w <= 100 for w in widths)
         assert loaded is not None and len(loaded) == rank_job.IN_VIEW
-    assert_same_figures(seen["files"][0], seen["folder"][0])
-    assert seen["files"][1] == seen["folder"][1]
-    assert seen["files"][2] == pytest.approx(seen["folder"][2])
-    assert seen["files"][3] == seen["folder"][3] and any(t.startswith("●") for t in seen["files"][3])
+    for way in ("files", "files picked in the window"):
+        assert_same_figures(seen[way][0], seen["folder"][0])
+        assert seen[way][1] == seen["folder"][1]
+        assert seen[way][2] == pytest.approx(seen["folder"][2])
+        assert seen[way][3] == seen["folder"][3] and any(t.startswith("●") for t in seen[way][3])
