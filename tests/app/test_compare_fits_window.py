@@ -161,3 +161,17 @@ def test_a_bad_size_is_one_error_line_and_exit_2(traces, tmp_path, command, size
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --size"), proc.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+def test_the_message_filter_drops_the_size_hint_warning_alone():
+    code = (
+        "from PySide6.QtCore import qWarning\n"
+        "from branchscope.app.screenshot_size import SIZE_HINT_WARNING, drop_offscreen_size_hint_warning\n"
+        "drop_offscreen_size_hint_warning()\n"
+        "qWarning(SIZE_HINT_WARNING)\n"
+        "qWarning('another warning')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert SIZE_HINT_WARNING not in proc.stderr
+    assert "another warning" in proc.stderr  # other warnings are not hidden
