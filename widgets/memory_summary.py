@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetricsF
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -39,10 +39,14 @@ from branchscope.profiling.trace.memory import (
     Imbalance,
     MemoryAnalysis,
     device_type_of,
+    imbalance_of,
     missed_frees_line,
 )
 from branchscope.profiling.trace.memory_source import recorded_by, why_none
+from branchscope.profiling.trace.natural import natural_key
+from branchscope.profiling.trace.rank_job import job_of
 from branchscope.widgets.charts import BytesAxisItem, style_axis
+from branchscope.widgets.memory_table import NOT_LOADED
 from branchscope.widgets.memory_view import DEVICE_COLORS, device_order
 from branchscope.widgets.theme import Theme, theme
 from branchscope.widgets.units import format_bytes, format_offset
@@ -69,29 +73,65 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] + "."
 
 
-def headline(analysis: MemoryAnalysis) -> str:
+def job_devices(analysis: MemoryAnalysis) -> list[DeviceMemory]:
+    """The devices the bars show, in rank order: the analysis's, and for a large job of which only
+    the ranks in view are loaded (`rank_job`) every other rank's too, with the peak the job's
+    figures hold (what was live at it is not known until its rank is loaded: `at_peak` is empty)."""
+    job = job_of(analysis.trace)
+    loaded = {d.rank for d in analysis.devices}
+    if job is None or loaded >= set(job.ranks):
+        return list(analysis.devices)
+    f = job.figures
+    others = [
+        DeviceMemory(
+            device=f"rank{r}/{device}", rank=r, peak_bytes=peak, peak_ns=-1, reserved_peak_bytes=None,
+            capacity_bytes=None, allocations=0, frees=0, at_peak=(),
+        )  # fmt: skip
+        for r, peaks in zip(f.ranks, f.peaks)
+        if r not in loaded
+        for device, peak in peaks.items()
+    ]
+    return sorted([*analysis.devices, *others], key=lambda d: natural_key(d.device))
+
+
+def loaded_words(analysis: MemoryAnalysis, devices: list[DeviceMemory]) -> str:
+    """For a large job not loaded whole: which ranks' allocations are known; else nothing."""
+    ranks = sorted({d.rank for d in devices if d.rank is not None})
+    loaded = sorted({d.rank for d in analysis.devices if d.rank is not None})
+    if len(loaded) == len(ranks):
+        return ""
+    return (
+        f"Ranks {', '.join(map(str, loaded))} of {len(ranks)} are loaded: the others' bars are the job's peaks, "
+        "and a click on one loads its rank."
+    )
+
+
+def headline(analysis: MemoryAnalysis, devices: list[DeviceMemory] | None = None) -> str:
     """The summary's words: the device of the largest peak first, then each kind's imbalance (the
-    kind of the largest peak first), then what the profiler missed."""
-    main = analysis.main_device()
+    kind of the largest peak first), then what the profiler missed; over `devices` (a large job's
+    every rank, `job_devices`; default: the analysis's)."""
+    shown = analysis.devices if devices is None else devices
+    main = max(shown, key=lambda d: d.peak_bytes) if shown else None  # the first of equals
     if main is None:
         return why_none(analysis.trace)
     kind = _kind_name(device_type_of(main.device))
     capacity = f" of {format_bytes(main.capacity_bytes)}" if main.capacity_bytes else ""
     name = main.label if main.plain_device == "cpu" else f"{kind} {main.label}"
     sentences = [f"Largest peak: {name}, {format_bytes(main.peak_bytes)}{capacity}."]
-    for i in analysis.imbalance:  # "Rank 0 holds …" starts a sentence; a device's name keeps its case
+    for i in imbalance_of(shown):  # "Rank 0 holds …" starts a sentence; a device's name keeps its case
         words = imbalance_words(i)
         sentences.append("R" + words[1:] if words.startswith("rank ") else words)
     sentences += [
         _sentence(missed_frees_line(d.freed_unseen, d.label)) for d in analysis.devices if d.freed_unseen
     ]
-    return " ".join(sentences)
+    return " ".join([*sentences, loaded_words(analysis, shown)]).strip()
 
 
 def bar_tip(d: DeviceMemory) -> str:
     """A bar's tooltip: the device's full name and its peak (of its reserved peak too, where known)."""
     reserved = f", reserved {format_bytes(d.reserved_peak_bytes)}" if d.reserved_peak_bytes is not None else ""
-    return f"{d.device}: peak {format_bytes(d.peak_bytes)}{reserved}"
+    unknown = " (its rank is not loaded: a click loads it)" if d.peak_ns < 0 else ""
+    return f"{d.device}: peak {format_bytes(d.peak_bytes)}{reserved}{unknown}"
 
 
 #: Label steps of the bars' axis: every bar's name, or every 2nd, 5th, 10th, … (a timeline's ticks).
@@ -203,6 +243,8 @@ class MemorySummary(QWidget):
         self.device: str | None = None
         #: Each plot's devices, left to right, by kind.
         self.kinds: dict[str, list[DeviceMemory]] = {}
+        #: Every device with a bar, in rank order (a large job's every rank: `job_devices`).
+        self.devices: list[DeviceMemory] = []
         self.plots: dict[str, pg.PlotItem] = {}
         self.bars: dict[str, _Bars] = {}
         self.median_lines: dict[str, pg.InfiniteLine] = {}
@@ -250,14 +292,15 @@ class MemorySummary(QWidget):
         self.analysis = analysis
         self.chart.ci.clear()
         self.kinds, self.plots, self.bars, self.median_lines = {}, {}, {}, {}
-        devices = sorted(analysis.devices, key=device_order) if analysis is not None else []
+        self.devices = job_devices(analysis) if analysis is not None else []
+        devices = sorted(self.devices, key=device_order)
         self._colors = {
             d.device: QColor(DEVICE_COLORS[k % len(DEVICE_COLORS)]) for k, d in enumerate(devices)
         }
         for d in devices:
             self.kinds.setdefault(device_type_of(d.device), []).append(d)
         # kinds with an imbalance first (the GPUs), then the others
-        imbalanced = [i.device_type for i in analysis.imbalance] if analysis is not None else []
+        imbalanced = [i.device_type for i in imbalance_of(self.devices)]
         order = sorted(self.kinds, key=lambda k: (k not in imbalanced, k == "cpu", k))
         for col, kind in enumerate(order):
             self._add_plot(col, kind, self.kinds[kind])
@@ -268,13 +311,13 @@ class MemorySummary(QWidget):
             self._fill_table()
             return
         source = recorded_by(analysis.trace)
-        self.words.setText(headline(analysis) + (f" Memory: {source}." if source else ""))
+        self.words.setText(headline(analysis, self.devices) + (f" Memory: {source}." if source else ""))
         self.apply_theme()
         self.set_device(self.default_device())
 
     def default_device(self) -> str | None:
         """The device of the largest peak (the heaviest of the largest kind's imbalance)."""
-        main = self.analysis.main_device() if self.analysis is not None else None
+        main = max(self.devices, key=lambda d: d.peak_bytes) if self.devices else None
         return None if main is None else main.device
 
     def _add_plot(self, col: int, kind: str, devices: list[DeviceMemory]) -> None:
@@ -303,7 +346,7 @@ class MemorySummary(QWidget):
             plot.addItem(behind)
         bars = _Bars(
             lambda k, names=names: self._choose(names[k]), tips,
-            x=x, height=peaks, width=BAR_WIDTH, brushes=[pg.mkBrush(self._colors[n]) for n in names],
+            x=x, height=peaks, width=BAR_WIDTH, brushes=[self._brush(d) for d in devices],
             pen=pg.mkPen(None),
         )  # fmt: skip
         plot.addItem(bars)
@@ -322,6 +365,13 @@ class MemorySummary(QWidget):
             self.median_lines[kind] = line
         self.plots[kind] = plot
         self.bars[kind] = bars
+
+    def _brush(self, d: DeviceMemory) -> QBrush:
+        """A bar's fill: its device's colour, paler for a rank not loaded (`job_devices`)."""
+        c = QColor(self._colors[d.device])
+        if d.peak_ns < 0:
+            c.setAlpha(110)
+        return pg.mkBrush(c)
 
     @staticmethod
     def _median_of(devices: list[DeviceMemory]) -> float:
@@ -357,9 +407,12 @@ class MemorySummary(QWidget):
     # ---- the table --------------------------------------------------------------------------
     def _fill_table(self) -> None:
         self.table.setRowCount(0)
-        d = self.analysis.device(self.device) if self.analysis is not None and self.device else None
-        if d is None:
+        d = next((d for d in self.devices if d.device == self.device), None)
+        if d is None or self.analysis is None:
             self.caption.setText("")
+            return
+        if d.peak_ns < 0:
+            self.caption.setText(f"{d.device} peaks at {format_bytes(d.peak_bytes)}; {NOT_LOADED}")
             return
         t = format_offset(d.peak_ns - int(self.analysis.trace.span()[0]))
         if not d.at_peak:

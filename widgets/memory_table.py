@@ -29,6 +29,8 @@ FLAG_TINT = QColor(232, 163, 61, 70)
 NEVER_FREED = "never freed in the profile"
 BEFORE = "freed, allocated before profiling"
 FREED_UNSEEN = "freed where the profiler missed it: by this time at the latest (its address reused)"
+#: A device of a large job's rank whose events are not loaded (`rank_job`): nothing to list yet.
+NOT_LOADED = "its rank is not loaded, so what it allocated is not known yet: a click on its bar loads it"
 
 
 def note_of(a: Allocation) -> str:
@@ -205,9 +207,9 @@ class MemoryTable(QWidget):
         """Show `device`'s allocations alive in [t0_ns, t1_ns] (the trace's clock; None: its whole
         span), times from `origin_ns` (default: the trace's first event)."""
         self.analysis, self.device = analysis, device
-        if analysis is None or device is None:
+        if analysis is None or device is None or device not in analysis.series:
             self.model.set_rows(None, "", np.zeros(0, dtype=np.int64), 0)
-            self.caption.setText("")
+            self.caption.setText("" if analysis is None or device is None else f"{device}: {NOT_LOADED}")
             return
         start, end = analysis.trace.span()
         lo = int(start) if t0_ns is None else int(t0_ns)

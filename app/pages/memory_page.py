@@ -29,7 +29,7 @@ class MemoryPage(QSplitter):
         self.host = host
         self.memory_summary = MemorySummary()
         self.memory_table = MemoryTable()
-        self.memory_summary.deviceChosen.connect(lambda device: self.show_events(device=device))
+        self.memory_summary.deviceChosen.connect(self.choose_device)
         self.memory_summary.eventsActivated.connect(lambda events: self._select_event(events[0]) if events else None)
         self.memory_table.eventActivated.connect(self._select_event)
         #: The shown trace's memory analysis (`profiling.trace.memory`), None without memory events.
@@ -38,6 +38,8 @@ class MemoryPage(QSplitter):
         #: The device whose allocations are listed, and the time range they are alive in.
         self.device: str | None = None
         self.time_range: tuple[int, int] | None = None
+        #: A device whose rank a click on its bar is loading: chosen once the job is shown again.
+        self.pending_device: str | None = None
         self.addWidget(self.memory_summary)
         self.addWidget(self.memory_table)
         self.setSizes([520, 400])
@@ -75,7 +77,21 @@ class MemoryPage(QSplitter):
         self.trace, self.analysis = trace, analysis
         self.time_range = None
         self.memory_summary.set_analysis(analysis)
-        self.show_events(device=self.memory_summary.default_device())
+        chosen, self.pending_device = self.pending_device, None
+        if analysis is not None and chosen in analysis.series:  # a rank loaded by a click on its bar
+            self.memory_summary.set_device(chosen)
+        self.show_events(device=self.memory_summary.device)
+
+    def choose_device(self, device: str) -> None:
+        """A bar was clicked: list its device's allocations; a large job's rank not loaded yet is
+        loaded first (as a click in the Run page's rank overview does), then shown chosen."""
+        if self.analysis is not None and device not in self.analysis.series:
+            rank = next((d.rank for d in self.memory_summary.devices if d.device == device), None)
+            if rank is not None:
+                self.pending_device = device
+                self.host.page(RunPage).load_rank(rank)
+                return
+        self.show_events(device=device)
 
     def show_events(self, device: str | None = None) -> None:
         """The events table: `device` (default: the one shown) in the timeline's selected range."""

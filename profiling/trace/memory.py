@@ -288,7 +288,7 @@ class MemoryAnalysis:
         self.devices: list[DeviceMemory] = [
             self._device(m) for m in sorted(trace.memory, key=lambda m: natural_key(m.device))
         ]
-        self.imbalance: list[Imbalance] = _imbalance(self.devices)
+        self.imbalance: list[Imbalance] = imbalance_of(self.devices)
 
     # ---- building ---------------------------------------------------------------------------
     def _intern(self, names: list[str]) -> np.ndarray:
@@ -534,7 +534,7 @@ def _most_in_range(values: np.ndarray, ts: np.ndarray, t0_ns: int, t1_ns: int) -
     return best, at
 
 
-def _imbalance(devices: list[DeviceMemory]) -> list[Imbalance]:
+def imbalance_of(devices: list[DeviceMemory]) -> list[Imbalance]:
     """One `Imbalance` per kind with two devices or more, the kind of the largest peak first."""
     by_type: dict[str, list[DeviceMemory]] = {}
     for d in devices:
