@@ -23,9 +23,12 @@ def test_the_python_setting_reaches_the_run_request(window, qtbot, tmp_path):
     controls: RunControls = window.controls
     controls.python_edit.setFocus()
     qtbot.keyClicks(controls.python_edit, str(python))
-    # Leaving the line (Return) asks for a run once the user pauses, as any other change does.
-    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
+    # Leaving the line (Return) keeps it and starts nothing, as any other change; Run runs with it.
+    with qtbot.assertNotEmitted(window.controller.started, wait=800):
         qtbot.keyClick(controls.python_edit, Qt.Key.Key_Return)
+    assert window.settings.value("workerPython") == str(python)
+    with qtbot.waitSignal(window.lifecycle.opened, timeout=20_000):
+        controls.run_button.click()
     args = window.controller.last_command
     assert _value_after(args, "--python") == str(python)
     # What the runner reads back from those arguments (the fake runner parsed them too).
@@ -62,10 +65,10 @@ def test_set_values_expands_the_home_folder_and_asks_for_no_run(window, qtbot):
     assert window.current_spec().model_key != window.current_spec().options.replace(python=None).model_key
 
 
-def test_the_file_chooser_sets_it_and_asks_for_a_run(window, qtbot, tmp_path, monkeypatch):
+def test_the_file_chooser_sets_it_and_asks_for_no_run(window, qtbot, tmp_path, monkeypatch):
     chosen = tmp_path / "venv" / "bin" / "python3"
     monkeypatch.setattr("branchscope.app.run_controls.QFileDialog.getOpenFileName", lambda *a, **k: (str(chosen), ""))
-    with qtbot.waitSignal(window.controls.runRequested, timeout=5000) as sig:
+    with qtbot.assertNotEmitted(window.controls.runRequested, wait=800):
         window.controls.python_button.click()
-    assert sig.args[0].options.python == chosen
+    assert window.current_spec().options.python == chosen and window.settings.value("workerPython") == str(chosen)
     assert window.controls.python_edit.text() == str(chosen)
