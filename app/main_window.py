@@ -7,7 +7,9 @@ the middle, the side panels on the right. It only composes them:
 - what is shown is a Qt-free model, `Shown` (`app/shown.py`), that the pages (`app/pages/`, in
   `PAGES`' order) and the side panels (`app/side_panels.py`) follow; the window changes it;
 - what the user opens or chooses and every finished run is read by the one `TraceLoader`
-  (`app/trace_loader.py`) off the GUI thread, with progress and Cancel; menus: `app/window_menus.py`.
+  (`app/trace_loader.py`) off the GUI thread, with progress and Cancel; menus: `app/window_menus.py`;
+  the columns' widths, which follow the text size: `app/window_layout.py`; the status bar:
+  `app/status_line.py`; the file dialogs: `app/file_dialogs.py`.
 
 Failures are reported in a dialog and the window carries on: a trace that cannot be shown leaves
 every view on the trace it showed before.
@@ -15,6 +17,7 @@ every view on the trace it showed before.
 
 from __future__ import annotations
 
+import os
 import traceback
 from functools import partial
 from typing import Any, TypeVar
@@ -22,13 +25,11 @@ from typing import Any, TypeVar
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QApplication,
-    QFileDialog,
     QGroupBox,
     QInputDialog,
     QMainWindow,
     QMessageBox,
     QPushButton,
-    QSplitter,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -37,6 +38,7 @@ from PySide6.QtWidgets import (
 from branchscope.app import trace_loader
 from branchscope.app.cuda_check import CudaCheck
 from branchscope.app.failures import Failures
+from branchscope.app.file_dialogs import FileDialogs
 from branchscope.app.pages import PAGES
 from branchscope.app.pages.compare_page import ComparePage
 from branchscope.app.pages.page import Page
@@ -49,7 +51,9 @@ from branchscope.app.runs import Entry, Runs
 from branchscope.app.runs_table import RunsTableModel, RunsView
 from branchscope.app.shown import Shown
 from branchscope.app.side_panels import SidePanels
+from branchscope.app.status_line import StatusBar
 from branchscope.app.trace_loader import Opened, TraceLoader, connect_progress
+from branchscope.app.window_layout import WindowLayout
 from branchscope.app.window_menus import WindowMenus
 from branchscope.profiling.files import read_head
 from branchscope.profiling.machine import usable_cores
@@ -65,7 +69,7 @@ def is_model_file(path: str) -> bool:
     """A dropped model: Python source, or a TorchScript archive (a zip file, whatever its name).
     Traces are JSON (plain or gzipped), never zip, so the magic bytes settle .zip/.pt/.pth."""
     if path.endswith(".py"):
-        return True
+        return os.path.isfile(path)  # a folder named so is a folder to open
     return read_head(path, 4) == b"PK\x03\x04"  # only a regular file is read: a FIFO would block
 
 
@@ -88,9 +92,14 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.setWindowTitle("branchscope")
         self.setAcceptDrops(True)
+        #: Messages that time out over a line saying what is true now (`app/status_line.py`).
+        self.status = StatusBar()
+        self.setStatusBar(self.status)
         # The CPUs this process may use, as the worker counts them (a container may allow fewer).
         self.cores = int(cores or usable_cores())
         self.settings = settings if settings is not None else QSettings("branchscope", "branchscope")
+        #: The file dialogs, each opening in the folder its kind last used.
+        self.dialogs = FileDialogs(self, self.settings)
         self.controller = controller if controller is not None else RunController(self)
         self.controller.setParent(self)
         self.controller.keptFolders.connect(self.statusBar().showMessage)
@@ -147,14 +156,13 @@ class MainWindow(QMainWindow):
         self.side_panel = SidePanels(self.shown, run_page.workspace)
         run_page.timeline.rangeSelected.connect(self.shown.select_range)
 
-        split = QSplitter(Qt.Orientation.Horizontal)
-        for k, part in enumerate([self._left_panel(), self.tabs, self.side_panel]):
-            split.addWidget(part)
-            split.setStretchFactor(k, int(part is self.tabs))
-        split.setSizes([380, 920, 300])
-        self.setCentralWidget(split)
+        # The three columns, their widths following the text size (app/window_layout.py).
+        self.columns = WindowLayout(self, self.controls, self._runs_box(), self.tabs, self.side_panel)
+        self.setCentralWidget(self.columns.splitter)
         self.menus = WindowMenus(self)
-        self.statusBar().showMessage(self.controller.kept_notice or NAVIGATION_HINT)
+        if self.controller.kept_notice:
+            self.status.showMessage(self.controller.kept_notice)
+        self.tabs.currentChanged.connect(lambda _index: self._say_what_is_true())
         self.load_progress = LoadProgress(self)
         self.statusBar().addPermanentWidget(self.load_progress)
         connect_progress(self.loader, self.load_progress)
@@ -169,13 +177,8 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(0, self.cuda.start)
         self.resize(1600, 1000)
 
-    def _left_panel(self) -> QWidget:
-        panel = QWidget()
-        panel.setMinimumWidth(300)
-        panel.setMaximumWidth(520)
-        lay = QVBoxLayout(panel)
-        lay.setContentsMargins(8, 8, 4, 8)
-        lay.addWidget(self.controls)
+    def _runs_box(self) -> QWidget:
+        """The runs list and its Compare button (under the run controls, app/window_layout.py)."""
         runs_box = QGroupBox("Runs and traces")
         box_lay = QVBoxLayout(runs_box)
         # the list takes the panel's width: its run column shows the runs' names (issue 22, item 7)
@@ -195,8 +198,7 @@ class MainWindow(QMainWindow):
             lambda *_: self.page(ComparePage).follow_selection(self.runs.selected_rows())
         )
         box_lay.addWidget(self.compare_button)
-        lay.addWidget(runs_box, 1)
-        return panel
+        return runs_box
 
     # ---- the pages --------------------------------------------------------------------------
     def page(self, kind: type[P]) -> P:
@@ -209,6 +211,12 @@ class MainWindow(QMainWindow):
     def show_page(self, page: Any) -> None:
         """Bring `page`'s tab to the front."""
         self.tabs.setCurrentWidget(page)
+
+    def _say_what_is_true(self) -> None:
+        """The status bar's steady line: the timeline's keys while the Run page shows a trace."""
+        run_page = self.page(RunPage)
+        showing = self.tabs.currentWidget() is run_page and self.shown.trace is not None
+        self.status.set_steady(NAVIGATION_HINT if showing else "")
 
     def _enable_tabs(self) -> None:
         for k, page in enumerate(self.pages):
@@ -320,6 +328,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(f"branchscope — {e.title}")
         self.lifecycle.say_shown(settings=True)
         self.shown.entry_is_shown()
+        self._say_what_is_true()
         self.entryShown.emit(k)
         return True
 
@@ -341,7 +350,7 @@ class MainWindow(QMainWindow):
         return self.lifecycle.start_first_run(self.controls.spec())
 
     def open_model_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open model file", "", MODEL_FILTER)
+        path = self.dialogs.open_file("model", "Open model file", MODEL_FILTER)
         if path:
             self.add_model_file(path)
 
@@ -386,9 +395,17 @@ class MainWindow(QMainWindow):
             box.setDetailedText(details)
         box.setStandardButtons(QMessageBox.StandardButton.Ok)
         box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.finished.connect(self._take_focus_back)
         box.open()
         self.message_box = box
         return box
+
+    def _take_focus_back(self, _result: int = 0) -> None:
+        """A dialog closed: the window is active again (its focus back where it was), so its
+        shortcuts (Ctrl+O) work at once. Without a window manager (Xvfb) nothing gave the activation
+        back, and the first key after the dialog went nowhere."""
+        if self.isVisible():
+            self.activateWindow()
 
     def restore_application_look(self) -> None:
         """Put the application's font and palette back as they were before this window changed them."""

@@ -143,6 +143,7 @@ class SweepPanel(QWidget):
         self.status.setWordWrap(True)
         #: How long the form's sweep will take, or the running one has left.
         self.estimate = QLabel()
+        self.estimate.setWordWrap(True)  # a long estimate wraps: it must not widen the window (1280×720)
         self._ticker = QTimer(self)
         self._ticker.setInterval(1000)
         self._ticker.timeout.connect(self._show_time_left)

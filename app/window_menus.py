@@ -1,18 +1,18 @@
-"""The window's menus and what they keep between windows (its `QSettings`): File (open a trace or a
-model, the recent files, a screenshot, quit) and View (find, show everything, zoom to the selection, the text size and the
-dark palette, for a projector or a dim room)."""
+"""The window's menus and what they keep between windows (its `QSettings`): File (open a trace, a
+folder or a model, the recent files, a screenshot, quit) and View (find, show everything, zoom to the selection, the text size, the
+presentation size and the dark palette, for a projector or a dim room)."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QAction, QFont, QKeySequence, QPalette
-from PySide6.QtWidgets import QApplication, QFileDialog
+from PySide6.QtWidgets import QApplication
 
 from branchscope.app.pages.run_page import RunPage
-from branchscope.widgets.theme import dark_palette
+from branchscope.widgets.theme import dark_palette, presentation_font
 from branchscope.widgets.timeline import zoom_to_selection_in
 
 MAX_RECENT = 10
@@ -32,11 +32,15 @@ class WindowMenus:
         self.base_font = QFont(QApplication.font())
         self.base_palette = QPalette(QApplication.palette())
         self.text_steps = 0
+        #: View → Presentation size: text of at least 16 px (`theme.presentation_font`).
+        self.presentation = str(self.settings.value("presentationSize", "false")).lower() == "true"
         self._build_file_menu()
         self._build_view_menu()
         steps = self.settings.value("textSteps", 0)
         if str(steps).lstrip("-").isdigit() and int(steps):
             self.scale_text(int(steps))
+        elif self.presentation:
+            self.scale_text(0)
         if str(self.settings.value("darkPalette", "false")).lower() == "true":
             self.set_dark_palette(True)
 
@@ -52,6 +56,7 @@ class WindowMenus:
         w = self.window
         fm = w.menuBar().addMenu("&File")
         self._action(fm, "&Open trace…", self.open_trace_dialog, QKeySequence.StandardKey.Open)
+        self._action(fm, "Open &folder…", self.open_folder_dialog, QKeySequence("Ctrl+Shift+O"))
         self._action(fm, "Open &model file…", w.open_model_dialog)
         self.recent_menu = fm.addMenu("Open &recent")
         self._rebuild_recent_menu()
@@ -78,6 +83,11 @@ class WindowMenus:
             act.setShortcuts(keys)
             act.triggered.connect(lambda _checked=False, k=steps: self.scale_text(k))
             vm.addAction(act)
+        self.presentation_action = QAction("&Presentation size", self.window, checkable=True)
+        self.presentation_action.setChecked(self.presentation)
+        self.presentation_action.setToolTip("text of at least 16 px, for a class or a projector (1280×720 too)")
+        self.presentation_action.toggled.connect(self.set_presentation)
+        vm.addAction(self.presentation_action)
         self.dark_action = QAction("&Dark palette", self.window, checkable=True)
         self.dark_action.toggled.connect(self.set_dark_palette)
         vm.addAction(self.dark_action)
@@ -93,13 +103,34 @@ class WindowMenus:
         """Scale every font of the application `steps` steps up (down if negative); 0 goes back to normal."""
         lo, hi = TEXT_STEPS
         self.text_steps = 0 if steps == 0 else max(lo, min(hi, self.text_steps + steps))
-        font, scale = QFont(self.base_font), TEXT_STEP**self.text_steps
-        if self.base_font.pointSizeF() > 0:
-            font.setPointSizeF(self.base_font.pointSizeF() * scale)
+        normal = self.normal_font()
+        font, scale = QFont(normal), TEXT_STEP**self.text_steps
+        if normal.pointSizeF() > 0:
+            font.setPointSizeF(normal.pointSizeF() * scale)
         else:  # a font sized in pixels
-            font.setPixelSize(max(1, round(self.base_font.pixelSize() * scale)))
-        QApplication.setFont(font)  # every view gets a FontChange and re-lays its text out
+            font.setPixelSize(max(1, round(normal.pixelSize() * scale)))
+        # Every view gets a FontChange and re-lays its text out; the window's columns follow
+        # (app/window_layout.py), so larger text widens the left panel instead of squeezing the runs list.
+        QApplication.setFont(font)
         self.settings.setValue("textSteps", self.text_steps)
+
+    def normal_font(self) -> QFont:
+        """The font of the normal text size: the application's, at least 16 px in presentation size."""
+        if not self.presentation:
+            return QFont(self.base_font)
+        screen = self.window.screen() or QApplication.primaryScreen()
+        return presentation_font(self.base_font, screen.logicalDotsPerInchY())
+
+    def set_presentation(self, on: bool, remember: bool = True) -> None:
+        """View → Presentation size (kept for the next window unless not `remember`, as for the
+        command line's --presentation): text of at least 16 px, from the normal size (the
+        Larger/Smaller steps start again from it); off goes back to normal."""
+        self.presentation = bool(on)
+        if remember:
+            self.settings.setValue("presentationSize", self.presentation)
+        self.scale_text(0)
+        with QSignalBlocker(self.presentation_action):
+            self.presentation_action.setChecked(self.presentation)
 
     def set_dark_palette(self, dark: bool) -> None:
         """The dark palette for the whole application, or back to the one it started with."""
@@ -131,11 +162,18 @@ class WindowMenus:
         self.recent_menu.setEnabled(bool(files))
 
     def open_trace_dialog(self) -> None:
-        paths, _ = QFileDialog.getOpenFileNames(self.window, "Open trace", "", TRACE_FILTER)
+        paths = self.window.dialogs.open_files("trace", "Open trace", TRACE_FILTER)
         if paths:
             self.window.open_in_background(paths)
 
+    def open_folder_dialog(self) -> None:
+        """File → Open folder…: a run folder, a job's folder of rank traces or a sweep folder, opened
+        by the window's loader as `branchscope open FOLDER` opens it (a job's ranks as one run)."""
+        folder = self.window.dialogs.folder("folder", "Open folder: a run, a job's rank traces or a sweep")
+        if folder:
+            self.window.open_in_background([folder])
+
     def _screenshot_dialog(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self.window, "Save screenshot", "branchscope.png", "PNG (*.png)")
+        path = self.window.dialogs.save_file("screenshot", "Save screenshot", "branchscope.png", "PNG (*.png)")
         if path:
             self.window.failures.save_screenshot(path)

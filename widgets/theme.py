@@ -6,15 +6,30 @@ palette gives the house colours (a blue-grey gutter, grey axis text); a dark one
 blended from the palette's own base and text colours. Series colours (branches, devices, the pool)
 are not neutral and stay as they are: they read on both.
 
-`dark_palette()` is what View → Dark palette (and a projector in a dim room) switches to.
+`dark_palette()` is what View → Dark palette (and a projector in a dim room) switches to;
+`presentation_font()` what View → Presentation size does (text a class can read from the back).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtGui import QColor, QPalette
+from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import QApplication
+
+#: The least text height of the presentation size, in pixels (what reads from the back of a class).
+PRESENTATION_TEXT_PX = 16
+
+
+def presentation_font(font: QFont, dots_per_inch: float) -> QFont:
+    """`font`, at least PRESENTATION_TEXT_PX pixels high on a screen of `dots_per_inch` (logical);
+    sized in points when `font` is, as the views that derive their fonts from it expect."""
+    big = QFont(font)
+    if font.pointSizeF() > 0:
+        big.setPointSizeF(max(font.pointSizeF(), PRESENTATION_TEXT_PX * 72 / max(dots_per_inch, 1.0)))
+    else:
+        big.setPixelSize(max(font.pixelSize(), PRESENTATION_TEXT_PX))
+    return big
 
 
 @dataclass(frozen=True)

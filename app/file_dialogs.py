@@ -1,0 +1,63 @@
+"""The window's file dialogs, each opening in the folder its kind last used.
+
+A dialog that always opened in the working folder sent the user back through the same folders every
+time. Each kind of dialog (a trace, a folder, a model, a screenshot) keeps the folder it was last
+used in under `lastFolder/KIND` in the window's `QSettings`, so the next window remembers it too.
+The worker's --python picker needs none of this: it opens at the Python chosen last (`RunControls`,
+kept as `workerPython`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QFileDialog, QWidget
+
+SETTINGS_GROUP = "lastFolder"
+
+
+class FileDialogs:
+    """Open, save and folder dialogs over `parent` that remember their folder per kind in `settings`."""
+
+    def __init__(self, parent: QWidget, settings: QSettings):
+        self.parent = parent
+        self.settings = settings
+
+    def start_folder(self, kind: str) -> str:
+        """Where a dialog of `kind` opens: the folder it was last used in, while it still exists ("" if
+        none: Qt's default)."""
+        folder = str(self.settings.value(f"{SETTINGS_GROUP}/{kind}", "") or "")
+        return folder if folder and os.path.isdir(folder) else ""
+
+    def remember(self, kind: str, path: str) -> None:
+        """`path` was chosen in a dialog of `kind`: its folder (itself, if a folder) is where the next opens."""
+        folder = path if os.path.isdir(path) else os.path.dirname(path)
+        self.settings.setValue(f"{SETTINGS_GROUP}/{kind}", os.path.abspath(folder))
+
+    def open_files(self, kind: str, title: str, name_filter: str) -> list[str]:
+        paths, _ = QFileDialog.getOpenFileNames(self.parent, title, self.start_folder(kind), name_filter)
+        if paths:
+            self.remember(kind, paths[0])
+        return list(paths)
+
+    def open_file(self, kind: str, title: str, name_filter: str) -> str:
+        path, _ = QFileDialog.getOpenFileName(self.parent, title, self.start_folder(kind), name_filter)
+        if path:
+            self.remember(kind, path)
+        return path
+
+    def folder(self, kind: str, title: str) -> str:
+        path = QFileDialog.getExistingDirectory(self.parent, title, self.start_folder(kind))
+        if path:
+            self.remember(kind, path)
+        return path
+
+    def save_file(self, kind: str, title: str, name: str, name_filter: str) -> str:
+        """A file to write, offered as `name` in the folder last used."""
+        folder = self.start_folder(kind)
+        start = os.path.join(folder, name) if folder else name
+        path, _ = QFileDialog.getSaveFileName(self.parent, title, start, name_filter)
+        if path:
+            self.remember(kind, path)
+        return path
