@@ -11,9 +11,7 @@ import pytest
 
 from branchscope.profiling import load_trace
 from branchscope.widgets.details_panel import DetailsPanel
-from branchscope.widgets.timeline import FLOW_COLOR, TimelineView
-from tests.gui_helpers import show
-from tests.widgets.test_flows import _pixels, _rgb
+from tests.widgets.test_flows import assert_the_arrow_is_drawn_both_ways
 
 
 @pytest.fixture(scope="module")
@@ -32,18 +30,7 @@ def _launch_and_kernel(trace) -> tuple[int, int]:
 
 def test_selecting_a_launch_draws_the_arrow_its_correlation_id_gives(rank0, qtbot):
     launch, kernel = _launch_and_kernel(rank0)
-    view = TimelineView()
-    view.set_trace(rank0)
-    show(qtbot, view, 1400, 900)
-    view.zoom_to_event(launch)
-    before = int((_pixels(view) == _rgb(FLOW_COLOR)).sum())
-    view.select_event(launch)
-    assert view.flow_arrows == [(launch, kernel)]
-    after = int((_pixels(view) == _rgb(FLOW_COLOR)).sum())
-    assert view.drawn_arrows == [(launch, kernel)] and after > before + 10
-    view.select_event(kernel)  # and back from the kernel
-    view.grab()
-    assert view.flow_arrows == [(launch, kernel)] and view.drawn_arrows == [(launch, kernel)]
+    assert_the_arrow_is_drawn_both_ways(qtbot, rank0, launch, kernel)
 
 
 def test_details_say_what_the_launch_launched_and_by_what_the_kernel(rank0, qtbot):

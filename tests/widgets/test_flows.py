@@ -51,10 +51,11 @@ def test_the_six_stream_trace_binds_its_6600_launches(six):
     assert kinds == {"gpu"}
 
 
-def test_selecting_a_launch_draws_the_arrow_to_its_kernel_and_a_kernel_draws_it_back(six, qtbot):
-    launch, kernel, k = _a_launch(six)
+def assert_the_arrow_is_drawn_both_ways(qtbot, trace, launch: int, kernel: int) -> TimelineView:
+    """Selecting the launch draws the arrow to its kernel (in its colour), selecting the kernel
+    draws it back; returns the view, the kernel selected."""
     view = TimelineView()
-    view.set_trace(six)
+    view.set_trace(trace)
     show(qtbot, view, 1400, 900)
     view.zoom_to_event(launch)
     before = int((_pixels(view) == _rgb(FLOW_COLOR)).sum())
@@ -66,6 +67,12 @@ def test_selecting_a_launch_draws_the_arrow_to_its_kernel_and_a_kernel_draws_it_
     assert view.flow_arrows == [(launch, kernel)]
     view.grab()
     assert view.drawn_arrows == [(launch, kernel)]
+    return view
+
+
+def test_selecting_a_launch_draws_the_arrow_to_its_kernel_and_a_kernel_draws_it_back(six, qtbot):
+    launch, kernel, k = _a_launch(six)
+    view = assert_the_arrow_is_drawn_both_ways(qtbot, six, launch, kernel)
     view.select_event(-1)
     view.grab()
     assert view.flow_arrows == [] and view.drawn_arrows == []
