@@ -24,7 +24,7 @@ SIDE_CHARS, SIDE_SHARE = 48, 0.25
 #: The left panel is never wider than this many characters.
 LEFT_MOST_CHARS = 90
 #: The pages keep at least this many characters: the side panels give way first, then the left panel.
-CENTRE_CHARS = 60
+CENTRE_CHARS = 70
 #: The runs list (with its title and Compare button) keeps at least this many lines of text.
 RUNS_LINES = 11
 
