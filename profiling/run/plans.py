@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-import heapq
 import itertools
 import keyword
 import linecache
@@ -36,7 +35,7 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-from branchscope.profiling.run import ownership
+from branchscope.profiling.run import graph_schedule, ownership
 from branchscope.profiling.run.branch_regions import Branch, Region
 from branchscope.profiling.run.branches import BranchAnalysis
 from branchscope.profiling.run.graph_nodes import compute_nodes
@@ -58,14 +57,29 @@ class LaunchedBranch:
     t: int
 
 
+def unpacked(gen: Any, b: LaunchedBranch, indent: str) -> list[str]:
+    """A joined branch's results (`_resT`) unpacked into the values they are, then the tuple dropped:
+    kept to the end of the forward, it would keep every result alive after its last use."""
+    unpack = [f"{indent}{gen.var(o)} = _res{b.t}[{j}]" for j, o in enumerate(b.outs)]
+    return [*unpack, f"{indent}del _res{b.t}"]
+
+
 def start_then_join(
-    gen: Any, launched: list[LaunchedBranch], indent: str, start: str, join: str, one_at_a_time: bool = False
+    gen: Any,
+    launched: list[LaunchedBranch],
+    indent: str,
+    inputs_dropped: list[str],
+    start: str,
+    join: str,
+    one_at_a_time: bool = False,
 ) -> list[str]:
     """A region's lines for a mode that starts every branch, then waits for each and unpacks its
     results: `start` is the expression that starts one ({fn}: its method, {args}: ", a, b"), `join`
-    the one that waits for it ({handle}: what `start` gave). `one_at_a_time`: each branch is waited
-    for as soon as it is started, so the mode's pool runs one branch at a time (the mode's plan on
-    one thread, in a process whose pool has more: what a speedup's parts compare, `run/paired.py`)."""
+    the one that waits for it ({handle}: what `start` gave); `inputs_dropped` (the `Launcher.region`
+    lines that drop inputs used last here) once the last branch is started. `one_at_a_time`: each
+    branch is waited for as soon as it is started, so the mode's pool runs one branch at a time (the
+    mode's plan on one thread, in a process whose pool has more: what a speedup's parts compare,
+    `run/paired.py`)."""
     lines = []
 
     def started(b: LaunchedBranch) -> str:
@@ -73,15 +87,17 @@ def start_then_join(
         return f"{indent}_fut{b.t} = {start.format(fn=f'self.{b.method}', args=args)}"
 
     def joined(b: LaunchedBranch) -> list[str]:
-        return [f"{indent}_res{b.t} = {join.format(handle=f'_fut{b.t}')}"] + [
-            f"{indent}{gen.var(o)} = _res{b.t}[{j}]" for j, o in enumerate(b.outs)
+        return [
+            f"{indent}_res{b.t} = {join.format(handle=f'_fut{b.t}')}",
+            f"{indent}del _fut{b.t}",  # a future holds its result
+            *unpacked(gen, b, indent),
         ]
 
     if one_at_a_time:
-        for b in launched:
+        for b in launched[:-1]:
             lines += [started(b), *joined(b)]
-        return lines
-    lines += [started(b) for b in launched]
+        return lines + [started(launched[-1]), *inputs_dropped, *joined(launched[-1])]
+    lines += [started(b) for b in launched] + inputs_dropped
     for b in launched:
         lines += joined(b)
     return lines
@@ -89,13 +105,15 @@ def start_then_join(
 
 @dataclass(frozen=True)
 class Launcher:
-    """A mode's part of a generated plan: `region(codegen, branches, indent)` writes the lines that
-    launch a region's branches and join them (`codegen.var(node)` names a value); `higher_order`:
+    """A mode's part of a generated plan: `region(codegen, branches, indent, inputs_dropped)` writes
+    the lines that launch a region's branches and join them (`codegen.var(node)` names a value),
+    `inputs_dropped` where the branches hold their inputs themselves (after they start: a line that
+    drops the inputs the region uses last, or none); `higher_order`:
     whether the plan may call `torch.ops.higher_order.*` (TorchScript cannot); `namespace`: globals
     the plan's source uses; `setup(module, branches)`: called on the plan module once it exists."""
 
     mode: str
-    region: Callable[[Any, list[LaunchedBranch], str], list[str]]
+    region: Callable[[Any, list[LaunchedBranch], str, list[str]], list[str]]
     higher_order: bool = True
     namespace: dict[str, Any] = dataclasses.field(default_factory=dict)
     setup: Callable[[Any, int], None] | None = None
@@ -371,78 +389,37 @@ class _Codegen:
 
     # ---- blocks
 
-    def block(self, nodes: list[fx.Node], regions: list[Region], indent: str) -> list[str]:
-        """Statements for `nodes` (graph order) with each region's branches replaced by one launch."""
-        owner: dict[fx.Node, int] = {}
-        for k, region in enumerate(regions):
-            for branch in region.branches:
-                for n in branch.nodes:
-                    owner[n] = k
-        items: list[Any] = []  # fx.Node or Region
-        item_of: dict[fx.Node, int] = {}
-        first: list[int] = []
-        region_item: dict[int, int] = {}
-        for n in nodes:
-            if n in owner:
-                k = owner[n]
-                if k not in region_item:
-                    region_item[k] = len(items)
-                    items.append(regions[k])
-                    first.append(self.order[n])
-                item_of[n] = region_item[k]
-            else:
-                item_of[n] = len(items)
-                items.append(n)
-                first.append(self.order[n])
-        deps: list[set[int]] = [set() for _ in items]
-        for n in nodes:
-            for i in n.all_input_nodes:
-                if i in item_of and item_of[i] != item_of[n]:
-                    deps[item_of[n]].add(item_of[i])
-        users: list[list[int]] = [[] for _ in items]
-        for k, ds in enumerate(deps):
-            for d in ds:
-                users[d].append(k)
-        pending = [len(ds) for ds in deps]
-        ready = [(first[k], k) for k in range(len(items)) if pending[k] == 0]
-        heapq.heapify(ready)
+    def block(self, nodes: list[fx.Node], regions: list[Region], indent: str, keep: set[fx.Node]) -> list[str]:
+        """Statements for `nodes` (graph order) with each region's branches replaced by one launch,
+        each value dropped (`del`) after its last use unless `keep` holds it (what the block gives
+        back): see `graph_schedule`."""
+        items = graph_schedule.block_items(nodes, regions, self.order)
         lines: list[str] = []
-        emitted = 0
-        while ready:
-            _, k = heapq.heappop(ready)
-            emitted += 1
-            item = items[k]
+        for item, dropped in zip(items, graph_schedule.drops(items, keep, self.order), strict=True):
             if isinstance(item, Region):
-                lines += self.region(item, indent)
+                reads, _ = graph_schedule.reads_and_writes(item, self.order)
+                inputs = [n for n in dropped if n in reads]
+                lines += self.region(item, indent, self.dropping(inputs, indent))
+                dropped = [n for n in dropped if n not in reads]
             else:
                 lines.append(indent + self.statement(item))
-            for u in users[k]:
-                pending[u] -= 1
-                if pending[u] == 0:
-                    heapq.heappush(ready, (first[u], u))
-        if emitted != len(items):
-            raise ModeUnavailable("the branches found overlap in a way no plan can order")
+            lines += self.dropping(dropped, indent)
         return lines
+
+    def dropping(self, values: list[fx.Node], indent: str) -> list[str]:
+        """The line that drops `values` (none for none)."""
+        return [f"{indent}del {', '.join(self.var(n) for n in values)}"] if values else []
 
     def interface(self, branch: Branch) -> tuple[list[fx.Node], list[fx.Node]]:
         """(values the branch reads from outside, its values used outside), in graph order."""
-        inside = set(branch.nodes)
-        ins: dict[fx.Node, None] = {}
-        outs: list[fx.Node] = []
-        for n in branch.nodes:
-            for i in n.all_input_nodes:
-                if i not in inside and i.op != "get_attr":
-                    ins[i] = None
-            if any(u not in inside for u in n.users):
-                outs.append(n)
-        return sorted(ins, key=self.order.__getitem__), outs
+        return graph_schedule.branch_interface(branch, self.order)
 
     def branch_method(self, branch: Branch, ins: list[fx.Node], outs: list[fx.Node]) -> str:
         name = f"_branch{self.branch_count}"
         self.branch_count += 1
         params = ", ".join(f"{self.var(i)}: {self.ts_type(i)}" for i in ins)
         ret = f"Tuple[{', '.join(self.ts_type(o) for o in outs)}]" if outs else "Tuple[()]"
-        body = self.block(branch.nodes, branch.regions, " " * 12)
+        body = self.block(branch.nodes, branch.regions, " " * 12, keep=set(outs))
         result = ", ".join(self.var(o) for o in outs)
         lines = [
             f"    def {name}(self{', ' if params else ''}{params}) -> {ret}:",
@@ -453,13 +430,13 @@ class _Codegen:
         self.methods.append(lines)
         return name
 
-    def region(self, region: Region, indent: str) -> list[str]:
+    def region(self, region: Region, indent: str, inputs_dropped: list[str]) -> list[str]:
         launched = []
         for branch in region.branches:
             ins, outs = self.interface(branch)
             launched.append(LaunchedBranch(self.branch_method(branch, ins, outs), ins, outs, next(self._tmp)))
         lines = [f"{indent}# region {region.id}: {len(region.branches)} branches from {region.fork}, joined at {region.join}"]
-        return lines + self.launcher.region(self, launched, indent)
+        return lines + self.launcher.region(self, launched, indent, inputs_dropped)
 
     def module_source(self, class_name: str) -> str:
         graph = self.gm.graph
@@ -473,7 +450,7 @@ class _Codegen:
         for p in placeholders:
             default = f" = {self.fmt(p.args[0])}" if p.args else ""
             params.append(f"{self.var(p)}: {self.ts_type(p)}{default}")
-        body = self.block(compute, self.regions, " " * 8)
+        body = self.block(compute, self.regions, " " * 8, keep=set(output.all_input_nodes))
         forward = [
             f"    def forward(self{', ' if params else ''}{', '.join(params)}):",
             *body,

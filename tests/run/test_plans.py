@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 
 import pytest
@@ -11,7 +12,7 @@ from torch import nn
 from branchscope.profiling.run.branches import find_branches
 from branchscope.profiling.run.cpu_sampler import settle_interop_pool
 from branchscope.profiling.run.model_source import ModelSpec, load_model
-from branchscope.profiling.run.modes import fork, streams
+from branchscope.profiling.run.modes import fork, streams, threads
 from branchscope.profiling.run.plans import (
     ModeUnavailable,
     build_plan,
@@ -175,6 +176,60 @@ def test_generated_source_is_plain_python_with_flat_attributes():
     assert "self.m_branch5x5_1_conv(" in source
     assert isinstance(module, nn.Module)
     compile(source, "<plan>", "exec")
+
+
+def _statements(body):
+    """A function's statements in the order they run, each `with` block's body in its place."""
+    for s in body:
+        if isinstance(s, ast.With):
+            yield from _statements(s.body)
+        else:
+            yield s
+
+
+def kept_past_last_use(source):
+    """(method, name) of each local of a generated plan that holds a tensor (a parameter, a value
+    `v_…`, a branch's results `_res…` or the future `_fut…` that holds them) that it does not return
+    and does not drop (`del`) right after the statement that uses it last (only other `del`s between)."""
+    kept = []
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        last = {a.arg: -1 for a in fn.args.args if a.arg != "self"}
+        dropped, returned = {}, set()
+        statements = list(_statements(fn.body))
+        for i, s in enumerate(statements):
+            names = [n for n in ast.walk(s) if isinstance(n, ast.Name)]
+            if isinstance(s, ast.Delete):
+                dropped.update({n.id: i for n in names})
+            elif isinstance(s, ast.Return):
+                returned.update(n.id for n in names)
+            else:
+                last.update({n.id: i for n in names if n.id in last or isinstance(n.ctx, ast.Store)})
+        for name, i in last.items():
+            if name in returned or not name.startswith(("v_", "_res", "_fut")):
+                continue
+            d = dropped.get(name)
+            if d is None or d < i or not all(isinstance(s, ast.Delete) for s in statements[i + 1 : d]):
+                kept.append((fn.name, name))
+    return kept
+
+
+def test_the_checker_finds_a_value_kept_past_its_last_use():
+    source = "def f(self, v_x):\n    v_a = g(v_x)\n    v_b = g(v_a)\n    del v_x\n    return v_b\n"
+    assert kept_past_last_use(source) == [("f", "v_x"), ("f", "v_a")]
+
+
+@pytest.mark.parametrize("name", ["inception", "lstm-ensemble"])
+def test_every_generated_plan_drops_each_value_after_its_last_use(name):
+    """As the model's own forward (torch.fx's code) does: a branch that kept its intermediates to its
+    end freed them in one batch there, and a threads run peaked far above the sequential run."""
+    loaded, analysis = _prepare(ModelSpec(demo=name))
+    launchers = [fork.launcher(), threads.launcher(threads.ThreadLauncher(pool=None)), streams.launcher(_FakeStreamApi())]
+    for launcher in launchers:
+        _, source = generate_plan_module(analysis, launcher)
+        assert source.count("del v_") > len(analysis.to_json()), launcher.mode
+        assert kept_past_last_use(source) == [], launcher.mode
 
 
 def test_max_abs_diff_over_nested_outputs():

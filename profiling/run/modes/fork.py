@@ -11,13 +11,15 @@ from branchscope.profiling.run.modes import HigherOrderUnavailable, Mode, ModeUn
 from branchscope.profiling.trace.mode_traits import INTEROP_POOL, ModeTraits
 
 
-def emit_region(gen: Any, launched: list[Any], indent: str, one_at_a_time: bool = False) -> list[str]:
-    """Fork every branch of the region, then wait for each and unpack its results (`one_at_a_time`:
-    wait for each as soon as it is forked)."""
+def emit_region(
+    gen: Any, launched: list[Any], indent: str, inputs_dropped: list[str], one_at_a_time: bool = False
+) -> list[str]:
+    """Fork every branch of the region (then drop `inputs_dropped`), then wait for each and unpack its
+    results (`one_at_a_time`: wait for each as soon as it is forked)."""
     from branchscope.profiling.run.plans import start_then_join
 
     return start_then_join(
-        gen, launched, indent, "torch.jit.fork({fn}{args})", "torch.jit.wait({handle})", one_at_a_time
+        gen, launched, indent, inputs_dropped, "torch.jit.fork({fn}{args})", "torch.jit.wait({handle})", one_at_a_time
     )
 
 

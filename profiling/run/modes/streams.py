@@ -11,8 +11,12 @@ from branchscope.profiling.run.modes import Mode, ModeUnavailable
 from branchscope.profiling.trace.mode_traits import CUDA_STREAMS, ModeTraits
 
 
-def emit_region(gen: Any, launched: list[Any], indent: str) -> list[str]:
-    """Each branch on its own stream, after the launching stream's work so far; then join."""
+def emit_region(gen: Any, launched: list[Any], indent: str, inputs_dropped: list[str]) -> list[str]:
+    """Each branch on its own stream, after the launching stream's work so far (the inputs used last
+    here dropped once the last branch is launched and `record` has told the allocator of their
+    streams); then join."""
+    from branchscope.profiling.run.plans import unpacked
+
     cur = f"_cur{launched[0].t}"
     lines = [f"{indent}{cur} = _api.current_stream()"]
     for b in launched:
@@ -23,12 +27,13 @@ def emit_region(gen: Any, launched: list[Any], indent: str) -> list[str]:
             f"{indent}with _api.stream({stream}):",
             f"{indent}    _res{b.t} = self.{b.method}({args})",
             f"{indent}_api.record(({args}{',' if b.ins else ''}), {stream})",
+            *(inputs_dropped if b is launched[-1] else []),
             f"{indent}_ev{b.t} = _api.new_event()",
             f"{indent}_ev{b.t}.record({stream})",
         ]
     for b in launched:
         lines += [f"{indent}{cur}.wait_event(_ev{b.t})", f"{indent}_api.record(_res{b.t}, {cur})"]
-        lines += [f"{indent}{gen.var(o)} = _res{b.t}[{j}]" for j, o in enumerate(b.outs)]
+        lines += unpacked(gen, b, indent)
     return lines
 
 

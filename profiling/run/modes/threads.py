@@ -39,6 +39,27 @@ def start_pool(threads: int) -> Any:
     return _shared_pool
 
 
+class LaunchedBranch:
+    """A branch submitted to the pool, as the plan waits for it: `result()` gives what it returned.
+
+    The value is kept here, not on the pool's task, and handed over by `result()`: a branch waited
+    for by a pool thread that ran it itself stays in the pool's queue until a thread takes it off
+    (after every branch queued before it), and its value with it would outlive the plan's last use
+    of it, so a threads run would peak above the model's own forward."""
+
+    def __init__(self) -> None:
+        self.task: Any = None
+        self.value: Any = None
+
+    def run(self, call: Any) -> None:
+        self.value = call()
+
+    def result(self) -> Any:
+        self.task.result()  # waits, and raises what the branch raised
+        value, self.value = self.value, None
+        return value
+
+
 class ThreadLauncher:
     """What a threads plan calls to launch a branch: the branch with the launching thread's
     per-thread torch state (see the module docstring), submitted to the pool."""
@@ -63,15 +84,21 @@ class ThreadLauncher:
                 with torch.cuda.device(cuda), torch.cuda.stream(stream):
                     return fn(*args)
 
-        return self.pool.submit(call)
+        launched = LaunchedBranch()
+        launched.task = self.pool.submit(launched.run, call)
+        return launched
 
 
-def emit_region(gen: Any, launched: list[Any], indent: str, one_at_a_time: bool = False) -> list[str]:
-    """Submit every branch of the region to the pool, then wait for each and unpack its results
-    (`one_at_a_time`: wait for each as soon as it is submitted)."""
+def emit_region(
+    gen: Any, launched: list[Any], indent: str, inputs_dropped: list[str], one_at_a_time: bool = False
+) -> list[str]:
+    """Submit every branch of the region to the pool (then drop `inputs_dropped`), then wait for each
+    and unpack its results (`one_at_a_time`: wait for each as soon as it is submitted)."""
     from branchscope.profiling.run.plans import start_then_join
 
-    return start_then_join(gen, launched, indent, "_threads.submit({fn}{args})", "{handle}.result()", one_at_a_time)
+    return start_then_join(
+        gen, launched, indent, inputs_dropped, "_threads.submit({fn}{args})", "{handle}.result()", one_at_a_time
+    )
 
 
 def launcher(threads: ThreadLauncher, one_at_a_time: bool = False) -> Any:
