@@ -212,7 +212,7 @@ def test_the_golden_cases_find_what_pytorch_writes(tmp_path: Path):
 #: The modules that read a trace's JSON, its metadata or its events' args.
 READERS = (
     "reader", "decode", "fields", "text", "lanes", "memory_events", "counters", "flow_events", "flows",
-    "collectives", "model", "lane_table", "depth", "merge", "correlation_flows",
+    "collectives", "model", "lane_table", "depth", "merge", "correlation_flows", "memory_source",
 )  # fmt: skip
 
 
