@@ -24,6 +24,8 @@ def test_two_gpu_snapshot_json(tmp_path: Path) -> None:
     doc = analyze_memory(trace).to_json(top=5)
     assert doc == {
         "main": {"device": "cuda:0", "rank": None},
+        "source": None,  # the allocator's own record, not a stand-in (`memory_source.recorded_by`)
+        "why_none": None,
         "devices": [
             {
                 "device": "cuda:0", "rank": None, "peak_bytes": 5632, "peak_ts_us": 3.0,
