@@ -239,6 +239,7 @@ def test_dropped_torchscript_archive_is_a_model_not_a_trace(tmp_path):
         z.writestr("model/data.pkl", b"x")
     trace = tmp_path / "trace.json.gz"
     trace.write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    (tmp_path / "m.py").write_text("def build_model(): ...\n")
     assert is_model_file(str(archive)) and is_model_file(str(tmp_path / "m.py"))
     assert not is_model_file(str(trace))
 
