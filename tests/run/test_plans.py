@@ -225,7 +225,9 @@ def test_every_generated_plan_drops_each_value_after_its_last_use(name):
     """As the model's own forward (torch.fx's code) does: a branch that kept its intermediates to its
     end freed them in one batch there, and a threads run peaked far above the sequential run."""
     loaded, analysis = _prepare(ModelSpec(demo=name))
-    launchers = [fork.launcher(), threads.launcher(threads.ThreadLauncher(pool=None)), streams.launcher(_FakeStreamApi())]
+    on_no_pool = threads.ThreadLauncher(pool=None)
+    launchers = [fork.launcher(), threads.launcher(on_no_pool), streams.launcher(_FakeStreamApi())]
+    launchers += [fork.launcher(one_at_a_time=True), threads.launcher(on_no_pool, one_at_a_time=True)]
     for launcher in launchers:
         _, source = generate_plan_module(analysis, launcher)
         assert source.count("del v_") > len(analysis.to_json()), launcher.mode

@@ -39,7 +39,7 @@ def start_pool(threads: int) -> Any:
     return _shared_pool
 
 
-class LaunchedBranch:
+class SubmittedBranch:
     """A branch submitted to the pool, as the plan waits for it: `result()` gives what it returned.
 
     The value is kept here, not on the pool's task, and handed over by `result()`: a branch waited
@@ -84,9 +84,9 @@ class ThreadLauncher:
                 with torch.cuda.device(cuda), torch.cuda.stream(stream):
                     return fn(*args)
 
-        launched = LaunchedBranch()
-        launched.task = self.pool.submit(launched.run, call)
-        return launched
+        submitted = SubmittedBranch()
+        submitted.task = self.pool.submit(submitted.run, call)
+        return submitted
 
 
 def emit_region(
