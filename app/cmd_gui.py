@@ -80,7 +80,7 @@ def register(subparsers) -> None:
     )
     p.add_argument(
         "--zoom-step", type=int, metavar="N",
-        help="show profiled step N alone on the time axis (its label, \"step N\"; the first when ranks have several)",
+        help="show profiled step N alone on the time axis (its label \"step N\", or torch.profiler's \"ProfilerStep#N\"; the first when ranks have several)",
     )  # fmt: skip
     p.set_defaults(handler=run_open)
 

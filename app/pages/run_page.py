@@ -111,13 +111,12 @@ class RunPage(QWidget):
         return [] if trace is None else list(dict.fromkeys(r.label for r in step_table(trace)))
 
     def zoom_to_step(self, n: int) -> bool:
-        """Show profiled step `n` (labelled "step n"; of several ranks, the first) alone on the time
-        axis; False when the trace shown has none."""
-        from branchscope.profiling.trace.ranges import step_table
-        from branchscope.profiling.trace.run_info import step_label
+        """Show profiled step `n` (labelled "step n", or torch.profiler's "ProfilerStep#n"; of
+        several ranks, the first) alone on the time axis; False when the trace shown has none."""
+        from branchscope.profiling.trace.ranges import step_number, step_table
 
         trace = self.timeline.trace
-        rows = [] if trace is None else [r for r in step_table(trace) if r.label == step_label(n)]
+        rows = [] if trace is None else [r for r in step_table(trace) if step_number(r.label) == n]
         if not rows:
             return False
         first = min(rows, key=lambda r: r.start_ns)

@@ -43,3 +43,21 @@ def test_zoom_to_step_shows_that_step_alone(window, tmp_path):
     lo, hi = window.page(RunPage).timeline.time_range()
     assert abs(lo - step.start_ns) <= 1 and abs(hi - (step.start_ns + step.dur_ns)) <= 1
     assert not window.page(RunPage).zoom_to_step(5) and window.page(RunPage).timeline.time_range() == (lo, hi)
+
+
+def test_zoom_to_step_takes_torch_profilers_step_numbers(window, tmp_path):
+    """`open --zoom-step 2` on a kineto trace whose steps are `ProfilerStep#N` (a torch.profiler
+    schedule's numbers) shows ProfilerStep#2, the first rank's; it refused them ("no profiled step 2
+    (its steps: ProfilerStep#0, …)")."""
+    from branchscope.profiling.trace.ranges import step_table
+    from tests.builders.ranks import write_rank_job
+
+    job = write_rank_job(tmp_path / "job", ranks=2, steps=3)
+    assert window.open_trace_files([str(job / "rank-0.json")]) == 1
+    page = window.page(RunPage)
+    assert page.step_labels() == ["ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"]
+    step = next(r for r in step_table(page.timeline.trace) if r.label == "ProfilerStep#2")
+    assert page.zoom_to_step(2)
+    lo, hi = page.timeline.time_range()
+    assert abs(lo - step.start_ns) <= 1 and abs(hi - (step.start_ns + step.dur_ns)) <= 1
+    assert not page.zoom_to_step(3) and page.timeline.time_range() == (lo, hi)
