@@ -295,6 +295,7 @@ class BranchPool:
             while (task := self._queue.get()) is not None:
                 if task._claim():  # else a pool thread waiting for it ran it already
                     task._run(worker)
+                del task  # the task holds its value: not kept alive until the next task comes
         finally:
             worker.run_delay.close()
 

@@ -14,6 +14,7 @@ import pytest
 from branchscope.profiling.run import branch_pool
 from branchscope.profiling.run.branch_pool import POOL_THREAD_NAME, BranchPool, gil_enabled, python_version
 from branchscope.profiling.run.cpu_sampler import read_thread_names
+from tests.processes import wait_until
 
 
 @pytest.fixture
@@ -268,3 +269,18 @@ def test_a_free_threading_build_says_so(monkeypatch):
 def test_a_pool_needs_a_thread():
     with pytest.raises(ValueError):
         BranchPool(0)
+
+
+def test_a_pool_thread_keeps_no_value_of_a_task_it_ran(pool):
+    """A branch's value is freed once its waiter lets it go: the pool thread that ran it does not
+    hold the task (and its value) until the next task comes, which would raise a run's memory peak."""
+    import gc
+    import weakref
+
+    class Value:
+        pass
+
+    task = pool.submit(Value)
+    value = weakref.ref(task.result())
+    del task
+    wait_until(lambda: gc.collect() is not None and value() is None, 60, "the pool to let the task's value go")
