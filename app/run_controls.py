@@ -9,7 +9,7 @@ from code (`set_values`) asks for nothing either, and neither does `follow`: the
 controls to the run or folder it shows and says what that is ("opened from disk: …" when it was
 read from disk), in one line cut to the panel's width, whole in its tooltip.
 The sliders start at 1×1 (`DEFAULT_THREADS`); under them the chosen mode says how many threads
-it computes with (`runs_words.threads_words`, from the mode's traits). `cancelRequested` for
+it computes with (`mode_traits.threads_words`, from the mode's traits). `cancelRequested` for
 Cancel; `openModelRequested` for "Open model file…". A demo this machine cannot run
 (`set_cuda_devices`) is listed greyed out, with why.
 
@@ -44,10 +44,9 @@ from PySide6.QtWidgets import (
 
 from branchscope.app.elided_lines import ElidedLines
 from branchscope.app.run_controller import RunSpec
-from branchscope.app.runs_words import threads_words
 from branchscope.profiling.run.modes import MODES, mode_named
 from branchscope.profiling.run.options import RunOptions
-from branchscope.profiling.trace.mode_traits import UNKNOWN
+from branchscope.profiling.trace.mode_traits import UNKNOWN, threads_words
 from branchscope.widgets.theme import theme
 
 #: What the progress bar says in each phase of a run (the runner's phase names).

@@ -1,7 +1,6 @@
 """What the runs list says in words, without Qt: which run each one is compared with and why, the
 speedup column's cells and header, a run in one sentence, and the sentence said when a change of
-baseline moves other runs' speedups; and how many threads a mode computes with (`threads_words`,
-under the run controls' sliders).
+baseline moves other runs' speedups.
 
 `RunsInWords` is mixed into `app.runs.Runs`: it reads the list through `Runs`'s own methods
 (which baseline, the speedup, its parts), so what is compared with what is decided in one place
@@ -15,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from branchscope.app.run_entry import Entry
 from branchscope.profiling.run.modes import MODES
-from branchscope.profiling.trace.mode_traits import NO_POOL, ModeTraits
 from branchscope.profiling.trace.parts import parts_sentence, parts_short
 
 if TYPE_CHECKING:
@@ -201,24 +199,3 @@ def load_words(e: Entry) -> str:
     if load is None:
         return "load not measured"
     return load.text().removeprefix("machine: ")
-
-
-def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}{'s' if count != 1 else ''}"
-
-
-def threads_words(traits: ModeTraits, interop: int, intra: int, cores: int) -> tuple[str, bool]:
-    """What a run of a mode with `traits` on `interop` × `intra` threads computes with, on `cores`
-    cores, and whether that oversubscribes them (`ModeTraits.threads`): a mode without a pool
-    computes with its intra-op threads alone, its inter-op threads idle ("2 intra-op threads on
-    2 cores (inter-op 2 unused: sequential runs no pool)"); a mode with one with each pool thread's
-    intra-op threads ("2 inter-op pool threads × 2 intra-op = 4 threads on 2 cores —
-    oversubscribed")."""
-    n = traits.threads(interop, intra)
-    over = n > cores
-    on = f" on {_n(cores, 'core')}" + (" — oversubscribed" if over else "")
-    if traits.pool == NO_POOL:
-        idle = f" (inter-op {interop} unused: {traits.title or 'this mode'} runs no pool)"
-        return f"{_n(intra, 'intra-op thread')}{on}{idle}", over
-    pool = f"{interop} {traits.pool_title} thread{'s' if interop != 1 else ''}" if traits.branch_pool else f"{interop} inter-op"
-    return f"{pool} × {intra} intra-op = {_n(n, 'thread')}{on}", over

@@ -26,7 +26,7 @@ from branchscope.profiling.trace.analyses import (
     steps_window,
 )
 from branchscope.profiling.trace.gil import gil_line_of
-from branchscope.profiling.trace.mode_traits import run_traits
+from branchscope.profiling.trace.mode_traits import run_traits, threads_words
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.natural import natural_key
 from branchscope.profiling.trace.records import RunRecord
@@ -91,8 +91,7 @@ def trace_summary_rows(trace: Trace, run: RunRecord | None = None) -> list[tuple
         if gil is not None:
             rows.append(("GIL", gil))
         if info.interop is not None and info.intra is not None:
-            cores = info.cores if info.cores is not None else "?"
-            rows.append(("Threads", f"inter-op {info.interop} × intra-op {info.intra} on {cores} cores"))
+            rows.append(("Threads", threads_words(run_traits(info), info.interop, info.intra, info.cores)[0]))
         if info.branches:
             # the branches themselves: the panel's branch list, under the summary
             regions = {b.region for b in info.branches}

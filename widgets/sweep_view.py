@@ -7,7 +7,8 @@ tied cells are painted the best's colour: cells within noise of each other are n
 opposite ends of the scale (their own medians stay written in them). A mode without an inter-op pool
 (sequential: `any_interop`) ran once per intra-op count, and its cell spans every inter-op column
 ("any (no inter-op pool)"), so the same configuration never shows as two colours. Oversubscribed
-cells (inter-op × intra-op threads > the machine's cores) are
+cells (more threads computing than the machine's cores, as the mode's traits count them:
+`ModeTraits.threads`, inter-op × intra-op with a pool, intra-op alone without one) are
 hatched, as the legend line says; a failed cell is grey and says "failed" (its message in the
 tooltip); a cell not run (yet) is blank. A cell starved of cores (sweep.json's `starved`: a pass got,
 or was left, fewer cores than its threads could use) says "starved" under its time, and why in its
@@ -36,6 +37,7 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QKeyEvent, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
+from branchscope.profiling.trace.mode_traits import traits_of
 from branchscope.profiling.trace.sweep_records import CELL_FOLDER, DONE, FAILED, NOT_RUN, SweepRecord
 from branchscope.widgets.theme import theme
 
@@ -190,7 +192,9 @@ class SweepView(QWidget):
                 if status == DONE and self._folder is not None and c.run and CELL_FOLDER.fullmatch(c.run)
                 else None
             )
-            over = c.oversubscribed or (cores is not None and c.interop * c.intra > cores)
+            traits = traits_of(c.mode, c.mode_traits)
+            # what the mode computes with (sequential I×J: J threads); the record's flag without cores
+            over = traits.oversubscribes(c.interop, c.intra, cores) if cores is not None else c.oversubscribed
             lines = [f"{c.mode}: {c.interop} inter-op × {c.intra} intra-op threads"]
             if c.any_interop:
                 lines.append("no inter-op pool: one run stands for every inter-op count")
@@ -214,7 +218,7 @@ class SweepView(QWidget):
             else:
                 lines.append("not run")
             if over:
-                lines.append(f"oversubscribed: {c.interop * c.intra} threads > {cores or '?'} cores")
+                lines.append(f"oversubscribed: {traits.threads(c.interop, c.intra)} threads > {cores or '?'} cores")
             if folder is not None:
                 lines.append(str(folder))
             spans = c.any_interop or c.interop not in interops  # the second: only such cells in the sweep
@@ -370,7 +374,7 @@ class SweepView(QWidget):
             parts.append("a cell across every inter-op column: its mode has no inter-op pool, so it ran once")
         if any(c.oversubscribed for c in cells):
             cores = self._sweep.cores
-            parts.append(f"hatched: oversubscribed, inter-op × intra-op threads > {cores or 'the'} cores")
+            parts.append(f"hatched: oversubscribed, more threads computing than {cores or 'the'} cores")
         if any(c.status == "failed" for c in cells):
             parts.append("grey: failed (hover for why)")
         words = [w for w, there in (("starved of cores", any(c.starved for c in cells)),

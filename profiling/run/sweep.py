@@ -11,7 +11,7 @@ cells it finished:
      "advice": null | {"text", "winner": null | {"mode", "interop", "intra", "index"}, "reason",
                        "parts": null | {"plan", "parallel", "whole", "plan_by", "sequential", "one_thread"}},
      "cells": [{"mode", "interop", "intra", "run": SUBDIR, "status": "done" | "failed" | "not run",
-                "oversubscribed": interop × intra > cores, "median_ms", "unprofiled_median_ms",
+                "oversubscribed": the threads it computes with > cores, "median_ms", "unprofiled_median_ms",
                 "unprofiled_spread_ms": [min, q1, q3, max], "error", "exit_code",
                 "pass_medians_ms": [ms, …], "failed_passes", "any_interop", "starved": bool,
                 "busy": bool | null,
@@ -95,6 +95,7 @@ from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_OK, RunReque
 from branchscope.profiling.run.runner import run_profile, validate
 from branchscope.profiling.trace.advice import advice_record, advise, from_sweep
 from branchscope.profiling.trace.events import CellEvent, Event, ProgressEvent, SweepEvent
+from branchscope.profiling.trace.mode_traits import traits_of
 from branchscope.profiling.trace.model import TraceFormatError
 from branchscope.profiling.trace.records import RunRecord, read_run_record
 from branchscope.profiling.trace.sources import read_sweep
@@ -255,7 +256,7 @@ def empty_cell(cell: SweepCell, cores: int) -> CellRecord:
         intra=cell.intra,
         run=cell.run,
         status=NOT_RUN,
-        oversubscribed=cell.interop * cell.intra > cores,
+        oversubscribed=traits_of(cell.mode).oversubscribes(cell.interop, cell.intra, cores),
         any_interop=any_interop(cell.mode),
         plan_by=MODES[cell.mode].traits.plan_title if cell.mode in MODES else None,
         mode_traits=MODES[cell.mode].traits if cell.mode in MODES else None,

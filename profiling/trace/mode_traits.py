@@ -72,6 +72,11 @@ class ModeTraits(msgspec.Struct, frozen=True, kw_only=True):
         inter-op pool stays idle), I×J otherwise."""
         return intra if self.pool == NO_POOL else interop * intra
 
+    def oversubscribes(self, interop: int, intra: int, cores: int | None) -> bool:
+        """A run of it I×J computes with more threads than `cores` (`threads`): sequential 2×2 on 2
+        cores does not (2 threads), fork 2×2 does (4); never when the cores are unknown."""
+        return cores is not None and self.threads(interop, intra) > cores
+
     @property
     def pool_title(self) -> str:
         """How the views name its run's inter-op threads ("Python pool", else "inter-op pool")."""
@@ -80,6 +85,28 @@ class ModeTraits(msgspec.Struct, frozen=True, kw_only=True):
     def runs_text(self, interop: int) -> str:
         """`runs_as` with the inter-op threads filled in ("on 2 Python threads")."""
         return self.runs_as.format(interop=interop, s="s" if interop != 1 else "")
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"
+
+
+def threads_words(traits: ModeTraits, interop: int, intra: int, cores: int | None) -> tuple[str, bool]:
+    """What a run of a mode with `traits` on `interop` × `intra` threads computes with, on `cores`
+    cores, and whether that oversubscribes them (`ModeTraits.threads`): a mode without a pool
+    computes with its intra-op threads alone, its inter-op threads idle ("2 intra-op threads on
+    2 cores (inter-op 2 unused: sequential runs no pool)"); a mode with one with each pool thread's
+    intra-op threads ("2 inter-op pool threads × 2 intra-op = 4 threads on 2 cores —
+    oversubscribed"). Said under the run controls' sliders and in the details panel's Threads row;
+    without `cores` (a run that did not record them) it names no cores."""
+    n = traits.threads(interop, intra)
+    over = traits.oversubscribes(interop, intra, cores)
+    on = "" if cores is None else f" on {_n(cores, 'core')}" + (" — oversubscribed" if over else "")
+    if traits.pool == NO_POOL:
+        idle = f" (inter-op {interop} unused: {traits.title or 'this mode'} runs no pool)"
+        return f"{_n(intra, 'intra-op thread')}{on}{idle}", over
+    pool = f"{interop} {traits.pool_title} thread{'s' if interop != 1 else ''}" if traits.branch_pool else f"{interop} inter-op"
+    return f"{pool} × {intra} intra-op = {_n(n, 'thread')}{on}", over
 
 
 #: A mode whose traits nothing says.

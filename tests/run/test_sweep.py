@@ -26,6 +26,7 @@ from branchscope.profiling.run.sweep import (
     add_sweep_arguments,
     best_text,
     cell_record,
+    empty_cell,
     load_sweep,
     markdown_table,
     new_sweep,
@@ -33,6 +34,7 @@ from branchscope.profiling.run.sweep import (
     sweep_request_from_args,
 )
 from branchscope.profiling.trace.events import CellEvent, SweepEvent
+from branchscope.profiling.trace.mode_traits import traits_of
 from branchscope.profiling.trace.records import RunRecord, to_builtins
 from branchscope.profiling.trace.sweep_records import SweepRecord
 from tests.builders.runs import write_sweep_json
@@ -94,7 +96,7 @@ def test_sweep_runs_every_cell_into_its_folder_and_writes_sweep_json(tmp_path, f
         assert c["median_ms"] == 2 * ms
         # run.json has no spread yet: computed from its unprofiled steps (inclusive quartiles)
         assert c["unprofiled_spread_ms"] == [ms - 1, ms - 0.25, ms + 2.75, ms + 5]
-        assert c["oversubscribed"] is (c["interop"] * c["intra"] > usable_cores())
+        assert c["oversubscribed"] is (traits_of(c["mode"]).threads(c["interop"], c["intra"]) > usable_cores())
         assert json.loads((out / c["run"] / "run.json").read_text())["interop"] == c["interop"]
         assert c["pass_medians_ms"] == [ms + 1] and c["failed_passes"] == 0
     assert data["best"] == 4  # fork 2×1: 6 ms
@@ -485,3 +487,11 @@ def test_the_report_and_the_advice_name_every_tied_cell(tmp_path):
         c.pass_medians_ms = None
     assert sweep.tie_indices() == [1]
     assert "beat sequential 1×2" in (advice_line(from_sweep(sweep)) or "")
+
+
+def test_a_cell_is_oversubscribed_by_the_threads_its_mode_computes_with():
+    """Sequential 2×2 on 2 cores computes with 2 intra-op threads (its inter-op pool idle): not
+    oversubscribed; fork 2×2 computes with 4 (issue 35, finding 5: both were, by I×J)."""
+    assert empty_cell(SweepCell("sequential", 2, 2), cores=2).oversubscribed is False
+    assert empty_cell(SweepCell("sequential", 1, 3), cores=2).oversubscribed is True
+    assert empty_cell(SweepCell("fork", 2, 2), cores=2).oversubscribed is True

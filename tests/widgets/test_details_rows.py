@@ -29,3 +29,19 @@ def test_a_threads_run_names_its_python_pool_and_says_the_gil(tmp_path):
     fork = load_trace(write_small_trace(tmp_path / "k.json", "fork"))
     assert "GIL" not in dict(trace_summary_rows(fork))
     assert group_of(fork, int(fork.lane_indices("cpu", "interop")[0]), False)[1] == "inter-op pool"
+
+
+def test_the_threads_row_counts_what_the_mode_computes_with(tmp_path):
+    """Sequential I×J computes with its J intra-op threads, never "oversubscribed" by I; fork with
+    I pool threads × J each (issue 35, finding 5: the row said I×J whatever the mode)."""
+    import msgspec
+
+    said = {
+        "sequential": "2 intra-op threads on 2 cores (inter-op 2 unused: sequential runs no pool)",
+        "fork": "2 inter-op pool threads × 2 intra-op = 4 threads on 2 cores — oversubscribed",
+    }
+    for mode, words in said.items():
+        trace = load_trace(write_small_trace(tmp_path / f"{mode}.json", mode))
+        assert trace.run_info is not None
+        trace.run_info = msgspec.structs.replace(trace.run_info, intra=2)  # type: ignore[misc]
+        assert dict(trace_summary_rows(trace))["Threads"] == words
