@@ -6,8 +6,10 @@ region, named as the run named it (`Mixed_6a`; "region 1.2" in runs from before 
 names) with how many branches it holds, in the model's order; a region nested in a branch sits
 under that branch (the run info's `parent`). Each region folds; the regions the user folded stay
 folded in the next run shown. A row shows what tells its branch from those beside it
-(`shown_names`: the region's name, a long prefix they share, left out); a name still too long for
-the column (which widens with the panel) is cut in its middle; hover shows it in full. The filter
+(`shown_names`: the region's name, a long prefix they share, left out); a name too long for the
+column (which widens with the panel) drops the word its siblings share (`compact_name`: "3x3dbl_1",
+as the timeline's blocks do), then wraps (a name too long for its rows is cut in its middle);
+hover shows it in full. The filter
 box above keeps the branches whose name, modules (`blocks.0.branch5x5_2` in `blocks.0: branch5x5_1
 → branch5x5_2`), region's name or id holds its text (and the branches and regions around them).
 Clicking a branch emits `branchActivated` with its name (e.g. to find its events on the timeline).
@@ -21,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QFontMetrics, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -34,11 +36,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from branchscope.profiling.trace.labels import branch_label
 from branchscope.profiling.trace.model import Trace
-from branchscope.profiling.trace.prediction import ASSUMPTIONS, prediction_text, region_label, region_text
+from branchscope.profiling.trace.prediction import ASSUMPTIONS, prediction_text, region_text
 from branchscope.profiling.trace.ranges import branch_order, branch_totals
 from branchscope.profiling.trace.records import left_out_text
 from branchscope.widgets import colors
+from branchscope.widgets.timeline_labels import _without, sibling_prefix
 
 #: How many of the left-out entries the tooltip lists one by one.
 LEFT_OUT_SHOWN = 40
@@ -145,9 +149,60 @@ def _swatch(color: str, size: int) -> QIcon:
     return QIcon(pix)
 
 
-#: Item data: a branch row's name (UserRole), a region row's id (REGION_ROLE) and name (GROUP_ROLE).
+#: Item data: a branch row's name (UserRole), a region row's id (REGION_ROLE) and name (GROUP_ROLE),
+#: a branch row's two texts (FORMS_ROLE: its shown name, and that without the word siblings share).
 REGION_ROLE = Qt.ItemDataRole.UserRole + 1
 GROUP_ROLE = Qt.ItemDataRole.UserRole + 2
+FORMS_ROLE = Qt.ItemDataRole.UserRole + 3
+
+
+#: A row never shows fewer of its name's characters than this (all of a shorter name).
+KEPT_CHARACTERS = 12
+
+
+def compact_name(shown: str, shared: str) -> str:
+    """A row's name without the word its sibling branches share (`shared`, as the timeline's blocks
+    drop it: `timeline_labels.sibling_prefix`) at the start of each module of its chain
+    ("branch3x3dbl_1 → branch3x3dbl_2" → "3x3dbl_1 → 3x3dbl_2"): what a row too narrow for the
+    name shows, so the characters that tell branches apart are the ones kept."""
+    return " → ".join(_without(part, shared) or part for part in shown.split(" → "))
+
+
+def wrapped(text: str, room: int, fm: QFontMetrics) -> str:
+    """`text` broken into lines at its spaces (a chain after its "→"), each as long as fits `room`
+    pixels: the legend's rows are as tall as their lines (Qt's tree views size a row for its text's
+    lines, never for its word wrap)."""
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and fm.horizontalAdvance(f"{lines[-1]} {word}") <= room:
+            lines[-1] += f" {word}"
+            continue
+        lines.append(word)
+    return "\n".join(lines)
+
+
+def fit_branch_names(tree: QTreeWidget) -> None:
+    """Each branch row of `tree` shows its name as `shown_names` has it where that fits its
+    column, else `compact_name` where that keeps `KEPT_CHARACTERS`, in lines that fit (`wrapped`)
+    where the tree's rows may differ in height; Qt cuts what still does not fit in its middle."""
+    fm = tree.fontMetrics()
+    for item in tree_items(tree):
+        forms = item.data(0, FORMS_ROLE)
+        if not isinstance(forms, tuple):
+            continue
+        depth, up = 0, item.parent()
+        while up is not None:
+            depth, up = depth + 1, up.parent()
+        room = tree.columnWidth(0) - tree.indentation() * (depth + tree.rootIsDecorated()) - tree.iconSize().width() - 8
+        whole, compact = forms
+        # the compact form where the name does not fit, unless it keeps too little of the name
+        if fm.horizontalAdvance(whole) > room and len(compact) >= min(KEPT_CHARACTERS, len(whole)):
+            whole = compact
+        text = whole
+        if not tree.uniformRowHeights():
+            text = wrapped(text, room, fm)
+        if item.text(0) != text:
+            item.setText(0, text)
 
 
 def branch_tooltip(row: LegendRow, extra: str = "") -> str:
@@ -253,6 +308,7 @@ def fill_branch_tree(
     tree.setIconSize(QSize(size, size))
     branch_items: dict[str, QTreeWidgetItem] = {}
     shown = shown_names(rows)
+    shared = sibling_prefix(branch_label(name) for name in shown.values())
     groups: dict[tuple[str | None, str], QTreeWidgetItem] = {}
     members: dict[tuple[str | None, str], int] = {}
     for row in rows:
@@ -284,6 +340,7 @@ def fill_branch_tree(
         item = QTreeWidgetItem([shown[row.name], second(row)])
         item.setIcon(0, _swatch(row.color, size))
         item.setData(0, Qt.ItemDataRole.UserRole, row.name)
+        item.setData(0, FORMS_ROLE, (shown[row.name], compact_name(shown[row.name], shared)))
         item.setTextAlignment(1, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         tip = tooltip(row)
         item.setToolTip(0, tip)
@@ -294,6 +351,7 @@ def fill_branch_tree(
             tree.addTopLevelItem(item)
         branch_items[row.name] = item
     tree.expandAll()
+    fit_branch_names(tree)
     return branch_items
 
 
@@ -332,6 +390,12 @@ def new_branch_tree(columns: tuple[str, ...], parent: QWidget | None = None) -> 
     header.setStretchLastSection(False)
     header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
     header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+    # the names refit once the header has settled (its stretch column moves as the other one fits)
+    refit = QTimer(tree)
+    refit.setSingleShot(True)
+    refit.setInterval(0)
+    refit.timeout.connect(lambda: fit_branch_names(tree))
+    header.sectionResized.connect(refit.start)
     return tree
 
 
@@ -354,6 +418,8 @@ class BranchLegend(QWidget):
             "Show the branches whose name, modules (blocks.0.branch5x5_2) or region (its name, \"region 1.2\") hold this text"
         )
         self.tree = new_branch_tree(self.COLUMNS, self)
+        # a name or the empty-state line too long for the column wraps (rows as tall as their lines)
+        self.tree.setUniformRowHeights(False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
@@ -422,9 +488,12 @@ class BranchLegend(QWidget):
         if not self.rows:
             self.tree.clear()
             self._items = {}
-            item = QTreeWidgetItem([self.no_data_text if self.trace is not None else "", ""])
+            room = self.tree.viewport().width() - 8
+            text = wrapped(self.no_data_text, room, self.tree.fontMetrics()) if self.trace is not None else ""
+            item = QTreeWidgetItem([text, ""])
             item.setFlags(Qt.ItemFlag.NoItemFlags)
             self.tree.addTopLevelItem(item)
+            item.setFirstColumnSpanned(True)  # the line has the row's width, and wraps in it
             return
 
         def tooltip(row: LegendRow) -> str:
@@ -443,8 +512,8 @@ class BranchLegend(QWidget):
         self.updateGeometry()
 
     def _show_region_bounds(self) -> None:
-        """Each region's row says what its branches could give (its bound on 2 threads; the
-        sentence on hover), from the run's prediction."""
+        """Each region's row says what its branches could give (its bound on 2 threads, a line
+        under its title; the sentence on hover), from the run's prediction."""
         info = self.trace.run_info if self.trace is not None else None
         if info is None or info.prediction is None:
             return
@@ -453,8 +522,9 @@ class BranchLegend(QWidget):
             bound = region.bound_by_threads.get("2")
             if item is None or bound is None:
                 continue
-            item.setText(1, f"≤ {bound:.2f}× on 2")
-            item.setToolTip(1, f"{region_label(region)}: {region_text(region)} ({ASSUMPTIONS})")
+            # under its title, across the row: the Total column keeps the width of the branches' times
+            item.setText(0, f"{item.text(0)}\n≤ {bound:.2f}× on 2 threads")
+            item.setFirstColumnSpanned(True)
             item.setToolTip(0, item.toolTip(0) + f"\nits branches could give {region_text(region)} ({ASSUMPTIONS})")
 
     def _apply_filter(self, text: str) -> None:
@@ -513,13 +583,14 @@ class BranchLegend(QWidget):
     HINT_ROWS = 12
 
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)
-        """Room for the filter and every row (up to HINT_ROWS, region rows counted) under the
+        """Room for the filter and every row's lines (up to HINT_ROWS, region rows counted) under the
         header, so it sits compactly beside the timeline."""
         tree = self.tree
-        count = len(tree_items(tree))
-        rows = max(1, min(count, self.HINT_ROWS))
         row_h = tree.sizeHintForRow(0) if tree.topLevelItemCount() else tree.fontMetrics().height() + 4
-        height = tree.header().sizeHint().height() + rows * row_h + 2 * tree.frameWidth() + 4
+        # each row as tall as it is laid out, else as its lines (a wrapped name has several)
+        rows = sum(max(tree.visualItemRect(item).height(), row_h * (item.text(0).count("\n") + 1))
+                   for item in tree_items(tree)[: self.HINT_ROWS])  # fmt: skip
+        height = tree.header().sizeHint().height() + max(rows, row_h) + 2 * tree.frameWidth() + 4
         height += self.filter.sizeHint().height() + self.layout().spacing()
         return QSize(max(220, tree.sizeHint().width()), height)
 

@@ -179,7 +179,7 @@ def _short(v: Any, width: int) -> str:
 #: C++ signature, a path), so that a narrow panel wraps it instead of cutting it off.
 _BREAK_AFTER = re.compile(r"(::|[_,<(/.])(?=\S)")
 #: Words longer than this get break opportunities (shorter ones wrap as words).
-_LONG_WORD = 16
+_LONG_WORD = 8
 
 
 def breakable(text: str) -> str:
