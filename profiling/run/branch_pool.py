@@ -139,8 +139,10 @@ class ThreadTimes:
 class Task:
     """One submitted call; `result()` gives its value or raises its exception."""
 
-    def __init__(self, pool: BranchPool, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    def __init__(self, pool: BranchPool, fn: Callable[..., Any], args: tuple[Any, ...], measured: bool = True) -> None:
         self._pool = pool
+        #: A branch's task, measured while the pool is `measuring`; not the pool's own chores (`on_each_thread`).
+        self._measured = measured
         self._fn = fn
         self._args = args
         self._lock = threading.Lock()
@@ -159,7 +161,7 @@ class Task:
     def _run(self, worker: _Worker | None = None) -> None:
         """Runs the task; `worker`: the pool thread that took it from the queue, which measures it
         (while the pool is `measuring`) before anyone waiting can see it done."""
-        start = worker.start_task() if worker is not None and self._pool.measuring else None
+        start = worker.start_task() if worker is not None and self._measured and self._pool.measuring else None
         try:
             self._value = self._fn(*self._args)
         except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for the task
@@ -249,7 +251,9 @@ class BranchPool:
         return sorted(w.times.tid for w in self._workers)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Task:
-        task = Task(self, fn, args)
+        return self._submit(Task(self, fn, args))
+
+    def _submit(self, task: Task) -> Task:
         self._queue.put(task)
         return task
 
@@ -265,14 +269,15 @@ class BranchPool:
         """`fn()` called once on every pool thread (what must run on the thread itself, such as
         turning a thread-local recorder on or off), their values in no set order. Each thread
         takes one of `size` tasks and waits at a barrier until all have one, so none takes two;
-        the pool must be idle (no task queued or running)."""
+        the pool must be idle (no task queued or running). These tasks are not branches: never
+        measured, even while the pool is `measuring`."""
         barrier = threading.Barrier(self.size)
 
         def once() -> Any:
             barrier.wait()
             return fn()
 
-        return [task.result() for task in [self.submit(once) for _ in range(self.size)]]
+        return [task.result() for task in [self._submit(Task(self, once, (), measured=False)) for _ in range(self.size)]]
 
     def shutdown(self) -> None:
         """Stops the threads once the tasks submitted before have run."""

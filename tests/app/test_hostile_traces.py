@@ -274,7 +274,8 @@ def test_a_dropped_fifo_is_not_opened_as_a_model(tmp_path: Path) -> None:
         env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
     )  # fmt: skip
     assert proc.stdout.strip() == "False", proc.stderr[-2000:]
-    assert is_model_file(str(tmp_path / "m.py"))  # named .py: a model, without opening it
+    (tmp_path / "m.py").write_text("")
+    assert is_model_file(str(tmp_path / "m.py"))  # a file named .py: a model, without opening it
 
 
 # ---- timestamps ------------------------------------------------------------------------------
