@@ -73,6 +73,9 @@ class WindowMenus:
         act.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         act = self._action(vm, "&Zoom to selection", self.zoom_to_selection)
         act.setShortcuts([QKeySequence("F"), QKeySequence("Z")])  # Perfetto's F
+        # Keys of the pages, not of the window: F typed in the Mode list picks fork there.
+        act.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.window.tabs.addAction(act)
         vm.addSeparator()
         for text, keys, steps in (
             ("&Larger text", [QKeySequence.StandardKey.ZoomIn, QKeySequence("Ctrl+=")], 1),

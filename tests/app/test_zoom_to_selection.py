@@ -49,3 +49,28 @@ def test_on_the_compare_page_each_runs_timeline_zooms_to_its_selection(window, t
     lo, hi = second.time_range()
     assert abs(lo - (first_ns + 2_000)) <= 1 and abs(hi - (first_ns + 6_000)) <= 1
     assert timelines[0].axis is second.axis  # the other run follows: one time axis
+
+
+def test_f_and_z_belong_to_the_pages_not_to_a_focused_control(window, qtbot, tmp_path):
+    """F typed in the Mode list picks fork (the list's own type-ahead) and zooms nothing; F with
+    the timeline focused zooms to its selection."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication
+
+    assert window.open_trace_files([str(write_small_trace(tmp_path / "t.json", "fork"))]) == 1
+    window.activateWindow()
+    timeline = window.page(RunPage).timeline
+    first = timeline.trace.span()[0]
+    timeline.select_range(first + 1_000, first + 2_500)
+    before = timeline.time_range()
+    combo = window.controls.mode_combo
+    window.controls.set_values(mode="sequential")
+    combo.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is combo)
+    qtbot.keyClick(combo, Qt.Key.Key_F)
+    assert combo.currentText().startswith("fork") and timeline.time_range() == before
+    timeline.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is timeline)
+    qtbot.keyClick(timeline, Qt.Key.Key_F)
+    lo, hi = timeline.time_range()
+    assert abs(lo - (first + 1_000)) <= 1 and abs(hi - (first + 2_500)) <= 1
