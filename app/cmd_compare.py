@@ -8,7 +8,8 @@ used, memory peaks) and the ops whose time differs most; `--json` prints the sam
 and a fork or threads run of the same thread count are among the runs, one line says which way of using the
 cores served the model better (`profiling/trace/advice.py`), or which run would tell; `--json`'s
 "advice" is that as an object (`records.AdviceRecord`: text, winner, reason, parts). A run starved of cores
-(`profiling/trace/starved.py`) says so in its row and is never the advice's winner. A fork or threads
+(`profiling/trace/starved.py`) says so in its row and is never the advice's winner; a run of the pair
+that ran on a busy machine (run.json's `load.busy`) is named at the line's and the reason's end. A fork or threads
 run M I×J compared beside sequential 1×J and M 1×J of its model gets a line with its speedup in parts
 (`profiling/trace/parts.py`: "1.35× = 1.40× from TorchScript's plan × 0.96× from 2 threads"), and
 `--json`'s row its "parts"; the prediction's bound is then held against the part from its threads.

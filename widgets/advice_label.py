@@ -2,8 +2,9 @@
 of using the cores served the model better, hidden while the runs do not tell. A pair where a run
 was starved of cores names no winner, and the line says which run and how to measure them paired.
 Where the runs hold the fork or threads run's sequential 1×J and M 1×J, the line ends with its
-speedup in parts ("1.67× = 1.65× from TorchScript's plan × 1.01× from 2 threads"), as the advice
-words it."""
+speedup in parts ("1.67× = 1.65× from TorchScript's plan × 1.01× from 2 threads"), and with which
+run of the pair ran on a busy machine ("(sequential 1×2 ran on a busy machine: re-run it on a quiet
+one)", `advice.with_busy_note`), as the advice words it."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ class AdviceLabel(QLabel):
         self.show_advice(advice_record(runs))
 
     def show_advice(self, advice: AdviceRecord | None) -> None:
-        """Shows an advice made elsewhere (a sweep's, which names its cells that ran on a busy machine)."""
+        """Shows an advice made elsewhere (a sweep's: `sweep.sweep_advice`)."""
         self.advice = advice
         self.setText("" if advice is None else f"Advice: {advice.text}")
         self.setToolTip(self._tip if advice is None else f"{self._tip}\n\n{advice.reason}")

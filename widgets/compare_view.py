@@ -8,7 +8,9 @@ peaks, what the branches could give and how far a fork or threads run got toward
 line says which way of using the cores served the model better where a sequential and a fork or threads run
 of the same thread count are compared, or which run would tell (`profiling/trace/advice.py`). A run
 starved of cores (`profiling/trace/starved.py`) is marked in its column's header and its "starved of
-cores?" row, and the advice names no winner beside it. Under the advice, a fork or threads run M I×J
+cores?" row, and the advice names no winner beside it; a run of the advice's pair that ran on a busy
+machine (run.json's `load.busy`) is named at the advice's end ("… ran on a busy machine: re-run it on
+a quiet one"). Under the advice, a fork or threads run M I×J
 compared beside sequential 1×J and M 1×J of its model has its speedup in parts, one line each
 (`profiling/trace/parts.py`: "run 2: fork 2×1 over sequential 1×1, in parts: 1.67× = 1.65× from
 TorchScript's plan × 1.01× from 2 threads"), its summary column the short form ("1.65× plan × 1.01×

@@ -93,7 +93,7 @@ from branchscope.profiling.run.outcome import Ended, RunError, RunResult
 from branchscope.profiling.run.processes import CancelFlag
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_OK, RunRequest
 from branchscope.profiling.run.runner import run_profile, validate
-from branchscope.profiling.trace.advice import advice_record, advise, from_sweep
+from branchscope.profiling.trace.advice import advice_record, from_sweep
 from branchscope.profiling.trace.events import CellEvent, Event, ProgressEvent, SweepEvent
 from branchscope.profiling.trace.mode_traits import traits_of
 from branchscope.profiling.trace.model import TraceFormatError
@@ -553,21 +553,8 @@ def sweep_advice(sweep: SweepRecord) -> AdviceRecord | None:
     on a busy machine ("… (sequential 1×2 and threads 2×1 ran on a busy machine: re-run them on a
     quiet one)"): a ratio between such cells measures the machine's load as much as the model. A
     starved cell is the advice's own to say (it names no winner). What sweep.json, `branchscope
-    sweep` and the Sweep tab say."""
-    runs = from_sweep(sweep)
-    record = advice_record(runs)
-    pair = advise(runs)
-    if record is None or pair is None:
-        return record
-    busy = [
-        sweep.cells[m.index].label
-        for m in (pair.sequential, pair.parallel)
-        if m.index is not None and not m.starved and sweep.cells[m.index].busy
-    ]
-    if not busy:
-        return record
-    note = f"{' and '.join(busy)} ran on a busy machine: re-run {'it' if len(busy) == 1 else 'them'} on a quiet one"
-    return msgspec.structs.replace(record, text=f"{record.text} ({note})", reason=f"{record.reason}; {note}")
+    sweep` and the Sweep tab say; the note is `advice.with_busy_note`'s, from the cells' `busy`."""
+    return advice_record(from_sweep(sweep))
 
 
 def markdown_table(sweep: SweepRecord) -> str:

@@ -49,6 +49,11 @@ its index among what was compared; null when within noise, starved or not paired
 (a sentence beginning "faster:", "within noise:", "starved:" or "not paired:") and the `parts`
 (null where the line says none).
 
+**Runs on a busy machine** (`Measured.busy`: run.json's `load.busy`, a sweep cell's `busy`): a ratio
+between runs timed while other processes took the cores measures the load as much as the model. The
+line and the reason end with which of the pair ran on a busy machine ("… (sequential 1×2 ran on a busy
+machine: re-run it on a quiet one)", `with_busy_note`); a starved run is the line's own to say.
+
 Qt-free and torch-free: `branchscope sweep`, `branchscope compare`, the Sweep and Compare pages.
 """
 
@@ -58,6 +63,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
+
+import msgspec
 
 from branchscope.profiling.trace.compare import RunSummary
 from branchscope.profiling.trace.mode_traits import KnowsItsTraits, ModeTraits
@@ -89,7 +96,8 @@ class Measured(KnowsItsTraits):
     `model` what ran (None: unknown; runs of another model are never paired); `starved` whether it
     got fewer cores than its threads could use; `index` its place among what was compared; `plan_by`
     how its mode's plan is named in a speedup's parts (None: not said); `mode_traits` its mode's
-    traits where the run says them (None: the table's, `mode_traits.traits_of`).
+    traits where the run says them (None: the table's, `mode_traits.traits_of`); `busy` whether
+    other processes took the cores while it was timed (run.json's `load.busy`).
     """
 
     mode: str
@@ -106,6 +114,7 @@ class Measured(KnowsItsTraits):
     index: int | None = None
     plan_by: str | None = None
     mode_traits: ModeTraits | None = None
+    busy: bool = False
 
     @property
     def threads(self) -> int:
@@ -171,6 +180,12 @@ class Advice:
     def starved(self) -> tuple[Measured, ...]:
         """The runs of the pair that were starved of cores, the sequential one first."""
         return tuple(m for m in (self.sequential, self.parallel) if m.starved)
+
+    @property
+    def busy(self) -> tuple[Measured, ...]:
+        """The runs of the pair that ran on a busy machine and were not starved (a starved run's
+        line says more), the sequential one first."""
+        return tuple(m for m in (self.sequential, self.parallel) if m.busy and not m.starved)
 
     @property
     def winner(self) -> Measured | None:
@@ -241,10 +256,22 @@ class Advice:
     def record(self) -> AdviceRecord:
         """The advice as sweep.json and `compare --json` write it."""
         win = self.winner
-        return AdviceRecord(
+        record = AdviceRecord(
             text=self.text, winner=None if win is None else win.winner_record(), reason=self.reason,
             parts=self.shown_parts,
         )  # fmt: skip
+        return with_busy_note(record, [m.label for m in self.busy])
+
+
+def with_busy_note(record: AdviceRecord, busy: Sequence[str]) -> AdviceRecord:
+    """The advice with its line and reason ending with which of its runs (`busy`: their labels, as
+    "sequential 1×2") ran on a busy machine: "… (sequential 1×2 ran on a busy machine: re-run it on a
+    quiet one)". Unchanged when none did."""
+    if not busy:
+        return record
+    them = "it" if len(busy) == 1 else "them"
+    note = f"{' and '.join(busy)} ran on a busy machine: re-run {them} on a quiet one"
+    return msgspec.structs.replace(record, text=f"{record.text} ({note})", reason=f"{record.reason}; {note}")
 
 
 def _starved_text(runs: Sequence[Measured]) -> str:
@@ -383,7 +410,7 @@ def advice_line(runs: Sequence[Measured]) -> str | None:
 # ---- typed inputs from what branchscope writes ----------------------------------------------
 def from_sweep(sweep: SweepRecord) -> list[Measured]:
     """A sweep's finished cells (sweep.json: their unprofiled median and spread, the sweep's cores,
-    their mode's plan words)."""
+    their mode's plan words, whether they ran on a busy machine)."""
     out = []
     for i, c in enumerate(sweep.cells):
         ms = c.unprofiled_median_ms
@@ -395,16 +422,17 @@ def from_sweep(sweep: SweepRecord) -> list[Measured]:
         stats = StepStats(c.unprofiled_steps or 0, ms, lo, q1, q3, hi)
         out.append(Measured(c.mode, c.interop, c.intra, stats, sweep.cores, max(1, sweep.nproc or 1), known,
                             pass_medians=tuple(c.pass_medians_ms or ()), starved=c.starved, index=i,
-                            plan_by=c.plan_by, mode_traits=c.mode_traits))  # fmt: skip
+                            plan_by=c.plan_by, mode_traits=c.mode_traits, busy=c.busy is True))  # fmt: skip
     return out
 
 
 def from_summaries(summaries: Sequence[RunSummary]) -> list[Measured]:
     """Runs compared (`compare.RunSummary`: mode, threads, unprofiled step times, cores, whether it
-    was starved), each with its index among them."""
+    was starved or ran on a busy machine), each with its index among them."""
     return [
         Measured(s.mode, s.interop, s.intra, s.unprofiled, s.cores, max(1, len(s.ranks)), model=s.model,
-                 starved=s.starved is True, index=k, plan_by=s.plan_by, mode_traits=s.mode_traits)  # fmt: skip
+                 starved=s.starved is True, index=k, plan_by=s.plan_by, mode_traits=s.mode_traits,
+                 busy=s.busy)  # fmt: skip
         for k, s in enumerate(summaries)
         if s.mode is not None and s.interop is not None and s.intra is not None and s.unprofiled is not None
     ]
