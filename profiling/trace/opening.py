@@ -29,7 +29,7 @@ from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.rank_job import ALL_RANKS_UP_TO, large_jobs, open_view
 from branchscope.profiling.trace.reader import ProgressCallback
 from branchscope.profiling.trace.snapshot import is_snapshot
-from branchscope.profiling.trace.sources import RANK_TRACES, SNAPSHOT, Source
+from branchscope.profiling.trace.sources import RANK_TRACES, TRACE, Source
 
 
 def gather(sources: Sequence[Source], progress: ProgressCallback | None = None) -> list[tuple[tuple[int, ...], Source]]:
@@ -39,7 +39,7 @@ def gather(sources: Sequence[Source], progress: ProgressCallback | None = None) 
     their folder does: every rank summarised, the ranks in view loaded (`rank_job.large_jobs`
     summarises them, once). Smaller jobs are read whole and joined (`join_opened`), as their folder
     loads them whole."""
-    lone = [k for k, s in enumerate(sources) if len(s.traces) == 1 and s.kind != SNAPSHOT]
+    lone = [k for k, s in enumerate(sources) if s.kind == TRACE]  # a run folder is never a rank picked alone
     if len(lone) <= ALL_RANKS_UP_TO:
         return [((k,), s) for k, s in enumerate(sources)]
     jobs = [[lone[i] for i in g] for g in large_jobs([sources[k].traces[0] for k in lone], progress=progress)]

@@ -10,11 +10,13 @@ shares of ranks 5 and up once overflowed int64 there when the ranks were counted
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -94,6 +96,25 @@ def test_the_pool_and_one_file_at_a_time_beside_cpu_burners(job, burners, monkey
     assert_same_figures(rank_figures(merge.load_traces(files)), merged)  # one file at a time, in this process
 
 
+def _signal(fifo: Path) -> None:
+    """Wakes the reader of `fifo` (rank 0's child), waiting for it to open its end at most 60 s: a
+    blocking open would wait for ever once that reader had given up."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:  # ENXIO: no reader yet
+            if exc.errno != errno.ENXIO or time.monotonic() > deadline:
+                return  # the order log then says the order was not reversed
+            time.sleep(0.01)
+            continue
+        try:
+            os.write(fd, b"1")
+        finally:
+            os.close(fd)
+        return
+
+
 def _out_of_order(load, fifo: Path):
     """`load(path)`, where rank 0's waits until the child reading rank 1 has sent it and begun
     rank 3 (the same child's next file, workers=2): results arrive in the other order than read."""
@@ -109,9 +130,7 @@ def _out_of_order(load, fifo: Path):
             finally:
                 os.close(fd)
         if name == "rank-3.json":
-            fd = os.open(fifo, os.O_WRONLY)
-            os.write(fd, b"1")
-            os.close(fd)
+            _signal(fifo)
         with open(fifo.with_suffix(".log"), "a") as log:
             log.write(name + "\n")
         return load(path, **kwargs)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from branchscope.profiling.trace import rank_job
+from branchscope.profiling.trace import opening, rank_job
 from branchscope.profiling.trace.opening import gather, join_opened, read_source, recalled_as
 from branchscope.profiling.trace.rank_job import ALL_RANKS_UP_TO, job_of
 from branchscope.profiling.trace.sources import open_source
 from tests.builders import snapshots
 from tests.builders.ranks import write_rank_job
-from tests.builders.runs import write_small_trace
+from tests.builders.runs import write_run_folder, write_small_trace
 
 
 def _read(paths: list[Path]) -> list[tuple[Path, object]]:
@@ -59,6 +59,18 @@ def test_rank_files_of_a_large_job_gather_into_their_folders_source(tmp_path, mo
     assert folder_job is not None and job_of(read_source(source.traces)) is folder_job  # summarised once
     assert recalled_as(source, [sources[k].path for k in gathered[1][0]]) == [job]
     assert recalled_as(sources[0], [alone]) == [alone]
+
+
+def test_run_folders_opened_together_are_never_summarised_as_ranks(tmp_path, monkeypatch):
+    """Only trace files picked one by one can be a job's ranks: nine run folders (`open runs/*/`)
+    are each read once, never summarised first (`large_jobs` read every trace twice)."""
+
+    def summarised(*_args, **_kwargs):
+        raise AssertionError("run folders were summarised as ranks")
+
+    monkeypatch.setattr(opening, "large_jobs", summarised)
+    sources = [open_source(write_run_folder(tmp_path / f"run{k}", "fork", 2, 1, 20.0)) for k in range(ALL_RANKS_UP_TO + 1)]
+    assert gather(sources) == [((k,), s) for k, s in enumerate(sources)]
 
 
 def test_a_few_rank_files_are_read_and_joined_in_rank_order(tmp_path):
