@@ -6,10 +6,9 @@ region, named as the run named it (`Mixed_6a`; "region 1.2" in runs from before 
 names) with how many branches it holds, in the model's order; a region nested in a branch sits
 under that branch (the run info's `parent`). Each region folds; the regions the user folded stay
 folded in the next run shown. A row shows what tells its branch from those beside it
-(`shown_names`: the region's name, a long prefix they share, left out); a name too long for the
-column (which widens with the panel) drops the word its siblings share (`compact_name`: "3x3dbl_1",
-as the timeline's blocks do), then wraps (a name too long for its rows is cut in its middle);
-hover shows it in full. The filter
+and fits its column (which widens with the panel) as `legend_names` says: without the word its
+siblings share ("3x3dbl_1"), wrapped; hover shows it in full. The times are milliseconds without
+their unit (the "ms" header says it), so the names keep the panel's width. The filter
 box above keeps the branches whose name, modules (`blocks.0.branch5x5_2` in `blocks.0: branch5x5_1
 → branch5x5_2`), region's name or id holds its text (and the branches and regions around them).
 Clicking a branch emits `branchActivated` with its name (e.g. to find its events on the timeline).
@@ -24,12 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QFontMetrics, QIcon, QPainter, QPixmap
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
     QLabel,
     QLineEdit,
+    QStyle,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -42,7 +42,8 @@ from branchscope.profiling.trace.prediction import ASSUMPTIONS, prediction_text,
 from branchscope.profiling.trace.ranges import branch_order, branch_totals
 from branchscope.profiling.trace.records import left_out_text
 from branchscope.widgets import colors
-from branchscope.widgets.timeline_labels import _without, sibling_prefix
+from branchscope.widgets.legend_names import KEPT_CHARACTERS, compact_name, shown_names, wrapped
+from branchscope.widgets.timeline_labels import sibling_prefix
 
 #: How many of the left-out entries the tooltip lists one by one.
 LEFT_OUT_SHOWN = 40
@@ -135,9 +136,14 @@ def _headline(sentence: str) -> str:
 
 
 def format_ms(ns: int) -> str:
-    """A total in milliseconds, as the legend and the range panel show it."""
+    """A total in milliseconds with its unit, as the range panel shows it."""
+    return f"{ms_figure(ns)} ms"
+
+
+def ms_figure(ns: int) -> str:
+    """A total in milliseconds without its unit ("190.82"), as the legend's "ms" column shows it."""
     ms = ns / 1e6
-    return f"{ms:,.2f} ms" if ms >= 0.1 or ms == 0 else f"{ms:.3f} ms"
+    return f"{ms:,.2f}" if ms >= 0.1 or ms == 0 else f"{ms:.3f}"
 
 
 def _swatch(color: str, size: int) -> QIcon:
@@ -150,59 +156,55 @@ def _swatch(color: str, size: int) -> QIcon:
 
 
 #: Item data: a branch row's name (UserRole), a region row's id (REGION_ROLE) and name (GROUP_ROLE),
-#: a branch row's two texts (FORMS_ROLE: its shown name, and that without the word siblings share).
+#: a row's two texts (FORMS_ROLE: a branch's shown name and that without the word siblings share;
+#: a region's title or the empty-state line twice), which `fit_branch_names` fits to its room.
 REGION_ROLE = Qt.ItemDataRole.UserRole + 1
 GROUP_ROLE = Qt.ItemDataRole.UserRole + 2
 FORMS_ROLE = Qt.ItemDataRole.UserRole + 3
 
 
-#: A row never shows fewer of its name's characters than this (all of a shorter name).
-KEPT_CHARACTERS = 12
-
-
-def compact_name(shown: str, shared: str) -> str:
-    """A row's name without the word its sibling branches share (`shared`, as the timeline's blocks
-    drop it: `timeline_labels.sibling_prefix`) at the start of each module of its chain
-    ("branch3x3dbl_1 → branch3x3dbl_2" → "3x3dbl_1 → 3x3dbl_2"): what a row too narrow for the
-    name shows, so the characters that tell branches apart are the ones kept."""
-    return " → ".join(_without(part, shared) or part for part in shown.split(" → "))
-
-
-def wrapped(text: str, room: int, fm: QFontMetrics) -> str:
-    """`text` broken into lines at its spaces (a chain after its "→"), each as long as fits `room`
-    pixels: the legend's rows are as tall as their lines (Qt's tree views size a row for its text's
-    lines, never for its word wrap)."""
-    lines: list[str] = []
-    for word in text.split(" "):
-        if lines and fm.horizontalAdvance(f"{lines[-1]} {word}") <= room:
-            lines[-1] += f" {word}"
-            continue
-        lines.append(word)
-    return "\n".join(lines)
-
-
 def fit_branch_names(tree: QTreeWidget) -> None:
-    """Each branch row of `tree` shows its name as `shown_names` has it where that fits its
-    column, else `compact_name` where that keeps `KEPT_CHARACTERS`, in lines that fit (`wrapped`)
-    where the tree's rows may differ in height; Qt cuts what still does not fit in its middle."""
-    fm = tree.fontMetrics()
+    """Each row of `tree` with texts (FORMS_ROLE) shows the first where it fits its `text_room`,
+    else the second (a branch's `compact_name`) where that keeps `KEPT_CHARACTERS`, in lines that
+    fit (`wrapped`) where the tree's rows may differ in height; else Qt cuts it in its middle."""
     for item in tree_items(tree):
         forms = item.data(0, FORMS_ROLE)
         if not isinstance(forms, tuple):
             continue
-        depth, up = 0, item.parent()
-        while up is not None:
-            depth, up = depth + 1, up.parent()
-        room = tree.columnWidth(0) - tree.indentation() * (depth + tree.rootIsDecorated()) - tree.iconSize().width() - 8
+        # a pixel spare: Qt's text layout may measure a line's glyphs wider than their advance
+        room, fm = text_room(tree, item) - 1, QFontMetricsF(_font(tree, item))
         whole, compact = forms
         # the compact form where the name does not fit, unless it keeps too little of the name
-        if fm.horizontalAdvance(whole) > room and len(compact) >= min(KEPT_CHARACTERS, len(whole)):
+        if _widest(whole, fm) > room and len(compact) >= min(KEPT_CHARACTERS, len(whole)):
             whole = compact
         text = whole
         if not tree.uniformRowHeights():
             text = wrapped(text, room, fm)
         if item.text(0) != text:
             item.setText(0, text)
+
+
+def text_room(tree: QTreeWidget, item: QTreeWidgetItem) -> int:
+    """How many pixels wide a line of `item`'s first column is drawn: its column (the row, where
+    it spans the row) less its indentation, its swatch and the style's margins, as Qt lays out an
+    item view's cell."""
+    depth, up = 0, item.parent()
+    while up is not None:
+        depth, up = depth + 1, up.parent()
+    width = tree.viewport().width() if item.isFirstColumnSpanned() else tree.columnWidth(0)
+    margin = tree.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, tree) + 1
+    icon = 0 if item.icon(0).isNull() else tree.iconSize().width() + 2 * margin
+    return width - tree.indentation() * (depth + tree.rootIsDecorated()) - icon - 2 * margin
+
+
+def _font(tree: QTreeWidget, item: QTreeWidgetItem) -> QFont:
+    """The font `item`'s first column is drawn in: its own (a region's bold) over the tree's."""
+    own = item.data(0, Qt.ItemDataRole.FontRole)
+    return own.resolve(tree.font()) if isinstance(own, QFont) else tree.font()
+
+
+def _widest(text: str, fm: QFontMetricsF) -> float:
+    return max(fm.horizontalAdvance(line) for line in text.split("\n"))
 
 
 def branch_tooltip(row: LegendRow, extra: str = "") -> str:
@@ -213,62 +215,6 @@ def branch_tooltip(row: LegendRow, extra: str = "") -> str:
     if row.ops is not None:
         lines.append(f"{row.ops} ops")
     return "\n".join(lines)
-
-
-#: Separators a shared prefix is cut at: a module path's dot, a chain's module (`blocks.0: a → b`).
-_CUTS = (": ", " → ", ".")
-#: A prefix its siblings share is left out of a name (shown as "…") from this many characters on.
-SHARED_PREFIX = 12
-
-
-def _after_cut(name: str, length: int) -> int:
-    """Where the component holding `name[length - 1]` starts: just after the last separator
-    before `length` (0: none)."""
-    return max((name.rfind(cut, 0, length) + len(cut) for cut in _CUTS if name.rfind(cut, 0, length) >= 0), default=0)
-
-
-def shown_names(rows: list[LegendRow]) -> dict[str, str]:
-    """Each branch's name as its row shows it: what tells it from the branches beside it.
-
-    A name that starts with its region's name (`blocks.0: branch5x5_1 → branch5x5_2` under
-    `blocks.0`) leaves that out, since the region's row says it; else a prefix all its siblings
-    share, of `SHARED_PREFIX` characters or more, becomes "…" but for its last component
-    (`…layers.3.mlp`, `…layers.4.mlp`). Where that would make two rows read alike, or a name
-    empty, the group keeps its names in full; the tooltip always holds the whole name.
-    """
-    groups: dict[tuple[str | None, str | None], list[LegendRow]] = {}
-    for row in rows:
-        groups.setdefault((row.parent, row.region), []).append(row)
-    out: dict[str, str] = {}
-    for members in groups.values():
-        shown: dict[str, str] = {}
-        for row in members:
-            text = row.name
-            for cut in (": ", "."):  # the region's module (never a chain's first step: `x → y`)
-                if row.region_name and text.startswith(row.region_name + cut):
-                    text = text[len(row.region_name) + len(cut) :]
-                    break
-            shown[row.name] = text
-        if len(members) > 1 and all(shown[r.name] == r.name for r in members):
-            names = [r.name for r in members]
-            common = len(_common_prefix(names))
-            start = min(_after_cut(n, common + 1) for n in names)  # the start of the first component that differs
-            keep = min(_after_cut(n, max(start - 1, 0)) for n in names)  # ... and of the shared one before it
-            if start >= SHARED_PREFIX and keep > 0:
-                shown = {n: "…" + n[keep:] for n in names}
-        texts = list(shown.values())
-        if len(set(texts)) < len(texts) or not all(t.strip(" .…:→") for t in texts):
-            shown = {r.name: r.name for r in members}
-        out.update(shown)
-    return out
-
-
-def _common_prefix(names: list[str]) -> str:
-    first, last = min(names), max(names)
-    k = 0
-    while k < min(len(first), len(last)) and first[k] == last[k]:
-        k += 1
-    return first[:k]
 
 
 def search_text(row: LegendRow) -> str:
@@ -321,7 +267,9 @@ def fill_branch_tree(
             key = (row.parent, row.region)
             group = groups.get(key)
             if group is None:
-                group = QTreeWidgetItem([region_title(row.group or "", members[key]), ""])
+                title = region_title(row.group or "", members[key])
+                group = QTreeWidgetItem([title, ""])
+                group.setData(0, FORMS_ROLE, (title, title))
                 group.setData(0, REGION_ROLE, row.region)
                 group.setData(0, GROUP_ROLE, row.group)
                 font = group.font(0)
@@ -381,7 +329,7 @@ def new_branch_tree(columns: tuple[str, ...], parent: QWidget | None = None) -> 
     tree.setColumnCount(len(columns))
     tree.setHeaderLabels(list(columns))
     tree.setRootIsDecorated(False)
-    tree.setIndentation(14)
+    tree.setIndentation(12)
     tree.setUniformRowHeights(True)
     tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)
     tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -405,7 +353,9 @@ class BranchLegend(QWidget):
     #: The name of the branch whose row was clicked.
     branchActivated = Signal(str)
 
-    COLUMNS = ("Branch", "Total")
+    COLUMNS = ("Branch", "ms")
+    #: The time column's figure for a branch that did not run (its tooltip says so).
+    NO_TIME = "–"
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -418,6 +368,7 @@ class BranchLegend(QWidget):
             "Show the branches whose name, modules (blocks.0.branch5x5_2) or region (its name, \"region 1.2\") hold this text"
         )
         self.tree = new_branch_tree(self.COLUMNS, self)
+        self.tree.headerItem().setToolTip(1, "Each branch's total time in this run, in milliseconds")
         # a name or the empty-state line too long for the column wraps (rows as tall as their lines)
         self.tree.setUniformRowHeights(False)
         layout = QVBoxLayout(self)
@@ -488,12 +439,13 @@ class BranchLegend(QWidget):
         if not self.rows:
             self.tree.clear()
             self._items = {}
-            room = self.tree.viewport().width() - 8
-            text = wrapped(self.no_data_text, room, self.tree.fontMetrics()) if self.trace is not None else ""
+            text = self.no_data_text if self.trace is not None else ""
             item = QTreeWidgetItem([text, ""])
             item.setFlags(Qt.ItemFlag.NoItemFlags)
+            item.setData(0, FORMS_ROLE, (text, text))
             self.tree.addTopLevelItem(item)
             item.setFirstColumnSpanned(True)  # the line has the row's width, and wraps in it
+            fit_branch_names(self.tree)
             return
 
         def tooltip(row: LegendRow) -> str:
@@ -503,7 +455,7 @@ class BranchLegend(QWidget):
         self._folding = True  # filling opens every region: no fold of the user's
         try:
             self._items = fill_branch_tree(
-                self.tree, self.rows, lambda r: format_ms(r.total_ns) if r.total_ns else "did not run", tooltip
+                self.tree, self.rows, lambda r: ms_figure(r.total_ns) if r.total_ns else self.NO_TIME, tooltip
             )
         finally:
             self._folding = False
@@ -522,10 +474,12 @@ class BranchLegend(QWidget):
             bound = region.bound_by_threads.get("2")
             if item is None or bound is None:
                 continue
-            # under its title, across the row: the Total column keeps the width of the branches' times
-            item.setText(0, f"{item.text(0)}\n≤ {bound:.2f}× on 2 threads")
+            # under its title, across the row: the "ms" column keeps the width of the branches' times
+            text = f"{item.data(0, FORMS_ROLE)[0]}\n≤ {bound:.2f}× on 2 threads"
+            item.setData(0, FORMS_ROLE, (text, text))
             item.setFirstColumnSpanned(True)
             item.setToolTip(0, item.toolTip(0) + f"\nits branches could give {region_text(region)} ({ASSUMPTIONS})")
+        fit_branch_names(self.tree)
 
     def _apply_filter(self, text: str) -> None:
         """Hide the branches whose `search_text` (name, the modules of its chain, region's name and

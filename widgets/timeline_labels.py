@@ -42,7 +42,7 @@ def label_forms(name: str, shared: str = "") -> list[str]:
     forms += [_LINK.join([*parts[:k], _MORE]) for k in range(len(parts) - 1, 0, -1)]
     if len(parts) > 1:
         forms.append(parts[0])
-    own = _without(parts[0], shared)
+    own = without_shared_word(parts[0], shared)
     if own:
         forms.append(own)
     return forms
@@ -86,7 +86,7 @@ def bare_function(name: str) -> str:
 _SEPARATORS = "_.:- "
 
 
-def _without(module: str, shared: str) -> str:
+def without_shared_word(module: str, shared: str) -> str:
     """`module` without its leading `shared` word and the separators after it; "" when it does not
     begin with it or nothing would be left."""
     if not shared or not module.startswith(shared):
