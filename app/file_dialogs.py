@@ -31,9 +31,9 @@ class FileDialogs:
         return folder if folder and os.path.isdir(folder) else ""
 
     def remember(self, kind: str, path: str) -> None:
-        """`path` was chosen in a dialog of `kind`: its folder (itself, if a folder) is where the next opens."""
-        folder = path if os.path.isdir(path) else os.path.dirname(path)
-        self.settings.setValue(f"{SETTINGS_GROUP}/{kind}", os.path.abspath(folder))
+        """`path` was chosen in a dialog of `kind`: the folder it is in is where the next opens (for a
+        folder chosen, its parent: the next run or rank folder is most often its sibling)."""
+        self.settings.setValue(f"{SETTINGS_GROUP}/{kind}", os.path.dirname(os.path.abspath(path)))
 
     def open_files(self, kind: str, title: str, name_filter: str) -> list[str]:
         paths, _ = QFileDialog.getOpenFileNames(self.parent, title, self.start_folder(kind), name_filter)

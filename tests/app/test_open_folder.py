@@ -117,7 +117,7 @@ def test_each_file_dialog_opens_in_the_folder_its_kind_used_last(window, tmp_pat
         window.menus.open_folder_dialog()
         window.menus._screenshot_dialog()
     assert starts["trace"] == ["", str(traces)]
-    assert starts["folder"] == ["", str(folders / "job")]
+    assert starts["folder"] == ["", str(folders)]  # beside the folder chosen: its siblings, one click away
     assert starts["screenshot"] == ["branchscope.png", str(shots / "branchscope.png")]
 
     # the next window remembers them; a model dialog cancelled leaves its folder as it was
