@@ -449,8 +449,8 @@ class BranchLegend(QWidget):
             return
 
         def tooltip(row: LegendRow) -> str:
-            total = format_ms(row.total_ns) if row.total_ns else "did not run"
-            return branch_tooltip(row, f"{total} in this run (its branch annotations summed)")
+            summed = f"{format_ms(row.total_ns)} in this run (its branch annotations summed)"
+            return branch_tooltip(row, summed if row.total_ns else "did not run in this run")
 
         self._folding = True  # filling opens every region: no fold of the user's
         try:

@@ -1,7 +1,8 @@
 """Tables beside the timeline: the ops of a selected time range, and the profiled steps.
 
 Two tabs of sortable tables over `profiling.trace.ranges`: "Selected range" (per op and lane: count,
-total and self time inside the range a Shift+drag on the timeline chose) and "Steps" (each profiled
+total and self time inside the range a Shift+drag on the timeline chose; an op or a kernel named as
+its timeline block says it, `op_label`, whole on hover) and "Steps" (each profiled
 step's duration and each branch's time within it, the branches in the legend's order). Double-click
 a step to get `stepActivated(start_ns, end_ns)`, an op to get `opActivated(name)`.
 """
@@ -27,6 +28,7 @@ from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.natural import natural_key
 from branchscope.profiling.trace.ranges import OpRow, StepRow, branch_order, range_ops, step_table
 from branchscope.widgets.branch_legend import format_ms
+from branchscope.widgets.timeline_labels import bare_function
 
 _RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 _LEFT = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter
@@ -147,9 +149,17 @@ def _table(model: RowsModel) -> QTableView:
     return view
 
 
-#: The numbers before the lane: they matter most, and a side panel is narrow.
+def op_label(name: str) -> str:
+    """An op's or a kernel's name as the Op column shows it: as its timeline block says it
+    (`bare_function`: `void permute_pooled_embs_kernel<float>(…)` → `permute_pooled_embs_kernel`),
+    the whole name on hover; a name with nothing left of it stays whole."""
+    return bare_function(name) or name
+
+
+#: The numbers before the lane: they matter most, and a side panel is narrow. Ops sort by what
+#: their rows say.
 RANGE_COLUMNS = (
-    Column("Op"),
+    Column("Op", op_label, key=lambda name: natural_key(op_label(name))),
     Column("Total", format_ms, True),
     Column("Self", format_ms, True),
     Column("Count", "{:,}".format, True),

@@ -124,7 +124,7 @@ def test_double_clicking_a_step_or_an_op_emits_it(small_trace, qtbot):
     with qtbot.waitSignal(panel.opActivated) as sig:
         qtbot.mouseClick(panel.range_view.viewport(), Qt.MouseButton.LeftButton, pos=pos)
         qtbot.mouseDClick(panel.range_view.viewport(), Qt.MouseButton.LeftButton, pos=pos)
-    assert sig.args == [panel.range_model.data(panel.range_model.index(0, 0))]
+    assert sig.args == [panel.range_model.data(panel.range_model.index(0, 0), Qt.ItemDataRole.UserRole)]
 
 
 def test_a_trace_without_steps_says_so(qtbot):
@@ -180,5 +180,33 @@ def test_a_long_op_name_leaves_the_numbers_in_view(small_trace, qtbot):
     width = view.viewport().width()
     assert view.columnWidth(0) <= width * 0.5
     assert sum(view.columnWidth(c) for c in range(model.columnCount() - 1)) < width  # the others in view
-    row = next(r for r in range(model.rowCount()) if model.data(model.index(r, 0)).startswith("aten::add_and"))
+    row = next(r for r in range(model.rowCount()) if model.data(model.index(r, 0)).startswith("add_and"))
     assert model.data(model.index(row, 0), Qt.ItemDataRole.ToolTipRole) == small_trace.names[k]  # whole on hover
+
+
+def test_the_op_column_says_a_kernel_as_its_timeline_block_does_and_the_whole_name_on_hover(qtbot):
+    """Issue 35: the Op column cut a kernel's name in its middle ("void permute_pooled_e…t*, long,
+    long, long)"); it shows the name without return type, namespaces, templates and arguments."""
+    import numpy as np
+
+    from branchscope.profiling.trace.model import Lane, build_trace
+
+    kernel = "void fbgemm_gpu::permute_pooled_embs_kernel<float>(float const*, long const*, long const*, float*, long, long, long)"
+    names = [kernel, "aten::mm", "branch: a -> b"]
+    trace = build_trace(
+        path="kernels", start_ns=np.array([0, 0, 0]), dur_ns=np.array([30, 20, 10]), lane=np.array([0, 1, 1]),
+        name_id=np.arange(3), cat_id=np.zeros(3), names=names, cats=["x"],
+        lanes=[Lane(0, "gpu", 1, 7, "stream 7", "stream 7"), Lane(1, "cpu", 1, 1, "main", "main")],
+    )  # fmt: skip
+    panel = show(qtbot, RangePanel(), 500, 200)
+    panel.set_trace(trace)
+    panel.set_range(0, 100)
+    m = panel.range_model
+    assert _column(m, 0) == ["permute_pooled_embs_kernel", "mm", "branch: a -> b"]  # by total
+    assert [m.data(m.index(r, 0), Qt.ItemDataRole.ToolTipRole) for r in range(3)] == names
+    # a label fits where the whole name was cut in its middle
+    view = panel.range_view
+    assert view.fontMetrics().horizontalAdvance(_column(m, 0)[0]) <= view.columnWidth(0)
+    # ops sort by what their rows say
+    view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+    assert _column(m, 0) == ["branch: a -> b", "mm", "permute_pooled_embs_kernel"]
