@@ -139,7 +139,7 @@ def _empty(ranks: np.ndarray) -> Collectives:
 
 
 #: The args naming a collective: (attribute, key, type, absent). A key's other spellings decode
-#: into attributes of their own (`kineto.struct_fields`); the first said is taken (`_first_said`).
+#: into attributes of their own (`kineto.struct_fields`); the first said is taken (`first_said`).
 _ARGS = (
     ("coll", kineto.COLLECTIVE_NAME, str, ""),
     ("seq", kineto.SEQ, int, -1),
@@ -196,7 +196,7 @@ def _lenient(args: dict[str, Any], with_dims: bool) -> _Found:
     return (_text(kineto.COLLECTIVE_NAME.of(args)), group, seq, size)
 
 
-def _first_said(args: list[Any], attr: str, k: kineto.Key, absent: Any) -> np.ndarray:
+def first_said(args: list[Any], attr: str, k: kineto.Key, absent: Any) -> np.ndarray:
     """Each event's value of key `k` (an object column of texts, or int64): of the first of its
     spellings that the event says (a text other than "", a number from 0 on)."""
     dtype = object if isinstance(absent, str) else np.int64
@@ -251,7 +251,7 @@ def _read(trace: Trace, idx: np.ndarray, at: np.ndarray, with_dims: bool, cols: 
                 found.append(("", "", -1, -1))
         cols.put(at, found)
         return
-    said = {attr: _first_said(args, attr, k, absent) for attr, k, _, absent in _ARGS}
+    said = {attr: first_said(args, attr, k, absent) for attr, k, _, absent in _ARGS}
     cols.coll[at] = said["coll"]
     cols.group[at] = said["group"]
     cols.seq[at] = np.maximum(said["seq"], -1)

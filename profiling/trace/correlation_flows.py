@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from branchscope.profiling.trace import kineto
-from branchscope.profiling.trace.collectives import _first_said
+from branchscope.profiling.trace.collectives import first_said
 from branchscope.profiling.trace.lane_table import KIND_ORDER
 from branchscope.profiling.trace.model import Flows, Trace
 
@@ -66,7 +66,7 @@ def correlation_ids(trace: Trace, idx: np.ndarray) -> np.ndarray:
     picked = list(map(raws.__getitem__, idx.tolist()))
     try:
         args = list(map(attrgetter("args"), map(_decoder().decode, picked)))
-        return np.maximum(_first_said(args, "corr", kineto.CORRELATION, -1), -1)
+        return np.maximum(first_said(args, "corr", kineto.CORRELATION, -1), -1)
     except (msgspec.DecodeError, msgspec.ValidationError, TypeError, OverflowError):
         # a dict (a synthetic trace's args), None, or an id of another type: one by one
         return np.fromiter(
