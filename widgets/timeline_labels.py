@@ -148,6 +148,8 @@ def block_label(name: str, room: int, fm: QFontMetrics, shared: str = "") -> str
 
 
 _THREAD_LABEL = re.compile(r"^(.+?) \((.+)\)$")
+#: A group title keeps its count only while its name keeps this many characters (or all of them).
+KEPT_CHARACTERS = 12
 
 
 def gutter_text(label: str, fm: QFontMetrics, width: int) -> str:
@@ -161,8 +163,10 @@ def gutter_text(label: str, fm: QFontMetrics, width: int) -> str:
     if sep:
         room = width - fm.horizontalAdvance(sep + tail)
         cut = fm.elidedText(head, Qt.TextElideMode.ElideRight, room) if room > 0 else ""
-        if len(cut) > 3:
+        if len(cut) > min(len(head), KEPT_CHARACTERS):  # the count beside a readable name
             return cut + sep + tail
+        if fm.horizontalAdvance(head) <= width:
+            return head  # the name before its count ("Python pool", not "Pytho… · 2 threads")
     m = _THREAD_LABEL.match(label)
     if m:
         head = m.group(1)

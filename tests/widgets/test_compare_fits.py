@@ -175,6 +175,10 @@ def test_a_cut_lane_label_keeps_the_thread_id_and_a_group_its_count(qtbot):
     cut = gutter_text(title, fm, width)
     assert cut.endswith("… · 2 threads") and fm.horizontalAdvance(cut) <= width
     assert gutter_text("main", fm, 500) == "main"
+    # Too narrow for both: the group's name before its count (issue 35: "Pytho… · 2 threads").
+    title = "Python pool · 2 threads"
+    width = fm.horizontalAdvance("Python pool · 2 thr")
+    assert gutter_text(title, fm, width) == "Python pool"
 
 
 def test_hovering_the_gutter_names_the_lane_whole(qtbot, deep):
