@@ -113,6 +113,22 @@ class SweepPanel(QWidget):
         #: The folder of the sweep shown.
         self.folder: Path | None = None
 
+        form = self._form(cores)
+        self.view = SweepView()
+        self.view.cellChosen.connect(self.runChosen)
+        self.view.cellActivated.connect(self.runActivated)
+        self.view.compareRequested.connect(self.compareRequested)
+        lay = QVBoxLayout(self)
+        lay.addLayout(form)
+        lay.addWidget(self.status)
+        lay.addWidget(self.advice)
+        lay.addWidget(self.view, 1)
+
+        self._follow_controller()
+        self.show_plan()
+
+    def _form(self, cores: int) -> QFormLayout:
+        """The sweep's form: the modes, the thread counts, the passes, Start and Cancel, and the estimate."""
         self.mode_boxes = {name: QCheckBox(name) for name in MODES}
         for name, box in self.mode_boxes.items():
             box.setToolTip(MODES[name].description)
@@ -165,16 +181,10 @@ class SweepPanel(QWidget):
         form.addRow("Intra-op threads", self.intra_edit)
         form.addRow("Passes", self.passes_spin)
         form.addRow(buttons)
-        self.view = SweepView()
-        self.view.cellChosen.connect(self.runChosen)
-        self.view.cellActivated.connect(self.runActivated)
-        self.view.compareRequested.connect(self.compareRequested)
-        lay = QVBoxLayout(self)
-        lay.addLayout(form)
-        lay.addWidget(self.status)
-        lay.addWidget(self.advice)
-        lay.addWidget(self.view, 1)
+        return form
 
+    def _follow_controller(self) -> None:
+        """The sweep's progress from the controller; the estimate from the form's every change."""
         c = self.controller
         c.started.connect(self._on_update)
         c.cellFinished.connect(self._on_cell)
@@ -188,7 +198,6 @@ class SweepPanel(QWidget):
         self.interop_edit.textChanged.connect(self.show_plan)
         self.intra_edit.textChanged.connect(self.show_plan)
         self.passes_spin.valueChanged.connect(self.show_plan)
-        self.show_plan()
 
     def set_cuda_available(self, available: bool, reason: str) -> None:
         """Modes that need CUDA are offered only where the worker finds it (`reason`: why not)."""
