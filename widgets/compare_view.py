@@ -16,21 +16,28 @@ compared beside sequential 1×J and M 1×J of its model has its speedup in parts
 TorchScript's plan × 1.01× from 2 threads"), its summary column the short form ("1.65× plan × 1.01×
 threads", the sentence in the tooltip), and its "measured ÷ could give" holds the bound against the
 part from its threads.
+
+A page too narrow for the runs' timelines (`TIMELINE_CHARS`) beside a summary whose columns and row
+titles keep `COLUMN_CHARS` characters (a projector's 1280×720 in presentation size) puts the two
+tables under the runs instead, as two tabs ("Summary", "Op diff"): `CompareView.arrange`, counted in
+characters of the text, so it follows View → Larger text and Presentation size.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QStandardItem, QStandardItemModel
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtGui import QFontMetricsF, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
     QLabel,
+    QStyle,
     QTableView,
     QTableWidget,
     QTableWidgetItem,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -73,6 +80,19 @@ MIN_SUMMARY_COLUMN = 90
 #: runs' columns keep their room in a narrow window.
 ROW_TITLES_SHARE = 0.4
 MIN_ROW_TITLES = 120
+#: A summary column, and the row titles, keep at least this many characters of the text (a cell's
+#: longer text wraps; a longer title is elided after them), whatever the text size.
+COLUMN_CHARS = 12
+#: Beside the tables the runs' timelines keep at least this many characters (their lanes' names and
+#: a plot); a page narrower than that and a readable table puts the tables under the runs, in tabs.
+TIMELINE_CHARS = 90
+#: The runs' share of the page's height when the tables are under them.
+RUNS_SHARE_STACKED = 0.55
+
+
+def char_width(widget: QWidget) -> float:
+    """The average character width of `widget`'s text, in pixels: sizes grow with the text size."""
+    return QFontMetricsF(widget.font()).averageCharWidth()
 
 
 def fitted_widths(natural: Sequence[int], avail: int, least: int = MIN_SUMMARY_COLUMN) -> list[int]:
@@ -91,18 +111,45 @@ class FittedTable(QTableWidget):
         super().__init__(parent)
         self.natural: list[int] = []
 
+    def least_column(self) -> int:
+        """The narrowest a column (or the row titles) gets: `COLUMN_CHARS` characters of the text and
+        an ellipsis besides the cell's or header's margins, never under `MIN_SUMMARY_COLUMN` pixels."""
+        style = self.style()
+        cell = 2 * (style.pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, self) + 1)
+        header = 2 * style.pixelMetric(QStyle.PixelMetric.PM_HeaderMargin, None, self)
+        return max(MIN_SUMMARY_COLUMN, round((COLUMN_CHARS + 2) * char_width(self)) + max(cell, header))
+
+    def least_width(self, columns: int) -> int:
+        """The width a table of `columns` runs needs for its row titles and columns to keep their
+        least (`least_column`)."""
+        return max(MIN_ROW_TITLES, self.least_column()) + self._columns_least(columns)
+
+    def _columns_least(self, columns: int) -> int:
+        """What `columns` columns at their least take, with the frame and a vertical scroll bar."""
+        chrome = 2 * self.frameWidth() + self.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent, None, self)
+        return columns * self.least_column() + chrome
+
     def fit_columns(self) -> None:
-        """Columns as wide as their contents (up to `MAX_SUMMARY_COLUMN`), shrunk to the width."""
+        """Columns as wide as their contents (up to `MAX_SUMMARY_COLUMN`, or `least_column` if
+        wider), shrunk to the width."""
         self.resizeColumnsToContents()
-        self.natural = [min(self.columnWidth(k), MAX_SUMMARY_COLUMN) for k in range(self.columnCount())]
+        most = max(MAX_SUMMARY_COLUMN, self.least_column())
+        self.natural = [min(self.columnWidth(k), most) for k in range(self.columnCount())]
         self._apply_widths()
 
     def _apply_widths(self) -> None:
-        self.verticalHeader().setMaximumWidth(max(MIN_ROW_TITLES, int(self.width() * ROW_TITLES_SHARE)))
+        least = self.least_column()
+        titles = min(int(self.width() * ROW_TITLES_SHARE), self.width() - self._columns_least(self.columnCount()))
+        self.verticalHeader().setMaximumWidth(max(MIN_ROW_TITLES, least, titles))  # the columns keep their least first
         self.updateGeometries()  # the viewport's width follows the row titles'
-        for k, w in enumerate(fitted_widths(self.natural, self.viewport().width())):
+        for k, w in enumerate(fitted_widths(self.natural, self.viewport().width(), least)):
             self.setColumnWidth(k, w)
         self.resizeRowsToContents()
+
+    def changeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange and self.natural:
+            self.fit_columns()  # the columns' least and their contents' widths follow the text
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
         super().resizeEvent(event)
@@ -187,25 +234,33 @@ class CompareView(QWidget):
         self.ops_view.verticalHeader().hide()
         self.ops_view.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.ops_view.horizontalHeader().setSortIndicatorShown(True)
-        tables = MarkedSplitter(Qt.Orientation.Vertical, self, "drag to share the height between the two tables")
-        tables.addWidget(self.summary_table)
-        tables.addWidget(self.ops_view)
-        tables.setSizes([400, 600])
+        #: The tables one above the other, beside the runs (a wide page).
+        self.tables = MarkedSplitter(Qt.Orientation.Vertical, self, "drag to share the height between the two tables")
+        self.tables.addWidget(self.summary_table)
+        self.tables.addWidget(self.ops_view)
+        self.tables.setSizes([400, 600])
+        #: The tables as two tabs, under the runs (a narrow page: `arrange`).
+        self.table_tabs = QTabWidget(self)
+        self.table_tabs.setDocumentMode(True)
+        self.table_tabs.hide()
         self.splitter = MarkedSplitter(
             Qt.Orientation.Horizontal,
             self,
-            "drag to widen the runs' timelines or the tables; double-click: back to 2 : 1",
+            "drag to share the room between the runs' timelines and the tables; double-click: back to the fitted sizes",
         )
         self.splitter.addWidget(self.workspace)
-        self.splitter.addWidget(tables)
+        self.splitter.addWidget(self.tables)
         self.splitter.setStretchFactor(0, 2)
         self.splitter.setStretchFactor(1, 1)
+        self.splitter.setCollapsible(0, False)
         self.splitter.setSizes([1000, 600])
-        self.splitter.fitRequested.connect(
-            lambda: self.splitter.setSizes(
-                [2 * sum(self.splitter.sizes()) // 3, sum(self.splitter.sizes()) // 3]
-            )
-        )
+        self.splitter.fitRequested.connect(self.refit)
+        #: What the arrangement was last fitted for: (tables beside the runs, runs, character width).
+        self._arranged: tuple[bool, int, float] | None = None
+        #: Whether the split is fitted again when the splitter is resized (until the handle is dragged).
+        self._fit_pending = False
+        self.splitter.splitterMoved.connect(self._dragged)
+        self.splitter.installEventFilter(self)
         #: Which way of using the cores served the model better (hidden when the runs do not tell).
         self.advice_label = AdviceLabel("run", self)
         #: Each parallel run's speedup in parts, one line each (hidden when no run has them).
@@ -225,9 +280,82 @@ class CompareView(QWidget):
         #: Each run's speedup in parts (`compare.summary_parts`), None where it has none.
         self.parts: list[SpeedupPartsRecord | None] = []
 
-    def _split_two_to_one(self) -> None:
-        total = sum(self.splitter.sizes())
-        self.splitter.setSizes([2 * total // 3, total - 2 * total // 3])
+    # ---- the arrangement ----------------------------------------------------------------------
+    def tables_beside(self) -> bool:
+        """Whether the tables are beside the runs (else under them, in tabs)."""
+        return self.splitter.orientation() == Qt.Orientation.Horizontal
+
+    def fits_beside(self) -> bool:
+        """Whether the page has room for the runs' timelines (`TIMELINE_CHARS`) beside a summary
+        whose columns and row titles keep `COLUMN_CHARS` characters."""
+        least = self.summary_table.least_width(max(len(self.summaries), 2))
+        return self.width() - self.splitter.handleWidth() - least >= TIMELINE_CHARS * char_width(self)
+
+    def arrange(self) -> None:
+        """The tables beside the runs where `fits_beside`, else under them as two tabs (a projector's
+        1280×720 in presentation size); the split fitted again when that, the number of runs or the
+        text size changed (a drag of the handle is kept otherwise)."""
+        beside = self.fits_beside()
+        key = (beside, len(self.summaries), char_width(self))
+        if key == self._arranged:
+            return
+        if beside != self.tables_beside():
+            self._move_tables(beside)
+        self._arranged = key
+        self.refit()
+
+    def refit(self) -> None:
+        """Fit the split now and whenever the splitter is resized, until the handle is dragged
+        (a double-click on the handle comes here)."""
+        self._fit_pending = True
+        self.fit_split()
+
+    def _move_tables(self, beside: bool) -> None:
+        """The tables into the splitter beside the runs, or into tabs under them."""
+        if beside:
+            for table in (self.summary_table, self.ops_view):
+                self.tables.addWidget(table)  # taken out of the tabs, which hid the one not in front
+                table.show()
+            self.splitter.replaceWidget(1, self.tables)
+            self.table_tabs.hide()
+        else:
+            self.table_tabs.addTab(self.summary_table, "Summary")
+            self.table_tabs.addTab(self.ops_view, "Op diff")
+            self.splitter.replaceWidget(1, self.table_tabs)
+            self.tables.hide()
+        self.splitter.widget(1).show()
+        self.splitter.setOrientation(Qt.Orientation.Horizontal if beside else Qt.Orientation.Vertical)
+        self.splitter.setCollapsible(1, False)
+
+    def fit_split(self) -> None:
+        """Beside the runs, the tables get 3/8 of the width or the least a readable summary
+        needs, whichever is more; under them, the runs get `RUNS_SHARE_STACKED` of the height."""
+        if self.tables_beside():
+            total = self.splitter.width() - self.splitter.handleWidth()
+            tables = max(total * 3 // 8, self.summary_table.least_width(max(len(self.summaries), 2)))
+        else:
+            total = self.splitter.height() - self.splitter.handleWidth()
+            tables = total - round(total * RUNS_SHARE_STACKED)
+        self.splitter.setSizes([total - tables, tables])
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt API)
+        """A split fitted while the splitter was hidden or not yet laid out is fitted again to its
+        size once it has one (until the handle is dragged)."""
+        if obj is self.splitter and event.type() == QEvent.Type.Resize and self._fit_pending:
+            self.fit_split()
+        return False
+
+    def _dragged(self, _pos: int, _index: int) -> None:
+        self._fit_pending = False
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(event)
+        self.arrange()
+
+    def changeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            self.arrange()
 
     def set_runs(
         self,
@@ -254,6 +382,7 @@ class CompareView(QWidget):
         self.parts_label.setVisible(any(p is not None for p in self.parts))
         self._fill_summary()
         self._fill_ops()
+        self.arrange()
 
     def parts_lines(self) -> list[str]:
         """"run 2: fork 2×1 over sequential 1×1, in parts: 1.67× = …", one per run with parts."""
