@@ -111,10 +111,15 @@ def sibling_prefix(names: Iterable[str]) -> str:
     return word.group(0) if word else ""
 
 
+#: A cut label keeps at least this many characters, or shows nothing: "…1" or "s…" tells no block
+#: from its neighbours, it only adds noise.
+FEWEST_SHOWN = 3
+
+
 def elide_keeping_end(text: str, room: int, fm: QFontMetrics) -> str:
     """`text` cut in the middle to fit `room` pixels, keeping about twice as much of its end as of
-    its start (`branch3x3dbl_1` → `bra…dbl_1`: names of siblings differ at their end); "" when not
-    even one character and the ellipsis fit."""
+    its start (`branch3x3dbl_1` → `bra…dbl_1`: names of siblings differ at their end); "" when
+    fewer than `FEWEST_SHOWN` characters and the ellipsis fit."""
     if fm.horizontalAdvance(text) <= room:
         return text
 
@@ -129,7 +134,7 @@ def elide_keeping_end(text: str, room: int, fm: QFontMetrics) -> str:
             lo = mid
         else:
             hi = mid - 1
-    return cut(lo) if lo > 0 else ""
+    return cut(lo) if lo >= min(FEWEST_SHOWN, len(text) - 1) else ""
 
 
 def block_label(name: str, room: int, fm: QFontMetrics, shared: str = "") -> str:
@@ -143,7 +148,7 @@ def block_label(name: str, room: int, fm: QFontMetrics, shared: str = "") -> str
             return form
     if not name.startswith(BRANCH_PREFIX) or len(forms) == 1:
         text = fm.elidedText(forms[-1], Qt.TextElideMode.ElideRight, room)
-        return "" if text in ("", _MORE) else text
+        return "" if text.endswith(_MORE) and len(text) - 1 < FEWEST_SHOWN else text
     return elide_keeping_end(forms[-1], room, fm)
 
 

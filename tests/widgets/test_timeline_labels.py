@@ -70,8 +70,11 @@ def test_block_label_says_the_most_that_fits_and_keeps_a_long_names_end(fm):
     assert block_label("aten::addmm", w("aten::conv…"), fm) == "addmm"  # not "aten::…" for both
     right = Qt.TextElideMode.ElideRight
     assert block_label("aten::convolution", w("convol…"), fm) == fm.elidedText("convolution", right, w("convol…"))
-    assert block_label("step 3", w("ste…"), fm) == fm.elidedText("step 3", right, w("ste…")) != ""
+    assert block_label("step 3", w("step…"), fm) == fm.elidedText("step 3", right, w("step…")) != ""
     assert block_label("aten::convolution", w("a"), fm) == ""
+    # Fewer than three characters say nothing of a block: nothing drawn, not "…1" or "s…" (issue 35)
+    assert block_label("step 3", w("st…"), fm) == "" and block_label("step 3", w("s…"), fm) == ""
+    assert block_label(DBL, w("…_1"), fm) == "" and block_label(DBL, w("b…_1"), fm) == "b…_1"
 
 
 def _siblings_trace():
