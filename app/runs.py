@@ -5,7 +5,8 @@ An `Entry` is a finished run (its `RunSpec` and `run.json`), a run folder read f
 opened trace file (several rank files merged into one entry). `Runs` keeps them in order, with:
 
 - the entry shown (`current`) and a cache of the loaded traces of the few most recently shown
-  entries (`trace_cache`; the others are read from disk again when shown);
+  entries (`trace_cache`; the others are read from disk again when shown); the traces of the
+  entries compared (`mark_compared`) are kept while they are, then let go unless shown or cached;
 - the speedup of each run: the baseline's unprofiled median step ÷ this run's (run.json
   "unprofiled_steps_ms" through `StepStats`), and whether the two are within noise (their
   interquartile ranges overlap). Runs compare only with runs of their own model: each model's
@@ -82,6 +83,8 @@ class Runs(RunsInWords):
         self._current: Entry | None = None
         #: The entries whose traces are kept, least recently shown first (the cache evicts from the front).
         self._shown_order: list[Entry] = []
+        #: The entries compared now (the Compare page's): their traces are kept while they are (`mark_compared`).
+        self._compared: list[Entry] = []
         #: The baselines the user set: model key -> entry; and the one set last.
         self._baselines: dict[str | None, Entry] = {}
         self._last_set: Entry | None = None
@@ -161,6 +164,7 @@ class Runs(RunsInWords):
         if self._current is entry:
             self._current = None
         self._shown_order = [e for e in self._shown_order if e is not entry]
+        self._compared = [e for e in self._compared if e is not entry]
         self._baselines = {key: b for key, b in self._baselines.items() if b is not entry}
         if self._last_set is entry:
             self._last_set = None
@@ -203,9 +207,22 @@ class Runs(RunsInWords):
         entry = self._entries[k]
         self._current = entry
         order = [e for e in self._shown_order if e is not entry] + [entry]
-        for e in order[: -self.trace_cache]:
-            e.trace = None
         self._shown_order = order[-self.trace_cache :]
+        self._let_go(order[: -self.trace_cache])
+
+    def mark_compared(self, ks: Sequence[int]) -> None:
+        """Entries `ks` are now the ones compared: keep their traces while they are; let go of the
+        traces of those compared before that are now neither compared, shown nor kept by the cache."""
+        before, self._compared = self._compared, [self._entries[k] for k in ks]
+        self._let_go(before)
+
+    def _let_go(self, entries: Sequence[Entry]) -> None:
+        """Let go of the traces of `entries`, but not of those shown, compared or kept by the cache
+        (read from disk again when wanted)."""
+        kept = {id(e) for e in (*self._shown_order, *self._compared, self._current)}
+        for e in entries:
+            if id(e) not in kept:
+                e.trace = None
 
     @property
     def cached(self) -> list[int]:

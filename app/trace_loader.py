@@ -13,7 +13,8 @@ never decreasing within a load; `phase` is the reader's "reading", "parsing", "e
 `cancelled`. `widgets.load_progress.LoadProgress` shows a load (`connect_progress`).
 
 It is the window's one loader: opened files, folders and drops (`read_sources`), a finished run
-(`read_run`), one more rank of a large job (`rank_loader`) all load through `start`, each with
+(`read_run`), one more rank of a large job (`rank_loader`), the runs the Compare page compares
+(`entries_loader`) all load through `start`, each with
 what to do once it is read (`done`, `failed`); the command line and tests wait for a load
 (`load_now`, the same reading on their thread). This is the only module of the window that calls
 the trace engine's openers (`profiling/trace/opening.py`, `rank_job`, `merge`).
@@ -371,11 +372,34 @@ def read_run(paths: Paths, progress: Progress | None = None) -> Trace:
     return trace
 
 
-def read_whole(paths: Sequence[Path]) -> Trace:
+def read_whole(paths: Sequence[Path], progress: Progress | None = None) -> Trace:
     """An entry's trace with every rank loaded, whatever the job's size (the Compare page's)."""
     from branchscope.profiling.trace.merge import load_traces
 
-    return load_traces(paths)
+    return load_traces(paths, progress=progress)
+
+
+def entries_loader(groups: Sequence[Sequence[Path]]) -> tuple[list[Path], LoadFunction]:
+    """How to read several entries' traces in one load (the Compare page's): every entry's paths
+    one after the other (what the load is of, for `TraceLoader.start`), and the load, which
+    returns the traces in the order of `groups`, each whole (`read_whole`) with what the views
+    need built; its progress goes entry by entry over the whole load."""
+
+    def load(_paths: Paths, progress: Progress) -> list[Trace]:
+        traces = []
+        for k, group in enumerate(groups):
+            within = _Overall(len(group))
+
+            def report(phase: str, fraction: float, k: int = k, within: _Overall = within) -> bool:
+                done = within.reader(phase, fraction) / (1 - INDEX_SHARE)
+                return progress(FILES_PHASE, (k + done) / len(groups))
+
+            trace = read_whole(group, report)
+            _prepare(trace)
+            traces.append(trace)
+        return traces
+
+    return [p for group in groups for p in group], load
 
 
 def rank_loader(trace: Trace | None, rank: int) -> tuple[Path, LoadFunction] | None:

@@ -19,3 +19,14 @@ def show(qtbot: Any, view: Any, w: int, h: int) -> Any:
     view.show()
     qtbot.waitExposed(view)
     return view
+
+
+def select_rows(window: Any, rows: Any) -> None:
+    """Select `rows` in the window's runs list (and only them), as Ctrl+click, Shift+click or Ctrl+A do."""
+    from PySide6.QtCore import QItemSelection, QItemSelectionModel
+
+    model = window.runs.model()
+    selection = QItemSelection()
+    for k in rows:
+        selection.select(model.index(k, 0), model.index(k, model.columnCount() - 1))
+    window.runs.selectionModel().select(selection, QItemSelectionModel.SelectionFlag.ClearAndSelect)

@@ -9,12 +9,18 @@ one's median and the speedup with its 95% interval (or that it is not distinguis
 
 The page follows the runs list's selection (`follow_selection`): two or more rows selected are
 compared here as soon as the page is in front, without pressing "Compare selected runs" (which
-stays, and brings the page to the front); before any comparison the page says how to pick runs."""
+stays, and brings the page to the front); before any comparison the page says how to pick runs.
+Traces not in memory are read by the window's one loader off the GUI thread (progress and Cancel
+in the status bar); a newer selection drops a reading still going. At most `MAX_COMPARED` runs are
+compared at once (the first of those selected; the page says so), and the traces of runs that
+leave the comparison are let go unless shown or cached (`Runs.mark_compared`). `compare_entries`
+(the button, `open --tab compare`, a sweep's cells) reads at once: its callers wait for it."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
@@ -24,10 +30,16 @@ from branchscope.app.speedup_controller import SpeedupController
 from branchscope.profiling.run.modes import MODES
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.paired import PairedConfig, PairedRequest, speedup_lines
-from branchscope.profiling.trace.model import TraceFormatError
 from branchscope.profiling.trace.records import RunRecord
 from branchscope.profiling.trace.sweep_records import SpeedupRecord
 from branchscope.widgets.compare_view import CompareView
+
+if TYPE_CHECKING:
+    from branchscope.app.run_entry import Entry
+    from branchscope.profiling.trace.model import Trace
+
+#: Runs compared at once at most (the page's layout is sized for four): of more selected, the first.
+MAX_COMPARED = 4
 
 #: What the page says before any runs are compared: how to pick them.
 PICK_NONE = (
@@ -87,6 +99,11 @@ class ComparePage(OwnContentPage, CompareView):
         lay.addWidget(self.paired_label, 1)
         layout: Any = self.layout()
         layout.insertWidget(layout.indexOf(self.parts_label) + 1, row)  # under the advice and the parts, over the runs
+        #: Over the runs: how many of those selected are compared, or how reading them goes.
+        self.count_label = QLabel("", self)
+        self.count_label.setWordWrap(True)
+        self.count_label.hide()
+        layout.insertWidget(layout.indexOf(row), self.count_label)
         #: Before any runs are compared: how to pick them (in the runs' place).
         self.pick_label = QLabel(PICK_NONE, self)
         self.pick_label.setWordWrap(True)
@@ -98,6 +115,10 @@ class ComparePage(OwnContentPage, CompareView):
         self.compared: list[int] = []
         self.selected: list[int] = []
         self._tried: list[int] = []
+        #: The rows whose traces the window's loader is reading to compare them (None: none), and
+        #: that reading's number (the result of an older one is dropped).
+        self._reading: list[int] | None = None
+        self._reading_id = 0
         self.speedup_controller = SpeedupController(self)
         self.speedup_controller.started.connect(self._paired_started)
         self.speedup_controller.progress.connect(self._paired_progress)
@@ -113,9 +134,12 @@ class ComparePage(OwnContentPage, CompareView):
     def follow_selection(self, rows: list[int]) -> None:
         """The runs list's selection changed to `rows`: two or more are compared here (now if the
         page is in front, else when it comes to the front); fewer leave what is compared, or, with
-        nothing compared yet, the page says how to pick runs."""
+        nothing compared yet, the page says how to pick runs. A reading of other runs still going
+        is dropped: its runs are never shown."""
         self.selected = list(rows)
-        if not self.compared:
+        if self._reading is not None and rows[:MAX_COMPARED] != self._reading:
+            self._drop_reading()
+        if not self.compared and self._reading is None:
             self.pick_label.setText(PICK_ONE if len(rows) == 1 else PICK_NONE)
         if self.isVisible():
             self._compare_selected()
@@ -125,12 +149,16 @@ class ComparePage(OwnContentPage, CompareView):
         self._compare_selected()
 
     def _compare_selected(self) -> None:
-        """Compare the rows selected, unless they are compared already or were tried (a run that
-        cannot be read says so once, not each time the page is shown)."""
+        """Compare the rows selected (the first `MAX_COMPARED`), unless they are compared or read
+        already or were tried (a run that cannot be read says so once, not each time the page is
+        shown): those in memory at once, the others read by the window's loader first."""
         rows = self.selected
-        if len(rows) >= 2 and rows not in (self.compared, self._tried):
-            self._tried = list(rows)
-            self.show_entries(rows)
+        if len(rows) < 2 or rows == self._tried:
+            return
+        if rows[:MAX_COMPARED] == self.compared:
+            self._say_count(len(rows))
+        elif rows[:MAX_COMPARED] != self._reading or not self.host.loader.is_loading():
+            self._read_then_show(rows)
 
     def compare_entries(self, ks: list[int]) -> bool:
         """Show entries `ks` here, and this page in front. False (and a dialog) if one cannot be
@@ -141,22 +169,119 @@ class ComparePage(OwnContentPage, CompareView):
         return True
 
     def show_entries(self, ks: list[int]) -> bool:
-        """Compare entries `ks` here (the page stays where it is). False (and a dialog) if one
-        cannot be read; False if fewer than two are listed."""
-        from branchscope.app.trace_loader import read_whole
+        """Compare entries `ks` here (the first `MAX_COMPARED`; the page stays where it is), their
+        traces read at once on this thread where not in memory (the command line and tests wait
+        for the comparison). False (and a dialog) if one cannot be read; False if fewer than two
+        are listed. A reading still going for the selection is dropped."""
+        from branchscope.app.trace_loader import entries_loader
+
+        ks = self._listed(ks)
+        if len(ks) < 2:
+            return False
+        self._drop_reading()
+        missing = self._missing(ks)
+        if missing:
+            paths, load = entries_loader([e.paths for e in missing])
+            traces = self.host.loader.load_now(paths, load=load, done=lambda traces: traces, failed=self._cannot_compare)
+            if traces is None:
+                return False
+            self._keep(missing, traces)
+        self._show(ks)
+        return True
+
+    def _listed(self, ks: list[int]) -> list[int]:
+        """`ks` without repeats or rows not listed."""
+        return [k for k in dict.fromkeys(ks) if 0 <= k < len(self.host.run_list)]
+
+    def _missing(self, ks: list[int]) -> list[Entry]:
+        """The entries among the first `MAX_COMPARED` of `ks` whose traces are not in memory."""
+        runs = self.host.run_list
+        return [runs[k] for k in ks[:MAX_COMPARED] if runs[k].trace is None]
+
+    def _read_then_show(self, rows: list[int]) -> None:
+        """Compare `rows`: at once if their traces are in memory, else once the window's loader read
+        those missing off the GUI thread (progress and Cancel in the status bar)."""
+        from branchscope.app.trace_loader import entries_loader
+
+        ks = self._listed(rows)
+        if len(ks) < 2:
+            return
+        missing = self._missing(ks)
+        if not missing:
+            self._drop_reading()
+            self._show(ks)
+            return
+        runs = self.host.run_list
+        self._reading, self._reading_id = ks[:MAX_COMPARED], self._reading_id + 1
+        then = partial(self._read, self._reading_id, [runs[k] for k in ks], missing)
+        failed, cancelled = partial(self._read_failed, self._reading_id, rows), partial(self._read_cancelled, self._reading_id, rows)
+        paths, load = entries_loader([e.paths for e in missing])
+        self._say(f"reading {len(missing)} {'trace' if len(missing) == 1 else 'traces'} to compare…")
+        self.host.loader.start(paths, load=load, done=then, failed=failed, cancelled=cancelled)
+
+    def _read(self, reading_id: int, entries: list[Entry], missing: list[Entry], traces: list[Trace]) -> None:
+        """The traces of `missing` were read: compare `entries` (those still listed; any whose trace
+        was let go meanwhile read again), unless a newer selection dropped this reading."""
+        if reading_id != self._reading_id or self._reading is None:
+            return
+        self._reading = None
+        self._say("")
+        self._keep(missing, traces)
+        runs = self.host.run_list
+        self._read_then_show([k for k in map(runs.index_of, entries) if k >= 0])
+
+    def _keep(self, entries: list[Entry], traces: list[Trace]) -> None:
+        """Give each of `entries` still listed (and still without one) its trace read."""
+        runs = self.host.run_list
+        for entry, trace in zip(entries, traces):
+            k = runs.index_of(entry)
+            if k >= 0:
+                runs.load(k, lambda _paths, trace=trace: trace)
+
+    def _read_failed(self, reading_id: int, rows: list[int], message: str) -> None:
+        """Reading `rows` failed: say why once (not again each time the page is shown)."""
+        if reading_id == self._reading_id and self._reading is not None:
+            self._reading, self._tried = None, list(rows)
+            self._say("")
+            self._cannot_compare(message)
+
+    def _read_cancelled(self, reading_id: int, rows: list[int]) -> None:
+        """The user cancelled reading `rows`: not read again until the selection changes."""
+        if reading_id == self._reading_id and self._reading is not None:
+            self._reading, self._tried = None, list(rows)
+            self._say("reading the runs to compare was cancelled: select other runs to compare them")
+
+    def _drop_reading(self) -> None:
+        """Forget a reading still going (its result is never shown) and what it said."""
+        if self._reading is not None:
+            self._reading = None
+            self._say("")
+
+    def _cannot_compare(self, message: str) -> None:
+        self.host.show_error("Cannot compare", message)
+
+    def _say(self, text: str) -> None:
+        """Say `text` (how the reading goes) over the runs compared, or in their place when none is;
+        "" goes back to what the page says otherwise."""
+        if self.compared:
+            self.count_label.setText(text)
+            self.count_label.setVisible(bool(text))
+        else:
+            self.pick_label.setText(text or (PICK_ONE if len(self.selected) == 1 else PICK_NONE))
+
+    def _say_count(self, asked: int) -> None:
+        """Say that only the first `MAX_COMPARED` of `asked` runs are compared, if so."""
+        shown = len(self.compared)
+        self._say(f"{shown} of {asked} runs compared: at most {MAX_COMPARED} at once, the first in the list" if asked > shown else "")
+
+    def _show(self, ks: list[int]) -> None:
+        """Compare the first `MAX_COMPARED` of entries `ks`, whose traces are in memory; the traces of
+        the entries compared before are let go unless kept otherwise (`Runs.mark_compared`)."""
         from branchscope.profiling.trace.compare import default_baseline, summarize, unique_labels
 
         runs = self.host.run_list
-        ks = [k for k in dict.fromkeys(ks) if 0 <= k < len(runs)]
-        if len(ks) < 2:
-            return False
-        traces = []
-        for k in ks:
-            try:
-                traces.append(runs.load(k, read_whole)[0])
-            except (TraceFormatError, OSError) as exc:
-                self.host.show_error("Cannot compare", str(exc))
-                return False
+        asked, ks = len(ks), ks[:MAX_COMPARED]
+        traces = [runs[k].trace for k in ks]
         labels = unique_labels([runs[k].title for k in ks])
         summaries = [  # the plan's words from the registry where an earlier run.json lacks them
             dataclasses.replace(summarize(t, runs[k].run, str(runs[k].trace_path), label), plan_by=runs[k].plan_by)
@@ -166,11 +291,12 @@ class ComparePage(OwnContentPage, CompareView):
         baseline = ks.index(base[0]) if base[0] in ks else default_baseline(summaries)
         self.set_runs(traces, summaries, baseline)
         self.compared = list(ks)
+        runs.mark_compared(ks)
         self.pick_label.hide()
         self.splitter.show()
         self.paired_row.show()
+        self._say_count(asked)
         self._offer_paired([runs[k].run for k in ks], baseline)
-        return True
 
     # ---- measuring two runs paired -----------------------------------------------------------
     def _offer_paired(self, records: list[RunRecord | None], baseline: int) -> None:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from PySide6.QtCore import QItemSelection, QItemSelectionModel, QPoint
+from PySide6.QtCore import QPoint
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
@@ -18,6 +18,7 @@ from branchscope.app.pages.compare_page import PICK_NONE, PICK_ONE, ComparePage
 from branchscope.app.pages.run_page import RunPage
 from branchscope.app.screenshot_size import SIZE_HINT_WARNING
 from tests.builders.runs import write_small_trace
+from tests.gui_helpers import select_rows
 from tests.paths import ROOT
 
 MODES = ["threads", "fork", "sequential", "threads"]
@@ -41,15 +42,6 @@ def _laid_out(window):
     for _ in range(3):
         QApplication.processEvents()
     window.grab()
-
-
-def _select(window, rows):
-    """Select `rows` in the runs list, as Ctrl+click does."""
-    model = window.runs.model()
-    selection = QItemSelection()
-    for k in rows:
-        selection.select(model.index(k, 0), model.index(k, model.columnCount() - 1))
-    window.runs.selectionModel().select(selection, QItemSelectionModel.SelectionFlag.ClearAndSelect)
 
 
 @pytest.mark.parametrize("size", [(1920, 1080), (1280, 720)])
@@ -111,18 +103,18 @@ def test_the_compare_tab_follows_the_selection_and_says_how_to_pick_runs(window,
     page = _opened(window, qtbot, traces[:3], (1600, 1000))
     assert not page.compared and page.pick_label.isVisibleTo(page)
     assert page.pick_label.text() == PICK_ONE  # the last trace opened is selected
-    _select(window, [])
+    select_rows(window, [])
     assert page.pick_label.text() == PICK_NONE
-    _select(window, [0, 2])  # the Run page in front: nothing read until the Compare tab is
+    select_rows(window, [0, 2])  # the Run page in front: nothing read until the Compare tab is
     assert page.compared == []
     window.show_page(page)
     qtbot.waitUntil(lambda: page.compared == [0, 2])
     assert [r.trace.path for r in page.workspace.rows] == [traces[0], traces[2]]
     assert page.splitter.isVisible() and not page.pick_label.isVisible()
-    _select(window, [0, 1, 2])  # in front: compared at once, no button pressed
+    select_rows(window, [0, 1, 2])  # in front: compared at once, no button pressed
     assert page.compared == [0, 1, 2] and len(page.workspace.rows) == 3
     assert window.compare_button.isEnabled()  # the button stays
-    _select(window, [1])  # one row: what is compared stays
+    select_rows(window, [1])  # one row: what is compared stays
     assert page.compared == [0, 1, 2]
 
 
