@@ -100,6 +100,23 @@ def test_a_newer_selection_drops_a_reading_still_going(window, qtbot, traces, re
     assert window.run_list[0].trace is None and window.run_list[1].trace is None  # the older result is not kept
 
 
+def test_cancel_stops_the_reading_and_it_is_not_started_again_until_the_selection_changes(window, qtbot, traces, reads):
+    _listed_unread(window, traces[:3])
+    page = _compare_page_in_front(window)
+    reads.hold.add(traces[0])
+    select_rows(window, [0, 1])
+    qtbot.waitUntil(lambda: len(reads.log) >= 1, timeout=WAIT_MS)
+    window.load_progress.cancelRequested.emit()  # the status bar's Cancel
+    reads.release.set()
+    qtbot.waitUntil(lambda: "cancelled" in page.pick_label.text(), timeout=WAIT_MS)
+    assert page.compared == [] and not window.loader.is_loading()
+    window.show_page(window.pages[0])
+    _compare_page_in_front(window)  # shown again: not read again
+    assert not window.loader.is_loading() and len(reads.log) == 1
+    select_rows(window, [1, 2])
+    qtbot.waitUntil(lambda: page.compared == [1, 2], timeout=WAIT_MS)
+
+
 def test_six_selected_runs_compare_four_and_say_so(window, qtbot, traces):
     assert window.open_trace_files(traces) == 6
     page = _compare_page_in_front(window)
