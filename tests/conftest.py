@@ -52,6 +52,35 @@ def _collect_garbage_in_the_gui_thread(request: pytest.FixtureRequest):
         gc.enable()
 
 
+@pytest.fixture(autouse=True)
+def _no_key_or_button_left_down(request: pytest.FixtureRequest):
+    """A Qt test leaves no key modifier or mouse button down for the next: QTest's Ctrl+key click
+    leaves the application's modifiers at Ctrl, and its double-click leaves the button down, until
+    the next input event; a later test's plain click would then be a Ctrl+click (toggling a row of
+    an extended selection) or its mouse move a drag."""
+    yield
+    if "qtbot" not in request.fixturenames:
+        return
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication, QWidget
+
+    app = QApplication.instance()
+    if not isinstance(app, QApplication):
+        return
+    modifiers, buttons = app.keyboardModifiers(), app.mouseButtons()
+    if modifiers == Qt.KeyboardModifier.NoModifier and buttons == Qt.MouseButton.NoButton:
+        return
+    widget = QWidget()
+    widget.show()
+    QTest.keyRelease(widget, Qt.Key.Key_Control)  # a key event without modifiers: none are down
+    for button in (Qt.MouseButton.LeftButton, Qt.MouseButton.RightButton, Qt.MouseButton.MiddleButton):
+        if buttons & button:
+            QTest.mouseRelease(widget, button)
+    widget.close()
+    widget.deleteLater()
+
+
 @pytest.fixture(scope="session")
 def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():

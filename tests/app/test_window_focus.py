@@ -25,7 +25,8 @@ def test_an_event_clicked_while_the_range_tab_is_in_front_shows_its_details(wind
     op = next(i for i in range(len(trace)) if trace.event_name(i).startswith("aten::"))
     window.page(RunPage).timeline.select_event(op)
     assert panels.tabs.currentWidget() is panels.details
-    assert panels.details.title.text() == "Event" and trace.event_name(op) in panels.details.body.text()
+    shown = panels.details.body.text().replace("\u200b", "")  # long words get zero-width break points
+    assert panels.details.title.text() == "Event" and trace.event_name(op) in shown
     # Escape (no event) leaves whatever tab is in front
     panels.tabs.setCurrentWidget(panels.ranges)
     window.page(RunPage).timeline.select_event(-1)
