@@ -303,8 +303,8 @@ class MemoryView(ChartPanel):
         self.empty_plot = self.make_plot(BytesAxisItem(), "memory")
         self.empty_plot.getAxis("left").setTicks([[], []])  # no trace yet: no values to tick ("0.8 B")
         self.axis.changed.connect(self._place_labels)
-        self.setMinimumHeight(80)
         self.set_bands([(self.empty_gutter, self.empty_plot)])
+        self.hold_height(80)
 
     def set_axis(self, axis: TimeAxis) -> None:
         self.axis.changed.disconnect(self._place_labels)
@@ -336,13 +336,13 @@ class MemoryView(ChartPanel):
             ]
         if self._bands:
             self.set_bands([(b.gutter, b.plot) for b in self._bands])
-            self.setMinimumHeight(80)
+            self.hold_height(80)
         elif trace is not None:  # the one-line message
             self.set_bands([])
-            self.setMinimumHeight(28)
+            self.hold_height(28)
         else:
             self.set_bands([(self.empty_gutter, self.empty_plot)])
-            self.setMinimumHeight(80)
+            self.hold_height(80)
         layout = self.grid.layout
         for row, b in enumerate(self._bands):
             # a kind of small values gets a thinner band: rows share the height by these factors

@@ -208,6 +208,17 @@ def test_the_empty_chart_before_any_trace_ticks_no_values(qtbot) -> None:
     assert specs is not None and specs[2] == []  # no tick text: no "0.8 B" on an axis of nothing
 
 
+def test_the_chart_keeps_its_least_height_before_and_after_a_trace(qtbot) -> None:
+    """80 px, or its labels' height where more: set_bands' own floor must not undo it (it left 22)."""
+    from branchscope.widgets.memory_view import MemoryView
+
+    view = MemoryView()
+    qtbot.addWidget(view)
+    assert view.minimumHeight() >= 80
+    view.set_trace(None)
+    assert view.minimumHeight() >= 80
+
+
 def test_a_trace_without_memory_says_why_from_what_it_says_of_itself(qtbot, tmp_path) -> None:
     from branchscope.profiling.trace.memory_source import NONE_RECORDED, WITHOUT_PROFILE_MEMORY
     from tests.builders.memory import op, write_trace
