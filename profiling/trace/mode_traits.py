@@ -105,7 +105,7 @@ def threads_words(traits: ModeTraits, interop: int, intra: int, cores: int | Non
     if traits.pool == NO_POOL:
         idle = f" (inter-op {interop} unused: {traits.title or 'this mode'} runs no pool)"
         return f"{_n(intra, 'intra-op thread')}{on}{idle}", over
-    pool = f"{interop} {traits.pool_title} thread{'s' if interop != 1 else ''}" if traits.branch_pool else f"{interop} inter-op"
+    pool = _n(interop, f"{traits.pool_title} thread") if traits.branch_pool else f"{interop} inter-op"
     return f"{pool} × {intra} intra-op = {_n(n, 'thread')}{on}", over
 
 

@@ -22,15 +22,14 @@ import numpy as np
 from branchscope.profiling.trace.model import Trace
 from branchscope.profiling.trace.run_info import branch_name
 
-_STEP = re.compile(r"^step \d+$")
-_PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
-_STEP_NUMBER = re.compile(r"^(?:step |ProfilerStep#)(\d+)$")
+_STEP = re.compile(r"^step (\d+)$")
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
 def step_number(label: str) -> int | None:
     """The number a step's label gives it: N of "step N" (branchscope's, from 1) or of
     "ProfilerStep#N" (torch.profiler's schedule, counted from the profiler's start); None otherwise."""
-    found = _STEP_NUMBER.match(label)
+    found = _STEP.match(label) or _PROFILER_STEP.match(label)
     return int(found.group(1)) if found else None
 
 
