@@ -129,10 +129,10 @@ def _out_of_order(load, fifo: Path):
                 poll.poll(60_000)  # the child's own wait, bounded: the order log then says it did not happen
             finally:
                 os.close(fd)
+        with open(fifo.with_suffix(".log"), "a") as log:  # rank 3 logged before it wakes rank 0: no race
+            log.write(name + "\n")
         if name == "rank-3.json":
             _signal(fifo)
-        with open(fifo.with_suffix(".log"), "a") as log:
-            log.write(name + "\n")
         return load(path, **kwargs)
 
     return wrapped
