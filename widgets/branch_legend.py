@@ -42,8 +42,8 @@ from branchscope.profiling.trace.prediction import ASSUMPTIONS, prediction_text,
 from branchscope.profiling.trace.ranges import branch_order, branch_totals
 from branchscope.profiling.trace.records import left_out_text
 from branchscope.widgets import colors
-from branchscope.widgets.legend_names import KEPT_CHARACTERS, compact_name, shown_names, wrapped
-from branchscope.widgets.timeline_labels import sibling_prefix
+from branchscope.widgets.legend_names import compact_name, shown_names, wrapped
+from branchscope.widgets.timeline_labels import KEPT_CHARACTERS, sibling_prefix
 
 #: How many of the left-out entries the tooltip lists one by one.
 LEFT_OUT_SHOWN = 40

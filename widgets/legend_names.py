@@ -2,7 +2,7 @@
 
 A row shows what tells its branch from those beside it (`shown_names`: the region's name, a long
 prefix they share, left out); a name too long for its column drops the word its siblings share
-(`compact_name`: "3x3dbl_1", as the timeline's blocks do) where that keeps `KEPT_CHARACTERS`, and
+(`compact_name`: "3x3dbl_1", as the timeline's blocks do) where that keeps `timeline_labels.KEPT_CHARACTERS`, and
 wraps (`wrapped`: at its spaces, a word wider than the column at its own joints, "branch_" /
 "pool"), so every character of it is drawn. These only measure; `branch_legend` sets the rows.
 """
@@ -15,8 +15,6 @@ from PySide6.QtGui import QFontMetricsF
 
 from branchscope.widgets.timeline_labels import without_shared_word
 
-#: A row never shows fewer of its name's characters than this (all of a shorter name).
-KEPT_CHARACTERS = 12
 #: A prefix its siblings share is left out of a name (shown as "…") from this many characters on.
 SHARED_PREFIX = 12
 #: Separators a shared prefix is cut at: a module path's dot, a chain's module (`blocks.0: a → b`).

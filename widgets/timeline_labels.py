@@ -153,7 +153,8 @@ def block_label(name: str, room: int, fm: QFontMetrics, shared: str = "") -> str
 
 
 _THREAD_LABEL = re.compile(r"^(.+?) \((.+)\)$")
-#: A group title keeps its count only while its name keeps this many characters (or all of them).
+#: The fewest of a name's characters a label keeps (all of a shorter name): a group title keeps its
+#: count only while its name keeps this many; a legend row never shows fewer (`legend_names`).
 KEPT_CHARACTERS = 12
 
 
