@@ -140,7 +140,7 @@ def profile(args: argparse.Namespace, proto: Any, started: Started, model: Model
         proto.wait_until_sampled()  # a rank of a distributed run: until the runner samples its threads
         memory, memory_source = for_run(torch, mode, pool)
         if memory is not None:
-            memory.on_pool(pool, "start")
+            memory.on_pool(pool, memory.start)
         for i in range(1, args.steps + 1):
             t0 = time.perf_counter()
             with record_function(step_label(i)):
@@ -158,7 +158,7 @@ def profile(args: argparse.Namespace, proto: Any, started: Started, model: Model
         # here as heap corruption (glibc malloc abort) and garbage bytes in the exported trace.
         settle_interop_pool()
         if memory is not None:
-            memory.on_pool(pool, "stop")
+            memory.on_pool(pool, memory.stop)
     census.note(main_named_are_intra=not model.is_cuda)
     if pool is not None:
         pool.measuring = False

@@ -19,6 +19,7 @@ Worker-side: imports nothing of torch itself, uses the module it is given.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 #: run.json's and the trace's `memory_source` for memory recorded by `ThreadMemory`.
@@ -48,9 +49,10 @@ class ThreadMemory:
     `start()` and `stop()` run on the thread recorded (the main thread calls them for itself and,
     through `on_pool`, for each pool thread); `trace_events` gives what all of them recorded."""
 
-    def __init__(self, torch: Any) -> None:
+    def __init__(self, torch: Any, legacy: Any) -> None:
+        """`legacy`: torch's legacy profiler's module, as `legacy_profiler(torch)` found it."""
         self._torch = torch
-        self._legacy = legacy_profiler(torch)
+        self._legacy = legacy
         self._lock = threading.Lock()
         #: (time in µs since the epoch, bytes: negative for a free, the OS thread id)
         self._reports: list[tuple[float, int, int]] = []
@@ -71,9 +73,9 @@ class ThreadMemory:
         with self._lock:
             self._reports.extend(r for r in reports if r[1] != 0)
 
-    def on_pool(self, pool: Any, call: str) -> None:
-        """`start` or `stop` (`call`) on the calling thread, then on each of `pool`'s threads."""
-        method = getattr(self, call)
+    def on_pool(self, pool: Any, method: Callable[[], None]) -> None:
+        """`method` (this recorder's `start` or `stop`) on the calling thread, then on each of
+        `pool`'s threads."""
         method()
         pool.on_each_thread(method)
 
@@ -101,6 +103,7 @@ def for_run(torch: Any, mode: Any, pool: Any) -> tuple[ThreadMemory | None, str 
         return None, None
     if pool is None:
         return None, not_recorded("this mode's threads are not branchscope's pool, the only threads it can record them on")
-    if legacy_profiler(torch) is None:
+    legacy = legacy_profiler(torch)
+    if legacy is None:
         return None, not_recorded(f"torch {getattr(torch, '__version__', '')} has no legacy profiler to record them on each thread")
-    return ThreadMemory(torch), PER_THREAD
+    return ThreadMemory(torch, legacy), PER_THREAD

@@ -28,14 +28,14 @@ def one_thread():
 def peak_bytes(fn, inputs, pool):
     """The highest total of CPU bytes allocated during a step of `fn` (after one step to warm up),
     over the main thread and `pool`'s threads; and the step's output."""
-    memory = ThreadMemory(torch)
+    memory = ThreadMemory(torch, legacy_profiler(torch))
     with torch.no_grad():
         fn(*inputs)
-        memory.on_pool(pool, "start")
+        memory.on_pool(pool, memory.start)
         try:
             out = fn(*inputs)
         finally:
-            memory.on_pool(pool, "stop")
+            memory.on_pool(pool, memory.stop)
     totals = [e["args"]["Total Allocated"] for e in memory.trace_events(0, 0)]
     return max(totals), out
 

@@ -48,9 +48,9 @@ def test_pool_threads_memory_is_recorded_where_the_profiler_records_none(tmp_pat
     config = torch._C._profiler._ExperimentalConfig(profile_all_threads=True)
     try:
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True, experimental_config=config) as prof:
-            memory.on_pool(pool, "start")
+            memory.on_pool(pool, memory.start)
             assert [t.result() for t in [pool.submit(branch) for _ in range(4)]] == [2.0 * SIDE * SIDE] * 4
-            memory.on_pool(pool, "stop")
+            memory.on_pool(pool, memory.stop)
         prof.export_chrome_trace(str(tmp_path / "t.json"))
     finally:
         pool.shutdown()
