@@ -101,12 +101,11 @@ def ms(value: float, like: float | None = None) -> str:
     return f"{value:.{decimals}f}"
 
 
-def short_text(text: str, col: int = SPEEDUP) -> str:
-    """A speedup's or a median step's cell where the whole does not fit: its value, its notes left
-    to the tooltip; a speedup says it has some, as they judge it ("1.03× (within noise)" →
-    "1.03× (…)"), a median step's spread and count are only in the tooltip ("40.0 ms")."""
-    head, sep, _notes = text.partition(" (")
-    return head if not sep else f"{head} (…)" if col == SPEEDUP else head
+def short_text(text: str) -> str:
+    """A cell where the whole does not fit: its value, what it says in parentheses left to the
+    tooltip (a median step's spread and count: "40.0 ms"). A speedup's cell is its number alone
+    already, its notes in its tooltip."""
+    return text.partition(" (")[0]
 
 
 def mode_text(e: Entry) -> str:
@@ -286,7 +285,7 @@ class RunsDelegate(QStyledItemDelegate):
         elif index.column() in SHORTENED and option.fontMetrics.horizontalAdvance(option.text) > _text_room(
             option, option.widget
         ):
-            option.text = short_text(option.text, index.column())
+            option.text = short_text(option.text)
 
     def helpEvent(self, event: QHelpEvent, view: QAbstractItemView, option: QStyleOptionViewItem, index: _Index) -> bool:  # noqa: N802
         if event is None or event.type() != QEvent.Type.ToolTip or not isinstance(view, RunsView):
@@ -367,15 +366,15 @@ class RunsView(QTreeView):
 
     def column_widths(self, width: int) -> list[int]:
         """The columns' widths in `width` pixels: each gets its least first (#, threads and the
-        headers of one word whole; the run's name `NAME_CHARS` of its characters, or all of it; a speedup
-        and a median step their short form, "1.03× (…)", "40.0 ms"), then the name all it needs, the speedup
+        headers of one word whole; the run's name `NAME_CHARS` of its characters, or all of it; a median
+        step its short form, "40.0 ms"), then the name all it needs, the speedup
         and the median step theirs, and the name what is left. Where the least does not fit,
         the list scrolls sideways."""
         model = self.model()
         n = len(COLUMNS)
         rows = range(model.rowCount())
         full = [max([self._cell_width(model.index(r, c), model.index(r, c).data() or "") for r in rows], default=0) for c in range(n)]
-        short = [max([self._cell_width(model.index(r, c), short_text(model.index(r, c).data() or "", c)) for r in rows], default=0) for c in range(n)]
+        short = [max([self._cell_width(model.index(r, c), short_text(model.index(r, c).data() or "")) for r in rows], default=0) for c in range(n)]
         heads = [str(model.headerData(c, Qt.Orientation.Horizontal) or "") for c in range(n)]
         # a long header keeps its first word whole ("speedup…"), the rest in its tooltip
         head_least = [self._header_width(h if len(h) <= SHORT_HEADER else h.split(" ")[0] + "…") for h in heads]
