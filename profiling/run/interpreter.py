@@ -24,8 +24,9 @@ import os
 import select
 import shutil
 import subprocess
+import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
@@ -42,6 +43,8 @@ TORCH_OLDEST = "2.7"
 #: What the worker imports besides torch and the standard library, with the oldest version of each
 #: it works with (pyproject's dependencies). isal is optional there (gzip is the fallback).
 WORKER_NEEDS = {"msgspec": "0.18", "psutil": "5.9", "numpy": "1.26"}
+#: The modes' registry, whose `unavailable_here` the probe calls (each mode's `check` of that torch).
+_MODES_MODULE = "branchscope.profiling.run.modes"
 #: Seconds the probe may take (it imports torch: a CUDA build on a busy machine takes a while).
 PROBE_TIMEOUT_S = 120.0
 #: Marks the probe's answer among whatever importing torch prints.
@@ -69,7 +72,8 @@ PROBE = (
     + f"needs = {list(WORKER_NEEDS)!r}\n"
     + f"oldest = {PYTHON_OLDEST!r}\n"
     + "answer = {'python': '%d.%d.%d' % tuple(sys.version_info[:3]), 'executable': sys.executable,\n"
-    "          'torch': None, 'torch_error': None, 'missing': {}, 'versions': {}, 'worker_error': None}\n"
+    "          'torch': None, 'torch_error': None, 'missing': {}, 'versions': {}, 'worker_error': None,\n"
+    "          'mode_problems': {}}\n"
     "def why(exc):\n"
     "    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__\n"
     "if tuple(sys.version_info[:2]) >= oldest:\n"
@@ -90,6 +94,8 @@ PROBE = (
     "            answer['missing'][exc.name or '?'] = why(exc)\n"
     "        except Exception as exc:\n"
     "            answer['worker_error'] = '%s: %s' % (type(exc).__name__, why(exc))\n"
+    "        else:\n"
+    f"            answer['mode_problems'] = importlib.import_module({_MODES_MODULE!r}).unavailable_here()\n"
     "gil = getattr(sys, '_is_gil_enabled', None)\n"
     "answer['gil'] = bool(gil()) if gil is not None else True\n"
     f"sys.stdout.write({_ANSWER!r} + json.dumps(answer) + '\\n')\n"
@@ -108,6 +114,8 @@ class ProbeAnswer(msgspec.Struct, kw_only=True):
     versions: dict[str, str] = {}
     worker_error: str | None = None
     gil: bool = True
+    #: Why each mode that cannot run with that torch cannot (`modes.unavailable_here`): {name: line}.
+    mode_problems: dict[str, str] = {}
 
 
 class InterpreterError(Exception):
@@ -126,6 +134,8 @@ class Interpreter:
     torch: str
     #: Whether its GIL is on once the worker's modules are imported (False: a free-threaded Python).
     gil: bool
+    #: Why each mode that cannot run there cannot (fork without TorchScript): {name: one line}.
+    mode_problems: dict[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
         """One line: "/x/bin/python (Python 3.11.7, torch 2.14.1, GIL on)"."""
@@ -187,6 +197,13 @@ def check(python: Path | str, timeout: float = PROBE_TIMEOUT_S) -> Interpreter:
     found = _judge(path, flag, answer)
     _checked[key] = found
     return found
+
+
+def modes_unavailable(python: Path | str | None) -> dict[str, str]:
+    """Why each mode that cannot run under `python` (None: this process's own) cannot, {name: one
+    line}, from that interpreter's probe (`check`: once per interpreter and process), so that the
+    window, a sweep and `speedup` leave such a mode out before any run; InterpreterError as `check`."""
+    return check(python if python is not None else sys.executable).mode_problems
 
 
 def _probe(path: Path, flag: str, timeout: float) -> ProbeAnswer:
@@ -324,7 +341,7 @@ def _judge(path: Path, flag: str, answer: ProbeAnswer) -> Interpreter:
         )
     if answer.worker_error:
         raise InterpreterError(f"{flag}: branchscope's worker cannot be imported there ({answer.worker_error})")
-    return Interpreter(executable=path, python=python, torch=torch, gil=answer.gil)
+    return Interpreter(executable=path, python=python, torch=torch, gil=answer.gil, mode_problems=answer.mode_problems)
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -359,6 +376,7 @@ __all__ = [
     "InterpreterError",
     "check",
     "locate",
+    "modes_unavailable",
     "package_root",
     "worker_command",
 ]

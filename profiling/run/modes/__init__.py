@@ -3,7 +3,9 @@
 A `Mode` says what the run engine needs to know about it: its name and label (the command line, the
 run controls, the sweep panel), what it needs to run (CUDA, TorchScript, the model's branches),
 whether the worker starts a pool for it before the model loads (`start_pool`, so the thread census
-can tell the pool's threads), what it needs of the worker's torch (`check`: fork needs TorchScript),
+can tell the pool's threads), what it needs of the worker's torch (`check`: fork needs TorchScript;
+the probe of the worker's Python asks every mode's before any run, `unavailable_here`, and the
+controls, the sweep and `speedup` offer `instead` in its place),
 whether the profiler must record every thread (threads mode's branches run on Python threads, which
 torch.profiler does not follow by itself), and how its plan is built (`build_plan`, which imports
 torch when it is called: in the worker only). What every reader needs to know of it (the pool it
@@ -107,6 +109,9 @@ class Mode:
     #: follows) holds the output's last reference: fork's pool threads drop theirs after the task,
     #: where torch.profiler records no free (see `fork.settle`). None: nothing to wait for.
     settle: Callable[[], Any] | None = None
+    #: The mode that runs the same branches another way, offered in its place where `check` says
+    #: it cannot run (fork: threads); None: none.
+    instead: str | None = None
 
     @property
     def starts_interop_pool(self) -> bool:
@@ -170,6 +175,23 @@ def mode_named(name: str) -> Mode:
         if name in mode.aliases:
             return mode
     raise KeyError(f"{name!r} is not one of: {', '.join(MODE_NAMES)}")
+
+
+def unavailable_here() -> dict[str, str]:
+    """Why each mode whose `check` refuses this process's torch cannot run here, {name: its line};
+    the modes that can are not in it. Imports torch: `interpreter.PROBE` calls it in the worker's
+    Python, so that the window and a sweep know before any run (`interpreter.modes_unavailable`)."""
+    problems = {}
+    for mode in MODES.values():
+        if mode.check is None:
+            continue
+        try:
+            why = mode.check()
+        except Exception as exc:  # noqa: BLE001 - a mode's check that raises cannot say it can run
+            why = f"{mode.traits.title}: its check raised {type(exc).__name__}: {exc}"
+        if why:
+            problems[mode.name] = why
+    return problems
 
 
 def command_line_names() -> list[str]:

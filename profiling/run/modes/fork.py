@@ -78,8 +78,8 @@ def check() -> str | None:
     import torch
 
     return (
-        f"fork mode needs TorchScript, and {problem} (torch {torch.__version__}): run --mode threads, which "
-        "runs the same branches on a pool of Python threads in eager PyTorch"
+        f"fork mode needs TorchScript, and {problem} (torch {torch.__version__}): use threads mode (--mode "
+        "threads), which runs the same branches on a pool of Python threads in eager PyTorch"
     )
 
 
@@ -148,4 +148,5 @@ def build_plan(model: Any, analysis: Any, device: str, one_at_a_time: bool = Fal
 TRAITS = ModeTraits(pool=INTEROP_POOL, title="fork", plan_title="TorchScript's plan",
                     runs_as="on {interop} inter-op thread{s}", way="forking its branches")
 MODE = Mode("fork", "fork (inter-op pool)", "TorchScript fork/wait: each region's branches on torch's inter-op thread pool",
-            build_plan, TRAITS, needs_torchscript=True, start_pool=start_pool, check=check, settle=settle)
+            build_plan, TRAITS, needs_torchscript=True, start_pool=start_pool, check=check, settle=settle,
+            instead="threads")
