@@ -167,7 +167,12 @@ def event_tip(
 ) -> str:
     """The hover tooltip of event `i`: what the details panel says of it (name, lane, start,
     duration, shapes, branch), short: its first few args, each cut to one line."""
-    return event_html(describe_event(trace, i, branch_names, event_branch), arg_rows(trace, i, limit=4, width=60))
+    return tip_of_rows(trace, i, describe_event(trace, i, branch_names, event_branch))
+
+
+def tip_of_rows(trace: Trace, i: int, rows: list[tuple[str, str]]) -> str:
+    """`event_tip` from the event's `describe_event` rows, for a caller that has them already."""
+    return event_html(rows, arg_rows(trace, i, limit=4, width=60))
 
 
 def _short(v: Any, width: int) -> str:

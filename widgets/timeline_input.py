@@ -17,7 +17,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QToolTip
 
-from branchscope.widgets.event_info import describe_event, event_tip, rows_to_text
+from branchscope.widgets.event_info import describe_event, event_tip, rows_to_text, tip_of_rows
 from branchscope.widgets.time_axis import GUTTER
 from branchscope.widgets.timeline_painter import RULER_H, lane_area_height
 
@@ -157,8 +157,9 @@ class TimelineInput:
         i = -1 if gutter else self.event_at(pos)
         if not gutter and i == self.state.hovered:
             return
-        tip = gutter or self._event_tip(i)
-        self.hover_text = rows_to_text(describe_event(self.trace, i, self.branch_names, self.event_branch)) if i >= 0 else ""
+        rows = describe_event(self.trace, i, self.branch_names, self.event_branch) if i >= 0 else []
+        tip = gutter or (tip_of_rows(self.trace, i, rows) if rows else "")
+        self.hover_text = rows_to_text(rows)
         if tip:
             QToolTip.showText(self.mapToGlobal(pos), tip, self)
         else:
