@@ -7,7 +7,8 @@ and prints the table, the best cell and which way of using the cores served the 
 fork or threads cell's speedup in parts, its plan × its threads, where the sequential 1×J and M 1×J
 cells finished: `profiling/trace/parts.py`). On stderr it says first how long the sweep will take,
 then each cell with the time left (`profiling/run/sweep_eta.py`), and a cell that ran on a busy
-machine or starved of cores says so. No torch here.
+machine or starved of cores says so; a cell whose mode cannot run here (fork without TorchScript)
+is skipped, in one line each before the first run. No torch here.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from branchscope.profiling.run.processes import stop_with_parent
 from branchscope.profiling.run.protocol import error_line
-from branchscope.profiling.run.runner import stop_on_signals
+from branchscope.profiling.run.runner import stop_on_signals, warn_untested_torch
 from branchscope.profiling.run.sweep import (
     SweepRequest,
     add_sweep_arguments,
@@ -77,6 +78,12 @@ def _cell_line(event: CellEvent, clock: SweepClock) -> str:
     return f"{line} · {left}" if left else line
 
 
+def skipped_lines(sweep: SweepRecord | None) -> list[str]:
+    """One line per cell the sweep skips (its mode cannot run here): "skipped fork 2×1: fork mode
+    needs TorchScript, and …: use threads mode …"."""
+    return [f"skipped {c.label}: {c.skipped}" for c in (sweep.cells if sweep is not None else []) if c.skipped]
+
+
 def sweep_clock(request: SweepRequest) -> SweepClock:
     """The clock of a sweep about to start (`profiling/run/sweep_eta.py`): its runs at the guessed time."""
     guess = run_guess_s(request.options.steps, request.options.warmup)
@@ -118,14 +125,20 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     def on_event(event: Event) -> None:
         if isinstance(event, SweepEvent):  # the sweep starts: its folder taken, its first run next
             clock.restart()
-            say(f"sweeping {plan_text(clock.cells, clock.passes, clock.guess_s)} (a guess until a cell finishes) "
-                f"into {request.out}")  # fmt: skip
+            skipped = skipped_lines(event.sweep)
+            clock.leave_out(len(skipped))
+            say(f"sweeping {plan_text(clock.cells - len(skipped), clock.passes, clock.guess_s)} (a guess until a cell "
+                f"finishes) into {request.out}")  # fmt: skip
+            for line in skipped:
+                say(line)
         elif isinstance(event, CellEvent):
             clock.run_done(event.sweep_pass, event.cell.status != DONE)
             say(_cell_line(event, clock))
         if args.jsonl:
             emit(event)
 
+    if not args.jsonl:  # the window reads it in each cell's run.json
+        warn_untested_torch(request.options)
     with stop_on_signals() as cancel:  # Ctrl+C and SIGTERM stop the running cell, never raise
         stop_with_parent(cancel)
         result = run_sweep(request, on_event, cancel)

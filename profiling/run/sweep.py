@@ -59,6 +59,12 @@ that set (`best_text`). A failed cell keeps its message and null numbers and the
 cancelled sweep marks the cell it stopped and those after it "not run" in the first pass, and keeps
 each cell's finished passes in a later one.
 
+**Skipped cells**: a mode that cannot run under the sweep's Python (fork where TorchScript is
+missing or disabled: the mode's `check`, asked by that Python's probe before any cell runs,
+`modes_skipped`) is not run: its cells stay "not run" with the reason as their `error` and exit
+code 3 (`CellRecord.skipped`), and the other cells run. Where every cell is skipped, the sweep
+exits 3 with the reason.
+
 DIR follows the run folder's rules (branchscope.profiling.run.folder): it is locked while the sweep
 runs, and refused when it holds files branchscope did not write (unless --overwrite). What is ours:
 an earlier sweep.json of ours and the cell folders it lists, and an earlier run's files. Cell folders
@@ -87,11 +93,12 @@ from branchscope.profiling.run.folder import (
     describe_os_error,
     write_record_atomic,
 )
+from branchscope.profiling.run.interpreter import InterpreterError, modes_unavailable
 from branchscope.profiling.run.modes import MODE_NAMES, MODES
 from branchscope.profiling.run.options import RunOptions, add_options
 from branchscope.profiling.run.outcome import Ended, RunError, RunResult
 from branchscope.profiling.run.processes import CancelFlag
-from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_OK, RunRequest
+from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_MODE, EXIT_OK, RunRequest
 from branchscope.profiling.run.runner import run_profile, validate
 from branchscope.profiling.trace.advice import advice_record, from_sweep
 from branchscope.profiling.trace.events import CellEvent, Event, ProgressEvent, SweepEvent
@@ -263,6 +270,26 @@ def empty_cell(cell: SweepCell, cores: int) -> CellRecord:
     )
 
 
+def skipped_cell(cell: SweepCell, why: str, cores: int) -> CellRecord:
+    """A cell the sweep does not run: its mode cannot run under the sweep's Python (`why`, the
+    mode's check as the probe found it; `CellRecord.skipped`)."""
+    return msgspec.structs.replace(empty_cell(cell, cores), error=why, exit_code=EXIT_MODE)
+
+
+def modes_skipped(req: SweepRequest) -> dict[str, str]:
+    """The request's modes that cannot run under its Python, with why (`interpreter.modes_unavailable`:
+    that Python's probe, once per process, and only when a mode asked for has a check): their cells
+    are skipped, the others run. A Python that cannot be probed skips nothing (`validate` refused a
+    bad --python already; each cell then says what is wrong)."""
+    if not any(MODES[m].check is not None for m in req.modes if m in MODES):
+        return {}
+    try:
+        problems = modes_unavailable(req.options.python)
+    except InterpreterError:
+        return {}
+    return {m: problems[m] for m in req.modes if m in problems}
+
+
 def cell_record(cell: SweepCell, result: RunResult, cores: int) -> CellRecord:
     """The cell's entry in sweep.json from its run's result: numbers from run.json, or the error.
 
@@ -343,9 +370,10 @@ def _any_known(flags: list[bool | None]) -> bool | None:
     return None if any(f is None for f in flags) else False
 
 
-def new_sweep(req: SweepRequest, cores: int) -> SweepRecord:
-    """sweep.json before any cell ran (every cell "not run"): what a sweep writes first, and what
-    the window shows as it starts one."""
+def new_sweep(req: SweepRequest, cores: int, skipped: dict[str, str] | None = None) -> SweepRecord:
+    """sweep.json before any cell ran (every cell "not run", those of a mode in `skipped` with why,
+    `skipped_cell`): what a sweep writes first, and what the window shows as it starts one."""
+    skip = skipped or {}
     opts = req.options
     return SweepRecord(
         sweep=SWEEP_FORMAT,
@@ -359,7 +387,7 @@ def new_sweep(req: SweepRequest, cores: int) -> SweepRecord:
         device=opts.device,
         nproc=opts.nproc,
         cores=cores,
-        cells=[empty_cell(c, cores) for c in req.cells()],
+        cells=[skipped_cell(c, skip[c.mode], cores) if c.mode in skip else empty_cell(c, cores) for c in req.cells()],
         passes=req.passes,
         ties=[],
     )
@@ -448,7 +476,7 @@ def run_sweep(
     except RunFolderError as exc:
         return SweepResult(EXIT_BAD_INPUT, out, message=str(exc))
     try:
-        sweep = new_sweep(req, cores)
+        sweep = new_sweep(req, cores, modes_skipped(req))
         try:
             _write(out, sweep)
         except OSError as exc:
@@ -462,8 +490,8 @@ def run_sweep(
                 if cancel is not None and cancel.is_set():
                     stopped_in = k
                     break
-                if k > 1 and sweep.cells[index].status != DONE:
-                    continue  # its first pass failed: a mode that cannot run here fails every time
+                if sweep.cells[index].skipped or (k > 1 and sweep.cells[index].status != DONE):
+                    continue  # its mode cannot run here (skipped), or its first pass failed: it fails every time
 
                 def progress(event: Event, index: int = index) -> None:
                     if isinstance(event, ProgressEvent):
@@ -492,6 +520,9 @@ def run_sweep(
         _save(out, sweep)
         if sweep.best is None and first_failure is not None:
             return SweepResult(first_failure.exit_code, out, sweep, message=f"no cell ran: {first_failure.message}")
+        skipped = [c.skipped for c in sweep.cells if c.skipped]
+        if sweep.best is None and skipped:
+            return SweepResult(EXIT_MODE, out, sweep, message=f"no cell ran: {skipped[0]}")
         return SweepResult(EXIT_OK, out, sweep)
     finally:
         folder.close()
@@ -582,6 +613,8 @@ def markdown_table(sweep: SweepRecord) -> str:
             notes.append(c.load_word)
         if c.status == FAILED:
             notes.append(f"failed: {c.error}")
+        elif c.skipped:
+            notes.append(f"skipped: {c.skipped}")
         elif c.status == NOT_RUN:
             notes.append("not run")
         elif c.failed_passes:

@@ -90,6 +90,10 @@ class SweepClock:
         """The sweep's first run starts now (what came before, checking the request, is not a run's)."""
         self.started = self._last = self.now()
 
+    def leave_out(self, cells: int) -> None:
+        """`cells` of the sweep never run (skipped: their mode cannot run here, `CellRecord.skipped`)."""
+        self.skipped += cells * self.passes
+
     def run_done(self, sweep_pass: int | None, failed: bool) -> None:
         """A run ended (a sweep's `CellEvent`: its pass, whether it failed)."""
         self.finished += 1

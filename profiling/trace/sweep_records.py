@@ -101,6 +101,12 @@ class CellRecord(msgspec.Struct, kw_only=True):
         return f"{self.mode} {self.interop}×{self.intra}"
 
     @property
+    def skipped(self) -> str | None:
+        """Why the sweep did not run it (its mode cannot run under the sweep's Python: the mode's own
+        line, e.g. fork without TorchScript), or None: it ran, or was not run (yet: cancelled)."""
+        return self.error if self.status == NOT_RUN and self.error else None
+
+    @property
     def load_word(self) -> str | None:
         """What the machine did to its time: "starved of cores", "busy machine", or None (a quiet
         run, or not known). Starved says more than busy (a starved run is never compared)."""
