@@ -28,7 +28,7 @@ from branchscope.profiling.run.paired import (
 )
 from branchscope.profiling.run.processes import stop_with_parent
 from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_WORKER, RunRequest, error_line
-from branchscope.profiling.run.runner import RunError, stop_on_signals, validate
+from branchscope.profiling.run.runner import RunError, stop_on_signals, validate, warn_untested_torch
 from branchscope.profiling.trace.events import DoneEvent, ErrorEvent, Event, ProgressEvent, encode_event
 from branchscope.profiling.trace.records import encode_record
 
@@ -96,6 +96,8 @@ def run_speedup_command(args: argparse.Namespace) -> int:
         validate(RunRequest(mode=configs[0].mode, interop=configs[0].interop, intra=configs[0].intra, out=Path("."), options=options))
     except RunError as exc:
         return _fail(args, str(exc))
+    if not args.jsonl:
+        warn_untested_torch(options)
     if args.out is not None:
         try:
             check_speedup_out(args.out)

@@ -130,16 +130,16 @@ def test_cli_inspect_runs_without_torch_or_qt(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_torch_is_a_range_and_make_pins_the_development_build():
-    """`pip install .` into a user's environment keeps their torch (a range, from the oldest the
-    engines need); `make` installs the local CPU build through constraints-dev.txt."""
+def test_torch_is_a_lower_bound_and_make_pins_the_development_build():
+    """`pip install .` into a user's environment keeps their torch (from the oldest the engines
+    need, with no upper bound to lapse when a newer torch ships); `make` installs the local CPU
+    build through constraints-dev.txt."""
     tomllib = pytest.importorskip("tomllib")
     from branchscope.profiling.run.interpreter import TORCH_OLDEST, WORKER_NEEDS
 
     dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     (torch,) = [d for d in dependencies if re.match(r"torch\b", d)]
-    assert "==" not in torch and re.fullmatch(r"torch>=([0-9.]+),<([0-9.]+)", torch), torch
-    assert re.fullmatch(r"torch>=([0-9.]+),.*", torch)[1] == TORCH_OLDEST  # the runner's probe says the same
+    assert torch == f"torch>={TORCH_OLDEST}", torch  # the runner's probe says the same; no upper bound
     for name, oldest in WORKER_NEEDS.items():  # what the probe checks in another environment
         assert f"{name}>={oldest}" in dependencies
     makefile = (ROOT / "Makefile").read_text()

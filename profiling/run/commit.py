@@ -21,6 +21,7 @@ import msgspec
 from branchscope.profiling.run.cpu_sampler import ThreadCpuSampler
 from branchscope.profiling.run.finish import finish_trace
 from branchscope.profiling.run.folder import RunFolder
+from branchscope.profiling.run.interpreter import untested_torch_warning
 from branchscope.profiling.run.machine_load import LoadMeter
 from branchscope.profiling.run.nodes import NodeFailure, NodeFolder
 from branchscope.profiling.run.outcome import RunResult, cancelled, describe_exit
@@ -74,6 +75,7 @@ def commit_run(
         return failed
     record = layout.record(ranks, runs)
     add_load(record, load)
+    add_untested_torch(record)
     result.run = folder.commit(record)
     return result
 
@@ -105,6 +107,15 @@ def add_load(record: RunRecord, load: LoadMeter | None) -> None:
         warning = load.warning()
         if warning:
             record.warnings = [*(record.warnings or []), warning]
+
+
+def add_untested_torch(record: RunRecord) -> None:
+    """The warning of a torch newer than the newest tested (`interpreter.untested_torch_warning`)
+    into `record`: said once per run (a distributed run's ranks share one torch), on the CLI with
+    the run's other warnings and in the window."""
+    warning = untested_torch_warning(record.torch)
+    if warning:
+        record.warnings = [*(record.warnings or []), warning]
 
 
 #: What a distributed run's top-level run.json takes from its first rank's: the settings every rank
@@ -195,6 +206,7 @@ def commit_nodes(
     record = ranks_record(layout.nproc, sorted(entries, key=lambda e: e[0]))
     record.nnodes = layout.nnodes
     add_load(record, load)
+    add_untested_torch(record)
     result.run = folder.commit(record)
     return result
 

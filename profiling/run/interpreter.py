@@ -40,6 +40,9 @@ PYTHON_OLDEST = (3, 10)
 #: The oldest torch the worker's engines need: torch.export non-strict (2.3) and
 #: `_ExperimentalConfig(profile_all_threads=True)` for threads mode (2.7); pyproject's lower bound.
 TORCH_OLDEST = "2.7"
+#: The newest torch a run was tried with (docs/environment.md's table). pyproject has no upper bound:
+#: a newer torch runs, with one warning naming the tested range (`untested_torch_warning`).
+TORCH_NEWEST_TESTED = "2.14.1"
 #: What the worker imports besides torch and the standard library, with the oldest version of each
 #: it works with (pyproject's dependencies). isal is optional there (gzip is the fallback).
 WORKER_NEEDS = {"msgspec": "0.18", "psutil": "5.9", "numpy": "1.26"}
@@ -366,10 +369,24 @@ def torch_older_than_oldest(torch: str) -> bool:
     return _version(torch) < _version(TORCH_OLDEST)
 
 
+def untested_torch_warning(torch: str | None) -> str | None:
+    """The one warning line for a torch newer than the newest tested (`TORCH_NEWEST_TESTED`), or
+    None (no torch known, or one in the tested range). A local build of the newest tested
+    ("2.14.1+cu130") is that version; a pre-release of the next ("2.15.0a0") is newer."""
+    if not torch or _version(torch)[:3] <= _version(TORCH_NEWEST_TESTED):
+        return None
+    return (
+        f"torch {torch} is newer than the newest tested ({TORCH_OLDEST}–{TORCH_NEWEST_TESTED}); it runs, but a "
+        "change of torch's may break discovery, a mode or the trace: if so, try it under torch "
+        f"{TORCH_NEWEST_TESTED} (--python)"
+    )
+
+
 __all__ = [
     "BOOTSTRAP",
     "PROBE",
     "PYTHON_OLDEST",
+    "TORCH_NEWEST_TESTED",
     "TORCH_OLDEST",
     "WORKER_NEEDS",
     "Interpreter",

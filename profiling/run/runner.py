@@ -59,6 +59,7 @@ No torch here: the GUI process and the CLI import this module and must stay ligh
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import re
 import sys
 from collections.abc import Callable
@@ -72,11 +73,13 @@ from branchscope.profiling.run.interpreter import (
     Interpreter,
     InterpreterError,
     torch_older_than_oldest,
+    untested_torch_warning,
 )
 from branchscope.profiling.run.interpreter import check as check_interpreter
 from branchscope.profiling.run.model_source import ModelSourceError, ModelSpec, check_spec, parse_input_shape
 from branchscope.profiling.run.modes import MODE_NAMES, MODES
 from branchscope.profiling.run.nodes import NodeFolder
+from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.run.outcome import RunError, RunResult, cancelled
 from branchscope.profiling.run.processes import CancelFlag, stop_on_signals, stop_with_parent
 from branchscope.profiling.run.protocol import (
@@ -128,6 +131,32 @@ def validate(req: RunRequest) -> Interpreter | None:
         return check_interpreter(opts.python)
     except InterpreterError as exc:
         raise RunError(EXIT_BAD_INPUT, str(exc)) from None
+
+
+def untested_torch(options: RunOptions) -> str | None:
+    """The warning line for a worker's torch newer than the newest tested (see
+    `interpreter.untested_torch_warning`), or None: --python's torch as its probe says (kept for the
+    process, so the run's own validation does not ask again; a --python the probe refuses is left
+    to that validation's error), else this environment's, read from its metadata without importing
+    it. `sweep` and `speedup` say it once before their runs; a run's run.json carries it (commit.py)."""
+    if options.python is not None:
+        try:
+            version: str | None = check_interpreter(options.python).torch
+        except InterpreterError:
+            return None
+    else:
+        try:
+            version = importlib.metadata.version("torch")
+        except importlib.metadata.PackageNotFoundError:
+            return None
+    return untested_torch_warning(version)
+
+
+def warn_untested_torch(options: RunOptions, stream: Any = None) -> None:
+    """`warning: …` on stderr when the worker's torch is newer than the newest tested (`untested_torch`)."""
+    warning = untested_torch(options)
+    if warning:
+        print(f"warning: {warning}", file=stream or sys.stderr, flush=True)
 
 
 def run_profile(
