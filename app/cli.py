@@ -40,6 +40,7 @@ def build_parser() -> "argparse.ArgumentParser":
 
     from branchscope.app import (
         cmd_compare,
+        cmd_export,
         cmd_gui,
         cmd_inspect,
         cmd_memory,
@@ -60,6 +61,7 @@ def build_parser() -> "argparse.ArgumentParser":
     cmd_sweep.register(sub)
     cmd_speedup.register(sub)
     cmd_memory.register(sub)
+    cmd_export.register(sub)
     cmd_gui.register(sub)
     parser.set_defaults(handler=cmd_gui.run_default)
     return parser

@@ -1,0 +1,371 @@
+"""Write a `Trace` as a Perfetto protobuf trace (`write_perfetto`), which Perfetto's UI draws right
+where the JSON format cannot: events that overlap without nesting on one thread (kernels, async
+ops) go on tracks of their own ("<lane> · 2", children of the lane's track), as kineto's Perfetto
+export does. What is written, packet by packet, is docs/formats.md's (and the reader's) contract:
+
+- one sequence; the first packet clears its incremental state and interns every event name and
+  category; debug-annotation names are interned as they first appear;
+- a process track per pid ("rank R", `process_labels` "GPU N"), a thread track per lane (GPU
+  streams too: pid, stream id, "stream N"), overflow tracks under their lane's track;
+- each event a TYPE_SLICE_BEGIN / TYPE_SLICE_END pair, timestamps exact in ns (the trace's own
+  clock), its args as debug annotations, its arrows as `flow_ids` / `terminating_flow_ids`;
+- `[memory]` events as instants with kineto's args on their thread's track, beside a counter
+  track of the bytes allocated per device for Perfetto's UI; counters (CPU samples) as counter
+  tracks; the inter-op pool's busy threads as a counter track (category `branchscope.derived`,
+  like the memory totals: made for the UI, not read back as counters);
+- the trace's metadata ("branchscope" RunInfo, distributedInfo, deviceProperties, ...) as one
+  instant "branchscope.metadata" whose "json" annotation holds it as JSON.
+
+The few packets that describe (tracks, interned tables) are built with the `perfetto` package's
+compiled protos; the millions of event packets are encoded here (a varint writer and constant
+tags), since building a message object per event would take minutes on a large trace.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import msgspec
+import numpy as np
+
+from branchscope.profiling.trace.export_common import (
+    MEMORY_CATEGORY,
+    MEMORY_NAME,
+    ExportLanes,
+    args_texts,
+    export_lanes,
+    memory_args,
+)
+from branchscope.profiling.trace.model import Trace, TraceFormatError
+from branchscope.profiling.trace.perfetto_overlap import overflow_tracks
+
+#: Category of the counters made for Perfetto's UI (memory totals, pool occupancy): not the trace's.
+DERIVED_CATEGORY = "branchscope.derived"
+#: The metadata event's name, its track's name and its one annotation's name (the reader's contract).
+METADATA_EVENT, METADATA_TRACK, METADATA_ARG = "branchscope.metadata", "branchscope", "json"
+#: Packets joined per write.
+_CHUNK = 1 << 14
+
+_MASK64 = (1 << 64) - 1
+_SEQ = b"\x50\x01"  # trusted_packet_sequence_id = 1
+_NEEDS_STATE = b"\x68\x02"  # sequence_flags = SEQ_NEEDS_INCREMENTAL_STATE
+_BEGIN, _END, _INSTANT, _COUNTER = b"\x48\x01", b"\x48\x02", b"\x48\x03", b"\x48\x04"  # TrackEvent.type
+_FLOW_ID, _TERMINATING_FLOW_ID = b"\xf9\x02", b"\x81\x03"  # TrackEvent fields 47 and 48, fixed64
+_DOUBLE_COUNTER = b"\xe1\x02"  # TrackEvent.double_counter_value (44), fixed64
+_pack_double, _pack_u64 = struct.Struct("<d").pack, struct.Struct("<Q").pack
+
+
+def _varint(v: int) -> bytes:
+    """A protobuf varint (a negative int as its 64-bit two's complement)."""
+    if 0 <= v < 0x80:
+        return bytes((v,))
+    v &= _MASK64
+    out = bytearray()
+    while v > 0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _field(tag: bytes, payload: bytes) -> bytes:
+    """A length-delimited field: its tag, its length, its bytes."""
+    return tag + _varint(len(payload)) + payload
+
+
+def _packet(timestamp: int, track_event: bytes, extra: bytes = b"") -> bytes:
+    """One TracePacket of a TrackEvent, framed as a field of `Trace` (packet = 1)."""
+    body = b"\x40" + _varint(timestamp) + _field(b"\x5a", track_event) + _SEQ + _NEEDS_STATE + extra
+    return _field(b"\x0a", body)
+
+
+# ------------------------------------------------------------------------ debug annotations
+
+
+def _value(v: Any) -> bytes:
+    """A DebugAnnotation's value fields for a JSON value (see docs/formats.md)."""
+    if v is True or v is False:
+        return b"\x10\x01" if v else b"\x10\x00"
+    if isinstance(v, int):
+        if -(1 << 63) <= v < 1 << 63:
+            return b"\x20" + _varint(v)
+        return b"\x18" + _varint(v) if 0 <= v <= _MASK64 else _field(b"\x4a", str(v).encode())
+    if isinstance(v, float):
+        return b"\x29" + _pack_double(v)
+    if isinstance(v, str):
+        return _field(b"\x32", v.encode())
+    if isinstance(v, list) and v:
+        return b"".join(_field(b"\x62", _value(x)) for x in v)
+    if isinstance(v, dict) and v:
+        return b"".join(_field(b"\x5a", _field(b"\x52", str(k).encode()) + _value(x)) for k, x in v.items())
+    return _field(b"\x4a", msgspec.json.encode(v))  # null, [] and {}: as JSON text
+
+
+@dataclass
+class _Annotations:
+    """Encodes an event's args as `debug_annotations`, interning their names on first use."""
+
+    iids: dict[str, bytes] = field(default_factory=dict)
+    pending: list[bytes] = field(default_factory=list)
+
+    def encode(self, args: dict[str, Any]) -> bytes:
+        return b"".join(_field(b"\x22", self._name(k) + _value(v)) for k, v in args.items())
+
+    def _name(self, key: str) -> bytes:
+        iid = self.iids.get(key)
+        if iid is None:
+            iid = self.iids[key] = b"\x08" + _varint(len(self.iids) + 1)
+            self.pending.append(_field(b"\x1a", iid + _field(b"\x12", key.encode())))  # debug_annotation_names
+        return iid
+
+    def take_interned(self) -> bytes:
+        """The `interned_data` field for the names first used since the last call (b"" if none)."""
+        if not self.pending:
+            return b""
+        data, self.pending = b"".join(self.pending), []
+        return _field(b"\x62", data)
+
+
+# ------------------------------------------------------------------------------- tracks
+
+
+def write_perfetto(trace: Trace, out: IO[bytes]) -> None:
+    """Writes `trace` as Perfetto protobuf to the binary stream `out` (see the module docstring)."""
+    if len(trace) and int(trace.start_ns.min()) < 0:
+        raise TraceFormatError(f"{trace.path}: events before time 0 cannot be written as Perfetto timestamps")
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    lanes = export_lanes(trace)
+    names = [*trace.names, MEMORY_NAME]
+    cats = [*trace.cats, MEMORY_CATEGORY]
+    out.write(_interned_tables(pb, names, cats))
+    sub, depth, overflow = overflow_tracks(trace)
+    tracks = _Descriptors(pb, lanes)
+    lane_uuid = [tracks.thread(lanes.pid[i], lanes.tid[i], lanes.names.get(i)) for i in range(len(lanes))]
+    sub_uuid = {key: tracks.child(lane_uuid[key[0]], f"{_lane_label(lanes, key[0])} · {key[1] + 1}") for key in overflow}
+    memory = _MemoryTracks(trace, lanes, tracks)
+    counters = [tracks.counter(tracks.threads.get((lanes.pid_of(c.pid), c.tid)) or tracks.process(lanes.pid_of(c.pid)), c.name, c.key, c.cat) for c in trace.counters]
+    has_pool = len(trace) > 0 and trace.lane_indices("cpu", "interop").size > 0
+    pool = tracks.counter(None, "inter-op pool busy threads", "busy", DERIVED_CATEGORY, 2) if has_pool else None
+    meta = tracks.child(None, METADATA_TRACK)
+    out.write(b"".join(tracks.packets))  # every track is described before the events on it
+    memory_iids = (b"\x50" + _varint(len(names)), b"\x18" + _varint(len(cats)))
+    annotations = _Annotations()  # one table of names for the whole sequence
+    packets = itertools.chain(
+        [_metadata_packet(trace, meta)],
+        _slice_packets(trace, names, sub, depth, lane_uuid, sub_uuid, annotations),
+        _memory_packets(trace, memory, memory_iids, annotations),
+        _counter_packets(trace, counters),
+        _pool_packets(trace, pool),
+    )
+    for chunk in _chunks(packets):
+        out.write(chunk)
+
+
+def _lane_label(lanes: ExportLanes, i: int) -> str:
+    if i in lanes.names:
+        return lanes.names[i]
+    return f"stream {lanes.tid[i]}" if lanes.gpu[i] else f"thread {lanes.tid[i]}"
+
+
+def _chunks(packets: Iterator[bytes]) -> Iterator[bytes]:
+    batch: list[bytes] = []
+    for p in packets:
+        batch.append(p)
+        if len(batch) >= _CHUNK:
+            yield b"".join(batch)
+            batch = []
+    if batch:
+        yield b"".join(batch)
+
+
+def _interned_tables(pb: Any, names: list[str], cats: list[str]) -> bytes:
+    """The first packet: incremental state cleared, every event name and category interned."""
+    p = pb.TracePacket(trusted_packet_sequence_id=1, first_packet_on_sequence=True)
+    p.sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+    p.interned_data.event_names.extend(pb.EventName(iid=k + 1, name=n) for k, n in enumerate(names))
+    p.interned_data.event_categories.extend(pb.EventCategory(iid=k + 1, name=c) for k, c in enumerate(cats))
+    return _field(b"\x0a", p.SerializeToString())
+
+
+class _Descriptors:
+    """The track descriptors (`packets`), each made when first asked for: all are, before the
+    first event is written."""
+
+    def __init__(self, pb: Any, lanes: ExportLanes) -> None:
+        self.pb, self.lanes = pb, lanes
+        self.processes: dict[int, int] = {}
+        self.threads: dict[tuple[int, int], int] = {}
+        self.packets: list[bytes] = []
+
+    def _add(self, desc: Any) -> int:
+        desc.uuid = len(self.packets) + 1
+        self.packets.append(_field(b"\x0a", self.pb.TracePacket(track_descriptor=desc, trusted_packet_sequence_id=1).SerializeToString()))
+        return desc.uuid
+
+    def process(self, pid: int) -> int:
+        if pid not in self.processes:
+            d = self.pb.TrackDescriptor()
+            d.process.pid = pid
+            if pid in self.lanes.process_names:
+                d.process.process_name = self.lanes.process_names[pid]
+            if pid in self.lanes.process_labels:
+                d.process.process_labels.append(self.lanes.process_labels[pid])
+            self.processes[pid] = self._add(d)
+        return self.processes[pid]
+
+    def thread(self, pid: int, tid: int, name: str | None = None) -> int:
+        if (pid, tid) not in self.threads:
+            d = self.pb.TrackDescriptor(parent_uuid=self.process(pid))
+            d.thread.pid, d.thread.tid = _int32(pid), _int32(tid)
+            if name:
+                d.thread.thread_name = name
+            self.threads[(pid, tid)] = self._add(d)
+        return self.threads[(pid, tid)]
+
+    def child(self, parent: int | None, name: str) -> int:
+        d = self.pb.TrackDescriptor(name=name)
+        if parent is not None:
+            d.parent_uuid = parent
+        return self._add(d)
+
+    def counter(self, parent: int | None, name: str, key: str, cat: str, unit: int = 0) -> int:
+        d = self.pb.TrackDescriptor(name=name, description=key)
+        if parent is not None:
+            d.parent_uuid = parent
+        d.counter.categories.append(cat)
+        if unit:
+            d.counter.unit = unit
+        return self._add(d)
+
+
+def _int32(v: int) -> int:
+    """Perfetto's pids and tids are int32: a wider one (a 64-bit thread id) keeps its low bits."""
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def _slice_packets(
+    trace: Trace,
+    names: list[str],
+    sub: np.ndarray,
+    depth: np.ndarray,
+    lane_uuid: list[int],
+    sub_uuid: dict[tuple[int, int], int],
+    annotations: _Annotations,
+) -> Iterator[bytes]:
+    """Each event's BEGIN and END packets, in time order: at one time, ends before begins, inner
+    ends first, outer begins first, an event of no length begun and ended together."""
+    n = len(trace)
+    if n == 0:
+        return
+    start, end = trace.start_ns, trace.end_ns
+    track = np.array(lane_uuid, dtype=np.int64)[trace.lane]
+    for (ln, k), uuid in sub_uuid.items():
+        track[(trace.lane == ln) & (sub == k)] = uuid
+    track_b = [b"\x58" + _varint(u) for u in range(int(track.max()) + 1)]
+    name_b = [b"\x50" + _varint(k + 1) for k in range(len(names))]
+    cat_b = [b"\x18" + _varint(k + 1) if c else b"" for k, c in enumerate(trace.cats)]
+    flows_of = _flow_fields(trace)
+    args = list(args_texts(trace))
+    decode = msgspec.json.decode
+    order = _packet_order(start, end, trace.dur_ns, depth)
+    ts = np.concatenate([start, end])[order].tolist()
+    tracks, name_ids, cat_ids = track.tolist(), trace.name_id.tolist(), trace.cat_id.tolist()
+    for r, t in zip(order.tolist(), ts):
+        if r >= n:
+            yield _packet(t, _END + track_b[tracks[r - n]])
+            continue
+        a = args[r]
+        te = _BEGIN + track_b[tracks[r]] + name_b[name_ids[r]] + cat_b[cat_ids[r]]
+        if a and a != b"{}":
+            te += annotations.encode(decode(a))
+        if r in flows_of:
+            te += flows_of[r]
+        yield _packet(t, te, annotations.take_interned())
+
+
+def _packet_order(start: np.ndarray, end: np.ndarray, dur: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """The order of the 2n records (begins 0..n-1, ends n..2n-1): by time; at one time the ends of
+    events with a length first (deepest first), then begins (outermost first), each event of no
+    length ended right after it begins."""
+    n = start.size
+    idx = np.arange(n, dtype=np.int64)
+    zero = dur == 0
+    group = np.concatenate([np.ones(n, dtype=np.int8), np.where(zero, 1, 0).astype(np.int8)])
+    rank = np.concatenate([2 * depth.astype(np.int64), np.where(zero, 2 * depth.astype(np.int64) + 1, -depth)])
+    return np.lexsort((np.concatenate([idx, idx]), rank, group, np.concatenate([start, end])))
+
+
+def _flow_fields(trace: Trace) -> dict[int, bytes]:
+    """Per event with arrows, its `flow_ids` (it starts them) and `terminating_flow_ids` fields."""
+    flows = trace.flows
+    out: dict[int, bytes] = {}
+    for k, (s, d) in enumerate(zip(flows.src.tolist(), flows.dst.tolist())):
+        if s >= 0 and d >= 0:
+            ident = _pack_u64(k + 1)
+            out[s] = out.get(s, b"") + _FLOW_ID + ident
+            out[d] = out.get(d, b"") + _TERMINATING_FLOW_ID + ident
+    return out
+
+
+class _MemoryTracks:
+    """Per memory series: each event's thread track, and the track of the device's total."""
+
+    def __init__(self, trace: Trace, lanes: ExportLanes, tracks: _Descriptors) -> None:
+        self.threads: list[list[int]] = []
+        self.totals: list[int] = []
+        for series in trace.memory:
+            pids = [lanes.pid_of(p, series.rank) for p in series.pid.tolist()]
+            pairs = {pair: tracks.thread(*pair) for pair in set(zip(pids, series.tid.tolist()))}
+            self.threads.append([pairs[pair] for pair in zip(pids, series.tid.tolist())])
+            first_pid = next((p for p in pids if p != -1), None)
+            parent = None if first_pid is None else tracks.process(first_pid)
+            self.totals.append(tracks.counter(parent, f"memory {series.device}", "Total Allocated", DERIVED_CATEGORY, 3))
+
+
+def _memory_packets(
+    trace: Trace, memory: _MemoryTracks, iids: tuple[bytes, bytes], annotations: _Annotations
+) -> Iterator[bytes]:
+    """Each allocator event as a "[memory]" instant on its thread's track, and the device's bytes
+    allocated then on its (derived) counter track."""
+    name_b, cat_b = iids
+    for series, threads, total in zip(trace.memory, memory.threads, memory.totals):
+        total_b = b"\x58" + _varint(total)
+        points = zip(series.ts_ns.tolist(), threads, memory_args(series), series.total_bytes.tolist())
+        for t, thread, args, value in points:
+            te = _INSTANT + b"\x58" + _varint(thread) + name_b + cat_b + annotations.encode(args)
+            yield _packet(t, te, annotations.take_interned())
+            yield _packet(t, _COUNTER + total_b + _DOUBLE_COUNTER + _pack_double(float(value)))
+
+
+def _counter_packets(trace: Trace, uuids: list[int]) -> Iterator[bytes]:
+    """The trace's counters (CPU samples, ...) on their tracks."""
+    for c, uuid in zip(trace.counters, uuids):
+        track = b"\x58" + _varint(uuid)
+        for t, v in zip(c.ts_ns.tolist(), c.values.tolist()):
+            yield _packet(t, _COUNTER + track + _DOUBLE_COUNTER + _pack_double(v))
+
+
+def _pool_packets(trace: Trace, uuid: int | None) -> Iterator[bytes]:
+    """How many inter-op pool threads compute, at each change (`analyses.interop_occupancy`)."""
+    from branchscope.profiling.trace.analyses import interop_occupancy
+
+    if uuid is None:
+        return
+    pool = interop_occupancy(trace)
+    track = b"\x58" + _varint(uuid)
+    for t, v in zip(pool.t_ns.tolist(), pool.value.tolist()):
+        if t >= 0:
+            yield _packet(int(t), _COUNTER + track + _DOUBLE_COUNTER + _pack_double(float(v)))
+
+
+def _metadata_packet(trace: Trace, uuid: int) -> bytes:
+    """The trace's metadata as the reader takes it: one instant on a track of its own."""
+    note = _field(b"\x22", _field(b"\x52", METADATA_ARG.encode()) + _value(msgspec.json.encode(trace.metadata).decode()))
+    te = _INSTANT + b"\x58" + _varint(uuid) + _field(b"\xba\x01", METADATA_EVENT.encode()) + note
+    return _packet(int(trace.start_ns.min()) if len(trace) else 0, te)
