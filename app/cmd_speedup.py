@@ -3,7 +3,9 @@
 The engine is `branchscope.profiling.run.paired` (the paired worker, or a fresh worker per
 configuration per round, each through the runner); the statistics are `profiling/trace/pairing.py`.
 This module parses, prints progress on stderr, the lines (or `--json`) and writes `--out DIR`'s
-speedup.json. No torch here.
+speedup.json. A configuration whose mode cannot run under the worker's Python (fork without
+TorchScript: `sweep.modes_skipped`, that Python's probe) is left out before any worker starts, in
+one line on stderr and in the record's `skipped`, and the rest are measured. No torch here.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from branchscope.profiling.run.paired import (
     ROUNDS_ACROSS_WORKERS,
     ROUNDS_IN_ONE_WORKER,
     ConfigError,
+    PairedConfig,
     PairedRequest,
     SpeedupFolderError,
     check_speedup_out,
@@ -27,10 +30,12 @@ from branchscope.profiling.run.paired import (
     write_speedup,
 )
 from branchscope.profiling.run.processes import stop_with_parent
-from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_WORKER, RunRequest, error_line
+from branchscope.profiling.run.protocol import EXIT_BAD_INPUT, EXIT_MODE, EXIT_WORKER, RunRequest, error_line
 from branchscope.profiling.run.runner import RunError, stop_on_signals, validate, warn_untested_torch
+from branchscope.profiling.run.sweep import modes_skipped
 from branchscope.profiling.trace.events import DoneEvent, ErrorEvent, Event, ProgressEvent, encode_event
 from branchscope.profiling.trace.records import encode_record
+from branchscope.profiling.trace.sweep_records import SkippedConfigRecord
 
 
 def register(subparsers: Any) -> None:
@@ -80,6 +85,12 @@ def _fail(args: argparse.Namespace, message: str, code: int = EXIT_BAD_INPUT) ->
     return code
 
 
+def _skipped(configs: list[PairedConfig], python: Path | None) -> list[SkippedConfigRecord]:
+    """The configurations whose mode cannot run under `python` (`sweep.modes_skipped`), each with why."""
+    why = modes_skipped(dict.fromkeys(c.mode for c in configs), python)
+    return [SkippedConfigRecord(mode=c.mode, interop=c.interop, intra=c.intra, reason=why[c.mode]) for c in configs if c.mode in why]
+
+
 def run_speedup_command(args: argparse.Namespace) -> int:
     try:
         configs = parse_configs(args.configs)
@@ -98,6 +109,17 @@ def run_speedup_command(args: argparse.Namespace) -> int:
         return _fail(args, str(exc))
     if not args.jsonl:
         warn_untested_torch(options)
+    skipped = _skipped(configs, options.python)
+    if skipped:
+        if not args.quiet:
+            for s in skipped:
+                print(f"skipped {s.mode}:{s.interop}x{s.intra}: {s.reason}", file=sys.stderr, flush=True)
+        left = [c for c in configs if c.mode not in {s.mode for s in skipped}]
+        if not left or left[0] != configs[0]:
+            return _fail(args, f"the baseline {configs[0].argv()} cannot run here: {skipped[0].reason}", EXIT_MODE)
+        if len(left) < 2:
+            return _fail(args, f"nothing left to measure against the baseline: {skipped[0].reason}", EXIT_MODE)
+        configs = left
     if args.out is not None:
         try:
             check_speedup_out(args.out)
@@ -125,6 +147,7 @@ def run_speedup_command(args: argparse.Namespace) -> int:
             sys.stderr.write(result.traceback.rstrip("\n") + "\n")
         return _fail(args, result.message or "the measurement failed", result.exit_code or EXIT_WORKER)
     record = result.record
+    record.skipped = skipped
     if args.out is not None:
         try:
             written = write_speedup(args.out, record)

@@ -39,6 +39,7 @@ from branchscope.app import trace_loader
 from branchscope.app.cuda_check import CudaCheck
 from branchscope.app.failures import Failures
 from branchscope.app.file_dialogs import FileDialogs
+from branchscope.app.mode_check import ModeCheck
 from branchscope.app.pages import PAGES
 from branchscope.app.pages.compare_page import ComparePage
 from branchscope.app.pages.page import Page
@@ -175,6 +176,8 @@ class MainWindow(QMainWindow):
         self.controls.set_cuda_available(False, self.cuda.reason)
         if check_cuda:
             QTimer.singleShot(0, self.cuda.start)
+        #: Which modes the worker's Python can run (fork needs TorchScript), asked before any run.
+        self.mode_check = ModeCheck.for_window(self, self.controls, self.page(SweepPage), start=check_cuda)
         self.resize(1600, 1000)
 
     def _runs_box(self) -> QWidget:

@@ -11,7 +11,11 @@ read from disk), in one line cut to the panel's width, whole in its tooltip.
 The sliders start at 1×1 (`DEFAULT_THREADS`); under them the chosen mode says how many threads
 it computes with (`mode_traits.threads_words`, from the mode's traits). `cancelRequested` for
 Cancel; `openModelRequested` for "Open model file…". A demo this machine cannot run
-(`set_cuda_devices`) is listed greyed out, with why.
+(`set_cuda_devices`) is listed greyed out, with why; so is a mode, before any run: one that needs
+CUDA the machine lacks (`set_cuda_available`), or one the worker's Python cannot run
+(`set_mode_problems`, from its probe: fork where TorchScript is off), its item's tooltip the mode's
+own line of why. A chosen mode that turns out unavailable gives way to the mode offered instead
+(`Mode.instead`: fork's is threads), and the progress bar says so.
 
 Whoever runs it reports back through `show_started`, `show_phase` (the phase and its elapsed time,
 ticking), `show_progress` and `show_idle` (the window wires these to the `RunController`).
@@ -44,7 +48,7 @@ from PySide6.QtWidgets import (
 
 from branchscope.app.elided_lines import ElidedLines
 from branchscope.app.run_controller import RunSpec
-from branchscope.profiling.run.modes import MODES, mode_named
+from branchscope.profiling.run.modes import BASELINE_MODE, MODES, mode_named
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.trace.mode_traits import UNKNOWN, threads_words
 from branchscope.widgets.theme import theme
@@ -92,6 +96,10 @@ class RunControls(QWidget):
         self.cores = cores
         #: CUDA devices the worker sees (None: not known yet); see `set_cuda_devices`.
         self.cuda_devices: int | None = None
+        #: Whether the modes that need CUDA can run, and why not (`set_cuda_available`).
+        self._cuda: tuple[bool, str] = (False, "checking for CUDA…")
+        #: The modes the worker's Python cannot run, with why (`set_mode_problems`).
+        self.mode_problems: dict[str, str] = {}
         #: Ticks the elapsed time of the phase shown.
         self.phase_timer = QTimer(self)
         self.phase_timer.setInterval(100)
@@ -289,6 +297,7 @@ class RunControls(QWidget):
             except KeyError:
                 raise ValueError(f"no mode {mode!r}") from None
             self.mode_combo.setCurrentIndex(self.mode_combo.findData(name))
+            self._leave_unavailable_mode()
         if interop is not None:
             self.interop_slider.setMaximum(max(self.interop_slider.maximum(), interop))
             self.interop_slider.setValue(interop)
@@ -334,6 +343,7 @@ class RunControls(QWidget):
                 self.model_combo.setCurrentIndex(k)
             if mode is not None and self.mode_combo.findData(mode) >= 0:
                 self.mode_combo.setCurrentIndex(self.mode_combo.findData(mode))
+                self._leave_unavailable_mode()
             if threads is not None and min(threads) >= 1:
                 self.set_values(interop=threads[0], intra=threads[1])
             if steps is not None and steps >= 1:
@@ -361,17 +371,58 @@ class RunControls(QWidget):
 
     def set_cuda_available(self, available: bool, reason: str) -> None:
         """Offer the modes that need CUDA or not; `reason` is the tooltip saying why not."""
+        self._cuda = (available, reason)
+        self._offer_modes()
+
+    def set_mode_problems(self, problems: dict[str, str], python: Path | None = None) -> None:
+        """The modes the worker's Python (`python`, None: branchscope's own) cannot run, each with its
+        line of why (`app/mode_check.py`, before any run): greyed out, the line their tooltip; a chosen
+        one gives way to the mode offered instead. An answer about another Python than the one the
+        controls name now is not taken (its own answer follows)."""
+        if python != self.python():
+            return
+        self.mode_problems = dict(problems)
+        self._offer_modes()
+        self._leave_unavailable_mode()
+
+    def mode_reason(self, name: str) -> str:
+        """Why the mode `name` cannot be chosen here ("" when it can): it needs CUDA this machine
+        lacks, or the worker's Python cannot run it."""
+        mode = MODES.get(name)
+        if mode is None:
+            return ""
+        if mode.needs_cuda and not self._cuda[0]:
+            return f"{mode.traits.title} needs CUDA: {self._cuda[1]}"
+        return self.mode_problems.get(name, "")
+
+    def _offer_modes(self) -> None:
+        """Each mode's item enabled or greyed out with why (`mode_reason`); the combo's tooltip sums up."""
         model = self.mode_combo.model()
-        missing = []
         for k, mode in enumerate(MODES.values()):
-            if not mode.needs_cuda:
-                continue
-            missing.append(mode.traits.title)
+            reason = self.mode_reason(mode.name)
             if isinstance(model, QStandardItemModel):
                 item = model.item(k)
-                item.setEnabled(available)
-                item.setToolTip(mode.description if available else f"{mode.traits.title} needs CUDA: {reason}")
-        self.mode_combo.setToolTip("" if available or not missing else f"{', '.join(missing)}: needs CUDA: {reason}")
+                item.setEnabled(not reason)
+                item.setToolTip(reason or mode.description)
+                item.setText(mode.label + (" — cannot run here" if mode.name in self.mode_problems else ""))
+        no_cuda = [m.traits.title for m in MODES.values() if m.needs_cuda and not self._cuda[0]]
+        lines = [f"{', '.join(no_cuda)}: needs CUDA: {self._cuda[1]}"] if no_cuda else []
+        self.mode_combo.setToolTip("\n".join([*lines, *self.mode_problems.values()]))
+
+    def _leave_unavailable_mode(self) -> None:
+        """The chosen mode cannot run with the worker's Python: choose the one it offers instead (else
+        the baseline), and say so in the progress bar (no run is asked for)."""
+        name = self.mode_combo.currentData()
+        why = self.mode_problems.get(name)
+        if not why:
+            return
+        mode = MODES[name]
+        instead = next((m for m in (mode.instead, BASELINE_MODE) if m in MODES and not self.mode_reason(m)), None)
+        if instead is None:
+            return
+        self.mode_combo.setCurrentIndex(self.mode_combo.findData(instead))
+        self.progress.setFormat(f"{mode.traits.title} cannot run here: {MODES[instead].traits.title} chosen instead")
+        self.progress.setToolTip(why)
 
     def set_cuda_devices(self, count: int | None) -> None:
         """How many CUDA devices the worker sees (None: not known yet, e.g. still checking). Demos

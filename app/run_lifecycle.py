@@ -4,7 +4,9 @@ loader, `app/trace_loader.py`, then listed and shown), and what follows a run:
 
 - the window's first run (`start_first_run`), sequential 1×1 of a model with branches, is followed
   once by the same model forked 2×1 (`LESSON_FOLLOW_UP`); the two are then selected together, so
-  one click compares them (`lesson_pair`);
+  one click compares them (`lesson_pair`). Where the worker's Python cannot run fork (TorchScript
+  off: the run controls' `mode_problems`, from its probe), the lesson runs the mode fork offers
+  instead (`Mode.instead`: threads 2×1), and the status bar says so and why;
 - a run of a model whose baseline (sequential 1×1) is not listed is followed by that baseline,
   while the window's `auto_baseline` is on (the speedups need it).
 
@@ -50,6 +52,8 @@ class RunLifecycle(QObject):
         self.lesson_pair: tuple[Entry, Entry] | None = None
         #: The first run's entry while its follow-up runs.
         self._lesson_first: Entry | None = None
+        #: The mode the lesson's follow-up runs (`LESSON_FOLLOW_UP`'s, or the one offered instead).
+        self._lesson_mode: str | None = None
         #: The run going on (its spec), to name it when it fails.
         self._running: RunSpec | None = None
         #: The sweep folder last opened from disk (the Sweep page shows it until a sweep runs here).
@@ -134,10 +138,10 @@ class RunLifecycle(QObject):
             return
         follow_up = self._lesson_follow_up(result)
         if follow_up is not None:
-            self._lesson_first = w.run_list.current_entry
+            self._lesson_first, self._lesson_mode = w.run_list.current_entry, follow_up.mode
             w.statusBar().showMessage(
                 f"running {spec.model_label} {follow_up.mode} {follow_up.interop}×{follow_up.intra} too: "
-                "the same model with its branches forked, to compare with this run"
+                f"the same model {mode_named(follow_up.mode).traits.way or 'in parallel'}, to compare with this run{self._lesson_note(follow_up.mode)}"
             )
             self.start(follow_up)
             return
@@ -154,15 +158,30 @@ class RunLifecycle(QObject):
         if first is None or result.spec != first or entry is None or entry.branch_count < 2:
             return None
         mode, interop, intra = LESSON_FOLLOW_UP
-        return RunSpec(mode, interop, intra, first.options)
+        return RunSpec(self._lesson_mode_here(mode), interop, intra, first.options)
+
+    def _lesson_mode_here(self, mode: str) -> str:
+        """`mode`, or the mode it offers instead where the worker's Python cannot run it (and can that one)."""
+        controls = self.window.controls
+        instead = mode_named(mode).instead
+        if controls.mode_reason(mode) and instead is not None and not controls.mode_reason(instead):
+            return instead
+        return mode
+
+    def _lesson_note(self, mode: str) -> str:
+        """"" for the lesson's own mode; else why it runs `mode` instead: "(fork cannot run here: …)"."""
+        planned = LESSON_FOLLOW_UP[0]
+        if mode == planned:
+            return ""
+        return f" ({mode_named(planned).traits.title} cannot run here: {self.window.controls.mode_reason(planned)})"
 
     def _select_lesson_pair(self, result: FinishedRun) -> None:
         """The follow-up of the first run finished: select it with the first (one click on "Compare
         selected runs" puts them side by side) and say so."""
         first, w = self._lesson_first, self.window
-        if first is None or result.spec.mode != LESSON_FOLLOW_UP[0]:
+        if first is None or result.spec.mode != self._lesson_mode:
             return
-        self._lesson_first = None
+        self._lesson_first = self._lesson_mode = None
         second = w.run_list.current_entry
         k = w.run_list.index_of(first)
         if second is None or k < 0:

@@ -32,6 +32,9 @@ class SweepController(CommandController):
     progress = Signal(int, int, int)
     #: A cell ended (done or failed): the sweep's `CellEvent` (index, of, folder, the cell's record, best).
     cellFinished = Signal(object)
+    #: The sweep skips cells whose mode cannot run under its Python (fork without TorchScript):
+    #: sweep.json as first written, those cells marked (`CellRecord.skipped`).
+    cellsSkipped = Signal(object)
     #: The sweep ran every cell and some finished: its folder.
     finished = Signal(str)
     #: The sweep failed (refused, or no cell ran): one line.
@@ -61,6 +64,8 @@ class SweepController(CommandController):
     def _event(self, job: Job, event: Event) -> None:
         if isinstance(event, SweepEvent):
             job.state = event.sweep  # sweep.json as the sweep first wrote it
+            if any(c.skipped for c in event.sweep.cells):
+                self.cellsSkipped.emit(event.sweep)
         elif isinstance(event, ProgressEvent):
             self.progress.emit(event.index or 0, event.step, event.of)
         elif isinstance(event, CellEvent):

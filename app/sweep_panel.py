@@ -130,6 +130,9 @@ class SweepPanel(QWidget):
     def _form(self, cores: int) -> QFormLayout:
         """The sweep's form: the modes, the thread counts, the passes, Start and Cancel, and the estimate."""
         self.mode_boxes = {name: QCheckBox(name) for name in MODES}
+        #: Whether the modes that need CUDA can run, and why not; the modes the worker's Python cannot run.
+        self._cuda: tuple[bool, str] = (False, "checking for CUDA…")
+        self._mode_problems: dict[str, str] = {}
         for name, box in self.mode_boxes.items():
             box.setToolTip(MODES[name].description)
             box.setChecked(name in DEFAULT_MODES)
@@ -188,6 +191,7 @@ class SweepPanel(QWidget):
         c = self.controller
         c.started.connect(self._on_update)
         c.cellFinished.connect(self._on_cell)
+        c.cellsSkipped.connect(self._on_skipped)
         c.finished.connect(self._on_finished)
         c.failed.connect(self._on_failed)
         c.canceled.connect(self._on_canceled)
@@ -201,14 +205,30 @@ class SweepPanel(QWidget):
 
     def set_cuda_available(self, available: bool, reason: str) -> None:
         """Modes that need CUDA are offered only where the worker finds it (`reason`: why not)."""
+        self._cuda = (available, reason)
+        self._offer_modes()
+
+    def set_mode_problems(self, problems: dict[str, str]) -> None:
+        """Modes the worker's Python cannot run (`app/mode_check.py`: fork where TorchScript is off),
+        with why: unticked and greyed out, the line their tooltip. A sweep started before the answer
+        skips their cells itself (`sweep.modes_skipped`), and the heatmap marks them."""
+        self._mode_problems = dict(problems)
+        self._offer_modes()
+
+    def _offer_modes(self) -> None:
+        """Each mode's box offered, or unticked and greyed out saying why (no CUDA, or its Python)."""
+        available, reason = self._cuda
         for name, box in self.mode_boxes.items():
             mode = MODES[name]
-            if not mode.needs_cuda:
-                continue
-            box.setEnabled(available)
-            box.setToolTip(mode.description if available else f"{mode.traits.title} needs CUDA: {reason}")
-            if not available:
+            why = f"{mode.traits.title} needs CUDA: {reason}" if mode.needs_cuda and not available else ""
+            why = why or self._mode_problems.get(name, "")
+            was = box.isEnabled()
+            box.setEnabled(not why)
+            box.setToolTip(why or mode.description)
+            if why:
                 box.setChecked(False)
+            elif not was and name in DEFAULT_MODES:
+                box.setChecked(True)  # offered again (another Python): ticked as at first
 
     # ---- how long -------------------------------------------------------------------------
     def _guess_s(self, request: SweepRequest) -> float:
@@ -294,6 +314,15 @@ class SweepPanel(QWidget):
         """The sweep in the heatmap, and its advice under the status line."""
         self.view.set_sweep(sweep, folder)
         self.advice.show_advice(sweep_advice(sweep))
+
+    def _on_skipped(self, sweep: SweepRecord) -> None:
+        """The sweep skips the cells of a mode its Python cannot run: shown marked, said, not counted."""
+        self._on_update()
+        skipped = [c for c in sweep.cells if c.skipped]
+        if self.clock is not None:
+            self.clock.leave_out(len(skipped))
+            self._show_time_left()
+        self.status.setText(f"skipping {len(skipped)} cell{'s' if len(skipped) != 1 else ''}: {skipped[0].skipped}")
 
     def _on_cell(self, event: CellEvent) -> None:
         self._on_update()

@@ -10,7 +10,9 @@ opposite ends of the scale (their own medians stay written in them). A mode with
 cells (more threads computing than the machine's cores, as the mode's traits count them:
 `ModeTraits.threads`, inter-op × intra-op with a pool, intra-op alone without one) are
 hatched, as the legend line says; a failed cell is grey and says "failed" (its message in the
-tooltip); a cell not run (yet) is blank. A cell starved of cores (sweep.json's `starved`: a pass got,
+tooltip); a cell not run (yet) is blank; a cell the sweep skipped because its mode cannot run under
+its Python (fork without TorchScript: sweep.json's cell "not run" with the mode's line as its
+error, `CellRecord.skipped`) is cross-hatched and says "skipped", the line in its tooltip. A cell starved of cores (sweep.json's `starved`: a pass got,
 or was left, fewer cores than its threads could use) says "starved" under its time, and why in its
 tooltip: the advice never names it the winner. A cell that ran while other processes took more
 than about a fifth of the cores (sweep.json's `busy`) says "busy" under its time: its time is not
@@ -53,6 +55,8 @@ BUSY_TEXT = (
 LOAD_HEX = "#f28e2b"
 FAILED_HEX = "#9aa0a6"
 NOT_RUN_HEX = "#ffffff"
+#: The cross-hatch of a cell skipped because its mode cannot run here.
+SKIPPED_HEX = "#9aa0a6"
 BEST_HEX = "#e15759"
 SELECTED_HEX = "#1f77b4"
 HATCH_HEX = "#202020"
@@ -92,6 +96,8 @@ class SweepCellView:
     starved: bool = False
     #: A pass of it ran on a busy machine (sweep.json's `busy`).
     busy: bool = False
+    #: Why the sweep skipped it (its mode cannot run under the sweep's Python), else None.
+    skipped: str | None = None
 
     @property
     def load_word(self) -> str | None:
@@ -145,6 +151,8 @@ class SweepView(QWidget):
         self.oversubscribed_marks: list[QGraphicsRectItem] = []
         #: The dashed outlines of the cells starved of cores or run on a busy machine.
         self.load_marks: list[QGraphicsRectItem] = []
+        #: The cross-hatches of the cells skipped because their mode cannot run here.
+        self.skipped_marks: list[QGraphicsRectItem] = []
         self.levels: tuple[float, float] | None = None
         self._selected: SweepCellView | None = None
         self._selection_mark: QGraphicsRectItem | None = None
@@ -215,6 +223,8 @@ class SweepView(QWidget):
                     lines.append(f"⚠ {BUSY_TEXT}")
             elif status == FAILED:
                 lines.append(f"failed: {c.error or 'no message'}")
+            elif c.skipped:
+                lines.append(f"skipped: {c.skipped}")
             else:
                 lines.append("not run")
             if over:
@@ -229,7 +239,7 @@ class SweepView(QWidget):
                     status, median, folder, "\n".join(lines), over,
                     width=len(interops) if spans else 1, tied=is_tied,
                     color_ms=best_ms if is_tied and best_ms is not None else median, any_interop=c.any_interop,
-                    starved=c.starved and status == DONE, busy=bool(c.busy) and status == DONE,
+                    starved=c.starved and status == DONE, busy=bool(c.busy) and status == DONE, skipped=c.skipped,
                 )  # fmt: skip
             )
         return cells
@@ -238,7 +248,7 @@ class SweepView(QWidget):
         self.graphics.clear()
         self.plots, self.images = {}, {}
         self.color_bar, self.best_marker, self._selection_mark = None, None, None
-        self.oversubscribed_marks, self.tie_markers, self.load_marks = [], [], []
+        self.oversubscribed_marks, self.tie_markers, self.load_marks, self.skipped_marks = [], [], [], []
         self.cells = cells = self._cells_of(self._sweep)
         best_index = self._sweep.best
         best = next((c for c in cells if c.index == best_index and c.status == "done" and c.median_ms is not None), None)
@@ -307,6 +317,11 @@ class SweepView(QWidget):
                 fill = _rect_in(vb, rect)
                 fill.setBrush(QBrush(QColor(FAILED_HEX if c.status == "failed" else NOT_RUN_HEX)))
                 fill.setPen(QPen(Qt.PenStyle.NoPen))
+            if c.skipped:
+                cross = _rect_in(vb, rect)
+                cross.setBrush(QBrush(QColor(SKIPPED_HEX), Qt.BrushStyle.DiagCrossPattern))
+                cross.setPen(QPen(Qt.PenStyle.NoPen))
+                self.skipped_marks.append(cross)
             if c.oversubscribed:
                 hatch = _rect_in(vb, rect)
                 hatch.setBrush(QBrush(QColor(HATCH_HEX), Qt.BrushStyle.BDiagPattern))
@@ -316,7 +331,7 @@ class SweepView(QWidget):
             if c.median_ms is not None:
                 text = f"{_ms(c.median_ms)} ms"
             else:
-                text = "failed" if c.status == "failed" else "not run"
+                text = "failed" if c.status == "failed" else "skipped" if c.skipped else "not run"
             if c is best or c.tied:
                 text = "★ " + text
             if c.load_word:
@@ -377,6 +392,8 @@ class SweepView(QWidget):
             parts.append(f"hatched: oversubscribed, more threads computing than {cores or 'the'} cores")
         if any(c.status == "failed" for c in cells):
             parts.append("grey: failed (hover for why)")
+        if any(c.skipped for c in cells):
+            parts.append("cross-hatched: skipped, its mode cannot run here (hover for why)")
         words = [w for w, there in (("starved of cores", any(c.starved for c in cells)),
                                     ("ran on a busy machine", any(c.busy and not c.starved for c in cells))) if there]  # fmt: skip
         if words:
@@ -392,6 +409,7 @@ class SweepView(QWidget):
             tips.append(f"⚠ {STARVED_TEXT}: never the advice's winner")
         if any(c.busy and not c.starved for c in cells):
             tips.append(f"⚠ {BUSY_TEXT}")
+        tips.extend(dict.fromkeys(f"skipped: {c.skipped}" for c in cells if c.skipped))
         return "\n".join(tips)
 
     # ---- interaction ------------------------------------------------------------------------

@@ -79,7 +79,7 @@ from __future__ import annotations
 import argparse
 import signal
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -276,18 +276,20 @@ def skipped_cell(cell: SweepCell, why: str, cores: int) -> CellRecord:
     return msgspec.structs.replace(empty_cell(cell, cores), error=why, exit_code=EXIT_MODE)
 
 
-def modes_skipped(req: SweepRequest) -> dict[str, str]:
-    """The request's modes that cannot run under its Python, with why (`interpreter.modes_unavailable`:
-    that Python's probe, once per process, and only when a mode asked for has a check): their cells
-    are skipped, the others run. A Python that cannot be probed skips nothing (`validate` refused a
-    bad --python already; each cell then says what is wrong)."""
-    if not any(MODES[m].check is not None for m in req.modes if m in MODES):
+def modes_skipped(modes: Iterable[str], python: Path | None) -> dict[str, str]:
+    """Those of `modes` that cannot run under `python` (None: this process's own), with why
+    (`interpreter.modes_unavailable`: that Python's probe, once per process, and only when one of
+    `modes` has a check): a sweep skips their cells, `speedup` their configurations, and runs the
+    rest. A Python that cannot be probed skips nothing (`validate` refused a bad --python already;
+    each run then says what is wrong)."""
+    modes = list(modes)
+    if not any(MODES[m].check is not None for m in modes if m in MODES):
         return {}
     try:
-        problems = modes_unavailable(req.options.python)
+        problems = modes_unavailable(python)
     except InterpreterError:
         return {}
-    return {m: problems[m] for m in req.modes if m in problems}
+    return {m: problems[m] for m in modes if m in problems}
 
 
 def cell_record(cell: SweepCell, result: RunResult, cores: int) -> CellRecord:
@@ -476,7 +478,7 @@ def run_sweep(
     except RunFolderError as exc:
         return SweepResult(EXIT_BAD_INPUT, out, message=str(exc))
     try:
-        sweep = new_sweep(req, cores, modes_skipped(req))
+        sweep = new_sweep(req, cores, modes_skipped(req.modes, req.options.python))
         try:
             _write(out, sweep)
         except OSError as exc:

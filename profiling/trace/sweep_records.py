@@ -286,6 +286,16 @@ class SpeedupPartsRecord(msgspec.Struct, kw_only=True):
     one_thread: int | None = None
 
 
+class SkippedConfigRecord(msgspec.Struct, kw_only=True):
+    """A configuration `speedup` was asked for and did not measure: its mode cannot run under the
+    worker's Python (fork without TorchScript); `reason`, the mode's own line of why."""
+
+    mode: str | None = None
+    interop: int | None = None
+    intra: int | None = None
+    reason: str = ""
+
+
 class SpeedupRecord(msgspec.Struct, kw_only=True):
     """speedup.json (and `branchscope speedup --json`): the configurations measured in alternation,
     the baseline's index, one speedup per configuration (null for the baseline itself), how it was
@@ -307,6 +317,8 @@ class SpeedupRecord(msgspec.Struct, kw_only=True):
     speedup: list[SpeedupValueRecord | None] = msgspec.field(default_factory=list)
     order: list[list[int]] = msgspec.field(default_factory=list)
     prediction: dict[str, Any] | None = None
+    #: The configurations asked for whose mode cannot run here, left out, each with why.
+    skipped: list[SkippedConfigRecord] = msgspec.field(default_factory=list)
 
     @classmethod
     def parse(cls, obj: Any) -> SpeedupRecord:
