@@ -22,6 +22,8 @@ from typing import Any
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder, TraceProtoBuilder
 
+from branchscope.profiling.trace.model import Trace
+
 BEGIN, END, INSTANT, COUNTER = (
     pb.TrackEvent.TYPE_SLICE_BEGIN,
     pb.TrackEvent.TYPE_SLICE_END,
@@ -76,6 +78,36 @@ class Facts:
 class Built:
     data: bytes
     facts: Facts
+
+
+def lanes_of(trace: Trace, expected: list[ExpectedLane]) -> list[ExpectedLane]:
+    """The trace's lanes in the terms of `expected` (a pid left None there is not compared)."""
+    return [
+        ExpectedLane(ln.kind, ln.role, ln.name, ln.tid, None if k < len(expected) and expected[k].pid is None else ln.pid,
+                     ln.device)
+        for k, ln in enumerate(trace.lanes)
+    ]  # fmt: skip
+
+
+def lane_events(trace: Trace) -> list[list[tuple[str, int, int, str]]]:
+    """Each lane's events as (name, start_ns, dur_ns, cat), in the trace's order, lane by lane."""
+    return [
+        [(trace.event_name(i), int(trace.start_ns[i]), int(trace.dur_ns[i]), trace.cats[int(trace.cat_id[i])])
+         for i in range(trace.lane_slice(ln.index).start, trace.lane_slice(ln.index).stop)]
+        for ln in trace.lanes
+    ]  # fmt: skip
+
+
+def events_of(trace: Trace) -> dict[str, list[tuple[str, int, int, str]]]:
+    """`lane_events` by each lane's name (the names of one trace's lanes are distinct here)."""
+    return {ln.name: evs for ln, evs in zip(trace.lanes, lane_events(trace))}
+
+
+def assert_facts(trace: Trace, facts: Facts) -> None:
+    """`trace` has exactly the lanes and events of `facts`."""
+    assert lanes_of(trace, facts.lanes) == facts.lanes
+    assert events_of(trace) == facts.sorted_events()
+    assert len(trace) == facts.event_count
 
 
 def write(path: Path, data: bytes) -> Path:
@@ -577,7 +609,7 @@ ALL: dict[str, Callable[[], Built]] = {
 
 def chrome_json(facts: Facts) -> bytes:
     """`facts` written as kineto's Chrome JSON (complete events with ns-exact µs text, thread names,
-    `[memory]` instants, launch arrows as "s"/"f" flow events): the twin a `.pftrace` must read
+    `[memory]` instants, launch arrows as "s"/"f" flow events, counters as "C" events): the twin a `.pftrace` must read
     like in every command. A GPU lane is written pid = device, tid = stream."""
     where = {ln.name: (ln.device if ln.kind == "gpu" else ln.pid, ln.tid) for ln in facts.lanes}
     events: list[dict[str, Any]] = [
@@ -600,6 +632,9 @@ def chrome_json(facts: Facts) -> bytes:
             args = {"Device Type": dtype, "Device Id": did, "Addr": addr, "Bytes": delta, "Total Allocated": total,
                     "Total Reserved": reserved}  # fmt: skip
             events.append({"ph": "i", "s": "t", "name": "[memory]", "pid": pid, "tid": tid, "ts": _us(ts), "args": args})
+    for name, (pid, times, values) in facts.counters.items():
+        events += [{"ph": "C", "name": name, "pid": pid, "tid": 0, "ts": _us(ts), "args": {name: value}}
+                   for ts, value in zip(times, values)]  # fmt: skip
     text = json.dumps({"traceEvents": events})
     return re.sub(r'"(-?\d+\.\d{3})"', r"\1", text).encode()
 
