@@ -163,8 +163,8 @@ def memory_args(series: MemorySeries) -> list[dict[str, Any]]:
             kineto.DEVICE_TYPE.name: device_type, kineto.DEVICE_ID.name: device_id, kineto.BYTES.name: delta,
             kineto.TOTAL_ALLOCATED.name: total,
         }  # fmt: skip
-        if addr != -1:
-            args[kineto.ADDR.name] = addr
+        if addr != -1:  # as the allocator wrote it: unsigned (the series wraps those past int64)
+            args[kineto.ADDR.name] = addr if addr >= 0 else addr + (1 << 64)
         if reserved is not None:
             args[kineto.TOTAL_RESERVED.name] = reserved[k]
         out.append(args)
