@@ -1,5 +1,5 @@
 """The window's menus and what they keep between windows (its `QSettings`): File (open a trace, a
-folder or a model, the recent files, a screenshot, quit) and View (find, show everything, zoom to the selection, the text size, the
+folder or a model, the recent files, a screenshot, export the trace, quit) and View (find, show everything, zoom to the selection, the text size, the
 presentation size and the dark palette, for a projector or a dim room)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from PySide6.QtGui import QAction, QFont, QKeySequence, QPalette
 from PySide6.QtWidgets import QApplication
 
 from branchscope.app.pages.run_page import RunPage
+from branchscope.app.trace_export import TraceExport
 from branchscope.widgets.theme import dark_palette, presentation_font
 from branchscope.widgets.timeline import zoom_to_selection_in
 
@@ -34,6 +35,8 @@ class WindowMenus:
         self.text_steps = 0
         #: View → Presentation size: text of at least 16 px (`theme.presentation_font`).
         self.presentation = str(self.settings.value("presentationSize", "false")).lower() == "true"
+        #: File → Export trace… (`app/trace_export.py`): the shown trace, written on a thread.
+        self.exporter = TraceExport(window)
         self._build_file_menu()
         self._build_view_menu()
         steps = self.settings.value("textSteps", 0)
@@ -62,6 +65,7 @@ class WindowMenus:
         self._rebuild_recent_menu()
         fm.addSeparator()
         self._action(fm, "Save &screenshot…", self._screenshot_dialog)
+        self._action(fm, "&Export trace…", self.exporter.ask, QKeySequence("Ctrl+E"))
         fm.addSeparator()
         self._action(fm, "&Quit", w.close, QKeySequence.StandardKey.Quit)
 
