@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
-
-from pathlib import Path
 
 from branchscope.app.cli_text import bytes_text
 from branchscope.profiling.trace.export import SUFFIXES, export_trace
