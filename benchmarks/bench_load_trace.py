@@ -47,6 +47,16 @@ GOALS = {"hta": 8.0, "json_pandas": 3.0}
 #: extra, and `parse_trace_file` needs no other.
 HTA_READERS = {"hta": ("HolisticTraceAnalysis", "0.5.0"), "traceinsight": ("traceinsight", "0.6.1")}
 MEMORY_GOAL = 2.0
+#: Goals of a trace's Perfetto twin (issue 36): `load_trace` on the .pftrace takes at most the time
+#: it takes on the same trace exported as JSON, and its peak RSS growth is at most 3x the .pftrace.
+PFTRACE_TIME_GOAL = 1.0
+PFTRACE_MEMORY_GOAL = 3.0
+#: The child that writes a trace's twins: branchscope's exporter (`branchscope export`'s).
+_EXPORT_CHILD = (
+    "import sys; sys.path.insert(0, {root!r})\n"
+    "from branchscope.profiling.trace.export import export_trace\n"
+    "export_trace(sys.argv[1], sys.argv[2], force=True)\n"
+)
 
 #: What every measuring child does: `child_code(body)` puts the body, which reads sys.argv and
 #: defines `run` (and may define `after`), between these, so that `run()` is timed and its peak RSS
@@ -155,7 +165,10 @@ def measure_child(cmd: list[str], repeats: int, interval: float = 0.005) -> dict
 
 
 def json_size(path: Path) -> int:
-    opener = gzip.open if path.name.endswith(".gz") else open
+    """The bytes of `path` once inflated (a gzip stream is told by its first bytes, not its name)."""
+    with open(path, "rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    opener = gzip.open if gzipped else open
     size = 0
     with opener(path, "rb") as f:
         while chunk := f.read(1 << 24):
@@ -239,11 +252,59 @@ def bench_one(path: Path, repeats: int, other_repeats: int, folders: dict[str, s
         )
     for other, x in row["speedup"].items():
         goal = GOALS.get(other)
-        said = f" (goal >= {goal:g}x): {'met' if x >= goal else 'NOT met'}" if goal else ""
+        said = f" (goal >= {goal:g}x): {met(x >= goal)}" if goal else ""
         print(f"  {x:5.1f}x faster than {'the reader given by --before' if other == 'before' else other}{said}")
     m = row["peak_memory_ratio"]
-    print(f"  peak RSS growth {m:.2f}x the JSON (goal <= {MEMORY_GOAL:g}x): {'met' if m <= MEMORY_GOAL else 'NOT met'}")
+    print(f"  peak RSS growth {m:.2f}x the JSON (goal <= {MEMORY_GOAL:g}x): {met(m <= MEMORY_GOAL)}")
     return row
+
+
+def exported(source: Path, out: Path) -> Path:
+    """`source` exported to `out` (its suffix says the format) by branchscope's exporter, in a child
+    (the trace it holds would leave this process large); kept while newer than the source and than
+    every module of the trace engine, else written again."""
+    engine = ROOT / "profiling" / "trace"
+    newest = max([source.stat().st_mtime, *(p.stat().st_mtime for p in engine.glob("*.py"))])
+    if not out.exists() or out.stat().st_mtime < newest:
+        print(f"exporting {source.name} to {out}...", flush=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        code = _EXPORT_CHILD.format(root=str(ROOT))
+        subprocess.run([sys.executable, "-c", code, str(source), str(out)], check=True, capture_output=True, text=True)
+    return out
+
+
+def bench_twins(path: Path, work: Path, repeats: int) -> dict:
+    """`path` exported both ways (`exported`: NAME.json and NAME.pftrace, neither compressed) and
+    `load_trace` timed on each; the time ratio and the .pftrace's peak memory against their goals.
+    An export or a load that fails is said and its error returned."""
+    twins = {kind: work / "perfetto" / f"{path.name.split('.')[0]}.{kind}" for kind in ("json", "pftrace")}
+    try:
+        results = {kind: measure("branchscope", exported(path, twin), repeats) for kind, twin in twins.items()}
+    except subprocess.CalledProcessError as exc:
+        error = (exc.stderr or "").strip().splitlines()[-1:] or [f"exit {exc.returncode}"]
+        print(f"  perfetto twins: failed: {error[0]}", file=sys.stderr)
+        return {"error": error[0]}
+    sizes = {kind: json_size(twin) for kind, twin in twins.items()}
+    ratio = results["pftrace"]["median_s"] / results["json"]["median_s"]
+    memory = results["pftrace"]["peak_growth_bytes"] / sizes["pftrace"]
+    row = {
+        "bytes": sizes,
+        "results": results,
+        "time_ratio": ratio,
+        "time_goal_met": ratio <= PFTRACE_TIME_GOAL,
+        "pftrace_peak_memory_ratio": memory,
+        "memory_goal_met": memory <= PFTRACE_MEMORY_GOAL,
+    }
+    print(f"  exported: JSON {sizes['json'] / 1e6:.0f} MB, .pftrace {sizes['pftrace'] / 1e6:.0f} MB")
+    for kind, r in results.items():
+        print(f"  load_trace {kind:<8}{r['median_s']:>9.3f}{r['min_s']:>8.3f}{r['peak_growth_bytes'] / 1e6:>9.0f}{r['runs']:>5}")
+    print(f"  .pftrace {ratio:.2f}x the JSON's time (goal <= {PFTRACE_TIME_GOAL:g}x): {met(row['time_goal_met'])}")
+    print(f"  .pftrace peak RSS growth {memory:.2f}x its size (goal <= {PFTRACE_MEMORY_GOAL:g}x): {met(row['memory_goal_met'])}")
+    return row
+
+
+def met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
 
 
 def main() -> int:
@@ -256,6 +317,9 @@ def main() -> int:
     ap.add_argument(
         "--before",
         help="also time an older reader: a folder holding branchscope/profiling/ (e.g. from git archive)",
+    )
+    ap.add_argument(
+        "--no-perfetto", action="store_true", help="skip exporting each trace to JSON and .pftrace and timing both"
     )
     ap.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "branchscope-bench"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "load_trace.json"))
@@ -271,7 +335,11 @@ def main() -> int:
         return 2
     other_repeats = args.other_repeats or (1 if args.huge else 3)
     folders = reader_folders(work, args.before)
-    rows = [bench_one(p, args.repeats, other_repeats, folders) for p in paths]
+    rows = []
+    for path in paths:
+        rows.append(bench_one(path, args.repeats, other_repeats, folders))
+        if not args.no_perfetto:
+            rows[-1]["perfetto"] = bench_twins(path, work, args.repeats)
     write_report(args.out, {"machine": machine_words(), "traces": rows}, indent=2)
     return 0
 
