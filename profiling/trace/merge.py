@@ -140,7 +140,11 @@ def with_rank(trace: Trace, rank: int) -> Trace:
 
 
 #: What a folder of rank traces holds (torchrun jobs, tensorboard_trace_handler): trace files.
-RANK_FILE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+#: The names of trace files in a folder of ranks: JSON, and Perfetto protobuf (read by content, whatever the name).
+PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace", ".pb")
+RANK_FILE_SUFFIXES = (
+    ".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz", *PERFETTO_SUFFIXES, *(s + ".gz" for s in PERFETTO_SUFFIXES),
+)  # fmt: skip
 
 
 def folder_traces(folder: str | os.PathLike[str]) -> list[Path]:
@@ -433,7 +437,7 @@ def merge_traces(traces: Sequence[Trace], *, base_time_ns: int | None = None) ->
         memory=memory,
         counters=counters,
         metadata={"ranks": [t.metadata for t in traces], kineto.BASE_TIME.name: base},
-        _raw_args=_ChainedArgs(raw_parts, events),  # type: ignore[arg-type]
+        _raw_args=_ChainedArgs(raw_parts, events),
         _flow_binder=merged_flow_binder(list(traces)),
     )
 

@@ -176,8 +176,9 @@ class Trace:
     #: Top-level trace keys other than traceEvents (deviceProperties, distributedInfo, ...).
     metadata: dict[str, Any] = field(default_factory=dict)
     #: Per event, its whole JSON text (msgspec.Raw or bytes), whose `args` are decoded on demand, or
-    #: its args as a dict; None if absent.
-    _raw_args: list[Any] | None = None
+    #: its args as a dict; None if absent. A sequence, not always a list: a Perfetto trace's
+    #: (`perfetto_args.PerfettoArgs`) makes each text when asked for it.
+    _raw_args: Sequence[Any] | None = None
     #: Binds the trace's flow events to its events, called once by `flows` (the reader gives it;
     #: None where the trace has no flows).
     _flow_binder: Callable[[Trace], Flows] | None = None
@@ -381,7 +382,7 @@ def build_trace(
     memory: list[MemorySeries] | None = None,
     counters: list[CounterTrack] | None = None,
     metadata: dict[str, Any] | None = None,
-    raw_args: list[Any] | None = None,
+    raw_args: Sequence[Any] | None = None,
     flow_binder: Callable[[Trace], Flows] | None = None,
 ) -> Trace:
     """Sort events into lane order, compute nesting depth, and assemble a `Trace`.
@@ -397,7 +398,9 @@ def build_trace(
     name_id = np.asarray(name_id, dtype=np.int32)[order]
     cat_id = np.asarray(cat_id, dtype=np.int32)[order]
     if raw_args is not None:
-        raw_args = list(map(raw_args.__getitem__, order.tolist()))
+        # A lazy sequence (a Perfetto trace's args) reorders itself rather than being read whole.
+        reordered = getattr(raw_args, "reordered", None)
+        raw_args = reordered(order) if reordered is not None else list(map(raw_args.__getitem__, order.tolist()))
     counts = np.bincount(lane, minlength=len(lanes)) if lane.size else np.zeros(len(lanes), dtype=np.int64)
     lane_offsets = np.zeros(len(lanes) + 1, dtype=np.int64)
     np.cumsum(counts, out=lane_offsets[1:])

@@ -303,6 +303,6 @@ def trace_from_parts(parts: dict[str, Any]) -> Trace:
         memory=parts["memory"],
         counters=parts["counters"],
         metadata=parts["metadata"],
-        _raw_args=raw,  # type: ignore[arg-type]
+        _raw_args=raw,
         _flow_binder=(lambda _t: flows) if flows is not None else None,
     )

@@ -32,7 +32,7 @@ from __future__ import annotations
 import gc
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,11 +61,17 @@ from branchscope.profiling.trace.lanes import _lane_tid as _lane_tid
 from branchscope.profiling.trace.lanes import _role as _role
 from branchscope.profiling.trace.memory_events import _device_pairs as _device_pairs
 from branchscope.profiling.trace.memory_events import _memory_series
-from branchscope.profiling.trace.model import LoadCancelled, Trace, TraceFormatError, build_trace
+from branchscope.profiling.trace.model import (
+    CounterTrack,
+    LoadCancelled,
+    Trace,
+    TraceFormatError,
+    build_trace,
+)
 from branchscope.profiling.trace.run_info import RunInfo
 from branchscope.profiling.trace.text import _memory_budget as _memory_budget
 from branchscope.profiling.trace.text import _mib as _mib
-from branchscope.profiling.trace.text import _read_bytes
+from branchscope.profiling.trace.text import _read_bytes, is_protobuf
 from branchscope.profiling.trace.text import check_trace_path as check_trace_path
 
 #: `progress(phase, fraction)`: phase "reading", "parsing", "events", "lanes" or "memory", fraction
@@ -128,6 +134,12 @@ def load_trace(path: str | os.PathLike[str], *, progress: ProgressCallback | Non
 
 def _parse(path: str, data: bytes, report: _Progress) -> Trace:
     report("parsing", 0.0)
+    if is_protobuf(data):
+        from branchscope.profiling.trace.perfetto import read_perfetto  # protobuf only when one is opened
+
+        columns = read_perfetto(path, data)
+        report("parsing", 1.0)
+        return _assemble(path, report, **columns)
     try:
         events, metadata = _split_events(path, data)
         report("parsing", 1.0)
@@ -143,10 +155,6 @@ def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _
     tables, col = _merge_parts(parts)
     raw_keys, names, cats = tables["thread"], list(tables["name_id"]), list(tables["cat_id"])
     del tables
-    name_id, cat_id, start_ns, dur_ns = col["name_id"], col["cat_id"], col["start"], col["dur"]
-    thread = col["thread"]
-    if dur_ns.size and dur_ns.min() < 0:
-        raise TraceFormatError(f"{path}: negative duration in a complete event")
     # Complete events keep their whole text for `args` (read on demand); the rest is dropped.
     raw_args = _picked(raw_events, col["index"])
     flow_raws = _picked(raw_events, np.concatenate([p.at["flow"] for p in parts]))
@@ -155,21 +163,53 @@ def _build(path: str, raw_events: list[Any], metadata: dict[str, Any], report: _
     counter_events = list(map(_WITH_ARGS_DECODER.decode, counter_raws))
     raw_events.clear()
     memory_parts = [p.memory for p in parts if p.memory]
-    del parts, col, counter_raws
+    del parts, counter_raws
+    process_labels, thread_names = _read_metadata_events(meta_events)
+    return _assemble(
+        path, report, raw_keys=raw_keys, thread=col["thread"], names=names, cats=cats, name_id=col["name_id"],
+        cat_id=col["cat_id"], start_ns=col["start"], dur_ns=col["dur"], raw_args=raw_args, metadata=metadata,
+        memory_parts=memory_parts, counters=_counter_tracks(counter_events), process_labels=process_labels,
+        thread_names=thread_names,
+        points=(lambda _lane, lookup: flow_point_columns(flow_raws, lookup())) if flow_raws else None,
+    )  # fmt: skip
 
+
+def _assemble(
+    path: str,
+    report: _Progress,
+    *,
+    raw_keys: dict[Any, int],
+    thread: np.ndarray,
+    names: list[str],
+    cats: list[str],
+    name_id: np.ndarray,
+    cat_id: np.ndarray,
+    start_ns: np.ndarray,
+    dur_ns: np.ndarray,
+    raw_args: Sequence[Any],
+    metadata: dict[str, Any],
+    memory_parts: list[dict[str, np.ndarray]],
+    counters: list[CounterTrack],
+    process_labels: dict[int, str],
+    thread_names: dict[tuple[int, int], list[str]],
+    points: Callable[[np.ndarray, Callable[[], dict[tuple[Any, Any], int]]], Any] | None,
+) -> Trace:
+    """The `Trace` of a file's events as columns, whatever its format (JSON: `_build`; Perfetto:
+    `perfetto.read_perfetto`): memory series, lanes, flows, events sorted into lanes. `points`
+    makes the flow endpoints' columns from the events' lanes and the {(pid, tid): lane} map (None:
+    the file has no flow events)."""
+    if dur_ns.size and dur_ns.min() < 0:
+        raise TraceFormatError(f"{path}: negative duration in a complete event")
     report("memory", 0.0)
     memory = _memory_series(memory_parts, metadata)
-    counters = _counter_tracks(counter_events)
     report("lanes", 0.0)
-    process_labels, thread_names = _read_metadata_events(meta_events)
     info = RunInfo.parse(kineto.RUN_FACTS.of(metadata))
-
     gpu_cat = np.array([c in GPU_CATEGORIES for c in cats], dtype=bool)
     lane, lanes, lane_lookup = _lanes(raw_keys, thread, gpu_cat[cat_id], process_labels, thread_names, info)
     del thread
     # Arrows come from flow events, or from correlation ids where a launch is named (none: no binder).
-    points = (lambda: flow_point_columns(flow_raws, lane_lookup())) if flow_raws else None
-    binder = flow_binder(points) if points is not None or names_launch(names) else None
+    flow_points = (lambda: points(lane, lane_lookup)) if points is not None else None
+    binder = flow_binder(flow_points) if flow_points is not None or names_launch(names) else None
 
     report("lanes", 0.2)
     trace = build_trace(

@@ -38,6 +38,7 @@ from typing import IO, Any
 from branchscope.profiling.files import open_regular, read_json_object
 from branchscope.profiling.trace import merge
 from branchscope.profiling.trace.merge import (
+    PERFETTO_SUFFIXES,
     as_ranks,
     folder_traces,
     load_many,
@@ -222,7 +223,7 @@ def open_source(path: str | os.PathLike[str]) -> Source:
         if not files:
             raise TraceFormatError(
                 f"{p}: is a folder without a complete run (run.json and its trace), a sweep (sweep.json) "
-                "or trace files (*.json, *.json.gz)"
+                "or trace files (*.json, *.json.gz, *.pftrace, *.perfetto-trace, *.pb, gzipped or not)"
             )
         return Source(p, RANK_TRACES, tuple(files))
     check_trace_path(p)  # a regular file: a FIFO or a device is refused before it is opened
@@ -333,8 +334,9 @@ def read_trace_info(path: str | os.PathLike[str]) -> dict[str, Any] | None:
 def trace_label(path: Path) -> str:
     """A trace file's name without its extensions; a run folder's name for its generic trace.json(.gz)."""
     name = path.name
-    for suffix in (".gz", ".json"):
-        if name.endswith(suffix) and len(name) > len(suffix):
+    for suffixes in ((".gz",), (".json", *PERFETTO_SUFFIXES)):
+        suffix = next((s for s in suffixes if name.endswith(s) and len(name) > len(s)), None)
+        if suffix is not None:
             name = name[: -len(suffix)]
     if name in ("trace", "trace.raw") and path.parent.name:
         return path.parent.name

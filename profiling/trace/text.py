@@ -12,6 +12,10 @@ gigabytes fails early with little memory:
 - the text, plus what decoding it can cost (one `msgspec.Raw` of 64 bytes per `,` at most), must fit
   in the memory this process may still use (available memory, and `RLIMIT_AS` when set).
 
+A Perfetto protobuf trace (`is_protobuf`: its first byte is a `Trace.packet` tag, 0x0a, and its
+first MiB holds bytes JSON text cannot) is read the same way, each MiB checked only against the
+memory its decoding needs (`_BYTES_PER_PROTOBUF_BYTE` per byte); `perfetto` reads it.
+
 So no input needs memory far beyond what its content holds: a valid trace of N bytes of JSON loads
 in 1.5 to 1.95 N (the text itself, kept for `args`, is N; the forked child's memory included);
 anything else is refused once it has read what shows it is no trace.
@@ -53,6 +57,10 @@ _READ_CHUNK = 1 << 20
 _MAX_BARE_RUN = 16 << 20
 #: What decoding may cost per `,` beyond the text: a msgspec.Raw and its list slot (measured: 64.5).
 _BYTES_PER_COMMA = 64
+#: What decoding a Perfetto trace may cost per byte of it, the bytes themselves included (see `perfetto`).
+_BYTES_PER_PROTOBUF_BYTE = 3
+#: The tag of a Perfetto `Trace`'s only field, `packet` (1, length-delimited): its first byte.
+_PACKET_TAG = 0x0A
 #: Below this much, memory is not even looked at.
 _UNCHECKED_NEED = 64 << 20
 
@@ -132,6 +140,9 @@ def _read_text(p: Path, src: _Readable, inflates: str, read_so_far: Callable[[],
         chunk = src.read(_READ_CHUNK)
         if not chunk:
             break
+        if not total and is_protobuf(chunk):
+            out.write(chunk)
+            return _read_protobuf(p, src, out, len(chunk), inflates, read_so_far)
         n = len(chunk)
         a = np.frombuffer(chunk, dtype=np.uint8)
         bad = _bad_byte(a, scratch[:n] if n <= scratch.size else np.empty(n, np.uint8))
@@ -176,6 +187,38 @@ def _read_text(p: Path, src: _Readable, inflates: str, read_so_far: Callable[[],
                     "this process may still use"
                 )
     return out.getvalue()
+
+
+def is_protobuf(data: bytes) -> bool:
+    """Whether `data` (a file's text, or its first MiB) is a Perfetto protobuf trace rather than JSON
+    (module docstring): told by content, whatever the file's name."""
+    if not data or data[0] != _PACKET_TAG:
+        return False
+    head = np.frombuffer(data, dtype=np.uint8, count=min(len(data), _READ_CHUNK))
+    return _bad_byte(head, np.empty(head.size, np.uint8)) >= 0
+
+
+def _read_protobuf(p: Path, src: _Readable, out: io.BytesIO, total: int, inflates: str, read_so_far: Callable[[], None]) -> bytes:
+    """The rest of a Perfetto trace after its first chunk (in `out`), a chunk at a time, each
+    checked against the memory its decoding needs."""
+    budget: int | None = None
+    while True:
+        need = _BYTES_PER_PROTOBUF_BYTE * total
+        if need > (_UNCHECKED_NEED if budget is None else budget):
+            if budget is None:
+                budget = _memory_budget()
+            if need > budget:
+                raise TraceFormatError(
+                    f"{p}: too large to load: it {inflates or 'holds '}more than {_mib(total)} of Perfetto "
+                    f"protobuf, which needs about {_mib(need)} of memory to decode, more than the {_mib(budget)} "
+                    "this process may still use"
+                )
+        read_so_far()
+        chunk = src.read(_READ_CHUNK)
+        if not chunk:
+            return out.getvalue()
+        out.write(chunk)
+        total += len(chunk)
 
 
 def _bad_byte(a: np.ndarray, tmp: np.ndarray) -> int:

@@ -1,0 +1,212 @@
+"""A Perfetto protobuf trace (`.pftrace`, `.perfetto-trace`, `.pb`; told by content) read into a
+`Trace`, the same one its JSON twin gives: lanes, busy, memory, counters, flows, metadata, args.
+
+The modules, in the order a load runs them (docs/formats.md says what is read and what is not):
+`perfetto_wire` (the packets framed, their fields read in lockstep with numpy), `perfetto_state`
+(sequences, interned strings, defaults, clocks), `perfetto_tracks` (tracks -> (pid, tid) lanes),
+`perfetto_events` (slices paired, instants, counters, flows), `perfetto_args` (debug annotations
+as `args`, on demand). protobuf is imported only here, when a Perfetto trace is opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from branchscope.profiling.trace import kineto
+from branchscope.profiling.trace.decode import _METADATA_SPELLINGS, _Interner, _thread_codes
+from branchscope.profiling.trace.fields import _MAX_ABS_NS
+from branchscope.profiling.trace.lanes import GPU_CATEGORIES
+from branchscope.profiling.trace.memory_events import _ARGS as _MEMORY_ARGS
+from branchscope.profiling.trace.model import CounterTrack, TraceFormatError
+from branchscope.profiling.trace.perfetto_args import PerfettoArgs, int_annotations
+from branchscope.profiling.trace.perfetto_events import (
+    _CAT_IIDS,
+    _CATS,
+    _NAME,
+    _NAME_IID,
+    INSTANT,
+    Events,
+    counter_values,
+    flow_ids,
+    pairs,
+    read_events,
+)  # fmt: skip
+from branchscope.profiling.trace.perfetto_state import _per_generation, read_packets
+from branchscope.profiling.trace.perfetto_tracks import Tracks, read_tracks
+from branchscope.profiling.trace.perfetto_wire import WireError
+
+#: The instant that holds the trace's metadata, and its annotation (docs/formats.md).
+METADATA_EVENT, METADATA_ANNOTATION = "branchscope.metadata", "json"
+_METADATA_DECODER = msgspec.json.Decoder(float_hook=str)  # as the JSON reader keeps floats
+_LOW = 0xFFFFFFFF
+
+
+def read_perfetto(path: str, data: bytes) -> dict[str, Any]:
+    """What `reader` assembles a `Trace` from (the keywords of `reader._assemble`), read from a
+    Perfetto trace's bytes; `TraceFormatError` naming the file when they are no Perfetto trace."""
+    try:
+        packets = read_packets(data)
+        tracks = read_tracks(packets.tracks)
+        ev = read_events(packets, _per_generation(packets.gen, packets.default_track, 0))
+    except (WireError, ValueError) as exc:
+        raise TraceFormatError(f"{path}: not a readable Perfetto trace: {exc}") from None
+    begin, end = pairs(ev)
+    names, name_of = ev.texts("name", _NAME, _NAME_IID)
+    cats, cat_of = ev.texts("cat", _CATS, _CAT_IIDS)
+    event_names, name_id = _used(names, name_of[begin])
+    event_cats, cat_id = _used(cats, cat_of[begin])
+    start = ev.ts[begin]
+    if start.size and int(np.abs(start).max()) >= _MAX_ABS_NS:
+        raise TraceFormatError(f"{path}: a timestamp out of range")
+    last = int(ev.ts.max(initial=0))
+    dur = np.where(end >= 0, ev.ts[np.maximum(end, 0)] - start, np.where(ev.legacy_dur[begin] >= 0, ev.legacy_dur[begin], last - start))
+    pid, tid = tracks.lanes(ev.uuid[begin])
+    raw_keys: dict[Any, int] = {}
+    instants = np.flatnonzero(ev.kind == INSTANT)
+    instants = instants[ev.legacy_dur[instants] < 0]
+    args = _args(ev, begin, end)
+    return {
+        "raw_keys": raw_keys,
+        "thread": _threads(pid, tid, raw_keys),
+        "names": event_names,
+        "cats": event_cats,
+        "name_id": name_id,
+        "cat_id": cat_id,
+        "start_ns": start,
+        "dur_ns": dur,
+        "raw_args": args,
+        "metadata": _metadata(ev, instants, names, name_of, tracks),
+        "memory_parts": _memory(ev, instants, names, name_of, tracks),
+        "counters": _counters(ev, tracks, cats, cat_of),
+        "process_labels": tracks.process_labels,
+        "thread_names": tracks.thread_names,
+        "points": _flow_points(ev, begin, end, cats, cat_of),
+    }
+
+
+def _used(table: list[str], ids: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The texts `ids` use, and the ids into them (a trace's names are those of its events)."""
+    used, inverse = np.unique(ids, return_inverse=True)
+    return [table[k] for k in used.tolist()], inverse.astype(np.int32)
+
+
+def _threads(pid: np.ndarray, tid: np.ndarray, raw_keys: dict[Any, int]) -> np.ndarray:
+    """(pid, tid) as the JSON reader's thread codes (`decode._thread_codes`)."""
+    if not pid.size or (pid.min() > -(1 << 31) and pid.max() < 1 << 31 and tid.min() >= -(1 << 31) and tid.max() < 1 << 31):
+        return (pid << 32) | (tid & _LOW)
+    keys = _Interner()
+    codes = _thread_codes(pid.tolist(), tid.tolist(), keys)
+    raw_keys.update(keys.table)
+    return codes
+
+
+def _args(ev: Events, begin: np.ndarray, end: np.ndarray) -> PerfettoArgs:
+    spans = np.full((begin.size, 4), -1, np.int64)
+    spans[:, 0], spans[:, 1] = ev.start[begin], ev.end[begin]
+    ended = end >= 0
+    spans[ended, 2], spans[ended, 3] = ev.start[end[ended]], ev.end[end[ended]]
+    return PerfettoArgs(ev.packets.data, spans, ev.gen[begin], ev.packets.interned)
+
+
+def _instant_args(ev: Events, rows: np.ndarray) -> list[dict[str, Any]]:
+    """The args of instants `rows` (few: memory events, the metadata event)."""
+    spans = np.full((rows.size, 4), -1, np.int64)
+    spans[:, 0], spans[:, 1] = ev.start[rows], ev.end[rows]
+    args = PerfettoArgs(ev.packets.data, spans, ev.gen[rows], ev.packets.interned)
+    return [msgspec.json.decode(a)["args"] if a is not None else {} for a in args]
+
+
+def _named(ev: Events, rows: np.ndarray, names: list[str], name_of: np.ndarray, name: str) -> np.ndarray:
+    return rows[name_of[rows] == names.index(name)] if name in names else rows[:0]
+
+
+def _metadata(ev: Events, instants: np.ndarray, names: list[str], name_of: np.ndarray, tracks: Tracks) -> dict[str, Any]:
+    """The trace's top-level JSON keys, from its metadata event (the first), as the JSON reader keeps them."""
+    rows = _named(ev, instants, names, name_of, METADATA_EVENT)
+    rows = rows[np.isin(ev.uuid[rows], np.array(sorted(tracks.metadata_tracks), np.uint64))]
+    for args in _instant_args(ev, rows[:1]):
+        value = args.get(METADATA_ANNOTATION)
+        try:
+            top = _METADATA_DECODER.decode(value) if isinstance(value, str) else None
+        except msgspec.DecodeError:
+            top = None
+        if isinstance(top, dict):
+            return {k: v for k, v in top.items() if k in _METADATA_SPELLINGS}
+    return {}
+
+
+def _memory(ev: Events, instants: np.ndarray, names: list[str], name_of: np.ndarray, tracks: Tracks) -> list[dict[str, np.ndarray]]:
+    """The "[memory]" instants as `memory_events` columns: their integer debug annotations are the
+    JSON's args, each key read under its first spelling said (`memory_events._ARGS`)."""
+    rows = np.concatenate([_named(ev, instants, names, name_of, n) for n in kineto.MEMORY_EVENT.spellings])
+    if not rows.size:
+        return []
+    rows.sort()
+    pid, tid = tracks.lanes(ev.uuid[rows])
+    said = int_annotations(ev.packets.buf, ev.start[rows], ev.end[rows], ev.gen[rows], ev.packets.interned)
+    columns = {"ts": ev.ts[rows], "pid": pid, "tid": tid}
+    for attr, key, _kind, default in _MEMORY_ARGS:
+        values = np.full(rows.size, -1 if attr == "addr" else default or 0, np.int64)
+        known = np.zeros(rows.size, bool)
+        for spelling in key.spellings:
+            at, value = said.get(spelling, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            fresh = ~known[at]
+            values[at[fresh]], known[at[fresh]] = value[fresh], True
+        columns[attr] = values
+        if default is None and attr != "addr":
+            columns[f"has_{attr}"] = known
+    return [columns]
+
+
+def _counters(ev: Events, tracks: Tracks, cats: list[str], cat_of: np.ndarray) -> list[CounterTrack]:
+    """One `CounterTrack` per counter track with points (its events' times on the trace's clock)."""
+    rows, uuid, value = counter_values(ev)
+    out = []
+    for u in np.unique(uuid).tolist():
+        info = tracks.counters.get(u)
+        if info is None:
+            continue
+        at = np.flatnonzero(uuid == u)
+        ts = ev.ts[rows[at]]
+        order = np.argsort(ts, kind="stable")
+        cat = info.cat or cats[int(cat_of[rows[at[0]]])]
+        out.append(CounterTrack(name=info.name, pid=info.pid, tid=info.tid, key=info.key, ts_ns=ts[order], values=value[at][order], cat=cat))
+    out.sort(key=lambda c: (c.pid, c.tid, c.name, c.key))
+    return out
+
+
+def _flow_points(
+    ev: Events, begin: np.ndarray, end: np.ndarray, cats: list[str], cat_of: np.ndarray
+) -> Callable[[np.ndarray, Any], tuple[np.ndarray, ...]] | None:
+    """A maker of the flow endpoints' columns (`flow_events.flow_point_columns`'s) from the events'
+    lanes; None when no event names a flow."""
+    row, fid, ending = flow_ids(ev)
+    event_of_row = np.full(ev.row.size, -1, np.int64)
+    event_of_row[begin] = np.arange(begin.size)
+    event = event_of_row[row]
+    keep = event >= 0
+    event, fid, ending = event[keep], fid[keep], ending[keep]
+    if not event.size:
+        return None
+    ts = ev.ts[begin][event]
+    order = np.lexsort((event, ts, fid))
+    event, fid, ending, ts = event[order], fid[order], ending[order], ts[order]
+    first = np.concatenate([[True], fid[1:] != fid[:-1]])
+    last = np.concatenate([fid[1:] != fid[:-1], [True]])
+    phase = np.where(first, 0, np.where(last | ending, 2, 1)).astype(np.int8)
+    _, flow_id = np.unique(fid, return_inverse=True)
+    # the flow's category: kineto's launch -> kernel one where it ends on a GPU event
+    gpu_cat = np.array([c in GPU_CATEGORIES for c in cats], bool)
+    ends_on_gpu = np.zeros(flow_id.max() + 1, bool)
+    ends_on_gpu[flow_id[phase == 2]] = gpu_cat[cat_of[begin][event[phase == 2]]]
+    cat = np.where(ends_on_gpu[flow_id], 0, 1).astype(np.int32)
+    cat_names = np.array([kineto.LAUNCH_FLOW_CATEGORY.name, "flow"], dtype=object)
+
+    def points(lane: np.ndarray, _lookup: Any) -> tuple[np.ndarray, ...]:
+        return (phase, flow_id.astype(np.int64), cat, lane[event].astype(np.int32), ts, np.ones(event.size, bool), cat_names)
+
+    return points

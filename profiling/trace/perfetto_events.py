@@ -1,0 +1,215 @@
+"""A Perfetto trace's TrackEvents as the columns the JSON reader makes: complete events, memory
+events, counters, flow endpoints and the trace's metadata, all with numpy over every event at once.
+
+- TYPE_SLICE_BEGIN and TYPE_SLICE_END pair per track, as a stack would (`_pairs`); a begin never
+  ended lasts to the trace's last timestamp, an end with nothing open is dropped. A `legacy_event`
+  of phase 'X' with `duration_us` is a complete event; phases 'B', 'E', 'I' are begin, end, instant.
+- A name is `name` or the interned `name_iid`; a category the `categories` or interned
+  `category_iids` (several joined with ","), each looked up by (generation, iid) (`perfetto_state`).
+- Instants named "[memory]" are memory events (their debug annotations are the JSON's args);
+  the instant "branchscope.metadata" on the "branchscope" track holds the trace's metadata as the
+  JSON text of its debug annotation "json"; other instants are dropped, as the JSON reader drops
+  "i" events.
+- TYPE_COUNTER events on counter tracks (`counter_value`, `double_counter_value`, the
+  `extra_*counter*` ones) are counter tracks' points.
+- `flow_ids` and `terminating_flow_ids` (and their `_old` forms): per id, its first slice is the
+  flow's start and its last (or a terminating one) its end, bound as JSON's "s" and "f" (bp "e").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from branchscope.profiling.trace.decode import _Interner
+from branchscope.profiling.trace.perfetto_state import TRACK_EVENT, Packets, interned_texts
+from branchscope.profiling.trace.perfetto_wire import FIXED64, LEN, VARINT, Scanned, Want, scan
+
+BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
+_TYPE, _UUID, _NAME_IID, _NAME, _CAT_IIDS, _CATS = 9, 11, 10, 23, 3, 22
+_COUNT, _DOUBLE_COUNT, _FLOWS, _ENDING, _FLOWS_OLD, _ENDING_OLD = 30, 44, 47, 48, 36, 42
+_ANNOTATIONS, _LEGACY, _EXTRA, _EXTRA_DOUBLE = 4, 6, 31, 45
+EVENT_FIELDS = (
+    Want(_TYPE, VARINT), Want(_UUID, VARINT), Want(_NAME_IID, VARINT), Want(_NAME, LEN),
+    Want(_CAT_IIDS, VARINT, True), Want(_CATS, LEN, True), Want(_COUNT, VARINT), Want(_DOUBLE_COUNT, FIXED64),
+    Want(_FLOWS, FIXED64, True), Want(_ENDING, FIXED64, True), Want(_FLOWS_OLD, VARINT, True),
+    Want(_ENDING_OLD, VARINT, True), Want(_ANNOTATIONS, LEN), Want(_LEGACY, LEN),
+    Want(_EXTRA, VARINT, True), Want(_EXTRA_DOUBLE, VARINT, True),
+)  # fmt: skip
+_LEGACY_TYPE = {ord("B"): BEGIN, ord("E"): END, ord("I"): INSTANT, ord("i"): INSTANT, ord("n"): INSTANT}
+_COMPLETE_PHASE = ord("X")
+
+
+@dataclass
+class Events:
+    """Every TrackEvent of a trace (one row each, in file order) with what the reader reads of it."""
+
+    packets: Packets
+    row: np.ndarray  # the packet of each event
+    start: np.ndarray  # int64: where each TrackEvent's bytes begin in the file
+    end: np.ndarray
+    s: Scanned  # EVENT_FIELDS
+    kind: np.ndarray  # int8: BEGIN, END, INSTANT, COUNTER, 0 (none of them)
+    uuid: np.ndarray  # uint64: the track
+    ts: np.ndarray  # int64 ns
+    legacy_dur: np.ndarray  # int64 ns of a legacy 'X' event, -1 for any other
+
+    @property
+    def gen(self) -> np.ndarray:
+        return self.packets.gen[self.row]
+
+    def texts(self, kind: str, number: int, iid_number: int) -> tuple[list[str], np.ndarray]:
+        """Each event's name (`kind` "name") or category ("cat"): a table of texts and an id per event."""
+        table = _Interner()
+        ids = table.ids([""])
+        out = np.zeros(self.row.size, np.int32)
+        inline, interned = self._inline(number), self._interned(kind, iid_number)
+        for at, values in (inline, interned):
+            out[at] = table.ids(values)
+        del ids
+        return list(table.table), out
+
+    def _inline(self, number: int) -> tuple[np.ndarray, list[str]]:
+        data = self.packets.data
+        if number in self.s.items:  # repeated: categories
+            msg, off, ln = self.s.items[number]
+            joined = _joined(msg, [data[o : o + n].decode("utf-8", "replace") for o, n in zip(off.tolist(), ln.tolist())])
+            return joined
+        at = np.flatnonzero(self.s.has[number])
+        off, ln = self.s.value[number][at].astype(np.int64).tolist(), self.s.length[number][at].tolist()
+        return at, [data[o : o + n].decode("utf-8", "replace") for o, n in zip(off, ln)]
+
+    def _interned(self, kind: str, number: int) -> tuple[np.ndarray, list[str]]:
+        if number in self.s.items:
+            msg, iid, _ = self.s.items[number]
+        else:
+            msg = np.flatnonzero(self.s.has[number])
+            iid = self.s.value[number][msg]
+        if not msg.size:
+            return msg, []
+        values = interned_texts(self.packets.interned, kind, self.gen[msg], iid).tolist()
+        return _joined(msg, values) if number in self.s.items else (msg, values)
+
+
+def _joined(msg: np.ndarray, values: list[str]) -> tuple[np.ndarray, list[str]]:
+    """One value per message: a message's several values (in order) joined with ","."""
+    firsts, counts = np.unique(msg, return_counts=True)
+    if counts.max(initial=1) == 1:
+        return msg, values
+    out: dict[int, list[str]] = {}
+    for m, v in zip(msg.tolist(), values):
+        out.setdefault(m, []).append(v)
+    return firsts, [",".join(out[m]) for m in firsts.tolist()]
+
+
+def read_events(packets: Packets, default_track: np.ndarray) -> Events:
+    """The trace's TrackEvents; `default_track`: each packet's default track uuid (0: none)."""
+    row = packets.event_rows
+    ps = packets.scanned
+    start = ps.value[TRACK_EVENT][row].astype(np.int64)
+    end = start + ps.length[TRACK_EVENT][row]
+    s = scan(packets.buf, start, end, EVENT_FIELDS)
+    kind = s.value[_TYPE].astype(np.int64)
+    kind = np.where((kind >= BEGIN) & (kind <= COUNTER), kind, 0).astype(np.int8)
+    uuid = np.where(s.has[_UUID], s.value[_UUID], default_track[row].astype(np.uint64))
+    legacy_dur = np.full(row.size, -1, np.int64)
+    _read_legacy(packets.data, start, end, s, kind, legacy_dur)
+    return Events(packets, row, start, end, s, kind, uuid, packets.ts[row], legacy_dur)
+
+
+def _read_legacy(data: bytes, start: np.ndarray, end: np.ndarray, s: Scanned, kind: np.ndarray, dur: np.ndarray) -> None:
+    """Events with a `legacy_event` (rare): their phase, and an 'X' event's duration."""
+    from branchscope.profiling.trace.perfetto_schema import parse
+
+    for k in np.flatnonzero(s.has[_LEGACY]).tolist():
+        legacy = parse("TrackEvent", data[int(start[k]) : int(end[k])]).legacy_event
+        if legacy.phase == _COMPLETE_PHASE:
+            kind[k], dur[k] = INSTANT, max(legacy.duration_us, 0) * 1000
+        elif kind[k] == 0:
+            kind[k] = _LEGACY_TYPE.get(legacy.phase, 0)
+
+
+def pairs(ev: Events) -> tuple[np.ndarray, np.ndarray]:
+    """The complete events: the event that begins each (its row in `ev`) and the one that ends it
+    (-1: a legacy 'X' event, or a begin never ended). Per track, as a stack pairs them, in numpy."""
+    sel = np.flatnonzero((ev.kind == BEGIN) | (ev.kind == END))
+    order = sel[np.lexsort((sel, ev.ts[sel], ev.uuid[sel]))]
+    u = ev.uuid[order]
+    is_begin = ev.kind[order] == BEGIN
+    step = np.where(is_begin, 1, -1).astype(np.int64)
+    n = order.size
+    group = np.concatenate([[0], np.cumsum(u[1:] != u[:-1])]) if n else np.zeros(0, np.int64)
+    first = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]])) if n else np.zeros(0, np.int64)
+    total = np.cumsum(step)
+    depth = total - np.repeat(total[first] - step[first], np.diff(np.append(first, n)))
+    # The lowest depth so far in its track (0 before any): an end that goes below it closes nothing.
+    big = 4 * n + 4
+    low = np.minimum(-(np.maximum.accumulate(-depth + group * big) - group * big), 0)
+    low_before = np.concatenate([[0], low[:-1]]) if n else low
+    low_before[first] = 0
+    kept = is_begin | (depth >= low_before)
+    order, group, is_begin = order[kept], group[kept], is_begin[kept]
+    depth = (depth - low)[kept]
+    level = np.where(is_begin, depth, depth + 1)
+    at = np.lexsort((np.arange(order.size), level, group))
+    o, b = order[at], is_begin[at]
+    same = np.concatenate([(group[at][1:] == group[at][:-1]) & (level[at][1:] == level[at][:-1]), [False]])
+    closed = b & np.concatenate([~b[1:], [False]]) & same
+    begins = o[b]
+    ends = np.where(closed[b], np.concatenate([o[1:], [-1]])[b], -1)
+    legacy = np.flatnonzero(ev.legacy_dur >= 0)
+    return np.concatenate([begins, legacy]), np.concatenate([ends, np.full(legacy.size, -1)])
+
+
+def flow_ids(ev: Events) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every flow id on an event: (event row, id, terminating), in event order."""
+    parts = [(ev.s.items[f], f in (_ENDING, _ENDING_OLD)) for f in (_FLOWS, _FLOWS_OLD, _ENDING, _ENDING_OLD)]
+    msg = np.concatenate([p[0][0] for p in parts])
+    ids = np.concatenate([p[0][1] for p in parts])
+    ending = np.concatenate([np.full(p[0][0].size, p[1]) for p in parts])
+    return msg, ids, ending
+
+
+def counter_values(ev: Events) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Counter points: (event row, track uuid, value), the `extra_*` ones included."""
+    rows = np.flatnonzero(ev.kind == COUNTER)
+    value = np.where(
+        ev.s.has[_DOUBLE_COUNT][rows], ev.s.value[_DOUBLE_COUNT][rows].view(np.float64), ev.s.value[_COUNT][rows].view(np.int64)
+    )
+    extra_rows, extra_uuid, extra_value = _extra_counters(ev)
+    return (
+        np.concatenate([rows, extra_rows]), np.concatenate([ev.uuid[rows], extra_uuid]),
+        np.concatenate([value.astype(np.float64), extra_value]),
+    )  # fmt: skip
+
+
+def _extra_counters(ev: Events) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    from branchscope.profiling.trace.perfetto_schema import parse
+
+    rows: list[int] = []
+    uuids: list[int] = []
+    values: list[float] = []
+    has = np.union1d(ev.s.items[_EXTRA][0], ev.s.items[_EXTRA_DOUBLE][0])
+    for k in has.tolist():
+        te = parse("TrackEvent", ev.packets.data[int(ev.start[k]) : int(ev.end[k])])
+        for u_list, v_list in (
+            (te.extra_counter_track_uuids, te.extra_counter_values),
+            (te.extra_double_counter_track_uuids, te.extra_double_counter_values),
+        ):
+            for u, v in zip(u_list, v_list):
+                rows.append(k)
+                uuids.append(u)
+                values.append(float(v))
+    return np.array(rows, np.int64), np.array(uuids, np.uint64), np.array(values, np.float64)
+
+
+def annotated(ev: Events, rows: np.ndarray) -> np.ndarray:
+    """Whether each event `rows` has debug annotations."""
+    return ev.s.has[_ANNOTATIONS][rows]
+
+
+def event_bytes(ev: Events, k: int) -> Any:
+    """Event row k's TrackEvent bytes."""
+    return ev.packets.data[int(ev.start[k]) : int(ev.end[k])]
