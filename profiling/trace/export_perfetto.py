@@ -23,6 +23,7 @@ tags), since building a message object per event would take minutes on a large t
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import struct
 from collections.abc import Iterator
@@ -47,6 +48,8 @@ from branchscope.profiling.trace.perfetto_overlap import overflow_tracks
 DERIVED_CATEGORY = "branchscope.derived"
 #: The metadata event's name, its track's name and its one annotation's name (the reader's contract).
 METADATA_EVENT, METADATA_TRACK, METADATA_ARG = "branchscope.metadata", "branchscope", "json"
+#: Annotations of scalar values remembered at most (unique ids would grow it without end).
+_SEEN_MAX = 1 << 16
 #: Packets joined per write.
 _CHUNK = 1 << 14
 
@@ -59,10 +62,8 @@ _DOUBLE_COUNTER = b"\xe1\x02"  # TrackEvent.double_counter_value (44), fixed64
 _pack_double, _pack_u64 = struct.Struct("<d").pack, struct.Struct("<Q").pack
 
 
-def _varint(v: int) -> bytes:
+def _varint_of(v: int) -> bytes:
     """A protobuf varint (a negative int as its 64-bit two's complement)."""
-    if 0 <= v < 0x80:
-        return bytes((v,))
     v &= _MASK64
     out = bytearray()
     while v > 0x7F:
@@ -72,14 +73,34 @@ def _varint(v: int) -> bytes:
     return bytes(out)
 
 
+#: The varints of 0 .. 2**14 - 1 (lengths, iids, track uuids: nearly every varint written).
+_SMALL = [_varint_of(v) for v in range(1 << 14)]
+
+
+def _varint(v: int) -> bytes:
+    return _SMALL[v] if 0 <= v < 1 << 14 else _varint_of(v)
+
+
+def _varints(values: np.ndarray) -> list[bytes]:
+    """The varints of many non-negative int64s at once (timestamps), by numpy: one slice each."""
+    v = np.asarray(values, dtype=np.int64).astype(np.uint64)
+    groups = np.stack([(v >> np.uint64(7 * k)) & np.uint64(0x7F) for k in range(10)], axis=1).astype(np.uint8)
+    length = 1 + sum((v >= np.uint64(1 << (7 * k))).astype(np.int64) for k in range(1, 10))
+    groups |= (np.arange(10) < (length - 1)[:, None]).astype(np.uint8) << 7
+    raw = groups.tobytes()
+    return [raw[at : at + n] for at, n in zip(range(0, 10 * v.size, 10), length.tolist())]
+
+
 def _field(tag: bytes, payload: bytes) -> bytes:
     """A length-delimited field: its tag, its length, its bytes."""
     return tag + _varint(len(payload)) + payload
 
 
-def _packet(timestamp: int, track_event: bytes, extra: bytes = b"") -> bytes:
-    """One TracePacket of a TrackEvent, framed as a field of `Trace` (packet = 1)."""
-    body = b"\x40" + _varint(timestamp) + _field(b"\x5a", track_event) + _SEQ + _NEEDS_STATE + extra
+def _packet(timestamp: int | bytes, track_event: bytes, extra: bytes = b"") -> bytes:
+    """One TracePacket of a TrackEvent (its timestamp, or the timestamp's varint), framed as a
+    field of `Trace` (packet = 1)."""
+    ts = timestamp if isinstance(timestamp, bytes) else _varint(timestamp)
+    body = b"\x40" + ts + _field(b"\x5a", track_event) + _SEQ + _NEEDS_STATE + extra
     return _field(b"\x0a", body)
 
 
@@ -111,9 +132,23 @@ class _Annotations:
 
     iids: dict[str, bytes] = field(default_factory=dict)
     pending: list[bytes] = field(default_factory=list)
+    #: Encoded annotations of scalar values, by (name, type, value): most repeat (device, stream...).
+    seen: dict[tuple[str, type, Any], bytes] = field(default_factory=dict)
 
     def encode(self, args: dict[str, Any]) -> bytes:
-        return b"".join(_field(b"\x22", self._name(k) + _value(v)) for k, v in args.items())
+        return b"".join(map(self._one, args.items()))
+
+    def _one(self, item: tuple[str, Any]) -> bytes:
+        key, value = item
+        kind = type(value)
+        if kind is list or kind is dict or kind is float:  # floats: 0.0 == -0.0 would share one
+            return _field(b"\x22", self._name(key) + _value(value))
+        known = self.seen.get((key, kind, value))
+        if known is None:
+            if len(self.seen) >= _SEEN_MAX:
+                self.seen.clear()
+            known = self.seen[(key, kind, value)] = _field(b"\x22", self._name(key) + _value(value))
+        return known
 
     def _name(self, key: str) -> bytes:
         iid = self.iids.get(key)
@@ -137,7 +172,7 @@ def write_perfetto(trace: Trace, out: IO[bytes]) -> None:
     """Writes `trace` as Perfetto protobuf to the binary stream `out` (see the module docstring)."""
     if len(trace) and int(trace.start_ns.min()) < 0:
         raise TraceFormatError(f"{trace.path}: events before time 0 cannot be written as Perfetto timestamps")
-    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    pb = importlib.import_module("perfetto.protos.perfetto.trace.perfetto_trace_pb2")  # lazily: a large import
 
     lanes = export_lanes(trace)
     names = [*trace.names, MEMORY_NAME]
@@ -274,7 +309,7 @@ def _slice_packets(
     args = list(args_texts(trace))
     decode = msgspec.json.decode
     order = _packet_order(start, end, trace.dur_ns, depth)
-    ts = np.concatenate([start, end])[order].tolist()
+    ts = _varints(np.concatenate([start, end])[order])
     tracks, name_ids, cat_ids = track.tolist(), trace.name_id.tolist(), trace.cat_id.tolist()
     for r, t in zip(order.tolist(), ts):
         if r >= n:

@@ -198,3 +198,12 @@ def test_the_json_twin_and_the_pftrace_hold_the_same_facts_for_the_json_reader(t
     assert Counter(n for n, *_ in Read(export_trace(twin, tmp_path / "twin.pftrace")).slices) == Counter(
         trace.names[k] for k in trace.name_id.tolist()
     )
+
+
+def test_varints_many_at_once_are_the_varints_one_at_a_time():
+    import numpy as np
+
+    from branchscope.profiling.trace.export_perfetto import _varint_of, _varints
+
+    values = [0, 1, 127, 128, 16383, 16384, 2**35 + 3, 1_712_195_495_519_695_812, 2**63 - 1]
+    assert _varints(np.array(values, dtype=np.int64)) == [_varint_of(v) for v in values]
