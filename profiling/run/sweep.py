@@ -59,11 +59,9 @@ that set (`best_text`). A failed cell keeps its message and null numbers and the
 cancelled sweep marks the cell it stopped and those after it "not run" in the first pass, and keeps
 each cell's finished passes in a later one.
 
-**Skipped cells**: a mode that cannot run under the sweep's Python (fork where TorchScript is
-missing or disabled: the mode's `check`, asked by that Python's probe before any cell runs,
-`modes_skipped`) is not run: its cells stay "not run" with the reason as their `error` and exit
-code 3 (`CellRecord.skipped`), and the other cells run. Where every cell is skipped, the sweep
-exits 3 with the reason.
+**Skipped cells**: the cells of a mode that cannot run under the sweep's Python (`modes_skipped`:
+fork without TorchScript) stay "not run", its line their `error`, exit code 3 (`CellRecord.skipped`);
+the rest run. Every cell skipped: exit 3.
 
 DIR follows the run folder's rules (branchscope.profiling.run.folder): it is locked while the sweep
 runs, and refused when it holds files branchscope did not write (unless --overwrite). What is ours:
@@ -271,17 +269,14 @@ def empty_cell(cell: SweepCell, cores: int) -> CellRecord:
 
 
 def skipped_cell(cell: SweepCell, why: str, cores: int) -> CellRecord:
-    """A cell the sweep does not run: its mode cannot run under the sweep's Python (`why`, the
-    mode's check as the probe found it; `CellRecord.skipped`)."""
+    """A cell not run because its mode cannot run under the sweep's Python (`why`: the mode's line)."""
     return msgspec.structs.replace(empty_cell(cell, cores), error=why, exit_code=EXIT_MODE)
 
 
 def modes_skipped(modes: Iterable[str], python: Path | None) -> dict[str, str]:
-    """Those of `modes` that cannot run under `python` (None: this process's own), with why
-    (`interpreter.modes_unavailable`: that Python's probe, once per process, and only when one of
-    `modes` has a check): a sweep skips their cells, `speedup` their configurations, and runs the
-    rest. A Python that cannot be probed skips nothing (`validate` refused a bad --python already;
-    each run then says what is wrong)."""
+    """Those of `modes` that cannot run under `python` (None: this process's own), with why: its probe
+    (`interpreter.modes_unavailable`), asked only when one of them has a check. A sweep skips their
+    cells, `speedup` their configurations. A Python that cannot be probed skips nothing (each run says why)."""
     modes = list(modes)
     if not any(MODES[m].check is not None for m in modes if m in MODES):
         return {}
