@@ -41,11 +41,14 @@ from branchscope.profiling.trace.export_common import (
     export_lanes,
     memory_args,
 )
+from branchscope.profiling.trace.labels import branch_name
 from branchscope.profiling.trace.model import Trace, TraceFormatError
 from branchscope.profiling.trace.perfetto_overlap import overflow_tracks
 
 #: Category of the counters made for Perfetto's UI (memory totals, pool occupancy): not the trace's.
 DERIVED_CATEGORY = "branchscope.derived"
+#: The annotation added on a branch's label: {branch, region, mode}.
+ADDED_ARG = "branchscope"
 #: The metadata event's name, its track's name and its one annotation's name (the reader's contract).
 METADATA_EVENT, METADATA_TRACK, METADATA_ARG = "branchscope.metadata", "branchscope", "json"
 #: Annotations of scalar values remembered at most (unique ids would grow it without end).
@@ -183,7 +186,8 @@ def write_perfetto(trace: Trace, out: IO[bytes]) -> None:
     lane_uuid = [tracks.thread(lanes.pid[i], lanes.tid[i], lanes.names.get(i)) for i in range(len(lanes))]
     sub_uuid = {key: tracks.child(lane_uuid[key[0]], f"{_lane_label(lanes, key[0])} · {key[1] + 1}") for key in overflow}
     memory = _MemoryTracks(trace, lanes, tracks)
-    counters = [tracks.counter(tracks.threads.get((lanes.pid_of(c.pid), c.tid)) or tracks.process(lanes.pid_of(c.pid)), c.name, c.key, c.cat) for c in trace.counters]
+    # A counter's (pid, tid) is its parent thread track's, a thread of no event's too (a sampled OpenMP worker).
+    counters = [tracks.counter(tracks.thread(lanes.pid_of(c.pid), c.tid), c.name, c.key, c.cat) for c in trace.counters]
     has_pool = len(trace) > 0 and trace.lane_indices("cpu", "interop").size > 0
     pool = tracks.counter(None, "inter-op pool busy threads", "busy", DERIVED_CATEGORY, 2) if has_pool else None
     meta = tracks.child(None, METADATA_TRACK)
@@ -300,12 +304,13 @@ def _slice_packets(
         return
     start, end = trace.start_ns, trace.end_ns
     track = np.array(lane_uuid, dtype=np.int64)[trace.lane]
-    for (ln, k), uuid in sub_uuid.items():
-        track[(trace.lane == ln) & (sub == k)] = uuid
+    over = np.flatnonzero(sub > 0)
+    track[over] = [sub_uuid[key] for key in zip(trace.lane[over].tolist(), sub[over].tolist())]
     track_b = [b"\x58" + _varint(u) for u in range(int(track.max()) + 1)]
     name_b = [b"\x50" + _varint(k + 1) for k in range(len(names))]
     cat_b = [b"\x18" + _varint(k + 1) if c else b"" for k, c in enumerate(trace.cats)]
     flows_of = _flow_fields(trace)
+    branch_of = _branch_args(trace)
     args = list(args_texts(trace))
     decode = msgspec.json.decode
     order = _packet_order(start, end, trace.dur_ns, depth)
@@ -319,9 +324,25 @@ def _slice_packets(
         te = _BEGIN + track_b[tracks[r]] + name_b[name_ids[r]] + cat_b[cat_ids[r]]
         if a and a != b"{}":
             te += annotations.encode(decode(a))
+        if name_ids[r] in branch_of:
+            te += annotations.encode(branch_of[name_ids[r]])
         if r in flows_of:
             te += flows_of[r]
         yield _packet(t, te, annotations.take_interned())
+
+
+def _branch_args(trace: Trace) -> dict[int, dict[str, Any]]:
+    """Per name id of a branch's label ("branch: NAME"), the annotation a Perfetto user filters
+    by: "branchscope" {branch, region, mode} (region and mode from the run's RunInfo, if any)."""
+    info = trace.run_info
+    regions = {b.name: b.region for b in info.branches} if info is not None else {}
+    out = {}
+    for k, label in enumerate(trace.names):
+        name = branch_name(label)
+        if name is not None:
+            facts = {"branch": name, "region": regions.get(name), "mode": info.mode if info is not None else None}
+            out[k] = {ADDED_ARG: {key: v for key, v in facts.items() if v is not None}}
+    return out
 
 
 def _packet_order(start: np.ndarray, end: np.ndarray, dur: np.ndarray, depth: np.ndarray) -> np.ndarray:

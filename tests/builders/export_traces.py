@@ -13,8 +13,6 @@ from typing import Any
 
 from branchscope.profiling.trace.model import Trace
 
-#: Counters an export adds for Perfetto's UI (the reader leaves them out): not the trace's own.
-DERIVED_CATEGORY = "branchscope.derived"
 #: The arg the Perfetto export adds on branch labels (branch, region, mode).
 ADDED_ARG = "branchscope"
 
@@ -45,7 +43,7 @@ def trace_facts(trace: Trace, *, with_pid: bool = True, with_args: bool = True) 
         ),  # fmt: skip
         "counters": sorted(
             (c.name, c.tid, c.key, c.cat, c.ts_ns.tolist(), c.values.tolist()) + ((c.pid,) if with_pid else ())
-            for c in trace.counters if c.cat != DERIVED_CATEGORY
+            for c in trace.counters
         ),  # fmt: skip
         "metadata": {k: v for k, v in trace.metadata.items() if k != "displayTimeUnit"},
         "run_info": trace.run_info,

@@ -22,16 +22,6 @@ from tests.builders.ranks import write_rank_job
 from tests.builders.runs import write_run_folder, write_small_trace
 from tests.paths import SHARED_TRACES
 
-
-def _pftrace_read() -> bool:
-    """Whether branchscope's reader opens Perfetto protobuf yet (helper R's reader)."""
-    try:
-        from branchscope.profiling.trace import perfetto  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 #: The endings a round trip is made through.
 ROUND_TRIPS = [".json", ".json.gz", ".pftrace", ".perfetto-trace"]
 
@@ -195,3 +185,12 @@ def test_a_sweep_cell_exports_as_its_run(tmp_path):
     cell = next(p for p in sweep.iterdir() if p.is_dir())
     before, after = round_trip(cell, tmp_path, ".json")
     assert after == before
+
+
+def test_the_counters_made_for_perfettos_ui_are_not_read_back_as_the_traces(tmp_path):
+    """Memory totals and pool occupancy are written as counter tracks for Perfetto's UI only: the
+    reader leaves them out, so a round trip gives the trace's own counters and no more."""
+    folder = write_run_folder(tmp_path / "run", "fork", 2, 1, 20.0)
+    before = load_source_trace(folder)
+    after = load_trace(export_trace(folder, tmp_path / "run.pftrace"))
+    assert sorted((c.name, c.key, c.cat) for c in after.counters) == sorted((c.name, c.key, c.cat) for c in before.counters)

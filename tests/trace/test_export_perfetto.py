@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from branchscope.profiling.trace.export import export_trace
-from branchscope.profiling.trace.export_perfetto import DERIVED_CATEGORY, METADATA_EVENT
+from branchscope.profiling.trace.export_perfetto import ADDED_ARG, DERIVED_CATEGORY, METADATA_EVENT
 from branchscope.profiling.trace.model import Trace, TraceFormatError
 from branchscope.profiling.trace.reader import load_trace
 from tests.builders.events import trace_of
@@ -98,7 +98,10 @@ def test_every_event_is_a_slice_exact_to_the_ns_with_its_args_on_its_lane(tmp_pa
          int(trace.start_ns[i]), int(trace.dur_ns[i]), json.dumps(trace.event_args(i), sort_keys=True))
         for i in range(len(trace))
     )  # fmt: skip
-    got = sorted((n, c, read.lane_of(u), s, d, json.dumps(a, sort_keys=True)) for n, c, u, s, d, a, _, _ in read.slices)
+    got = sorted(
+        (n, c, read.lane_of(u), s, d, json.dumps({k: v for k, v in a.items() if k != ADDED_ARG}, sort_keys=True))
+        for n, c, u, s, d, a, _, _ in read.slices
+    )
     assert got == want
     # Every packet after the first needs the sequence's interned names, on the one sequence.
     assert all(p.trusted_packet_sequence_id == 1 for p in read.packets)
@@ -207,3 +210,10 @@ def test_varints_many_at_once_are_the_varints_one_at_a_time():
 
     values = [0, 1, 127, 128, 16383, 16384, 2**35 + 3, 1_712_195_495_519_695_812, 2**63 - 1]
     assert _varints(np.array(values, dtype=np.int64)) == [_varint_of(v) for v in values]
+
+
+def test_a_branch_label_carries_its_branch_region_and_mode(tmp_path):
+    trace, read = _export(write_kineto_like(tmp_path / "k.json"), tmp_path)
+    (left,) = [a for n, _, _, _, _, a, _, _ in read.slices if n == "branch: left"]
+    assert left == {"branchscope": {"branch": "left", "region": "1", "mode": "fork"}}
+    assert all("branchscope" not in a for n, *_, a, _, _ in read.slices if not n.startswith("branch: "))
