@@ -41,6 +41,10 @@ from branchscope.profiling.trace.perfetto_wire import WireError
 
 #: The instant that holds the trace's metadata, and its annotation (docs/formats.md).
 METADATA_EVENT, METADATA_ANNOTATION = "branchscope.metadata", "json"
+#: The category of counters an exporter adds for Perfetto's UI only (not the source trace's): skipped.
+DERIVED_COUNTERS = "branchscope.derived"
+#: A memory event's annotation naming its allocating thread, where its track names none.
+MEMORY_TID = "Tid"
 _METADATA_DECODER = msgspec.json.Decoder(float_hook=str)  # as the JSON reader keeps floats
 _LOW = 0xFFFFFFFF
 
@@ -148,6 +152,9 @@ def _memory(ev: Events, instants: np.ndarray, names: list[str], name_of: np.ndar
     rows.sort()
     pid, tid = tracks.lanes(ev.uuid[rows])
     said = int_annotations(ev.packets.buf, ev.start[rows], ev.end[rows], ev.gen[rows], ev.packets.interned)
+    if MEMORY_TID in said:
+        at, value = said[MEMORY_TID]
+        tid[at] = value
     columns = {"ts": ev.ts[rows], "pid": pid, "tid": tid}
     for attr, key, _kind, default in _MEMORY_ARGS:
         values = np.full(rows.size, -1 if attr == "addr" else default or 0, np.int64)
@@ -174,6 +181,8 @@ def _counters(ev: Events, tracks: Tracks, cats: list[str], cat_of: np.ndarray) -
         ts = ev.ts[rows[at]]
         order = np.argsort(ts, kind="stable")
         cat = info.cat or cats[int(cat_of[rows[at[0]]])]
+        if cat == DERIVED_COUNTERS:
+            continue
         out.append(CounterTrack(name=info.name, pid=info.pid, tid=info.tid, key=info.key, ts_ns=ts[order], values=value[at][order], cat=cat))
     out.sort(key=lambda c: (c.pid, c.tid, c.name, c.key))
     return out

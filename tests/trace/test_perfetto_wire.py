@@ -1,0 +1,121 @@
+"""The lockstep protobuf wire reader (`perfetto_wire`): varints, fields, framing, and its bounds."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from branchscope.profiling.trace import perfetto_wire
+from branchscope.profiling.trace.perfetto_wire import FIXED64, LEN, VARINT, Want, WireError, frame, read_varints, scan
+
+
+def varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, v = v & 0x7F, v >> 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def field(number: int, wire: int, payload: bytes | int) -> bytes:
+    tag = varint(number << 3 | wire)
+    if wire == VARINT:
+        assert isinstance(payload, int)
+        return tag + varint(payload)
+    if wire == FIXED64:
+        assert isinstance(payload, int)
+        return tag + payload.to_bytes(8, "little")
+    assert isinstance(payload, bytes)
+    return tag + varint(len(payload)) + payload
+
+
+def as_buffer(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, np.uint8)
+
+
+def test_varints_of_every_length_read_as_written_to_the_last_byte_of_the_buffer() -> None:
+    rng = random.Random(7)
+    values = [0, 1, 127, 128, 300, 2**56 - 1, 2**56, 2**63, 2**64 - 1] + [rng.getrandbits(rng.randint(1, 64)) for _ in range(500)]
+    encoded = [varint(v) for v in values]
+    data = b"".join(encoded)
+    pos = np.cumsum([0] + [len(e) for e in encoded[:-1]])
+    got, after = read_varints(as_buffer(data), pos, np.full(pos.size, len(data)))
+    assert got.tolist() == values
+    assert after.tolist() == [*pos[1:].tolist(), len(data)]
+
+
+@pytest.mark.parametrize("data", [varint(2**63)[:-1], varint(300)[:1], b"\xff" * 11, b"\xff" * 10 + b"\x01"])
+def test_a_varint_cut_short_or_longer_than_ten_bytes_is_refused(data: bytes) -> None:
+    with pytest.raises(WireError):
+        read_varints(as_buffer(data), np.array([0]), np.array([len(data)]))
+
+
+def test_a_varint_past_its_message_is_refused_though_the_buffer_goes_on() -> None:
+    data = varint(2**40) + b"\x00" * 20
+    with pytest.raises(WireError):
+        read_varints(as_buffer(data), np.array([0]), np.array([3]))
+
+
+def test_scan_keeps_the_last_singular_value_every_repeated_one_in_order_and_packed_ones() -> None:
+    packed = b"".join(varint(v) for v in (5, 6))
+    messages = [
+        field(1, VARINT, 3) + field(2, LEN, b"ab") + field(3, VARINT, 10) + field(1, VARINT, 4) + field(3, VARINT, 11),
+        field(3, LEN, packed) + field(4, FIXED64, 2**64 - 1) + field(9, LEN, b"skipped"),
+        b"",
+    ]
+    data = b"".join(messages)
+    ends = np.cumsum([len(m) for m in messages])
+    s = scan(as_buffer(data), ends - [len(m) for m in messages], ends, (Want(1, VARINT), Want(2, LEN), Want(3, VARINT, True), Want(4, FIXED64)))
+    assert s.has[1].tolist() == [True, False, False] and int(s.value[1][0]) == 4
+    off, n = int(s.value[2][0]), int(s.length[2][0])
+    assert data[off : off + n] == b"ab"
+    msg, values, _ = s.items[3]
+    assert list(zip(msg.tolist(), values.tolist())) == [(0, 10), (0, 11), (1, 5), (1, 6)]
+    assert int(s.value[4][1]) == 2**64 - 1
+
+
+def test_a_message_of_more_fields_than_the_lockstep_rounds_reads_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    message = b"".join(field(1, VARINT, k) + field(2, VARINT, 2**50 + k) for k in range(40)) + field(3, LEN, b"x")
+    data = message * 3
+    starts = np.arange(3) * len(message)
+    wants = (Want(1, VARINT), Want(2, VARINT, True), Want(3, LEN))
+    fast = scan(as_buffer(data), starts, starts + len(message), wants)
+    monkeypatch.setattr(perfetto_wire, "ROUNDS", 5)
+    slow = scan(as_buffer(data), starts, starts + len(message), wants)
+    assert fast.value[1].tolist() == slow.value[1].tolist() == [39] * 3
+    assert [a.tolist() for a in fast.items[2]] == [a.tolist() for a in slow.items[2]]
+    assert slow.length[3].tolist() == [1, 1, 1]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        field(1, LEN, b"")[:1] + varint(2**62),  # a length far past the end: no allocation of it
+        field(1, VARINT, 1)[:1] + b"\x80" * 3,  # a varint running off the end
+        bytes([1 << 3 | 3]) + b"\x00",  # a group
+        bytes([0 << 3 | 0]) + b"\x00",  # field 0
+    ],
+)
+def test_broken_messages_are_refused(data: bytes) -> None:
+    with pytest.raises(WireError):
+        scan(as_buffer(data), np.array([0]), np.array([len(data)]), (Want(1, LEN),))
+
+
+def test_frame_finds_packets_written_the_shortest_way_and_any_other() -> None:
+    packets = [b"\x08\x01", b"", b"\x10" + varint(2**40), b"x" * 300]
+    short = b"".join(field(1, LEN, p) for p in packets)
+    start, end = frame(short)
+    assert [short[a:b] for a, b in zip(start.tolist(), end.tolist())] == packets
+    # a length written in more bytes than needed, and an unknown top-level field: walked field by field
+    odd = b"\x0a\x82\x00" + b"\x08\x01" + field(2, VARINT, 7) + field(1, LEN, b"yz")
+    start, end = frame(odd)
+    assert [odd[a:b] for a, b in zip(start.tolist(), end.tolist())] == [b"\x08\x01", b"yz"]
+
+
+@pytest.mark.parametrize("data", [b"\x0a\x05abc", b"\x0a" + varint(2**60), b"\x0b\x00"])
+def test_frame_refuses_a_trace_cut_short_or_broken(data: bytes) -> None:
+    with pytest.raises(WireError):
+        frame(data)
