@@ -19,7 +19,7 @@ from branchscope.profiling.trace.perfetto_args import PerfettoArgs
 from branchscope.profiling.trace.reader import load_trace
 from branchscope.profiling.trace.sources import RANK_TRACES, load_job, open_source
 
-B, E, I, C = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END, pb.TrackEvent.TYPE_INSTANT, pb.TrackEvent.TYPE_COUNTER
+B, E, INSTANT, C = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END, pb.TrackEvent.TYPE_INSTANT, pb.TrackEvent.TYPE_COUNTER
 CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
 PID, TID, GPU_PID = 100, 101, 0
 
@@ -194,12 +194,12 @@ def test_counters_memory_flows_and_metadata(tmp_path: Path) -> None:
     launch = w.slice(100, 10, 2, "cudaLaunchKernel", "cuda_runtime")
     launch.flow_ids.append(77)
     w.slice(150, 20, 4, "gemm", "kernel").terminating_flow_ids.append(77)
-    w.event(120, I, 2, "[memory]", **{"Device Type": 1, "Device Id": 0, "Addr": 4096, "Bytes": 512, "Total Allocated": 512})
-    w.event(130, I, 2, "[memory]", **{"Device Type": 1, "Device Id": 0, "Addr": 4096, "Bytes": -512, "Total Allocated": 0})
-    w.event(140, I, 2, "an instant")  # dropped, as JSON's "i" events are
+    w.event(120, INSTANT, 2, "[memory]", **{"Device Type": 1, "Device Id": 0, "Addr": 4096, "Bytes": 512, "Total Allocated": 512})
+    w.event(130, INSTANT, 2, "[memory]", **{"Device Type": 1, "Device Id": 0, "Addr": 4096, "Bytes": -512, "Total Allocated": 0})
+    w.event(140, INSTANT, 2, "an instant")  # dropped, as JSON's "i" events are
     w.custom(99, 0, "branchscope")
     meta = {"baseTimeNanoseconds": 1_700_000_000_000_000_000, "distributedInfo": {"rank": 1}, "not kept": 1}
-    w.event(0, I, 99, "branchscope.metadata", json=json.dumps(meta))
+    w.event(0, INSTANT, 99, "branchscope.metadata", json=json.dumps(meta))
     trace = load_trace(w.write(tmp_path / "all.perfetto-trace", gzipped=True))
     assert [(c.name, c.key, c.pid, c.tid, c.ts_ns.tolist(), c.values.tolist()) for c in trace.counters] == [
         ("cpu sample", "cpu_pct", PID, TID, [50, 60], [12.5, 40.0])
@@ -247,7 +247,7 @@ def test_a_folder_of_rank_pftraces_merges_as_ranks(tmp_path: Path) -> None:
         w.thread(2, PID + rank, TID)
         w.slice(1_000 + rank, 10, 2, f"rank{rank}op")
         w.custom(99, 0, "branchscope")
-        w.event(0, I, 99, "branchscope.metadata", json=json.dumps({"distributedInfo": {"rank": rank, "world_size": 2}}))
+        w.event(0, INSTANT, 99, "branchscope.metadata", json=json.dumps({"distributedInfo": {"rank": rank, "world_size": 2}}))
         w.write(tmp_path / f"rank-{rank}.pftrace")
     source = open_source(tmp_path)
     assert source.kind == RANK_TRACES and [p.name for p in source.traces] == ["rank-0.pftrace", "rank-1.pftrace"]

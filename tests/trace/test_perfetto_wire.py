@@ -8,7 +8,16 @@ import numpy as np
 import pytest
 
 from branchscope.profiling.trace import perfetto_wire
-from branchscope.profiling.trace.perfetto_wire import FIXED64, LEN, VARINT, Want, WireError, frame, read_varints, scan
+from branchscope.profiling.trace.perfetto_wire import (
+    FIXED64,
+    LEN,
+    VARINT,
+    Want,
+    WireError,
+    frame,
+    read_varints,
+    scan,
+)
 
 
 def varint(v: int) -> bytes:
