@@ -148,13 +148,14 @@ class Model:
             self.loaded.train_step(self.loaded.model, self.loaded.example)
 
     def _model_error(self, exc: BaseException, who: str, what: str) -> RunFailure:
-        from branchscope.profiling.run.model_source import user_traceback
+        from branchscope.profiling.run.model_source import import_hint, user_traceback
 
         tb = user_traceback(exc, self.user_file) if self.user_file.suffix == ".py" else traceback.format_exc()
         if isinstance(exc, SystemExit):
             return RunFailure(EXIT_BAD_MODEL, f"{who} called sys.exit({exc.code!r}) while {what}", tb)
         first = (str(exc).strip().splitlines() or [""])[0]
-        return RunFailure(EXIT_BAD_MODEL, f"{who} raised {type(exc).__name__} while {what}: {first}", tb)
+        hint = import_hint(exc, self.user_file)  # a module not found: where the worker's isolation explains it
+        return RunFailure(EXIT_BAD_MODEL, f"{who} raised {type(exc).__name__} while {what}: {first}{hint}", tb)
 
 
 def load(args: argparse.Namespace, started: Started, dist: RankInfo | None) -> Model:

@@ -15,9 +15,13 @@ stay light. torch is imported only inside `load_model`, which runs in the worker
 from __future__ import annotations
 
 import ast
+import importlib.machinery
+import os
 import re
+import sys
 import traceback
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -232,6 +236,74 @@ def user_traceback(exc: BaseException, user_file: Path) -> str:
     return "".join(lines)
 
 
+def _missing_module(exc: BaseException) -> ModuleNotFoundError | None:
+    """The ModuleNotFoundError behind `exc`: itself, or one it was raised from or while handling
+    (a library's `raise ImportError("install x") from e`)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, ModuleNotFoundError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return None
+
+
+def _finds(name: str, folder: str) -> bool:
+    """Whether importing the top-level module `name` would find it in `folder` (a package, a module,
+    an extension, a namespace package; a .zip through its path hook), as Python's path finder does."""
+    try:
+        return importlib.machinery.PathFinder.find_spec(name, [folder]) is not None
+    except (ImportError, OSError, ValueError):
+        return False
+
+
+def _found_outside(name: str, pythonpath: str, model_file: Path | None) -> tuple[str, str] | None:
+    """Where the worker would have found the top-level module `name` were it not isolated: ("on
+    PYTHONPATH", folder) for the first absolute folder of `pythonpath` that holds it (a relative one
+    is the runner's current folder's, unknown here), else ("beside the model file", its folder)."""
+    for folder in pythonpath.split(os.pathsep):
+        if os.path.isabs(folder) and _finds(name, folder):
+            return "on PYTHONPATH", folder
+    if model_file is not None:
+        folder = str(model_file.resolve().parent)
+        if _finds(name, folder):
+            return "beside the model file", folder
+    return None
+
+
+def import_hint(exc: BaseException, model_file: Path | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """Words added to a model error whose cause is a module not found, where the worker's isolation
+    explains it (it runs as `python -I`: PYTHONPATH, the user's site-packages and the model file's own
+    folder are not on its sys.path, though PYTHONPATH is still in its environment, `environ`):
+
+    - the module is in a folder of PYTHONPATH, or beside the model file: say so, and how to make it
+      importable there (an environment that has it installed, through --python; the model file
+      adding its folder to sys.path);
+    - PYTHONPATH is set but holds it nowhere: say plainly that it is not installed in that Python;
+    - "" otherwise (no PYTHONPATH; not a missing module; a submodule of a package that is there).
+
+    One place for the words: the CLI's `error:` line and the window's failure both show the message."""
+    missing = _missing_module(exc)
+    if missing is None or not missing.name:
+        return ""
+    top, _, rest = missing.name.partition(".")
+    if rest and top in sys.modules:  # the package imported; a part of it is missing: not the isolation
+        return ""
+    env = os.environ if environ is None else environ
+    found = _found_outside(top, env.get("PYTHONPATH", ""), model_file)
+    if found is None:
+        if not env.get("PYTHONPATH"):
+            return ""
+        return f"; {top} is not installed in the worker's Python ({sys.executable}), nor in a folder of PYTHONPATH"
+    where, folder = found
+    return (
+        f"; {top} is {where} ({folder}), but the worker runs isolated (python -I: PYTHONPATH, the user's site-packages "
+        f"and the model file's folder are not on its sys.path). To import it there, run with --python an "
+        f"environment that has {top} installed (pip install -e its package into it), or have the model file "
+        f"add the folder to sys.path (sys.path.insert(0, {folder!r}))"
+    )
+
+
 def _describe(exc: BaseException) -> str:
     """`ValueError: bad shape`; for sys.exit(), `SystemExit (sys.exit(3))`."""
     if isinstance(exc, SystemExit):
@@ -247,7 +319,8 @@ def _import_file(path: Path) -> Any:
     except BaseException as exc:  # noqa: BLE001 - any failure in user code is reported, not raised further
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise ModelCodeError(f"importing {path.name} raised {_describe(exc)}", user_traceback(exc, path)) from exc
+        message = f"importing {path.name} raised {_describe(exc)}{import_hint(exc, path)}"
+        raise ModelCodeError(message, user_traceback(exc, path)) from exc
 
 
 def _cuda_device_count() -> int:
@@ -318,13 +391,13 @@ def _load_py(path: Path, device: str, label: str, kind: str) -> LoadedModel:
     try:
         model = module.build_model()
     except (Exception, SystemExit) as exc:  # sys.exit() in the model is a model error like any other
-        raise ModelCodeError(f"build_model() raised {_describe(exc)}", user_traceback(exc, path)) from exc
+        raise ModelCodeError(f"build_model() raised {_describe(exc)}{import_hint(exc, path)}", user_traceback(exc, path)) from exc
     if not isinstance(model, torch.nn.Module):
         raise ModelSourceError(f"build_model() in {path.name} returned {type(model).__name__}, not a torch.nn.Module")
     try:
         inputs = module.example_inputs()
     except (Exception, SystemExit) as exc:
-        raise ModelCodeError(f"example_inputs() raised {_describe(exc)}", user_traceback(exc, path)) from exc
+        raise ModelCodeError(f"example_inputs() raised {_describe(exc)}{import_hint(exc, path)}", user_traceback(exc, path)) from exc
     args, kwargs = split_inputs(inputs, path.name)
     target = "cuda:0" if needs else device
     model = model.to(target)
