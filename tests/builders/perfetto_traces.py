@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder, TraceProtoBuilder
 
-from branchscope.profiling.trace.model import Trace
+from tests.builders.perfetto_facts import ExpectedLane, Facts
 
 BEGIN, END, INSTANT, COUNTER = (
     pb.TrackEvent.TYPE_SLICE_BEGIN,
@@ -37,77 +36,9 @@ T0 = 1_000_000_001
 
 
 @dataclass(frozen=True)
-class ExpectedLane:
-    """A lane as a reader must show it; `pid` None: not asserted (a GPU stream's process)."""
-
-    kind: str
-    role: str
-    name: str
-    tid: int
-    pid: int | None = None
-    device: int = -1
-
-
-@dataclass
-class Facts:
-    """What a reader must find in a trace, in the reader's terms (`Trace`'s).
-
-    `lanes`: in lane order (CPU by pid, role, tid; GPU by device, stream). `events`: per lane name,
-    (name, start_ns, dur_ns, cat) sorted by start, longest first. `arrows`: ((source event's name,
-    start_ns), (destination's name, start_ns)). `args`: an event's name -> its `event_args`. `memory`: device ->
-    columns of its `MemorySeries`. `counters`: name -> (pid, ts_ns, values).
-    """
-
-    lanes: list[ExpectedLane] = field(default_factory=list)
-    events: dict[str, list[tuple[str, int, int, str]]] = field(default_factory=dict)
-    arrows: set[tuple[tuple[str, int], tuple[str, int]]] = field(default_factory=set)
-    args: dict[str, dict[str, Any]] = field(default_factory=dict)
-    memory: dict[str, dict[str, list[int]]] = field(default_factory=dict)
-    counters: dict[str, tuple[int, list[int], list[float]]] = field(default_factory=dict)
-
-    @property
-    def event_count(self) -> int:
-        return sum(len(v) for v in self.events.values())
-
-    def sorted_events(self) -> dict[str, list[tuple[str, int, int, str]]]:
-        """`events` in the model's order within a lane: by start, the longest first."""
-        return {lane: sorted(evs, key=lambda e: (e[1], -e[2])) for lane, evs in self.events.items()}
-
-
-@dataclass(frozen=True)
 class Built:
     data: bytes
     facts: Facts
-
-
-def lanes_of(trace: Trace, expected: list[ExpectedLane]) -> list[ExpectedLane]:
-    """The trace's lanes in the terms of `expected` (a pid left None there is not compared)."""
-    return [
-        ExpectedLane(ln.kind, ln.role, ln.name, ln.tid, None if k < len(expected) and expected[k].pid is None else ln.pid,
-                     ln.device)
-        for k, ln in enumerate(trace.lanes)
-    ]  # fmt: skip
-
-
-def lane_events(trace: Trace) -> list[list[tuple[str, int, int, str]]]:
-    """Each lane's events as (name, start_ns, dur_ns, cat), in the trace's order, lane by lane."""
-    return [
-        [(trace.event_name(i), int(trace.start_ns[i]), int(trace.dur_ns[i]), trace.cats[int(trace.cat_id[i])])
-         for i in range(trace.lane_slice(ln.index).start, trace.lane_slice(ln.index).stop)]
-        for ln in trace.lanes
-    ]  # fmt: skip
-
-
-def events_of(trace: Trace) -> dict[str, list[tuple[str, int, int, str]]]:
-    """`lane_events` by each lane's name (the names of one trace's lanes are distinct here)."""
-    return {ln.name: evs for ln, evs in zip(trace.lanes, lane_events(trace))}
-
-
-def assert_facts(trace: Trace, facts: Facts) -> None:
-    """`trace` has exactly the lanes and events of `facts`."""
-    assert lanes_of(trace, facts.lanes) == facts.lanes
-    assert events_of(trace) == facts.sorted_events()
-    assert len(trace) == facts.event_count
 
 
 def write(path: Path, data: bytes) -> Path:
@@ -302,6 +233,23 @@ THREADS_DEPTH = {"ProfilerStep#0": 0, "aten::linear": 1, "aten::addmm": 2, "aten
                  "aten::mm": 0, "aten::add": 1}  # fmt: skip
 
 
+def unended_trace() -> Built:
+    """A slice begun and never ended (it lasts to the trace's last timestamp, as Perfetto's UI draws
+    it), holding one whose END carries a debug annotation (merged into the slice's args)."""
+    builder, w = _new()
+    w.process(1, PID, "python")
+    w.thread(2, PID, MAIN_TID, "pt_main_thread", parent=1)
+    begin = w.event(T0, BEGIN, 2)
+    begin.name = "ProfilerStep#0"
+    begin.categories.append("user_annotation")
+    annotate(w.slice(2, "aten::mm", T0 + 1_001, 2_001, "cpu_op"), "Input Dims", [[2, 3]])
+    annotate(w.builder.trace.packet[-1].track_event, "Output", "ok")  # the END just written
+    w.note("pt_main_thread", "ProfilerStep#0", T0, 1_001 + 2_001, "user_annotation")
+    w.facts.args["aten::mm"] = {"Input Dims": [[2, 3]], "Output": "ok"}
+    w.facts.lanes = [ExpectedLane("cpu", "main", "pt_main_thread", MAIN_TID, PID)]
+    return Built(builder.serialize(), w.facts)
+
+
 # ---- (2) GPU streams as tracks under a "GPU 0" process, launches with flows -----------------------
 
 STREAMS = (7, 20)
@@ -396,7 +344,9 @@ def interned_trace() -> Built:
     """Names and categories given by iid. Sequence 1: iids 1, 2 = alpha, beta (cat 1 = cpu_op);
     a later packet adds iid 3 = epsilon without clearing; then the state is cleared and iid 1 means
     gamma. Sequence 2 (another thread) gives iid 1 = delta, cat 1 = kernel_launch: the same iids,
-    other names. An interned debug annotation name (iid 1 = "Sequence number") on sequence 2."""
+    other names. On sequence 2 an annotation's name and another's string value are interned too
+    (debug_annotation_names iid 1 = "Sequence number", debug_annotation_string_values iid 1 =
+    "aten::mm")."""
     builder, one = _new(seq=1)
     two = _Writer(builder, 2, one.facts, one.lane_of)
     one.process(1, PID, "python")
@@ -404,14 +354,16 @@ def interned_trace() -> Built:
     two.thread(3, PID, POOL_TID, "PTThreadPool 1", parent=1)
     _intern(one.packet(flags=CLEARED), {1: "alpha", 2: "beta"}, {1: "cpu_op"})
     _intern(two.packet(flags=CLEARED), {1: "delta"}, {1: "kernel_launch"})
-    two.packet().interned_data.debug_annotation_names.add(iid=1, name="Sequence number")
+    strings = two.packet().interned_data
+    strings.debug_annotation_names.add(iid=1, name="Sequence number")
+    strings.debug_annotation_string_values.add(iid=1, str=b"aten::mm")
     at = T0
     for w, iid, later in ((one, 1, {}), (one, 2, {}), (one, 3, {3: "epsilon"}), (two, 1, {})):
         _interned_slice(w, iid, at, later)
         at += 2_003
     _intern(one.packet(flags=CLEARED), {1: "gamma"}, {1: "cpu_op"})
     _interned_slice(one, 1, at, {})
-    one.facts.args["delta"] = {"Sequence number": 7}
+    one.facts.args["delta"] = {"Sequence number": 7, "Op": "aten::mm"}
     one.facts.lanes = [
         ExpectedLane("cpu", "main", "pt_main_thread", MAIN_TID, PID),
         ExpectedLane("cpu", "interop", "PTThreadPool 1", POOL_TID, PID),
@@ -430,6 +382,7 @@ def _interned_slice(w: _Writer, iid: int, start: int, new_names: dict[int, str])
     e.category_iids.append(1)
     if w.seq == 2:
         e.debug_annotations.add(name_iid=1, int_value=7)
+        e.debug_annotations.add(name="Op", string_value_iid=1)
     w.event(start + 1_001, END, track, NEEDS_STATE)
     name, cat = _interned_meaning(w, iid, new_names)
     w.note(w.lane_of[track], name, start, 1_001, cat)
@@ -497,6 +450,44 @@ def clocks_trace() -> Built:
         ExpectedLane("cpu", "interop", "PTThreadPool 1", POOL_TID, PID),
     ]
     return Built(builder.serialize(), incr.facts)
+
+
+# ---- (2b) as kineto's PerfettoTraceBuilder writes: a child track per event ---------------------
+
+
+def kineto_shaped_trace() -> Built:
+    """The layout of kineto's PerfettoTraceBuilder: a process track "Kineto Trace" (pid 0) holding
+    the CPU thread's track (its pid the real one); a device process "GPU 0 [NVIDIA H200]"
+    (process_name "GPU 0", pid 0) holding stream 7's thread track (pid 0, tid 7); every event on
+    a child track of its own under its thread's track, named as the thread; a launch and its kernel
+    sharing one flow id (flow_ids on both), correlation_id annotations; a "trace_metadata"
+    instant (dropped, as JSON's instants are)."""
+    builder, w = _new(seq=7)
+    w.process(1, 0, "Kineto Trace")
+    w.thread(2, PID, MAIN_TID, "thread 4242 (python)", parent=1)
+    w.packet().track_descriptor.CopyFrom(pb.TrackDescriptor(uuid=3, name="GPU 0 [NVIDIA H200]",
+                                                            process=pb.ProcessDescriptor(pid=0, process_name="GPU 0")))  # fmt: skip
+    w.thread(4, 0, 7, "stream 7", parent=3)
+    meta = w.event(T0, INSTANT, 1)
+    meta.name = "trace_metadata"
+    annotate(meta, "schemaVersion", "1")
+    uuid = iter(range(100, 200))
+
+    def on_child(parent: int, name: str, start: int, dur: int, cat: str, flow: int = 0) -> None:
+        child = next(uuid)
+        w.track(child, w.lane_of[parent], parent, lane=w.lane_of[parent])
+        begin = w.slice(child, name, start, dur, cat, **({"flow_ids": [flow]} if flow else {}))
+        if flow:
+            annotate(begin, "correlation_id", flow)
+
+    on_child(2, "ProfilerStep#0", T0, 30_001, "user_annotation")
+    on_child(2, "aten::mm", T0 + 1_001, 10_003, "cpu_op")
+    on_child(2, "cudaLaunchKernel", T0 + 2_001, 3_001, "cuda_runtime", flow=55)
+    on_child(4, "gemm_kernel", T0 + 6_007, 9_001, "kernel", flow=55)
+    w.facts.arrows.add((("cudaLaunchKernel", T0 + 2_001), ("gemm_kernel", T0 + 6_007)))
+    w.facts.lanes = [ExpectedLane("cpu", "main", "thread 4242 (python)", MAIN_TID, PID),
+                     ExpectedLane("gpu", "stream", "stream 7", 7, device=0)]  # fmt: skip
+    return Built(builder.serialize(), w.facts)
 
 
 # ---- (6) debug annotations of every kind ----------------------------------------------------------
@@ -599,46 +590,12 @@ def write_rank_folder(folder: Path, ranks: int = 2) -> Path:
 ALL: dict[str, Callable[[], Built]] = {
     "threads": threads_trace,
     "gpu": gpu_trace,
+    "kineto": kineto_shaped_trace,
     "counters": counters_trace,
+    "unended": unended_trace,
     "interned": interned_trace,
     "clocks": clocks_trace,
     "args": args_trace,
     "rank0": lambda: rank_trace(0),
 }
 
-
-def chrome_json(facts: Facts) -> bytes:
-    """`facts` written as kineto's Chrome JSON (complete events with ns-exact µs text, thread names,
-    `[memory]` instants, launch arrows as "s"/"f" flow events, counters as "C" events): the twin a `.pftrace` must read
-    like in every command. A GPU lane is written pid = device, tid = stream."""
-    where = {ln.name: (ln.device if ln.kind == "gpu" else ln.pid, ln.tid) for ln in facts.lanes}
-    events: list[dict[str, Any]] = [
-        {"ph": "M", "name": "thread_name", "pid": ln.pid, "tid": ln.tid, "args": {"name": ln.name}}
-        for ln in facts.lanes if ln.kind == "cpu"
-    ]  # fmt: skip
-    at: dict[tuple[str, int], tuple[int, int]] = {}
-    for lane, evs in facts.events.items():
-        pid, tid = where[lane]
-        for name, start, dur, cat in evs:
-            events.append({"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": tid, "ts": _us(start), "dur": _us(dur)})
-            at[(name, start)] = (pid, tid)
-    for k, (src, dst) in enumerate(sorted(facts.arrows)):
-        for (name, start), ph in ((src, "s"), (dst, "f")):
-            pid, tid = at[(name, start)]
-            events.append({"ph": ph, "id": k + 1, "name": "ac2g", "cat": "ac2g", "pid": pid, "tid": tid, "ts": _us(start), "bp": "e"})
-    for device, series in facts.memory.items():
-        dtype, did = (0, -1) if device == "cpu" else (1, int(device.split(":")[1]))
-        for ts, delta, total, addr, reserved, tid, pid in zip(*series.values()):
-            args = {"Device Type": dtype, "Device Id": did, "Addr": addr, "Bytes": delta, "Total Allocated": total,
-                    "Total Reserved": reserved}  # fmt: skip
-            events.append({"ph": "i", "s": "t", "name": "[memory]", "pid": pid, "tid": tid, "ts": _us(ts), "args": args})
-    for name, (pid, times, values) in facts.counters.items():
-        events += [{"ph": "C", "name": name, "pid": pid, "tid": 0, "ts": _us(ts), "args": {name: value}}
-                   for ts, value in zip(times, values)]  # fmt: skip
-    text = json.dumps({"traceEvents": events})
-    return re.sub(r'"(-?\d+\.\d{3})"', r"\1", text).encode()
-
-
-def _us(ns: int) -> str:
-    """`ns` as µs text with three decimals (quoted here, unquoted by `chrome_json`): exact to the ns."""
-    return f"{ns // 1000}.{ns % 1000:03d}"
