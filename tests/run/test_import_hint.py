@@ -89,6 +89,22 @@ def test_no_hint_where_the_isolation_explains_nothing(exc, lib, tmp_path):
     assert import_hint(exc, tmp_path / "model.py", environ) == ""
 
 
+def test_a_module_imported_while_the_model_runs_gets_the_hint_too(lib, tmp_path, monkeypatch):
+    """A lazy import in forward() or train_step fails in a later phase (`model_setup.Model`)."""
+    from branchscope.profiling.run.model_setup import Model
+
+    monkeypatch.setenv("PYTHONPATH", str(lib))
+    model = Model(torch=None, loaded=None, device="cpu", backend=None, user_file=tmp_path / "model.py",
+                  is_cuda=False, sync_devices=[])  # fmt: skip
+    failure = model._model_error(_not_found(), "the model", "running its forward")
+    assert str(failure).startswith(
+        f"the model raised ModuleNotFoundError while running its forward: No module named '{_MISSING}'; "
+        f"{_MISSING} is on PYTHONPATH ({lib}), but the worker runs isolated (python -I"
+    )
+    monkeypatch.delenv("PYTHONPATH")
+    assert str(model._model_error(_not_found(), "the model", "running its forward")).endswith(f"'{_MISSING}'")
+
+
 @pytest.mark.slow
 def test_a_run_whose_model_imports_from_pythonpath_fails_with_the_hint(lib, tmp_path, monkeypatch):
     """A real worker (it fails at the import, before any step): the message the CLI prints after
