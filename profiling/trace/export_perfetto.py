@@ -52,7 +52,9 @@ ADDED_ARG = "branchscope"
 #: The metadata event's name, its track's name and its one annotation's name (the reader's contract).
 METADATA_EVENT, METADATA_TRACK, METADATA_ARG = "branchscope.metadata", "branchscope", "json"
 #: Annotations of scalar values remembered at most (unique ids would grow it without end).
-_SEEN_MAX = 1 << 16
+_SEEN_MAX = 1 << 18
+#: An event's args, each value kept as its JSON text.
+_RAW_ARGS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 #: Packets joined per write.
 _CHUNK = 1 << 14
 
@@ -140,6 +142,20 @@ class _Annotations:
 
     def encode(self, args: dict[str, Any]) -> bytes:
         return b"".join(map(self._one, args.items()))
+
+    def encode_text(self, text: bytes) -> bytes:
+        """`encode` of args given as JSON text, each value looked up by its text before it is
+        decoded: a trace's args repeat (shapes, dtypes, devices) but for their ids."""
+        seen, out = self.seen, []
+        for key, raw in _RAW_ARGS.decode(text).items():
+            value_text = bytes(raw)
+            known = seen.get((key, bytes, value_text))
+            if known is None:
+                if len(seen) >= _SEEN_MAX:
+                    seen.clear()
+                known = seen[(key, bytes, value_text)] = _field(b"\x22", self._name(key) + _value(msgspec.json.decode(value_text)))
+            out.append(known)
+        return b"".join(out)
 
     def _one(self, item: tuple[str, Any]) -> bytes:
         key, value = item
@@ -312,7 +328,6 @@ def _slice_packets(
     flows_of = _flow_fields(trace)
     branch_of = _branch_args(trace)
     args = list(args_texts(trace))
-    decode = msgspec.json.decode
     order = _packet_order(start, end, trace.dur_ns, depth)
     ts = _varints(np.concatenate([start, end])[order])
     tracks, name_ids, cat_ids = track.tolist(), trace.name_id.tolist(), trace.cat_id.tolist()
@@ -323,7 +338,7 @@ def _slice_packets(
         a = args[r]
         te = _BEGIN + track_b[tracks[r]] + name_b[name_ids[r]] + cat_b[cat_ids[r]]
         if a and a != b"{}":
-            te += annotations.encode(decode(a))
+            te += annotations.encode_text(a)
         if name_ids[r] in branch_of:
             te += annotations.encode(branch_of[name_ids[r]])
         if r in flows_of:
