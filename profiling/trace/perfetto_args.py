@@ -16,8 +16,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from branchscope.profiling.trace.decode import _Interner
 from branchscope.profiling.trace.perfetto_schema import parse, text
-from branchscope.profiling.trace.perfetto_state import interned_texts
+from branchscope.profiling.trace.perfetto_state import interned_ids
 from branchscope.profiling.trace.perfetto_wire import LEN, VARINT, Want, scan
 
 _JSON = msgspec.json.Decoder()
@@ -135,18 +136,20 @@ def int_annotations(
     a = scan(buf, off.astype(np.int64), off.astype(np.int64) + ln, _ANNOTATION_FIELDS)
     is_int = a.has[_INT] | a.has[_UINT] | a.has[_BOOL]
     value = np.where(a.has[_INT], a.value[_INT], np.where(a.has[_UINT], a.value[_UINT], a.value[_BOOL])).view(np.int64)
-    names = np.empty(msg.size, dtype=object)
+    table = _Interner()
+    names = np.zeros(msg.size, np.int32)
     inline = np.flatnonzero(a.has[_NAME])
     data = buf.data
-    names[inline] = [text(bytes(data[o : o + n])) for o, n in zip(a.value[_NAME][inline].tolist(), a.length[_NAME][inline].tolist())]
+    off, ln = a.value[_NAME][inline].astype(np.int64), a.length[_NAME][inline]
+    names[inline] = table.ids([text(bytes(data[o : o + n])) for o, n in zip(off.tolist(), ln.tolist())])
     by_iid = np.flatnonzero(~a.has[_NAME])
-    if by_iid.size:
-        names[by_iid] = interned_texts(interned, "ann", gen[msg[by_iid]], a.value[_NAME_IID][by_iid])
-    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    names[by_iid] = interned_ids(table, interned, "ann", gen[msg[by_iid]], a.value[_NAME_IID][by_iid])
     ints = np.flatnonzero(is_int)
-    for name in set(names[ints].tolist()):
-        at = ints[names[ints] == name]
-        out[name] = (msg[at], value[at])
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    texts = list(table.table)
+    for k in np.unique(names[ints]).tolist():
+        at = ints[names[ints] == k]
+        out[texts[k]] = (msg[at], value[at])
     return out
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from branchscope.profiling.trace.decode import _Interner
-from branchscope.profiling.trace.perfetto_state import TRACK_EVENT, Packets, interned_texts
+from branchscope.profiling.trace.perfetto_state import TRACK_EVENT, Packets, interned_ids
 from branchscope.profiling.trace.perfetto_wire import FIXED64, LEN, VARINT, Scanned, Want, scan
 
 BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
@@ -35,8 +35,8 @@ EVENT_FIELDS = (
     Want(_TYPE, VARINT), Want(_UUID, VARINT), Want(_NAME_IID, VARINT), Want(_NAME, LEN),
     Want(_CAT_IIDS, VARINT, True), Want(_CATS, LEN, True), Want(_COUNT, VARINT), Want(_DOUBLE_COUNT, FIXED64),
     Want(_FLOWS, FIXED64, True), Want(_ENDING, FIXED64, True), Want(_FLOWS_OLD, VARINT, True),
-    Want(_ENDING_OLD, VARINT, True), Want(_ANNOTATIONS, LEN), Want(_LEGACY, LEN),
-    Want(_EXTRA, VARINT, True), Want(_EXTRA_DOUBLE, VARINT, True),
+    Want(_ENDING_OLD, VARINT, True), Want(_ANNOTATIONS, LEN, presence=True), Want(_LEGACY, LEN, presence=True),
+    Want(_EXTRA, VARINT, presence=True), Want(_EXTRA_DOUBLE, VARINT, presence=True),
 )  # fmt: skip
 _LEGACY_TYPE = {ord("B"): BEGIN, ord("E"): END, ord("I"): INSTANT, ord("i"): INSTANT, ord("n"): INSTANT}
 _COMPLETE_PHASE = ord("X")
@@ -61,47 +61,52 @@ class Events:
         return self.packets.gen[self.row]
 
     def texts(self, kind: str, number: int, iid_number: int) -> tuple[list[str], np.ndarray]:
-        """Each event's name (`kind` "name") or category ("cat"): a table of texts and an id per event."""
+        """Each event's name (`kind` "name") or category ("cat"): a table of texts ("" first, for
+        none) and an id into it per event; several categories of an event are joined with ","."""
         table = _Interner()
-        ids = table.ids([""])
+        table.ids([""])
         out = np.zeros(self.row.size, np.int32)
-        inline, interned = self._inline(number), self._interned(kind, iid_number)
-        for at, values in (inline, interned):
-            out[at] = table.ids(values)
-        del ids
+        for at, ids in (self._inline(table, number), self._interned(table, kind, iid_number)):
+            out[at] = ids
+        if number in self.s.items and self._several(number, iid_number):
+            self._join(table, out, number, iid_number)
         return list(table.table), out
 
-    def _inline(self, number: int) -> tuple[np.ndarray, list[str]]:
+    def _inline(self, table: _Interner, number: int) -> tuple[np.ndarray, np.ndarray]:
         data = self.packets.data
         if number in self.s.items:  # repeated: categories
-            msg, off, ln = self.s.items[number]
-            joined = _joined(msg, [data[o : o + n].decode("utf-8", "replace") for o, n in zip(off.tolist(), ln.tolist())])
-            return joined
-        at = np.flatnonzero(self.s.has[number])
-        off, ln = self.s.value[number][at].astype(np.int64).tolist(), self.s.length[number][at].tolist()
-        return at, [data[o : o + n].decode("utf-8", "replace") for o, n in zip(off, ln)]
+            at, off, ln = self.s.items[number]
+        else:
+            at = np.flatnonzero(self.s.has[number])
+            off, ln = self.s.value[number][at], self.s.length[number][at]
+        off = off.astype(np.int64)
+        texts = [data[o:e].decode("utf-8", "replace") for o, e in zip(off.tolist(), (off + ln).tolist())]
+        return at, table.ids(texts)
 
-    def _interned(self, kind: str, number: int) -> tuple[np.ndarray, list[str]]:
+    def _interned(self, table: _Interner, kind: str, number: int) -> tuple[np.ndarray, np.ndarray]:
         if number in self.s.items:
             msg, iid, _ = self.s.items[number]
         else:
             msg = np.flatnonzero(self.s.has[number])
             iid = self.s.value[number][msg]
-        if not msg.size:
-            return msg, []
-        values = interned_texts(self.packets.interned, kind, self.gen[msg], iid).tolist()
-        return _joined(msg, values) if number in self.s.items else (msg, values)
+        return msg, interned_ids(table, self.packets.interned, kind, self.gen[msg], iid)
 
+    def _several(self, number: int, iid_number: int) -> bool:
+        msg = np.concatenate([self.s.items[number][0], self.s.items[iid_number][0]])
+        return bool(msg.size) and np.unique(msg).size < msg.size
 
-def _joined(msg: np.ndarray, values: list[str]) -> tuple[np.ndarray, list[str]]:
-    """One value per message: a message's several values (in order) joined with ","."""
-    firsts, counts = np.unique(msg, return_counts=True)
-    if counts.max(initial=1) == 1:
-        return msg, values
-    out: dict[int, list[str]] = {}
-    for m, v in zip(msg.tolist(), values):
-        out.setdefault(m, []).append(v)
-    return firsts, [",".join(out[m]) for m in firsts.tolist()]
+    def _join(self, table: _Interner, out: np.ndarray, number: int, iid_number: int) -> None:
+        """Events of several categories: theirs joined with "," in the order written (rare)."""
+        texts = list(table.table)
+        parts: dict[int, list[str]] = {}
+        for f, kind in ((number, None), (iid_number, "cat")):
+            msg, value, length = self.s.items[f]
+            ids = self._inline(table, f)[1] if kind is None else self._interned(table, kind, f)[1]
+            texts = list(table.table)
+            for m, k in zip(msg.tolist(), ids.tolist()):
+                parts.setdefault(m, []).append(texts[k])
+        several = [m for m, p in parts.items() if len(p) > 1]
+        out[several] = table.ids([",".join(parts[m]) for m in several])
 
 
 def read_events(packets: Packets, default_track: np.ndarray) -> Events:
@@ -191,7 +196,7 @@ def _extra_counters(ev: Events) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows: list[int] = []
     uuids: list[int] = []
     values: list[float] = []
-    has = np.union1d(ev.s.items[_EXTRA][0], ev.s.items[_EXTRA_DOUBLE][0])
+    has = np.flatnonzero(ev.s.has[_EXTRA] | ev.s.has[_EXTRA_DOUBLE])
     for k in has.tolist():
         te = parse("TrackEvent", ev.packets.data[int(ev.start[k]) : int(ev.end[k])])
         for u_list, v_list in (

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from branchscope.profiling.trace.decode import _Interner
 from branchscope.profiling.trace.perfetto_schema import parse, text
 from branchscope.profiling.trace.perfetto_wire import LEN, VARINT, Scanned, Want, frame, scan
 
@@ -33,7 +34,7 @@ CLOCK_SNAPSHOT, INTERNED, DEFAULTS, TRACK_DESCRIPTOR = 6, 12, 59, 60
 _RARE = (CLOCK_SNAPSHOT, INTERNED, DEFAULTS, TRACK_DESCRIPTOR)
 PACKET_FIELDS = (
     Want(TIMESTAMP, VARINT), Want(SEQUENCE, VARINT), Want(FLAGS, VARINT), Want(STATE_CLEARED, VARINT),
-    Want(CLOCK, VARINT), Want(TRACK_EVENT, LEN), *(Want(f, LEN) for f in _RARE),
+    Want(CLOCK, VARINT), Want(TRACK_EVENT, LEN), *(Want(f, LEN, presence=True) for f in _RARE),
 )  # fmt: skip
 #: InternedData's tables, by the name the reader looks them up with.
 _INTERNED = {"cat": "event_categories", "name": "event_names", "ann": "debug_annotation_names"}
@@ -126,20 +127,20 @@ def _per_generation(gen: np.ndarray, values: dict[int, int], default: int) -> np
     return np.where(found, np.array([values[k] for k in keys.tolist()], np.int64)[at], default)
 
 
-def interned_texts(
-    table: dict[tuple[str, int, int], str], kind: str, gen: np.ndarray, iid: np.ndarray
+def interned_ids(
+    texts: _Interner, table: dict[tuple[str, int, int], str], kind: str, gen: np.ndarray, iid: np.ndarray
 ) -> np.ndarray:
-    """The interned text of each (generation, iid) (uint64 iids) of `kind`, "" where none is
-    interned: a lookup per distinct pair, numpy for the rest. An object array."""
+    """The id in `texts` of the interned text of each (generation, iid) (uint64 iids) of `kind`
+    ("" where none is interned): a lookup per distinct pair, numpy for the rest."""
     if not gen.size:
-        return np.zeros(0, dtype=object)
+        return np.zeros(0, np.int32)
     order = np.lexsort((iid, gen))
     g, i = gen[order], iid[order]
     new = np.concatenate([[True], (g[1:] != g[:-1]) | (i[1:] != i[:-1])])
     firsts = np.flatnonzero(new)
-    found = np.array([table.get((kind, a, b), "") for a, b in zip(g[firsts].tolist(), i[firsts].tolist())] + [""], dtype=object)
-    out = np.empty(gen.size, dtype=object)
-    out[order] = found[np.cumsum(new) - 1]
+    found = [table.get((kind, a, b), "") for a, b in zip(g[firsts].tolist(), i[firsts].tolist())]
+    out = np.empty(gen.size, np.int32)
+    out[order] = texts.ids(found)[np.cumsum(new) - 1]
     return out
 
 

@@ -105,8 +105,8 @@ def _long_tails(buf: np.ndarray, p: np.ndarray, value: np.ndarray) -> tuple[np.n
 
 def _fixed(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     """The little-endian fixed64 (width 8) or fixed32 (4) at each position, as uint64."""
-    raw = np.ascontiguousarray(buf[pos[:, None] + np.arange(width)])
-    return raw.view("<u8" if width == 8 else "<u4").ravel().astype(_U64)
+    words = _words(buf, pos)
+    return words if width == 8 else words & _U64(0xFFFFFFFF)
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,8 @@ class Want:
     number: int
     wire: int
     repeated: bool = False
+    #: Only whether a message has it is read (`Scanned.has`): a run of it is skipped at once.
+    presence: bool = False
 
 
 @dataclass
@@ -153,39 +155,28 @@ class _Collector:
                 self.out.has[w.number] = np.zeros(n, bool)
                 if w.wire == LEN:
                     self.out.length[w.number] = np.zeros(n, np.int64)
-        self.top = max(self.wants, default=0) + 1
 
-    def add(
-        self, msg: np.ndarray, number: np.ndarray, wire: np.ndarray, value: np.ndarray, length: np.ndarray,
-        *, one_per_message: bool = True,
-    ) -> None:
-        """One round's fields (`one_per_message`: at most one per message), or many of a message's."""
-        counts = np.bincount(np.minimum(number, self.top).astype(np.int64), minlength=self.top + 1)
-        for f in np.flatnonzero(counts[: self.top]).tolist():
-            w = self.wants.get(f)
-            if w is None:
-                continue
-            at: Any = slice(None) if counts[f] == msg.size else np.flatnonzero(number == f)
-            same = wire[at] == w.wire
-            if not same.all():
-                at = np.arange(msg.size)[at]
-                if w.repeated and w.wire != LEN:
-                    packed = at[wire[at] == LEN]
-                    self.packed.append((w, msg[packed], value[packed], length[packed]))
-                at = at[same]
-                if not at.size:
-                    continue
-            if w.repeated:
-                self.parts[f].append((msg[at], value[at], length[at]))
-                continue
-            m, v = msg[at], value[at]
-            if not one_per_message:  # the last of a message wins
-                last = m.size - 1 - np.unique(m[::-1], return_index=True)[1]
-                at, m, v = at[last], m[last], v[last]
-            self.out.value[f][m] = v
-            self.out.has[f][m] = True
+    def add(self, w: Want, wire: int, msg: np.ndarray, value: np.ndarray, length: np.ndarray | None, *, one_per_message: bool = True) -> None:
+        """Values of field `w` written with `wire` (`one_per_message`: at most one per message)."""
+        f = w.number
+        if wire != w.wire:
+            if w.repeated and w.wire != LEN and wire == LEN:
+                assert length is not None
+                self.packed.append((w, msg, value, length))
+            return  # a field of another type than declared: read as unknown, as protobuf does
+        if length is None:
+            length = np.zeros(msg.size, np.int64)
+        if w.repeated:
+            self.parts[f].append((msg, value, length))
+            return
+        if not one_per_message:  # the last of a message wins
+            last = msg.size - 1 - np.unique(msg[::-1], return_index=True)[1]
+            msg, value, length = msg[last], value[last], length[last]
+        self.out.has[f][msg] = True
+        if not w.presence:
+            self.out.value[f][msg] = value
             if w.wire == LEN:
-                self.out.length[f][m] = length[at]
+                self.out.length[f][msg] = length
 
     def result(self, buf: np.ndarray) -> Scanned:
         for w, msg, off, ln in self.packed:
@@ -220,38 +211,70 @@ def _unpacked(buf: np.ndarray, w: Want, msg: np.ndarray, off: np.ndarray, ln: np
     return np.array(msgs, np.int64), np.array(values, _U64), np.zeros(len(msgs), np.int64)
 
 
-#: The wire types a message may hold (groups, 3 and 4, and 6 and 7 are refused).
-_WIRE_OK = np.array([True, True, True, False, False, True, False, False])
+#: Tags below this are counted with `np.bincount` in a round; others (fields past 511) sorted.
+_SMALL_TAGS = 1 << 12
+#: Fields of one tag skipped at once in a round (`_skip_run`): repeats of a field not read.
+_RUN = 64
 
 
-def _round(buf: np.ndarray, pos: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The next field of each cursor: (number, wire type, value or LEN offset, LEN length, position after)."""
-    tag, p = read_varints(buf, pos, end)
-    number, wire = (tag >> _U64(3)).astype(np.int64), (tag & _U64(7)).astype(np.int8)
-    if not _WIRE_OK[wire].all() or number.min(initial=1) == 0 or number.max(initial=0) >= 1 << 29:
+def _value(buf: np.ndarray, wire: int, q: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """The values of fields of wire type `wire` whose tags end at `q`: (value or LEN offset, LEN
+    length or None, position after)."""
+    if wire == VARINT:
+        v, q = read_varints(buf, q, e)
+        return v, None, q
+    if wire == LEN:
+        n, q = read_varints(buf, q, e)
+        if (n > (e - q).astype(_U64)).any():
+            raise WireError("a length past the end of its message")
+        length = n.astype(np.int64)
+        return q.astype(_U64), length, q + length
+    width = 8 if wire == FIXED64 else 4
+    if (q + width > e).any():
+        raise WireError("a fixed-width field past the end of its message")
+    return _fixed(buf, q, width), None, q + width
+
+
+def _check_tag(tag: int) -> tuple[int, int]:
+    number, wire = tag >> 3, tag & 7
+    if number == 0 or number >= 1 << 29 or wire not in (VARINT, FIXED64, LEN, FIXED32):
         raise WireError("a field numbered 0 or out of range, a group or an unknown wire type")
-    value = np.zeros(pos.size, _U64)
-    length = np.zeros(pos.size, np.int64)
-    counts = np.bincount(wire, minlength=8)
-    for kind in (VARINT, FIXED64, LEN, FIXED32):
-        if not counts[kind]:
-            continue
-        at: Any = slice(None) if counts[kind] == pos.size else np.flatnonzero(wire == kind)
+    return number, wire
+
+
+def _skip_run(buf: np.ndarray, tag: int, wire: int, q: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Past the fields that follow at `q` with the same one-byte tag (up to `_RUN` of them)."""
+    if tag >= 0x80:
+        return q
+    for _ in range(_RUN):
+        more = np.flatnonzero(q < e)
+        more = more[buf.take(q[more]) == tag]
+        if not more.size:
+            break
+        _, _, q[more] = _value(buf, wire, q[more] + 1, e[more])
+    return q
+
+
+def _round(buf: np.ndarray, idx: np.ndarray, pos: np.ndarray, end: np.ndarray, keep: _Collector) -> np.ndarray:
+    """Reads the next field of each message `idx` (cursor at `pos`), keeps what is wanted, and
+    returns the cursors after it: one pass per distinct tag, a field not read skipped with its run."""
+    tag, p = read_varints(buf, pos, end)
+    if tag.max() < _SMALL_TAGS:
+        present = np.flatnonzero(np.bincount(tag.astype(np.intp)))
+    else:
+        present = np.unique(tag)
+    for t in present.tolist():
+        number, wire = _check_tag(t)
+        at: Any = slice(None) if present.size == 1 else np.flatnonzero(tag == t)
         q, e = p[at], end[at]
-        if kind == VARINT:
-            value[at], p[at] = read_varints(buf, q, e)
-        elif kind == LEN:
-            n, q = read_varints(buf, q, e)
-            if (n > (e - q).astype(_U64)).any():
-                raise WireError("a length past the end of its message")
-            n = n.astype(np.int64)
-            value[at], length[at], p[at] = q.astype(_U64), n, q + n
-        else:
-            width = 8 if kind == FIXED64 else 4
-            if (q + width > e).any():
-                raise WireError("a fixed-width field past the end of its message")
-            value[at], p[at] = _fixed(buf, q, width), q + width
-    return number, wire, value, length, p
+        value, length, q = _value(buf, wire, q, e)
+        w = keep.wants.get(number)
+        if w is not None:
+            keep.add(w, wire, idx[at], value, length)
+        if w is None or w.presence:
+            q = _skip_run(buf, t, wire, q, e)
+        p[at] = q
+    return p
 
 
 def scan(buf: np.ndarray, start: np.ndarray, end: np.ndarray, wants: tuple[Want, ...]) -> Scanned:
@@ -263,8 +286,7 @@ def scan(buf: np.ndarray, start: np.ndarray, end: np.ndarray, wants: tuple[Want,
     for _ in range(ROUNDS):
         if not idx.size:
             return keep.result(buf)
-        number, wire, value, length, p = _round(buf, pos[idx], end[idx])
-        keep.add(idx, number, wire, value, length)
+        p = _round(buf, idx, pos[idx], end[idx], keep)
         pos[idx] = p
         idx = idx[p < end[idx]]
     if idx.size:
@@ -272,19 +294,52 @@ def scan(buf: np.ndarray, start: np.ndarray, end: np.ndarray, wants: tuple[Want,
     return keep.result(buf)
 
 
+def _read_field(data: memoryview, p: int, e: int) -> tuple[int, int, int, int, int]:
+    """One field at `p` read in Python: (number, wire type, value or LEN offset, LEN length, position after)."""
+    tag, p = _varint_at(data, p, e)
+    number, wire = _check_tag(tag)
+    if wire == VARINT:
+        value, p = _varint_at(data, p, e)
+        return number, wire, value, 0, p
+    if wire == LEN:
+        n, p = _varint_at(data, p, e)
+        if n > e - p:
+            raise WireError("a length past the end of its message")
+        return number, wire, p, n, p + n
+    width = 8 if wire == FIXED64 else 4
+    if p + width > e:
+        raise WireError("a fixed-width field past the end of its message")
+    return number, wire, int.from_bytes(data[p : p + width], "little"), 0, p + width
+
+
+def _varint_at(data: memoryview, p: int, e: int) -> tuple[int, int]:
+    value = shift = 0
+    for k in range(10):
+        if p + k >= e:
+            raise WireError("a varint runs past the end of its message")
+        b = data[p + k]
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return value & ((1 << 64) - 1), p + k + 1
+    raise WireError("a varint longer than 10 bytes")
+
+
 def _scan_rest(buf: np.ndarray, idx: np.ndarray, pos: np.ndarray, end: np.ndarray, keep: _Collector) -> None:
-    """Messages with more than `ROUNDS` fields, read on one field at a time (linear in their bytes)."""
-    rows: list[tuple[int, int, int, int, int]] = []
+    """Messages with more than `ROUNDS` runs of fields, read on one field at a time (linear in their bytes)."""
+    data = memoryview(buf)
+    rows: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
     for k in idx.tolist():
-        p, e = np.array([pos[k]]), np.array([end[k]])
-        while p[0] < e[0]:
-            number, wire, value, length, p = _round(buf, p, e)
-            rows.append((k, int(number[0]), int(wire[0]), int(value[0]), int(length[0])))
-    if rows:
-        cols = list(zip(*rows))
+        p, e = int(pos[k]), int(end[k])
+        while p < e:
+            number, wire, value, length, p = _read_field(data, p, e)
+            if number in keep.wants:
+                rows.setdefault((number, wire), []).append((k, value, length))
+    for (number, wire), found in rows.items():
+        msg, value, length = (list(c) for c in zip(*found))
         keep.add(
-            np.array(cols[0], np.int64), np.array(cols[1], np.int64), np.array(cols[2], np.int8),
-            np.array(cols[3], _U64), np.array(cols[4], np.int64), one_per_message=False,
+            keep.wants[number], wire, np.array(msg, np.int64), np.array(value, _U64),
+            np.array(length, np.int64), one_per_message=False,
         )  # fmt: skip
 
 
@@ -335,12 +390,13 @@ def frame(data: bytes) -> tuple[np.ndarray, np.ndarray]:
 
 def _walk(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`frame`'s byte ranges for a Trace with other fields or longer headers: one field at a time."""
+    data = memoryview(buf)
     starts: list[int] = []
     ends: list[int] = []
-    p, e = np.array([0]), np.array([buf.size])
-    while p[0] < e[0]:
-        number, wire, value, length, p = _round(buf, p, e)
-        if int(number[0]) == 1 and int(wire[0]) == LEN:
-            starts.append(int(value[0]))
-            ends.append(int(value[0]) + int(length[0]))
+    p = 0
+    while p < buf.size:
+        number, wire, value, length, p = _read_field(data, p, buf.size)
+        if number == 1 and wire == LEN:
+            starts.append(value)
+            ends.append(value + length)
     return np.array(starts, np.int64), np.array(ends, np.int64)
