@@ -327,7 +327,7 @@ def _varint_at(data: memoryview, p: int, e: int) -> tuple[int, int]:
 
 def _scan_rest(buf: np.ndarray, idx: np.ndarray, pos: np.ndarray, end: np.ndarray, keep: _Collector) -> None:
     """Messages with more than `ROUNDS` runs of fields, read on one field at a time (linear in their bytes)."""
-    data = memoryview(buf)
+    data = buf.data
     rows: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
     for k in idx.tolist():
         p, e = int(pos[k]), int(end[k])
@@ -336,10 +336,10 @@ def _scan_rest(buf: np.ndarray, idx: np.ndarray, pos: np.ndarray, end: np.ndarra
             if number in keep.wants:
                 rows.setdefault((number, wire), []).append((k, value, length))
     for (number, wire), found in rows.items():
-        msg, value, length = (list(c) for c in zip(*found))
+        msgs, values, lengths = (list(c) for c in zip(*found))
         keep.add(
-            keep.wants[number], wire, np.array(msg, np.int64), np.array(value, _U64),
-            np.array(length, np.int64), one_per_message=False,
+            keep.wants[number], wire, np.array(msgs, np.int64), np.array(values, _U64),
+            np.array(lengths, np.int64), one_per_message=False,
         )  # fmt: skip
 
 
@@ -390,7 +390,7 @@ def frame(data: bytes) -> tuple[np.ndarray, np.ndarray]:
 
 def _walk(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`frame`'s byte ranges for a Trace with other fields or longer headers: one field at a time."""
-    data = memoryview(buf)
+    data = buf.data
     starts: list[int] = []
     ends: list[int] = []
     p = 0
