@@ -1,7 +1,7 @@
 """Write a `Trace` as a Perfetto protobuf trace (`write_perfetto`), which Perfetto's UI draws right
 where the JSON format cannot: events that overlap without nesting on one thread (kernels, async
 ops) go on tracks of their own ("<lane> · 2", children of the lane's track), as kineto's Perfetto
-export does. What is written, packet by packet, is docs/formats.md's (and the reader's) contract:
+export does. What is written, packet by packet (what `perfetto`, the reader, reads back):
 
 - one sequence; the first packet clears its incremental state and interns every event name and
   category; debug-annotation names are interned as they first appear;
@@ -90,7 +90,9 @@ def _varints(values: np.ndarray) -> list[bytes]:
     """The varints of many non-negative int64s at once (timestamps), by numpy: one slice each."""
     v = np.asarray(values, dtype=np.int64).astype(np.uint64)
     groups = np.stack([(v >> np.uint64(7 * k)) & np.uint64(0x7F) for k in range(10)], axis=1).astype(np.uint8)
-    length = 1 + sum((v >= np.uint64(1 << (7 * k))).astype(np.int64) for k in range(1, 10))
+    length = np.ones(v.size, dtype=np.int64)
+    for k in range(1, 10):
+        length += v >= np.uint64(1 << (7 * k))
     groups |= (np.arange(10) < (length - 1)[:, None]).astype(np.uint8) << 7
     raw = groups.tobytes()
     return [raw[at : at + n] for at, n in zip(range(0, 10 * v.size, 10), length.tolist())]
