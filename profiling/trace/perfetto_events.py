@@ -93,7 +93,7 @@ class Events:
 
     def _several(self, number: int, iid_number: int) -> bool:
         msg = np.concatenate([self.s.items[number][0], self.s.items[iid_number][0]])
-        return bool(msg.size) and np.unique(msg).size < msg.size
+        return bool(msg.size) and int(np.bincount(msg).max()) > 1
 
     def _join(self, table: _Interner, out: np.ndarray, number: int, iid_number: int) -> None:
         """Events of several categories: theirs joined with "," in the order written (rare)."""
