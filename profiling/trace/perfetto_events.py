@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from branchscope.profiling.trace.decode import _Interner
-from branchscope.profiling.trace.perfetto_state import TRACK_EVENT, Packets, interned_ids
+from branchscope.profiling.trace.perfetto_state import Packets, interned_ids
 from branchscope.profiling.trace.perfetto_wire import FIXED64, LEN, VARINT, Scanned, Want, scan
 
 BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
@@ -111,10 +111,7 @@ class Events:
 
 def read_events(packets: Packets, default_track: np.ndarray) -> Events:
     """The trace's TrackEvents; `default_track`: each packet's default track uuid (0: none)."""
-    row = packets.event_rows
-    ps = packets.scanned
-    start = ps.value[TRACK_EVENT][row].astype(np.int64)
-    end = start + ps.length[TRACK_EVENT][row]
+    row, start, end = packets.event_rows, packets.event_start, packets.event_end
     s = scan(packets.buf, start, end, EVENT_FIELDS)
     kind = s.value[_TYPE].astype(np.int64)
     kind = np.where((kind >= BEGIN) & (kind <= COUNTER), kind, 0).astype(np.int8)

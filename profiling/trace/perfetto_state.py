@@ -23,7 +23,7 @@ import numpy as np
 
 from branchscope.profiling.trace.decode import _Interner
 from branchscope.profiling.trace.perfetto_schema import parse, text
-from branchscope.profiling.trace.perfetto_wire import LEN, VARINT, Scanned, Want, frame, scan
+from branchscope.profiling.trace.perfetto_wire import LEN, VARINT, Want, frame, scan
 
 BOOTTIME = 6
 #: Clocks numbered from here are scoped to one sequence.
@@ -53,18 +53,15 @@ class Packets:
 
     data: bytes
     buf: np.ndarray  # the file's bytes, as uint8 (no copy)
-    scanned: Scanned  # PACKET_FIELDS of every packet
     gen: np.ndarray  # int64: each packet's generation (module docstring)
     ts: np.ndarray  # int64 ns on the trace's clock (0 where a packet has none)
+    event_rows: np.ndarray  # the packets that hold a TrackEvent
+    event_start: np.ndarray  # int64: where each of their TrackEvents begins in the file
+    event_end: np.ndarray
     #: (kind, generation, iid) -> text, kind one of `_INTERNED`'s or "str" (annotation string values)
     interned: dict[tuple[str, int, int], str] = field(default_factory=dict)
     default_track: dict[int, int] = field(default_factory=dict)  # generation -> track uuid
     tracks: list[Any] = field(default_factory=list)  # TrackDescriptor messages, in file order
-
-    @property
-    def event_rows(self) -> np.ndarray:
-        """The packets that hold a TrackEvent."""
-        return np.flatnonzero(self.scanned.has[TRACK_EVENT])
 
 
 def read_packets(data: bytes) -> Packets:
@@ -75,7 +72,13 @@ def read_packets(data: bytes) -> Packets:
     seq = s.value[SEQUENCE].astype(np.int64)
     cleared = ((s.value[FLAGS] & np.uint64(_CLEARED)) != 0) | (s.has[STATE_CLEARED] & (s.value[STATE_CLEARED] != 0))
     gen = _generations(seq, cleared)
-    packets = Packets(data=data, buf=buf, scanned=s, gen=gen, ts=np.zeros(start.size, np.int64))
+    rows = np.flatnonzero(s.has[TRACK_EVENT])
+    event_start = s.value[TRACK_EVENT][rows].astype(np.int64)
+    packets = Packets(
+        data=data, buf=buf, gen=gen, ts=np.zeros(start.size, np.int64), event_rows=rows,
+        event_start=event_start, event_end=event_start + s.length[TRACK_EVENT][rows],
+    )  # fmt: skip
+    del s.value[TRACK_EVENT], s.length[TRACK_EVENT]
     default_clock: dict[int, int] = {}
     snapshots: list[_Snapshot] = []
     rare = np.zeros(start.size, bool)

@@ -151,10 +151,11 @@ class _Collector:
             if w.repeated:
                 self.parts[w.number] = []
             else:
-                self.out.value[w.number] = np.zeros(n, _U64)
                 self.out.has[w.number] = np.zeros(n, bool)
-                if w.wire == LEN:
-                    self.out.length[w.number] = np.zeros(n, np.int64)
+                if not w.presence:
+                    self.out.value[w.number] = np.zeros(n, _U64)
+                    if w.wire == LEN:
+                        self.out.length[w.number] = np.zeros(n, np.int64)
 
     def add(self, w: Want, wire: int, msg: np.ndarray, value: np.ndarray, length: np.ndarray | None, *, one_per_message: bool = True) -> None:
         """Values of field `w` written with `wire` (`one_per_message`: at most one per message)."""
@@ -281,17 +282,26 @@ def scan(buf: np.ndarray, start: np.ndarray, end: np.ndarray, wants: tuple[Want,
     """The fields `wants` of the messages `buf[start[k]:end[k]]`, all read in lockstep (module docstring)."""
     start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
     keep = _Collector(start.size, wants)
-    idx = np.flatnonzero(start < end)
-    pos = start.copy()
+    for lo in range(0, start.size, _CHUNK):
+        hi = min(lo + _CHUNK, start.size)
+        _scan_chunk(buf, lo + np.flatnonzero(start[lo:hi] < end[lo:hi]), start[lo:hi].copy(), end[lo:hi], lo, keep)
+    return keep.result(buf)
+
+
+#: Messages read in lockstep at a time: what a round allocates stays small (and in the CPU's cache).
+_CHUNK = 1 << 16
+
+
+def _scan_chunk(buf: np.ndarray, idx: np.ndarray, pos: np.ndarray, end: np.ndarray, lo: int, keep: _Collector) -> None:
+    """`scan` of the messages lo.. (`pos` and `end` theirs, `idx` those not empty)."""
     for _ in range(ROUNDS):
         if not idx.size:
-            return keep.result(buf)
-        p = _round(buf, idx, pos[idx], end[idx], keep)
-        pos[idx] = p
-        idx = idx[p < end[idx]]
+            return
+        p = _round(buf, idx, pos[idx - lo], end[idx - lo], keep)
+        pos[idx - lo] = p
+        idx = idx[p < end[idx - lo]]
     if idx.size:
-        _scan_rest(buf, idx, pos, end, keep)
-    return keep.result(buf)
+        _scan_rest(buf, idx, pos, end, keep, lo)
 
 
 def _read_field(data: memoryview, p: int, e: int) -> tuple[int, int, int, int, int]:
@@ -325,12 +335,12 @@ def _varint_at(data: memoryview, p: int, e: int) -> tuple[int, int]:
     raise WireError("a varint longer than 10 bytes")
 
 
-def _scan_rest(buf: np.ndarray, idx: np.ndarray, pos: np.ndarray, end: np.ndarray, keep: _Collector) -> None:
+def _scan_rest(buf: np.ndarray, idx: np.ndarray, pos: np.ndarray, end: np.ndarray, keep: _Collector, lo: int) -> None:
     """Messages with more than `ROUNDS` runs of fields, read on one field at a time (linear in their bytes)."""
     data = buf.data
     rows: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
     for k in idx.tolist():
-        p, e = int(pos[k]), int(end[k])
+        p, e = int(pos[k - lo]), int(end[k - lo])
         while p < e:
             number, wire, value, length, p = _read_field(data, p, e)
             if number in keep.wants:
