@@ -130,7 +130,23 @@ def int_annotations(
     buf: np.ndarray, start: np.ndarray, end: np.ndarray, gen: np.ndarray, interned: dict[tuple[str, int, int], str]
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The integer (int, uint, bool) debug annotations of the TrackEvents `buf[start[k]:end[k]]`,
-    read in lockstep (`perfetto_wire.scan`): name -> (event k, value as int64), in event order."""
+    read in lockstep (`perfetto_wire.scan`), `_EVENTS_AT_A_TIME` events at a time (an event may
+    hold many): name -> (event k, value as int64), in event order."""
+    found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for lo in range(0, start.size, _EVENTS_AT_A_TIME):
+        hi = lo + _EVENTS_AT_A_TIME
+        for name, (at, value) in _int_annotations(buf, start[lo:hi], end[lo:hi], gen[lo:hi], interned).items():
+            found.setdefault(name, []).append((at + lo, value))
+    return {name: (np.concatenate([a for a, _ in parts]), np.concatenate([v for _, v in parts])) for name, parts in found.items()}
+
+
+#: Events whose annotations are read at a time (`int_annotations`): what it allocates stays small.
+_EVENTS_AT_A_TIME = 8192
+
+
+def _int_annotations(
+    buf: np.ndarray, start: np.ndarray, end: np.ndarray, gen: np.ndarray, interned: dict[tuple[str, int, int], str]
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     events = scan(buf, start, end, (Want(_ANNOTATIONS, LEN, True),))
     msg, off, ln = events.items[_ANNOTATIONS]
     a = scan(buf, off.astype(np.int64), off.astype(np.int64) + ln, _ANNOTATION_FIELDS)
