@@ -143,21 +143,26 @@ def pairs(ev: Events) -> tuple[np.ndarray, np.ndarray]:
     step = np.where(is_begin, 1, -1).astype(np.int64)
     n = order.size
     group = np.concatenate([[0], np.cumsum(u[1:] != u[:-1])]) if n else np.zeros(0, np.int64)
+    del u, sel  # (each column here is as long as the trace's events: free what is done with)
     first = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]])) if n else np.zeros(0, np.int64)
     total = np.cumsum(step)
     depth = total - np.repeat(total[first] - step[first], np.diff(np.append(first, n)))
+    del total, step
     # The lowest depth so far in its track (0 before any): an end that goes below it closes nothing.
     big = 4 * n + 4
     low = np.minimum(-(np.maximum.accumulate(-depth + group * big) - group * big), 0)
     low_before = np.concatenate([[0], low[:-1]]) if n else low
     low_before[first] = 0
     kept = is_begin | (depth >= low_before)
+    del low_before
     order, group, is_begin = order[kept], group[kept], is_begin[kept]
     depth = (depth - low)[kept]
     level = np.where(is_begin, depth, depth + 1)
     at = np.lexsort((np.arange(order.size), level, group))
+    group, level = group[at], level[at]
     o, b = order[at], is_begin[at]
-    same = np.concatenate([(group[at][1:] == group[at][:-1]) & (level[at][1:] == level[at][:-1]), [False]])
+    same = np.concatenate([(group[1:] == group[:-1]) & (level[1:] == level[:-1]), [False]])
+    del group, level
     closed = b & np.concatenate([~b[1:], [False]]) & same
     begins = o[b]
     ends = np.where(closed[b], np.concatenate([o[1:], [-1]])[b], -1)
