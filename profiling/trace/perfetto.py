@@ -121,7 +121,7 @@ def _instant_args(ev: Events, rows: np.ndarray) -> list[dict[str, Any]]:
     spans = np.full((rows.size, 4), -1, np.int64)
     spans[:, 0], spans[:, 1] = ev.start[rows], ev.end[rows]
     args = PerfettoArgs(ev.packets.data, spans, ev.gen[rows], ev.packets.interned)
-    return [msgspec.json.decode(a)["args"] if a is not None else {} for a in args]
+    return [msgspec.json.decode(a)["args"] for a in args]
 
 
 def _named(ev: Events, rows: np.ndarray, names: list[str], name_of: np.ndarray, name: str) -> np.ndarray:

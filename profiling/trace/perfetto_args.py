@@ -22,10 +22,12 @@ from branchscope.profiling.trace.perfetto_state import interned_ids
 from branchscope.profiling.trace.perfetto_wire import LEN, VARINT, Want, scan
 
 _JSON = msgspec.json.Decoder()
+_NO_ARGS = b'{"args":{}}'
 
 
 class PerfettoArgs(Sequence[Any]):
-    """Per event, the JSON text of its args (None: it has none), decoded when asked for."""
+    """Per event, the JSON text of its args, made when asked for (one shared text where it has none:
+    every item is bytes, as the rank pool's `trace_parts` sends them)."""
 
     def __init__(
         self, data: bytes, spans: np.ndarray, gen: np.ndarray, interned: dict[tuple[str, int, int], str]
@@ -54,7 +56,7 @@ class PerfettoArgs(Sequence[Any]):
         for lo, hi in ((a, b), (c, d)):
             if lo >= 0:
                 self._read(self._data[lo:hi], int(self._gen[i]), args)
-        return msgspec.json.encode({"args": args}) if args else None
+        return msgspec.json.encode({"args": args}) if args else _NO_ARGS
 
     def _read(self, raw: bytes, gen: int, args: dict[str, Any]) -> None:
         try:

@@ -269,3 +269,15 @@ def test_neither_startup_nor_a_json_trace_imports_protobuf(tmp_path: Path) -> No
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_a_perfetto_trace_travels_through_the_rank_pool_with_its_args(tmp_path: Path) -> None:
+    from branchscope.profiling.trace.rank_pool import trace_from_parts, trace_parts
+
+    w = Writer()
+    w.thread(2, PID, TID)
+    w.slice(10, 5, 2, "with args", step=1)
+    w.slice(20, 5, 2, "without")
+    trace = load_trace(w.write(tmp_path / "t.pftrace"))
+    back = trace_from_parts(trace_parts(trace))  # raised "args held as objects" while an item was None
+    assert [back.event_args(i) for i in range(len(back))] == [{"step": 1}, {}]
