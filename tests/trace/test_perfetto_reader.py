@@ -272,12 +272,17 @@ def test_neither_startup_nor_a_json_trace_imports_protobuf(tmp_path: Path) -> No
 
 
 def test_a_perfetto_trace_travels_through_the_rank_pool_with_its_args(tmp_path: Path) -> None:
-    from branchscope.profiling.trace.rank_pool import trace_from_parts, trace_parts
+    import io
+
+    from branchscope.profiling.trace.rank_pool import decode, encode, trace_from_parts, trace_parts
 
     w = Writer()
     w.thread(2, PID, TID)
     w.slice(10, 5, 2, "with args", step=1)
     w.slice(20, 5, 2, "without")
     trace = load_trace(w.write(tmp_path / "t.pftrace"))
-    back = trace_from_parts(trace_parts(trace))  # raised "args held as objects" while an item was None
+    pipe = io.BytesIO()
+    encode(trace_parts(trace), pipe)  # raised "args held as objects" while an item was None
+    pipe.seek(0)
+    back = trace_from_parts(decode(pipe))
     assert [back.event_args(i) for i in range(len(back))] == [{"step": 1}, {}]
