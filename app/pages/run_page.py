@@ -69,8 +69,8 @@ class RunPage(QWidget):
         if run.fx_error:
             notes.append((f"No branches: {run.fx_error}", RED))
         warnings = run.warnings or []
-        if warnings:  # the timings may not be steady: said short, each warning in the tooltip
-            notes.append((f"⚠ {len(warnings)} timing warning{'s' if len(warnings) > 1 else ''} (hover to read)", AMBER))
+        if warnings:  # unsteady timings, an untested torch…: said short, each warning in the tooltip
+            notes.append((f"⚠ {len(warnings)} warning{'s' if len(warnings) > 1 else ''} (hover to read)", AMBER))
         pred = run.prediction or (info.prediction if info is not None else None)
         if pred is not None:  # what the branches could give (profiling/trace/prediction.py)
             notes.append((f"Prediction: {prediction_text(pred)}", ""))

@@ -127,7 +127,7 @@ def test_a_run_whose_timings_were_not_steady_says_so_with_its_warnings_in_the_to
     steady = _run_folder(tmp_path / "steady", "sequential", 1, 1, 40.0, warnings=[])
     unsteady = _run_folder(tmp_path / "unsteady", "fork", 2, 1, 20.0, warnings=warnings)
     assert window.open_trace_files([str(unsteady)]) == 1
-    assert "⚠ 2 timing warnings" in window.page(RunPage).summary_line.whole_text()
+    assert "⚠ 2 warnings" in window.page(RunPage).summary_line.whole_text()
     tip = window.page(RunPage).summary_line.toolTip()
     assert tip.endswith("\n⚠ " + warnings[0] + "\n⚠ " + warnings[1])  # under the whole header
     assert window.open_trace_files([str(steady)]) == 1  # the next run shown has none: nothing left of them
