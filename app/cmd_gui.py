@@ -185,8 +185,9 @@ def _run_window(args: argparse.Namespace, traces: list[str]) -> int:
     app.setApplicationName("branchscope")
     app.setOrganizationName("branchscope")
     # A picture shows what was asked for: not the runs kept from earlier windows, nor a baseline
-    # run started after the one asked for.
-    window = MainWindow(kept_runs=screenshot is None)
+    # run started after the one asked for; nor the answer of a probe that may come before or after
+    # it is drawn (which modes the worker's Python can run: every mode is offered in a picture).
+    window = MainWindow(kept_runs=screenshot is None, probe_modes=screenshot is None)
     window.auto_baseline = screenshot is None
     if getattr(args, "presentation", False):
         window.menus.set_presentation(True, remember=False)  # this window's, not kept for the next

@@ -89,7 +89,10 @@ class MainWindow(QMainWindow):
         check_cuda: bool = True,
         demos: list | None = None,
         kept_runs: bool = True,
+        probe_modes: bool | None = None,
     ):
+        """`probe_modes`: ask the worker's Python which modes it can run (a child process that
+        imports torch) once the window shows; by default as `check_cuda` says."""
         super().__init__()
         self.setWindowTitle("branchscope")
         self.setAcceptDrops(True)
@@ -177,7 +180,8 @@ class MainWindow(QMainWindow):
         if check_cuda:
             QTimer.singleShot(0, self.cuda.start)
         #: Which modes the worker's Python can run (fork needs TorchScript), asked before any run.
-        self.mode_check = ModeCheck.for_window(self, self.controls, self.page(SweepPage), start=check_cuda)
+        start = check_cuda if probe_modes is None else probe_modes
+        self.mode_check = ModeCheck.for_window(self, self.controls, self.page(SweepPage), start=start)
         self.resize(1600, 1000)
 
     def _runs_box(self) -> QWidget:

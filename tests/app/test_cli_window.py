@@ -254,9 +254,14 @@ def test_screenshot_exits_1_when_the_runs_trace_cannot_be_read(qapp, monkeypatch
 
 @pytest.mark.timeout(120)
 def test_screenshot_of_a_successful_run_exits_0(qapp, monkeypatch, tmp_path, capsys):
+    from branchscope.app import mode_check
+
+    probed = []  # a picture offers every mode: no probe whose answer may come before or after it is drawn
+    monkeypatch.setattr(mode_check, "probe", lambda python: probed.append(python) or {})
     code, out = _screenshot_in_process(monkeypatch, tmp_path, FAKE_RUNNER)
     assert code == 0, capsys.readouterr().err
     assert (QImage(str(out)).width(), QImage(str(out)).height()) == (1600, 1000)
+    assert probed == []
 
 
 def test_open_zoom_step_draws_one_step_and_refuses_a_step_the_trace_lacks(tmp_path):
