@@ -24,10 +24,7 @@ from branchscope.profiling.run.runner import stop_on_signals, warn_untested_torc
 from branchscope.profiling.run.sweep import (
     SweepRequest,
     add_sweep_arguments,
-    best_text,
-    markdown_table,
     run_sweep,
-    sweep_advice,
     sweep_request_from_args,
 )
 from branchscope.profiling.run.sweep_eta import SweepClock, plan_text, run_guess_s
@@ -40,6 +37,7 @@ from branchscope.profiling.trace.events import (
     encode_event,
 )
 from branchscope.profiling.trace.sweep_records import DONE, SWEEP_JSON, SweepRecord
+from branchscope.profiling.trace.sweep_text import best_text, markdown_table, sweep_advice
 
 
 def register(subparsers: Any) -> None:

@@ -13,7 +13,7 @@ other)"), a cell starved of cores said so. Under it, one line says which way of 
 served the model better (`profiling/trace/advice.py`: a sequential and a fork cell of the same
 thread count; no winner beside a starved cell; the fork or threads cell's speedup in parts where its
 sequential 1×J and M 1×J cells finished), or which cell would tell, as cells finish; it ends
-with which of the two cells ran on a busy machine (`sweep.sweep_advice`).
+with which of the two cells ran on a busy machine (`sweep_text.sweep_advice`).
 
 How long: beside Start, before it is pressed, what the form's sweep will take (its cells × passes
 runs at a run's guessed time: from an earlier run of the model, `earlier_run`, else from its
@@ -46,15 +46,13 @@ from branchscope.profiling.run.sweep import (
     DEFAULT_PASSES,
     SweepError,
     SweepRequest,
-    best_text,
-    cell_text,
     load_sweep,
-    sweep_advice,
 )
 from branchscope.profiling.run.sweep_eta import SweepClock, plan_text, run_guess_s
 from branchscope.profiling.trace.events import CellEvent
 from branchscope.profiling.trace.records import RunRecord
 from branchscope.profiling.trace.sweep_records import DONE, SweepRecord
+from branchscope.profiling.trace.sweep_text import best_text, cell_text, sweep_advice
 from branchscope.widgets.advice_label import AdviceLabel
 from branchscope.widgets.sweep_view import SweepView
 

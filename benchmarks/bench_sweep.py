@@ -27,8 +27,9 @@ sys.path.insert(0, str(ROOT))
 from report import write_report  # noqa: E402
 
 from branchscope.profiling.machine import usable_cores  # noqa: E402
-from branchscope.profiling.run.sweep import best_text, load_sweep, markdown_table  # noqa: E402
+from branchscope.profiling.run.sweep import load_sweep  # noqa: E402
 from branchscope.profiling.trace.records import to_builtins  # noqa: E402
+from branchscope.profiling.trace.sweep_text import best_text, markdown_table  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "sweep_lstm.json"
 SWEEP = ["--demo", "lstm-ensemble", "--modes", "sequential,fork", "--interop", "1,2", "--intra", "1,2"]

@@ -40,7 +40,7 @@ class AdviceLabel(QLabel):
         self.show_advice(advice_record(runs))
 
     def show_advice(self, advice: AdviceRecord | None) -> None:
-        """Shows an advice made elsewhere (a sweep's: `sweep.sweep_advice`)."""
+        """Shows an advice made elsewhere (a sweep's: `sweep_text.sweep_advice`)."""
         self.advice = advice
         self.setText("" if advice is None else f"Advice: {advice.text}")
         self.setToolTip(self._tip if advice is None else f"{self._tip}\n\n{advice.reason}")

@@ -24,11 +24,9 @@ from branchscope.profiling.run.sweep import (
     SweepError,
     SweepRequest,
     add_sweep_arguments,
-    best_text,
     cell_record,
     empty_cell,
     load_sweep,
-    markdown_table,
     new_sweep,
     run_sweep,
     sweep_request_from_args,
@@ -37,6 +35,7 @@ from branchscope.profiling.trace.events import CellEvent, SweepEvent
 from branchscope.profiling.trace.mode_traits import traits_of
 from branchscope.profiling.trace.records import RunRecord, to_builtins
 from branchscope.profiling.trace.sweep_records import SweepRecord
+from branchscope.profiling.trace.sweep_text import best_text, markdown_table
 from tests.builders.runs import write_sweep_json
 
 #: Stands in for the worker: argv = OUT MODE INTEROP INTRA. A step takes 10 / interop + intra ms, so

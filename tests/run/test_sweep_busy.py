@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 
-from branchscope.profiling.run.sweep import best_text, load_sweep, markdown_table, run_sweep, sweep_advice
+from branchscope.profiling.run.sweep import load_sweep, run_sweep
 from branchscope.profiling.trace.records import LoadRecord
 from branchscope.profiling.trace.sweep_records import SWEEP_JSON
+from branchscope.profiling.trace.sweep_text import best_text, markdown_table, sweep_advice
 from tests.builders.runs import write_run_json, write_sweep_json
 from tests.run.test_sweep import FakeCells, request
 from tests.run.test_sweep_starved import MEDIANS, _steps

@@ -8,9 +8,10 @@ import json
 
 from branchscope.profiling.run import sweep as sweep_module
 from branchscope.profiling.run.protocol import EXIT_MODE
-from branchscope.profiling.run.sweep import SWEEP_JSON, markdown_table, modes_skipped, run_sweep
+from branchscope.profiling.run.sweep import SWEEP_JSON, modes_skipped, run_sweep
 from branchscope.profiling.trace.events import CellEvent, SweepEvent
 from branchscope.profiling.trace.sweep_records import NOT_RUN
+from branchscope.profiling.trace.sweep_text import markdown_table
 from tests.run.test_sweep import FakeCells, request
 
 #: What fork's check says where TorchScript is disabled (`fork.check`, as the probe reports it).

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 
-from branchscope.profiling.run.sweep import best_text, load_sweep, markdown_table, run_sweep
+from branchscope.profiling.run.sweep import load_sweep, run_sweep
 from branchscope.profiling.trace.advice import advice_line, from_sweep
 from branchscope.profiling.trace.records import to_builtins
 from branchscope.profiling.trace.sweep_records import SWEEP_FORMAT, SWEEP_FORMATS, SWEEP_JSON, SweepRecord
+from branchscope.profiling.trace.sweep_text import best_text, markdown_table
 from tests.run.test_sweep import FakeCells, request
 
 
