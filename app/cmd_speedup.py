@@ -26,6 +26,7 @@ from branchscope.profiling.run.paired import (
     check_speedup_out,
     parse_configs,
     run_paired,
+    skipped_line,
     speedup_lines,
     write_speedup,
 )
@@ -113,7 +114,7 @@ def run_speedup_command(args: argparse.Namespace) -> int:
     if skipped:
         if not args.quiet:
             for s in skipped:
-                print(f"skipped {s.mode}:{s.interop}x{s.intra}: {s.reason}", file=sys.stderr, flush=True)
+                print(skipped_line(s), file=sys.stderr, flush=True)
         left = [c for c in configs if c.mode not in {s.mode for s in skipped}]
         if not left or left[0] != configs[0]:
             return _fail(args, f"the baseline {configs[0].argv()} cannot run here: {skipped[0].reason}", EXIT_MODE)

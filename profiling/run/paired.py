@@ -79,6 +79,7 @@ from branchscope.profiling.trace.sweep_records import (
     SPEEDUP_JSON,
     PairedConfigRecord,
     PairedTimesRecord,
+    SkippedConfigRecord,
     SpeedupPartsRecord,
     SpeedupRecord,
     SpeedupValueRecord,
@@ -412,6 +413,11 @@ def speedup_parts(configs: list[PairedConfigRecord], c: PairedConfigRecord) -> S
 # ---------------------------------------------------------------- text and speedup.json
 
 
+def skipped_line(s: SkippedConfigRecord) -> str:
+    """"skipped fork:2x1: fork mode needs TorchScript, …": a configuration left out, and why."""
+    return f"skipped {s.mode}:{s.interop}x{s.intra}: {s.reason}"
+
+
 def speedup_lines(record: SpeedupRecord) -> list[str]:
     """One line per configuration (median, steps; its speedup over the baseline in words), then how
     it was measured."""
@@ -449,6 +455,7 @@ def speedup_lines(record: SpeedupRecord) -> list[str]:
             f"{record.worker_steps} timed steps each; the speedup is the median of per-round ratios, 95% bootstrap interval"
         )
     lines.append(how)
+    lines.extend(map(skipped_line, record.skipped or []))
     if any(c.added == ADDED_FOR_PARTS for c in configs):
         lines.append(
             "parts: each parallel M I×J is split into M 1×J over sequential 1×J (its plan) and M I×J over M 1×J "

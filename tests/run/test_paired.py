@@ -146,6 +146,18 @@ def test_the_record_holds_medians_speedups_and_a_prediction_key():
     assert len(lines) == 4  # no prediction: nothing said of one
 
 
+def test_the_lines_name_each_configuration_left_out_and_why():
+    """What `speedup` could not measure (fork where TorchScript is off) is said under what it did,
+    in the window's Compare page as on the CLI."""
+    from branchscope.profiling.trace.sweep_records import SkippedConfigRecord
+
+    record = _record()
+    why = "fork mode needs TorchScript, and TorchScript is disabled in this torch: use threads mode"
+    record.skipped = [SkippedConfigRecord(mode="fork", interop=4, intra=1, reason=why)]
+    lines = speedup_lines(record)
+    assert lines[3].startswith("measured in one worker") and lines[4] == f"skipped fork:4x1: {why}"
+
+
 def test_the_record_says_what_the_branches_could_give_and_each_pool_configurations_share_of_it():
     from branchscope.profiling.trace.prediction import predict
     from branchscope.profiling.trace.records import BranchRecord
