@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -335,12 +336,14 @@ def main() -> int:
         return 2
     other_repeats = args.other_repeats or (1 if args.huge else 3)
     folders = reader_folders(work, args.before)
+    load_before = os.getloadavg()[0]
     rows = []
     for path in paths:
         rows.append(bench_one(path, args.repeats, other_repeats, folders))
         if not args.no_perfetto:
             rows[-1]["perfetto"] = bench_twins(path, work, args.repeats)
-    write_report(args.out, {"machine": machine_words(), "traces": rows}, indent=2)
+    load = {"before": load_before, "after": os.getloadavg()[0]}  # a shared machine's other work
+    write_report(args.out, {"machine": machine_words(), "load_average_1min": load, "traces": rows}, indent=2)
     return 0
 
 
