@@ -152,6 +152,13 @@ def untested_torch(options: RunOptions) -> str | None:
     return untested_torch_warning(version)
 
 
+def _with_untested_torch(message: str, options: RunOptions) -> str:
+    """A failed run's message, with the worker's torch named where it is newer than the newest tested:
+    the likeliest cause a user cannot see (a successful run's run.json carries it as a warning)."""
+    warning = untested_torch(options)
+    return f"{message} ({warning})" if warning else message
+
+
 def warn_untested_torch(options: RunOptions, stream: Any = None) -> None:
     """`warning: …` on stderr when the worker's torch is newer than the newest tested (`untested_torch`)."""
     warning = untested_torch(options)
@@ -205,6 +212,8 @@ def run_profile(
         if isinstance(folder, NodeFolder) and not result.ok and result.cancelled_by is None:
             result.message = folder.failed(result.message or "the run failed", result.exit_code, failed_at=result.failed_at)
         result.interpreter = python
+        if not result.ok and result.cancelled_by is None:
+            result.message = _with_untested_torch(result.message or "the run failed", opts)
         if python is not None and result.ok:
             result.notes.append(f"the worker ran under {python.describe()}")
             if torch_older_than_oldest(python.torch):

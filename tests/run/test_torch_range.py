@@ -121,3 +121,17 @@ def test_a_run_under_a_newer_torch_warns_once_and_run_json_keeps_it(tmp_path, ca
     run = read_run_record(out)
     assert run is not None and run.torch == "2.16.0"
     assert [w for w in run.warnings or [] if w.startswith("torch ")] == [said[0].removeprefix("warning: ")]
+
+
+@pytest.mark.parametrize(("torch", "named"), [("2.16.0", True), ("2.14.1", False)])
+def test_a_failed_run_under_a_newer_torch_names_it_in_its_error(tmp_path, torch, named):
+    """The fake Python answers the probe, then dies as the worker: a failed run whose one error
+    line says the torch was newer than the newest tested, the likeliest cause the user cannot see."""
+    from branchscope.profiling.run.protocol import RunRequest
+    from branchscope.profiling.run.runner import run_profile
+
+    options = RunOptions(demo="twin-mm", python=_answering(tmp_path, torch))
+    result = run_profile(RunRequest("sequential", 1, 1, tmp_path / "out", options))
+    assert not result.ok and result.message
+    assert (_NEWER.replace("2.16.0", torch) in result.message) == named
+    assert "\n" not in result.message
