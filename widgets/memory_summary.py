@@ -39,6 +39,7 @@ from branchscope.profiling.trace.memory import (
     Imbalance,
     MemoryAnalysis,
     device_type_of,
+    heaviest,
     imbalance_of,
     missed_frees_line,
 )
@@ -111,7 +112,7 @@ def headline(analysis: MemoryAnalysis, devices: list[DeviceMemory] | None = None
     kind of the largest peak first), then what the profiler missed; over `devices` (a large job's
     every rank, `job_devices`; default: the analysis's)."""
     shown = analysis.devices if devices is None else devices
-    main = max(shown, key=lambda d: d.peak_bytes) if shown else None  # the first of equals
+    main = heaviest(shown)
     if main is None:
         return why_none(analysis.trace)
     kind = _kind_name(device_type_of(main.device))
@@ -317,7 +318,7 @@ class MemorySummary(QWidget):
 
     def default_device(self) -> str | None:
         """The device of the largest peak (the heaviest of the largest kind's imbalance)."""
-        main = max(self.devices, key=lambda d: d.peak_bytes) if self.devices else None
+        main = heaviest(self.devices)
         return None if main is None else main.device
 
     def _add_plot(self, col: int, kind: str, devices: list[DeviceMemory]) -> None:

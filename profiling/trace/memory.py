@@ -18,7 +18,7 @@ objects are only built for what is asked (`allocations`, `live_at`, `in_range`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -275,6 +275,12 @@ def _enclosing_ops(trace: Trace, series: MemorySeries, rows: np.ndarray) -> np.n
     return out
 
 
+def heaviest(devices: Sequence[DeviceMemory]) -> DeviceMemory | None:
+    """The device of the largest peak (the first of equals); None without devices: the device that
+    matters, in the CLI's, the Memory tab's and the window's words alike."""
+    return max(devices, key=lambda d: d.peak_bytes) if devices else None
+
+
 class MemoryAnalysis:
     """Per-device peaks, what is live at them, and the imbalance across devices of one kind."""
 
@@ -447,8 +453,8 @@ class MemoryAnalysis:
         return next((d for d in self.devices if d.device == device), None)
 
     def main_device(self) -> DeviceMemory | None:
-        """The device that matters: the largest peak (the first of equals); None without devices."""
-        return max(self.devices, key=lambda d: d.peak_bytes) if self.devices else None
+        """The device that matters: the largest peak (`heaviest`); None without devices."""
+        return heaviest(self.devices)
 
     def live_curve(self, device: str) -> np.ndarray | None:
         """Bytes of the paired allocations live just after each event of the device's series (what
