@@ -32,8 +32,9 @@ _TYPE, _UUID, _NAME_IID, _NAME, _CAT_IIDS, _CATS = 9, 11, 10, 23, 3, 22
 _COUNT, _DOUBLE_COUNT, _FLOWS, _ENDING, _FLOWS_OLD, _ENDING_OLD = 30, 44, 47, 48, 36, 42
 _ANNOTATIONS, _LEGACY, _EXTRA, _EXTRA_DOUBLE = 4, 6, 31, 45
 EVENT_FIELDS = (
-    Want(_TYPE, VARINT), Want(_UUID, VARINT), Want(_NAME_IID, VARINT), Want(_NAME, LEN),
-    Want(_CAT_IIDS, VARINT, True), Want(_CATS, LEN, True), Want(_COUNT, VARINT), Want(_DOUBLE_COUNT, FIXED64),
+    Want(_TYPE, VARINT, dtype="u1"), Want(_UUID, VARINT), Want(_NAME_IID, VARINT), Want(_NAME, LEN, sparse=True),
+    Want(_CAT_IIDS, VARINT, True), Want(_CATS, LEN, True), Want(_COUNT, VARINT, sparse=True),
+    Want(_DOUBLE_COUNT, FIXED64, sparse=True),
     Want(_FLOWS, FIXED64, True), Want(_ENDING, FIXED64, True), Want(_FLOWS_OLD, VARINT, True),
     Want(_ENDING_OLD, VARINT, True), Want(_ANNOTATIONS, LEN, presence=True), Want(_LEGACY, LEN, presence=True),
     Want(_EXTRA, VARINT, presence=True), Want(_EXTRA_DOUBLE, VARINT, presence=True),
@@ -68,17 +69,13 @@ class Events:
         out = np.zeros(self.row.size, np.int32)
         for at, ids in (self._inline(table, number), self._interned(table, kind, iid_number)):
             out[at] = ids
-        if number in self.s.items and self._several(number, iid_number):
+        if kind == "cat" and self._several(number, iid_number):
             self._join(table, out, number, iid_number)
         return list(table.table), out
 
     def _inline(self, table: _Interner, number: int) -> tuple[np.ndarray, np.ndarray]:
         data = self.packets.data
-        if number in self.s.items:  # repeated: categories
-            at, off, ln = self.s.items[number]
-        else:
-            at = np.flatnonzero(self.s.has[number])
-            off, ln = self.s.value[number][at], self.s.length[number][at]
+        at, off, ln = self.s.items[number]  # categories (repeated) or a name (sparse)
         off = off.astype(np.int64)
         texts = [data[o:e].decode("utf-8", "replace") for o, e in zip(off.tolist(), (off + ln).tolist())]
         return at, table.ids(texts)
@@ -113,9 +110,12 @@ def read_events(packets: Packets, default_track: np.ndarray) -> Events:
     """The trace's TrackEvents; `default_track`: each packet's default track uuid (0: none)."""
     row, start, end = packets.event_rows, packets.event_start, packets.event_end
     s = scan(packets.buf, start, end, EVENT_FIELDS)
-    kind = s.value[_TYPE].astype(np.int64)
-    kind = np.where((kind >= BEGIN) & (kind <= COUNTER), kind, 0).astype(np.int8)
-    uuid = np.where(s.has[_UUID], s.value[_UUID], default_track[row].astype(np.uint64))
+    kind = s.value.pop(_TYPE).astype(np.int8)
+    kind[(kind < BEGIN) | (kind > COUNTER)] = 0
+    uuid = s.value.pop(_UUID)
+    no_uuid = np.flatnonzero(~s.has.pop(_UUID))
+    uuid[no_uuid] = default_track[row[no_uuid]].astype(np.uint64)
+    del no_uuid
     legacy_dur = np.full(row.size, -1, np.int64)
     _read_legacy(packets.data, start, end, s, kind, legacy_dur)
     return Events(packets, row, start, end, s, kind, uuid, packets.ts[row], legacy_dur)
@@ -182,9 +182,8 @@ def flow_ids(ev: Events) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def counter_values(ev: Events) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Counter points: (event row, track uuid, value), the `extra_*` ones included."""
     rows = np.flatnonzero(ev.kind == COUNTER)
-    value = np.where(
-        ev.s.has[_DOUBLE_COUNT][rows], ev.s.value[_DOUBLE_COUNT][rows].view(np.float64), ev.s.value[_COUNT][rows].view(np.int64)
-    )
+    has_double, double = ev.s.at(_DOUBLE_COUNT, rows)
+    value = np.where(has_double, double.view(np.float64), ev.s.at(_COUNT, rows)[1].view(np.int64))
     extra_rows, extra_uuid, extra_value = _extra_counters(ev)
     return (
         np.concatenate([rows, extra_rows]), np.concatenate([ev.uuid[rows], extra_uuid]),

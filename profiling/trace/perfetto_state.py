@@ -33,8 +33,9 @@ TIMESTAMP, SEQUENCE, FLAGS, STATE_CLEARED, CLOCK, TRACK_EVENT = 8, 10, 13, 41, 5
 CLOCK_SNAPSHOT, INTERNED, DEFAULTS, TRACK_DESCRIPTOR = 6, 12, 59, 60
 _RARE = (CLOCK_SNAPSHOT, INTERNED, DEFAULTS, TRACK_DESCRIPTOR)
 PACKET_FIELDS = (
-    Want(TIMESTAMP, VARINT), Want(SEQUENCE, VARINT), Want(FLAGS, VARINT), Want(STATE_CLEARED, VARINT),
-    Want(CLOCK, VARINT), Want(TRACK_EVENT, LEN), *(Want(f, LEN, presence=True) for f in _RARE),
+    Want(TIMESTAMP, VARINT), Want(SEQUENCE, VARINT, dtype="u4"), Want(FLAGS, VARINT, sparse=True),
+    Want(STATE_CLEARED, VARINT, sparse=True), Want(CLOCK, VARINT, sparse=True), Want(TRACK_EVENT, LEN),
+    *(Want(f, LEN, presence=True) for f in _RARE),
 )  # fmt: skip
 #: InternedData's tables, by the name the reader looks them up with.
 _INTERNED = {"cat": "event_categories", "name": "event_names", "ann": "debug_annotation_names"}
@@ -69,16 +70,19 @@ def read_packets(data: bytes) -> Packets:
     start, end = frame(data)
     buf = np.frombuffer(data, np.uint8)
     s = scan(buf, start, end, PACKET_FIELDS)
-    seq = s.value[SEQUENCE].astype(np.int64)
-    cleared = ((s.value[FLAGS] & np.uint64(_CLEARED)) != 0) | (s.has[STATE_CLEARED] & (s.value[STATE_CLEARED] != 0))
+    seq = s.value.pop(SEQUENCE).astype(np.int64)
+    cleared = np.zeros(start.size, bool)
+    for f, flag in ((FLAGS, _CLEARED), (STATE_CLEARED, ~0)):
+        msg, value, _ = s.items[f]
+        cleared[msg[(value & np.uint64(flag & 0xFFFFFFFFFFFFFFFF)) != 0]] = True
     gen = _generations(seq, cleared)
-    rows = np.flatnonzero(s.has[TRACK_EVENT])
-    event_start = s.value[TRACK_EVENT][rows].astype(np.int64)
+    del cleared
+    rows = np.flatnonzero(s.has.pop(TRACK_EVENT)).astype(np.int32)
+    event_start = s.value.pop(TRACK_EVENT)[rows].astype(np.int64)
     packets = Packets(
         data=data, buf=buf, gen=gen, ts=np.zeros(start.size, np.int64), event_rows=rows,
-        event_start=event_start, event_end=event_start + s.length[TRACK_EVENT][rows],
+        event_start=event_start, event_end=event_start + s.length.pop(TRACK_EVENT)[rows],
     )  # fmt: skip
-    del s.value[TRACK_EVENT], s.length[TRACK_EVENT]
     default_clock: dict[int, int] = {}
     snapshots: list[_Snapshot] = []
     rare = np.zeros(start.size, bool)
@@ -99,7 +103,9 @@ def read_packets(data: bytes) -> Packets:
             packets.tracks.append(msg.track_descriptor)
         if msg.HasField("clock_snapshot"):
             snapshots.append(_snapshot(k, int(seq[k]), msg.clock_snapshot))
-    clock = np.where(s.has[CLOCK], s.value[CLOCK].astype(np.int64), _per_generation(gen, default_clock, BOOTTIME))
+    clock = _per_generation(gen, default_clock, BOOTTIME)
+    at, value, _ = s.items[CLOCK]
+    clock[at] = value.astype(np.int64)
     primary = _primary_clock(snapshots)
     packets.ts = _timestamps(s.value[TIMESTAMP].astype(np.int64), s.has[TIMESTAMP], clock, seq, snapshots, primary)
     return packets

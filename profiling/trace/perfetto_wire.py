@@ -21,7 +21,6 @@ offset (a packet's header is its tag byte and the varint of its length).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 import numpy as np
@@ -119,13 +118,19 @@ class Want:
     repeated: bool = False
     #: Only whether a message has it is read (`Scanned.has`): a run of it is skipped at once.
     presence: bool = False
+    #: A singular field few messages have: kept as `Scanned.items` (the last of each message), not
+    #: as columns as long as the messages.
+    sparse: bool = False
+    #: The dtype its values are kept in (a singular field's column; larger values saturate).
+    dtype: str = "u8"
 
 
 @dataclass
 class Scanned:
-    """What `scan` kept of n messages. Singular field f: `value[f]` (uint64; a LEN field's offset
-    into the buffer), `length[f]` (LEN fields), `has[f]`. Repeated field f: `items[f]` =
-    (message index, value, length) in message order, values in the order written."""
+    """What `scan` kept of n messages. Singular field f: `value[f]` (`Want.dtype`, uint64 unless
+    said; a LEN field's offset into the buffer), `length[f]` (LEN fields), `has[f]`. Repeated or
+    sparse field f: `items[f]` = (message index, value, length) in message order, values (uint64)
+    in the order written (a sparse field: the last of each message)."""
 
     n: int
     value: dict[int, np.ndarray] = field(default_factory=dict)
@@ -138,6 +143,13 @@ class Scanned:
         values = self.value[number]
         return np.where(self.has[number], values, _U64(default)) if default else values
 
+    def at(self, number: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Sparse field `number` of messages `rows` (ascending): whether each has it, and its value (uint64)."""
+        msg, value, _ = self.items[number]
+        k = np.minimum(np.searchsorted(msg, rows), max(msg.size - 1, 0))
+        has = msg[k] == rows if msg.size else np.zeros(rows.size, bool)
+        return has, np.where(has, value[k] if msg.size else _U64(0), _U64(0))
+
 
 class _Collector:
     """Keeps the fields asked for as rounds find them (`add`), then gives a `Scanned`."""
@@ -148,12 +160,12 @@ class _Collector:
         self.parts: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         self.packed: list[tuple[Want, np.ndarray, np.ndarray, np.ndarray]] = []
         for w in wants:
-            if w.repeated:
+            if w.repeated or w.sparse:
                 self.parts[w.number] = []
             else:
                 self.out.has[w.number] = np.zeros(n, bool)
                 if not w.presence:
-                    self.out.value[w.number] = np.zeros(n, _U64)
+                    self.out.value[w.number] = np.zeros(n, w.dtype)
                     if w.wire == LEN:
                         self.out.length[w.number] = np.zeros(n, np.int64)
 
@@ -167,7 +179,7 @@ class _Collector:
             return  # a field of another type than declared: read as unknown, as protobuf does
         if length is None:
             length = np.zeros(msg.size, np.int64)
-        if w.repeated:
+        if w.repeated or w.sparse:
             self.parts[f].append((msg, value, length))
             return
         if not one_per_message:  # the last of a message wins
@@ -175,7 +187,8 @@ class _Collector:
             msg, value, length = msg[last], value[last], length[last]
         self.out.has[f][msg] = True
         if not w.presence:
-            self.out.value[f][msg] = value
+            column = self.out.value[f]
+            self.out.value[f][msg] = value if column.dtype == _U64 else np.minimum(value, _U64(np.iinfo(column.dtype).max))
             if w.wire == LEN:
                 self.out.length[f][msg] = length
 
@@ -189,7 +202,11 @@ class _Collector:
                 continue
             msg = np.concatenate([p[0] for p in parts])
             order = np.argsort(msg, kind="stable")
-            self.out.items[f] = (msg[order], np.concatenate([p[1] for p in parts])[order], np.concatenate([p[2] for p in parts])[order])
+            msg = msg[order]
+            if self.wants[f].sparse:  # the last of each message
+                last = np.concatenate([msg[1:] != msg[:-1], [True]])
+                order, msg = order[last], msg[last]
+            self.out.items[f] = (msg, np.concatenate([p[1] for p in parts])[order], np.concatenate([p[2] for p in parts])[order])
         return self.out
 
 
@@ -355,55 +372,109 @@ def _scan_rest(buf: np.ndarray, idx: np.ndarray, pos: np.ndarray, end: np.ndarra
 
 # ---- a Trace's packets ---------------------------------------------------------------------------
 
-
-@cache
-def _lean_trace() -> Any:
-    """A message class of one field, `repeated bytes packet = 1`: a `Trace` read without its packets' insides."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    proto = descriptor_pb2.FileDescriptorProto(name="branchscope_lean_trace.proto", package="branchscope_lean", syntax="proto2")
-    message = proto.message_type.add(name="LeanTrace")
-    message.field.add(
-        name="packet", number=1,
-        type=descriptor_pb2.FieldDescriptorProto.TYPE_BYTES, label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
-    )  # fmt: skip
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(proto)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("branchscope_lean.LeanTrace"))
+#: Bytes of the file compared at a time while looking for packet tags (what a pass allocates).
+_FRAME_SLICE = 1 << 24
+_PACKET_TAG = 0x0A  # field 1 (packet), LEN
+#: Candidate headers read at a time (`_chain_links`).
+_FRAME_CANDIDATES = 1 << 18
+#: The most bytes of a packet's length varint (2^35 bytes): a longer one is no packet header here.
+_LENGTH_BYTES = 5
 
 
-def _varint_size(n: np.ndarray) -> np.ndarray:
-    size = np.ones(n.size, np.int64)
-    for k in range(1, 10):
-        size += n >= (1 << (7 * k))
-    return size
+def frame(data: bytes | memoryview) -> tuple[np.ndarray, np.ndarray]:
+    """The byte ranges (start, end) of a `Trace`'s packets, found with numpy, no copy of the file.
+
+    Every byte 0x0a (field 1, LEN: a packet's tag) is a candidate header, and its length varint
+    gives where the next header would be (`_chain_links`). The packets are the chain of candidates
+    from byte 0 (`_chain_from_start`, by doubling: a few passes over the candidates, not one step
+    per packet). Where the chain stops before the file's end (another top-level field, a length
+    written longer than needed), the rest is walked one field at a time (`_walk`)."""
+    buf = np.frombuffer(data, np.uint8)
+    if not buf.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    cand = np.concatenate([np.flatnonzero(buf[lo : lo + _FRAME_SLICE] == _PACKET_TAG) + lo for lo in range(0, buf.size, _FRAME_SLICE)])
+    if not cand.size or cand[0] != 0:
+        return _walk(buf, 0)
+    nbytes, after, nxt = _chain_links(buf, cand)
+    path = _chain_from_start(nxt)
+    del nxt
+    start, end = cand[path] + 1 + nbytes[path], after[path]
+    stop = int(end[-1])
+    if stop == buf.size:
+        return start, end
+    if stop > buf.size:
+        raise WireError("a packet runs past the end of the file")
+    more_start, more_end = _walk(buf, stop)
+    return np.concatenate([start, more_start]), np.concatenate([end, more_end])
 
 
-def frame(data: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """The byte ranges (start, end) of a `Trace`'s packets. The lengths come from upb; the offsets
-    from the lengths when the file holds nothing but packets each framed the shortest way (every
-    writer's form), else from a walk over the fields one at a time."""
-    from google.protobuf.message import DecodeError
+def _chain_links(buf: np.ndarray, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each candidate header: the bytes of its length varint (uint8), where its packet would
+    end, and the index of the candidate there (int32; `cand.size`: none, the chain stops there).
+    `_FRAME_CANDIDATES` at a time (what a pass allocates stays small)."""
+    nbytes = np.empty(cand.size, np.uint8)
+    after = np.empty(cand.size, np.int64)
+    nxt = np.empty(cand.size, np.int32)
+    for lo in range(0, cand.size, _FRAME_CANDIDATES):
+        at = cand[lo : lo + _FRAME_CANDIDATES] + 1
+        n, length = _lengths(buf, at)
+        nbytes[lo : lo + at.size] = n
+        end = at + n + length
+        end[n == 0] = buf.size + 1  # no header: past the file, the chain stops there
+        after[lo : lo + at.size] = end
+        k = np.searchsorted(cand, end)
+        hit = k < cand.size
+        hit[hit] = cand[k[hit]] == end[hit]
+        nxt[lo : lo + at.size] = np.where(hit, k, cand.size)
+    return nbytes, after, nxt
 
-    try:
-        packets = _lean_trace().FromString(data).packet
-    except DecodeError as exc:
-        raise WireError(f"not a protobuf trace ({exc})") from None
-    lengths = np.fromiter(map(len, packets), dtype=np.int64, count=len(packets))
-    del packets
-    header = 1 + _varint_size(lengths)
-    ends = np.cumsum(header + lengths)
-    if ends.size and int(ends[-1]) == len(data):
-        return ends - lengths, ends
-    return _walk(np.frombuffer(data, np.uint8))
+
+def _lengths(buf: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The length varint at each position (of at most `_LENGTH_BYTES` bytes): its bytes (0: none
+    there, or a longer one) and value (clipped past the file's size). One or two bytes by gathers,
+    longer ones from 8 bytes read at once."""
+    one = _tail_byte(buf, at)
+    two = _tail_byte(buf, at + 1)
+    n = np.where(one < 0x80, 1, np.where(two < 0x80, 2, 0)).astype(np.uint8)
+    length = (one & 0x7F).astype(np.int64) | ((two & 0x7F).astype(np.int64) << 7) * (n == 2)
+    n[at >= buf.size] = 0
+    n[(at + 1 >= buf.size) & (n == 2)] = 0
+    long = np.flatnonzero((n == 0) & (at < buf.size))
+    if long.size:
+        words = _words(buf, at[long])
+        stop = ~words & _U64(0x8080808080)  # the last byte: the first without its high bit
+        lowest = stop & (~stop + _U64(1))
+        size = np.where(lowest == 0, 0, (np.log2(np.maximum(lowest, 1).astype(np.float64)).astype(np.int64) + 1) >> 3)
+        words &= np.where(lowest == 0, _U64(0), (lowest << _U64(1)) - _U64(1))
+        value = words & _U64(0x7F)
+        for k in range(1, _LENGTH_BYTES):
+            value |= ((words >> _U64(8 * k)) & _U64(0x7F)) << _U64(7 * k)
+        size[at[long] + size > buf.size] = 0
+        n[long], length[long] = size, np.minimum(value, _U64(buf.size + 1)).astype(np.int64)
+    return n, length
 
 
-def _walk(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`frame`'s byte ranges for a Trace with other fields or longer headers: one field at a time."""
+def _chain_from_start(nxt: np.ndarray) -> np.ndarray:
+    """The candidates on the chain from candidate 0, in order. By doubling: `jump` leads 2^k links
+    on, and the first 2^(k+1) of the chain are the first 2^k and where `jump` leads each."""
+    none = nxt.size
+    jump = np.append(nxt, np.int32(none))  # the chain's end leads to itself
+    path = np.zeros(1, np.int32)
+    while True:
+        ahead = jump[path]
+        on = ahead < none
+        path = np.concatenate([path, ahead[on]])
+        if not on.all():
+            return path
+        jump = jump[jump]
+
+
+def _walk(buf: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """`frame`'s byte ranges from byte `p` on, for a Trace with other fields or longer headers: one
+    field at a time."""
     data = buf.data
     starts: list[int] = []
     ends: list[int] = []
-    p = 0
     while p < buf.size:
         number, wire, value, length, p = _read_field(data, p, buf.size)
         if number == 1 and wire == LEN:
