@@ -23,19 +23,8 @@ from branchscope.profiling.trace.lanes import GPU_CATEGORIES
 from branchscope.profiling.trace.memory_events import _ARGS as _MEMORY_ARGS
 from branchscope.profiling.trace.model import CounterTrack, TraceFormatError
 from branchscope.profiling.trace.perfetto_args import PerfettoArgs, int_annotations
-from branchscope.profiling.trace.perfetto_events import (
-    _CAT_IIDS,
-    _CATS,
-    _NAME,
-    _NAME_IID,
-    INSTANT,
-    Events,
-    counter_values,
-    flow_ids,
-    pairs,
-    read_events,
-)  # fmt: skip
-from branchscope.profiling.trace.perfetto_state import _per_generation, read_packets
+from branchscope.profiling.trace.perfetto_events import INSTANT, EventReader, Events, pairs
+from branchscope.profiling.trace.perfetto_state import read_packets
 from branchscope.profiling.trace.perfetto_tracks import Tracks, read_tracks
 from branchscope.profiling.trace.perfetto_wire import WireError
 
@@ -51,44 +40,50 @@ _LOW = 0xFFFFFFFF
 
 def read_perfetto(path: str, data: bytes) -> dict[str, Any]:
     """What `reader` assembles a `Trace` from (the keywords of `reader._assemble`), read from a
-    Perfetto trace's bytes; `TraceFormatError` naming the file when they are no Perfetto trace."""
+    Perfetto trace's bytes; `TraceFormatError` naming the file when they are no Perfetto trace.
+    Each column is freed as soon as it is used: the peak is what the file's events take at once."""
+    reader = EventReader({METADATA_EVENT, *kineto.MEMORY_EVENT.spellings})
     try:
-        packets = read_packets(data)
+        packets = read_packets(data, reader.add)
         tracks = read_tracks(packets.tracks)
-        ev = read_events(packets, _per_generation(packets.gen, packets.default_track, 0))
     except (WireError, ValueError) as exc:
         raise TraceFormatError(f"{path}: not a readable Perfetto trace: {exc}") from None
+    ev = reader.events()
+    del reader
+    ts = ev.ts
     begin, end = pairs(ev)
-    names, name_of = ev.texts("name", _NAME, _NAME_IID)
-    cats, cat_of = ev.texts("cat", _CATS, _CAT_IIDS)
-    event_names, name_id = _used(names, name_of[begin])
-    event_cats, cat_id = _used(cats, cat_of[begin])
-    start = ev.ts[begin]
+    start = ts[begin]
     if start.size and int(np.abs(start).max()) >= _MAX_ABS_NS:
         raise TraceFormatError(f"{path}: a timestamp out of range")
-    last = int(ev.ts.max(initial=0))
-    dur = np.where(end >= 0, ev.ts[np.maximum(end, 0)] - start, np.where(ev.legacy_dur[begin] >= 0, ev.legacy_dur[begin], last - start))
+    legacy_dur = np.full(begin.size, -1, np.int64)
+    legacy_dur[begin.size - ev.legacy[0].size :] = ev.legacy[1]
+    last = int(ts.max(initial=0))
+    dur = np.where(end >= 0, ts[np.maximum(end, 0)] - start, np.where(legacy_dur >= 0, legacy_dur, last - start))
+    del legacy_dur
     pid, tid = tracks.lanes(ev.uuid[begin])
     raw_keys: dict[Any, int] = {}
+    thread = _threads(pid, tid, raw_keys)
+    del pid, tid
     instants = np.flatnonzero(ev.kind == INSTANT)
-    instants = instants[ev.legacy_dur[instants] < 0]
-    args = _args(ev, begin, end)
+    instants = instants[~np.isin(instants, ev.legacy[0])]
+    event_names, name_id = _used(ev.names, ev.name[begin])
+    event_cats, cat_id = _used(ev.cats, ev.cat[begin])
     return {
         "raw_keys": raw_keys,
-        "thread": _threads(pid, tid, raw_keys),
+        "thread": thread,
         "names": event_names,
         "cats": event_cats,
         "name_id": name_id,
         "cat_id": cat_id,
         "start_ns": start,
         "dur_ns": dur,
-        "raw_args": args,
-        "metadata": _metadata(ev, instants, names, name_of, tracks),
-        "memory_parts": _memory(ev, instants, names, name_of, tracks),
-        "counters": _counters(ev, tracks, cats, cat_of),
+        "raw_args": _args(ev, begin, end),
+        "metadata": _metadata(ev, instants, tracks),
+        "memory_parts": _memory(ev, instants, tracks),
+        "counters": _counters(ev, tracks),
         "process_labels": tracks.process_labels,
         "thread_names": tracks.thread_names,
-        "points": _flow_points(ev, begin, end, cats, cat_of),
+        "points": _flow_points(ev, ts, begin),
     }
 
 
@@ -110,27 +105,28 @@ def _threads(pid: np.ndarray, tid: np.ndarray, raw_keys: dict[Any, int]) -> np.n
 
 def _args(ev: Events, begin: np.ndarray, end: np.ndarray) -> PerfettoArgs:
     spans = np.full((begin.size, 4), -1, np.int64)
-    spans[:, 0], spans[:, 1] = ev.start[begin], ev.end[begin]
-    ended = end >= 0
-    spans[ended, 2], spans[ended, 3] = ev.start[end[ended]], ev.end[end[ended]]
-    return PerfettoArgs(ev.packets.data, spans, ev.gen[begin], ev.packets.interned)
+    spans[:, 0], spans[:, 1] = ev.start[begin], ev.start[begin] + ev.size[begin]
+    ended = np.flatnonzero(end >= 0)
+    at = end[ended]
+    spans[ended, 2], spans[ended, 3] = ev.start[at], ev.start[at] + ev.size[at]
+    return PerfettoArgs(ev.packets.data, spans, ev.packets.gen[ev.row[begin]], ev.packets.interned)
 
 
 def _instant_args(ev: Events, rows: np.ndarray) -> list[dict[str, Any]]:
-    """The args of instants `rows` (few: memory events, the metadata event)."""
+    """The args of instants `rows` (few: the metadata event)."""
     spans = np.full((rows.size, 4), -1, np.int64)
-    spans[:, 0], spans[:, 1] = ev.start[rows], ev.end[rows]
-    args = PerfettoArgs(ev.packets.data, spans, ev.gen[rows], ev.packets.interned)
+    spans[:, 0], spans[:, 1] = ev.start[rows], ev.start[rows] + ev.size[rows]
+    args = PerfettoArgs(ev.packets.data, spans, ev.packets.gen[ev.row[rows]], ev.packets.interned)
     return [msgspec.json.decode(a)["args"] for a in args]
 
 
-def _named(ev: Events, rows: np.ndarray, names: list[str], name_of: np.ndarray, name: str) -> np.ndarray:
-    return rows[name_of[rows] == names.index(name)] if name in names else rows[:0]
+def _named(ev: Events, rows: np.ndarray, name: str) -> np.ndarray:
+    return rows[ev.name[rows] == ev.names.index(name)] if name in ev.names else rows[:0]
 
 
-def _metadata(ev: Events, instants: np.ndarray, names: list[str], name_of: np.ndarray, tracks: Tracks) -> dict[str, Any]:
+def _metadata(ev: Events, instants: np.ndarray, tracks: Tracks) -> dict[str, Any]:
     """The trace's top-level JSON keys, from its metadata event (the first), as the JSON reader keeps them."""
-    rows = _named(ev, instants, names, name_of, METADATA_EVENT)
+    rows = _named(ev, instants, METADATA_EVENT)
     rows = rows[np.isin(ev.uuid[rows], np.array(sorted(tracks.metadata_tracks), np.uint64))]
     for args in _instant_args(ev, rows[:1]):
         value = args.get(METADATA_ANNOTATION)
@@ -143,19 +139,21 @@ def _metadata(ev: Events, instants: np.ndarray, names: list[str], name_of: np.nd
     return {}
 
 
-def _memory(ev: Events, instants: np.ndarray, names: list[str], name_of: np.ndarray, tracks: Tracks) -> list[dict[str, np.ndarray]]:
+def _memory(ev: Events, instants: np.ndarray, tracks: Tracks) -> list[dict[str, np.ndarray]]:
     """The "[memory]" instants as `memory_events` columns: their integer debug annotations are the
     JSON's args, each key read under its first spelling said (`memory_events._ARGS`)."""
-    rows = np.concatenate([_named(ev, instants, names, name_of, n) for n in kineto.MEMORY_EVENT.spellings])
+    rows = np.concatenate([_named(ev, instants, n) for n in kineto.MEMORY_EVENT.spellings])
     if not rows.size:
         return []
     rows.sort()
     pid, tid = tracks.lanes(ev.uuid[rows])
-    said = int_annotations(ev.packets.buf, ev.start[rows], ev.end[rows], ev.gen[rows], ev.packets.interned)
+    start = ev.start[rows]
+    said = int_annotations(ev.packets.buf, start, start + ev.size[rows], ev.packets.gen[ev.row[rows]], ev.packets.interned)
+    del start
     if MEMORY_TID in said:
         at, value = said[MEMORY_TID]
         tid[at] = value
-    columns = {"ts": ev.ts[rows], "pid": pid, "tid": tid}
+    columns = {"ts": ev.packets.ts[ev.row[rows]], "pid": pid, "tid": tid}
     for attr, key, _kind, default in _MEMORY_ARGS:
         values = np.full(rows.size, -1 if attr == "addr" else default or 0, np.int64)
         known = np.zeros(rows.size, bool)
@@ -169,18 +167,18 @@ def _memory(ev: Events, instants: np.ndarray, names: list[str], name_of: np.ndar
     return [columns]
 
 
-def _counters(ev: Events, tracks: Tracks, cats: list[str], cat_of: np.ndarray) -> list[CounterTrack]:
+def _counters(ev: Events, tracks: Tracks) -> list[CounterTrack]:
     """One `CounterTrack` per counter track with points (its events' times on the trace's clock)."""
-    rows, uuid, value = counter_values(ev)
+    row, uuid, value, cat_of = ev.counters
     out = []
     for u in np.unique(uuid).tolist():
         info = tracks.counters.get(u)
         if info is None:
             continue
         at = np.flatnonzero(uuid == u)
-        ts = ev.ts[rows[at]]
+        ts = ev.packets.ts[row[at]]
         order = np.argsort(ts, kind="stable")
-        cat = info.cat or cats[int(cat_of[rows[at[0]]])]
+        cat = info.cat or ev.cats[int(cat_of[at[0]])]
         if cat == DERIVED_COUNTERS:
             continue
         out.append(CounterTrack(name=info.name, pid=info.pid, tid=info.tid, key=info.key, ts_ns=ts[order], values=value[at][order], cat=cat))
@@ -188,20 +186,19 @@ def _counters(ev: Events, tracks: Tracks, cats: list[str], cat_of: np.ndarray) -
     return out
 
 
-def _flow_points(
-    ev: Events, begin: np.ndarray, end: np.ndarray, cats: list[str], cat_of: np.ndarray
-) -> Callable[[np.ndarray, Any], tuple[np.ndarray, ...]] | None:
+def _flow_points(ev: Events, ts_of: np.ndarray, begin: np.ndarray) -> Callable[[np.ndarray, Any], tuple[np.ndarray, ...]] | None:
     """A maker of the flow endpoints' columns (`flow_events.flow_point_columns`'s) from the events'
     lanes; None when no event names a flow."""
-    row, fid, ending = flow_ids(ev)
+    row, fid, ending = ev.flows
     event_of_row = np.full(ev.row.size, -1, np.int64)
     event_of_row[begin] = np.arange(begin.size)
     event = event_of_row[row]
+    del event_of_row
     keep = event >= 0
     event, fid, ending = event[keep], fid[keep], ending[keep]
     if not event.size:
         return None
-    ts = ev.ts[begin][event]
+    ts = ts_of[begin][event]
     order = np.lexsort((event, ts, fid))
     event, fid, ending, ts = event[order], fid[order], ending[order], ts[order]
     first = np.concatenate([[True], fid[1:] != fid[:-1]])
@@ -209,9 +206,9 @@ def _flow_points(
     phase = np.where(first, 0, np.where(last | ending, 2, 1)).astype(np.int8)
     _, flow_id = np.unique(fid, return_inverse=True)
     # the flow's category: kineto's launch -> kernel one where it ends on a GPU event
-    gpu_cat = np.array([c in GPU_CATEGORIES for c in cats], bool)
+    gpu_cat = np.array([c in GPU_CATEGORIES for c in ev.cats], bool)
     ends_on_gpu = np.zeros(flow_id.max() + 1, bool)
-    ends_on_gpu[flow_id[phase == 2]] = gpu_cat[cat_of[begin][event[phase == 2]]]
+    ends_on_gpu[flow_id[phase == 2]] = gpu_cat[ev.cat[begin][event[phase == 2]]]
     cat = np.where(ends_on_gpu[flow_id], 0, 1).astype(np.int32)
     cat_names = np.array([kineto.LAUNCH_FLOW_CATEGORY.name, "flow"], dtype=object)
 

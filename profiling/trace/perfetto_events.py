@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from branchscope.profiling.trace.decode import _Interner
-from branchscope.profiling.trace.perfetto_state import Packets, interned_ids
+from branchscope.profiling.trace.perfetto_state import Packets, _per_generation, interned_ids
 from branchscope.profiling.trace.perfetto_wire import FIXED64, LEN, VARINT, Scanned, Want, scan
 
 BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
@@ -45,105 +45,189 @@ _COMPLETE_PHASE = ord("X")
 
 @dataclass
 class Events:
-    """Every TrackEvent of a trace (one row each, in file order) with what the reader reads of it."""
+    """The TrackEvents a trace's `Trace` is made of (slices' begins and ends, legacy complete events,
+    the instants asked for), one row each in file order, with what the reader reads of them; the
+    rest (counters, flows, legacy durations) as short lists of their own."""
 
     packets: Packets
-    row: np.ndarray  # the packet of each event
+    row: np.ndarray  # int32: the packet of each event
     start: np.ndarray  # int64: where each TrackEvent's bytes begin in the file
-    end: np.ndarray
-    s: Scanned  # EVENT_FIELDS
-    kind: np.ndarray  # int8: BEGIN, END, INSTANT, COUNTER, 0 (none of them)
+    size: np.ndarray  # int32: and how many they are
+    kind: np.ndarray  # int8: BEGIN, END, INSTANT (a legacy complete event: INSTANT)
     uuid: np.ndarray  # uint64: the track
-    ts: np.ndarray  # int64 ns
-    legacy_dur: np.ndarray  # int64 ns of a legacy 'X' event, -1 for any other
+    name: np.ndarray  # int32: into `names` ("" first, for none)
+    cat: np.ndarray  # int32: into `cats` (several categories of an event joined with ",")
+    names: list[str]
+    cats: list[str]
+    legacy: tuple[np.ndarray, np.ndarray]  # (event, duration ns) of legacy 'X' events
+    flows: tuple[np.ndarray, np.ndarray, np.ndarray]  # (event, flow id, terminating), in event order
+    counters: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # (packet, track uuid, value, cat)
 
     @property
     def gen(self) -> np.ndarray:
         return self.packets.gen[self.row]
 
-    def texts(self, kind: str, number: int, iid_number: int) -> tuple[list[str], np.ndarray]:
-        """Each event's name (`kind` "name") or category ("cat"): a table of texts ("" first, for
-        none) and an id into it per event; several categories of an event are joined with ","."""
-        table = _Interner()
-        table.ids([""])
-        out = np.zeros(self.row.size, np.int32)
-        for at, ids in (self._inline(table, number), self._interned(table, kind, iid_number)):
-            out[at] = ids
-        if kind == "cat" and self._several(number, iid_number):
-            self._join(table, out, number, iid_number)
-        return list(table.table), out
+    @property
+    def ts(self) -> np.ndarray:
+        return self.packets.ts[self.row]
 
-    def _inline(self, table: _Interner, number: int) -> tuple[np.ndarray, np.ndarray]:
-        data = self.packets.data
-        at, off, ln = self.s.items[number]  # categories (repeated) or a name (sparse)
-        off = off.astype(np.int64)
-        texts = [data[o:e].decode("utf-8", "replace") for o, e in zip(off.tolist(), (off + ln).tolist())]
-        return at, table.ids(texts)
+    @property
+    def end(self) -> np.ndarray:
+        return self.start + self.size
 
-    def _interned(self, table: _Interner, kind: str, number: int) -> tuple[np.ndarray, np.ndarray]:
-        if number in self.s.items:
-            msg, iid, _ = self.s.items[number]
-        else:
-            msg = np.flatnonzero(self.s.has[number])
-            iid = self.s.value[number][msg]
-        return msg, interned_ids(table, self.packets.interned, kind, self.gen[msg], iid)
 
-    def _several(self, number: int, iid_number: int) -> bool:
-        msg = np.concatenate([self.s.items[number][0], self.s.items[iid_number][0]])
-        return bool(msg.size) and int(np.bincount(msg).max()) > 1
+class EventReader:
+    """Reads a trace's TrackEvents batch by batch as `read_packets` finds them (`add`), keeping of
+    each only what `Events` holds: the per-batch columns of every field are dropped at once."""
 
-    def _join(self, table: _Interner, out: np.ndarray, number: int, iid_number: int) -> None:
-        """Events of several categories: theirs joined with "," in the order written (rare)."""
+    def __init__(self, instants: set[str]) -> None:
+        #: the names of the instants kept (the others are dropped, as the JSON reader drops "i" events)
+        self.instants = instants
+        self.packets: Packets | None = None
+        self.names, self.cats = _Interner(), _Interner()
+        self.names.ids([""])
+        self.cats.ids([""])
+        self.n = 0
+        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in _PARTS}
+
+    def add(self, packets: Packets, rows: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        """The TrackEvents of packets `rows`, at bytes [start, end)."""
+        self.packets = packets
+        s = scan(packets.buf, start, end, EVENT_FIELDS)
+        kind = s.value.pop(_TYPE).astype(np.int8)
+        kind[(kind < BEGIN) | (kind > COUNTER)] = 0
+        gen = packets.gen[rows]
+        uuid = s.value.pop(_UUID)
+        no_uuid = np.flatnonzero(~s.has.pop(_UUID))
+        uuid[no_uuid] = _per_generation(gen[no_uuid], packets.default_track, 0).astype(np.uint64)
+        dur = _read_legacy(packets.data, start, end, s, kind)
+        cat = _texts(self.cats, s, packets, gen, "cat", _CATS, _CAT_IIDS)
+        self._counters(packets, s, rows, start, end, kind, uuid, cat)
+        name = _texts(self.names, s, packets, gen, "name", _NAME, _NAME_IID)
+        wanted = np.isin(name, self.names.ids(sorted(self.instants))) if self.instants else np.zeros(kind.size, bool)
+        keep = np.flatnonzero((kind == BEGIN) | (kind == END) | ((kind == INSTANT) & (wanted | (dur >= 0))))
+        index = np.full(kind.size, -1, np.int64)
+        index[keep] = self.n + np.arange(keep.size)
+        legacy = np.flatnonzero(dur[keep] >= 0)
+        flow_msg, flow_id, ending = _flow_ids(s)
+        flow_event = index[flow_msg]
+        on = flow_event >= 0
+        for key, column in (
+            ("row", rows[keep].astype(np.int32)), ("start", start[keep]), ("size", (end - start)[keep].astype(np.int32)),
+            ("kind", kind[keep]), ("uuid", uuid[keep]), ("name", name[keep]), ("cat", cat[keep]),
+            ("legacy_at", legacy + self.n), ("legacy_dur", dur[keep][legacy]),
+            ("flow_event", flow_event[on]), ("flow_id", flow_id[on]), ("flow_ending", ending[on]),
+        ):  # fmt: skip
+            self.parts[key].append(column)
+        self.n += keep.size
+
+    def _counters(self, packets: Packets, s: Scanned, rows: np.ndarray, start: np.ndarray, end: np.ndarray, kind: np.ndarray, uuid: np.ndarray, cat: np.ndarray) -> None:
+        """Counter points: the TYPE_COUNTER events' and the `extra_*` ones'."""
+        at = np.flatnonzero(kind == COUNTER)
+        has_double, double = s.at(_DOUBLE_COUNT, at)
+        value = np.where(has_double, double.view(np.float64), s.at(_COUNT, at)[1].view(np.int64).astype(np.float64))
+        extra_at, extra_uuid, extra_value = _extra_counters(packets.data, start, end, s)
+        at = np.concatenate([at, extra_at])
+        for key, column in (
+            ("counter_row", rows[at].astype(np.int32)), ("counter_uuid", np.concatenate([uuid[at[: at.size - extra_at.size]], extra_uuid])),
+            ("counter_value", np.concatenate([value, extra_value])), ("counter_cat", cat[at]),
+        ):  # fmt: skip
+            self.parts[key].append(column)
+
+    def events(self) -> Events:
+        """What was read, as `Events` (the batches' columns joined)."""
+        assert self.packets is not None
+        c = {k: np.concatenate(v) if v else np.zeros(0, _PARTS[k]) for k, v in self.parts.items()}
+        self.parts.clear()
+        return Events(
+            self.packets, c["row"], c["start"], c["size"], c["kind"], c["uuid"], c["name"], c["cat"],
+            list(self.names.table), list(self.cats.table), (c["legacy_at"], c["legacy_dur"]),
+            (c["flow_event"], c["flow_id"], c["flow_ending"]),
+            (c["counter_row"], c["counter_uuid"], c["counter_value"], c["counter_cat"]),
+        )  # fmt: skip
+
+
+#: The columns `EventReader` keeps, and their dtypes.
+_PARTS = {
+    "row": np.int32, "start": np.int64, "size": np.int32, "kind": np.int8, "uuid": np.uint64, "name": np.int32,
+    "cat": np.int32, "legacy_at": np.int64, "legacy_dur": np.int64, "flow_event": np.int64, "flow_id": np.uint64,
+    "flow_ending": bool, "counter_row": np.int32, "counter_uuid": np.uint64, "counter_value": np.float64,
+    "counter_cat": np.int32,
+}  # fmt: skip
+
+
+def _texts(table: _Interner, s: Scanned, packets: Packets, gen: np.ndarray, kind: str, number: int, iid_number: int) -> np.ndarray:
+    """Each event's name (`kind` "name") or category ("cat") as an id in `table`: its text given
+    inline or interned; several categories of an event are joined with ","."""
+    out = np.zeros(s.n, np.int32)
+    for at, ids in (_inline(table, s, packets.data, number), _interned(table, s, packets, gen, kind, iid_number)):
+        out[at] = ids
+    if kind == "cat" and _several(s, number, iid_number):
+        _join(table, s, packets, gen, out, number, iid_number)
+    return out
+
+
+def _inline(table: _Interner, s: Scanned, data: bytes, number: int) -> tuple[np.ndarray, np.ndarray]:
+    at, off, ln = s.items[number]  # categories (repeated) or a name (sparse)
+    off = off.astype(np.int64)
+    texts = [data[o:e].decode("utf-8", "replace") for o, e in zip(off.tolist(), (off + ln).tolist())]
+    return at, table.ids(texts)
+
+
+def _interned(table: _Interner, s: Scanned, packets: Packets, gen: np.ndarray, kind: str, number: int) -> tuple[np.ndarray, np.ndarray]:
+    if number in s.items:
+        msg, iid, _ = s.items[number]
+    else:
+        msg = np.flatnonzero(s.has[number])
+        iid = s.value[number][msg]
+    return msg, interned_ids(table, packets.interned, kind, gen[msg], iid)
+
+
+def _several(s: Scanned, number: int, iid_number: int) -> bool:
+    msg = np.concatenate([s.items[number][0], s.items[iid_number][0]])
+    return bool(msg.size) and int(np.bincount(msg).max()) > 1
+
+
+def _join(table: _Interner, s: Scanned, packets: Packets, gen: np.ndarray, out: np.ndarray, number: int, iid_number: int) -> None:
+    """Events of several categories: theirs joined with "," in the order written (rare)."""
+    parts: dict[int, list[str]] = {}
+    for f, kind in ((number, None), (iid_number, "cat")):
+        msg = s.items[f][0]
+        ids = _inline(table, s, packets.data, f)[1] if kind is None else _interned(table, s, packets, gen, kind, f)[1]
         texts = list(table.table)
-        parts: dict[int, list[str]] = {}
-        for f, kind in ((number, None), (iid_number, "cat")):
-            msg, value, length = self.s.items[f]
-            ids = self._inline(table, f)[1] if kind is None else self._interned(table, kind, f)[1]
-            texts = list(table.table)
-            for m, k in zip(msg.tolist(), ids.tolist()):
-                parts.setdefault(m, []).append(texts[k])
-        several = [m for m, p in parts.items() if len(p) > 1]
-        out[several] = table.ids([",".join(parts[m]) for m in several])
+        for m, k in zip(msg.tolist(), ids.tolist()):
+            parts.setdefault(m, []).append(texts[k])
+    several = [m for m, p in parts.items() if len(p) > 1]
+    out[several] = table.ids([",".join(parts[m]) for m in several])
 
 
-def read_events(packets: Packets, default_track: np.ndarray) -> Events:
-    """The trace's TrackEvents; `default_track`: each packet's default track uuid (0: none)."""
-    row, start, end = packets.event_rows, packets.event_start, packets.event_end
-    s = scan(packets.buf, start, end, EVENT_FIELDS)
-    kind = s.value.pop(_TYPE).astype(np.int8)
-    kind[(kind < BEGIN) | (kind > COUNTER)] = 0
-    uuid = s.value.pop(_UUID)
-    no_uuid = np.flatnonzero(~s.has.pop(_UUID))
-    uuid[no_uuid] = default_track[row[no_uuid]].astype(np.uint64)
-    del no_uuid
-    legacy_dur = np.full(row.size, -1, np.int64)
-    _read_legacy(packets.data, start, end, s, kind, legacy_dur)
-    return Events(packets, row, start, end, s, kind, uuid, packets.ts[row], legacy_dur)
-
-
-def _read_legacy(data: bytes, start: np.ndarray, end: np.ndarray, s: Scanned, kind: np.ndarray, dur: np.ndarray) -> None:
-    """Events with a `legacy_event` (rare): their phase, and an 'X' event's duration."""
+def _read_legacy(data: bytes, start: np.ndarray, end: np.ndarray, s: Scanned, kind: np.ndarray) -> np.ndarray:
+    """Events with a `legacy_event` (rare): their phase, and an 'X' event's duration (ns; -1 for
+    any other event)."""
     from branchscope.profiling.trace.perfetto_schema import parse
 
+    dur = np.full(kind.size, -1, np.int64)
     for k in np.flatnonzero(s.has[_LEGACY]).tolist():
         legacy = parse("TrackEvent", data[int(start[k]) : int(end[k])]).legacy_event
         if legacy.phase == _COMPLETE_PHASE:
             kind[k], dur[k] = INSTANT, max(legacy.duration_us, 0) * 1000
         elif kind[k] == 0:
             kind[k] = _LEGACY_TYPE.get(legacy.phase, 0)
+    return dur
 
 
 def pairs(ev: Events) -> tuple[np.ndarray, np.ndarray]:
     """The complete events: the event that begins each (its row in `ev`) and the one that ends it
     (-1: a legacy 'X' event, or a begin never ended). Per track, as a stack pairs them, in numpy."""
     sel = np.flatnonzero((ev.kind == BEGIN) | (ev.kind == END))
-    order = sel[np.lexsort((sel, ev.ts[sel], ev.uuid[sel]))]
+    order = sel[np.lexsort((ev.packets.ts[ev.row[sel]], ev.uuid[sel]))]  # stable: file order in a tie
+    del sel  # (each column here is as long as the trace's events: free what is done with)
     u = ev.uuid[order]
     is_begin = ev.kind[order] == BEGIN
-    step = np.where(is_begin, 1, -1).astype(np.int64)
+    step = np.where(is_begin, 1, -1).astype(np.int32)
     n = order.size
     group = np.concatenate([[0], np.cumsum(u[1:] != u[:-1])]) if n else np.zeros(0, np.int64)
-    del u, sel  # (each column here is as long as the trace's events: free what is done with)
+    del u
     first = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]])) if n else np.zeros(0, np.int64)
     total = np.cumsum(step)
     depth = total - np.repeat(total[first] - step[first], np.diff(np.append(first, n)))
@@ -166,40 +250,29 @@ def pairs(ev: Events) -> tuple[np.ndarray, np.ndarray]:
     closed = b & np.concatenate([~b[1:], [False]]) & same
     begins = o[b]
     ends = np.where(closed[b], np.concatenate([o[1:], [-1]])[b], -1)
-    legacy = np.flatnonzero(ev.legacy_dur >= 0)
+    legacy = ev.legacy[0]
     return np.concatenate([begins, legacy]), np.concatenate([ends, np.full(legacy.size, -1)])
 
 
-def flow_ids(ev: Events) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every flow id on an event: (event row, id, terminating), in event order."""
-    parts = [(ev.s.items[f], f in (_ENDING, _ENDING_OLD)) for f in (_FLOWS, _FLOWS_OLD, _ENDING, _ENDING_OLD)]
-    msg = np.concatenate([p[0][0] for p in parts])
-    ids = np.concatenate([p[0][1] for p in parts])
-    ending = np.concatenate([np.full(p[0][0].size, p[1]) for p in parts])
-    return msg, ids, ending
+def _flow_ids(s: Scanned) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every flow id on an event: (event, id, terminating), in event order."""
+    fields = (_FLOWS, _FLOWS_OLD, _ENDING, _ENDING_OLD)
+    msg = np.concatenate([s.items[f][0] for f in fields])
+    ids = np.concatenate([s.items[f][1] for f in fields])
+    ending = np.concatenate([np.full(s.items[f][0].size, f in (_ENDING, _ENDING_OLD)) for f in fields])
+    order = np.argsort(msg, kind="stable")
+    return msg[order], ids[order], ending[order]
 
 
-def counter_values(ev: Events) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Counter points: (event row, track uuid, value), the `extra_*` ones included."""
-    rows = np.flatnonzero(ev.kind == COUNTER)
-    has_double, double = ev.s.at(_DOUBLE_COUNT, rows)
-    value = np.where(has_double, double.view(np.float64), ev.s.at(_COUNT, rows)[1].view(np.int64))
-    extra_rows, extra_uuid, extra_value = _extra_counters(ev)
-    return (
-        np.concatenate([rows, extra_rows]), np.concatenate([ev.uuid[rows], extra_uuid]),
-        np.concatenate([value.astype(np.float64), extra_value]),
-    )  # fmt: skip
-
-
-def _extra_counters(ev: Events) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _extra_counters(data: bytes, start: np.ndarray, end: np.ndarray, s: Scanned) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The `extra_*counter*` points of events (rare): (event, track uuid, value)."""
     from branchscope.profiling.trace.perfetto_schema import parse
 
     rows: list[int] = []
     uuids: list[int] = []
     values: list[float] = []
-    has = np.flatnonzero(ev.s.has[_EXTRA] | ev.s.has[_EXTRA_DOUBLE])
-    for k in has.tolist():
-        te = parse("TrackEvent", ev.packets.data[int(ev.start[k]) : int(ev.end[k])])
+    for k in np.flatnonzero(s.has[_EXTRA] | s.has[_EXTRA_DOUBLE]).tolist():
+        te = parse("TrackEvent", data[int(start[k]) : int(end[k])])
         for u_list, v_list in (
             (te.extra_counter_track_uuids, te.extra_counter_values),
             (te.extra_double_counter_track_uuids, te.extra_double_counter_values),
@@ -209,13 +282,3 @@ def _extra_counters(ev: Events) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                 uuids.append(u)
                 values.append(float(v))
     return np.array(rows, np.int64), np.array(uuids, np.uint64), np.array(values, np.float64)
-
-
-def annotated(ev: Events, rows: np.ndarray) -> np.ndarray:
-    """Whether each event `rows` has debug annotations."""
-    return ev.s.has[_ANNOTATIONS][rows]
-
-
-def event_bytes(ev: Events, k: int) -> Any:
-    """Event row k's TrackEvent bytes."""
-    return ev.packets.data[int(ev.start[k]) : int(ev.end[k])]

@@ -17,13 +17,14 @@ snapshot that gives both. A folder of rank traces therefore lands on one clock, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from branchscope.profiling.trace.decode import _Interner
 from branchscope.profiling.trace.perfetto_schema import parse, text
-from branchscope.profiling.trace.perfetto_wire import LEN, VARINT, Want, frame, scan
+from branchscope.profiling.trace.perfetto_wire import LEN, VARINT, Scanned, Want, frame, scan
 
 BOOTTIME = 6
 #: Clocks numbered from here are scoped to one sequence.
@@ -50,65 +51,116 @@ class _Snapshot:
 
 @dataclass
 class Packets:
-    """A trace's packets: their hot fields as columns (one row per packet) and their sequences' state."""
+    """A trace's packets: each one's generation and timestamp (one row per packet), and its
+    sequences' state."""
 
     data: bytes
     buf: np.ndarray  # the file's bytes, as uint8 (no copy)
     gen: np.ndarray  # int64: each packet's generation (module docstring)
-    ts: np.ndarray  # int64 ns on the trace's clock (0 where a packet has none)
-    event_rows: np.ndarray  # the packets that hold a TrackEvent
-    event_start: np.ndarray  # int64: where each of their TrackEvents begins in the file
-    event_end: np.ndarray
+    ts: np.ndarray  # int64 ns on the trace's clock (0 where a packet has none); raw until read whole
     #: (kind, generation, iid) -> text, kind one of `_INTERNED`'s or "str" (annotation string values)
     interned: dict[tuple[str, int, int], str] = field(default_factory=dict)
     default_track: dict[int, int] = field(default_factory=dict)  # generation -> track uuid
     tracks: list[Any] = field(default_factory=list)  # TrackDescriptor messages, in file order
 
 
-def read_packets(data: bytes) -> Packets:
-    """The packets of a Perfetto `Trace` (WireError, ValueError when it is broken)."""
+#: Packets read at a time: what a round of `read_packets` allocates stays small.
+PACKETS_AT_A_TIME = 1 << 15
+#: `on_events(packets, rows, start, end)`: the packets `rows` hold TrackEvents at bytes [start, end).
+EventsFound = Callable[["Packets", np.ndarray, np.ndarray, np.ndarray], None]
+
+
+def read_packets(data: bytes, on_events: EventsFound) -> Packets:
+    """The packets of a Perfetto `Trace` (WireError, ValueError when it is broken), read
+    `PACKETS_AT_A_TIME` at a time: each batch's rare packets (interned data, defaults, tracks,
+    clocks) are read before its TrackEvents are handed to `on_events`, so that they are known when
+    the events are read; timestamps are brought to the trace's clock once all are read."""
     start, end = frame(data)
-    buf = np.frombuffer(data, np.uint8)
-    s = scan(buf, start, end, PACKET_FIELDS)
-    seq = s.value.pop(SEQUENCE).astype(np.int64)
-    cleared = np.zeros(start.size, bool)
-    for f, flag in ((FLAGS, _CLEARED), (STATE_CLEARED, ~0)):
+    n = start.size
+    packets = Packets(data=data, buf=np.frombuffer(data, np.uint8), gen=np.empty(n, np.int64), ts=np.zeros(n, np.int64))
+    seq = np.empty(n, np.uint32)
+    has_ts = np.zeros(n, bool)
+    state = _SequenceState()
+    for lo in range(0, n, PACKETS_AT_A_TIME):
+        hi = min(lo + PACKETS_AT_A_TIME, n)
+        s = scan(packets.buf, start[lo:hi], end[lo:hi], PACKET_FIELDS)
+        seq[lo:hi] = s.value.pop(SEQUENCE)
+        packets.gen[lo:hi] = state.generations(seq[lo:hi].astype(np.int64), _cleared(s), lo)
+        has_ts[lo:hi] = s.has.pop(TIMESTAMP)
+        packets.ts[lo:hi] = s.value.pop(TIMESTAMP).view(np.int64)
+        at, value, _ = s.items[CLOCK]
+        state.clocks.append((at + lo, value.astype(np.int64)))
+        _read_rare(packets, state, s, start[lo:hi], end[lo:hi], seq, lo)
+        rows = np.flatnonzero(s.has.pop(TRACK_EVENT))
+        event_start = s.value.pop(TRACK_EVENT)[rows].astype(np.int64)
+        event_end = event_start + s.length.pop(TRACK_EVENT)[rows]
+        del s
+        on_events(packets, rows + lo, event_start, event_end)
+    del start, end
+    clock = _per_generation(packets.gen, state.default_clock, BOOTTIME)
+    for at, value in state.clocks:
+        clock[at] = value
+    primary = _primary_clock(state.snapshots)
+    packets.ts = _timestamps(packets.ts, has_ts, clock, seq.astype(np.int64), state.snapshots, primary)
+    return packets
+
+
+def _cleared(s: Scanned) -> np.ndarray:
+    """Whether each packet clears its sequence's incremental state."""
+    cleared = np.zeros(s.n, bool)
+    for f, flag in ((FLAGS, _CLEARED), (STATE_CLEARED, 0xFFFFFFFFFFFFFFFF)):
         msg, value, _ = s.items[f]
-        cleared[msg[(value & np.uint64(flag & 0xFFFFFFFFFFFFFFFF)) != 0]] = True
-    gen = _generations(seq, cleared)
-    del cleared
-    rows = np.flatnonzero(s.has.pop(TRACK_EVENT)).astype(np.int32)
-    event_start = s.value.pop(TRACK_EVENT)[rows].astype(np.int64)
-    packets = Packets(
-        data=data, buf=buf, gen=gen, ts=np.zeros(start.size, np.int64), event_rows=rows,
-        event_start=event_start, event_end=event_start + s.length.pop(TRACK_EVENT)[rows],
-    )  # fmt: skip
-    default_clock: dict[int, int] = {}
-    snapshots: list[_Snapshot] = []
-    rare = np.zeros(start.size, bool)
+        cleared[msg[(value & np.uint64(flag)) != 0]] = True
+    return cleared
+
+
+@dataclass
+class _SequenceState:
+    """What `read_packets` carries from one batch of packets to the next."""
+
+    last_cleared: dict[int, int] = field(default_factory=dict)  # sequence -> its last clearing packet
+    default_clock: dict[int, int] = field(default_factory=dict)  # generation -> clock id
+    clocks: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # (packet, clock id) said
+    snapshots: list[_Snapshot] = field(default_factory=list)
+
+    def generations(self, seq: np.ndarray, cleared: np.ndarray, lo: int) -> np.ndarray:
+        """The generations of packets lo.. (`_generations`, with the batches before)."""
+        gen = _generations(seq, cleared)
+        mine = gen >= 0
+        gen[mine] += lo
+        before = np.flatnonzero(~mine)
+        if before.size and self.last_cleared:
+            keys = np.array(sorted(self.last_cleared), np.int64)
+            k = np.clip(np.searchsorted(keys, seq[before]), 0, keys.size - 1)
+            found = keys[k] == seq[before]
+            values = np.array([self.last_cleared[x] for x in keys.tolist()], np.int64)
+            gen[before[found]] = values[k[found]]
+        at = np.flatnonzero(cleared)
+        self.last_cleared.update(zip(seq[at].tolist(), (at + lo).tolist()))  # the last of each wins
+        return gen
+
+
+def _read_rare(packets: Packets, state: _SequenceState, s: Scanned, start: np.ndarray, end: np.ndarray, seq: np.ndarray, lo: int) -> None:
+    """The batch's rare packets (interned data, defaults, track descriptors, clock snapshots), by upb."""
+    rare = np.zeros(s.n, bool)
     for f in _RARE:
-        rare |= s.has[f]
+        rare |= s.has.pop(f)
+    data = packets.data
     for k in np.flatnonzero(rare).tolist():
         msg = parse("Packet", data[int(start[k]) : int(end[k])])
-        g = int(gen[k])
+        g = int(packets.gen[lo + k])
         if msg.HasField("interned_data"):
             _intern(packets.interned, g, msg.interned_data)
         if msg.HasField("trace_packet_defaults"):
             d = msg.trace_packet_defaults
             if d.HasField("timestamp_clock_id"):
-                default_clock[g] = d.timestamp_clock_id
+                state.default_clock[g] = d.timestamp_clock_id
             if d.track_event_defaults.HasField("track_uuid"):
                 packets.default_track[g] = d.track_event_defaults.track_uuid
         if msg.HasField("track_descriptor"):
             packets.tracks.append(msg.track_descriptor)
         if msg.HasField("clock_snapshot"):
-            snapshots.append(_snapshot(k, int(seq[k]), msg.clock_snapshot))
-    clock = _per_generation(gen, default_clock, BOOTTIME)
-    at, value, _ = s.items[CLOCK]
-    clock[at] = value.astype(np.int64)
-    primary = _primary_clock(snapshots)
-    packets.ts = _timestamps(s.value[TIMESTAMP].astype(np.int64), s.has[TIMESTAMP], clock, seq, snapshots, primary)
-    return packets
+            state.snapshots.append(_snapshot(lo + k, int(seq[lo + k]), msg.clock_snapshot))
 
 
 def _generations(seq: np.ndarray, cleared: np.ndarray) -> np.ndarray:
