@@ -51,6 +51,19 @@ BUSY_TEXT = (
     "busy machine: other processes took more than about a fifth of the cores while it ran, "
     "so its time is not comparable with a quiet run's: re-run it on a quiet machine"
 )
+#: A cell's load mark, starved first (a starved cell is never the advice's winner, whatever the
+#: load): its legend words and its tooltip's line.
+LOAD_MARKS = {
+    "starved": ("starved of cores", f"⚠ {STARVED_TEXT}: never the advice's winner"),
+    "busy": ("ran on a busy machine", f"⚠ {BUSY_TEXT}"),
+}
+
+
+def load_mark(starved: bool | None, busy: bool | None) -> str | None:
+    """A cell's key in `LOAD_MARKS`: "starved" over "busy"; None for neither."""
+    return "starved" if starved else "busy" if busy else None
+
+
 #: The dashed outline of a cell starved of cores or run on a busy machine.
 LOAD_HEX = "#f28e2b"
 FAILED_HEX = "#9aa0a6"
@@ -102,7 +115,7 @@ class SweepCellView:
     @property
     def load_word(self) -> str | None:
         """What its label says under its time of the machine's load: "starved", "busy", None."""
-        return "starved" if self.starved else "busy" if self.busy else None
+        return load_mark(self.starved, self.busy)
 
 
 def _ms(value: float) -> str:
@@ -217,10 +230,9 @@ class SweepView(QWidget):
                     lines.append("spread {:.3f} · {:.3f}–{:.3f} · {:.3f} ms (min · quartiles · max)".format(*spread))
                 if c.median_ms is not None:
                     lines.append(f"profiled median {c.median_ms:.3f} ms")
-                if c.starved:
-                    lines.append(f"⚠ {STARVED_TEXT}: never the advice's winner")
-                elif c.busy:
-                    lines.append(f"⚠ {BUSY_TEXT}")
+                mark = load_mark(c.starved, c.busy)
+                if mark is not None:
+                    lines.append(LOAD_MARKS[mark][1])
             elif status == FAILED:
                 lines.append(f"failed: {c.error or 'no message'}")
             elif c.skipped:
@@ -394,8 +406,8 @@ class SweepView(QWidget):
             parts.append("grey: failed (hover for why)")
         if any(c.skipped for c in cells):
             parts.append("cross-hatched: skipped, its mode cannot run here (hover for why)")
-        words = [w for w, there in (("starved of cores", any(c.starved for c in cells)),
-                                    ("ran on a busy machine", any(c.busy and not c.starved for c in cells))) if there]  # fmt: skip
+        marks = {c.load_word for c in cells}
+        words = [said for mark, (said, _) in LOAD_MARKS.items() if mark in marks]
         if words:
             parts.append(f"⚠ dashed orange: {' or '.join(words)}, its time no claim (hover for why)")
         parts.append("click a cell to show its run, a second to compare the two, double-click to open it")
@@ -404,11 +416,8 @@ class SweepView(QWidget):
     @staticmethod
     def _legend_tip(cells: list[SweepCellView]) -> str:
         """What the legend's marks mean in full (its line says them in a few words)."""
-        tips = []
-        if any(c.starved for c in cells):
-            tips.append(f"⚠ {STARVED_TEXT}: never the advice's winner")
-        if any(c.busy and not c.starved for c in cells):
-            tips.append(f"⚠ {BUSY_TEXT}")
+        marks = {c.load_word for c in cells}
+        tips = [tip for mark, (_, tip) in LOAD_MARKS.items() if mark in marks]
         tips.extend(dict.fromkeys(f"skipped: {c.skipped}" for c in cells if c.skipped))
         return "\n".join(tips)
 
