@@ -41,7 +41,7 @@ _LOW = 0xFFFFFFFF
 def read_perfetto(path: str, data: bytes) -> dict[str, Any]:
     """What `reader` assembles a `Trace` from (the keywords of `reader._assemble`), read from a
     Perfetto trace's bytes; `TraceFormatError` naming the file when they are no Perfetto trace.
-    Each column is freed as soon as it is used: the peak is what the file's events take at once."""
+    The events' columns are dropped as soon as used: the peak is what the file's events take at once."""
     reader = EventReader({METADATA_EVENT, *kineto.MEMORY_EVENT.spellings})
     try:
         packets = read_packets(data, reader.add)
@@ -49,25 +49,22 @@ def read_perfetto(path: str, data: bytes) -> dict[str, Any]:
     except (WireError, ValueError) as exc:
         raise TraceFormatError(f"{path}: not a readable Perfetto trace: {exc}") from None
     ev = reader.events()
-    del reader
-    ts = ev.ts
+    del reader, packets
+    instants = np.flatnonzero(ev.kind == INSTANT)
+    instants = instants[~np.isin(instants, ev.legacy[0])]
+    metadata, memory_parts, counters = _metadata(ev, instants, tracks), _memory(ev, instants, tracks), _counters(ev, tracks)
+    del instants
     begin, end = pairs(ev)
-    start = ts[begin]
-    if start.size and int(np.abs(start).max()) >= _MAX_ABS_NS:
-        raise TraceFormatError(f"{path}: a timestamp out of range")
-    legacy_dur = np.full(begin.size, -1, np.int64)
-    legacy_dur[begin.size - ev.legacy[0].size :] = ev.legacy[1]
-    last = int(ts.max(initial=0))
-    dur = np.where(end >= 0, ts[np.maximum(end, 0)] - start, np.where(legacy_dur >= 0, legacy_dur, last - start))
-    del legacy_dur
+    raw_args = _args(ev, begin, end)
+    start, dur = _times(path, ev, begin, end)
     pid, tid = tracks.lanes(ev.uuid[begin])
     raw_keys: dict[Any, int] = {}
     thread = _threads(pid, tid, raw_keys)
     del pid, tid
-    instants = np.flatnonzero(ev.kind == INSTANT)
-    instants = instants[~np.isin(instants, ev.legacy[0])]
     event_names, name_id = _used(ev.names, ev.name[begin])
-    event_cats, cat_id = _used(ev.cats, ev.cat[begin])
+    cat_of = ev.cat[begin]
+    points = _flow_points(ev, begin, start, cat_of)
+    event_cats, cat_id = _used(ev.cats, cat_of)
     return {
         "raw_keys": raw_keys,
         "thread": thread,
@@ -77,14 +74,29 @@ def read_perfetto(path: str, data: bytes) -> dict[str, Any]:
         "cat_id": cat_id,
         "start_ns": start,
         "dur_ns": dur,
-        "raw_args": _args(ev, begin, end),
-        "metadata": _metadata(ev, instants, tracks),
-        "memory_parts": _memory(ev, instants, tracks),
-        "counters": _counters(ev, tracks),
+        "raw_args": raw_args,
+        "metadata": metadata,
+        "memory_parts": memory_parts,
+        "counters": counters,
         "process_labels": tracks.process_labels,
         "thread_names": tracks.thread_names,
-        "points": _flow_points(ev, ts, begin),
+        "points": points,
     }
+
+
+def _times(path: str, ev: Events, begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The complete events' starts and durations (ns): to their end, a legacy event's own, or
+    (never ended) to the trace's last timestamp."""
+    ts = ev.ts
+    start = ts[begin]
+    if start.size and int(np.abs(start).max()) >= _MAX_ABS_NS:
+        raise TraceFormatError(f"{path}: a timestamp out of range")
+    dur = ts[np.maximum(end, 0)] - start
+    unended = np.flatnonzero(end < 0)
+    dur[unended] = int(ts.max(initial=0)) - start[unended]
+    legacy_at, legacy_dur = ev.legacy
+    dur[begin.size - legacy_at.size :] = legacy_dur  # `pairs` puts the legacy events last
+    return start, dur
 
 
 def _used(table: list[str], ids: np.ndarray) -> tuple[list[str], np.ndarray]:
@@ -104,7 +116,7 @@ def _threads(pid: np.ndarray, tid: np.ndarray, raw_keys: dict[Any, int]) -> np.n
 
 
 def _args(ev: Events, begin: np.ndarray, end: np.ndarray) -> PerfettoArgs:
-    spans = np.full((begin.size, 4), -1, np.int64)
+    spans = np.full((begin.size, 4), -1, np.int32 if len(ev.packets.data) < 1 << 31 else np.int64)
     spans[:, 0], spans[:, 1] = ev.start[begin], ev.start[begin] + ev.size[begin]
     ended = np.flatnonzero(end >= 0)
     at = end[ended]
@@ -186,9 +198,12 @@ def _counters(ev: Events, tracks: Tracks) -> list[CounterTrack]:
     return out
 
 
-def _flow_points(ev: Events, ts_of: np.ndarray, begin: np.ndarray) -> Callable[[np.ndarray, Any], tuple[np.ndarray, ...]] | None:
+def _flow_points(
+    ev: Events, begin: np.ndarray, start: np.ndarray, cat_of: np.ndarray
+) -> Callable[[np.ndarray, Any], tuple[np.ndarray, ...]] | None:
     """A maker of the flow endpoints' columns (`flow_events.flow_point_columns`'s) from the events'
-    lanes; None when no event names a flow."""
+    lanes (the complete events begun by `begin`, at `start`, of categories `cat_of`); None when no
+    event names a flow."""
     row, fid, ending = ev.flows
     event_of_row = np.full(ev.row.size, -1, np.int64)
     event_of_row[begin] = np.arange(begin.size)
@@ -198,7 +213,7 @@ def _flow_points(ev: Events, ts_of: np.ndarray, begin: np.ndarray) -> Callable[[
     event, fid, ending = event[keep], fid[keep], ending[keep]
     if not event.size:
         return None
-    ts = ts_of[begin][event]
+    ts = start[event]
     order = np.lexsort((event, ts, fid))
     event, fid, ending, ts = event[order], fid[order], ending[order], ts[order]
     first = np.concatenate([[True], fid[1:] != fid[:-1]])
@@ -208,7 +223,7 @@ def _flow_points(ev: Events, ts_of: np.ndarray, begin: np.ndarray) -> Callable[[
     # the flow's category: kineto's launch -> kernel one where it ends on a GPU event
     gpu_cat = np.array([c in GPU_CATEGORIES for c in ev.cats], bool)
     ends_on_gpu = np.zeros(flow_id.max() + 1, bool)
-    ends_on_gpu[flow_id[phase == 2]] = gpu_cat[ev.cat[begin][event[phase == 2]]]
+    ends_on_gpu[flow_id[phase == 2]] = gpu_cat[cat_of[event[phase == 2]]]
     cat = np.where(ends_on_gpu[flow_id], 0, 1).astype(np.int32)
     cat_names = np.array([kineto.LAUNCH_FLOW_CATEGORY.name, "flow"], dtype=object)
 

@@ -143,7 +143,7 @@ def int_annotations(
 
 
 #: Events whose annotations are read at a time (`int_annotations`): what it allocates stays small.
-_EVENTS_AT_A_TIME = 8192
+_EVENTS_AT_A_TIME = 4096
 
 
 def _int_annotations(

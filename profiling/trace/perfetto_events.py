@@ -218,40 +218,55 @@ def _read_legacy(data: bytes, start: np.ndarray, end: np.ndarray, s: Scanned, ki
 
 def pairs(ev: Events) -> tuple[np.ndarray, np.ndarray]:
     """The complete events: the event that begins each (its row in `ev`) and the one that ends it
-    (-1: a legacy 'X' event, or a begin never ended). Per track, as a stack pairs them, in numpy."""
-    sel = np.flatnonzero((ev.kind == BEGIN) | (ev.kind == END))
+    (-1: a legacy 'X' event, or a begin never ended). Per track, as a stack pairs them, in numpy
+    (int32 columns where they fit, each freed once used: they are as long as the trace's slices)."""
+    sel = np.flatnonzero((ev.kind == BEGIN) | (ev.kind == END)).astype(np.int32)
     order = sel[np.lexsort((ev.packets.ts[ev.row[sel]], ev.uuid[sel]))]  # stable: file order in a tie
-    del sel  # (each column here is as long as the trace's events: free what is done with)
+    del sel
+    n = order.size
+    if not n:
+        return _with_legacy(ev, order, order)
     u = ev.uuid[order]
+    new_track = np.concatenate([[True], u[1:] != u[:-1]])
+    del u
+    group = np.cumsum(new_track, dtype=np.int32)
+    first = np.flatnonzero(new_track)
+    del new_track
     is_begin = ev.kind[order] == BEGIN
     step = np.where(is_begin, 1, -1).astype(np.int32)
-    n = order.size
-    group = np.concatenate([[0], np.cumsum(u[1:] != u[:-1])]) if n else np.zeros(0, np.int64)
-    del u
-    first = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]])) if n else np.zeros(0, np.int64)
-    total = np.cumsum(step)
-    depth = total - np.repeat(total[first] - step[first], np.diff(np.append(first, n)))
-    del total, step
+    depth = np.cumsum(step, dtype=np.int32)
+    depth -= np.repeat(depth[first] - step[first], np.diff(np.append(first, n)))
+    del step
     # The lowest depth so far in its track (0 before any): an end that goes below it closes nothing.
-    big = 4 * n + 4
-    low = np.minimum(-(np.maximum.accumulate(-depth + group * big) - group * big), 0)
-    low_before = np.concatenate([[0], low[:-1]]) if n else low
+    big = np.int64(4 * n + 4)
+    low = group * big - depth
+    np.maximum.accumulate(low, out=low)
+    low -= group * big
+    np.negative(low, out=low)
+    low = np.minimum(low, 0).astype(np.int32)
+    low_before = np.concatenate([[0], low[:-1]]).astype(np.int32)
     low_before[first] = 0
+    del first
     kept = is_begin | (depth >= low_before)
     del low_before
     order, group, is_begin = order[kept], group[kept], is_begin[kept]
     depth = (depth - low)[kept]
-    level = np.where(is_begin, depth, depth + 1)
-    at = np.lexsort((np.arange(order.size), level, group))
-    group, level = group[at], level[at]
+    del low, kept
+    depth += ~is_begin  # an end's level is one above the depth it leaves
+    at = np.lexsort((depth, group))  # stable: time order within a (track, level)
+    group, depth = group[at], depth[at]
+    same = np.concatenate([(group[1:] == group[:-1]) & (depth[1:] == depth[:-1]), [False]])
+    del group, depth
     o, b = order[at], is_begin[at]
-    same = np.concatenate([(group[1:] == group[:-1]) & (level[1:] == level[:-1]), [False]])
-    del group, level
+    del order, is_begin, at
     closed = b & np.concatenate([~b[1:], [False]]) & same
-    begins = o[b]
-    ends = np.where(closed[b], np.concatenate([o[1:], [-1]])[b], -1)
+    return _with_legacy(ev, o[b], np.where(closed[b], np.concatenate([o[1:], [-1]])[b], -1))
+
+
+def _with_legacy(ev: Events, begins: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Slices' (begin, end) and the legacy complete events after them (end -1)."""
     legacy = ev.legacy[0]
-    return np.concatenate([begins, legacy]), np.concatenate([ends, np.full(legacy.size, -1)])
+    return np.concatenate([begins, legacy]).astype(np.int64), np.concatenate([ends, np.full(legacy.size, -1)]).astype(np.int64)
 
 
 def _flow_ids(s: Scanned) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

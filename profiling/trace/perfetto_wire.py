@@ -373,10 +373,10 @@ def _scan_rest(buf: np.ndarray, idx: np.ndarray, pos: np.ndarray, end: np.ndarra
 # ---- a Trace's packets ---------------------------------------------------------------------------
 
 #: Bytes of the file compared at a time while looking for packet tags (what a pass allocates).
-_FRAME_SLICE = 1 << 24
+_FRAME_SLICE = 1 << 20
 _PACKET_TAG = 0x0A  # field 1 (packet), LEN
 #: Candidate headers read at a time (`_chain_links`).
-_FRAME_CANDIDATES = 1 << 18
+_FRAME_CANDIDATES = 1 << 16
 #: The most bytes of a packet's length varint (2^35 bytes): a longer one is no packet header here.
 _LENGTH_BYTES = 5
 
