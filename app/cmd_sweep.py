@@ -22,12 +22,11 @@ from branchscope.profiling.run.processes import stop_with_parent
 from branchscope.profiling.run.protocol import error_line
 from branchscope.profiling.run.runner import stop_on_signals, warn_untested_torch
 from branchscope.profiling.run.sweep import (
-    SweepRequest,
     add_sweep_arguments,
     run_sweep,
     sweep_request_from_args,
 )
-from branchscope.profiling.run.sweep_eta import SweepClock, plan_text, run_guess_s
+from branchscope.profiling.run.sweep_eta import SweepClock, plan_text
 from branchscope.profiling.trace.events import (
     CellEvent,
     DoneEvent,
@@ -82,12 +81,6 @@ def skipped_lines(sweep: SweepRecord | None) -> list[str]:
     return [f"skipped {c.label}: {c.skipped}" for c in (sweep.cells if sweep is not None else []) if c.skipped]
 
 
-def sweep_clock(request: SweepRequest) -> SweepClock:
-    """The clock of a sweep about to start (`profiling/run/sweep_eta.py`): its runs at the guessed time."""
-    guess = run_guess_s(request.options.steps, request.options.warmup)
-    return SweepClock(len(request.cells()), request.passes, guess)
-
-
 def report(sweep: SweepRecord, out: Path) -> str:
     """What a finished sweep prints: its table, the best cell, the advice (when there is one), where it went."""
     lines = [markdown_table(sweep)]
@@ -113,7 +106,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         except OSError:  # the window is gone: the sweep goes on to its cleanup
             pass
 
-    clock = sweep_clock(request)
+    clock = SweepClock.of(request)
     talk = not args.jsonl and not args.quiet
 
     def say(line: str) -> None:

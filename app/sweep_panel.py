@@ -48,7 +48,7 @@ from branchscope.profiling.run.sweep import (
     SweepRequest,
     load_sweep,
 )
-from branchscope.profiling.run.sweep_eta import SweepClock, plan_text, run_guess_s
+from branchscope.profiling.run.sweep_eta import SweepClock, plan_text
 from branchscope.profiling.trace.events import CellEvent
 from branchscope.profiling.trace.records import RunRecord
 from branchscope.profiling.trace.sweep_records import DONE, SweepRecord
@@ -229,11 +229,6 @@ class SweepPanel(QWidget):
                 box.setChecked(True)  # offered again (another Python): ticked as at first
 
     # ---- how long -------------------------------------------------------------------------
-    def _guess_s(self, request: SweepRequest) -> float:
-        """A run's seconds before any of the sweep's finished (`sweep_eta.run_guess_s`)."""
-        spec = self.spec_of()
-        return run_guess_s(request.options.steps, request.options.warmup, self.earlier_run(spec))
-
     def show_plan(self) -> None:
         """Beside Start while no sweep runs: how long the form's sweep would take."""
         if self.clock is not None:
@@ -243,7 +238,8 @@ class SweepPanel(QWidget):
         except (ValueError, OSError):
             self.estimate.setText("")
             return
-        plan = plan_text(len(request.cells()), request.passes, self._guess_s(request))
+        clock = SweepClock.of(request, self.earlier_run(self.spec_of()))
+        plan = plan_text(clock.cells, clock.passes, clock.guess_s)
         self.estimate.setText(f"{plan} (a guess until a cell finishes)")
 
     def _on_progress(self, index: int, _step: int, _of: int) -> None:
@@ -295,7 +291,7 @@ class SweepPanel(QWidget):
         self._show(SweepRecord(), request.out)
         self.start_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
-        self.clock = SweepClock(len(request.cells()), request.passes, self._guess_s(request))
+        self.clock = SweepClock.of(request, self.earlier_run(self.spec_of()))
         self._running = (0, 1)
         self._ticker.start()
         self._show_time_left()

@@ -19,8 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import monotonic
+from typing import TYPE_CHECKING
 
 from branchscope.profiling.trace.records import RunRecord
+
+if TYPE_CHECKING:
+    from branchscope.profiling.run.sweep import SweepRequest
 
 #: A fresh worker's time beyond its steps, in seconds: on a busy 2-core machine the inception demo's
 #: phases besides its steps took 3–4 s (run.json's `phase_seconds`), the runner's process start, gzip
@@ -80,6 +84,13 @@ class SweepClock:
         if self.started < 0:
             self.started = self.now()
         self._last = self.started
+
+    @classmethod
+    def of(cls, request: SweepRequest, earlier: RunRecord | None = None) -> SweepClock:
+        """The clock of a sweep about to start: its cells and passes, its runs at the guessed time
+        (`run_guess_s`; from `earlier`, a run of the model, where there is one)."""
+        options = request.options
+        return cls(len(request.cells()), request.passes, run_guess_s(options.steps, options.warmup, earlier))
 
     @property
     def runs(self) -> int:
