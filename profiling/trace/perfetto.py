@@ -55,14 +55,19 @@ def read_perfetto(path: str, data: bytes) -> dict[str, Any]:
     metadata, memory_parts, counters = _metadata(ev, instants, tracks), _memory(ev, instants, tracks), _counters(ev, tracks)
     del instants
     begin, end = pairs(ev)
+    ev.kind = _DONE
     raw_args = _args(ev, begin, end)
+    ev.start = ev.size = _DONE
     start, dur = _times(path, ev, begin, end)
-    pid, tid = tracks.lanes(ev.uuid[begin])
+    ev.row = ev.packets.ts = ev.packets.gen = _DONE
+    pid, tid = tracks.lanes(ev.uuids(begin))
+    ev.track = _DONE
     raw_keys: dict[Any, int] = {}
     thread = _threads(pid, tid, raw_keys)
     del pid, tid
     event_names, name_id = _used(ev.names, ev.name[begin])
     cat_of = ev.cat[begin]
+    ev.name = ev.cat = _DONE
     points = _flow_points(ev, begin, start, cat_of)
     event_cats, cat_id = _used(ev.cats, cat_of)
     return {
@@ -82,6 +87,10 @@ def read_perfetto(path: str, data: bytes) -> dict[str, Any]:
         "thread_names": tracks.thread_names,
         "points": points,
     }
+
+
+#: What a column of `Events` is set to once read whole (freed: each is as long as the events).
+_DONE = np.zeros(0, np.int64)
 
 
 def _times(path: str, ev: Events, begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -117,17 +126,17 @@ def _threads(pid: np.ndarray, tid: np.ndarray, raw_keys: dict[Any, int]) -> np.n
 
 def _args(ev: Events, begin: np.ndarray, end: np.ndarray) -> PerfettoArgs:
     spans = np.full((begin.size, 4), -1, np.int32 if len(ev.packets.data) < 1 << 31 else np.int64)
-    spans[:, 0], spans[:, 1] = ev.start[begin], ev.start[begin] + ev.size[begin]
+    spans[:, 0], spans[:, 1] = ev.start[begin], ev.end_of(begin)
     ended = np.flatnonzero(end >= 0)
     at = end[ended]
-    spans[ended, 2], spans[ended, 3] = ev.start[at], ev.start[at] + ev.size[at]
+    spans[ended, 2], spans[ended, 3] = ev.start[at], ev.end_of(at)
     return PerfettoArgs(ev.packets.data, spans, ev.packets.gen[ev.row[begin]], ev.packets.interned)
 
 
 def _instant_args(ev: Events, rows: np.ndarray) -> list[dict[str, Any]]:
     """The args of instants `rows` (few: the metadata event)."""
     spans = np.full((rows.size, 4), -1, np.int64)
-    spans[:, 0], spans[:, 1] = ev.start[rows], ev.start[rows] + ev.size[rows]
+    spans[:, 0], spans[:, 1] = ev.start[rows], ev.end_of(rows)
     args = PerfettoArgs(ev.packets.data, spans, ev.packets.gen[ev.row[rows]], ev.packets.interned)
     return [msgspec.json.decode(a)["args"] for a in args]
 
@@ -139,7 +148,7 @@ def _named(ev: Events, rows: np.ndarray, name: str) -> np.ndarray:
 def _metadata(ev: Events, instants: np.ndarray, tracks: Tracks) -> dict[str, Any]:
     """The trace's top-level JSON keys, from its metadata event (the first), as the JSON reader keeps them."""
     rows = _named(ev, instants, METADATA_EVENT)
-    rows = rows[np.isin(ev.uuid[rows], np.array(sorted(tracks.metadata_tracks), np.uint64))]
+    rows = rows[np.isin(ev.uuids(rows), np.array(sorted(tracks.metadata_tracks), np.uint64))]
     for args in _instant_args(ev, rows[:1]):
         value = args.get(METADATA_ANNOTATION)
         try:
@@ -158,10 +167,8 @@ def _memory(ev: Events, instants: np.ndarray, tracks: Tracks) -> list[dict[str, 
     if not rows.size:
         return []
     rows.sort()
-    pid, tid = tracks.lanes(ev.uuid[rows])
-    start = ev.start[rows]
-    said = int_annotations(ev.packets.buf, start, start + ev.size[rows], ev.packets.gen[ev.row[rows]], ev.packets.interned)
-    del start
+    pid, tid = tracks.lanes(ev.uuids(rows))
+    said = int_annotations(ev.packets.buf, ev.start[rows].astype(np.int64), ev.end_of(rows), ev.packets.gen[ev.row[rows]], ev.packets.interned)
     if MEMORY_TID in said:
         at, value = said[MEMORY_TID]
         tid[at] = value
@@ -205,7 +212,7 @@ def _flow_points(
     lanes (the complete events begun by `begin`, at `start`, of categories `cat_of`); None when no
     event names a flow."""
     row, fid, ending = ev.flows
-    event_of_row = np.full(ev.row.size, -1, np.int64)
+    event_of_row = np.full(max(int(begin.max(initial=-1)), int(row.max(initial=-1))) + 1, -1, np.int64)
     event_of_row[begin] = np.arange(begin.size)
     event = event_of_row[row]
     del event_of_row

@@ -139,7 +139,12 @@ def int_annotations(
         hi = lo + _EVENTS_AT_A_TIME
         for name, (at, value) in _int_annotations(buf, start[lo:hi], end[lo:hi], gen[lo:hi], interned).items():
             found.setdefault(name, []).append((at + lo, value))
-    return {name: (np.concatenate([a for a, _ in parts]), np.concatenate([v for _, v in parts])) for name, parts in found.items()}
+    out = {}
+    for name in list(found):  # one name at a time, its batches freed once joined
+        parts = found.pop(name)
+        out[name] = (np.concatenate([a for a, _ in parts]), np.concatenate([v for _, v in parts]))
+        del parts
+    return out
 
 
 #: Events whose annotations are read at a time (`int_annotations`): what it allocates stays small.

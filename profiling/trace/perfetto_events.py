@@ -25,7 +25,7 @@ import numpy as np
 
 from branchscope.profiling.trace.decode import _Interner
 from branchscope.profiling.trace.perfetto_state import Packets, _per_generation, interned_ids
-from branchscope.profiling.trace.perfetto_wire import FIXED64, LEN, VARINT, Scanned, Want, scan
+from branchscope.profiling.trace.perfetto_wire import FIXED64, LEN, VARINT, Scanned, Want, offsets, scan
 
 BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
 _TYPE, _UUID, _NAME_IID, _NAME, _CAT_IIDS, _CATS = 9, 11, 10, 23, 3, 22
@@ -51,10 +51,11 @@ class Events:
 
     packets: Packets
     row: np.ndarray  # int32: the packet of each event
-    start: np.ndarray  # int64: where each TrackEvent's bytes begin in the file
+    start: np.ndarray  # where each TrackEvent's bytes begin in the file (`perfetto_wire.offsets`)
     size: np.ndarray  # int32: and how many they are
     kind: np.ndarray  # int8: BEGIN, END, INSTANT (a legacy complete event: INSTANT)
-    uuid: np.ndarray  # uint64: the track
+    track: np.ndarray  # int32: the track, into `track_uuids`
+    track_uuids: np.ndarray  # uint64, ascending
     name: np.ndarray  # int32: into `names` ("" first, for none)
     cat: np.ndarray  # int32: into `cats` (several categories of an event joined with ",")
     names: list[str]
@@ -62,6 +63,10 @@ class Events:
     legacy: tuple[np.ndarray, np.ndarray]  # (event, duration ns) of legacy 'X' events
     flows: tuple[np.ndarray, np.ndarray, np.ndarray]  # (event, flow id, terminating), in event order
     counters: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # (packet, track uuid, value, cat)
+
+    def uuids(self, rows: np.ndarray) -> np.ndarray:
+        """The track uuid of events `rows`."""
+        return self.track_uuids[self.track[rows]]
 
     @property
     def gen(self) -> np.ndarray:
@@ -71,9 +76,9 @@ class Events:
     def ts(self) -> np.ndarray:
         return self.packets.ts[self.row]
 
-    @property
-    def end(self) -> np.ndarray:
-        return self.start + self.size
+    def end_of(self, rows: np.ndarray) -> np.ndarray:
+        """Where the TrackEvents `rows`' bytes end (int64)."""
+        return self.start[rows].astype(np.int64) + self.size[rows]
 
 
 class EventReader:
@@ -88,6 +93,7 @@ class EventReader:
         self.names.ids([""])
         self.cats.ids([""])
         self.n = 0
+        self.tracks: dict[int, int] = {}  # uuid -> track id, in the order met
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in _PARTS}
 
     def add(self, packets: Packets, rows: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
@@ -113,13 +119,18 @@ class EventReader:
         flow_event = index[flow_msg]
         on = flow_event >= 0
         for key, column in (
-            ("row", rows[keep].astype(np.int32)), ("start", start[keep]), ("size", (end - start)[keep].astype(np.int32)),
-            ("kind", kind[keep]), ("uuid", uuid[keep]), ("name", name[keep]), ("cat", cat[keep]),
+            ("row", rows[keep].astype(np.int32)), ("start", start[keep].astype(offsets(packets.buf.size))), ("size", (end - start)[keep].astype(np.int32)),
+            ("kind", kind[keep]), ("track", self._track_ids(uuid[keep])), ("name", name[keep]), ("cat", cat[keep]),
             ("legacy_at", legacy + self.n), ("legacy_dur", dur[keep][legacy]),
             ("flow_event", flow_event[on]), ("flow_id", flow_id[on]), ("flow_ending", ending[on]),
         ):  # fmt: skip
             self.parts[key].append(column)
         self.n += keep.size
+
+    def _track_ids(self, uuid: np.ndarray) -> np.ndarray:
+        unique, inverse = np.unique(uuid, return_inverse=True)
+        ids = np.array([self.tracks.setdefault(u, len(self.tracks)) for u in unique.tolist()], np.int32)
+        return ids[inverse.reshape(-1)] if unique.size else np.zeros(0, np.int32)
 
     def _counters(self, packets: Packets, s: Scanned, rows: np.ndarray, start: np.ndarray, end: np.ndarray, kind: np.ndarray, uuid: np.ndarray, cat: np.ndarray) -> None:
         """Counter points: the TYPE_COUNTER events' and the `extra_*` ones'."""
@@ -137,10 +148,17 @@ class EventReader:
     def events(self) -> Events:
         """What was read, as `Events` (the batches' columns joined)."""
         assert self.packets is not None
-        c = {k: np.concatenate(v) if v else np.zeros(0, _PARTS[k]) for k, v in self.parts.items()}
-        self.parts.clear()
+        c = {}
+        for k in _PARTS:  # one column at a time, its batches freed once joined
+            batches = self.parts.pop(k)
+            c[k] = np.concatenate(batches) if batches else np.zeros(0, _PARTS[k])
+            del batches
+        uuids = np.array(list(self.tracks), np.uint64)
+        by_uuid = np.argsort(uuids)  # track ids in the order of their uuids (as `pairs` groups them)
+        rank = np.empty(uuids.size, np.int32)
+        rank[by_uuid] = np.arange(uuids.size, dtype=np.int32)
         return Events(
-            self.packets, c["row"], c["start"], c["size"], c["kind"], c["uuid"], c["name"], c["cat"],
+            self.packets, c["row"], c["start"], c["size"], c["kind"], rank[c["track"]], uuids[by_uuid], c["name"], c["cat"],
             list(self.names.table), list(self.cats.table), (c["legacy_at"], c["legacy_dur"]),
             (c["flow_event"], c["flow_id"], c["flow_ending"]),
             (c["counter_row"], c["counter_uuid"], c["counter_value"], c["counter_cat"]),
@@ -149,7 +167,7 @@ class EventReader:
 
 #: The columns `EventReader` keeps, and their dtypes.
 _PARTS = {
-    "row": np.int32, "start": np.int64, "size": np.int32, "kind": np.int8, "uuid": np.uint64, "name": np.int32,
+    "row": np.int32, "start": np.int64, "size": np.int32, "kind": np.int8, "track": np.int32, "name": np.int32,
     "cat": np.int32, "legacy_at": np.int64, "legacy_dur": np.int64, "flow_event": np.int64, "flow_id": np.uint64,
     "flow_ending": bool, "counter_row": np.int32, "counter_uuid": np.uint64, "counter_value": np.float64,
     "counter_cat": np.int32,
@@ -221,12 +239,12 @@ def pairs(ev: Events) -> tuple[np.ndarray, np.ndarray]:
     (-1: a legacy 'X' event, or a begin never ended). Per track, as a stack pairs them, in numpy
     (int32 columns where they fit, each freed once used: they are as long as the trace's slices)."""
     sel = np.flatnonzero((ev.kind == BEGIN) | (ev.kind == END)).astype(np.int32)
-    order = sel[np.lexsort((ev.packets.ts[ev.row[sel]], ev.uuid[sel]))]  # stable: file order in a tie
+    order = sel[np.lexsort((ev.packets.ts[ev.row[sel]], ev.track[sel]))]  # stable: file order in a tie
     del sel
     n = order.size
     if not n:
         return _with_legacy(ev, order, order)
-    u = ev.uuid[order]
+    u = ev.track[order]
     new_track = np.concatenate([[True], u[1:] != u[:-1]])
     del u
     group = np.cumsum(new_track, dtype=np.int32)

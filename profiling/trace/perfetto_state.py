@@ -97,11 +97,12 @@ def read_packets(data: bytes, on_events: EventsFound) -> Packets:
         del s
         on_events(packets, rows + lo, event_start, event_end)
     del start, end
-    clock = _per_generation(packets.gen, state.default_clock, BOOTTIME)
-    for at, value in state.clocks:
-        clock[at] = value
-    primary = _primary_clock(state.snapshots)
-    packets.ts = _timestamps(packets.ts, has_ts, clock, seq.astype(np.int64), state.snapshots, primary)
+    if state.snapshots:  # else every timestamp is on the trace's clock already (0 where none)
+        clock = _per_generation(packets.gen, state.default_clock, BOOTTIME)
+        for at, value in state.clocks:
+            clock[at] = value
+        primary = _primary_clock(state.snapshots)
+        packets.ts = _timestamps(packets.ts, has_ts, clock, seq.astype(np.int64), state.snapshots, primary)
     return packets
 
 

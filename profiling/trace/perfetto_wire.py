@@ -401,11 +401,16 @@ def frame(data: bytes | memoryview) -> tuple[np.ndarray, np.ndarray]:
     start, end = cand[path] + 1 + nbytes[path], after[path]
     stop = int(end[-1])
     if stop == buf.size:
-        return start, end
+        return start.astype(offsets(buf.size)), end.astype(offsets(buf.size))
     if stop > buf.size:
         raise WireError("a packet runs past the end of the file")
     more_start, more_end = _walk(buf, stop)
     return np.concatenate([start, more_start]), np.concatenate([end, more_end])
+
+
+def offsets(size: int) -> type:
+    """The dtype of byte offsets into a file of `size` bytes: int32 below 2 GiB (half the memory)."""
+    return np.int32 if size < 1 << 31 else np.int64
 
 
 def _chain_links(buf: np.ndarray, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
