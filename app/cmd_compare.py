@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from branchscope.app.cli_text import bytes_text, fail
-from branchscope.app.screenshot_size import add_size_argument, parse_size, wrote_line
+from branchscope.app.screenshot_size import add_size_argument, parse_size, settle_at, wrote_line
 from branchscope.profiling import TraceFormatError
 from branchscope.profiling.trace.advice import advice_record, from_summaries
 from branchscope.profiling.trace.compare import Comparison, LoadedRun, compare, load_run, vs_prediction
@@ -242,9 +242,7 @@ def screenshot(loaded: list[LoadedRun], result: Comparison, out: Path, size: tup
         view.resize(*size)
         view.set_runs([r.trace for r in loaded], result.runs, result.baseline, ops=result.ops)
         view.show()
-        app.processEvents()
-        view.resize(*size)  # the runs may have asked for more: the picture is the size asked
-        app.processEvents()
+        settle_at(app, view, size)
         image = view.grab()
     except Exception as exc:
         failures.append(f"{type(exc).__name__}: {exc}")

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from branchscope.app.pages import page_keys
-from branchscope.app.screenshot_size import add_size_argument, parse_size, wrote_line
+from branchscope.app.screenshot_size import add_size_argument, parse_size, settle_at, wrote_line
 
 #: How long `--screenshot` waits for the run it draws.
 SCREENSHOT_RUN_TIMEOUT_S = 900
@@ -285,9 +285,7 @@ def _show_window(app, window, args: argparse.Namespace, traces: list[str], scree
 
     if screenshot is None:
         return app.exec()
-    app.processEvents()
-    window.resize(*size)  # what was opened may have asked for more: the picture is the size asked
-    app.processEvents()
+    settle_at(app, window, size)
     drawn = (window.width(), window.height())
     ok = window.failures.save_screenshot(screenshot)
     window.controller.shutdown()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from typing import Any
 
 #: The picture's size when `--size` is not given.
 DEFAULT_SIZE = (1600, 1000)
@@ -78,3 +79,11 @@ def drop_offscreen_size_hint_warning() -> None:
         return
     previous = qInstallMessageHandler(handler)
     drop_offscreen_size_hint_warning.installed = True  # type: ignore[attr-defined]
+
+
+def settle_at(app: Any, widget: Any, size: tuple[int, int]) -> None:
+    """Before a picture: `widget` lays out what it shows, then is held at `size` (what it opened may
+    have asked for more room: the picture is the size asked), and lays out again."""
+    app.processEvents()
+    widget.resize(*size)
+    app.processEvents()
