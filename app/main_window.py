@@ -134,7 +134,7 @@ class MainWindow(QMainWindow):
         self.runs = RunsView(self.runs_table)
         self.runs.rowChosen.connect(self._on_entry_chosen)
         self.runs.baselineRunRequested.connect(self.lifecycle.start)
-        self.runs.compareRequested.connect(self.compare_entries)
+        self.runs.compareRequested.connect(lambda rows: self.page(ComparePage).compare_in_background(rows))
         #: What is shown: the pages and side panels follow it (a new baseline changes what they say).
         self.shown = Shown(self.run_list)
         self.runs_table.dataChanged.connect(lambda *_: self.shown.runs_changed())

@@ -160,6 +160,15 @@ class ComparePage(OwnContentPage, CompareView):
         elif rows[:MAX_COMPARED] != self._reading or not self.host.loader.is_loading():
             self._read_then_show(rows)
 
+    def compare_in_background(self, ks: list[int]) -> None:
+        """The user asked to compare rows `ks` (Compare selected runs, the runs list's menu): this
+        page in front, comparing them at once where their traces are in memory, else once the
+        window's loader read them off the GUI thread (a reading of the same rows already going is
+        kept, not begun again)."""
+        self._tried = []  # asked again: a run that could not be read is tried again
+        self.follow_selection(ks)
+        self.host.show_page(self)
+
     def compare_entries(self, ks: list[int]) -> bool:
         """Show entries `ks` here, and this page in front. False (and a dialog) if one cannot be
         read; False if fewer than two are listed."""
