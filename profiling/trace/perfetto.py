@@ -3,9 +3,10 @@
 
 The modules, in the order a load runs them (docs/formats.md says what is read and what is not):
 `perfetto_wire` (the packets framed, their fields read in lockstep with numpy), `perfetto_state`
-(sequences, interned strings, defaults, clocks), `perfetto_tracks` (tracks -> (pid, tid) lanes),
-`perfetto_events` (slices paired, instants, counters, flows), `perfetto_args` (debug annotations
-as `args`, on demand). protobuf is imported only here, when a Perfetto trace is opened.
+(packets read in batches; sequences, interned strings, defaults, clocks), `perfetto_events` (each
+batch's TrackEvents, of which only what the `Trace` needs is kept; then slices paired),
+`perfetto_tracks` (tracks -> (pid, tid) lanes), `perfetto_args` (debug annotations as `args`, on
+demand). protobuf is imported only here, when a Perfetto trace is opened.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """A Perfetto trace's TrackEvents as the columns the JSON reader makes: complete events, memory
-events, counters, flow endpoints and the trace's metadata, all with numpy over every event at once.
+events, counters, flow endpoints and the trace's metadata, with numpy over a batch of events at once
+(`EventReader`, fed by `perfetto_state.read_packets`), keeping per event only what they need.
 
-- TYPE_SLICE_BEGIN and TYPE_SLICE_END pair per track, as a stack would (`_pairs`); a begin never
+- TYPE_SLICE_BEGIN and TYPE_SLICE_END pair per track, as a stack would (`pairs`); a begin never
   ended lasts to the trace's last timestamp, an end with nothing open is dropped. A `legacy_event`
   of phase 'X' with `duration_us` is a complete event; phases 'B', 'E', 'I' are begin, end, instant.
 - A name is `name` or the interned `name_iid`; a category the `categories` or interned
@@ -19,7 +20,6 @@ events, counters, flow endpoints and the trace's metadata, all with numpy over e
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 

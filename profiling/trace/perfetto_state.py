@@ -16,8 +16,8 @@ snapshot that gives both. A folder of rank traces therefore lands on one clock, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np

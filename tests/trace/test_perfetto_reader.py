@@ -286,3 +286,49 @@ def test_a_perfetto_trace_travels_through_the_rank_pool_with_its_args(tmp_path: 
     pipe.seek(0)
     back = trace_from_parts(decode(pipe))
     assert [back.event_args(i) for i in range(len(back))] == [{"step": 1}, {}]
+
+
+def _batch_trace(path: Path) -> Path:
+    """A trace whose every part crosses packet batches when they are a few packets each: interning
+    cleared between uses of the same iids, slices begun in one batch and ended in another, a flow,
+    memory events, counters and the metadata event."""
+    w = Writer()
+    w.process(1, PID)
+    w.thread(2, PID, TID, "main")
+    w.custom(10, 2, "cpu sample", counter=True)
+    for gen, name in enumerate(("first", "second", "third")):
+        p = w.packet(sequence_flags=CLEARED)
+        p.interned_data.event_names.add(iid=1, name=name)
+        p.interned_data.debug_annotation_names.add(iid=1, name=f"key{gen}")
+        te = w.packet(1_000 * (gen + 1)).track_event
+        te.type, te.track_uuid, te.name_iid = B, 2, 1
+        te.debug_annotations.add(name_iid=1, int_value=gen)
+        w.event(1_000 * (gen + 1) + 5, INSTANT, 2, "[memory]", **{"Device Type": 1, "Device Id": 0, "Bytes": 64, "Total Allocated": 64 * (gen + 1)})
+        w.event(1_000 * (gen + 1) + 7, C, 10).double_counter_value = float(gen)
+        w.slice(1_000 * (gen + 1) + 10, 20, 2, f"inner{gen}").flow_ids.append(5)
+        w.event(1_000 * (gen + 1) + 500, E, 2)
+    w.custom(99, 0, "branchscope")
+    w.event(0, INSTANT, 99, "branchscope.metadata", json=json.dumps({"distributedInfo": {"rank": 3}}))
+    return w.write(path)
+
+
+def _facts(trace: Any) -> Any:
+    return (
+        events_of(trace), [trace.event_args(i) for i in range(len(trace))],
+        [(c.name, c.ts_ns.tolist(), c.values.tolist()) for c in trace.counters],
+        [(m.ts_ns.tolist(), m.total_bytes.tolist()) for m in trace.memory],
+        [(trace.event_name(int(s)), trace.event_name(int(d))) for s, d in zip(trace.flows.src, trace.flows.dst)],
+        trace.metadata,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 7])
+def test_packets_read_in_batches_of_any_size_give_the_same_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int) -> None:
+    from branchscope.profiling.trace import perfetto_state
+
+    path = _batch_trace(tmp_path / "batches.pftrace")
+    whole = _facts(load_trace(path))
+    assert [e[2] for e in whole[0]] == ["first", "inner0", "inner1", "inner2", "second", "third"]
+    assert whole[1][0] == {"key0": 0} and whole[5] == {"distributedInfo": {"rank": 3}} and whole[4] == [("inner0", "inner2")]
+    monkeypatch.setattr(perfetto_state, "PACKETS_AT_A_TIME", batch)
+    assert _facts(load_trace(path)) == whole

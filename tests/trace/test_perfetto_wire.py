@@ -128,3 +128,38 @@ def test_frame_finds_packets_written_the_shortest_way_and_any_other() -> None:
 def test_frame_refuses_a_trace_cut_short_or_broken(data: bytes) -> None:
     with pytest.raises(WireError):
         frame(data)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_frame_by_chained_headers_agrees_with_a_walk_field_by_field(seed: int) -> None:
+    # packet bodies full of 0x0a bytes followed by lengths that lead to other 0x0a bytes (false
+    # headers that chain among themselves), lengths of one, two and three bytes, empty packets
+    rng = random.Random(seed)
+    packets = []
+    for _ in range(300):
+        size = rng.choice([0, 1, 5, 127, 128, 300, 16_383, 16_384, 20_000]) if rng.random() < 0.2 else rng.randrange(0, 40)
+        body = bytearray(rng.choice(b"\x0a\x02\x05\x80\xff\x00") for _ in range(size))
+        packets.append(bytes(body))
+    data = b"".join(field(1, LEN, p) for p in packets)
+    start, end = frame(data)
+    assert [data[a:b] for a, b in zip(start.tolist(), end.tolist())] == packets
+    walked = perfetto_wire._walk(np.frombuffer(data, np.uint8), 0)
+    assert start.tolist() == walked[0].tolist() and end.tolist() == walked[1].tolist()
+
+
+def test_frame_refuses_a_last_packet_cut_short_after_whole_ones() -> None:
+    data = field(1, LEN, b"\x0a\x01\x0a") * 50 + field(1, LEN, b"x" * 200)[:-1]
+    with pytest.raises(WireError, match="past the end"):
+        frame(data)
+
+
+def test_a_sparse_field_keeps_the_last_value_of_each_message_that_has_it() -> None:
+    messages = [field(3, VARINT, 7) + field(3, VARINT, 9), b"", field(3, VARINT, 1), field(4, VARINT, 2)]
+    data = b"".join(messages)
+    ends = np.cumsum([len(m) for m in messages])
+    s = scan(as_buffer(data), ends - [len(m) for m in messages], ends, (Want(3, VARINT, sparse=True), Want(4, VARINT, dtype="u1")))
+    msg, value, _ = s.items[3]
+    assert (msg.tolist(), value.tolist()) == ([0, 2], [9, 1])
+    has, at = s.at(3, np.array([0, 1, 2, 3]))
+    assert has.tolist() == [True, False, True, False] and at.tolist() == [9, 0, 1, 0]
+    assert s.value[4].dtype == np.uint8 and s.value[4].tolist() == [0, 0, 0, 2]
