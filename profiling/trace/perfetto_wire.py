@@ -53,7 +53,7 @@ def read_varints(buf: np.ndarray, pos: np.ndarray, end: np.ndarray) -> tuple[np.
     w = _words(buf, p)
     stop = ~w & _HIGH_BITS
     lowest = stop & (~stop + _U64(1))  # the first byte without its high bit (0: none of the 8)
-    length = np.where(lowest == 0, 8, (np.log2(np.maximum(lowest, 1).astype(np.float64)).astype(np.int64) + 1) >> 3)
+    length = np.where(lowest == 0, 8, _bytes_to(lowest))
     w &= np.where(lowest == 0, ~_U64(0), (lowest << _U64(1)) - _U64(1))
     value = w & _U64(0x7F)
     for k in range(1, 8):
@@ -68,6 +68,17 @@ def read_varints(buf: np.ndarray, pos: np.ndarray, end: np.ndarray) -> tuple[np.
 
 
 _HIGH_BITS = _U64(0x8080808080808080)
+
+
+def _bytes_to(lowest: np.ndarray) -> np.ndarray:
+    """How many bytes up to and including the one whose top bit `lowest` is (one bit set, or 0),
+    from its count of trailing zeros: an integer popcount where numpy has it (2.0+), else log2."""
+    if _POPCOUNT is not None:
+        return (_POPCOUNT(np.maximum(lowest, _U64(1)) - _U64(1)).astype(np.int64) + 1) >> 3
+    return (np.log2(np.maximum(lowest, 1).astype(np.float64)).astype(np.int64) + 1) >> 3
+
+
+_POPCOUNT = getattr(np, "bitwise_count", None)
 
 
 def _words(buf: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -449,7 +460,7 @@ def _lengths(buf: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         words = _words(buf, at[long])
         stop = ~words & _U64(0x8080808080)  # the last byte: the first without its high bit
         lowest = stop & (~stop + _U64(1))
-        size = np.where(lowest == 0, 0, (np.log2(np.maximum(lowest, 1).astype(np.float64)).astype(np.int64) + 1) >> 3)
+        size = np.where(lowest == 0, 0, _bytes_to(lowest))
         words &= np.where(lowest == 0, _U64(0), (lowest << _U64(1)) - _U64(1))
         value = words & _U64(0x7F)
         for k in range(1, _LENGTH_BYTES):
@@ -466,12 +477,12 @@ def _chain_from_start(nxt: np.ndarray) -> np.ndarray:
     jump = np.append(nxt, np.int32(none))  # the chain's end leads to itself
     path = np.zeros(1, np.int32)
     while True:
-        ahead = jump[path]
+        ahead = jump.take(path, mode="clip")
         on = ahead < none
         path = np.concatenate([path, ahead[on]])
         if not on.all():
             return path
-        jump = jump[jump]
+        jump = jump.take(jump, mode="clip")  # (every index is in range: no check needed)
 
 
 def _walk(buf: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:
