@@ -163,3 +163,14 @@ def test_a_sparse_field_keeps_the_last_value_of_each_message_that_has_it() -> No
     has, at = s.at(3, np.array([0, 1, 2, 3]))
     assert has.tolist() == [True, False, True, False] and at.tolist() == [9, 0, 1, 0]
     assert s.value[4].dtype == np.uint8 and s.value[4].tolist() == [0, 0, 0, 2]
+
+
+@pytest.mark.parametrize("popcount", [True, False])
+def test_varints_of_every_length_read_alike_with_or_without_numpys_popcount(monkeypatch: pytest.MonkeyPatch, popcount: bool) -> None:
+    if not popcount:  # numpy before 2.0 has no bitwise_count: a float log2 instead
+        monkeypatch.setattr(perfetto_wire, "_POPCOUNT", None)
+    values = [0, 1, 127, 128, 300, 2**14, 2**21 - 1, 2**28, 2**35 + 5, 2**42, 2**49 - 1, 2**56, 2**63, 2**64 - 1]
+    data = b"".join(varint(v) for v in values)
+    pos = np.cumsum([0] + [len(varint(v)) for v in values[:-1]])
+    got, after = read_varints(as_buffer(data), pos, np.full(len(values), len(data)))
+    assert got.tolist() == values and after.tolist() == (pos + [len(varint(v)) for v in values]).tolist()
