@@ -425,4 +425,5 @@ class MainWindow(QMainWindow):
         self.controller.shutdown()
         self.page(SweepPage).shutdown()
         self.page(ComparePage).shutdown()  # a paired measurement going
+        self.mode_check.shutdown()  # a probe of the worker's Python still asking
         super().closeEvent(event)

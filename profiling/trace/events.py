@@ -2,7 +2,8 @@
 (`Event` and its kinds), written by `encode_event` and read by `decode_events`, which skips any
 line that is not one. The worker tells the runner "phase", "progress", "error", "finished" (a rank
 of a distributed run also "hello", and its watchers "exited" and "ended"); the runner tells the
-window "phase", "progress", "error", "done", and a sweep "sweep" and "cell". No torch, no Qt.
+window "phase", "progress", "error", "done", a sweep "sweep" and "cell", and the mode probe "modes".
+No torch, no Qt.
 """
 
 from __future__ import annotations
@@ -107,6 +108,14 @@ class CellEvent(Event, tag="cell", kw_only=True):
     ties: list[int] | None = None
 
 
+class ModesEvent(Event, tag="modes", kw_only=True):
+    """The modes that cannot run under a Python, each with its one line of why (`problems`), or why
+    that Python could not be asked (`error`): `profiling/run/mode_probe.py`'s answer to the window."""
+
+    problems: dict[str, str] = {}
+    error: str | None = None
+
+
 AnyEvent = Union[  # noqa: UP007 - msgspec needs the union as an object
     PhaseEvent,
     ProgressEvent,
@@ -118,6 +127,7 @@ AnyEvent = Union[  # noqa: UP007 - msgspec needs the union as an object
     EndedEvent,
     SweepEvent,
     CellEvent,
+    ModesEvent,
 ]
 _EVENT_DECODER = msgspec.json.Decoder(AnyEvent)
 _ENCODER = msgspec.json.Encoder()

@@ -257,7 +257,7 @@ def test_screenshot_of_a_successful_run_exits_0(qapp, monkeypatch, tmp_path, cap
     from branchscope.app import mode_check
 
     probed = []  # a picture offers every mode: no probe whose answer may come before or after it is drawn
-    monkeypatch.setattr(mode_check, "probe", lambda python: probed.append(python) or {})
+    monkeypatch.setattr(mode_check.ModeCheck, "start", lambda self, python: probed.append(python))
     code, out = _screenshot_in_process(monkeypatch, tmp_path, FAKE_RUNNER)
     assert code == 0, capsys.readouterr().err
     assert (QImage(str(out)).width(), QImage(str(out)).height()) == (1600, 1000)

@@ -103,6 +103,16 @@ def test_the_cuda_and_torchscript_reasons_live_side_by_side(controls):
 # ---- the probe, off the GUI thread, once per Python --------------------------------------------
 
 
+def _with_ask(ask):
+    """ModeCheck's __init__ with `ask` as its way of asking (a fake probe)."""
+    init = mode_check.ModeCheck.__init__
+
+    def with_ask(self, parent=None, ask_=None):
+        init(self, parent, ask=ask)
+
+    return with_ask
+
+
 def test_the_check_asks_each_python_once_off_the_gui_thread(qtbot):
     import threading
 
@@ -125,6 +135,55 @@ def test_the_check_asks_each_python_once_off_the_gui_thread(qtbot):
     assert said.args == [other, {}]
 
 
+def _slow_python(tmp_path: Path, problems: dict[str, str]) -> Path:
+    """A fake Python that answers the probe two seconds late (having made `started` in its folder),
+    saying `problems` of its modes."""
+    answer = {
+        "python": "3.11.9", "executable": "x", "torch": "2.13.0", "missing": {}, "gil": True,
+        "versions": {"msgspec": "0.19.0", "psutil": "7.0.0", "numpy": "2.1.0"}, "mode_problems": problems,
+    }  # fmt: skip
+    path = tmp_path / "python"
+    started = tmp_path / "started"
+    path.write_text(f"#!/bin/sh\ntouch '{started}'\nsleep 2\ncat <<'EOF'\nbranchscope-probe: {json.dumps(answer)}\nEOF\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_the_probe_runs_in_a_child_so_the_windows_own_children_live_on(qtbot, tmp_path):
+    """The probe is contained like a worker, its process a subreaper that kills every child it did
+    not start: asked in the window's own process, it killed the runner of the window's first run.
+    Asked through `mode_probe`'s child, a process the window starts meanwhile lives on."""
+    from PySide6.QtCore import QProcess
+
+    python = _slow_python(tmp_path, {"fork": WHY})
+    check = ModeCheck()
+    sleeper = QProcess()
+    try:
+        with qtbot.waitSignal(check.resolved, timeout=120_000) as said:
+            check.start(python)
+            qtbot.waitUntil((tmp_path / "started").exists, timeout=60_000)
+            sleeper.start("sleep", ["600"])  # the window's runner, started while the probe asks
+            assert sleeper.waitForStarted(30_000)
+        assert said.args == [python, {"fork": WHY}]
+        # still running (a probe's Containment in this process had killed it before it answered)
+        assert not sleeper.waitForFinished(1000) and sleeper.state() == QProcess.ProcessState.Running
+    finally:
+        sleeper.kill()
+        sleeper.waitForFinished(30_000)
+
+
+def test_a_python_that_could_not_be_asked_offers_every_mode_and_is_asked_again(qtbot):
+    answers = iter([None, {"fork": WHY}])  # not there yet (or a probe timed out), then there
+    check = ModeCheck(ask=lambda python: next(answers))
+    python = Path("/opt/env/bin/python")
+    with qtbot.waitSignal(check.resolved) as said:
+        check.start(python)
+    assert said.args == [python, {}]
+    with qtbot.waitSignal(check.resolved) as said:
+        check.start(python)
+    assert said.args == [python, {"fork": WHY}]
+
+
 def test_the_window_greys_fork_out_in_the_controls_and_the_sweep_tab(window, qtbot):
     check = window.mode_check
     check.ask = lambda python: {"fork": WHY}
@@ -138,7 +197,7 @@ def test_the_window_greys_fork_out_in_the_controls_and_the_sweep_tab(window, qtb
 
 def test_the_window_asks_again_when_the_user_sets_another_python(qtbot, monkeypatch, tmp_path):
     asked = []
-    monkeypatch.setattr(mode_check, "probe", lambda python: asked.append(python) or {"fork": WHY})
+    monkeypatch.setattr(mode_check.ModeCheck, "__init__", _with_ask(lambda python: asked.append(python) or {"fork": WHY}))
     controls = RunControls([Demo("twin-mm")], cores=2)
     qtbot.addWidget(controls)
     panel = SweepPanel(controls.spec, lambda _label: tmp_path, cores=2,
