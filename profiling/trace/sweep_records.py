@@ -58,6 +58,11 @@ class AdviceRecord(msgspec.Struct, kw_only=True):
     parts: SpeedupPartsRecord | None = None
 
 
+#: A skipped cell's exit code: its mode cannot run here (`protocol.EXIT_MODE`, which the trace
+#: engine cannot import; tests/run/test_sweep_skips.py checks the two agree).
+MODE_CANNOT_RUN = 3
+
+
 class CellRecord(msgspec.Struct, kw_only=True):
     """One cell of a sweep: its configuration, its run folder (DIR/MODE-IxJ), what it gave."""
 
@@ -103,8 +108,9 @@ class CellRecord(msgspec.Struct, kw_only=True):
     @property
     def skipped(self) -> str | None:
         """Why the sweep did not run it (its mode cannot run under the sweep's Python: the mode's own
-        line, e.g. fork without TorchScript), or None: it ran, or was not run (yet: cancelled)."""
-        return self.error if self.status == NOT_RUN and self.error else None
+        line, e.g. fork without TorchScript), or None: it ran, or was not run (yet: cancelled; or
+        a status this reader does not know, read as not run with whatever error it kept)."""
+        return self.error if self.status == NOT_RUN and self.exit_code == MODE_CANNOT_RUN and self.error else None
 
     @property
     def load_word(self) -> str | None:

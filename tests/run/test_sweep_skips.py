@@ -10,7 +10,7 @@ from branchscope.profiling.run import sweep as sweep_module
 from branchscope.profiling.run.protocol import EXIT_MODE
 from branchscope.profiling.run.sweep import SWEEP_JSON, modes_skipped, run_sweep
 from branchscope.profiling.trace.events import CellEvent, SweepEvent
-from branchscope.profiling.trace.sweep_records import NOT_RUN
+from branchscope.profiling.trace.sweep_records import MODE_CANNOT_RUN, NOT_RUN, CellRecord
 from branchscope.profiling.trace.sweep_text import markdown_table
 from tests.run.test_sweep import FakeCells, request
 
@@ -83,3 +83,13 @@ def test_modes_without_a_check_need_no_probe(monkeypatch):
     assert modes_skipped(("sequential", "threads"), None) == {}
     assert asked == []
     assert modes_skipped(("sequential", "fork"), None) == {"fork": NO_TORCHSCRIPT}
+
+
+def test_only_a_cell_its_mode_could_not_run_reads_as_skipped():
+    """A skipped cell is "not run" with exit code 3 and why; a cell of a status this reader does not
+    know (read as "not run") keeps its error, and is not taken for skipped."""
+    assert MODE_CANNOT_RUN == EXIT_MODE
+    why = "fork mode needs TorchScript"
+    assert CellRecord(mode="fork", interop=2, intra=1, status=NOT_RUN, error=why, exit_code=EXIT_MODE).skipped == why
+    killed = CellRecord(mode="fork", interop=2, intra=1, status=NOT_RUN, error="worker killed by signal 9")
+    assert killed.skipped is None

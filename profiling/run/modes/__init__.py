@@ -188,7 +188,8 @@ def unavailable_here() -> dict[str, str]:
         try:
             why = mode.check()
         except Exception as exc:  # noqa: BLE001 - a mode's check that raises cannot say it can run
-            why = f"{mode.traits.title}: its check raised {type(exc).__name__}: {exc}"
+            first = (str(exc).strip().splitlines() or [""])[0]  # one line: it goes in sweep.json and tooltips
+            why = f"{mode.traits.title}: its check raised {type(exc).__name__}: {first}"[:300]
         if why:
             problems[mode.name] = why
     return problems
