@@ -15,7 +15,7 @@ in Python: linear in its bytes, never a hang.
 
 `frame` splits a whole `Trace` (field 1, `packet`, repeated) into its packets' byte ranges with
 numpy and no copy of the file: the chain of candidate headers (bytes 0x0a) from byte 0, found by
-doubling; a `Trace` of other shapes is walked one field at a time from where the chain stops.
+doubling a window at a time; a field of another kind where the chain stops is read on its own.
 """
 
 from __future__ import annotations
@@ -383,11 +383,9 @@ def _scan_rest(buf: np.ndarray, idx: np.ndarray, pos: np.ndarray, end: np.ndarra
 
 # ---- a Trace's packets ---------------------------------------------------------------------------
 
-#: Bytes of the file compared at a time while looking for packet tags (what a pass allocates).
-_FRAME_SLICE = 1 << 20
+#: The window of the file `frame` chains packets in at a time: bytes, and candidate headers at most.
+_FRAME_SLICE, _FRAME_CANDIDATES = 1 << 20, 1 << 16
 _PACKET_TAG = 0x0A  # field 1 (packet), LEN
-#: Candidate headers read at a time (`_chain_links`).
-_FRAME_CANDIDATES = 1 << 16
 #: The most bytes of a packet's length varint (2^35 bytes): a longer one is no packet header here.
 _LENGTH_BYTES = 5
 
@@ -398,25 +396,49 @@ def frame(data: bytes | memoryview) -> tuple[np.ndarray, np.ndarray]:
     Every byte 0x0a (field 1, LEN: a packet's tag) is a candidate header, and its length varint
     gives where the next header would be (`_chain_links`). The packets are the chain of candidates
     from byte 0 (`_chain_from_start`, by doubling: a few passes over the candidates, not one step
-    per packet). Where the chain stops before the file's end (another top-level field, a length
-    written longer than needed), the rest is walked one field at a time (`_walk`)."""
+    per packet), found a window of the file at a time (`_FRAME_SLICE` bytes, `_FRAME_CANDIDATES`
+    candidates at most: what it allocates stays small whatever the file holds). Where the chain
+    stops at a byte that is no such header (another top-level field, a length written in more than
+    `_LENGTH_BYTES` bytes), that field is read on its own (`_read_field`) and the chain goes on."""
     buf = np.frombuffer(data, np.uint8)
-    if not buf.size:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    cand = np.concatenate([np.flatnonzero(buf[lo : lo + _FRAME_SLICE] == _PACKET_TAG) + lo for lo in range(0, buf.size, _FRAME_SLICE)])
-    if not cand.size or cand[0] != 0:
-        return _walk(buf, 0)
+    starts: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
+    p = 0
+    while p < buf.size:
+        stop = _frame_window(buf, p, starts, ends)
+        if stop > p:
+            p = stop
+            continue
+        number, wire, value, length, p = _read_field(buf.data, p, buf.size)
+        if number == 1 and wire == LEN:
+            starts.append(np.array([value], offsets(buf.size)))
+            ends.append(np.array([value + length], offsets(buf.size)))
+    if not starts:
+        return np.zeros(0, offsets(buf.size)), np.zeros(0, offsets(buf.size))
+    start = np.concatenate(starts)
+    del starts
+    return start, np.concatenate(ends)
+
+
+def _frame_window(buf: np.ndarray, p: int, starts: list[np.ndarray], ends: list[np.ndarray]) -> int:
+    """The packets chained from a header at byte `p` within one window, added to `starts` and
+    `ends`; where the chain stops (`p`: no header there)."""
+    hi = min(p + _FRAME_SLICE, buf.size)
+    cand = np.flatnonzero(buf[p:hi] == _PACKET_TAG)[:_FRAME_CANDIDATES] + p
+    if not cand.size or cand[0] != p:
+        return p
     nbytes, after, nxt = _chain_links(buf, cand)
     path = _chain_from_start(nxt)
     del nxt
-    start, end = cand[path] + 1 + nbytes[path], after[path]
-    stop = int(end[-1])
-    if stop == buf.size:
-        return start.astype(offsets(buf.size)), end.astype(offsets(buf.size))
-    if stop > buf.size:
-        raise WireError("a packet runs past the end of the file")
-    more_start, more_end = _walk(buf, stop)
-    return np.concatenate([start, more_start]), np.concatenate([end, more_end])
+    last = int(path[-1])
+    if not nbytes[last] or after[last] > buf.size:  # no length there, or one past the file: read on its own
+        path, stop = path[:-1], int(cand[last])
+    else:
+        stop = int(after[last])
+    dtype = offsets(buf.size)
+    starts.append((cand[path] + 1 + nbytes[path]).astype(dtype))
+    ends.append(after[path].astype(dtype))
+    return stop
 
 
 def offsets(size: int) -> type:
@@ -425,24 +447,17 @@ def offsets(size: int) -> type:
 
 
 def _chain_links(buf: np.ndarray, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For each candidate header: the bytes of its length varint (uint8), where its packet would
-    end, and the index of the candidate there (int32; `cand.size`: none, the chain stops there).
-    `_FRAME_CANDIDATES` at a time (what a pass allocates stays small)."""
-    nbytes = np.empty(cand.size, np.uint8)
-    after = np.empty(cand.size, np.int64)
-    nxt = np.empty(cand.size, np.int32)
-    for lo in range(0, cand.size, _FRAME_CANDIDATES):
-        at = cand[lo : lo + _FRAME_CANDIDATES] + 1
-        n, length = _lengths(buf, at)
-        nbytes[lo : lo + at.size] = n
-        end = at + n + length
-        end[n == 0] = buf.size + 1  # no header: past the file, the chain stops there
-        after[lo : lo + at.size] = end
-        k = np.searchsorted(cand, end)
-        hit = k < cand.size
-        hit[hit] = cand[k[hit]] == end[hit]
-        nxt[lo : lo + at.size] = np.where(hit, k, cand.size)
-    return nbytes, after, nxt
+    """For each candidate header: the bytes of its length varint (uint8; 0: none readable), where
+    its packet would end (int64), and the index of the candidate there (int32; `cand.size`: none,
+    the chain stops there)."""
+    at = cand + 1
+    nbytes, length = _lengths(buf, at)
+    after = at + nbytes + length
+    after[nbytes == 0] = buf.size + 1  # no header: past the file, the chain stops there
+    k = np.searchsorted(cand, after)
+    hit = k < cand.size
+    hit[hit] = cand[k[hit]] == after[hit]
+    return nbytes, after, np.where(hit, k, cand.size).astype(np.int32)
 
 
 def _lengths(buf: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -483,17 +498,3 @@ def _chain_from_start(nxt: np.ndarray) -> np.ndarray:
         if not on.all():
             return path
         jump = jump.take(jump, mode="clip")  # (every index is in range: no check needed)
-
-
-def _walk(buf: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:
-    """`frame`'s byte ranges from byte `p` on, for a Trace with other fields or longer headers: one
-    field at a time."""
-    data = buf.data
-    starts: list[int] = []
-    ends: list[int] = []
-    while p < buf.size:
-        number, wire, value, length, p = _read_field(data, p, buf.size)
-        if number == 1 and wire == LEN:
-            starts.append(value)
-            ends.append(value + length)
-    return np.array(starts, np.int64), np.array(ends, np.int64)

@@ -130,6 +130,19 @@ def test_frame_refuses_a_trace_cut_short_or_broken(data: bytes) -> None:
         frame(data)
 
 
+def walk(data: bytes) -> tuple[list[int], list[int]]:
+    """The packets' byte ranges read one top-level field at a time: what `frame` must find."""
+    starts: list[int] = []
+    ends: list[int] = []
+    p = 0
+    while p < len(data):
+        number, wire, value, length, p = perfetto_wire._read_field(memoryview(data), p, len(data))
+        if number == 1 and wire == LEN:
+            starts.append(value)
+            ends.append(value + length)
+    return starts, ends
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_frame_by_chained_headers_agrees_with_a_walk_field_by_field(seed: int) -> None:
     # packet bodies full of 0x0a bytes followed by lengths that lead to other 0x0a bytes (false
@@ -143,8 +156,7 @@ def test_frame_by_chained_headers_agrees_with_a_walk_field_by_field(seed: int) -
     data = b"".join(field(1, LEN, p) for p in packets)
     start, end = frame(data)
     assert [data[a:b] for a, b in zip(start.tolist(), end.tolist())] == packets
-    walked = perfetto_wire._walk(np.frombuffer(data, np.uint8), 0)
-    assert start.tolist() == walked[0].tolist() and end.tolist() == walked[1].tolist()
+    assert (start.tolist(), end.tolist()) == walk(data)
 
 
 def test_frame_refuses_a_last_packet_cut_short_after_whole_ones() -> None:
@@ -174,3 +186,29 @@ def test_varints_of_every_length_read_alike_with_or_without_numpys_popcount(monk
     pos = np.cumsum([0] + [len(varint(v)) for v in values[:-1]])
     got, after = read_varints(as_buffer(data), pos, np.full(len(values), len(data)))
     assert got.tolist() == values and after.tolist() == (pos + [len(varint(v)) for v in values]).tolist()
+
+
+def test_frame_across_windows_other_fields_and_long_headers(monkeypatch: pytest.MonkeyPatch) -> None:
+    # windows of 64 bytes and 5 candidates: packets cross them, end on them, or are longer than one
+    monkeypatch.setattr(perfetto_wire, "_FRAME_SLICE", 64)
+    monkeypatch.setattr(perfetto_wire, "_FRAME_CANDIDATES", 5)
+    rng = random.Random(7)
+    parts = []
+    for k in range(200):
+        body = bytes(rng.choice(b"\x0a\x01\x7f\x80") for _ in range(rng.choice([0, 3, 40, 63, 64, 200])))
+        if k % 17 == 3:
+            parts.append(field(2, VARINT, k))  # another top-level field
+        if k % 23 == 5:
+            short = varint(len(body))  # the same length written in 5 more bytes than needed
+            parts.append(b"\x0a" + short[:-1] + bytes([short[-1] | 0x80]) + b"\x80" * 4 + b"\x00" + body)
+            continue
+        parts.append(field(1, LEN, body))
+    data = b"".join(parts)
+    start, end = frame(data)
+    assert (start.tolist(), end.tolist()) == walk(data)
+
+
+def test_a_file_of_packet_tags_only_is_framed_in_small_windows() -> None:
+    data = b"\x0a\x0a" + b"\x0a" * 10 + b"\x0a\x00" * 3  # a packet of ten 0x0a, three empty ones
+    start, end = frame(data)
+    assert [data[a:b] for a, b in zip(start.tolist(), end.tolist())] == [b"\x0a" * 10, b"", b"", b""]
