@@ -294,7 +294,9 @@ def import_hint(exc: BaseException, model_file: Path | None = None, environ: Map
     if found is None:
         if not env.get("PYTHONPATH"):
             return ""
-        return f"; {top} is not installed in the worker's Python ({sys.executable}), nor in a folder of PYTHONPATH"
+        relative = [f for f in env["PYTHONPATH"].split(os.pathsep) if f and not os.path.isabs(f)]
+        unknown = f" (its relative folders, {', '.join(relative)}, were not looked in)" if relative else ""
+        return f"; {top} is not installed in the worker's Python ({sys.executable}), nor in an absolute folder of PYTHONPATH{unknown}"
     where, folder = found
     return (
         f"; {top} is {where} ({folder}), but the worker runs isolated (python -I: PYTHONPATH, the user's site-packages "

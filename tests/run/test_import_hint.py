@@ -76,7 +76,13 @@ def test_pythonpath_set_without_the_module_says_plainly_it_is_not_installed(lib,
     empty.mkdir()
     # A relative folder is the runner's current folder's, which the worker does not know: not looked in.
     hint = import_hint(_not_found(), tmp_path / "model.py", {"PYTHONPATH": f"{empty}:lib"})
-    assert hint == f"; {_MISSING} is not installed in the worker's Python ({sys.executable}), nor in a folder of PYTHONPATH"
+    assert hint == (
+        f"; {_MISSING} is not installed in the worker's Python ({sys.executable}), nor in an absolute folder of "
+        "PYTHONPATH (its relative folders, lib, were not looked in)"
+    )
+    assert import_hint(_not_found(), tmp_path / "model.py", {"PYTHONPATH": str(empty)}).endswith(
+        "nor in an absolute folder of PYTHONPATH"
+    )
 
 
 @pytest.mark.parametrize(
