@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from PySide6.QtCore import QSettings
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QDialog, QFileDialog, QWidget
 
 SETTINGS_GROUP = "lastFolder"
 
@@ -61,3 +61,30 @@ class FileDialogs:
         if path:
             self.remember(kind, path)
         return path
+
+    def save_as(self, kind: str, title: str, name: str, filters: dict[str, str]) -> tuple[str, str]:
+        """A file to write in one of `filters` (label -> ending, ".pftrace"), offered as `name` in
+        the folder last used: (the path, the chosen filter's ending), ("", "") when cancelled.
+
+        The chosen filter's ending is the dialog's default suffix, so a name typed without one
+        ("mytrace") gets it before the dialog asks whether to replace a file: the question is asked
+        of the file that will be written (`getSaveFileName` asks of "mytrace", and the caller then
+        writes "mytrace.pftrace" unasked)."""
+        folder = self.start_folder(kind)
+        dialog = QFileDialog(self.parent, title, os.path.join(folder, name) if folder else name)
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.setNameFilters(list(filters))
+
+        def choose(label: str) -> None:
+            dialog.setDefaultSuffix(filters.get(label, "").lstrip("."))
+
+        choose(next(iter(filters)))
+        dialog.filterSelected.connect(choose)
+        try:
+            if dialog.exec() != QDialog.DialogCode.Accepted or not dialog.selectedFiles():
+                return "", ""
+            path = dialog.selectedFiles()[0]
+            self.remember(kind, path)
+            return path, filters.get(dialog.selectedNameFilter(), next(iter(filters.values())))
+        finally:
+            dialog.deleteLater()

@@ -2,9 +2,15 @@
 protobuf or Chrome JSON (`profiling.trace.export`), on a thread of its own: a large trace takes
 seconds, and the window keeps drawing meanwhile. The status bar says when it is written, or why not.
 
-The save dialog asks before replacing a file, so a file the user chose to replace is replaced (the
-CLI's --force); the export is written under a temporary name and renamed, so a failed one leaves
-nothing behind.
+What is written is the whole of what is shown: a job of more ranks than the window holds at once
+(`rank_job.open_view` loads a few of a large job) is read again from its files on the thread, every
+rank, as `branchscope export FOLDER` writes it.
+
+Files: the dialog's chosen filter gives a name typed without an ending its ending before the dialog
+asks whether to replace a file (`FileDialogs.save_as`), so a file the user chose to replace is
+replaced (the CLI's --force); a name the ending was added to after the dialog (one with a dot of its
+own, "my.trace") never replaces a file. The export is written under a temporary name and renamed,
+so a failed one leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -18,15 +24,38 @@ from PySide6.QtCore import QObject, Signal
 
 from branchscope.app.cli_text import bytes_text
 from branchscope.profiling.trace.export import SUFFIXES, export_trace
+from branchscope.profiling.trace.merge import load_traces
+from branchscope.profiling.trace.model import Trace
+from branchscope.profiling.trace.rank_job import job_of
 from branchscope.profiling.trace.sources import trace_label
 
-#: The save dialog's choices, the first the default: Perfetto's UI is where users look now.
-EXPORT_FILTERS = ("Perfetto trace (*.pftrace)", "Chrome JSON, gzipped (*.json.gz)", "Chrome JSON (*.json)")
+#: The save dialog's choices and the ending each writes, the first the default: Perfetto's UI is
+#: where users look now.
+EXPORT_FILTERS = {
+    "Perfetto trace (*.pftrace)": ".pftrace",
+    "Chrome JSON, gzipped (*.json.gz)": ".json.gz",
+    "Chrome JSON (*.json)": ".json",
+}
 
 
-def with_suffix(path: str) -> str:
-    """`path`, with ".pftrace" added when it has none of the endings export writes."""
-    return path if any(path.lower().endswith(s) for s in SUFFIXES) else path + ".pftrace"
+def chosen_file(path: str, suffix: str) -> tuple[str, bool]:
+    """The file to write for `path`, chosen in the dialog under a filter of ending `suffix`, and
+    whether it may replace a file there: `path` itself when it has an ending export writes (the
+    dialog asked about it), else `path` with `suffix` added, never replacing (the dialog asked about
+    another name)."""
+    if any(path.lower().endswith(s) for s in SUFFIXES):
+        return path, True
+    return path + suffix, False
+
+
+def whole_trace(trace: Trace) -> Trace:
+    """What exporting the shown `trace` writes: a large job's every rank, read from its files as
+    `branchscope export FOLDER` reads them (the window holds only the ranks in view); any other
+    trace as shown. Slow for a large job: called on the export's thread."""
+    job = job_of(trace)
+    if job is None or len(job.loaded(trace)) >= len(job):
+        return trace
+    return load_traces(list(job.paths))
 
 
 class TraceExport(QObject):
@@ -52,25 +81,39 @@ class TraceExport(QObject):
             status.showMessage("an export is still being written")
             return
         name = trace_label(Path(trace.path.split(" + ")[0])) + ".pftrace"  # a job's: its first rank's
-        path = self.window.dialogs.save_file("export", "Export trace", name, ";;".join(EXPORT_FILTERS))
-        if path:
-            self.start(trace, with_suffix(path))
+        chosen, suffix = self.window.dialogs.save_as("export", "Export trace", name, EXPORT_FILTERS)
+        if not chosen:
+            return
+        path, replace = chosen_file(chosen, suffix)
+        if not replace and os.path.lexists(path):
+            status.showMessage(f"not exported: {path} exists and was not chosen: choose it by its full name to replace it")
+            return
+        self.start(trace, path, replace)
 
-    def start(self, trace: Any, path: str) -> None:
+    def start(self, trace: Trace, path: str, replace: bool = False) -> None:
+        """Writes `trace` (all of it: `whole_trace`) to `path` on a thread; `replace` lets it
+        replace a file there (one the user chose to replace)."""
         self.running = True
-        self.window.statusBar().showMessage(f"exporting to {path}…")
-        threading.Thread(target=self._export, args=(trace, path), daemon=True, name="branchscope-export").start()
+        job = job_of(trace)
+        what = f"{len(job)} ranks " if job is not None else ""
+        self.window.statusBar().showMessage(f"exporting {what}to {path}…")
+        args = (trace, path, replace)
+        threading.Thread(target=self._export, args=args, daemon=True, name="branchscope-export").start()
 
-    def _export(self, trace: Any, path: str) -> None:
+    def _export(self, trace: Trace, path: str, replace: bool) -> None:
+        error = "stopped"
         try:
-            export_trace(trace, path, force=True)  # the dialog asked before replacing a file
+            export_trace(whole_trace(trace), path, force=replace)
             error = ""
-        except (ValueError, OSError) as exc:  # TraceFormatError is a ValueError
+        except (ValueError, OSError) as exc:  # TraceFormatError is a ValueError: its one line
             error = str(exc)
-        try:
-            self.finished.emit(path, error)
-        except RuntimeError:  # the window closed while writing
-            pass
+        except Exception as exc:  # anything else is said too, and the next export may start
+            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        finally:
+            try:
+                self.finished.emit(path, error)
+            except RuntimeError:  # the window closed while writing
+                pass
 
     def _report(self, path: str, error: str) -> None:
         self.running = False
