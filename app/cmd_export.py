@@ -2,8 +2,9 @@
 Perfetto's protobuf for OUT.pftrace / OUT.perfetto-trace, Chrome JSON for OUT.json / OUT.json.gz
 (`profiling.trace.export`).
 
-An existing OUT is refused unless --force (which replaces only a regular file); OUT appears whole
-or not at all (written under a temporary name and renamed).
+An existing OUT is refused unless --force (which replaces only a regular file), and so is an OUT
+that is the source or lies inside the source folder; OUT appears whole or not at all (written under
+a temporary name and renamed; Ctrl-C leaves nothing and exits 130 with one line).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ import argparse
 from branchscope.app.cli_text import bytes_text, fail
 from branchscope.profiling import TraceFormatError
 from branchscope.profiling.trace.export import export_format, export_trace
+
+#: The exit status of an export stopped by Ctrl-C (128 + SIGINT, as a shell gives).
+EXIT_INTERRUPTED = 130
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,5 +42,7 @@ def run(args: argparse.Namespace) -> int:
         size = out.stat().st_size
     except (TraceFormatError, OSError) as exc:
         return fail(exc)
+    except KeyboardInterrupt:  # the temporary file is already removed (`export.write_file`)
+        return fail(f"{args.out}: interrupted, nothing written", EXIT_INTERRUPTED)
     print(f"wrote {out} ({fmt}, {bytes_text(size)})")
     return 0

@@ -7,16 +7,16 @@ distributed run, a sweep's cell) or a loaded `Trace`. A job of several ranks is 
 trace with a process per rank (`export_common`): Perfetto's UI opens one file at a time, and the
 ranks are wanted on one timeline, on the clock they were merged on.
 
-Files: an existing OUT is refused unless `force` (and then only a regular file is replaced); the
-export is written to a temporary name in OUT's folder and renamed to OUT at the end, so a failed
+Files: an existing OUT is refused unless `force` (and then only a regular file is replaced), and
+OUT is never the source itself nor inside the source's folder, `force` or not; the export is written to a temporary name in OUT's folder and renamed to OUT at the end, so a failed
 or killed export leaves no half-written OUT (a killed one may leave its ".OUT.*.part" file).
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import stat
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -45,6 +45,7 @@ def export_trace(source: str | os.PathLike[str] | Trace, out: str | os.PathLike[
     out = Path(out)
     fmt = export_format(out)
     check_out(out, force)
+    check_not_source(source, out)
     trace = source if isinstance(source, Trace) else load_source_trace(source)
     write_file(out, lambda f: _writer(fmt)(trace, f), force=force, gzipped=out.name.lower().endswith(".gz"))
     return out
@@ -70,6 +71,18 @@ def _writer(fmt: str) -> Callable[[Trace, IO[bytes]], None]:
     return write_chrome
 
 
+def check_not_source(source: str | os.PathLike[str] | Trace, out: Path) -> None:
+    """Refuses an OUT that is the source (its file, one of a job's files) or lies inside the source
+    folder (a run's, a job's): an export never replaces what it reads, --force or not."""
+    paths = [Path(p) for p in source.path.split(" + ")] if isinstance(source, Trace) else [Path(source)]
+    folder = out.parent.resolve()
+    for path in paths:
+        if out.exists() and path.exists() and os.path.samefile(path, out):
+            raise TraceFormatError(f"{out}: is the source being exported: write to another file")
+        if path.is_dir() and (folder == path.resolve() or path.resolve() in folder.parents):
+            raise TraceFormatError(f"{out}: is inside the source folder {path}: write it elsewhere")
+
+
 def check_out(out: Path, force: bool) -> None:
     """Refuses an OUT that exists (but for a regular file with `force`) or whose folder does not."""
     try:
@@ -88,11 +101,8 @@ def write_file(out: Path, write: Callable[[IO[bytes]], None], *, force: bool, gz
     """Runs `write` on a temporary file in OUT's folder, then renames it to OUT: OUT is whole or
     absent. Without `force` an OUT made meanwhile is not replaced (a hard link, which fails if it
     exists, where the file system has them)."""
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".part")
+    fd, tmp = _temporary(out)
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
         with open(fd, "wb") as f:
             if gzipped:
                 with _gzip_writer(f) as gz:
@@ -103,6 +113,19 @@ def write_file(out: Path, write: Callable[[IO[bytes]], None], *, force: bool, gz
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _temporary(out: Path) -> tuple[int, str]:
+    """A new file ".OUT.XXXXXXXX.part" beside OUT, open for writing, made with the permissions any
+    file gets here (0o666 less the umask, applied by the system: `tempfile.mkstemp` makes 0o600,
+    and changing the umask to read it would change it for every thread of the process)."""
+    for _ in range(100):
+        tmp = str(out.parent / f".{out.name}.{secrets.token_hex(4)}.part")
+        try:
+            return os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_BINARY", 0), 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{out.parent}: no free temporary name for {out.name}")
 
 
 def _publish(tmp: str, out: Path, force: bool) -> None:

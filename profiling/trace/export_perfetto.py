@@ -191,8 +191,7 @@ class _Annotations:
 
 def write_perfetto(trace: Trace, out: IO[bytes]) -> None:
     """Writes `trace` as Perfetto protobuf to the binary stream `out` (see the module docstring)."""
-    if len(trace) and int(trace.start_ns.min()) < 0:
-        raise TraceFormatError(f"{trace.path}: events before time 0 cannot be written as Perfetto timestamps")
+    _check_times(trace)
     pb = importlib.import_module("perfetto.protos.perfetto.trace.perfetto_trace_pb2")  # lazily: a large import
 
     lanes = export_lanes(trace)
@@ -200,8 +199,8 @@ def write_perfetto(trace: Trace, out: IO[bytes]) -> None:
     cats = [*trace.cats, MEMORY_CATEGORY]
     out.write(_interned_tables(pb, names, cats))
     sub, depth, overflow = overflow_tracks(trace)
-    tracks = _Descriptors(pb, lanes)
-    lane_uuid = [tracks.thread(lanes.pid[i], lanes.tid[i], lanes.names.get(i)) for i in range(len(lanes))]
+    tracks = _Descriptors(pb, lanes, *_ids_written(trace, lanes))
+    lane_uuid = [tracks.thread(lanes.pid[i], lanes.tid[i], lanes.names.get(i), _lane_label(lanes, i)) for i in range(len(lanes))]
     sub_uuid = {key: tracks.child(lane_uuid[key[0]], f"{_lane_label(lanes, key[0])} · {key[1] + 1}") for key in overflow}
     memory = _MemoryTracks(trace, lanes, tracks)
     # A counter's (pid, tid) is its parent thread track's, a thread of no event's too (a sampled OpenMP worker).
@@ -221,6 +220,31 @@ def write_perfetto(trace: Trace, out: IO[bytes]) -> None:
     )
     for chunk in _chunks(packets):
         out.write(chunk)
+
+
+def _check_times(trace: Trace) -> None:
+    """Refuses (one line) a trace with a time before 0 (an event's, an allocation's or a counter's):
+    Perfetto's timestamps are unsigned. Its JSON export keeps such times; shifting every time
+    instead would make the export disagree with every other view of the trace."""
+    firsts = [int(trace.start_ns.min())] if len(trace) else []
+    firsts += [int(m.ts_ns.min()) for m in trace.memory if m.ts_ns.size]
+    firsts += [int(c.ts_ns.min()) for c in trace.counters if c.ts_ns.size]
+    if firsts and min(firsts) < 0:
+        raise TraceFormatError(
+            f"{trace.path}: times before 0 (at {min(firsts)} ns) cannot be written as Perfetto timestamps: "
+            "export it as .json or .json.gz"
+        )
+
+
+def _ids_written(trace: Trace, lanes: ExportLanes) -> tuple[set[int], set[int]]:
+    """Every pid and every tid the export writes (lanes', allocator events', counters')."""
+    pids, tids = set(lanes.pid), set(lanes.tid)
+    for m in trace.memory:
+        pids.update(lanes.pid_of(p, m.rank) for p in np.unique(m.pid).tolist())
+        tids.update(np.unique(m.tid).tolist())
+    pids.update(lanes.pid_of(c.pid) for c in trace.counters)
+    tids.update(c.tid for c in trace.counters)
+    return pids, tids
 
 
 def _lane_label(lanes: ExportLanes, i: int) -> str:
@@ -249,12 +273,39 @@ def _interned_tables(pb: Any, names: list[str], cats: list[str]) -> bytes:
     return _field(b"\x0a", p.SerializeToString())
 
 
+class _Int32Ids:
+    """Perfetto's pids and tids are int32: a value that fits is written as it is, any other (a
+    64-bit thread id) as a fresh one, from the top of int32 down, that no other value written uses
+    (keeping its low 32 bits would put two threads on one track)."""
+
+    def __init__(self, used: set[int]) -> None:
+        self.used = {v for v in used if _fits_int32(v)}
+        self.fresh: dict[int, int] = {}
+        self._next = (1 << 31) - 1
+
+    def of(self, v: int) -> int:
+        if _fits_int32(v):
+            return v
+        if v not in self.fresh:
+            while self._next in self.used:
+                self._next -= 1
+            self.fresh[v] = self._next
+            self.used.add(self._next)
+        return self.fresh[v]
+
+
+def _fits_int32(v: int) -> bool:
+    return -(1 << 31) <= v < 1 << 31
+
+
 class _Descriptors:
     """The track descriptors (`packets`), each made when first asked for: all are, before the
-    first event is written."""
+    first event is written. A pid or tid beyond int32 is written as a fresh one (`_Int32Ids`),
+    the real one kept in its process's or thread's name."""
 
-    def __init__(self, pb: Any, lanes: ExportLanes) -> None:
+    def __init__(self, pb: Any, lanes: ExportLanes, pids: set[int], tids: set[int]) -> None:
         self.pb, self.lanes = pb, lanes
+        self.pids, self.tids = _Int32Ids(pids), _Int32Ids(tids)
         self.processes: dict[int, int] = {}
         self.threads: dict[tuple[int, int], int] = {}
         self.packets: list[bytes] = []
@@ -267,18 +318,25 @@ class _Descriptors:
     def process(self, pid: int) -> int:
         if pid not in self.processes:
             d = self.pb.TrackDescriptor()
-            d.process.pid = pid
-            if pid in self.lanes.process_names:
-                d.process.process_name = self.lanes.process_names[pid]
+            d.process.pid = self.pids.of(pid)
+            name = self.lanes.process_names.get(pid)
+            if not _fits_int32(pid):
+                name = f"{name} (pid {pid})" if name else f"pid {pid}"
+            if name:
+                d.process.process_name = name
             if pid in self.lanes.process_labels:
                 d.process.process_labels.append(self.lanes.process_labels[pid])
             self.processes[pid] = self._add(d)
         return self.processes[pid]
 
-    def thread(self, pid: int, tid: int, name: str | None = None) -> int:
+    def thread(self, pid: int, tid: int, name: str | None = None, label: str | None = None) -> int:
+        """The thread track of (pid, tid): named `name` when it has one of its own; a tid beyond
+        int32 is named even so (`label`, else "thread TID"), so its real tid is still read."""
         if (pid, tid) not in self.threads:
             d = self.pb.TrackDescriptor(parent_uuid=self.process(pid))
-            d.thread.pid, d.thread.tid = _int32(pid), _int32(tid)
+            d.thread.pid, d.thread.tid = self.pids.of(pid), self.tids.of(tid)
+            if not name and not _fits_int32(tid):
+                name = label or f"thread {tid}"
             if name:
                 d.thread.thread_name = name
             self.threads[(pid, tid)] = self._add(d)
@@ -298,12 +356,6 @@ class _Descriptors:
         if unit:
             d.counter.unit = unit
         return self._add(d)
-
-
-def _int32(v: int) -> int:
-    """Perfetto's pids and tids are int32: a wider one (a 64-bit thread id) keeps its low bits."""
-    v &= 0xFFFFFFFF
-    return v - (1 << 32) if v >= 1 << 31 else v
 
 
 def _slice_packets(
@@ -341,11 +393,15 @@ def _slice_packets(
         te = _BEGIN + track_b[tracks[r]] + name_b[name_ids[r]] + cat_b[cat_ids[r]]
         if a and a != b"{}":
             te += annotations.encode_text(a)
-        if name_ids[r] in branch_of:
+        if name_ids[r] in branch_of and not _has_arg(a, ADDED_ARG):  # an export's export has it already
             te += annotations.encode(branch_of[name_ids[r]])
         if r in flows_of:
             te += flows_of[r]
         yield _packet(t, te, annotations.take_interned())
+
+
+def _has_arg(args_text: bytes, key: str) -> bool:
+    return bool(args_text) and key in _RAW_ARGS.decode(args_text)
 
 
 def _branch_args(trace: Trace) -> dict[int, dict[str, Any]]:

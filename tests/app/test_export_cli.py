@@ -59,3 +59,29 @@ def test_force_replaces_a_file(tmp_path, capsys):
     out.write_text("old")
     rc, _, err = run_cli(capsys, str(trace), str(out), "--force")
     assert (rc, err) == (0, "") and trace_facts(load_trace(out)) == trace_facts(load_trace(trace))
+
+
+def test_a_pid_beyond_int32_is_written_and_ctrl_c_is_one_line_exit_130(tmp_path, capsys, monkeypatch):
+    import json
+
+    from branchscope.app import cmd_export
+
+    source = tmp_path / "wide.json"
+    event = {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 2**40, "tid": 2**33, "ts": "1.000", "dur": "2.000"}
+    source.write_text(json.dumps({"traceEvents": [event]}))
+    rc, out, err = run_cli(capsys, str(source), str(tmp_path / "wide.pftrace"))
+    assert (rc, err) == (0, "") and len(load_trace(tmp_path / "wide.pftrace")) == 1
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cmd_export, "export_trace", interrupted)
+    rc, out, err = run_cli(capsys, str(source), str(tmp_path / "cut.pftrace"))
+    assert rc == 130 and out == "" and err.startswith("error: ") and err.count("\n") == 1 and "interrupted" in err
+
+
+def test_out_the_source_itself_is_refused_even_with_force(tmp_path, capsys):
+    trace = write_kineto_like(tmp_path / "k.json")
+    _refused(capsys, tmp_path, str(trace), str(trace), "--force", says="is the source")
+    run = write_run_folder(tmp_path / "run", "fork", 2, 1, 20.0)
+    _refused(capsys, tmp_path, str(run), str(run / "trace.json.gz"), "--force", says="inside the source folder")

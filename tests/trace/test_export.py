@@ -194,3 +194,33 @@ def test_the_counters_made_for_perfettos_ui_are_not_read_back_as_the_traces(tmp_
     before = load_source_trace(folder)
     after = load_trace(export_trace(folder, tmp_path / "run.pftrace"))
     assert sorted((c.name, c.key, c.cat) for c in after.counters) == sorted((c.name, c.key, c.cat) for c in before.counters)
+
+
+def test_an_export_never_replaces_its_source_nor_writes_into_its_folder(tmp_path):
+    src = write_kineto_like(tmp_path / "k.json")
+    with pytest.raises(TraceFormatError, match="is the source"):
+        export_trace(src, src, force=True)
+    with pytest.raises(TraceFormatError, match="is the source"):  # a loaded trace knows its file too
+        export_trace(load_trace(src), src, force=True)
+    (tmp_path / "k.json.gz").symlink_to(src)
+    run = write_run_folder(tmp_path / "run", "fork", 2, 1, 20.0)
+    kept = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    for out in (run / "trace.json.gz", run / "export.pftrace", run / "sub" / "x.json"):
+        out.parent.mkdir(exist_ok=True)
+        with pytest.raises(TraceFormatError, match="inside the source folder"):
+            export_trace(run, out, force=True)
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == kept
+    assert src.read_text().startswith("{") and len(load_trace(src)) == 14
+
+
+def test_the_temporary_file_gets_the_umask_without_the_umask_being_changed(tmp_path, monkeypatch):
+    """Changing the umask to read it gives every other thread of the process umask 0 meanwhile."""
+    umask = os.umask(0o027)
+    os.umask(umask)
+
+    def no_umask_change(_mask):
+        raise AssertionError("the process's umask was changed")
+
+    monkeypatch.setattr(os, "umask", no_umask_change)
+    out = export_trace(write_kineto_like(tmp_path / "k.json"), tmp_path / "out.json")
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask

@@ -187,7 +187,7 @@ def test_events_before_time_zero_are_refused_in_one_line(tmp_path):
     from branchscope.profiling.trace.lane_table import Lane
 
     trace = trace_of([(0, "a", -5, 10)], [Lane(0, "cpu", 1, 1, "main", "main")])
-    with pytest.raises(TraceFormatError, match="before time 0"):
+    with pytest.raises(TraceFormatError, match="times before 0"):
         export_trace(trace, tmp_path / "out.pftrace")
     assert list(tmp_path.iterdir()) == []
 
