@@ -1,6 +1,6 @@
 """What an export must keep, and a trace that exercises it: `trace_facts(trace)` is every fact a
 round trip compares (each event's name, lane, start and duration to the ns, its args, the lanes,
-the arrows between events, memory series, counters, metadata, RunInfo), and `write_kineto_like`
+the arrows between events and their categories, memory series, counters, metadata, RunInfo), and `write_kineto_like`
 writes a small kineto-shaped JSON trace holding each kind of thing an export writes (overlapping
 kernels on one stream, zero-length events, arrows, [memory] with addresses and reserved bytes,
 CPU-sample counters, args of every JSON type, named threads, a "GPU 0" process, RunInfo)."""
@@ -23,9 +23,12 @@ def lane_key(trace: Trace, i: int, *, with_pid: bool = True) -> tuple[Any, ...]:
     return (ln.kind, ln.pid, ln.tid, name) if with_pid else (ln.kind, ln.tid, name)
 
 
-def trace_facts(trace: Trace, *, with_pid: bool = True, with_args: bool = True) -> dict[str, Any]:
+def trace_facts(
+    trace: Trace, *, with_pid: bool = True, with_args: bool = True, with_flow_cats: bool = True
+) -> dict[str, Any]:
     """Every fact of `trace` a round trip keeps (see the module docstring); `with_pid` False for
-    a merged job, whose processes an export may number afresh."""
+    a merged job, whose processes an export may number afresh; `with_flow_cats` False leaves the
+    arrows' categories out (the Perfetto reader does not read them back yet)."""
     lanes = [lane_key(trace, i, with_pid=with_pid) for i in range(len(trace.lanes))]
     keys = list(
         zip([trace.names[k] for k in trace.name_id.tolist()], [lanes[k] for k in trace.lane.tolist()],
@@ -35,7 +38,10 @@ def trace_facts(trace: Trace, *, with_pid: bool = True, with_args: bool = True) 
     facts: dict[str, Any] = {
         "events": events,
         "lanes": sorted(set(lanes)),
-        "flows": sorted((keys[s], keys[d]) for s, d in zip(trace.flows.src.tolist(), trace.flows.dst.tolist())),
+        "flows": sorted(
+            (keys[s], keys[d]) + ((trace.flows.cats[c],) if with_flow_cats else ())
+            for s, d, c in zip(trace.flows.src.tolist(), trace.flows.dst.tolist(), trace.flows.cat_id.tolist())
+        ),
         "memory": sorted(
             (m.device, m.ts_ns.tolist(), m.delta_bytes.tolist(), m.total_bytes.tolist(), m.addr.tolist(),
              None if m.reserved_bytes is None else m.reserved_bytes.tolist(), m.tid.tolist())

@@ -16,7 +16,7 @@ from branchscope.profiling.trace import export_chrome
 from branchscope.profiling.trace.export import export_format, export_trace, load_source_trace
 from branchscope.profiling.trace.model import TraceFormatError
 from branchscope.profiling.trace.reader import load_trace
-from tests.builders.export_traces import trace_facts, write_kineto_like
+from tests.builders.export_traces import MAIN, PID, WORKER, kineto_like_events, trace_facts, write_kineto_like
 from tests.builders.public_traces import public_trace_path
 from tests.builders.ranks import write_rank_job
 from tests.builders.runs import write_run_folder, write_small_trace
@@ -24,11 +24,24 @@ from tests.paths import SHARED_TRACES
 
 #: The endings a round trip is made through.
 ROUND_TRIPS = [".json", ".json.gz", ".pftrace", ".perfetto-trace"]
+#: Why the arrows' categories do not come back from a Perfetto export yet.
+FLOW_CATS_UNREAD = (
+    "Perfetto flows have no category (the reader calls one that ends on a GPU event ac2g, any other "
+    "'flow'): the export would carry them as the annotation 'branchscope.flow_categories' {flow id: "
+    "category} on the slice starting them once the reader reads it and drops it from the args"
+)
+
+
+def _perfetto(suffix: str) -> bool:
+    return suffix in (".pftrace", ".perfetto-trace")
 
 
 def round_trip(source: Path, tmp_path: Path, suffix: str, **facts_kw: bool) -> tuple[dict, dict]:
+    """The facts of `source` and of its export to `suffix` (a Perfetto one's arrows without their
+    categories: `test_arrow_categories_round_trip`)."""
     before = load_source_trace(source)
     out = export_trace(source, tmp_path / f"export{suffix}")
+    facts_kw.setdefault("with_flow_cats", not _perfetto(suffix))
     return trace_facts(before, **facts_kw), trace_facts(load_trace(out), **facts_kw)
 
 
@@ -37,6 +50,23 @@ def test_a_kineto_like_trace_round_trips_every_fact(tmp_path, suffix):
     before, after = round_trip(write_kineto_like(tmp_path / "k.json"), tmp_path, suffix)
     assert after == before
     assert len(before["events"]) == 14 and len(before["flows"]) == 2 and len(before["memory"]) == 2
+
+
+@pytest.mark.parametrize(
+    "suffix",
+    [s if not _perfetto(s) else pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=FLOW_CATS_UNREAD)) for s in ROUND_TRIPS],
+)
+def test_arrow_categories_round_trip(tmp_path, suffix):
+    """Each arrow keeps its category (kineto's "ac2g" launch-to-kernel, "fwdbwd" forward-to-backward)."""
+    events = kineto_like_events()
+    for ph, tid, ts in (("s", WORKER, "1002.000"), ("f", MAIN, "1010.001")):  # aten::relu -> aten::mm
+        events.append({"ph": ph, "bp": "e", "cat": "fwdbwd", "name": "fwdbwd", "id": 99, "pid": PID, "tid": tid, "ts": ts})
+    source = tmp_path / "k.json"
+    source.write_text(json.dumps({"traceEvents": events}))
+    before = load_source_trace(source)
+    after = load_trace(export_trace(source, tmp_path / f"export{suffix}"))
+    assert sorted(before.flows.cats[c] for c in before.flows.cat_id.tolist()) == ["ac2g", "ac2g", "fwdbwd"]
+    assert trace_facts(after)["flows"] == trace_facts(before)["flows"]
 
 
 @pytest.mark.parametrize("suffix", ROUND_TRIPS)
@@ -63,7 +93,8 @@ def test_a_rank_folder_is_one_trace_with_a_process_per_rank(tmp_path, suffix):
     out = export_trace(folder, tmp_path / f"job{suffix}")
     after = load_trace(out)
     assert len(after) == len(before)
-    fa, fb = trace_facts(before, with_pid=False), trace_facts(after, with_pid=False)
+    facts_kw = {"with_pid": False, "with_flow_cats": not _perfetto(suffix)}
+    fa, fb = trace_facts(before, **facts_kw), trace_facts(after, **facts_kw)
     assert fb["events"] == fa["events"] and fb["flows"] == fa["flows"]
     assert len(after.lanes) == len(before.lanes) == 6  # per rank: its main thread and its GPU's stream
     assert len({(ln.pid, ln.tid) for ln in after.lanes}) == 6
