@@ -9,7 +9,7 @@ than one rank uses is given a fresh one per rank, and every process of a rank is
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -114,18 +114,29 @@ def args_texts(trace: Trace) -> Iterator[bytes]:
     if raws is None:
         yield from (b"" for _ in range(len(trace)))
         return
-    decode, encode = _args_text_decoder().decode, msgspec.json.encode
-    for raw in raws:
-        if raw is None or len(raw) == 0:
-            yield b""
-        elif isinstance(raw, dict):
-            yield encode(raw)
-        else:
-            try:
-                text = bytes(decode(raw).args)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                text = b""
-            yield text if text.startswith(b"{") else b""
+    yield from map(_args_text, raws)
+
+
+def args_text_at(trace: Trace) -> Callable[[int], bytes]:
+    """Event i's `args` as JSON text (b"" when it has none), read when asked for: an export that
+    writes events out of their order reads each one's args then, not all of them first."""
+    raws = trace._raw_args
+    if raws is None:
+        return lambda _i: b""
+    return lambda i: _args_text(raws[i])
+
+
+def _args_text(raw: Any) -> bytes:
+    """The args' text of one event's raw record (its JSON text, its Perfetto args' bytes, a dict)."""
+    if raw is None or len(raw) == 0:
+        return b""
+    if isinstance(raw, dict):
+        return msgspec.json.encode(raw)
+    try:
+        text = bytes(_args_text_decoder().decode(raw).args)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return b""
+    return text if text.startswith(b"{") else b""
 
 
 def args_dicts(trace: Trace) -> Iterator[dict[str, Any]]:

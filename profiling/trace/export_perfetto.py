@@ -37,7 +37,7 @@ from branchscope.profiling.trace.export_common import (
     MEMORY_CATEGORY,
     MEMORY_NAME,
     ExportLanes,
-    args_texts,
+    args_text_at,
     export_lanes,
     memory_args,
 )
@@ -52,11 +52,14 @@ ADDED_ARG = "branchscope"
 #: The metadata event's name, its track's name and its one annotation's name (the reader's contract).
 METADATA_EVENT, METADATA_TRACK, METADATA_ARG = "branchscope.metadata", "branchscope", "json"
 #: Annotations of scalar values remembered at most (unique ids would grow it without end).
-_SEEN_MAX = 1 << 18
+_SEEN_MAX = 1 << 14
 #: An event's args, each value kept as its JSON text.
 _RAW_ARGS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 #: Packets joined per write.
 _CHUNK = 1 << 14
+#: BEGIN / END records encoded per step: their varints and columns made for a slice of the order at
+#: a time, so memory does not grow by Python objects per event.
+_SLICE = 1 << 16
 
 _MASK64 = (1 << 64) - 1
 _SEQ = b"\x50\x01"  # trusted_packet_sequence_id = 1
@@ -381,23 +384,28 @@ def _slice_packets(
     cat_b = [b"\x18" + _varint(k + 1) if c else b"" for k, c in enumerate(trace.cats)]
     flows_of = _flow_fields(trace)
     branch_of = _branch_args(trace)
-    args = list(args_texts(trace))
+    args_of = args_text_at(trace)
     order = _packet_order(start, end, trace.dur_ns, depth)
-    ts = _varints(np.concatenate([start, end])[order])
-    tracks, name_ids, cat_ids = track.tolist(), trace.name_id.tolist(), trace.cat_id.tolist()
-    for r, t in zip(order.tolist(), ts):
-        if r >= n:
-            yield _packet(t, _END + track_b[tracks[r - n]])
-            continue
-        a = args[r]
-        te = _BEGIN + track_b[tracks[r]] + name_b[name_ids[r]] + cat_b[cat_ids[r]]
-        if a and a != b"{}":
-            te += annotations.encode_text(a)
-        if name_ids[r] in branch_of and not _has_arg(a, ADDED_ARG):  # an export's export has it already
-            te += annotations.encode(branch_of[name_ids[r]])
-        if r in flows_of:
-            te += flows_of[r]
-        yield _packet(t, te, annotations.take_interned())
+    for lo in range(0, order.size, _SLICE):
+        records = order[lo : lo + _SLICE]
+        ends = records >= n
+        event = np.where(ends, records - n, records)
+        ts = _varints(np.where(ends, end[event], start[event]))
+        columns = zip(ends.tolist(), event.tolist(), ts, track[event].tolist(), trace.name_id[event].tolist())
+        cat_ids = trace.cat_id[event].tolist()
+        for k, (is_end, r, t, tr, name) in enumerate(columns):
+            if is_end:
+                yield _packet(t, _END + track_b[tr])
+                continue
+            a = args_of(r)
+            te = _BEGIN + track_b[tr] + name_b[name] + cat_b[cat_ids[k]]
+            if a and a != b"{}":
+                te += annotations.encode_text(a)
+            if name in branch_of and not _has_arg(a, ADDED_ARG):  # an export's export has it already
+                te += annotations.encode(branch_of[name])
+            if r in flows_of:
+                te += flows_of[r]
+            yield _packet(t, te, annotations.take_interned())
 
 
 def _has_arg(args_text: bytes, key: str) -> bool:
@@ -423,11 +431,12 @@ def _packet_order(start: np.ndarray, end: np.ndarray, dur: np.ndarray, depth: np
     events with a length first (deepest first), then begins (outermost first), each event of no
     length ended right after it begins."""
     n = start.size
-    idx = np.arange(n, dtype=np.int64)
     zero = dur == 0
     group = np.concatenate([np.ones(n, dtype=np.int8), np.where(zero, 1, 0).astype(np.int8)])
-    rank = np.concatenate([2 * depth.astype(np.int64), np.where(zero, 2 * depth.astype(np.int64) + 1, -depth)])
-    return np.lexsort((np.concatenate([idx, idx]), rank, group, np.concatenate([start, end])))
+    depth = depth.astype(np.int32)
+    rank = np.concatenate([2 * depth, np.where(zero, 2 * depth + 1, -depth)])
+    # lexsort is stable: records equal in every key stay in event order (begins, then ends)
+    return np.lexsort((rank, group, np.concatenate([start, end])))
 
 
 def _flow_fields(trace: Trace) -> dict[int, bytes]:
