@@ -124,13 +124,14 @@ def _flow_events(trace: Trace, lanes: ExportLanes) -> list[str]:
     if len(flows) == 0:
         return []
     out = []
-    starts = us_texts(trace.start_ns)
     bound = np.flatnonzero((flows.src >= 0) & (flows.dst >= 0))
     src, dst = flows.src[bound], flows.dst[bound]
     src_lane, dst_lane = trace.lane[src].tolist(), trace.lane[dst].tolist()
-    for k, (c, s, d, sl, dl) in enumerate(zip(flows.cat_id[bound].tolist(), src.tolist(), dst.tolist(), src_lane, dst_lane)):
+    src_ts, dst_ts = us_texts(trace.start_ns[src]), us_texts(trace.start_ns[dst])  # not every event's
+    points = zip(flows.cat_id[bound].tolist(), src_ts, dst_ts, src_lane, dst_lane)
+    for k, (c, s, d, sl, dl) in enumerate(points):
         cat = json.dumps(flows.cats[c])
         common = f'"cat": {cat}, "name": {cat}, "id": {k + 1}'
-        out.append(f'{{"ph": "s", {common}, "pid": {lanes.pid[sl]}, "tid": {lanes.tid[sl]}, "ts": {starts[s]}}}')
-        out.append(f'{{"ph": "f", "bp": "e", {common}, "pid": {lanes.pid[dl]}, "tid": {lanes.tid[dl]}, "ts": {starts[d]}}}')
+        out.append(f'{{"ph": "s", {common}, "pid": {lanes.pid[sl]}, "tid": {lanes.tid[sl]}, "ts": {s}}}')
+        out.append(f'{{"ph": "f", "bp": "e", {common}, "pid": {lanes.pid[dl]}, "tid": {lanes.tid[dl]}, "ts": {d}}}')
     return out
