@@ -100,13 +100,16 @@ def _complete_events(trace: Trace, lanes: ExportLanes) -> Iterator[list[str]]:
 def _memory_events(trace: Trace, lanes: ExportLanes) -> Iterator[list[str]]:
     name = json.dumps(MEMORY_NAME)
     for series in trace.memory:
-        ts = us_texts(series.ts_ns)
-        pids, tids = [lanes.pid_of(p, series.rank) for p in series.pid.tolist()], series.tid.tolist()
-        yield [
-            f'{{"ph": "i", "s": "t", "cat": "{MEMORY_CATEGORY}", "name": {name}, "pid": {p}, "tid": {t}, "ts": {s}, '
-            f'"args": {json.dumps(a)}}}'
-            for p, t, s, a in zip(pids, tids, ts, memory_args(series))
-        ]
+        args = memory_args(series)
+        for lo in range(0, series.ts_ns.size, _CHUNK):
+            sl = slice(lo, lo + _CHUNK)
+            ts = us_texts(series.ts_ns[sl])
+            pids, tids = [lanes.pid_of(p, series.rank) for p in series.pid[sl].tolist()], series.tid[sl].tolist()
+            yield [
+                f'{{"ph": "i", "s": "t", "cat": "{MEMORY_CATEGORY}", "name": {name}, "pid": {p}, "tid": {t}, "ts": {s}, '
+                f'"args": {json.dumps(a)}}}'
+                for p, t, s, a in zip(pids, tids, ts, args)
+            ]
 
 
 def _counter_events(trace: Trace) -> list[str]:

@@ -15,6 +15,7 @@ from functools import cache
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from branchscope.profiling.trace import kineto
 from branchscope.profiling.trace.lane_table import LaneTable
@@ -163,13 +164,13 @@ def device_codes(device: str) -> tuple[int, int]:
     return (code if code is not None else 0, int(index) if index.lstrip("-").isdigit() else -1)
 
 
-def memory_args(series: MemorySeries) -> list[dict[str, Any]]:
-    """Each allocator event of `series` with kineto's args (device, address, bytes, totals)."""
+def memory_args(series: MemorySeries) -> Iterator[dict[str, Any]]:
+    """Each allocator event of `series` with kineto's args (device, address, bytes, totals), made
+    as it is written."""
     device_type, device_id = device_codes(series.device)
-    columns = [series.delta_bytes.tolist(), series.total_bytes.tolist(), series.addr.tolist()]
-    reserved = series.reserved_bytes.tolist() if series.reserved_bytes is not None else None
-    out = []
-    for k, (delta, total, addr) in enumerate(zip(*columns)):
+    columns = [items(series.delta_bytes), items(series.total_bytes), items(series.addr)]
+    reserved = items(series.reserved_bytes) if series.reserved_bytes is not None else None
+    for delta, total, addr in zip(*columns):
         args: dict[str, Any] = {
             kineto.DEVICE_TYPE.name: device_type, kineto.DEVICE_ID.name: device_id, kineto.BYTES.name: delta,
             kineto.TOTAL_ALLOCATED.name: total,
@@ -177,7 +178,13 @@ def memory_args(series: MemorySeries) -> list[dict[str, Any]]:
         if addr != -1:  # as the allocator wrote it: unsigned (the series wraps those past int64)
             args[kineto.ADDR.name] = addr if addr >= 0 else addr + (1 << 64)
         if reserved is not None:
-            args[kineto.TOTAL_RESERVED.name] = reserved[k]
-        out.append(args)
-    return out
+            args[kineto.TOTAL_RESERVED.name] = next(reserved)
+        yield args
+
+
+def items(values: np.ndarray, step: int = 1 << 15) -> Iterator[Any]:
+    """The values of a column as Python numbers, made `step` at a time (`tolist` of a whole column
+    holds an object per value)."""
+    for lo in range(0, values.size, step):
+        yield from values[lo : lo + step].tolist()
 

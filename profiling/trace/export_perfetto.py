@@ -39,6 +39,7 @@ from branchscope.profiling.trace.export_common import (
     ExportLanes,
     args_text_at,
     export_lanes,
+    items,
     memory_args,
 )
 from branchscope.profiling.trace.labels import branch_name
@@ -382,7 +383,7 @@ def _slice_packets(
     track_b = [b"\x58" + _varint(u) for u in range(int(track.max()) + 1)]
     name_b = [b"\x50" + _varint(k + 1) for k in range(len(names))]
     cat_b = [b"\x18" + _varint(k + 1) if c else b"" for k, c in enumerate(trace.cats)]
-    flows_of = _flow_fields(trace)
+    flows = _FlowFields(trace)
     branch_of = _branch_args(trace)
     args_of = args_text_at(trace)
     order = _packet_order(start, end, trace.dur_ns, depth)
@@ -393,6 +394,7 @@ def _slice_packets(
         ts = _varints(np.where(ends, end[event], start[event]))
         columns = zip(ends.tolist(), event.tolist(), ts, track[event].tolist(), trace.name_id[event].tolist())
         cat_ids = trace.cat_id[event].tolist()
+        flow_at = flows.spans(event)
         for k, (is_end, r, t, tr, name) in enumerate(columns):
             if is_end:
                 yield _packet(t, _END + track_b[tr])
@@ -403,8 +405,8 @@ def _slice_packets(
                 te += annotations.encode_text(a)
             if name in branch_of and not _has_arg(a, ADDED_ARG):  # an export's export has it already
                 te += annotations.encode(branch_of[name])
-            if r in flows_of:
-                te += flows_of[r]
+            if flow_at[k] is not None:
+                te += flows.fields(*flow_at[k])
             yield _packet(t, te, annotations.take_interned())
 
 
@@ -439,29 +441,43 @@ def _packet_order(start: np.ndarray, end: np.ndarray, dur: np.ndarray, depth: np
     return np.lexsort((rank, group, np.concatenate([start, end])))
 
 
-def _flow_fields(trace: Trace) -> dict[int, bytes]:
-    """Per event with arrows, its `flow_ids` (it starts them) and `terminating_flow_ids` fields."""
-    flows = trace.flows
-    out: dict[int, bytes] = {}
-    for k, (s, d) in enumerate(zip(flows.src.tolist(), flows.dst.tolist())):
-        if s >= 0 and d >= 0:
-            ident = _pack_u64(k + 1)
-            out[s] = out.get(s, b"") + _FLOW_ID + ident
-            out[d] = out.get(d, b"") + _TERMINATING_FLOW_ID + ident
-    return out
+class _FlowFields:
+    """Each event's `flow_ids` (the arrows it starts) and `terminating_flow_ids` (those it ends),
+    arrow k's id k + 1: the arrows' ends as columns sorted by event, each event's fields made when
+    it is written (a dict of every end's bytes took ~100 B per arrow end)."""
+
+    def __init__(self, trace: Trace) -> None:
+        flows = trace.flows
+        bound = np.flatnonzero((flows.src >= 0) & (flows.dst >= 0))
+        events = np.concatenate([flows.src[bound], flows.dst[bound]]).astype(np.int64)
+        order = np.argsort(events, kind="stable")  # an event's starts, then its ends, each by id
+        self.events = events[order]
+        self.ids = np.concatenate([bound, bound])[order] + 1
+        self.ending = order >= bound.size
+
+    def spans(self, events: np.ndarray) -> list[tuple[int, int] | None]:
+        """Per event of `events`, the range of its arrow ends (None for an event of none)."""
+        lo = np.searchsorted(self.events, events, "left").tolist()
+        hi = np.searchsorted(self.events, events, "right").tolist()
+        return [(a, b) if a < b else None for a, b in zip(lo, hi)]
+
+    def fields(self, lo: int, hi: int) -> bytes:
+        ids, ending = self.ids[lo:hi].tolist(), self.ending[lo:hi].tolist()
+        return b"".join((_TERMINATING_FLOW_ID if e else _FLOW_ID) + _pack_u64(i) for i, e in zip(ids, ending))
 
 
 class _MemoryTracks:
     """Per memory series: each event's thread track, and the track of the device's total."""
 
     def __init__(self, trace: Trace, lanes: ExportLanes, tracks: _Descriptors) -> None:
-        self.threads: list[list[int]] = []
+        self.threads: list[np.ndarray] = []
         self.totals: list[int] = []
         for series in trace.memory:
-            pids = [lanes.pid_of(p, series.rank) for p in series.pid.tolist()]
-            pairs = {pair: tracks.thread(*pair) for pair in set(zip(pids, series.tid.tolist()))}
-            self.threads.append([pairs[pair] for pair in zip(pids, series.tid.tolist())])
-            first_pid = next((p for p in pids if p != -1), None)
+            pairs, which = np.unique(np.stack([series.pid, series.tid], axis=1), axis=0, return_inverse=True)
+            uuids = [tracks.thread(lanes.pid_of(p, series.rank), t) for p, t in pairs.tolist()]
+            self.threads.append(np.array(uuids, dtype=np.int64)[which.ravel()])
+            known = np.flatnonzero(series.pid != -1)
+            first_pid = lanes.pid_of(int(series.pid[known[0]]), series.rank) if known.size else None
             parent = None if first_pid is None else tracks.process(first_pid)
             self.totals.append(tracks.counter(parent, f"memory {series.device}", "Total Allocated", DERIVED_CATEGORY, 3))
 
@@ -474,7 +490,7 @@ def _memory_packets(
     name_b, cat_b = iids
     for series, threads, total in zip(trace.memory, memory.threads, memory.totals):
         total_b = b"\x58" + _varint(total)
-        points = zip(series.ts_ns.tolist(), threads, memory_args(series), series.total_bytes.tolist())
+        points = zip(items(series.ts_ns), items(threads), memory_args(series), items(series.total_bytes))
         for t, thread, args, value in points:
             te = _INSTANT + b"\x58" + _varint(thread) + name_b + cat_b + annotations.encode(args)
             yield _packet(t, te, annotations.take_interned())
