@@ -102,6 +102,12 @@ def _varints(values: np.ndarray) -> list[bytes]:
     return [raw[at : at + n] for at, n in zip(range(0, 10 * v.size, 10), length.tolist())]
 
 
+def _varint_items(values: np.ndarray) -> Iterator[bytes]:
+    """`_varints` of a column, made a slice at a time."""
+    for lo in range(0, values.size, _SLICE):
+        yield from _varints(values[lo : lo + _SLICE])
+
+
 def _field(tag: bytes, payload: bytes) -> bytes:
     """A length-delimited field: its tag, its length, its bytes."""
     return tag + _varint(len(payload)) + payload
@@ -490,7 +496,7 @@ def _memory_packets(
     name_b, cat_b = iids
     for series, threads, total in zip(trace.memory, memory.threads, memory.totals):
         total_b = b"\x58" + _varint(total)
-        points = zip(items(series.ts_ns), items(threads), memory_args(series), items(series.total_bytes))
+        points = zip(_varint_items(series.ts_ns), items(threads), memory_args(series), items(series.total_bytes))
         for t, thread, args, value in points:
             te = _INSTANT + b"\x58" + _varint(thread) + name_b + cat_b + annotations.encode(args)
             yield _packet(t, te, annotations.take_interned())
@@ -501,7 +507,7 @@ def _counter_packets(trace: Trace, uuids: list[int]) -> Iterator[bytes]:
     """The trace's counters (CPU samples, ...) on their tracks."""
     for c, uuid in zip(trace.counters, uuids):
         track = b"\x58" + _varint(uuid)
-        for t, v in zip(c.ts_ns.tolist(), c.values.tolist()):
+        for t, v in zip(_varint_items(c.ts_ns), items(c.values)):
             yield _packet(t, _COUNTER + track + _DOUBLE_COUNTER + _pack_double(v))
 
 
