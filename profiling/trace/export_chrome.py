@@ -63,7 +63,7 @@ def _event_chunks(trace: Trace, lanes: ExportLanes) -> Iterator[list[str]]:
     yield from _complete_events(trace, lanes)
     yield from _memory_events(trace, lanes)
     yield _counter_events(trace)
-    yield _flow_events(trace, lanes)
+    yield from _flow_events(trace, lanes)
 
 
 def _metadata_events(lanes: ExportLanes) -> list[str]:
@@ -122,19 +122,21 @@ def _counter_events(trace: Trace) -> list[str]:
     return out
 
 
-def _flow_events(trace: Trace, lanes: ExportLanes) -> list[str]:
+def _flow_events(trace: Trace, lanes: ExportLanes) -> Iterator[list[str]]:
+    """Each arrow as an "s" / "f" pair (id: its number among the bound arrows), a chunk at a time."""
     flows = trace.flows
     if len(flows) == 0:
-        return []
-    out = []
+        return
     bound = np.flatnonzero((flows.src >= 0) & (flows.dst >= 0))
-    src, dst = flows.src[bound], flows.dst[bound]
-    src_lane, dst_lane = trace.lane[src].tolist(), trace.lane[dst].tolist()
-    src_ts, dst_ts = us_texts(trace.start_ns[src]), us_texts(trace.start_ns[dst])  # not every event's
-    points = zip(flows.cat_id[bound].tolist(), src_ts, dst_ts, src_lane, dst_lane)
-    for k, (c, s, d, sl, dl) in enumerate(points):
-        cat = json.dumps(flows.cats[c])
-        common = f'"cat": {cat}, "name": {cat}, "id": {k + 1}'
-        out.append(f'{{"ph": "s", {common}, "pid": {lanes.pid[sl]}, "tid": {lanes.tid[sl]}, "ts": {s}}}')
-        out.append(f'{{"ph": "f", "bp": "e", {common}, "pid": {lanes.pid[dl]}, "tid": {lanes.tid[dl]}, "ts": {d}}}')
-    return out
+    cats = [json.dumps(c) for c in flows.cats]
+    for lo in range(0, bound.size, _CHUNK):
+        some = bound[lo : lo + _CHUNK]
+        src, dst = flows.src[some], flows.dst[some]
+        src_ts, dst_ts = us_texts(trace.start_ns[src]), us_texts(trace.start_ns[dst])  # not every event's
+        points = zip(flows.cat_id[some].tolist(), src_ts, dst_ts, trace.lane[src].tolist(), trace.lane[dst].tolist())
+        out = []
+        for k, (c, s, d, sl, dl) in enumerate(points, start=lo + 1):
+            common = f'"cat": {cats[c]}, "name": {cats[c]}, "id": {k}'
+            out.append(f'{{"ph": "s", {common}, "pid": {lanes.pid[sl]}, "tid": {lanes.tid[sl]}, "ts": {s}}}')
+            out.append(f'{{"ph": "f", "bp": "e", {common}, "pid": {lanes.pid[dl]}, "tid": {lanes.tid[dl]}, "ts": {d}}}')
+        yield out
