@@ -411,8 +411,9 @@ def _slice_packets(
                 te += annotations.encode_text(a)
             if name in branch_of and not _has_arg(a, ADDED_ARG):  # an export's export has it already
                 te += annotations.encode(branch_of[name])
-            if flow_at[k] is not None:
-                te += flows.fields(*flow_at[k])
+            span = flow_at[k]
+            if span is not None:
+                te += flows.fields(*span)
             yield _packet(t, te, annotations.take_interned())
 
 
