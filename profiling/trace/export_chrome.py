@@ -78,7 +78,7 @@ def _metadata_events(lanes: ExportLanes) -> list[str]:
 
 
 def _meta(name: str, pid: int, tid: int, args: dict[str, str]) -> str:
-    return json.dumps({"name": name, "ph": "M", "ts": 0, "pid": pid, "tid": tid, "args": args})
+    return json.dumps({"name": name, "ph": kineto.PHASE_METADATA.name, "ts": 0, "pid": pid, "tid": tid, "args": args})
 
 
 def _complete_events(trace: Trace, lanes: ExportLanes) -> Iterator[list[str]]:

@@ -33,6 +33,7 @@ from typing import IO, Any
 import msgspec
 import numpy as np
 
+from branchscope.profiling.trace import kineto
 from branchscope.profiling.trace.export_common import (
     MEMORY_CATEGORY,
     MEMORY_NAME,
@@ -48,10 +49,12 @@ from branchscope.profiling.trace.perfetto_overlap import overflow_tracks
 
 #: Category of the counters made for Perfetto's UI (memory totals, pool occupancy): not the trace's.
 DERIVED_CATEGORY = "branchscope.derived"
-#: The annotation added on a branch's label: {branch, region, mode}.
-ADDED_ARG = "branchscope"
+#: The annotation added on a branch's label: {branch, region, mode}, named as the run facts' key.
+ADDED_ARG = kineto.RUN_FACTS.name
 #: The metadata event's name, its track's name and its one annotation's name (the reader's contract).
-METADATA_EVENT, METADATA_TRACK, METADATA_ARG = "branchscope.metadata", "branchscope", "json"
+METADATA_EVENT, METADATA_TRACK, METADATA_ARG = (
+    kineto.PERFETTO_METADATA_EVENT.name, kineto.RUN_FACTS.name, kineto.PERFETTO_METADATA_ARG.name
+)
 #: Annotations of scalar values remembered at most (unique ids would grow it without end).
 _SEEN_MAX = 1 << 14
 #: An event's args, each value kept as its JSON text.
@@ -486,7 +489,7 @@ class _MemoryTracks:
             known = np.flatnonzero(series.pid != -1)
             first_pid = lanes.pid_of(int(series.pid[known[0]]), series.rank) if known.size else None
             parent = None if first_pid is None else tracks.process(first_pid)
-            self.totals.append(tracks.counter(parent, f"memory {series.device}", "Total Allocated", DERIVED_CATEGORY, 3))
+            self.totals.append(tracks.counter(parent, f"memory {series.device}", kineto.TOTAL_ALLOCATED.name, DERIVED_CATEGORY, 3))
 
 
 def _memory_packets(

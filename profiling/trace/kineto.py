@@ -113,6 +113,11 @@ SCHEMA_VERSION, DEVICE_PROPERTIES, RECORD_SHAPES, PROFILE_MEMORY, TRACE_NAME = k
 (BASE_TIME,) = keys("kineto (newer versions; older ones write absolute timestamps)", "baseTimeNanoseconds")
 #: branchscope's own run facts in the traces its runner writes.
 (RUN_FACTS,) = keys(BRANCHSCOPE, "branchscope")
+#: branchscope's own in a Perfetto trace it exports (the exporter writes them, the Perfetto reader
+#: reads them): the instant holding the trace's metadata (these top-level keys as one JSON text, in
+#: its annotation `PERFETTO_METADATA_ARG`), on a track of its own named as the run facts' key
+#: (`RUN_FACTS`).
+PERFETTO_METADATA_EVENT, PERFETTO_METADATA_ARG = keys(BRANCHSCOPE, "branchscope.metadata", "json")
 #: The top-level keys kept as `Trace.metadata` (besides `TRACE_EVENTS`, the events).
 METADATA_KEYS: tuple[Key, ...] = (
     SCHEMA_VERSION, DEVICE_PROPERTIES, DISTRIBUTED_INFO, BASE_TIME, DISPLAY_TIME_UNIT, TRACE_NAME,

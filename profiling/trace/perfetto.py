@@ -30,7 +30,7 @@ from branchscope.profiling.trace.perfetto_tracks import Tracks, read_tracks
 from branchscope.profiling.trace.perfetto_wire import WireError
 
 #: The instant that holds the trace's metadata, and its annotation (docs/formats.md).
-METADATA_EVENT, METADATA_ANNOTATION = "branchscope.metadata", "json"
+METADATA_EVENT, METADATA_ANNOTATION = kineto.PERFETTO_METADATA_EVENT.name, kineto.PERFETTO_METADATA_ARG.name
 #: The category of counters an exporter adds for Perfetto's UI only (not the source trace's): skipped.
 DERIVED_COUNTERS = "branchscope.derived"
 #: A memory event's annotation naming its allocating thread, where its track names none.
@@ -71,23 +71,23 @@ def read_perfetto(path: str, data: bytes) -> dict[str, Any]:
     ev.name = ev.cat = _DONE
     points = _flow_points(ev, begin, start, cat_of)
     event_cats, cat_id = _used(ev.cats, cat_of)
-    return {
-        "raw_keys": raw_keys,
-        "thread": thread,
-        "names": event_names,
-        "cats": event_cats,
-        "name_id": name_id,
-        "cat_id": cat_id,
-        "start_ns": start,
-        "dur_ns": dur,
-        "raw_args": raw_args,
-        "metadata": metadata,
-        "memory_parts": memory_parts,
-        "counters": counters,
-        "process_labels": tracks.process_labels,
-        "thread_names": tracks.thread_names,
-        "points": points,
-    }
+    return dict(
+        raw_keys=raw_keys,
+        thread=thread,
+        names=event_names,
+        cats=event_cats,
+        name_id=name_id,
+        cat_id=cat_id,
+        start_ns=start,
+        dur_ns=dur,
+        raw_args=raw_args,
+        metadata=metadata,
+        memory_parts=memory_parts,
+        counters=counters,
+        process_labels=tracks.process_labels,  # the _assemble's keywords, not a trace's keys
+        thread_names=tracks.thread_names,
+        points=points,
+    )
 
 
 #: What a column of `Events` is set to once read whole (freed: each is as long as the events).

@@ -28,7 +28,7 @@ from branchscope.profiling.trace.perfetto_schema import text
 #: The first tid given to a track that names no thread (`SYNTHETIC_TID + k`, k counting such tracks).
 SYNTHETIC_TID = 1_000_000_000
 #: The track that holds the trace's metadata event, by name (see docs/formats.md).
-METADATA_TRACK = "branchscope"
+METADATA_TRACK = kineto.RUN_FACTS.name
 _DEPTH = 64  # the most ancestors climbed: a cycle of parents ends there
 
 

@@ -213,6 +213,7 @@ def test_the_golden_cases_find_what_pytorch_writes(tmp_path: Path):
 READERS = (
     "reader", "decode", "fields", "text", "lanes", "memory_events", "counters", "flow_events", "flows",
     "collectives", "model", "lane_table", "depth", "merge", "correlation_flows", "memory_source",
+    "perfetto", "perfetto_tracks", "export_common", "export_chrome", "export_perfetto",
 )  # fmt: skip
 
 
