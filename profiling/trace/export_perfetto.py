@@ -8,7 +8,9 @@ export does. What is written, packet by packet (what `perfetto`, the reader, rea
 - a process track per pid ("rank R", `process_labels` "GPU N"), a thread track per lane (GPU
   streams too: pid, stream id, "stream N"), overflow tracks under their lane's track;
 - each event a TYPE_SLICE_BEGIN / TYPE_SLICE_END pair, timestamps exact in ns (the trace's own
-  clock), its args as debug annotations, its arrows as `flow_ids` / `terminating_flow_ids`;
+  clock), its args as debug annotations, its arrows as `flow_ids` / `terminating_flow_ids` (the
+  arrows' categories, which Perfetto's flows lack, as the annotation "branchscope.flow_categories"
+  {flow id: category} of the slice starting them);
 - `[memory]` events as instants with kineto's args on their thread's track, beside a counter
   track of the bytes allocated per device for Perfetto's UI; counters (CPU samples) as counter
   tracks; the inter-op pool's busy threads as a counter track (category `branchscope.derived`,
@@ -55,6 +57,8 @@ ADDED_ARG = kineto.RUN_FACTS.name
 METADATA_EVENT, METADATA_TRACK, METADATA_ARG = (
     kineto.PERFETTO_METADATA_EVENT.name, kineto.RUN_FACTS.name, kineto.PERFETTO_METADATA_ARG.name
 )
+#: The annotation of a slice that starts arrows: their categories, {flow id: category}.
+FLOW_CATEGORIES = kineto.PERFETTO_FLOW_CATEGORIES.name
 #: Annotations of scalar values remembered at most (unique ids would grow it without end).
 _SEEN_MAX = 1 << 14
 #: An event's args, each value kept as its JSON text.
@@ -416,7 +420,7 @@ def _slice_packets(
                 te += annotations.encode(branch_of[name])
             span = flow_at[k]
             if span is not None:
-                te += flows.fields(*span)
+                te += flows.fields(*span, annotations)
             yield _packet(t, te, annotations.take_interned())
 
 
@@ -453,8 +457,9 @@ def _packet_order(start: np.ndarray, end: np.ndarray, dur: np.ndarray, depth: np
 
 class _FlowFields:
     """Each event's `flow_ids` (the arrows it starts) and `terminating_flow_ids` (those it ends),
-    arrow k's id k + 1: the arrows' ends as columns sorted by event, each event's fields made when
-    it is written (a dict of every end's bytes took ~100 B per arrow end)."""
+    arrow k's id k + 1, and the categories of the arrows it starts (`FLOW_CATEGORIES`): the arrows'
+    ends as columns sorted by event, each event's fields made when it is written (a dict of every
+    end's bytes took ~100 B per arrow end)."""
 
     def __init__(self, trace: Trace) -> None:
         flows = trace.flows
@@ -464,6 +469,8 @@ class _FlowFields:
         self.events = events[order]
         self.ids = np.concatenate([bound, bound])[order] + 1
         self.ending = order >= bound.size
+        self.cat_id = np.concatenate([flows.cat_id[bound], flows.cat_id[bound]])[order]
+        self.cats = flows.cats
 
     def spans(self, events: np.ndarray) -> list[tuple[int, int] | None]:
         """Per event of `events`, the range of its arrow ends (None for an event of none)."""
@@ -471,9 +478,12 @@ class _FlowFields:
         hi = np.searchsorted(self.events, events, "right").tolist()
         return [(a, b) if a < b else None for a, b in zip(lo, hi)]
 
-    def fields(self, lo: int, hi: int) -> bytes:
+    def fields(self, lo: int, hi: int, annotations: _Annotations) -> bytes:
+        """The flow fields of arrow ends lo..hi-1 (one event's), and the categories of those it starts."""
         ids, ending = self.ids[lo:hi].tolist(), self.ending[lo:hi].tolist()
-        return b"".join((_TERMINATING_FLOW_ID if e else _FLOW_ID) + _pack_u64(i) for i, e in zip(ids, ending))
+        out = b"".join((_TERMINATING_FLOW_ID if e else _FLOW_ID) + _pack_u64(i) for i, e in zip(ids, ending))
+        cats = {str(i): self.cats[c] for i, e, c in zip(ids, ending, self.cat_id[lo:hi].tolist()) if not e}
+        return out + annotations.encode({FLOW_CATEGORIES: cats}) if cats else out
 
 
 class _MemoryTracks:

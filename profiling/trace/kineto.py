@@ -118,6 +118,9 @@ SCHEMA_VERSION, DEVICE_PROPERTIES, RECORD_SHAPES, PROFILE_MEMORY, TRACE_NAME = k
 #: its annotation `PERFETTO_METADATA_ARG`), on a track of its own named as the run facts' key
 #: (`RUN_FACTS`).
 PERFETTO_METADATA_EVENT, PERFETTO_METADATA_ARG = keys(BRANCHSCOPE, "branchscope.metadata", "json")
+#: branchscope's own in a Perfetto trace it exports: on a slice that starts flows, their categories
+#: (a Perfetto flow has none) as one annotation, a dict {flow id in decimal: category}.
+(PERFETTO_FLOW_CATEGORIES,) = keys(BRANCHSCOPE, "branchscope.flow_categories")
 #: The top-level keys kept as `Trace.metadata` (besides `TRACE_EVENTS`, the events).
 METADATA_KEYS: tuple[Key, ...] = (
     SCHEMA_VERSION, DEVICE_PROPERTIES, DISTRIBUTED_INFO, BASE_TIME, DISPLAY_TIME_UNIT, TRACE_NAME,

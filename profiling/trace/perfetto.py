@@ -23,7 +23,7 @@ from branchscope.profiling.trace.fields import _MAX_ABS_NS
 from branchscope.profiling.trace.lanes import GPU_CATEGORIES
 from branchscope.profiling.trace.memory_events import _ARGS as _MEMORY_ARGS
 from branchscope.profiling.trace.model import CounterTrack, TraceFormatError
-from branchscope.profiling.trace.perfetto_args import PerfettoArgs, int_annotations
+from branchscope.profiling.trace.perfetto_args import PerfettoArgs, dict_annotations, int_annotations
 from branchscope.profiling.trace.perfetto_events import INSTANT, EventReader, Events, pairs
 from branchscope.profiling.trace.perfetto_state import read_packets
 from branchscope.profiling.trace.perfetto_tracks import Tracks, read_tracks
@@ -31,6 +31,11 @@ from branchscope.profiling.trace.perfetto_wire import WireError
 
 #: The instant that holds the trace's metadata, and its annotation (docs/formats.md).
 METADATA_EVENT, METADATA_ANNOTATION = kineto.PERFETTO_METADATA_EVENT.name, kineto.PERFETTO_METADATA_ARG.name
+#: The annotation of a slice starting flows that holds their categories {flow id: category}: read
+#: as the flows', not as args.
+FLOW_CATEGORIES = kineto.PERFETTO_FLOW_CATEGORIES.name
+#: Its name's bytes: a trace holding them nowhere (inline or interned) has no such annotation.
+_FLOW_CATEGORIES_BYTES = FLOW_CATEGORIES.encode()
 #: The category of counters an exporter adds for Perfetto's UI only (not the source trace's): skipped.
 DERIVED_COUNTERS = "branchscope.derived"
 #: A memory event's annotation naming its allocating thread, where its track names none.
@@ -58,6 +63,7 @@ def read_perfetto(path: str, data: bytes) -> dict[str, Any]:
     begin, end = pairs(ev)
     ev.kind = _DONE
     raw_args = _args(ev, begin, end)
+    flow_cats = _flow_categories(ev)
     ev.start = ev.size = _DONE
     start, dur = _times(path, ev, begin, end)
     ev.row = ev.packets.ts = ev.packets.gen = _DONE
@@ -69,7 +75,7 @@ def read_perfetto(path: str, data: bytes) -> dict[str, Any]:
     event_names, name_id = _used(ev.names, ev.name[begin])
     cat_of = ev.cat[begin]
     ev.name = ev.cat = _DONE
-    points = _flow_points(ev, begin, start, cat_of)
+    points = _flow_points(ev, begin, start, cat_of, flow_cats)
     event_cats, cat_id = _used(ev.cats, cat_of)
     return dict(
         raw_keys=raw_keys,
@@ -131,7 +137,11 @@ def _args(ev: Events, begin: np.ndarray, end: np.ndarray) -> PerfettoArgs:
     ended = np.flatnonzero(end >= 0)
     at = end[ended]
     spans[ended, 2], spans[ended, 3] = ev.start[at], ev.end_of(at)
-    return PerfettoArgs(ev.packets.data, spans, ev.packets.gen[ev.row[begin]], ev.packets.interned)
+    return PerfettoArgs(ev.packets.data, spans, ev.packets.gen[ev.row[begin]], ev.packets.interned, _HIDDEN)
+
+
+#: The annotations that are no args.
+_HIDDEN = frozenset({FLOW_CATEGORIES})
 
 
 def _instant_args(ev: Events, rows: np.ndarray) -> list[dict[str, Any]]:
@@ -206,12 +216,33 @@ def _counters(ev: Events, tracks: Tracks) -> list[CounterTrack]:
     return out
 
 
+#: Flows' categories a trace says (`_flow_categories`).
+_Said = tuple[np.ndarray, np.ndarray, list[str]]
+
+
+def _flow_categories(ev: Events) -> _Said:
+    """The categories an exporter gave flows (`FLOW_CATEGORIES` on the events starting them): the
+    flow ids said (uint64, ascending, each once: its first said), their categories (ids into the
+    texts also returned). Only the events that start a flow are read, at once
+    (`perfetto_args.dict_annotations`)."""
+    row, _fid, ending = ev.flows
+    rows = np.unique(row[~ending])
+    if not rows.size or _FLOW_CATEGORIES_BYTES not in ev.packets.data:  # a search of the file: faster than a scan
+        return np.zeros(0, np.uint64), np.zeros(0, np.int32), []
+    ids, cat, cats = dict_annotations(
+        ev.packets.buf, ev.start[rows].astype(np.int64), ev.end_of(rows), ev.packets.gen[ev.row[rows]], ev.packets.interned, FLOW_CATEGORIES
+    )
+    ids, first = np.unique(ids, return_index=True)
+    return ids, cat[first], cats
+
+
+
 def _flow_points(
-    ev: Events, begin: np.ndarray, start: np.ndarray, cat_of: np.ndarray
+    ev: Events, begin: np.ndarray, start: np.ndarray, cat_of: np.ndarray, said: _Said
 ) -> Callable[[np.ndarray, Any], tuple[np.ndarray, ...]] | None:
     """A maker of the flow endpoints' columns (`flow_events.flow_point_columns`'s) from the events'
-    lanes (the complete events begun by `begin`, at `start`, of categories `cat_of`); None when no
-    event names a flow."""
+    lanes (the complete events begun by `begin`, at `start`, of categories `cat_of`; the categories
+    `said` by the trace, per flow id, `_flow_categories`); None when no event names a flow."""
     row, fid, ending = ev.flows
     event_of_row = np.full(max(int(begin.max(initial=-1)), int(row.max(initial=-1))) + 1, -1, np.int64)
     event_of_row[begin] = np.arange(begin.size)
@@ -227,15 +258,28 @@ def _flow_points(
     first = np.concatenate([[True], fid[1:] != fid[:-1]])
     last = np.concatenate([fid[1:] != fid[:-1], [True]])
     phase = np.where(first, 0, np.where(last | ending, 2, 1)).astype(np.int8)
-    _, flow_id = np.unique(fid, return_inverse=True)
-    # the flow's category: kineto's launch -> kernel one where it ends on a GPU event
-    gpu_cat = np.array([c in GPU_CATEGORIES for c in ev.cats], bool)
-    ends_on_gpu = np.zeros(flow_id.max() + 1, bool)
-    ends_on_gpu[flow_id[phase == 2]] = gpu_cat[cat_of[event[phase == 2]]]
-    cat = np.where(ends_on_gpu[flow_id], 0, 1).astype(np.int32)
-    cat_names = np.array([kineto.LAUNCH_FLOW_CATEGORY.name, "flow"], dtype=object)
+    fids, flow_id = np.unique(fid, return_inverse=True)
+    cat, cat_names = _categories(fids, flow_id, phase == 2, ev.cats, cat_of[event], said)
 
     def points(lane: np.ndarray, _lookup: Any) -> tuple[np.ndarray, ...]:
         return (phase, flow_id.astype(np.int64), cat, lane[event].astype(np.int32), ts, np.ones(event.size, bool), cat_names)
 
     return points
+
+
+def _categories(
+    fids: np.ndarray, flow_id: np.ndarray, at_end: np.ndarray, cats: list[str], event_cat: np.ndarray, said: _Said
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each endpoint's flow's category (an id into the names also returned): the one the trace says
+    (`said`), else kineto's launch -> kernel one where the flow ends on a GPU event, else "flow"."""
+    gpu_cat = np.array([c in GPU_CATEGORIES for c in cats], bool)
+    ends_on_gpu = np.zeros(fids.size, bool)
+    ends_on_gpu[flow_id[at_end]] = gpu_cat[event_cat[at_end]]
+    per_flow = np.where(ends_on_gpu, 0, 1).astype(np.int32)
+    said_ids, said_cat, said_cats = said
+    at = np.minimum(np.searchsorted(fids, said_ids), max(fids.size - 1, 0))
+    known = fids[at] == said_ids if fids.size else np.zeros(said_ids.size, bool)
+    names = _Interner()
+    names.ids([kineto.LAUNCH_FLOW_CATEGORY.name, "flow"])
+    per_flow[at[known]] = names.ids(said_cats)[said_cat[known]]
+    return per_flow[flow_id], np.array(list(names.table), dtype=object)

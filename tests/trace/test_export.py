@@ -24,24 +24,10 @@ from tests.paths import SHARED_TRACES
 
 #: The endings a round trip is made through.
 ROUND_TRIPS = [".json", ".json.gz", ".pftrace", ".perfetto-trace"]
-#: Why the arrows' categories do not come back from a Perfetto export yet.
-FLOW_CATS_UNREAD = (
-    "Perfetto flows have no category (the reader calls one that ends on a GPU event ac2g, any other "
-    "'flow'): the export would carry them as the annotation 'branchscope.flow_categories' {flow id: "
-    "category} on the slice starting them once the reader reads it and drops it from the args"
-)
-
-
-def _perfetto(suffix: str) -> bool:
-    return suffix in (".pftrace", ".perfetto-trace")
-
-
 def round_trip(source: Path, tmp_path: Path, suffix: str, **facts_kw: bool) -> tuple[dict, dict]:
-    """The facts of `source` and of its export to `suffix` (a Perfetto one's arrows without their
-    categories: `test_arrow_categories_round_trip`)."""
+    """The facts of `source` and of its export to `suffix`."""
     before = load_source_trace(source)
     out = export_trace(source, tmp_path / f"export{suffix}")
-    facts_kw.setdefault("with_flow_cats", not _perfetto(suffix))
     return trace_facts(before, **facts_kw), trace_facts(load_trace(out), **facts_kw)
 
 
@@ -52,12 +38,11 @@ def test_a_kineto_like_trace_round_trips_every_fact(tmp_path, suffix):
     assert len(before["events"]) == 14 and len(before["flows"]) == 2 and len(before["memory"]) == 2
 
 
-@pytest.mark.parametrize(
-    "suffix",
-    [s if not _perfetto(s) else pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=FLOW_CATS_UNREAD)) for s in ROUND_TRIPS],
-)
+@pytest.mark.parametrize("suffix", ROUND_TRIPS)
 def test_arrow_categories_round_trip(tmp_path, suffix):
-    """Each arrow keeps its category (kineto's "ac2g" launch-to-kernel, "fwdbwd" forward-to-backward)."""
+    """Each arrow keeps its category (kineto's "ac2g" launch-to-kernel, "fwdbwd" forward-to-backward),
+    through Perfetto too, whose flows have none (the exporter's annotation of the slices starting
+    them), and the annotation is no event's arg."""
     events = kineto_like_events()
     for ph, tid, ts in (("s", WORKER, "1002.000"), ("f", MAIN, "1010.001")):  # aten::relu -> aten::mm
         events.append({"ph": ph, "bp": "e", "cat": "fwdbwd", "name": "fwdbwd", "id": 99, "pid": PID, "tid": tid, "ts": ts})
@@ -67,6 +52,7 @@ def test_arrow_categories_round_trip(tmp_path, suffix):
     after = load_trace(export_trace(source, tmp_path / f"export{suffix}"))
     assert sorted(before.flows.cats[c] for c in before.flows.cat_id.tolist()) == ["ac2g", "ac2g", "fwdbwd"]
     assert trace_facts(after)["flows"] == trace_facts(before)["flows"]
+    assert trace_facts(after)["args"] == trace_facts(before)["args"]
 
 
 @pytest.mark.parametrize("suffix", ROUND_TRIPS)
@@ -93,7 +79,7 @@ def test_a_rank_folder_is_one_trace_with_a_process_per_rank(tmp_path, suffix):
     out = export_trace(folder, tmp_path / f"job{suffix}")
     after = load_trace(out)
     assert len(after) == len(before)
-    facts_kw = {"with_pid": False, "with_flow_cats": not _perfetto(suffix)}
+    facts_kw = {"with_pid": False}
     fa, fb = trace_facts(before, **facts_kw), trace_facts(after, **facts_kw)
     assert fb["events"] == fa["events"] and fb["flows"] == fa["flows"]
     assert len(after.lanes) == len(before.lanes) == 6  # per rank: its main thread and its GPU's stream

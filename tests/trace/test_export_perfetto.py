@@ -13,7 +13,12 @@ from typing import Any
 import pytest
 
 from branchscope.profiling.trace.export import export_trace
-from branchscope.profiling.trace.export_perfetto import ADDED_ARG, DERIVED_CATEGORY, METADATA_EVENT
+from branchscope.profiling.trace.export_perfetto import (
+    ADDED_ARG,
+    DERIVED_CATEGORY,
+    FLOW_CATEGORIES,
+    METADATA_EVENT,
+)
 from branchscope.profiling.trace.model import Trace, TraceFormatError
 from branchscope.profiling.trace.reader import load_trace
 from tests.builders.events import trace_of
@@ -99,7 +104,7 @@ def test_every_event_is_a_slice_exact_to_the_ns_with_its_args_on_its_lane(tmp_pa
         for i in range(len(trace))
     )  # fmt: skip
     got = sorted(
-        (n, c, read.lane_of(u), s, d, json.dumps({k: v for k, v in a.items() if k != ADDED_ARG}, sort_keys=True))
+        (n, c, read.lane_of(u), s, d, json.dumps({k: v for k, v in a.items() if k not in (ADDED_ARG, FLOW_CATEGORIES)}, sort_keys=True))
         for n, c, u, s, d, a, _, _ in read.slices
     )
     assert got == want

@@ -213,6 +213,39 @@ def test_counters_memory_flows_and_metadata(tmp_path: Path) -> None:
     assert sorted(trace.names) == ["cudaLaunchKernel", "gemm"]
 
 
+def test_flow_categories_the_trace_gives_are_read_and_are_no_args(tmp_path: Path) -> None:
+    """A flow named in its starting slice's annotation "branchscope.flow_categories" {id: category}
+    has that category; one it does not name keeps the rule (ac2g where it ends on a GPU event, else
+    "flow"); the annotation is none of the slice's args."""
+    w = Writer()
+    w.process(1, PID)
+    w.thread(2, PID, TID)
+    w.thread(3, PID, TID + 1)
+    w.process(4, GPU_PID, labels=("GPU 0",))
+    w.thread(5, GPU_PID, 7)
+    fwd = w.slice(100, 10, 2, "fwd", x=1)
+    fwd.flow_ids.extend([5, 6, 12_345_678_901])
+    said = fwd.debug_annotations.add()
+    said.name = "branchscope.flow_categories"
+    for key, cat in (("5", "fwdbwd"), ("not an id", "junk"), ("12345678901", "ac2g")):
+        entry = said.dict_entries.add()
+        entry.name, entry.string_value = key, cat
+    w.slice(120, 10, 3, "bwd").terminating_flow_ids.append(5)
+    w.slice(150, 20, 5, "gemm", "kernel").terminating_flow_ids.append(6)
+    w.slice(160, 5, 3, "step").terminating_flow_ids.append(12_345_678_901)  # said ac2g, though on a CPU event
+    w.slice(200, 10, 2, "other").flow_ids.append(7)
+    w.slice(220, 10, 3, "later").terminating_flow_ids.append(7)
+    trace = load_trace(w.write(tmp_path / "cats.pftrace"))
+    flows = trace.flows
+    found = sorted(
+        (trace.event_name(int(s)), trace.event_name(int(d)), flows.cats[c])
+        for s, d, c in zip(flows.src.tolist(), flows.dst.tolist(), flows.cat_id.tolist())
+    )
+    assert found == [("fwd", "bwd", "fwdbwd"), ("fwd", "gemm", "ac2g"), ("fwd", "step", "ac2g"), ("other", "later", "flow")]
+    [at] = [i for i in range(len(trace)) if trace.event_name(i) == "fwd"]
+    assert trace.event_args(at) == {"x": 1}
+
+
 def test_a_protobuf_opens_whatever_its_name_and_a_pftrace_of_json_opens_as_json(tmp_path: Path) -> None:
     w = Writer()
     w.thread(2, PID, TID)
