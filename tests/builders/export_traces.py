@@ -23,12 +23,9 @@ def lane_key(trace: Trace, i: int, *, with_pid: bool = True) -> tuple[Any, ...]:
     return (ln.kind, ln.pid, ln.tid, name) if with_pid else (ln.kind, ln.tid, name)
 
 
-def trace_facts(
-    trace: Trace, *, with_pid: bool = True, with_args: bool = True, with_flow_cats: bool = True
-) -> dict[str, Any]:
-    """Every fact of `trace` a round trip keeps (see the module docstring); `with_pid` False for
-    a merged job, whose processes an export may number afresh; `with_flow_cats` False leaves the
-    arrows' categories out (the Perfetto reader does not read them back yet)."""
+def trace_facts(trace: Trace, *, with_pid: bool = True, with_args: bool = True) -> dict[str, Any]:
+    """Every fact of `trace` a round trip keeps (see the module docstring), arrows with their
+    categories; `with_pid` False for a merged job, whose processes an export may number afresh."""
     lanes = [lane_key(trace, i, with_pid=with_pid) for i in range(len(trace.lanes))]
     keys = list(
         zip([trace.names[k] for k in trace.name_id.tolist()], [lanes[k] for k in trace.lane.tolist()],
@@ -39,7 +36,7 @@ def trace_facts(
         "events": events,
         "lanes": sorted(set(lanes)),
         "flows": sorted(
-            (keys[s], keys[d]) + ((trace.flows.cats[c],) if with_flow_cats else ())
+            (keys[s], keys[d], trace.flows.cats[c])
             for s, d, c in zip(trace.flows.src.tolist(), trace.flows.dst.tolist(), trace.flows.cat_id.tolist())
         ),
         "memory": sorted(
