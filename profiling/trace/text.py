@@ -178,16 +178,24 @@ def _read_text(p: Path, src: _Readable, inflates: str, read_so_far: Callable[[],
         del a, chunk
         # What decoding needs: the text, and a msgspec.Raw per ',' at most.
         need = total + _BYTES_PER_COMMA * commas
-        if need > (_UNCHECKED_NEED if budget is None else budget):
-            if budget is None:
-                budget = _memory_budget()
-            if need > budget:
-                raise TraceFormatError(
-                    f"{p}: too large to load: it {inflates or 'holds '}more than {_mib(total)} of JSON text, "
-                    f"which needs about {_mib(need)} of memory to decode, more than the {_mib(budget)} "
-                    "this process may still use"
-                )
+        budget = _within_budget(p, need, budget, f"{inflates or 'holds '}more than {_mib(total)} of JSON text")
     return out.getvalue()
+
+
+def _within_budget(p: Path, need: int, budget: int | None, holds: str) -> int | None:
+    """The memory this process may still use (`budget`, looked up once `need`, what decoding the
+    text read so far needs, passes what is never checked); TraceFormatError, saying what the file
+    `holds`, when `need` is more."""
+    if need <= (_UNCHECKED_NEED if budget is None else budget):
+        return budget
+    if budget is None:
+        budget = _memory_budget()
+    if need > budget:
+        raise TraceFormatError(
+            f"{p}: too large to load: it {holds}, which needs about {_mib(need)} of memory to decode, "
+            f"more than the {_mib(budget)} this process may still use"
+        )
+    return budget
 
 
 def is_protobuf(data: bytes) -> bool:
@@ -205,15 +213,7 @@ def _read_protobuf(p: Path, src: _Readable, out: io.BytesIO, total: int, inflate
     budget: int | None = None
     while True:
         need = _BYTES_PER_PROTOBUF_BYTE * total
-        if need > (_UNCHECKED_NEED if budget is None else budget):
-            if budget is None:
-                budget = _memory_budget()
-            if need > budget:
-                raise TraceFormatError(
-                    f"{p}: too large to load: it {inflates or 'holds '}more than {_mib(total)} of Perfetto "
-                    f"protobuf, which needs about {_mib(need)} of memory to decode, more than the {_mib(budget)} "
-                    "this process may still use"
-                )
+        budget = _within_budget(p, need, budget, f"{inflates or 'holds '}more than {_mib(total)} of Perfetto protobuf")
         read_so_far()
         chunk = src.read(_READ_CHUNK)
         if not chunk:

@@ -259,3 +259,27 @@ def test_memory_device_types_are_named(tmp_path: Path) -> None:
 
     trace = load_trace(_write(tmp_path, "m.json", _doc([GOOD_EVENT, mem(0, -1), mem(1, 0), mem(12, 1), mem(99, 0)])))
     assert sorted(m.device for m in trace.memory) == sorted(["cpu", "cuda:0", "xpu:1", "device99:0"])
+
+
+@pytest.mark.parametrize("kind", ["json", "pftrace"])
+def test_a_trace_needing_more_memory_than_the_process_may_use_is_refused_in_one_line(tmp_path, monkeypatch, kind):
+    """What decoding the text read so far needs is checked against the memory this process may still
+    use, a chunk at a time, before it is decoded (`text._within_budget`): for JSON and Perfetto alike."""
+    from branchscope.profiling.trace import text
+    from tests.builders.perfetto_traces import threads_trace
+
+    if kind == "json":
+        path = _write(tmp_path, "t.json", _doc([{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(200)]))
+        holds = "of JSON text"
+    else:
+        path = tmp_path / "t.pftrace"
+        path.write_bytes(threads_trace().data)
+        holds = "of Perfetto protobuf"
+    assert len(load_trace(path)) > 0
+    monkeypatch.setattr(text, "_UNCHECKED_NEED", 0)
+    monkeypatch.setattr(text, "_memory_budget", lambda: 100)
+    with pytest.raises(TraceFormatError) as err:
+        load_trace(path)
+    message = str(err.value)
+    assert "too large to load" in message and holds in message and "\n" not in message
+    assert message.endswith("this process may still use")
