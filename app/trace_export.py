@@ -23,10 +23,8 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from branchscope.app.cli_text import bytes_text
-from branchscope.profiling.trace.export import SUFFIXES, export_trace
-from branchscope.profiling.trace.merge import load_traces
+from branchscope.profiling.trace.export import SUFFIXES, export_trace, job_ranks
 from branchscope.profiling.trace.model import Trace
-from branchscope.profiling.trace.rank_job import job_of
 from branchscope.profiling.trace.sources import trace_label
 
 #: The save dialog's choices and the ending each writes, the first the default: Perfetto's UI is
@@ -46,16 +44,6 @@ def chosen_file(path: str, suffix: str) -> tuple[str, bool]:
     if any(path.lower().endswith(s) for s in SUFFIXES):
         return path, True
     return path + suffix, False
-
-
-def whole_trace(trace: Trace) -> Trace:
-    """What exporting the shown `trace` writes: a large job's every rank, read from its files as
-    `branchscope export FOLDER` reads them (the window holds only the ranks in view); any other
-    trace as shown. Slow for a large job: called on the export's thread."""
-    job = job_of(trace)
-    if job is None or len(job.loaded(trace)) >= len(job):
-        return trace
-    return load_traces(list(job.paths))
 
 
 class TraceExport(QObject):
@@ -91,11 +79,11 @@ class TraceExport(QObject):
         self.start(trace, path, replace)
 
     def start(self, trace: Trace, path: str, replace: bool = False) -> None:
-        """Writes `trace` (all of it: `whole_trace`) to `path` on a thread; `replace` lets it
+        """Writes `trace` (all of it: `export.whole_trace`) to `path` on a thread; `replace` lets it
         replace a file there (one the user chose to replace)."""
         self.running = True
-        job = job_of(trace)
-        what = f"{len(job)} ranks " if job is not None else ""
+        ranks = job_ranks(trace)
+        what = f"{ranks} ranks " if ranks is not None else ""
         self.window.statusBar().showMessage(f"exporting {what}to {path}…")
         args = (trace, path, replace)
         threading.Thread(target=self._export, args=args, daemon=True, name="branchscope-export").start()
@@ -103,7 +91,7 @@ class TraceExport(QObject):
     def _export(self, trace: Trace, path: str, replace: bool) -> None:
         error = "stopped"
         try:
-            export_trace(whole_trace(trace), path, force=replace)
+            export_trace(trace, path, force=replace)
             error = ""
         except (ValueError, OSError) as exc:  # TraceFormatError is a ValueError: its one line
             error = str(exc)

@@ -39,16 +39,38 @@ def export_format(out: str | os.PathLike[str]) -> str:
 
 
 def export_trace(source: str | os.PathLike[str] | Trace, out: str | os.PathLike[str], force: bool = False) -> Path:
-    """Writes `source` (a path `open_source` opens, or a `Trace`) to `out` in the format its name
-    says; returns `out`. Raises TraceFormatError (one line) for a source that is no trace, an
+    """Writes `source` (a path `open_source` opens, or a `Trace`: a job's every rank, `whole_trace`)
+    to `out` in the format its name says; returns `out`. Raises TraceFormatError (one line) for a source that is no trace, an
     unknown ending, or an `out` that exists (unless `force`: then a regular file is replaced)."""
     out = Path(out)
     fmt = export_format(out)
     check_out(out, force)
     check_not_source(source, out)
-    trace = source if isinstance(source, Trace) else load_source_trace(source)
+    trace = whole_trace(source) if isinstance(source, Trace) else load_source_trace(source)
     write_file(out, lambda f: _writer(fmt)(trace, f), force=force, gzipped=out.name.lower().endswith(".gz"))
     return out
+
+
+def job_ranks(trace: Trace) -> int | None:
+    """How many ranks exporting `trace` writes when it is a job's (all of them, `whole_trace`);
+    None for any other trace."""
+    from branchscope.profiling.trace.rank_job import job_of
+
+    job = job_of(trace)
+    return None if job is None else len(job)
+
+
+def whole_trace(trace: Trace) -> Trace:
+    """What exporting `trace` writes: a large job's every rank, read from its files as `branchscope
+    export FOLDER` reads them (the window holds only the ranks in view); any other trace as it is.
+    Slow for a large job: the window calls it on its export's thread."""
+    from branchscope.profiling.trace.merge import load_traces
+    from branchscope.profiling.trace.rank_job import job_of
+
+    job = job_of(trace)
+    if job is None or len(job.loaded(trace)) >= len(job):
+        return trace
+    return load_traces(list(job.paths))
 
 
 def load_source_trace(path: str | os.PathLike[str]) -> Trace:

@@ -10,6 +10,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QDialog, QFileDialog
 
 import branchscope.app.trace_export as trace_export
+from branchscope.profiling.trace.merge import load_traces
 from branchscope.profiling.trace.rank_job import job_of
 from branchscope.profiling.trace.reader import load_trace
 from tests.builders.export_traces import trace_facts, write_kineto_like
@@ -94,7 +95,7 @@ def test_a_large_job_is_exported_with_every_rank_not_only_those_in_view(window, 
     assert len(job_of(shown).loaded(shown)) < 12  # the window holds a few ranks of it
     _choose(monkeypatch, tmp_path / "all.json")
     assert _export(window, qtbot).startswith(f"exported to {tmp_path / 'all.json'}")
-    whole = trace_facts(trace_export.load_traces(sorted(folder.glob("rank-*.json"))), with_pid=False)
+    whole = trace_facts(load_traces(sorted(folder.glob("rank-*.json"))), with_pid=False)
     assert trace_facts(load_trace(tmp_path / "all.json"), with_pid=False)["events"] == whole["events"]
 
 
