@@ -143,6 +143,17 @@ def _new(seq: int = 1) -> tuple[TraceProtoBuilder, _Writer]:
     return builder, _Writer(builder, seq, Facts(), {})
 
 
+def varint(n: int) -> bytes:
+    """`n` (>= 0) as a protobuf varint, written by hand (the tests of the wire reader build bytes
+    with it, not with the exporter's encoder they would then be testing against)."""
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
 def annotate(event: pb.TrackEvent, name: str, value: Any) -> pb.DebugAnnotation:
     """A debug annotation `name` = `value` on `event` (`_set_value` says how each type is written)."""
     a = event.debug_annotations.add()

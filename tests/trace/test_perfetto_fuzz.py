@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from branchscope.profiling import TraceFormatError, load_trace
 from tests.builders import perfetto_traces as pt
+from tests.builders.perfetto_traces import varint
 from tests.paths import ROOT
 
 #: Built once: the traces the examples cut and flip.
@@ -41,15 +42,6 @@ def load_or_refuse(path: Path) -> None:
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     assert peak < PEAK_BYTES, peak
-
-
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, n = n & 0x7F, n >> 7
-        out.append(low | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 def field(number: int, payload: bytes, *, length: int | None = None) -> bytes:

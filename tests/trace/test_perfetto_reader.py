@@ -18,6 +18,7 @@ from branchscope.profiling.trace.model import TraceFormatError
 from branchscope.profiling.trace.perfetto_args import PerfettoArgs
 from branchscope.profiling.trace.reader import load_trace
 from branchscope.profiling.trace.sources import RANK_TRACES, load_job, open_source
+from tests.builders.perfetto_traces import annotate
 
 B, E, INSTANT, C = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END, pb.TrackEvent.TYPE_INSTANT, pb.TrackEvent.TYPE_COUNTER
 CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
@@ -71,16 +72,7 @@ class Writer:
         if cat:
             te.categories.append(cat)
         for k, v in args.items():
-            a = te.debug_annotations.add()
-            a.name = k
-            if isinstance(v, bool):
-                a.bool_value = v
-            elif isinstance(v, int):
-                a.int_value = v
-            elif isinstance(v, float):
-                a.double_value = v
-            else:
-                a.string_value = v
+            annotate(te, k, v)
         return te
 
     def slice(self, ts: int, dur: int, track: int, name: str, cat: str = "cpu_op", **args: Any) -> Any:

@@ -18,15 +18,7 @@ from branchscope.profiling.trace.perfetto_wire import (
     read_varints,
     scan,
 )
-
-
-def varint(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b, v = v & 0x7F, v >> 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
+from tests.builders.perfetto_traces import varint
 
 
 def field(number: int, wire: int, payload: bytes | int) -> bytes:
