@@ -48,7 +48,7 @@ from PySide6.QtWidgets import (
 
 from branchscope.app.elided_lines import ElidedLines
 from branchscope.app.run_controller import RunSpec
-from branchscope.profiling.run.modes import BASELINE_MODE, MODES, mode_named
+from branchscope.profiling.run.modes import BASELINE_MODE, MODES, mode_named, why_not_offered
 from branchscope.profiling.run.options import RunOptions
 from branchscope.profiling.trace.mode_traits import UNKNOWN, threads_words
 from branchscope.widgets.theme import theme
@@ -389,11 +389,7 @@ class RunControls(QWidget):
         """Why the mode `name` cannot be chosen here ("" when it can): it needs CUDA this machine
         lacks, or the worker's Python cannot run it."""
         mode = MODES.get(name)
-        if mode is None:
-            return ""
-        if mode.needs_cuda and not self._cuda[0]:
-            return f"{mode.traits.title} needs CUDA: {self._cuda[1]}"
-        return self.mode_problems.get(name, "")
+        return "" if mode is None else why_not_offered(mode, self._cuda, self.mode_problems)
 
     def _offer_modes(self) -> None:
         """Each mode's item enabled or greyed out with why (`mode_reason`); the combo's tooltip sums up."""

@@ -41,7 +41,7 @@ from PySide6.QtWidgets import (
 
 from branchscope.app.runs import RunSpec
 from branchscope.app.sweep_controller import SweepController
-from branchscope.profiling.run.modes import MODES
+from branchscope.profiling.run.modes import MODES, why_not_offered
 from branchscope.profiling.run.sweep import (
     DEFAULT_PASSES,
     SweepError,
@@ -215,11 +215,9 @@ class SweepPanel(QWidget):
 
     def _offer_modes(self) -> None:
         """Each mode's box offered, or unticked and greyed out saying why (no CUDA, or its Python)."""
-        available, reason = self._cuda
         for name, box in self.mode_boxes.items():
             mode = MODES[name]
-            why = f"{mode.traits.title} needs CUDA: {reason}" if mode.needs_cuda and not available else ""
-            why = why or self._mode_problems.get(name, "")
+            why = why_not_offered(mode, self._cuda, self._mode_problems)
             was = box.isEnabled()
             box.setEnabled(not why)
             box.setToolTip(why or mode.description)

@@ -33,7 +33,7 @@ CLI read the registry.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
@@ -175,6 +175,15 @@ def mode_named(name: str) -> Mode:
         if name in mode.aliases:
             return mode
     raise KeyError(f"{name!r} is not one of: {', '.join(MODE_NAMES)}")
+
+
+def why_not_offered(mode: Mode, cuda: tuple[bool, str], problems: Mapping[str, str]) -> str:
+    """Why `mode` cannot be chosen in the window ("" when it can): it needs CUDA, which `cuda`
+    (available, why not) says this machine lacks, or the worker's Python cannot run it (`problems`,
+    that Python's probe's answer: `unavailable_here` there). The run controls and the Sweep tab alike."""
+    if mode.needs_cuda and not cuda[0]:
+        return f"{mode.traits.title} needs CUDA: {cuda[1]}"
+    return problems.get(mode.name, "")
 
 
 def unavailable_here() -> dict[str, str]:
